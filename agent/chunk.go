@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/planround/planround/stream"
+)
+
+// Kind says what a [Chunk] carries. The zero Kind is invalid, so a zero
+// Chunk (as returned with an error) never looks like a real one.
+type Kind uint8
+
+const (
+	// KindInvalid is the zero Kind; no valid chunk has it.
+	KindInvalid Kind = iota
+	// KindText is visible reply text (Text, Raw, Voice).
+	KindText
+	// KindReasoning is reasoning a provider streams beside the reply
+	// (Text). It is never persisted.
+	KindReasoning
+	// KindToolCall is a tool call changing state (Tool).
+	KindToolCall
+	// KindToolRejected is a tool call that was rejected, timed out or
+	// interrupted (Tool, with Tool.State == StateRejected).
+	KindToolRejected
+	// KindSide is a side message of a tool, right after its executing
+	// chunk (Tool, Side).
+	KindSide
+	// KindRoundEnd ends a round (Intent on round 0, Usage).
+	KindRoundEnd
+	// KindWarning is a warning that ends the run, such as the maximum
+	// number of tool rounds (Text).
+	KindWarning
+	// KindInterrupted is the last chunk of an interrupted run.
+	KindInterrupted
+)
+
+var kindNames = [...]string{
+	KindInvalid:      "invalid",
+	KindText:         "text",
+	KindReasoning:    "reasoning",
+	KindToolCall:     "tool_call",
+	KindToolRejected: "tool_rejected",
+	KindSide:         "side",
+	KindRoundEnd:     "round_end",
+	KindWarning:      "warning",
+	KindInterrupted:  "interrupted",
+}
+
+// String returns the wire name of k ("text", "tool_call", ...).
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) {
+	if k == KindInvalid || int(k) >= len(kindNames) {
+		return nil, fmt.Errorf("agent: cannot marshal %v chunk kind", k)
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for i, n := range kindNames {
+		if i != 0 && n == string(b) {
+			*k = Kind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("agent: unknown chunk kind %q", b)
+}
+
+// Intent is the outcome of the planning round.
+type Intent string
+
+// The intents of a planning round's round_end.
+const (
+	IntentNoTool   Intent = "no_tool"   // the model said no tool is needed
+	IntentNeedTool Intent = "need_tool" // the model asked for the tool loop
+	IntentNone     Intent = "none"      // no tag: treated as need_tool
+)
+
+// ToolState is the state of one tool call.
+type ToolState string
+
+// The states of a tool call, in the order they happen.
+const (
+	StateStart            ToolState = "start"
+	StateApprovalRequired ToolState = "approval_required"
+	StateExecuting        ToolState = "executing"
+	StateResult           ToolState = "result"
+	StateRejected         ToolState = "rejected"
+)
+
+// ToolCall is one tool call as a chunk shows it.
+type ToolCall struct {
+	ID    string    `json:"id"`
+	Name  string    `json:"name"`
+	State ToolState `json:"state,omitempty"`
+	// Arguments is the call's arguments when they are valid JSON.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ArgumentsRaw is the text the model wrote when it is not valid JSON.
+	ArgumentsRaw string `json:"arguments_raw,omitempty"`
+	// ApprovalRequired is true on the approval_required chunk.
+	ApprovalRequired bool `json:"approval_required,omitempty"`
+	// ApprovalID is the id a Preparer gave the pending approval; a front end
+	// answers the approval with it.
+	ApprovalID string `json:"approval_id,omitempty"`
+	// Result is the tool's result (state result).
+	Result string `json:"result,omitempty"`
+	// Reason says why a call was rejected (state rejected).
+	Reason string `json:"reason,omitempty"`
+	// PartialResult is what the tool wrote to its Progress before it was
+	// interrupted (state rejected).
+	PartialResult string `json:"partial_result,omitempty"`
+}
+
+// Chunk is one event of a run. Kind says which fields are set; empty fields
+// are omitted from its JSON, which is the stable wire schema of the SDK.
+type Chunk struct {
+	Kind Kind `json:"kind"`
+	// Round is the round the chunk belongs to: 0 is the planning round.
+	Round int `json:"round"`
+	// Text is visible text (tags stripped) for text, reasoning and warning
+	// chunks.
+	Text string `json:"text,omitempty"`
+	// Raw is the text with its control tags (text chunks).
+	Raw string `json:"raw,omitempty"`
+	// Voice is true on every text chunk of a reply that began with <voice>.
+	Voice bool `json:"voice,omitempty"`
+	// Intent is set on the planning round's round_end.
+	Intent Intent `json:"intent,omitempty"`
+	// Tool is the call of a tool_call, tool_rejected or side chunk.
+	Tool *ToolCall `json:"tool,omitempty"`
+	// Side is a side message's payload.
+	Side any `json:"side,omitempty"`
+	// Usage is the round's token usage on round_end, when reported.
+	Usage *stream.Usage `json:"usage,omitempty"`
+}

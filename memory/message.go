@@ -1,0 +1,72 @@
+package memory
+
+import (
+	"time"
+)
+
+// Role is the author of a [Message].
+type Role string
+
+// The roles of the chat-completions protocol.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one message of a conversation, in the SDK's own vocabulary.
+// [ToParams] turns a list of them into an OpenAI chat-completions request.
+type Message struct {
+	// ID is assigned by the [Store] on append; zero before.
+	ID int64 `json:"id,omitempty"`
+	// Role says who wrote the message.
+	Role Role `json:"role"`
+	// Content is the text. Assistant text keeps its raw control tags.
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID names the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name is the tool's name on a tool message (informational).
+	Name string `json:"name,omitempty"`
+	// CreatedAt is when the message was made; a Store fills a zero value.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Hook marks a message injected by a hook: it is sent to the model but
+	// a host does not show it.
+	Hook bool `json:"hook,omitempty"`
+	// SummaryID is non-zero when the message was archived into the summary
+	// with that id: it stays readable but leaves the model's context.
+	SummaryID int64 `json:"summary_id,omitempty"`
+}
+
+// Archived reports whether the message was archived into a summary.
+func (m Message) Archived() bool { return m.SummaryID != 0 }
+
+// ToolCall is one call of an assistant message.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text the model wrote (possibly invalid JSON).
+	Arguments string `json:"arguments"`
+}
+
+// Session is one conversation.
+type Session struct {
+	ID        string    `json:"id"`
+	Title     string    `json:"title,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// Summary is a long-term memory row: the model's summary of archived
+// messages.
+type Summary struct {
+	ID        int64     `json:"id,omitempty"`
+	Content   string    `json:"content"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// FirstID and LastID are the ids of the first and last archived message
+	// the summary covers.
+	FirstID int64 `json:"first_id,omitempty"`
+	LastID  int64 `json:"last_id,omitempty"`
+}

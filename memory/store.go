@@ -1,0 +1,45 @@
+package memory
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned (wrapped) by a [Store] for an unknown session.
+var ErrNotFound = errors.New("memory: session not found")
+
+// Store keeps sessions, their messages and their long-term summaries.
+//
+// Implementations must be safe for concurrent use by several goroutines and
+// several sessions. Every method that names a session returns an error
+// wrapping [ErrNotFound] when it does not exist. The package storetest holds
+// a conformance suite every implementation should pass.
+type Store interface {
+	// CreateSession creates a session. An empty ID gets a generated one;
+	// a zero CreatedAt gets the current time. It returns the stored session.
+	// Creating an existing id is an error.
+	CreateSession(ctx context.Context, s Session) (Session, error)
+	// Session returns one session.
+	Session(ctx context.Context, id string) (Session, error)
+	// Sessions lists all sessions, most recently updated first.
+	Sessions(ctx context.Context) ([]Session, error)
+	// RenameSession sets a session's title.
+	RenameSession(ctx context.Context, id, title string) error
+	// DeleteSession removes a session with its messages and summaries.
+	DeleteSession(ctx context.Context, id string) error
+
+	// Append adds messages at the end of a session, atomically: all of them
+	// or none. It returns them with ID (increasing in append order) and
+	// CreatedAt filled in.
+	Append(ctx context.Context, sessionID string, msgs ...Message) ([]Message, error)
+	// Messages returns a session's messages in append order: only the
+	// active ones, or with archived ones too when all is true.
+	Messages(ctx context.Context, sessionID string, all bool) ([]Message, error)
+
+	// Summarize stores a summary and archives, in the same transaction, the
+	// active messages with ids in [s.FirstID, s.LastID] by setting their
+	// SummaryID. It returns the stored summary with its ID.
+	Summarize(ctx context.Context, sessionID string, s Summary) (Summary, error)
+	// Summaries returns a session's summaries, oldest first.
+	Summaries(ctx context.Context, sessionID string) ([]Summary, error)
+}

@@ -1,0 +1,54 @@
+package stream
+
+// Delta is one decoded chunk of a streamed chat completion, in the SDK's own
+// small vocabulary. Wire decoders (internal/wire for the OpenAI-compatible
+// protocol) produce it; the [Parser] and the [Accumulator] consume it, so the
+// decoder can change without touching them.
+//
+// A decoder may reuse a Delta (and its ToolCalls slice) between chunks: a
+// consumer that keeps a Delta after asking for the next one must copy it.
+type Delta struct {
+	// Content is the next piece of the visible reply (raw, tags included).
+	Content string
+	// Reasoning is text a provider streams separately from the reply
+	// (reasoning_content, reasoning). It is never part of Content.
+	Reasoning string
+	// ToolCalls are the tool-call fragments of this chunk, in wire order.
+	ToolCalls []ToolCallDelta
+	// FinishReason is the provider's finish_reason ("stop", "tool_calls",
+	// "length", ...), empty until the provider sends one.
+	FinishReason string
+	// Usage is set on the chunk that reports token usage, nil otherwise.
+	Usage *Usage
+}
+
+// ToolCallDelta is one fragment of a tool call.
+type ToolCallDelta struct {
+	// Index is the provider's index of the call in the response, or
+	// NoIndex when the provider omitted it.
+	Index int
+	// ID, Name and Arguments are the fragment's parts; any of them may be
+	// empty. Arguments is JSON text split anywhere.
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// NoIndex is the [ToolCallDelta.Index] of a fragment without an index.
+const NoIndex = -1
+
+// Usage is the token usage a provider reports for one response.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens,omitempty"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + v.PromptTokens,
+		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
+		TotalTokens:      u.TotalTokens + v.TotalTokens,
+	}
+}
