@@ -1,0 +1,33 @@
+// Package intent holds the intent tags of the planning round, the default
+// planning and continuation prompts, and the clean-up of tags from the
+// message history.
+//
+// # The planning round
+//
+// Round 0 of a run sends the conversation without tools, followed by a
+// temporary system message, the planning prompt ([PlanningPrompt] or
+// [Dictionary.PlanningPrompt]). It asks the model to answer the user in
+// words first and to end its reply with exactly one intent tag:
+// "<no_tool>" when it answered without tools, "<need_tool>" when it needs
+// them. When the reply is complete the agent calls [Dictionary.Detect] on
+// the whole text. A tag with [Tag.SkipTools] leads to a continuation round
+// without tools under [ContinuationPrompt]; any other tag, or no tag, leads
+// to the tool loop.
+//
+// Either way the agent then appends the reply and a [ContinueMessage] user
+// message to its working list and runs [Dictionary.StripMessages] over
+// it, so that later rounds do not imitate the tags. The stream parser hides
+// the tags from the text users see; [Dictionary.Tags] lists them for it.
+//
+// # Dictionaries
+//
+// Tags come from a [Dictionary]. [DefaultDictionary] holds "<no_tool>" and
+// "<need_tool>"; [NewDictionary] builds others, each tag with the intent a
+// host sees, whether it skips tools, and a description for the prompt. The
+// zero Dictionary is the default one.
+//
+// # Prompts
+//
+// The default prompts are English and tell the model to reply in the
+// user's own language. They name no tool and describe none.
+package intent

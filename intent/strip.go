@@ -1,0 +1,92 @@
+package intent
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/planround/planround/memory"
+)
+
+// Strip returns text with every tag of the dictionary removed, and tidies
+// the whitespace the removals leave behind:
+//
+//   - whitespace at the end of the result is trimmed (the usual case: a
+//     reply that ended with " <need_tool>" or "\n<no_tool>");
+//   - whitespace that a removed tag leaves at the very start is trimmed;
+//   - where a tag stood between two runs of spaces or tabs, the second
+//     run is dropped, so "a <no_tool> b" becomes "a b".
+//
+// A text without tags is returned unchanged, whitespace included. Other
+// tags, in particular the speech tag "<voice>", are kept.
+//
+// Removal repeats until no tag is left, so text such as
+// "<no_<need_tool>tool>" strips to the empty string: the result never
+// contains a tag of the dictionary. Strip runs in time linear in
+// len(text) for a given dictionary.
+func (d Dictionary) Strip(text string) string {
+	tags := d.all()
+	if !containsAny(text, tags) {
+		return text
+	}
+	// buf never contains a tag: every tag is at least "<x>", so one can
+	// only appear when a '>' is appended, and then it is a suffix of buf,
+	// which we cut at once. Cutting leaves a prefix of an earlier buf, so
+	// the invariant holds and removal reaches its fixed point in one pass.
+	buf := make([]byte, 0, len(text))
+	drop := false // drop whitespace left by the latest cut
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if drop {
+			if c == ' ' || c == '\t' || (len(buf) == 0 && (c == '\n' || c == '\r')) {
+				continue
+			}
+			drop = false
+		}
+		buf = append(buf, c)
+		if c != '>' {
+			continue
+		}
+		for _, t := range tags {
+			if len(buf) >= len(t.Name) && string(buf[len(buf)-len(t.Name):]) == t.Name {
+				buf = buf[:len(buf)-len(t.Name)]
+				drop = len(buf) == 0 || isSpace(buf[len(buf)-1])
+				break // no other tag can end here: tags never overlap
+			}
+		}
+	}
+	return strings.TrimRight(string(buf), " \t\r\n")
+}
+
+func containsAny(text string, tags []Tag) bool {
+	for _, t := range tags {
+		if strings.Contains(text, t.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// StripMessages returns a copy of msgs in which the Content of every
+// assistant message has gone through [Dictionary.Strip]; messages of other
+// roles are copied as they are. msgs is never modified, and the copy shares
+// no slice with it (ToolCalls are copied too). A nil msgs gives nil.
+//
+// The agent calls it on the working message list after the planning
+// round, so that later rounds do not see, and imitate, intent tags.
+// Persisted history keeps the raw tags.
+func (d Dictionary) StripMessages(msgs []memory.Message) []memory.Message {
+	if msgs == nil {
+		return nil
+	}
+	out := make([]memory.Message, len(msgs))
+	for i, m := range msgs {
+		m.ToolCalls = slices.Clone(m.ToolCalls)
+		if m.Role == memory.RoleAssistant {
+			m.Content = d.Strip(m.Content)
+		}
+		out[i] = m
+	}
+	return out
+}
