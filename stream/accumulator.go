@@ -1,0 +1,137 @@
+package stream
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+)
+
+// Call is a tool call assembled from [ToolCallDelta] fragments.
+type Call struct {
+	// Index is the provider's index of the call, or NoIndex when the
+	// provider sent none.
+	Index int
+	// ID is the call's id: the first non-empty id a fragment carried, or a
+	// generated "call_<hex>" id when the first fragment had none.
+	ID string
+	// Name is the function name; empty when no fragment carried one.
+	Name string
+	// Arguments is the concatenation of all argument fragments: JSON text
+	// when the call is complete, but never validated here.
+	Arguments string
+}
+
+// Accumulator assembles tool calls from the fragments of a streamed reply.
+// Its zero value is ready to use. It is not safe for concurrent use.
+//
+// Fragments are matched to calls by their index; calls get slots in the
+// order their first fragment arrived, whatever the indexes are (an
+// Anthropic-compatible endpoint starts at 1). A fragment without an index
+// (NoIndex, or any negative index) starts a new call when it carries a
+// non-empty id that differs from the last call's id, or when there is no
+// call yet; otherwise it continues the last call.
+//
+// Within a call the first id and the first non-empty name are kept: a later
+// empty id ("" on every continuation, as Qwen sends), repeated id or empty
+// name never erases them. A call that starts without an id gets a generated
+// one at once, so every tool message can name its call. Arguments are
+// appended in order, whether they arrive in many fragments or whole in one.
+type Accumulator struct {
+	calls []*callState
+	n     int // calls[:n] are in use; the rest are kept for reuse
+}
+
+type callState struct {
+	index int
+	id    string
+	name  string
+	args  strings.Builder
+}
+
+// Add adds one fragment. It returns the slot of the call the fragment
+// belongs to, and started is true when this fragment made the call's name
+// known (the moment to show that the call has begun).
+func (a *Accumulator) Add(d ToolCallDelta) (slot int, started bool) {
+	slot = a.find(d)
+	if slot < 0 {
+		slot = a.n
+		if a.n == len(a.calls) {
+			a.calls = append(a.calls, new(callState))
+		}
+		a.n++
+		c := a.calls[slot]
+		c.index = max(d.Index, NoIndex)
+		c.id = d.ID
+		if c.id == "" {
+			c.id = NewCallID()
+		}
+	}
+	c := a.calls[slot]
+	if c.name == "" && d.Name != "" {
+		c.name = d.Name
+		started = true
+	}
+	c.args.WriteString(d.Arguments)
+	return slot, started
+}
+
+// find returns the slot d continues, or -1 when d starts a new call.
+func (a *Accumulator) find(d ToolCallDelta) int {
+	if d.Index >= 0 {
+		for i, c := range a.calls[:a.n] {
+			if c.index == d.Index {
+				return i
+			}
+		}
+		return -1
+	}
+	if a.n == 0 {
+		return -1
+	}
+	if last := a.calls[a.n-1]; d.ID == "" || d.ID == last.id {
+		return a.n - 1
+	}
+	return -1
+}
+
+// Len returns the number of calls so far.
+func (a *Accumulator) Len() int { return a.n }
+
+// Call returns the state so far of the call in slot. It returns the zero
+// Call when slot is out of range.
+func (a *Accumulator) Call(slot int) Call {
+	if slot < 0 || slot >= a.n {
+		return Call{}
+	}
+	c := a.calls[slot]
+	return Call{Index: c.index, ID: c.id, Name: c.name, Arguments: c.args.String()}
+}
+
+// Calls returns all calls in slot order (nil when there are none). Calls
+// that never got a name are included with an empty Name.
+func (a *Accumulator) Calls() []Call {
+	if a.n == 0 {
+		return nil
+	}
+	out := make([]Call, a.n)
+	for i := range out {
+		out[i] = a.Call(i)
+	}
+	return out
+}
+
+// Reset forgets all calls. Strings returned earlier stay valid.
+func (a *Accumulator) Reset() {
+	for _, c := range a.calls[:a.n] {
+		c.index, c.id, c.name = 0, "", ""
+		c.args = strings.Builder{}
+	}
+	a.n = 0
+}
+
+// NewCallID returns a fresh tool-call id: "call_" and 24 random hex digits.
+func NewCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "call_" + hex.EncodeToString(b[:])
+}

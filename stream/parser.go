@@ -1,0 +1,384 @@
+package stream
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Mode selects how a [Parser] cuts visible text into pieces.
+type Mode uint8
+
+const (
+	// ModeDeltas forwards text as soon as it cannot be part of a control
+	// tag: usually one piece per delta.
+	ModeDeltas Mode = iota
+	// ModeSentences forwards whole sentences, for speech synthesis. A
+	// sentence ends after a CJK 。！？, after a Latin . ! or ? that is
+	// followed by white space (the white space character is kept with the
+	// sentence), and after a newline. The remainder comes out at Flush.
+	ModeSentences
+)
+
+// VoiceTag is the control tag that, at the start of a reply, flags the reply
+// for speech.
+const VoiceTag = "<voice>"
+
+// DefaultTags are the control tags a [Parser] strips when [Config.Tags] is
+// nil: the voice tag and the two intent tags of the planning round.
+var DefaultTags = []string{VoiceTag, "<no_tool>", "<need_tool>"}
+
+// Config configures a [Parser]. The zero Config strips [DefaultTags] in
+// [ModeDeltas].
+type Config struct {
+	// Tags are the control tags to strip from the visible text. nil means
+	// DefaultTags; an empty non-nil slice strips nothing. Empty strings are
+	// ignored. The voice flag works only when VoiceTag is among the tags.
+	Tags []string
+	// Mode is how visible text is cut into pieces.
+	Mode Mode
+}
+
+// Piece is one span of a reply as the [Parser] releases it.
+//
+// Text is Raw with the control tags removed. It may be empty when the span
+// holds only tags; callers that show text skip such pieces, but callers that
+// rebuild the raw reply must keep them. The concatenation of all pieces'
+// Raw is the whole reply; the concatenation of their Text is the reply
+// without its tags.
+//
+// The strings are ordinary immutable strings that stay valid after the
+// Parser moves on or is Reset. They usually share memory with the Parser's
+// copy of the raw reply, so holding one piece keeps that copy alive.
+type Piece struct {
+	// Text is the visible text: Raw without control tags.
+	Text string
+	// Raw is the same span with its control tags.
+	Raw string
+	// Voice is true when the reply began with VoiceTag.
+	Voice bool
+}
+
+// byte classes used by the scanner.
+const (
+	classTag   = 1 << iota // may start a control tag
+	classSplit             // may end a sentence (., !, ?, \n, lead byte of 。！？)
+)
+
+// Parser turns the content deltas of one streamed reply into [Piece]s:
+// control tags are stripped from the visible text without ever leaking a
+// partial tag, the reply's voice flag is decided at its start, and in
+// [ModeSentences] the text is cut at sentence ends.
+//
+// The Parser holds back only what it must: a suffix that could still grow
+// into a tag, the very beginning of the reply until the voice flag is known
+// (leading white space and non-voice tags), and in ModeSentences the
+// unfinished sentence. Everything held back comes out at [Parser.Flush].
+//
+// A tag is recognised wherever it occurs, leftmost first; when several tags
+// match at the same place, the longest wins. Text that only looks like the
+// start of a tag ("a < b", "<div>", "<no_toolbox") is released as soon as
+// it can no longer become one.
+//
+// Sentence ends are found from the raw text: a Latin . ! ? counts only when
+// the next raw character is white space or the stream ends, so "3.14",
+// "e.g." inside a word and "Hi.<no_tool>" do not split, while "Dr. Smith"
+// does (there is no abbreviation list). A '.' at the end of a delta waits for
+// the next delta.
+//
+// A Parser is not safe for concurrent use. Reuse it for the next reply
+// with [Parser.Reset].
+type Parser struct {
+	tags  []string
+	class [256]uint8
+	// onlyLT is true when every tag starts with '<', which lets the delta
+	// mode jump from one '<' to the next.
+	onlyLT   bool
+	hasVoice bool
+	mode     Mode
+
+	// raw holds the whole reply. Written bytes never change, so substrings
+	// of raw.String() stay valid for ever: pieces are cut from it without
+	// copying.
+	raw strings.Builder
+	// emitted is the length of raw already released in pieces.
+	emitted int
+	// scanned is the length of raw already classified: raw[scanned:] is
+	// either unread or a held-back possible tag prefix (or, in sentence
+	// mode, a '.' waiting for its next character).
+	scanned int
+	// spans are the complete tags found in raw[emitted:scanned], as
+	// absolute offsets, in order.
+	spans []span
+
+	decided bool // the voice flag is known
+	voice   bool
+}
+
+type span struct{ start, end int }
+
+// NewParser returns a Parser configured by cfg.
+func NewParser(cfg Config) *Parser {
+	p := &Parser{mode: cfg.Mode, onlyLT: true}
+	tags := cfg.Tags
+	if tags == nil {
+		tags = DefaultTags
+	}
+	for _, t := range tags {
+		if t == "" {
+			continue
+		}
+		p.tags = append(p.tags, t)
+		p.class[t[0]] |= classTag
+		if t[0] != '<' {
+			p.onlyLT = false
+		}
+		if t == VoiceTag {
+			p.hasVoice = true
+		}
+	}
+	if cfg.Mode == ModeSentences {
+		for _, c := range []byte{'.', '!', '?', '\n', 0xE3, 0xEF} {
+			p.class[c] |= classSplit
+		}
+	}
+	return p
+}
+
+// Write feeds the next delta of the reply and calls emit for each piece
+// that became safe to release (zero or more).
+func (p *Parser) Write(delta string, emit func(Piece)) {
+	if delta == "" {
+		return
+	}
+	p.raw.WriteString(delta)
+	p.advance(false, emit)
+}
+
+// Flush ends the reply: everything held back is released. A held-back
+// suffix that never became a tag comes out as text, and in ModeSentences
+// the remaining sentences are released, the unfinished last one included.
+// The Parser may be Reset and reused afterwards.
+func (p *Parser) Flush(emit func(Piece)) {
+	p.advance(true, emit)
+	if p.emitted < p.raw.Len() {
+		p.release(p.raw.Len(), emit)
+	}
+}
+
+// Raw returns the whole raw reply written so far, tags included, held-back
+// text included.
+func (p *Parser) Raw() string { return p.raw.String() }
+
+// Voice reports whether the reply began with VoiceTag. It is false until
+// the Parser has seen enough of the reply to know.
+func (p *Parser) Voice() bool { return p.voice }
+
+// Reset makes the Parser ready for a new reply with the same Config.
+// Strings returned earlier stay valid.
+func (p *Parser) Reset() {
+	p.raw = strings.Builder{}
+	p.emitted, p.scanned = 0, 0
+	p.spans = p.spans[:0]
+	p.decided, p.voice = false, false
+}
+
+// advance classifies raw[scanned:] and releases what became safe. final
+// means the stream ended: nothing waits for more input.
+func (p *Parser) advance(final bool, emit func(Piece)) {
+	s := p.raw.String()
+	i := p.scanned
+	stop := len(s) // where classification stopped
+scan:
+	for i < len(s) {
+		if p.decided && p.mode == ModeDeltas && p.onlyLT {
+			// Fast path: nothing matters but the next '<'.
+			j := strings.IndexByte(s[i:], '<')
+			if j < 0 {
+				i = len(s)
+				break
+			}
+			i += j
+		}
+		c := s[i]
+		cl := p.class[c]
+		if cl&classTag != 0 {
+			n, hold := p.matchTag(s[i:], final)
+			if hold {
+				stop = i
+				break
+			}
+			if n > 0 {
+				p.spans = append(p.spans, span{i, i + n})
+				if !p.decided && s[i:i+n] == VoiceTag {
+					p.decided, p.voice = true, true
+				}
+				i += n
+				continue
+			}
+		}
+		if !p.decided {
+			if isSpace(c) {
+				i++
+				continue
+			}
+			p.decided = true
+		}
+		if cl&classSplit != 0 {
+			end, wait := p.sentenceEnd(s, i, final)
+			if wait {
+				stop = i
+				break scan
+			}
+			if end > 0 {
+				p.release(end, emit)
+				i = end
+				continue
+			}
+		}
+		i++
+	}
+	if stop == len(s) {
+		stop = i // the loop ran to the end (i == len(s))
+	}
+	p.scanned = stop
+	if final && !p.decided {
+		p.decided = true
+	}
+	if p.decided && p.mode == ModeDeltas && p.scanned > p.emitted {
+		p.release(p.scanned, emit)
+	}
+}
+
+// matchTag reports the length of the longest tag at the start of rest, or
+// hold when rest is a proper prefix of some tag and more input could still
+// complete it.
+func (p *Parser) matchTag(rest string, final bool) (n int, hold bool) {
+	for _, t := range p.tags {
+		if len(rest) >= len(t) {
+			if len(t) > n && rest[:len(t)] == t {
+				n = len(t)
+			}
+		} else if !final && t[:len(rest)] == rest {
+			hold = true
+		}
+	}
+	if hold {
+		return 0, true
+	}
+	return n, false
+}
+
+// sentenceEnd looks at a possible sentence end at s[i]. It returns the end
+// of the sentence (exclusive), 0 when s[i] ends nothing, or wait when the
+// answer depends on input that has not arrived.
+func (p *Parser) sentenceEnd(s string, i int, final bool) (end int, wait bool) {
+	switch c := s[i]; c {
+	case '\n':
+		return i + 1, false
+	case '.', '!', '?':
+		if i+1 == len(s) {
+			if final {
+				return i + 1, false
+			}
+			return 0, true
+		}
+		next := s[i+1]
+		if next < utf8.RuneSelf {
+			if isSpace(next) {
+				return i + 2, false
+			}
+			return 0, false
+		}
+		r, size := utf8.DecodeRuneInString(s[i+1:])
+		if r == utf8.RuneError && !final && !utf8.FullRuneInString(s[i+1:]) {
+			return 0, true
+		}
+		if unicode.IsSpace(r) {
+			return i + 1 + size, false
+		}
+		return 0, false
+	default: // 0xE3 or 0xEF: the lead byte of 。 ！ or ？
+		rest := s[i:]
+		for _, m := range [...]string{"。", "！", "？"} {
+			if strings.HasPrefix(rest, m) {
+				return i + len(m), false
+			}
+			if len(rest) < len(m) && !final && strings.HasPrefix(m, rest) {
+				return 0, true
+			}
+		}
+		return 0, false
+	}
+}
+
+// release emits raw[emitted:end] as one piece. end never falls inside a
+// tag.
+func (p *Parser) release(end int, emit func(Piece)) {
+	s := p.raw.String()
+	raw := s[p.emitted:end]
+	text := raw
+	k := 0
+	for k < len(p.spans) && p.spans[k].end <= end {
+		k++
+	}
+	if k > 0 {
+		text = stripSpans(s, p.emitted, end, p.spans[:k])
+		p.spans = p.spans[:copy(p.spans, p.spans[k:])]
+	}
+	p.emitted = end
+	if p.scanned < end {
+		p.scanned = end
+	}
+	emit(Piece{Text: text, Raw: raw, Voice: p.voice})
+}
+
+// stripSpans returns s[start:end] without the tag spans. It slices s when
+// the text is one contiguous run and builds a new string otherwise.
+func stripSpans(s string, start, end int, spans []span) string {
+	// Count the non-empty runs between the tags.
+	runs, n := 0, 0
+	pos := start
+	for _, sp := range spans {
+		if sp.start > pos {
+			runs++
+			n += sp.start - pos
+		}
+		pos = sp.end
+	}
+	if end > pos {
+		runs++
+		n += end - pos
+	}
+	switch runs {
+	case 0:
+		return ""
+	case 1:
+		pos = start
+		for _, sp := range spans {
+			if sp.start > pos {
+				return s[pos:sp.start]
+			}
+			pos = sp.end
+		}
+		return s[pos:end]
+	}
+	var b strings.Builder
+	b.Grow(n)
+	pos = start
+	for _, sp := range spans {
+		b.WriteString(s[pos:sp.start])
+		pos = sp.end
+	}
+	b.WriteString(s[pos:end])
+	return b.String()
+}
+
+// isSpace reports whether c is ASCII white space.
+func isSpace(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '\f', '\v':
+		return true
+	}
+	return false
+}
