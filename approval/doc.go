@@ -1,0 +1,60 @@
+// Package approval decides whether an agent's tool calls may run: the
+// register / wait / respond / cancel service behind a browser's approval
+// cards, ready-made approvers and policies, a terminal prompt, and the HTTP
+// handlers a host mounts.
+//
+// Every approver here is an [agent.Approver]; they compose by wrapping.
+//
+// # Manager: approvals answered from elsewhere
+//
+// A [Manager] holds the approvals that wait for a person. Set it as the
+// agent's approver: it is also an [agent.Preparer], so the agent registers
+// each call (Prepare) before it shows the approval_required chunk, and a
+// decision that arrives the instant the card is drawn, such as a browser's
+// auto-approval, is never lost. The chunk carries the approval id
+// (agent.ToolCall.ApprovalID); the front end answers with it through
+// [Manager.Respond] or the handler of [Manager.ApproveHandler]:
+//
+//	POST /api/tool-approve {"session_id":"s1","task_id":"<approval id>","approved":true}
+//
+// A decision is taken once: the first wins, and Respond reports false for an
+// approval that is no longer pending, so a front end can invalidate stale
+// cards after a server restart. A decision for another session's approval is
+// refused. An approval that gets no decision within the timeout (300 s by
+// default) is rejected with a reason that [IsTimeout] recognises.
+// [Manager.CancelSession] (and the handler of [Manager.InterruptHandler])
+// rejects every pending approval of a session with [ReasonCancelled],
+// including one registered but not yet waited for.
+//
+// Waiting costs no goroutine and a few hundred bytes per approval; see
+// BENCHMARKS.md at the root of the module.
+//
+// # Policies and ready approvers
+//
+// [ApproveAll] and [DenyAll] decide alone. A [Policy] decides or abstains;
+// [Chain] asks policies in order and falls back to an approver, so "approve
+// the read-only tools, ask a person about the rest" is
+//
+//	approval.Chain(manager, approval.AllowTools("read_file", "list_dir"))
+//
+// An [AllowList] remembers grants: tools allowed always or for one session,
+// set by the host or learned from decisions whose agent.Decision.Scope is
+// agent.ScopeSession or agent.ScopeAlways. [WithTimeout] bounds any
+// approver's wait.
+//
+// The wrappers ([Chain], [AllowList.Wrap], [WithTimeout]) implement
+// [agent.Preparer] exactly when the approver they wrap does, and forward
+// Prepare to it; when a policy decides a prepared call they still release the
+// wrapped approver's entry, so nothing stays pending.
+//
+// # Terminal
+//
+// A [Terminal] asks at a terminal: approve [y], reject [n] with an optional
+// reason, or always approve the tool [a]. It is what a CLI agent uses.
+//
+// # Conformance
+//
+// Package approvaltest checks that an Approver honours the contract of
+// [agent.Approver] and [agent.Preparer]; every approver of this package passes
+// it.
+package approval

@@ -1,0 +1,434 @@
+package approval
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/planround/planround/agent"
+)
+
+// DefaultTimeout is how long a [Manager] waits for a decision when
+// [ManagerConfig.Timeout] is zero.
+const DefaultTimeout = 300 * time.Second
+
+// ReasonCancelled is the reason of the rejection a [Manager] returns when the
+// approval was cancelled: by [Manager.CancelSession], or because the waiting
+// context ended. It is the reason the agent shows for an interrupted approval.
+const ReasonCancelled = "rejected by user"
+
+// timeoutPrefix starts the reason of every timeout rejection; see
+// [IsTimeout].
+const timeoutPrefix = "approval timed out"
+
+// TimeoutReason returns the reason of a rejection caused by a timeout of d,
+// such as "approval timed out after 5m0s". [IsTimeout] recognises it.
+func TimeoutReason(d time.Duration) string {
+	return timeoutPrefix + " after " + d.String()
+}
+
+// IsTimeout reports whether reason is the reason of a timeout rejection made
+// by this package ([Manager] or [WithTimeout]). A host uses it on the Reason
+// of a rejected tool call (agent.ToolCall.Reason or agent.Decision.Reason) to
+// tell "approval timed out" apart from a rejection by a person.
+func IsTimeout(reason string) bool {
+	return strings.HasPrefix(reason, timeoutPrefix)
+}
+
+// Errors returned by [Manager.Respond] and [Manager.Approve].
+var (
+	// ErrWrongSession is returned by Respond for an approval id that
+	// belongs to another session. The approval stays pending.
+	ErrWrongSession = errors.New("approval: approval id belongs to another session")
+	// ErrInvalidArguments is returned by Respond when the decision's
+	// edited Arguments are not a JSON object. The approval stays pending.
+	ErrInvalidArguments = errors.New("approval: edited arguments must be a JSON object")
+	// ErrInvalidScope is returned by Respond for a decision whose Scope is
+	// not one of the agent.Scope constants.
+	ErrInvalidScope = errors.New("approval: unknown scope")
+	// ErrAlreadyWaiting is returned by Approve when another Approve call
+	// already waits for the same approval id.
+	ErrAlreadyWaiting = errors.New("approval: Approve called twice for one approval id")
+)
+
+// ManagerConfig configures a [Manager]. The zero value is ready to use.
+type ManagerConfig struct {
+	// Timeout is how long Approve waits for a decision before it rejects
+	// the call with [TimeoutReason]. Zero means [DefaultTimeout]; negative
+	// values are invalid.
+	Timeout time.Duration
+
+	// OnRegister, when not nil, is called with every new pending approval,
+	// synchronously, in the goroutine that registered it (the agent's, from
+	// Prepare), after the approval can be answered and before the agent
+	// shows the approval_required chunk. It may call [Manager.Respond] (an
+	// auto-approval) but must not block. It must be safe for concurrent use.
+	OnRegister func(PendingApproval)
+}
+
+// PendingApproval describes an approval that waits for a decision, as
+// [Manager.Pending] lists it.
+type PendingApproval struct {
+	// ID is the approval id a front end answers with ("task_id").
+	ID string `json:"id"`
+	// SessionID is the run's session.
+	SessionID string `json:"session_id"`
+	// Round is the tool round of the call.
+	Round int `json:"round"`
+	// Call is the tool call waiting for approval.
+	Call agent.ToolCall `json:"call"`
+	// Created is when the approval was registered.
+	Created time.Time `json:"created"`
+}
+
+// Manager is the register / wait / respond / cancel service behind an
+// approval UI that lives elsewhere, such as a browser.
+//
+// A Manager is an [agent.Approver] and an [agent.Preparer]: set it as the
+// agent's approver and the agent registers each call (Prepare) before it
+// shows the approval_required chunk, then waits for it (Approve). Decisions
+// come in through [Manager.Respond] (or the handler of
+// [Manager.ApproveHandler]); [Manager.CancelSession] ends every pending
+// approval of a session.
+//
+// Waiting costs no goroutine: Approve blocks in its caller's goroutine. Every
+// entry is removed when its Approve returns, when its session is cancelled, or
+// when a decision reaches an Approve that already waits, so the count of
+// [Manager.Len] returns to zero after every run.
+//
+// All methods are safe for concurrent use.
+type Manager struct {
+	timeout    time.Duration
+	onRegister func(PendingApproval)
+
+	mu sync.Mutex
+	// byID and bySession index the same live entries; mu guards both maps
+	// and the state, waiting and decision fields of every entry. An entry
+	// leaves both maps together.
+	byID      map[string]*entry
+	bySession map[string]map[string]*entry
+	seq       uint64 // guarded by mu; orders Pending's listing
+}
+
+type entryState uint8
+
+const (
+	statePending entryState = iota // waits for a decision
+	stateDecided                   // answered, cancelled or timed out; decision holds the outcome
+)
+
+// entry is one pending approval. done is closed exactly once, by whoever
+// moves state away from statePending, with mu held.
+type entry struct {
+	id      string
+	session string
+	round   int
+	call    agent.ToolCall
+	created time.Time
+	seq     uint64
+	done    chan struct{}
+
+	state    entryState     // guarded by Manager.mu
+	waiting  bool           // guarded by Manager.mu: an Approve holds this entry
+	decision agent.Decision // guarded by Manager.mu; set before done is closed
+}
+
+// NewManager returns a Manager configured by cfg. It fails when cfg is
+// invalid.
+func NewManager(cfg ManagerConfig) (*Manager, error) {
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("approval: negative timeout %v", cfg.Timeout)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	return &Manager{
+		timeout:    cfg.Timeout,
+		onRegister: cfg.OnRegister,
+		byID:       make(map[string]*entry),
+		bySession:  make(map[string]map[string]*entry),
+	}, nil
+}
+
+// Timeout returns how long Approve waits for a decision.
+func (m *Manager) Timeout() time.Duration { return m.timeout }
+
+// newID returns an unguessable approval id: 128 random bits in hex.
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return hex.EncodeToString(b[:])
+}
+
+// Prepare registers req as a pending approval and returns its id. It
+// implements [agent.Preparer]: from the moment Prepare returns, a decision
+// for the id (through [Manager.Respond]) is kept until the Approve that
+// follows takes it.
+//
+// Prepare fails only when ctx has already ended; then nothing is registered.
+func (m *Manager) Prepare(ctx context.Context, req agent.ApprovalRequest) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return m.register(req).id, nil
+}
+
+func (m *Manager) register(req agent.ApprovalRequest) *entry {
+	e := &entry{
+		id:      newID(),
+		session: req.SessionID,
+		round:   req.Round,
+		call:    req.Call,
+		created: time.Now(),
+		done:    make(chan struct{}),
+	}
+	e.call.ApprovalID = e.id
+	m.mu.Lock()
+	m.seq++
+	e.seq = m.seq
+	m.byID[e.id] = e
+	s := m.bySession[e.session]
+	if s == nil {
+		s = make(map[string]*entry)
+		m.bySession[e.session] = s
+	}
+	s[e.id] = e
+	m.mu.Unlock()
+	if m.onRegister != nil {
+		m.onRegister(e.pending())
+	}
+	return e
+}
+
+func (e *entry) pending() PendingApproval {
+	return PendingApproval{ID: e.id, SessionID: e.session, Round: e.round, Call: e.call, Created: e.created}
+}
+
+// remove deletes e from both indexes. m.mu must be held.
+func (m *Manager) remove(e *entry) {
+	delete(m.byID, e.id)
+	if s := m.bySession[e.session]; s != nil {
+		delete(s, e.id)
+		if len(s) == 0 {
+			delete(m.bySession, e.session)
+		}
+	}
+}
+
+// Approve waits for the decision on req and implements [agent.Approver].
+//
+// req.ApprovalID is the id [Manager.Prepare] returned; when it is empty,
+// Approve registers the request itself first (the id is then only visible
+// through [ManagerConfig.OnRegister] and [Manager.Pending]).
+//
+// Approve returns:
+//   - the decision given to [Manager.Respond], also one given before Approve
+//     was called;
+//   - a rejection with reason [ReasonCancelled] and a nil error when the
+//     approval was cancelled by [Manager.CancelSession], before or during the
+//     wait, and for an id the Manager does not hold (an entry that was
+//     cancelled cannot be told apart from one that never existed);
+//   - a rejection with reason [TimeoutReason] and a nil error when no decision
+//     came within the Manager's timeout, counted from the start of Approve;
+//   - a rejection with reason [ReasonCancelled] and ctx.Err() when ctx ended
+//     first, also when it had already ended at the call (the release that
+//     [agent.Preparer] asks for).
+//
+// Whichever of these happens first wins; the entry is removed before Approve
+// returns. A second Approve for an id that is being waited for returns
+// [ErrAlreadyWaiting].
+func (m *Manager) Approve(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+	var e *entry
+	if req.ApprovalID == "" {
+		if err := ctx.Err(); err != nil {
+			return cancelled(), err
+		}
+		e = m.register(req)
+	}
+
+	m.mu.Lock()
+	if e == nil {
+		e = m.byID[req.ApprovalID]
+		if e == nil {
+			m.mu.Unlock()
+			return cancelled(), nil
+		}
+	}
+	if e.waiting {
+		m.mu.Unlock()
+		return agent.Decision{Reason: ErrAlreadyWaiting.Error()}, ErrAlreadyWaiting
+	}
+	if e.state == stateDecided {
+		// The decision came before the wait (respond-before-wait).
+		m.remove(e)
+		d := e.decision
+		m.mu.Unlock()
+		return d, nil
+	}
+	if err := ctx.Err(); err != nil {
+		m.finish(e, cancelled())
+		m.remove(e)
+		m.mu.Unlock()
+		return cancelled(), err
+	}
+	e.waiting = true
+	m.mu.Unlock()
+
+	timer := time.NewTimer(m.timeout)
+	defer timer.Stop()
+	var ctxErr error
+	select {
+	case <-e.done:
+		// Whoever closed done set the decision and removed e.
+		m.mu.Lock()
+		d := e.decision
+		m.mu.Unlock()
+		return d, nil
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	case <-timer.C:
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.state != statePending {
+		// A decision or a cancel took the lock before us: it wins.
+		return e.decision, nil
+	}
+	m.remove(e)
+	if ctxErr != nil {
+		m.finish(e, cancelled())
+		return e.decision, ctxErr
+	}
+	m.finish(e, agent.Decision{Reason: TimeoutReason(m.timeout)})
+	return e.decision, nil
+}
+
+func cancelled() agent.Decision { return agent.Decision{Reason: ReasonCancelled} }
+
+// finish records d as e's outcome and wakes its waiter. m.mu must be held and
+// e must be pending.
+func (m *Manager) finish(e *entry, d agent.Decision) {
+	e.state = stateDecided
+	e.decision = d
+	close(e.done)
+}
+
+// Respond gives the decision d to the pending approval id of session
+// sessionID. It reports whether the approval was pending: false means the id
+// is unknown, was already answered, timed out or was cancelled (a stale card,
+// for example after a server restart); the first decision wins and later ones
+// change nothing.
+//
+// A decision that arrives before the agent waits is kept and returned by
+// the Approve that follows.
+//
+// Respond fails, and leaves the approval pending, with [ErrWrongSession] when
+// id belongs to another session, and with an error wrapping
+// [ErrInvalidArguments] when d.Arguments is not nil and not a JSON object,
+// and with an error wrapping [ErrInvalidScope] for an unknown d.Scope.
+func (m *Manager) Respond(sessionID, id string, d agent.Decision) (pending bool, err error) {
+	if d.Scope > agent.ScopeAlways {
+		return false, fmt.Errorf("%w: %d", ErrInvalidScope, d.Scope)
+	}
+	if d.Arguments != nil {
+		if err := checkObject(d.Arguments); err != nil {
+			return false, err
+		}
+		d.Arguments = slices.Clone(d.Arguments)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.byID[id]
+	if e == nil {
+		return false, nil
+	}
+	if e.session != sessionID {
+		return false, ErrWrongSession
+	}
+	if e.state != statePending {
+		return false, nil // first decision wins
+	}
+	m.finish(e, d)
+	if e.waiting {
+		// The waiter holds e and needs no lookup; drop it now so Len and
+		// Pending stop counting it at once.
+		m.remove(e)
+	}
+	return true, nil
+}
+
+// checkObject reports an error unless raw is a JSON object.
+func checkObject(raw json.RawMessage) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return fmt.Errorf("%w: %s", ErrInvalidArguments, describe(raw))
+	}
+	return nil
+}
+
+func describe(raw []byte) string {
+	const max = 40
+	if len(raw) > max {
+		return fmt.Sprintf("%q...", raw[:max])
+	}
+	return fmt.Sprintf("%q", raw)
+}
+
+// CancelSession wakes and removes every approval of sessionID that still
+// waits for a decision, including approvals registered by Prepare whose
+// Approve has not started yet: that Approve then returns the cancellation at
+// once. The cancelled approvals are rejected with [ReasonCancelled].
+// Approvals that were already answered keep their decision. CancelSession
+// returns the number of approvals it cancelled.
+func (m *Manager) CancelSession(sessionID string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, e := range m.bySession[sessionID] {
+		if e.state != statePending {
+			continue
+		}
+		m.finish(e, cancelled())
+		m.remove(e)
+		n++
+	}
+	return n
+}
+
+// Len returns the number of entries the Manager holds: approvals waiting for
+// a decision plus decided ones whose Approve has not taken the decision yet.
+// It returns to zero when every run has ended.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID)
+}
+
+// Pending lists the approvals of sessionID that wait for a decision, oldest
+// first, so a reconnecting front end can draw their cards again.
+func (m *Manager) Pending(sessionID string) []PendingApproval {
+	m.mu.Lock()
+	s := m.bySession[sessionID]
+	list := make([]*entry, 0, len(s))
+	for _, e := range s {
+		if e.state == statePending {
+			list = append(list, e)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(list, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]PendingApproval, len(list))
+	for i, e := range list {
+		out[i] = e.pending()
+	}
+	return out
+}

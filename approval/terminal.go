@@ -1,0 +1,237 @@
+package approval
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/planround/planround/agent"
+)
+
+// ReasonEndOfInput is the reason of the rejection a [Terminal] returns when
+// its input has ended (EOF) before an answer.
+const ReasonEndOfInput = "rejected: no answer, the terminal's input ended"
+
+// ErrTerminalClosed is returned by [Terminal.Approve] after [Terminal.Close].
+var ErrTerminalClosed = errors.New("approval: terminal closed")
+
+// Terminal is an [agent.Approver] that asks a person at a terminal. For each
+// call it writes the tool's name and its indented arguments to out and reads
+// one answer line from in:
+//
+//	y, yes           approve this call
+//	n, no            reject it; the rest of the line, if any, is the reason
+//	a, always        approve it and every later call of the same tool
+//
+// Other answers are asked again. "always" grants last for the Terminal's
+// lifetime and come with [agent.ScopeAlways], so an [AllowList] wrapped
+// around the Terminal remembers them as well. When in reaches its end the
+// call is rejected with [ReasonEndOfInput], as is every later call.
+//
+// # Concurrency and the reader goroutine
+//
+// Approve is safe for concurrent use; prompts are shown one at a time. While a
+// prompt waits for its answer Approve still returns promptly when ctx ends. To
+// make that possible the Terminal reads in from one goroutine of its own,
+// started by the first prompt. That goroutine ends when in returns an error
+// (such as io.EOF), or, after [Terminal.Close], when its pending Read returns:
+// Close closes in when in is an [io.Closer] (a pipe, os.Stdin), which ends the
+// Read at once on most readers. A line typed while no prompt waits is kept
+// for the next prompt.
+type Terminal struct {
+	in  io.Reader
+	out io.Writer
+
+	turn      chan struct{} // holds a token while a prompt owns in and out
+	lines     chan line     // from the reader goroutine, unbuffered
+	closed    chan struct{} // closed by Close
+	startOnce sync.Once
+	closeOnce sync.Once
+	// inErr is the error that ended the input; guarded by the turn token.
+	inErr error
+
+	mu     sync.Mutex
+	always map[string]struct{} // guarded by mu: tools answered with "a"
+}
+
+type line struct {
+	text string
+	err  error
+}
+
+// NewTerminal returns a Terminal that reads answers from in and writes
+// prompts to out, typically os.Stdin and os.Stderr.
+func NewTerminal(in io.Reader, out io.Writer) *Terminal {
+	t := &Terminal{
+		in:     in,
+		out:    out,
+		turn:   make(chan struct{}, 1),
+		lines:  make(chan line),
+		closed: make(chan struct{}),
+		always: make(map[string]struct{}),
+	}
+	return t
+}
+
+// Close stops the Terminal: waiting and later calls to Approve return
+// [ErrTerminalClosed]. It closes in when in is an [io.Closer] and returns the
+// error of that Close. Close may be called more than once; later calls do
+// nothing and return nil.
+func (t *Terminal) Close() error {
+	var err error
+	t.closeOnce.Do(func() {
+		close(t.closed)
+		if c, ok := t.in.(io.Closer); ok {
+			err = c.Close()
+		}
+	})
+	return err
+}
+
+// read is the reader goroutine: it hands each line of in to the prompt that
+// waits, and ends at the first error or when the Terminal is closed.
+func (t *Terminal) read() {
+	r := bufio.NewReader(t.in)
+	for {
+		s, err := r.ReadString('\n')
+		if s != "" {
+			select {
+			case t.lines <- line{text: s}:
+			case <-t.closed:
+				return
+			}
+		}
+		if err != nil {
+			select {
+			case t.lines <- line{err: err}:
+			case <-t.closed:
+			}
+			return
+		}
+	}
+}
+
+// Approve asks about req's call, unless its tool was answered "always"
+// before, and implements [agent.Approver]. When ctx ends first Approve
+// returns a rejection with reason [ReasonCancelled] and ctx.Err(). A failed
+// write to out or read from in is returned as an error.
+func (t *Terminal) Approve(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+	name := req.Call.Name
+	if t.alwaysAllowed(name) {
+		if _, err := fmt.Fprintf(t.out, "%s: approved (always)\n", name); err != nil {
+			return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
+		}
+		return agent.Decision{Approved: true, Scope: agent.ScopeAlways}, nil
+	}
+
+	select {
+	case t.turn <- struct{}{}:
+	case <-ctx.Done():
+		return cancelled(), ctx.Err()
+	case <-t.closed:
+		return agent.Decision{Reason: ErrTerminalClosed.Error()}, ErrTerminalClosed
+	}
+	defer func() { <-t.turn }()
+	// Another prompt may have granted "always" while this one waited.
+	if t.alwaysAllowed(name) {
+		return agent.Decision{Approved: true, Scope: agent.ScopeAlways}, nil
+	}
+	if t.inErr != nil {
+		return agent.Decision{Reason: ReasonEndOfInput}, nil
+	}
+	t.startOnce.Do(func() { go t.read() })
+
+	if _, err := io.WriteString(t.out, promptText(req)); err != nil {
+		return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
+	}
+	for {
+		var l line
+		select {
+		case l = <-t.lines:
+		case <-ctx.Done():
+			io.WriteString(t.out, "\n") //nolint:errcheck // best effort: end the prompt's line
+			return cancelled(), ctx.Err()
+		case <-t.closed:
+			return agent.Decision{Reason: ErrTerminalClosed.Error()}, ErrTerminalClosed
+		}
+		if l.err != nil {
+			t.inErr = l.err
+			if errors.Is(l.err, io.EOF) {
+				io.WriteString(t.out, "\n") //nolint:errcheck // best effort
+				return agent.Decision{Reason: ReasonEndOfInput}, nil
+			}
+			return agent.Decision{}, fmt.Errorf("approval: terminal: %w", l.err)
+		}
+		d, ok := parseAnswer(l.text)
+		if !ok {
+			if _, err := io.WriteString(t.out, "please answer y (approve), n (reject, optionally followed by a reason) or a (always approve this tool): "); err != nil {
+				return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
+			}
+			continue
+		}
+		if d.Scope == agent.ScopeAlways {
+			t.mu.Lock()
+			t.always[name] = struct{}{}
+			t.mu.Unlock()
+		}
+		return d, nil
+	}
+}
+
+func (t *Terminal) alwaysAllowed(tool string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.always[tool]
+	return ok
+}
+
+// promptText is what the Terminal shows for req.
+func promptText(req agent.ApprovalRequest) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nTool call %s wants to run", req.Call.Name)
+	switch {
+	case len(req.Call.Arguments) > 0:
+		var ind bytes.Buffer
+		if json.Indent(&ind, req.Call.Arguments, "  ", "  ") == nil {
+			b.WriteString(" with:\n  ")
+			ind.WriteTo(&b)
+		} else {
+			fmt.Fprintf(&b, " with:\n  %s", req.Call.Arguments)
+		}
+	case req.Call.ArgumentsRaw != "":
+		fmt.Fprintf(&b, " with:\n  %s", req.Call.ArgumentsRaw)
+	default:
+		b.WriteString(" without arguments")
+	}
+	b.WriteString("\napprove [y] / reject [n] / always approve this tool [a]: ")
+	return b.String()
+}
+
+// parseAnswer reads one answer line; ok is false when it is not an answer.
+func parseAnswer(s string) (d agent.Decision, ok bool) {
+	s = strings.TrimSpace(s)
+	word, rest := s, ""
+	if i := strings.IndexAny(s, " \t:,"); i >= 0 {
+		word, rest = s[:i], s[i+1:]
+	}
+	word = strings.ToLower(word)
+	switch word {
+	case "y", "yes":
+		return agent.Decision{Approved: true}, true
+	case "a", "always":
+		return agent.Decision{Approved: true, Scope: agent.ScopeAlways}, true
+	case "n", "no":
+		reason := strings.TrimSpace(strings.TrimLeft(rest, " \t:,"))
+		if reason == "" {
+			return agent.Decision{Reason: ReasonCancelled}, true
+		}
+		return agent.Decision{Reason: ReasonCancelled + ": " + reason}, true
+	}
+	return agent.Decision{}, false
+}
