@@ -1,0 +1,82 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// StreamError is an error the provider reported inside the stream, as a
+// frame such as data: {"error": {"message": "...", "type": "...", "code":
+// "..."}} or data: {"error": "..."}. [Reader.Next] returns it as a
+// *StreamError; use errors.As to get at the fields.
+type StreamError struct {
+	// Message is the provider's message (for an error that is a plain
+	// string, that string).
+	Message string
+	// Type and Code are the provider's error type and code, when given. A
+	// numeric code is kept as its decimal text.
+	Type, Code string
+	// Raw is the whole frame.
+	Raw []byte
+}
+
+// Error returns the provider's message, prefixed "wire: provider error: ",
+// with the type and code when known.
+func (e *StreamError) Error() string {
+	var b strings.Builder
+	b.WriteString("wire: provider error: ")
+	msg := e.Message
+	if msg == "" {
+		msg = "(no message) " + excerpt(e.Raw)
+	}
+	b.WriteString(msg)
+	if e.Type != "" || e.Code != "" {
+		b.WriteString(" (")
+		if e.Type != "" {
+			b.WriteString("type " + e.Type)
+		}
+		if e.Code != "" {
+			if e.Type != "" {
+				b.WriteString(", ")
+			}
+			b.WriteString("code " + e.Code)
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// newStreamError builds the StreamError of the frame data whose "error"
+// value is raw.
+func newStreamError(raw json.RawMessage, data []byte) *StreamError {
+	e := &StreamError{Raw: append([]byte(nil), data...)}
+	switch raw[0] {
+	case '"':
+		e.Message = rawText(raw)
+	case '{':
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(raw, &fields) == nil {
+			e.Message = scalarText(fields["message"])
+			e.Type = scalarText(fields["type"])
+			e.Code = scalarText(fields["code"])
+		}
+	default:
+		e.Message = string(raw)
+	}
+	return e
+}
+
+// scalarText returns the text of a JSON string, the JSON text of a number
+// or boolean, and "" for anything else.
+func scalarText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		return rawText(raw)
+	case c == '-' || c >= '0' && c <= '9' || c == 't' || c == 'f':
+		return string(raw)
+	}
+	return ""
+}

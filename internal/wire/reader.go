@@ -1,0 +1,255 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/planround/planround/stream"
+)
+
+// ErrTruncated is returned by [Reader.Next] when the body ended cleanly but
+// the response was not finished: neither "data: [DONE]" nor a finish_reason
+// arrived, or the last frame was cut in the middle.
+var ErrTruncated = errors.New("wire: response truncated: the stream ended before the model finished")
+
+// MaxEventSize is the largest event (the data of one SSE event) a [Reader]
+// accepts; a bigger one ends the stream with an error.
+const MaxEventSize = 32 << 20
+
+// Reader decodes an OpenAI-compatible chat-completions SSE body into
+// [stream.Delta] values, one per useful chunk.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	br *bufio.Reader
+
+	data           []byte // the current event's data, lines joined by '\n'
+	hasData        bool   // a data field was seen in the current event
+	partial        bool   // the current event's last line had no line end (body cut)
+	long           []byte // a line longer than br's buffer
+	rest           []byte // what follows a lone CR on the current line
+	restTerminated bool
+	started        bool // the first line was read (BOM check done)
+
+	delta    stream.Delta
+	dec      decoder
+	finished bool // a finish_reason was seen
+	finish   string
+	usage    *stream.Usage
+	err      error // sticky: returned by every later Next
+}
+
+// NewReader returns a Reader that decodes the SSE body r. The caller
+// closes r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next useful delta: one that carries content, reasoning,
+// tool-call fragments, a finish reason or usage. Frames that carry none of
+// these (role-only chunks, Azure's prompt-filter chunk, keep-alive comments,
+// chunks of other choices) are skipped.
+//
+// The returned Delta, its ToolCalls slice and its Usage belong to the
+// Reader and are overwritten by the next call; copy what you keep. The
+// strings in it are ordinary strings and stay valid.
+//
+// Next returns:
+//   - io.EOF after "data: [DONE]", or when the body ends cleanly after a
+//     finish_reason was seen (some providers, such as Azure, may omit
+//     [DONE]);
+//   - [ErrTruncated] when the body ends with neither;
+//   - a [*StreamError] for an error frame (data: {"error": ...});
+//   - an error wrapping the read error, prefixed "wire: reading stream:",
+//     when reading the body fails;
+//   - an error naming the problem when a frame is not valid JSON.
+//
+// After an error (io.EOF included) every later call returns the same
+// error.
+func (r *Reader) Next() (*stream.Delta, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	for {
+		data, err := r.readEvent()
+		if err != nil {
+			switch {
+			case err == io.EOF && r.finished:
+				r.err = io.EOF
+			case err == io.EOF:
+				r.err = ErrTruncated
+			default:
+				r.err = err
+			}
+			return nil, r.err
+		}
+		if isDone(data) {
+			r.err = io.EOF
+			return nil, r.err
+		}
+		useful, err := r.decode(data)
+		if err != nil {
+			if r.partial {
+				err = fmt.Errorf("%w (last frame cut: %v)", ErrTruncated, err)
+			}
+			r.err = err
+			return nil, r.err
+		}
+		if useful {
+			return &r.delta, nil
+		}
+	}
+}
+
+// FinishReason returns the last finish_reason seen so far ("" if none).
+func (r *Reader) FinishReason() string { return r.finish }
+
+// Usage returns the last usage seen so far, or nil. Some providers put it on
+// the finish chunk, others on a final chunk with no choices.
+func (r *Reader) Usage() *stream.Usage { return r.usage }
+
+// decode fills r.delta from one frame and reports whether it carries
+// anything.
+func (r *Reader) decode(data []byte) (bool, error) {
+	d := &r.delta
+	if !r.dec.fast(data, d) {
+		if err := slowDecode(data, d); err != nil {
+			return false, err
+		}
+	}
+	if d.FinishReason != "" {
+		r.finished = true
+		r.finish = d.FinishReason
+	}
+	if d.Usage != nil {
+		r.usage = d.Usage
+	}
+	return d.Content != "" || d.Reasoning != "" || len(d.ToolCalls) > 0 ||
+		d.FinishReason != "" || d.Usage != nil, nil
+}
+
+// isDone reports whether data is the [DONE] sentinel.
+func isDone(data []byte) bool {
+	return string(bytes.TrimSpace(data)) == "[DONE]"
+}
+
+// readEvent returns the data of the next event that has a data field. It
+// returns io.EOF at the end of the body (after dispatching a last event
+// that was not followed by a blank line).
+func (r *Reader) readEvent() ([]byte, error) {
+	r.data = r.data[:0]
+	r.hasData = false
+	r.partial = false
+	for {
+		line, terminated, err := r.readLine()
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("wire: reading stream: %w", err)
+		}
+		if len(line) == 0 && terminated {
+			if r.hasData {
+				return r.data, nil
+			}
+			continue
+		}
+		if len(line) > 0 {
+			if !terminated {
+				r.partial = true
+			}
+			if err := r.field(line); err != nil {
+				return nil, err
+			}
+		}
+		if err == io.EOF {
+			if r.hasData {
+				return r.data, nil
+			}
+			return nil, io.EOF
+		}
+	}
+}
+
+// field processes one non-empty line of an event.
+func (r *Reader) field(line []byte) error {
+	if line[0] == ':' {
+		return nil // comment (keep-alive, "OPENROUTER PROCESSING")
+	}
+	name, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	if string(name) != "data" {
+		return nil // event:, id:, retry: and unknown fields
+	}
+	if r.hasData {
+		r.data = append(r.data, '\n')
+	}
+	if len(r.data)+len(value) > MaxEventSize {
+		return fmt.Errorf("wire: event larger than %d bytes", MaxEventSize)
+	}
+	r.data = append(r.data, value...)
+	r.hasData = true
+	return nil
+}
+
+// readLine returns the next line without its line end. terminated is false
+// for a last line the body ended in the middle of. The slice is valid until
+// the next call. A lone CR ends a line too, as the SSE format says.
+func (r *Reader) readLine() (line []byte, terminated bool, err error) {
+	if r.rest != nil {
+		line, terminated = r.rest, r.restTerminated
+		r.rest = nil
+	} else {
+		line, terminated, err = r.readPhysical()
+		if err != nil && err != io.EOF {
+			return nil, false, err
+		}
+	}
+	if i := bytes.IndexByte(line, '\r'); i >= 0 {
+		// A lone CR (CRLF was removed already). Keep the remainder for the
+		// next call; copy it, as line may point into br's buffer. The end
+		// of the body, if reached, is reported again by the next read.
+		if i+1 < len(line) || terminated {
+			r.rest = append([]byte{}, line[i+1:]...)
+			r.restTerminated = terminated
+		}
+		return line[:i], true, nil
+	}
+	return line, terminated, err
+}
+
+// readPhysical reads up to the next LF.
+func (r *Reader) readPhysical() (line []byte, terminated bool, err error) {
+	line, err = r.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		r.long = append(r.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			if len(r.long) > MaxEventSize {
+				return nil, false, fmt.Errorf("wire: line longer than %d bytes", MaxEventSize)
+			}
+			line, err = r.br.ReadSlice('\n')
+			r.long = append(r.long, line...)
+		}
+		line = r.long
+	}
+	if err != nil && err != io.EOF {
+		return nil, false, err
+	}
+	if !r.started {
+		r.started = true
+		line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
+	}
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		terminated = true
+		line = line[:n-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+	}
+	return line, terminated, err
+}
