@@ -86,6 +86,9 @@ func (r *Reader) Next() (*stream.Delta, error) {
 			}
 			return nil, r.err
 		}
+		if len(bytes.TrimSpace(data)) == 0 {
+			continue // an event with empty data is not dispatched (SSE)
+		}
 		if isDone(data) {
 			r.err = io.EOF
 			return nil, r.err

@@ -1,0 +1,209 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/planround/planround/stream"
+)
+
+// recordedFrames returns the data of every data: line of the recorded
+// streams (all of them are single-line frames).
+func recordedFrames(tb testing.TB) [][]byte {
+	tb.Helper()
+	files, err := filepath.Glob("../../testdata/streams/*.sse")
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("recorded streams: %v (%d files)", err, len(files))
+	}
+	var frames [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok && string(d) != "[DONE]" {
+				frames = append(frames, bytes.Clone(d))
+			}
+		}
+	}
+	return frames
+}
+
+// TestFastPathCoversRecordedFrames checks that every frame real providers
+// sent is handled by the fast decoder (no fallback), and that it agrees
+// with the encoding/json reference.
+func TestFastPathCoversRecordedFrames(t *testing.T) {
+	var x decoder
+	for i, f := range recordedFrames(t) {
+		var fast, slow stream.Delta
+		if !x.fast(f, &fast) {
+			t.Errorf("frame %d fell back to encoding/json: %s", i, excerpt(f))
+			continue
+		}
+		if err := slowDecode(f, &slow); err != nil {
+			t.Fatalf("frame %d: reference failed: %v", i, err)
+		}
+		if !sameDelta(fast, slow) {
+			t.Errorf("frame %d: fast = %+v, reference = %+v", i, fast, slow)
+		}
+	}
+}
+
+func TestDecodeShapes(t *testing.T) {
+	tests := []struct {
+		name     string
+		frame    string
+		want     stream.Delta
+		wantFast bool // the fast path handles it
+	}{
+		{
+			name:     "content",
+			frame:    `{"choices":[{"delta":{"content":"tok"},"finish_reason":null,"index":0,"logprobs":null}],"created":1700000000,"id":"chatcmpl-1"}`,
+			want:     stream.Delta{Content: "tok"},
+			wantFast: true,
+		},
+		{
+			name:     "escapes and surrogate pair",
+			frame:    `{"choices":[{"delta":{"content":"a\"b\\c\/\n\t\u00e9\ud83d\ude00"}}]}`,
+			want:     stream.Delta{Content: "a\"b\\c/\n\té😀"},
+			wantFast: true,
+		},
+		{
+			name:     "lone surrogate falls back",
+			frame:    `{"choices":[{"delta":{"content":"\ud83dx"}}]}`,
+			want:     stream.Delta{Content: "\uFFFDx"},
+			wantFast: false,
+		},
+		{
+			name:     "other choice ignored",
+			frame:    `{"choices":[{"index":1,"delta":{"content":"no","tool_calls":[{"index":0,"id":"x"}]}},{"delta":{"content":"yes"},"index":0}]}`,
+			want:     stream.Delta{Content: "yes"},
+			wantFast: true,
+		},
+		{
+			name:     "reasoning_content wins over reasoning",
+			frame:    `{"choices":[{"delta":{"reasoning":"b","reasoning_content":"a"}}]}`,
+			want:     stream.Delta{Reasoning: "a"},
+			wantFast: true,
+		},
+		{
+			name:     "reasoning object ignored",
+			frame:    `{"choices":[{"delta":{"reasoning":{"text":"x"}}}]}`,
+			want:     stream.Delta{},
+			wantFast: true,
+		},
+		{
+			name:     "arguments as an object",
+			frame:    `{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":{"a": 1}}}]}}]}`,
+			want:     stream.Delta{ToolCalls: []stream.ToolCallDelta{{Index: 0, ID: "c", Name: "f", Arguments: `{"a": 1}`}}},
+			wantFast: true,
+		},
+		{
+			name:     "no index",
+			frame:    `{"choices":[{"delta":{"tool_calls":[{"id":"c","function":{"arguments":"{}"}}]}}]}`,
+			want:     stream.Delta{ToolCalls: []stream.ToolCallDelta{{Index: stream.NoIndex, ID: "c", Arguments: "{}"}}},
+			wantFast: true,
+		},
+		{
+			name:     "empty fragment dropped",
+			frame:    `{"choices":[{"delta":{"tool_calls":[{"type":"function"}]}}]}`,
+			want:     stream.Delta{},
+			wantFast: true,
+		},
+		{
+			name:     "float usage falls back and is truncated",
+			frame:    `{"choices":[],"usage":{"prompt_tokens":12.0,"completion_tokens":3,"total_tokens":1e1}}`,
+			want:     stream.Delta{Usage: &stream.Usage{PromptTokens: 12, CompletionTokens: 3, TotalTokens: 10}},
+			wantFast: false,
+		},
+		{
+			name:     "case-folded key falls back",
+			frame:    `{"Choices":[{"delta":{"content":"x"}}]}`,
+			want:     stream.Delta{Content: "x"},
+			wantFast: false,
+		},
+		{
+			name:     "duplicate key falls back",
+			frame:    `{"choices":[{"delta":{"content":"x","content":"y"}}]}`,
+			want:     stream.Delta{Content: "y"},
+			wantFast: false,
+		},
+		{
+			name:     "whitespace everywhere",
+			frame:    " {\n\t\"choices\" : [ { \"delta\" : { \"content\" : null } , \"finish_reason\" : \"length\" } ] } \r\n",
+			want:     stream.Delta{FinishReason: "length"},
+			wantFast: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var x decoder
+			var fast, slow stream.Delta
+			gotFast := x.fast([]byte(tt.frame), &fast)
+			if gotFast != tt.wantFast {
+				t.Errorf("fast path handled it: %v, want %v", gotFast, tt.wantFast)
+			}
+			if gotFast && !sameDelta(fast, tt.want) {
+				t.Errorf("fast = %+v, want %+v", fast, tt.want)
+			}
+			if err := slowDecode([]byte(tt.frame), &slow); err != nil {
+				t.Fatalf("reference: %v", err)
+			}
+			if !sameDelta(slow, tt.want) {
+				t.Errorf("reference = %+v, want %+v", slow, tt.want)
+			}
+		})
+	}
+}
+
+// sameDelta compares deltas, treating nil and empty ToolCalls alike.
+func sameDelta(a, b stream.Delta) bool {
+	if len(a.ToolCalls) == 0 && len(b.ToolCalls) == 0 {
+		a.ToolCalls, b.ToolCalls = nil, nil
+	}
+	if (a.Usage == nil) != (b.Usage == nil) || a.Usage != nil && *a.Usage != *b.Usage {
+		return false
+	}
+	a.Usage, b.Usage = nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// FuzzDecodeFrame holds the fast decoder to the encoding/json reference:
+// whatever frame it accepts, the reference accepts too and decodes the same.
+func FuzzDecodeFrame(f *testing.F) {
+	for _, fr := range recordedFrames(f) {
+		f.Add(fr)
+	}
+	for _, s := range []string{
+		`{"choices":[{"delta":{"content":"a\u00e9\ud83d\ude00"}}]}`,
+		`{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"a":[1,2.5e3,true,null]}}}]}}]}`,
+		`{"error":{"message":"boom","code":429}}`,
+		`{"usage":{"prompt_tokens":-0,"completion_tokens":100000000000000,"total_tokens":9}}`,
+		`{"choices":null,"usage":null}`,
+		`{}`, `null`, `[]`, `{"choices":[{"delta":{"content":"\u0000"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var x decoder
+		var fast, slow stream.Delta
+		if !x.fast(frame, &fast) {
+			_ = slowDecode(frame, &slow) // must not panic
+			return
+		}
+		if err := slowDecode(frame, &slow); err != nil {
+			t.Fatalf("fast path accepted a frame the reference rejects (%v): %q", err, frame)
+		}
+		if !sameDelta(fast, slow) {
+			t.Fatalf("fast = %+v, reference = %+v for %q", fast, slow, frame)
+		}
+	})
+}
