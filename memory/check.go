@@ -1,0 +1,113 @@
+package memory
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// validRole reports whether r is one of the four chat roles.
+func validRole(r Role) bool {
+	switch r {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		return true
+	}
+	return false
+}
+
+// minTime and maxTime bound the times a store can keep: the range of
+// [time.Time.UnixNano].
+var (
+	minTime = time.Unix(0, math.MinInt64).UTC()
+	maxTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// checkTime reports an error for a time outside what a store can keep.
+func checkTime(what string, t time.Time) error {
+	if t.Before(minTime) || t.After(maxTime) {
+		return fmt.Errorf("%s %v is out of range (years 1678 to 2262)", what, t)
+	}
+	return nil
+}
+
+// normTime returns t in UTC without a monotonic reading, or now when t is
+// zero.
+func normTime(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now.UTC()
+	}
+	return t.UTC()
+}
+
+// checkAppend validates messages for [Store.Append].
+func checkAppend(msgs []Message) error {
+	for i, m := range msgs {
+		if !validRole(m.Role) {
+			return fmt.Errorf("message %d: invalid role %q", i, m.Role)
+		}
+		if m.SummaryID != 0 {
+			return fmt.Errorf("message %d: SummaryID is set; messages are archived by Summarize, not appended archived", i)
+		}
+		if err := checkTime(fmt.Sprintf("message %d: created_at", i), m.CreatedAt); !m.CreatedAt.IsZero() && err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSummary validates a summary for [Store.Summarize].
+func checkSummary(s Summary) error {
+	if strings.TrimSpace(s.Content) == "" {
+		return errors.New("empty summary content")
+	}
+	if s.FirstID <= 0 || s.LastID < s.FirstID {
+		return fmt.Errorf("invalid message range [%d, %d]", s.FirstID, s.LastID)
+	}
+	if !s.CreatedAt.IsZero() {
+		return checkTime("created_at", s.CreatedAt)
+	}
+	return nil
+}
+
+// checkSession validates a session for [Store.CreateSession].
+func checkSession(s Session) error {
+	for _, t := range []struct {
+		what string
+		t    time.Time
+	}{{"created_at", s.CreatedAt}, {"updated_at", s.UpdatedAt}} {
+		if !t.t.IsZero() {
+			if err := checkTime(t.what, t.t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// newSessionID returns a random 128-bit id in hex.
+func newSessionID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand panics on failure itself)
+	return hex.EncodeToString(b[:])
+}
+
+// cloneMessages returns a deep copy of msgs.
+func cloneMessages(msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.clone()
+	}
+	return out
+}
+
+// clone returns a copy of m that shares no memory with it.
+func (m Message) clone() Message {
+	if m.ToolCalls != nil {
+		m.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+	}
+	return m
+}

@@ -1,0 +1,544 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SQLiteStore is a [Store] in one SQLite file, through the pure-Go driver
+// modernc.org/sqlite (no cgo). Open one with [OpenSQLite].
+//
+// The database runs in WAL mode with foreign keys on and a busy timeout.
+// Writes go through a single connection, each in a BEGIN IMMEDIATE
+// transaction, so writers in this process queue in Go instead of failing
+// with SQLITE_BUSY; reads use a separate pool and do not wait for writers.
+// Several processes may open the same file; the busy timeout covers their
+// short write transactions.
+//
+// A SQLiteStore is safe for concurrent use. Its methods return copies.
+type SQLiteStore struct {
+	path string
+	w    *sql.DB // one connection: every write goes through it
+	r    *sql.DB // pool of readers
+}
+
+// sqliteAppID marks a database file as planround's (PRAGMA application_id):
+// "plrn".
+const sqliteAppID = 0x706c726e
+
+// sqliteBusyTimeout is how long a connection waits for a lock held by
+// another process before it reports SQLITE_BUSY.
+const sqliteBusyTimeout = 10 * time.Second
+
+// migrations are the schema changes, in order: migrations[i] takes the
+// schema from version i to version i+1 (PRAGMA user_version). Append new
+// ones; never edit a released one.
+var migrations = []string{
+	// 1: sessions, messages, summaries.
+	`CREATE TABLE sessions (
+		id         TEXT PRIMARY KEY,
+		title      TEXT NOT NULL DEFAULT '',
+		created_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
+		updated_at INTEGER NOT NULL
+	) STRICT;
+	CREATE INDEX sessions_updated ON sessions (updated_at DESC, id);
+	CREATE TABLE summaries (
+		id         INTEGER PRIMARY KEY AUTOINCREMENT,
+		session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+		content    TEXT NOT NULL,
+		first_id   INTEGER NOT NULL,
+		last_id    INTEGER NOT NULL,
+		created_at INTEGER NOT NULL
+	) STRICT;
+	CREATE INDEX summaries_session ON summaries (session_id, id);
+	CREATE TABLE messages (
+		id           INTEGER PRIMARY KEY AUTOINCREMENT,
+		session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+		role         TEXT NOT NULL,
+		content      TEXT NOT NULL,
+		tool_calls   TEXT,             -- JSON array of ToolCall, NULL when none
+		tool_call_id TEXT NOT NULL DEFAULT '',
+		name         TEXT NOT NULL DEFAULT '',
+		hook         INTEGER NOT NULL DEFAULT 0,
+		summary_id   INTEGER REFERENCES summaries (id),
+		created_at   INTEGER NOT NULL
+	) STRICT;
+	CREATE INDEX messages_session ON messages (session_id, id);
+	CREATE INDEX messages_active ON messages (session_id, id) WHERE summary_id IS NULL;`,
+}
+
+// ErrSchemaTooNew is returned (wrapped) by [OpenSQLite] for a database
+// written by a newer version of this package.
+var ErrSchemaTooNew = errors.New("memory: database schema is newer than this version knows")
+
+// OpenSQLite opens the SQLite database at path, creating the file when it
+// does not exist, and brings its schema up to date. Close the store when
+// done.
+//
+// A file that is not a SQLite database, or belongs to another application,
+// is an error that names the path; the file is left untouched. A database
+// whose schema version is newer than this package knows is an error
+// wrapping [ErrSchemaTooNew]. Migrations run in one transaction each, so a
+// crash never leaves a half-migrated schema.
+func OpenSQLite(ctx context.Context, path string) (*SQLiteStore, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("memory: open sqlite: want a file path, got %q (use MemStore for an in-memory store)", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("memory: open sqlite %s: %w", path, err)
+	}
+	if err := checkSQLiteHeader(abs); err != nil {
+		return nil, err
+	}
+	// The writer sets the persistent journal mode and begins IMMEDIATE
+	// transactions; readers are query-only and begin deferred ones.
+	dsn := func(write bool) string {
+		q := url.Values{}
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()))
+		q.Add("_pragma", "foreign_keys(1)")
+		if write {
+			q.Add("_pragma", "journal_mode(WAL)")
+			q.Add("_pragma", "synchronous(NORMAL)")
+			q.Set("_txlock", "immediate")
+		} else {
+			q.Set("_query_only", "1")
+		}
+		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
+	}
+
+	st := &SQLiteStore{path: abs}
+	if st.w, err = sql.Open("sqlite", dsn(true)); err != nil {
+		return nil, fmt.Errorf("memory: open sqlite %s: %w", abs, err)
+	}
+	st.w.SetMaxOpenConns(1)
+	st.w.SetMaxIdleConns(1)
+	st.w.SetConnMaxLifetime(0)
+	st.w.SetConnMaxIdleTime(0)
+	if err := st.migrate(ctx); err != nil {
+		st.w.Close()
+		return nil, err
+	}
+	if st.r, err = sql.Open("sqlite", dsn(false)); err != nil {
+		st.w.Close()
+		return nil, fmt.Errorf("memory: open sqlite %s: %w", abs, err)
+	}
+	st.r.SetMaxOpenConns(4)
+	st.r.SetMaxIdleConns(4)
+	return st, nil
+}
+
+// checkSQLiteHeader refuses an existing, non-empty file that does not start
+// with the SQLite header, before the driver touches it.
+func checkSQLiteHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("memory: open sqlite %s: %w", path, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return fmt.Errorf("memory: open sqlite %s: is a directory", path)
+	}
+	var hdr [16]byte
+	n, err := io.ReadFull(f, hdr[:])
+	if n == 0 && (err == io.EOF) {
+		return nil // an empty file is a new database to SQLite
+	}
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("memory: open sqlite %s: %w", path, err)
+	}
+	if !bytes.Equal(hdr[:n], []byte("SQLite format 3\x00")) {
+		return fmt.Errorf("memory: open sqlite %s: not a SQLite database (left untouched)", path)
+	}
+	return nil
+}
+
+// migrate brings the schema to len(migrations), one transaction per step.
+func (st *SQLiteStore) migrate(ctx context.Context) error {
+	for {
+		done, err := st.migrateStep(ctx)
+		if err != nil {
+			return fmt.Errorf("memory: open sqlite %s: %w", st.path, err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// migrateStep applies the next migration, if any, and reports whether the
+// schema is current.
+func (st *SQLiteStore) migrateStep(ctx context.Context) (done bool, err error) {
+	tx, err := st.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: other openers wait
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	var appID, version int64
+	if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
+		return false, err
+	}
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return false, err
+	}
+	if appID != 0 && appID != sqliteAppID {
+		return false, fmt.Errorf("database belongs to another application (application_id %#x)", appID)
+	}
+	switch {
+	case version > int64(len(migrations)):
+		return false, fmt.Errorf("%w: schema version %d, this version knows up to %d", ErrSchemaTooNew, version, len(migrations))
+	case version == int64(len(migrations)):
+		return true, nil
+	}
+	if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	}
+	// PRAGMA values cannot be bound parameters; both are our own integers.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d; PRAGMA application_id = %d", version+1, sqliteAppID)); err != nil {
+		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	}
+	return false, tx.Commit()
+}
+
+// Path returns the absolute path of the database file.
+func (st *SQLiteStore) Path() string { return st.path }
+
+// Close closes the database. Calls in flight may fail; calls after Close
+// return an error.
+func (st *SQLiteStore) Close() error {
+	return errors.Join(st.r.Close(), st.w.Close())
+}
+
+// write runs fn in a write transaction (BEGIN IMMEDIATE on the writer
+// connection) and commits when fn succeeds.
+func (st *SQLiteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := st.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// exists returns nil when the session exists, an error wrapping
+// ErrNotFound when it does not.
+func exists(ctx context.Context, q querier, op, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, "SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("memory: %s %q: %w", op, id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("memory: %s %q: %w", op, id, err)
+	}
+	return nil
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// CreateSession implements [Store.CreateSession].
+func (st *SQLiteStore) CreateSession(ctx context.Context, s Session) (Session, error) {
+	if err := checkSession(s); err != nil {
+		return Session{}, fmt.Errorf("memory: create session: %w", err)
+	}
+	if s.ID == "" {
+		s.ID = newSessionID()
+	}
+	s.CreatedAt = normTime(s.CreatedAt, now())
+	s.UpdatedAt = normTime(s.UpdatedAt, s.CreatedAt)
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			"INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+			s.ID, s.Title, s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrExists
+		}
+		return nil
+	})
+	if err != nil {
+		return Session{}, fmt.Errorf("memory: create session %q: %w", s.ID, err)
+	}
+	return s, nil
+}
+
+// Session implements [Store.Session].
+func (st *SQLiteStore) Session(ctx context.Context, id string) (Session, error) {
+	s := Session{ID: id}
+	var created, updated int64
+	err := st.r.QueryRowContext(ctx, "SELECT title, created_at, updated_at FROM sessions WHERE id = ?", id).
+		Scan(&s.Title, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, fmt.Errorf("memory: session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("memory: session %q: %w", id, err)
+	}
+	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return s, nil
+}
+
+// Sessions implements [Store.Sessions].
+func (st *SQLiteStore) Sessions(ctx context.Context) ([]Session, error) {
+	rows, err := st.r.QueryContext(ctx, "SELECT id, title, created_at, updated_at FROM sessions ORDER BY updated_at DESC, id")
+	if err != nil {
+		return nil, fmt.Errorf("memory: sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []Session{}
+	for rows.Next() {
+		var s Session
+		var created, updated int64
+		if err := rows.Scan(&s.ID, &s.Title, &created, &updated); err != nil {
+			return nil, fmt.Errorf("memory: sessions: %w", err)
+		}
+		s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: sessions: %w", err)
+	}
+	return out, nil
+}
+
+// RenameSession implements [Store.RenameSession].
+func (st *SQLiteStore) RenameSession(ctx context.Context, id, title string) error {
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?", title, now().UnixNano(), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("memory: rename session %q: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteSession implements [Store.DeleteSession].
+func (st *SQLiteStore) DeleteSession(ctx context.Context, id string) error {
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		if err := exists(ctx, tx, "delete session", id); err != nil {
+			return err
+		}
+		// Messages first: they reference summaries.
+		for _, q := range []string{
+			"DELETE FROM messages WHERE session_id = ?",
+			"DELETE FROM summaries WHERE session_id = ?",
+			"DELETE FROM sessions WHERE id = ?",
+		} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return fmt.Errorf("memory: delete session %q: %w", id, err)
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+// Append implements [Store.Append].
+func (st *SQLiteStore) Append(ctx context.Context, sessionID string, msgs ...Message) ([]Message, error) {
+	if err := checkAppend(msgs); err != nil {
+		return nil, fmt.Errorf("memory: append to %q: %w", sessionID, err)
+	}
+	out := cloneMessages(msgs)
+	t := now()
+	calls := make([]any, len(out)) // encoded before the transaction starts
+	for i := range out {
+		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
+		if len(out[i].ToolCalls) > 0 {
+			b, err := json.Marshal(out[i].ToolCalls)
+			if err != nil {
+				return nil, fmt.Errorf("memory: append to %q: message %d: %w", sessionID, i, err)
+			}
+			calls[i] = string(b)
+		}
+	}
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE sessions SET updated_at = ? WHERE id = ?", t.UnixNano(), sessionID)
+		if err != nil {
+			return fmt.Errorf("memory: append to %q: %w", sessionID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("memory: append to %q: %w", sessionID, err)
+		} else if n == 0 {
+			return fmt.Errorf("memory: append to %q: %w", sessionID, ErrNotFound)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages
+			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+		if err != nil {
+			return fmt.Errorf("memory: append to %q: %w", sessionID, err)
+		}
+		defer stmt.Close()
+		for i, m := range out {
+			err := stmt.QueryRowContext(ctx, sessionID, string(m.Role), m.Content, calls[i],
+				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano()).Scan(&out[i].ID)
+			if err != nil {
+				return fmt.Errorf("memory: append to %q: message %d: %w", sessionID, i, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Messages implements [Store.Messages].
+func (st *SQLiteStore) Messages(ctx context.Context, sessionID string, all bool) ([]Message, error) {
+	// One read transaction: the existence check and the rows see the same
+	// snapshot.
+	tx, err := st.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	if err := exists(ctx, tx, "messages of", sessionID); err != nil {
+		return nil, err
+	}
+	q := `SELECT id, role, content, tool_calls, tool_call_id, name, hook, summary_id, created_at
+		FROM messages WHERE session_id = ? AND summary_id IS NULL ORDER BY id`
+	if all {
+		q = strings.Replace(q, " AND summary_id IS NULL", "", 1)
+	}
+	rows, err := tx.QueryContext(ctx, q, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+	}
+	defer rows.Close()
+	out := []Message{}
+	for rows.Next() {
+		var (
+			m       Message
+			role    string
+			calls   sql.NullString
+			summary sql.NullInt64
+			created int64
+		)
+		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created); err != nil {
+			return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+		}
+		m.Role, m.SummaryID, m.CreatedAt = Role(role), summary.Int64, fromNanos(created)
+		if calls.Valid {
+			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("memory: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
+			}
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+// Summarize implements [Store.Summarize].
+func (st *SQLiteStore) Summarize(ctx context.Context, sessionID string, s Summary) (Summary, error) {
+	if err := checkSummary(s); err != nil {
+		return Summary{}, fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+	}
+	t := now()
+	s.CreatedAt = normTime(s.CreatedAt, t)
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		if err := exists(ctx, tx, "summarize", sessionID); err != nil {
+			return err
+		}
+		err := tx.QueryRowContext(ctx,
+			"INSERT INTO summaries (session_id, content, first_id, last_id, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+			sessionID, s.Content, s.FirstID, s.LastID, s.CreatedAt.UnixNano()).Scan(&s.ID)
+		if err != nil {
+			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+		}
+		res, err := tx.ExecContext(ctx,
+			"UPDATE messages SET summary_id = ? WHERE session_id = ? AND id BETWEEN ? AND ? AND summary_id IS NULL",
+			s.ID, sessionID, s.FirstID, s.LastID)
+		if err != nil {
+			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+		} else if n == 0 {
+			return fmt.Errorf("memory: summarize %q: no active message in [%d, %d]", sessionID, s.FirstID, s.LastID)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET updated_at = ? WHERE id = ?", t.UnixNano(), sessionID); err != nil {
+			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Summary{}, err
+	}
+	return s, nil
+}
+
+// Summaries implements [Store.Summaries].
+func (st *SQLiteStore) Summaries(ctx context.Context, sessionID string) ([]Summary, error) {
+	tx, err := st.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	if err := exists(ctx, tx, "summaries of", sessionID); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx,
+		"SELECT id, content, first_id, last_id, created_at FROM summaries WHERE session_id = ? ORDER BY id", sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+	}
+	defer rows.Close()
+	out := []Summary{}
+	for rows.Next() {
+		var s Summary
+		var created int64
+		if err := rows.Scan(&s.ID, &s.Content, &s.FirstID, &s.LastID, &created); err != nil {
+			return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+		}
+		s.CreatedAt = fromNanos(created)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+var _ Store = (*SQLiteStore)(nil)
