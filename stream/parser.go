@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -48,8 +49,9 @@ type Config struct {
 // without its tags.
 //
 // The strings are ordinary immutable strings that stay valid after the
-// Parser moves on or is Reset. They usually share memory with the Parser's
-// copy of the raw reply, so holding one piece keeps that copy alive.
+// Parser moves on or is Reset. A piece that lies within one delta is a
+// substring of the string passed to Write (no copy); a piece that spans
+// deltas (held-back text, a sentence) is one new string.
 type Piece struct {
 	// Text is the visible text: Raw without control tags.
 	Text string
@@ -97,10 +99,15 @@ type Parser struct {
 	hasVoice bool
 	mode     Mode
 
-	// raw holds the whole reply. Written bytes never change, so substrings
-	// of raw.String() stay valid for ever: pieces are cut from it without
-	// copying.
-	raw strings.Builder
+	// raw holds the whole reply. Its memory is reused after Reset: no
+	// string handed out points into it.
+	raw []byte
+	// cur is the delta being written and curStart its offset in raw.
+	// Pieces that lie within cur are sliced out of it without copying.
+	cur      string
+	curStart int
+	// rawStr caches string(raw) for Raw while raw does not change.
+	rawStr string
 	// emitted is the length of raw already released in pieces.
 	emitted int
 	// scanned is the length of raw already classified: raw[scanned:] is
@@ -151,8 +158,10 @@ func (p *Parser) Write(delta string, emit func(Piece)) {
 	if delta == "" {
 		return
 	}
-	p.raw.WriteString(delta)
+	p.curStart, p.cur = len(p.raw), delta
+	p.raw = append(p.raw, delta...)
 	p.advance(false, emit)
+	p.cur = ""
 }
 
 // Flush ends the reply: everything held back is released. A held-back
@@ -160,15 +169,21 @@ func (p *Parser) Write(delta string, emit func(Piece)) {
 // the remaining sentences are released, the unfinished last one included.
 // The Parser may be Reset and reused afterwards.
 func (p *Parser) Flush(emit func(Piece)) {
+	p.curStart, p.cur = len(p.raw), ""
 	p.advance(true, emit)
-	if p.emitted < p.raw.Len() {
-		p.release(p.raw.Len(), emit)
+	if p.emitted < len(p.raw) {
+		p.release(len(p.raw), emit)
 	}
 }
 
 // Raw returns the whole raw reply written so far, tags included, held-back
 // text included.
-func (p *Parser) Raw() string { return p.raw.String() }
+func (p *Parser) Raw() string {
+	if len(p.rawStr) != len(p.raw) {
+		p.rawStr = string(p.raw)
+	}
+	return p.rawStr
+}
 
 // Voice reports whether the reply began with VoiceTag. It is false until
 // the Parser has seen enough of the reply to know.
@@ -177,7 +192,8 @@ func (p *Parser) Voice() bool { return p.voice }
 // Reset makes the Parser ready for a new reply with the same Config.
 // Strings returned earlier stay valid.
 func (p *Parser) Reset() {
-	p.raw = strings.Builder{}
+	p.raw = p.raw[:0]
+	p.rawStr, p.cur, p.curStart = "", "", 0
 	p.emitted, p.scanned = 0, 0
 	p.spans = p.spans[:0]
 	p.decided, p.voice = false, false
@@ -186,14 +202,14 @@ func (p *Parser) Reset() {
 // advance classifies raw[scanned:] and releases what became safe. final
 // means the stream ended: nothing waits for more input.
 func (p *Parser) advance(final bool, emit func(Piece)) {
-	s := p.raw.String()
+	s := p.raw
 	i := p.scanned
 	stop := len(s) // where classification stopped
 scan:
 	for i < len(s) {
 		if p.decided && p.mode == ModeDeltas && p.onlyLT {
 			// Fast path: nothing matters but the next '<'.
-			j := strings.IndexByte(s[i:], '<')
+			j := indexLT(s[i:])
 			if j < 0 {
 				i = len(s)
 				break
@@ -210,7 +226,7 @@ scan:
 			}
 			if n > 0 {
 				p.spans = append(p.spans, span{i, i + n})
-				if !p.decided && s[i:i+n] == VoiceTag {
+				if !p.decided && string(s[i:i+n]) == VoiceTag {
 					p.decided, p.voice = true, true
 				}
 				i += n
@@ -253,13 +269,13 @@ scan:
 // matchTag reports the length of the longest tag at the start of rest, or
 // hold when rest is a proper prefix of some tag and more input could still
 // complete it.
-func (p *Parser) matchTag(rest string, final bool) (n int, hold bool) {
+func (p *Parser) matchTag(rest []byte, final bool) (n int, hold bool) {
 	for _, t := range p.tags {
 		if len(rest) >= len(t) {
-			if len(t) > n && rest[:len(t)] == t {
+			if len(t) > n && string(rest[:len(t)]) == t {
 				n = len(t)
 			}
-		} else if !final && t[:len(rest)] == rest {
+		} else if !final && t[:len(rest)] == string(rest) {
 			hold = true
 		}
 	}
@@ -272,7 +288,7 @@ func (p *Parser) matchTag(rest string, final bool) (n int, hold bool) {
 // sentenceEnd looks at a possible sentence end at s[i]. It returns the end
 // of the sentence (exclusive), 0 when s[i] ends nothing, or wait when the
 // answer depends on input that has not arrived.
-func (p *Parser) sentenceEnd(s string, i int, final bool) (end int, wait bool) {
+func (p *Parser) sentenceEnd(s []byte, i int, final bool) (end int, wait bool) {
 	switch c := s[i]; c {
 	case '\n':
 		return i + 1, false
@@ -290,8 +306,8 @@ func (p *Parser) sentenceEnd(s string, i int, final bool) (end int, wait bool) {
 			}
 			return 0, false
 		}
-		r, size := utf8.DecodeRuneInString(s[i+1:])
-		if r == utf8.RuneError && !final && !utf8.FullRuneInString(s[i+1:]) {
+		r, size := utf8.DecodeRune(s[i+1:])
+		if r == utf8.RuneError && !final && !utf8.FullRune(s[i+1:]) {
 			return 0, true
 		}
 		if unicode.IsSpace(r) {
@@ -301,10 +317,10 @@ func (p *Parser) sentenceEnd(s string, i int, final bool) (end int, wait bool) {
 	default: // 0xE3 or 0xEF: the lead byte of 。 ！ or ？
 		rest := s[i:]
 		for _, m := range [...]string{"。", "！", "？"} {
-			if strings.HasPrefix(rest, m) {
+			if len(rest) >= len(m) && string(rest[:len(m)]) == m {
 				return i + len(m), false
 			}
-			if len(rest) < len(m) && !final && strings.HasPrefix(m, rest) {
+			if len(rest) < len(m) && !final && m[:len(rest)] == string(rest) {
 				return 0, true
 			}
 		}
@@ -313,17 +329,23 @@ func (p *Parser) sentenceEnd(s string, i int, final bool) (end int, wait bool) {
 }
 
 // release emits raw[emitted:end] as one piece. end never falls inside a
-// tag.
+// tag. A piece within the current delta is sliced out of it; any other is
+// copied once.
 func (p *Parser) release(end int, emit func(Piece)) {
-	s := p.raw.String()
-	raw := s[p.emitted:end]
+	start := p.emitted
+	var raw string
+	if start >= p.curStart && end-p.curStart <= len(p.cur) {
+		raw = p.cur[start-p.curStart : end-p.curStart]
+	} else {
+		raw = string(p.raw[start:end])
+	}
 	text := raw
 	k := 0
 	for k < len(p.spans) && p.spans[k].end <= end {
 		k++
 	}
 	if k > 0 {
-		text = stripSpans(s, p.emitted, end, p.spans[:k])
+		text = stripSpans(raw, start, p.spans[:k])
 		p.spans = p.spans[:copy(p.spans, p.spans[k:])]
 	}
 	p.emitted = end
@@ -333,45 +355,59 @@ func (p *Parser) release(end int, emit func(Piece)) {
 	emit(Piece{Text: text, Raw: raw, Voice: p.voice})
 }
 
-// stripSpans returns s[start:end] without the tag spans. It slices s when
-// the text is one contiguous run and builds a new string otherwise.
-func stripSpans(s string, start, end int, spans []span) string {
-	// Count the non-empty runs between the tags.
+// stripSpans returns raw without the tag spans; raw starts at offset base
+// of the reply, and spans are reply offsets. It slices raw when the text is
+// one contiguous run and builds a new string otherwise.
+func stripSpans(raw string, base int, spans []span) string {
 	runs, n := 0, 0
-	pos := start
+	pos := 0
 	for _, sp := range spans {
-		if sp.start > pos {
+		if a := sp.start - base; a > pos {
 			runs++
-			n += sp.start - pos
+			n += a - pos
 		}
-		pos = sp.end
+		pos = sp.end - base
 	}
-	if end > pos {
+	if len(raw) > pos {
 		runs++
-		n += end - pos
+		n += len(raw) - pos
 	}
 	switch runs {
 	case 0:
 		return ""
 	case 1:
-		pos = start
+		pos = 0
 		for _, sp := range spans {
-			if sp.start > pos {
-				return s[pos:sp.start]
+			if a := sp.start - base; a > pos {
+				return raw[pos:a]
 			}
-			pos = sp.end
+			pos = sp.end - base
 		}
-		return s[pos:end]
+		return raw[pos:]
 	}
 	var b strings.Builder
 	b.Grow(n)
-	pos = start
+	pos = 0
 	for _, sp := range spans {
-		b.WriteString(s[pos:sp.start])
-		pos = sp.end
+		b.WriteString(raw[pos : sp.start-base])
+		pos = sp.end - base
 	}
-	b.WriteString(s[pos:end])
+	b.WriteString(raw[pos:])
 	return b.String()
+}
+
+// indexLT returns the index of the first '<' in b, or -1. Deltas are a few
+// bytes long, where a plain loop beats the vectorised search.
+func indexLT(b []byte) int {
+	if len(b) > 32 {
+		return bytes.IndexByte(b, '<')
+	}
+	for i, c := range b {
+		if c == '<' {
+			return i
+		}
+	}
+	return -1
 }
 
 // isSpace reports whether c is ASCII white space.
