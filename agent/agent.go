@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/planround/planround/intent"
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
+)
+
+// RejectAction says what a rejected tool call does to the run.
+type RejectAction uint8
+
+const (
+	// RejectEndRun ends the run after a rejection: a tool_rejected chunk,
+	// then interrupted. It is the default.
+	RejectEndRun RejectAction = iota
+	// RejectContinue tells the model about the rejection (as the call's
+	// tool message) and goes on.
+	RejectContinue
+)
+
+// DefaultMaxToolRounds is the number of tool rounds a run may take when
+// [Config.MaxToolRounds] is zero.
+const DefaultMaxToolRounds = 8
+
+// Config configures an [Agent]. Its zero value is not enough (Model is
+// required), but every other field has a default, given in its comment.
+type Config struct {
+	// BaseURL is the OpenAI-compatible API, such as
+	// "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1" (the
+	// default is OpenAI's). Environment variables are not read: the host
+	// decides where settings come from.
+	BaseURL string
+	// APIKey is sent as a bearer token; empty sends none.
+	APIKey string
+	// HTTPClient makes the requests; nil means a client without an overall
+	// timeout (a stream may take long: bound a run with its context).
+	HTTPClient *http.Client
+	// RequestOptions are extra openai-go options for every model request
+	// (headers, retries: openai-go retries 429 and 5xx twice by default,
+	// option.WithMaxRetries(0) turns that off).
+	RequestOptions []option.RequestOption
+
+	// Model is the model name. Required.
+	Model string
+	// SystemPrompt, when not empty, is the first message of every request.
+	SystemPrompt string
+
+	// Tools are the tools offered in the tool loop; nil means none.
+	Tools *ToolRegistry
+	// Approver decides on tool calls that do not skip approval. Required
+	// when Tools holds such a tool.
+	Approver Approver
+	// OnReject says what a rejection does; the default ends the run.
+	OnReject RejectAction
+	// ParallelTools lets approved calls of one round execute concurrently.
+	// Approvals are still asked in call order, chunks are still yielded in
+	// call order, and the history is the same as a sequential run's.
+	ParallelTools bool
+	// MaxToolRounds bounds the tool loop (default DefaultMaxToolRounds).
+	MaxToolRounds int
+
+	// TextMode is how text is cut into chunks: stream.ModeDeltas (default)
+	// or stream.ModeSentences (for speech synthesis).
+	TextMode stream.Mode
+	// Intents is the intent tag dictionary; the zero value is
+	// intent.DefaultDictionary().
+	Intents intent.Dictionary
+	// PlanningPrompt and ContinuationPrompt replace the default temporary
+	// prompts of the planning and continuation rounds.
+	PlanningPrompt     string
+	ContinuationPrompt string
+
+	// Store, when set, keeps conversations: a run with an Input.SessionID
+	// loads the session's active messages (creating the session when it is
+	// new) and appends the turn's messages when it ends, however it ends.
+	Store memory.Store
+
+	// Logger receives one record per model call; nil discards them.
+	Logger *slog.Logger
+}
+
+// Agent runs planning-round turns against a model. It is safe for concurrent
+// use: each [Agent.Run] is independent.
+type Agent struct {
+	cfg    Config
+	tags   []string
+	model  *model
+	logger *slog.Logger
+}
+
+// New validates cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("agent: Config.Model is required")
+	}
+	if cfg.MaxToolRounds < 0 {
+		return nil, fmt.Errorf("agent: Config.MaxToolRounds is %d, want >= 0", cfg.MaxToolRounds)
+	}
+	if cfg.MaxToolRounds == 0 {
+		cfg.MaxToolRounds = DefaultMaxToolRounds
+	}
+	if cfg.OnReject > RejectContinue {
+		return nil, fmt.Errorf("agent: unknown Config.OnReject %d", cfg.OnReject)
+	}
+	if cfg.TextMode > stream.ModeSentences {
+		return nil, fmt.Errorf("agent: unknown Config.TextMode %d", cfg.TextMode)
+	}
+	if cfg.Approver == nil {
+		for _, d := range cfg.Tools.Definitions() {
+			if !d.SkipApproval {
+				return nil, fmt.Errorf("agent: tool %q needs approval but Config.Approver is nil (use approval.ApproveAll to approve everything)", d.Name)
+			}
+		}
+	}
+	if cfg.PlanningPrompt == "" {
+		cfg.PlanningPrompt = cfg.Intents.PlanningPrompt()
+	}
+	if cfg.ContinuationPrompt == "" {
+		cfg.ContinuationPrompt = intent.ContinuationPrompt()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	tags := append([]string{stream.VoiceTag}, cfg.Intents.Tags()...)
+	return &Agent{
+		cfg:    cfg,
+		tags:   tags,
+		model:  newModel(cfg),
+		logger: logger,
+	}, nil
+}

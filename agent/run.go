@@ -1,0 +1,447 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/planround/planround/intent"
+	"github.com/planround/planround/internal/wire"
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
+)
+
+// ErrTruncated is returned (wrapped) by a run whose model response ended
+// with neither a finish reason nor the end-of-stream marker: the connection
+// was cut, and what arrived was delivered.
+var ErrTruncated = wire.ErrTruncated
+
+// ErrTurnUsed is returned by ranging a second time over [Turn.Run].
+var ErrTurnUsed = errors.New("agent: a Turn runs once")
+
+// Reasons given on rejected tool calls.
+const (
+	// ReasonRejected is the reason of a call rejected without a reason, or
+	// interrupted while its approval was pending.
+	ReasonRejected = "rejected by user"
+	// ReasonInterrupted is the reason of a call interrupted while it ran.
+	ReasonInterrupted = "tool call interrupted"
+	// ReasonNotRun is the reason of a call that never started because the
+	// run ended before its turn.
+	ReasonNotRun = "tool call not run: the run ended first"
+)
+
+// WarnMaxToolRounds is the text of the warning chunk that ends a run at
+// Config.MaxToolRounds.
+const WarnMaxToolRounds = "maximum tool rounds reached"
+
+// Input is one user turn.
+type Input struct {
+	// SessionID names the conversation. With a Config.Store it selects the
+	// session to load and persist; it is also given to the Approver.
+	SessionID string
+	// History is the conversation so far. It is used only when the agent
+	// has no Store or SessionID is empty.
+	History []memory.Message
+	// Message is the user's new message.
+	Message string
+}
+
+// Turn is one user turn, ready to run. It records the messages the turn adds
+// to the conversation, so a host without a Store can persist them.
+type Turn struct {
+	a     *Agent
+	in    Input
+	used  bool
+	msgs  []memory.Message // the turn's messages to persist, user message first
+	usage stream.Usage
+}
+
+// NewTurn prepares a turn; nothing happens until [Turn.Run] is ranged over.
+func (a *Agent) NewTurn(in Input) *Turn { return &Turn{a: a, in: in} }
+
+// Run answers one user turn: it is a.NewTurn(in).Run(ctx). See [Turn.Run].
+func (a *Agent) Run(ctx context.Context, in Input) iter.Seq2[Chunk, error] {
+	return a.NewTurn(in).Run(ctx)
+}
+
+// Messages returns the messages the turn added to the conversation so far:
+// the user message, assistant messages (raw text, with tool calls) and tool
+// messages. It is always valid history (every tool call has its tool
+// message) once the run has ended, however it ended. Call it from the
+// goroutine that ranges over Run (or after the loop).
+func (t *Turn) Messages() []memory.Message {
+	return append([]memory.Message(nil), t.msgs...)
+}
+
+// Usage returns the token usage of the turn's model calls, summed over the
+// rounds that reported it.
+func (t *Turn) Usage() stream.Usage { return t.usage }
+
+// Run returns the turn's chunks. The work happens while the caller ranges:
+// the model's stream is read in the caller's goroutine, so a slow consumer
+// slows the read (there is no buffering). Breaking out of the loop ends the
+// run, releases everything it holds and persists the turn.
+//
+// Chunks come in order; the last pair carries the error, if any, with a zero
+// Chunk. Model and transport failures (HTTP errors, a cut stream, an error
+// frame) and store failures are errors; a tool's failure is not (the model
+// reads it). Cancelling ctx interrupts the run: it ends with an interrupted
+// chunk and a nil error.
+//
+// A Turn runs once: ranging again yields only [ErrTurnUsed].
+func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
+	return func(yield func(Chunk, error) bool) {
+		if t.used {
+			yield(Chunk{}, ErrTurnUsed)
+			return
+		}
+		t.used = true
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		r := &run{t: t, a: t.a, ctx: ctx, cancel: cancel, yield: yield}
+		r.emitPiece = r.textPiece
+		r.do()
+	}
+}
+
+// run is the state of one running turn. All of it is touched only by the
+// goroutine that ranges over the iterator.
+type run struct {
+	a      *Agent
+	t      *Turn
+	ctx    context.Context // the run's: cancelled by the caller or by stop
+	cancel context.CancelFunc
+	yield  func(Chunk, error) bool
+	// stopped is set once yield returned false: yield is never called again.
+	stopped bool
+
+	working   []memory.Message // what the model sees: history, user, this turn, [continue]
+	parser    *stream.Parser
+	acc       stream.Accumulator
+	round     int
+	emitPiece func(stream.Piece) // r.textPiece, bound once
+}
+
+func (r *run) emit(c Chunk) bool {
+	if r.stopped {
+		return false
+	}
+	if !r.yield(c, nil) {
+		r.stop()
+		return false
+	}
+	return true
+}
+
+// fail yields err as the last pair unless the consumer has gone.
+func (r *run) fail(err error) {
+	if !r.stopped {
+		r.stop()
+		r.yield(Chunk{}, err)
+	}
+}
+
+// stop marks the consumer gone and cancels the run's context, so a running
+// tool or a pending approval ends.
+func (r *run) stop() {
+	r.stopped = true
+	r.cancel()
+}
+
+func (r *run) textPiece(p stream.Piece) {
+	if p.Text == "" {
+		return
+	}
+	r.emit(Chunk{Kind: KindText, Round: r.round, Text: p.Text, Raw: p.Raw, Voice: p.Voice})
+}
+
+func (r *run) record(msgs ...memory.Message) {
+	r.t.msgs = append(r.t.msgs, msgs...)
+	r.working = append(r.working, msgs...)
+}
+
+func (r *run) do() {
+	history, err := r.load()
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	defer r.persist()
+	r.working = history
+	r.record(memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()})
+	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
+
+	// Round 0: planning, without tools.
+	res, ok := r.streamRound(false, r.a.cfg.PlanningPrompt)
+	if !ok {
+		return
+	}
+	det := r.a.cfg.Intents.Detect(res.raw)
+	in := IntentNone
+	if det.Found {
+		in = Intent(det.Intent)
+		if in == "" {
+			in = IntentNeedTool
+		}
+	}
+	if !r.emit(Chunk{Kind: KindRoundEnd, Round: 0, Intent: in, Usage: res.usage}) {
+		return
+	}
+	if res.raw != "" {
+		r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
+		// [continue] is for the model only: not part of the turn's messages.
+		r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+	}
+	r.working = r.a.cfg.Intents.StripMessages(r.working)
+
+	if det.SkipTools {
+		r.round = 1
+		res, ok := r.streamRound(false, r.a.cfg.ContinuationPrompt)
+		if !ok {
+			return
+		}
+		if res.raw != "" {
+			r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
+		}
+		r.emit(Chunk{Kind: KindRoundEnd, Round: 1, Usage: res.usage})
+		return
+	}
+
+	for r.round = 1; r.round <= r.a.cfg.MaxToolRounds; r.round++ {
+		res, ok := r.streamRound(true, "")
+		if !ok {
+			return
+		}
+		if len(res.calls) == 0 {
+			if res.raw != "" {
+				r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
+			}
+			r.emit(Chunk{Kind: KindRoundEnd, Round: r.round, Usage: res.usage})
+			return
+		}
+		if !r.toolRound(res) {
+			return
+		}
+		if !r.emit(Chunk{Kind: KindRoundEnd, Round: r.round, Usage: res.usage}) {
+			return
+		}
+	}
+	r.round--
+	r.emit(Chunk{Kind: KindWarning, Round: r.round, Text: WarnMaxToolRounds})
+}
+
+// load returns the conversation so far.
+func (r *run) load() ([]memory.Message, error) {
+	in := r.t.in
+	st := r.a.cfg.Store
+	if st == nil || in.SessionID == "" {
+		return repairPending(in.History), nil
+	}
+	if _, err := st.Session(r.ctx, in.SessionID); errors.Is(err, memory.ErrNotFound) {
+		if _, err := st.CreateSession(r.ctx, memory.Session{ID: in.SessionID}); err != nil {
+			return nil, fmt.Errorf("agent: creating session %q: %w", in.SessionID, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("agent: loading session %q: %w", in.SessionID, err)
+	}
+	msgs, err := st.Messages(r.ctx, in.SessionID, false)
+	if err != nil {
+		return nil, fmt.Errorf("agent: loading session %q: %w", in.SessionID, err)
+	}
+	return repairPending(msgs), nil
+}
+
+// persist appends the turn's messages to the Store, also when the run was
+// interrupted or its consumer went away.
+func (r *run) persist() {
+	st := r.a.cfg.Store
+	if st == nil || r.t.in.SessionID == "" || len(r.t.msgs) == 0 {
+		return
+	}
+	ctx := context.WithoutCancel(r.ctx)
+	if _, err := st.Append(ctx, r.t.in.SessionID, r.t.msgs...); err != nil {
+		err = fmt.Errorf("agent: saving turn of session %q: %w", r.t.in.SessionID, err)
+		r.a.logger.LogAttrs(ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
+		r.fail(err)
+	}
+}
+
+// roundResult is what one streamed round produced.
+type roundResult struct {
+	raw   string
+	calls []stream.Call
+	usage *stream.Usage
+}
+
+// streamRound sends one request and streams its reply as chunks. prompt,
+// when not empty, is appended as a temporary system message. It reports false
+// when the run is over (consumer gone, interrupted or failed); then it has
+// already recorded what arrived and yielded what ends the run.
+func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bool) {
+	r.parser.Reset()
+	r.acc.Reset()
+	req := request{messages: r.requestMessages(prompt)}
+	if withTools {
+		req.tools = toolParams(r.a.cfg.Tools.Definitions())
+	}
+
+	start := time.Now()
+	var finish string
+	err := r.readStream(req, withTools, &res, &finish)
+	r.t.usage = r.t.usage.Add(usageOr(res.usage))
+	r.logCall(start, withTools, res, finish, err)
+
+	if r.stopped { // the consumer broke out of the loop
+		r.recordPartial(withTools)
+		return res, false
+	}
+	if err != nil {
+		r.parser.Flush(r.emitPiece) // deliver what arrived
+		r.recordPartial(withTools)
+		if r.ctx.Err() != nil {
+			r.emit(Chunk{Kind: KindInterrupted, Round: r.round})
+			return res, false
+		}
+		r.fail(fmt.Errorf("agent: round %d: %w", r.round, err))
+		return res, false
+	}
+	r.parser.Flush(r.emitPiece)
+	if r.stopped {
+		r.recordPartial(withTools)
+		return res, false
+	}
+	res.raw = r.parser.Raw()
+	if withTools {
+		res.calls = r.acc.Calls()
+	}
+	return res, true
+}
+
+func (r *run) readStream(req request, withTools bool, res *roundResult, finish *string) error {
+	rd, body, err := r.a.model.open(r.ctx, req)
+	if err != nil {
+		return fmt.Errorf("model request failed: %w", err)
+	}
+	defer body.Close()
+	for {
+		d, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if d.Reasoning != "" {
+			if !r.emit(Chunk{Kind: KindReasoning, Round: r.round, Text: d.Reasoning}) {
+				return nil
+			}
+		}
+		if d.Content != "" {
+			r.parser.Write(d.Content, r.emitPiece)
+			if r.stopped {
+				return nil
+			}
+		}
+		if withTools {
+			for _, tc := range d.ToolCalls {
+				slot, started := r.acc.Add(tc)
+				if !started {
+					continue
+				}
+				c := r.acc.Call(slot)
+				if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateStart}}) {
+					return nil
+				}
+			}
+		}
+		if d.FinishReason != "" {
+			*finish = d.FinishReason
+		}
+		if d.Usage != nil {
+			u := *d.Usage
+			res.usage = &u
+		}
+	}
+}
+
+// recordPartial records the text of a round that did not complete. Calls
+// whose arguments were still streaming are dropped from the history (they
+// never ran); their cards get a rejected chunk if the consumer is still there.
+func (r *run) recordPartial(withTools bool) {
+	if raw := r.parser.Raw(); raw != "" {
+		r.record(memory.Message{Role: memory.RoleAssistant, Content: raw, CreatedAt: time.Now()})
+	}
+	if !withTools {
+		return
+	}
+	for i := range r.acc.Len() {
+		c := r.acc.Call(i)
+		if c.Name == "" {
+			continue
+		}
+		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateRejected, Reason: ReasonNotRun}})
+	}
+}
+
+// requestMessages returns the messages of the next request: the system
+// prompt, the (assembled) working list and the temporary prompt.
+func (r *run) requestMessages(prompt string) []memory.Message {
+	cfg := &r.a.cfg
+	msgs := make([]memory.Message, 0, len(r.working)+2)
+	if cfg.SystemPrompt != "" {
+		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: cfg.SystemPrompt})
+	}
+	msgs = append(msgs, r.working...)
+	if prompt != "" {
+		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: prompt})
+	}
+	return msgs
+}
+
+func (r *run) logCall(start time.Time, withTools bool, res roundResult, finish string, err error) {
+	outcome := "ok"
+	switch {
+	case r.ctx.Err() != nil:
+		outcome = "interrupted"
+	case err != nil:
+		outcome = "error"
+	case r.stopped:
+		outcome = "abandoned"
+	}
+	attrs := []slog.Attr{
+		slog.String("session", r.t.in.SessionID),
+		slog.Int("round", r.round),
+		slog.String("model", r.a.cfg.Model),
+		slog.Bool("tools", withTools),
+		slog.Duration("latency", time.Since(start)),
+		slog.String("outcome", outcome),
+		slog.String("finish_reason", finish),
+		slog.Int("tool_calls", r.acc.Len()),
+	}
+	if res.usage != nil {
+		attrs = append(attrs,
+			slog.Int64("prompt_tokens", res.usage.PromptTokens),
+			slog.Int64("completion_tokens", res.usage.CompletionTokens))
+	}
+	level := slog.LevelInfo
+	if err != nil && outcome == "error" {
+		level = slog.LevelError
+		attrs = append(attrs, slog.Any("error", err))
+	}
+	r.a.logger.LogAttrs(r.ctx, level, "model call", attrs...)
+}
+
+func usageOr(u *stream.Usage) stream.Usage {
+	if u == nil {
+		return stream.Usage{}
+	}
+	return *u
+}
+
+// repairPending is replaced by memory.Repair once it lands.
+func repairPending(m []memory.Message) []memory.Message { return append([]memory.Message(nil), m...) }

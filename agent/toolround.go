@@ -1,0 +1,449 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
+)
+
+// outcome is what happened to one call of a round: it becomes the call's
+// tool message.
+type outcome struct {
+	content string
+	done    bool // a tool message has been decided
+}
+
+// callState is one call of a tool round on its way through the states.
+type callState struct {
+	call     stream.Call
+	tool     Tool
+	def      ToolDefinition
+	args     json.RawMessage // valid JSON object, once checked
+	chunk    ToolCall        // what the chunks show
+	approval string          // a Preparer's id, while Approve is still owed
+	out      outcome
+
+	// execution
+	progress *progressBuffer
+	done     chan struct{}
+	result   string
+	err      error
+}
+
+// toolRound handles the calls of one round: it records the assistant message
+// and one tool message per call, whatever happens, and reports whether the
+// run goes on.
+func (r *run) toolRound(res roundResult) (goOn bool) {
+	calls := make([]*callState, len(res.calls))
+	tcs := make([]memory.ToolCall, len(res.calls))
+	for i, c := range res.calls {
+		calls[i] = &callState{call: c, chunk: ToolCall{ID: c.ID, Name: c.Name}}
+		tcs[i] = memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	defer func() {
+		// The history: the assistant message with its calls and one tool
+		// message per call, in call order, also when the run ended early.
+		msgs := make([]memory.Message, 0, len(calls)+1)
+		now := time.Now()
+		msgs = append(msgs, memory.Message{Role: memory.RoleAssistant, Content: res.raw, ToolCalls: tcs, CreatedAt: now})
+		for _, cs := range calls {
+			content := cs.out.content
+			if !cs.out.done {
+				content = ReasonNotRun
+			}
+			msgs = append(msgs, memory.Message{Role: memory.RoleTool, ToolCallID: cs.call.ID, Name: cs.call.Name, Content: content, CreatedAt: now})
+		}
+		r.record(msgs...)
+		// A prepared approval whose Approve is still owed (the consumer left
+		// after approval_required) is released now, per the Preparer contract.
+		for _, cs := range calls {
+			r.releaseApproval(cs)
+		}
+	}()
+
+	if r.a.cfg.ParallelTools {
+		return r.runParallel(calls)
+	}
+	for i, cs := range calls {
+		if !r.check(cs) {
+			if r.stopped {
+				return false
+			}
+			continue
+		}
+		approved, goOn := r.approve(cs)
+		if !goOn {
+			r.endCalls(calls[i+1:])
+			return false
+		}
+		if !approved {
+			continue
+		}
+		if !r.executing(cs) {
+			return false
+		}
+		r.start(cs)
+		if !r.finish(cs) {
+			r.endCalls(calls[i+1:])
+			return false
+		}
+	}
+	return true
+}
+
+// runParallel asks for every approval in call order, then runs the approved
+// calls concurrently and yields their results in call order.
+func (r *run) runParallel(calls []*callState) bool {
+	var approved []*callState
+	for i, cs := range calls {
+		if !r.check(cs) {
+			if r.stopped {
+				return false
+			}
+			continue
+		}
+		ok, goOn := r.approve(cs)
+		if !goOn {
+			r.endCalls(calls[i+1:])
+			return false
+		}
+		if ok {
+			approved = append(approved, cs)
+		}
+	}
+	for i, cs := range approved {
+		if !r.executing(cs) {
+			// Those already started must still be waited for.
+			for _, s := range approved[:i] {
+				<-s.done
+				s.out = outcome{content: joinPartial(s.progress.String(), ReasonInterrupted), done: true}
+			}
+			return false
+		}
+		r.start(cs)
+	}
+	goOn := true
+	for _, cs := range approved {
+		if !goOn {
+			<-cs.done
+			cs.out = outcome{content: joinPartial(cs.progress.String(), ReasonInterrupted), done: true}
+			continue
+		}
+		goOn = r.finish(cs)
+	}
+	return goOn
+}
+
+// check validates a call before approval: a known tool and arguments that
+// are a JSON object. A call that fails gets an error result the model reads.
+func (r *run) check(cs *callState) bool {
+	tool, def, ok := r.a.cfg.Tools.Lookup(cs.call.Name)
+	if !ok {
+		return r.errorResult(cs, fmt.Sprintf("error: unknown tool %q", cs.call.Name))
+	}
+	cs.tool, cs.def = tool, def
+	args, err := parseArgs(cs.call.Arguments)
+	if err != nil {
+		cs.chunk.ArgumentsRaw = cs.call.Arguments
+		return r.errorResult(cs, fmt.Sprintf("error: the arguments of %s are not valid JSON (%v); call it again with a JSON object", cs.call.Name, err))
+	}
+	cs.args = args
+	cs.chunk.Arguments = args
+	return true
+}
+
+// errorResult ends a call with an error message for the model; it reports
+// false so the caller skips the call.
+func (r *run) errorResult(cs *callState, msg string) bool {
+	cs.out = outcome{content: msg, done: true}
+	c := cs.chunk
+	c.State = StateResult
+	c.Result = msg
+	r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+	return false
+}
+
+// approve asks the Approver unless the tool skips approval. It reports
+// whether the call may run, and whether the run goes on.
+func (r *run) approve(cs *callState) (approved, goOn bool) {
+	if cs.def.SkipApproval {
+		return true, true
+	}
+	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk}
+	if p, ok := r.a.cfg.Approver.(Preparer); ok {
+		id, err := p.Prepare(r.ctx, req)
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return false, r.interrupted(cs, ReasonRejected, "")
+			}
+			return false, r.reject(cs, fmt.Sprintf("approval could not be requested: %v", err))
+		}
+		cs.approval = id
+		req.ApprovalID = id
+		cs.chunk.ApprovalID = id
+	}
+	c := cs.chunk
+	c.State = StateApprovalRequired
+	c.ApprovalRequired = true
+	if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
+		return false, false // the deferred release answers the owed Approve
+	}
+	cs.approval = ""
+	d, err := r.a.cfg.Approver.Approve(r.ctx, req)
+	if r.ctx.Err() != nil {
+		return false, r.interrupted(cs, ReasonRejected, "")
+	}
+	if err != nil {
+		return false, r.reject(cs, err.Error())
+	}
+	if !d.Approved {
+		reason := d.Reason
+		if reason == "" {
+			reason = ReasonRejected
+		}
+		return false, r.reject(cs, reason)
+	}
+	if d.Arguments != nil {
+		args, err := parseArgs(string(d.Arguments))
+		if err != nil {
+			return false, r.reject(cs, fmt.Sprintf("the approver's edited arguments are not a JSON object: %v", err))
+		}
+		cs.args = args
+		cs.chunk.Arguments = args
+	}
+	return true, true
+}
+
+// releaseApproval answers an owed Approve with a cancelled context.
+func (r *run) releaseApproval(cs *callState) {
+	if cs.approval == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.ctx))
+	cancel()
+	req := ApprovalRequest{SessionID: r.t.in.SessionID, ApprovalID: cs.approval, Round: r.round, Call: cs.chunk}
+	cs.approval = ""
+	_, _ = r.a.cfg.Approver.Approve(ctx, req)
+}
+
+// reject records a rejection and reports whether the run goes on.
+func (r *run) reject(cs *callState, reason string) bool {
+	cs.out = outcome{content: reason, done: true}
+	c := cs.chunk
+	c.State = StateRejected
+	c.Reason = reason
+	if !r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c}) {
+		return false
+	}
+	return r.a.cfg.OnReject == RejectContinue
+}
+
+// interrupted records a call stopped by the run's cancellation and ends the
+// run; it always reports false.
+func (r *run) interrupted(cs *callState, reason, partial string) bool {
+	cs.out = outcome{content: joinPartial(partial, reason), done: true}
+	c := cs.chunk
+	c.State = StateRejected
+	c.Reason = reason
+	c.PartialResult = partial
+	r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
+	return false
+}
+
+// endCalls closes the cards of calls that never ran because the run ended
+// (interrupted, or a rejection that ends the run), then yields interrupted.
+func (r *run) endCalls(rest []*callState) {
+	for _, cs := range rest {
+		if cs.out.done {
+			continue
+		}
+		cs.out = outcome{content: ReasonNotRun, done: true}
+		c := cs.chunk
+		c.State = StateRejected
+		c.Reason = ReasonNotRun
+		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
+	}
+	r.emit(Chunk{Kind: KindInterrupted, Round: r.round})
+}
+
+// executing yields the executing chunk and the tool's side message.
+func (r *run) executing(cs *callState) bool {
+	c := cs.chunk
+	c.State = StateExecuting
+	if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
+		return false
+	}
+	if sm, ok := cs.tool.(SideMessenger); ok {
+		side, err := sm.SideMessage(r.ctx, cs.chunk)
+		if err != nil {
+			r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "side message failed", toolAttr(cs), slog.Any("error", err))
+		} else if side != nil {
+			if !r.emit(Chunk{Kind: KindSide, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name}, Side: side}) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// start runs the tool in its own goroutine, which finish waits for: the
+// run's goroutine stays free to yield the tool's partial output as it comes.
+func (r *run) start(cs *callState) {
+	cs.progress = newProgressBuffer()
+	cs.done = make(chan struct{})
+	go func() {
+		defer close(cs.done)
+		defer func() {
+			if p := recover(); p != nil {
+				cs.err = fmt.Errorf("tool panicked: %v", p)
+				r.a.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "tool panicked", toolAttr(cs),
+					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			}
+		}()
+		cs.result, cs.err = cs.tool.Execute(r.ctx, cs.args, cs.progress)
+	}()
+}
+
+// finish waits for a started call, yielding its partial output as executing
+// chunks, then yields its result. It reports whether the run goes on.
+func (r *run) finish(cs *callState) bool {
+	sent := 0
+	for {
+		select {
+		case <-cs.done:
+		case <-cs.progress.signal:
+			if p := cs.progress.Since(sent); p != "" && !r.stopped {
+				sent += len(p)
+				c := cs.chunk
+				c.State = StateExecuting
+				c.PartialResult = p
+				r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+			}
+			if r.stopped {
+				// The consumer left: nothing more may be yielded, but the tool
+				// must not outlive the run. It sees ctx only if the host
+				// cancels; wait for it either way.
+				<-cs.done
+				cs.out = outcome{content: joinPartial(cs.progress.String(), ReasonInterrupted), done: true}
+				return false
+			}
+			continue
+		}
+		break
+	}
+	if r.ctx.Err() != nil {
+		partial := cs.progress.String()
+		if partial == "" {
+			partial = cs.result
+		}
+		return r.interrupted(cs, ReasonInterrupted, partial)
+	}
+	content := cs.result
+	if cs.err != nil {
+		content = "error: " + cs.err.Error()
+	}
+	cs.out = outcome{content: content, done: true}
+	c := cs.chunk
+	c.State = StateResult
+	c.Result = content
+	return r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+}
+
+// parseArgs checks that s is a JSON object ("" counts as {}) and returns it
+// compacted.
+func parseArgs(s string) (json.RawMessage, error) {
+	b := bytes.TrimSpace([]byte(s))
+	if len(b) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("invalid JSON %q", excerpt(s))
+	}
+	if b[0] != '{' {
+		return nil, fmt.Errorf("want a JSON object, got %q", excerpt(s))
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func excerpt(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+func joinPartial(partial, reason string) string {
+	if partial == "" {
+		return reason
+	}
+	return partial + "\n[" + reason + "]"
+}
+
+// progressBuffer is the Progress a running tool writes to. Writers may be
+// any goroutine; the run's goroutine reads snapshots under the same mutex,
+// so a snapshot is never torn.
+type progressBuffer struct {
+	mu     sync.Mutex // guards buf
+	buf    []byte
+	signal chan struct{} // has a value when something was written since the last read
+}
+
+func newProgressBuffer() *progressBuffer {
+	return &progressBuffer{signal: make(chan struct{}, 1)}
+}
+
+func (p *progressBuffer) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	p.buf = append(p.buf, b...)
+	p.mu.Unlock()
+	p.notify()
+	return len(b), nil
+}
+
+func (p *progressBuffer) WriteString(s string) (int, error) {
+	p.mu.Lock()
+	p.buf = append(p.buf, s...)
+	p.mu.Unlock()
+	p.notify()
+	return len(s), nil
+}
+
+func (p *progressBuffer) notify() {
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+// String returns everything written so far.
+func (p *progressBuffer) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return string(p.buf)
+}
+
+// Since returns what was written after the first n bytes.
+func (p *progressBuffer) Since(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n >= len(p.buf) {
+		return ""
+	}
+	return string(p.buf[n:])
+}
+
+func toolAttr(cs *callState) slog.Attr {
+	return slog.Group("tool", slog.String("id", cs.call.ID), slog.String("name", cs.call.Name))
+}

@@ -1,0 +1,36 @@
+// Package planround is a Go SDK for planning-round agents on any
+// OpenAI-compatible chat-completions API.
+//
+// A host application (a web service, a CLI, a bot) builds an
+// [github.com/planround/planround/agent.Agent] with tools, an Approver and
+// optionally a Store, calls Run, and ranges over typed chunks that it
+// forwards to its own transport and UI. The SDK owns the agent loop, the
+// stream parsing, the approval protocol and the memory; the host owns the
+// wire and the pixels.
+//
+// # The planning round
+//
+// Every run begins with a planning round: the model answers in words first,
+// without tools, and ends its reply with an intent tag, <no_tool> or
+// <need_tool>. The tag is never shown. A continuation round without tools,
+// or the tool loop, follows. In the tool loop each call goes through the
+// states start, approval_required, executing and result (or rejected), each a
+// chunk, so a UI can show every call as it happens and ask a person before
+// anything risky runs. Cancelling the run's context stops it cleanly at any
+// point, and the history stays valid for the next request.
+//
+// # Packages
+//
+//   - agent: Agent, Run, Chunk, Tool, ToolRegistry and the Approver interface.
+//   - approval: the approval Manager (register, wait, respond, cancel),
+//     ready-made approvers and HTTP handlers for decisions.
+//   - stream: the incremental parser of model text (control tags, voice flag,
+//     sentences) and the tool-call delta accumulator.
+//   - intent: intent tags, the default planning and continuation prompts and
+//     tag clean-up of history.
+//   - memory: the Store interface, in-memory and SQLite stores, context
+//     building, summarisation and export.
+//
+// The examples directory holds runnable programs; examples/cli is a terminal
+// agent that works without an API key on a built-in demo model.
+package planround
