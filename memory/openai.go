@@ -1,6 +1,9 @@
 package memory
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/openai/openai-go/v3"
 )
 
@@ -8,8 +11,9 @@ import (
 // place where the SDK's messages meet openai-go's types.
 //
 // Tool calls without a tool message, or tool messages without their call,
-// are sent as they are: keeping history valid is the assembler's job (see
-// [Assembler]), not the converter's.
+// are sent as they are: keeping history valid is [Repair]'s job (which
+// [Context.Build] applies), not the converter's. [FromParams] converts the
+// other way.
 func ToParams(msgs []Message) []openai.ChatCompletionMessageParamUnion {
 	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
 	for _, m := range msgs {
@@ -49,4 +53,79 @@ func ToParam(m Message) openai.ChatCompletionMessageParamUnion {
 	default:
 		return openai.UserMessage(m.Content)
 	}
+}
+
+// FromParams converts openai-go request messages to the SDK's messages, for
+// a host that already holds a conversation in openai-go's types. It is
+// [ToParams]'s inverse for the messages ToParams writes; developer messages
+// become system messages and text parts are joined. Content this package
+// cannot represent (images, audio, refusals, custom tool calls, legacy
+// function messages) is an error naming the message's position.
+func FromParams(ps []openai.ChatCompletionMessageParamUnion) ([]Message, error) {
+	out := make([]Message, 0, len(ps))
+	for i, p := range ps {
+		m, err := FromParam(p)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// FromParam converts one message; see [FromParams].
+func FromParam(p openai.ChatCompletionMessageParamUnion) (Message, error) {
+	textParts := func(parts []openai.ChatCompletionContentPartTextParam) string {
+		var b strings.Builder
+		for _, t := range parts {
+			b.WriteString(t.Text)
+		}
+		return b.String()
+	}
+	switch {
+	case p.OfSystem != nil:
+		c := p.OfSystem.Content
+		return Message{Role: RoleSystem, Content: c.OfString.Value + textParts(c.OfArrayOfContentParts)}, nil
+	case p.OfDeveloper != nil:
+		c := p.OfDeveloper.Content
+		return Message{Role: RoleSystem, Content: c.OfString.Value + textParts(c.OfArrayOfContentParts)}, nil
+	case p.OfTool != nil:
+		c := p.OfTool.Content
+		return Message{Role: RoleTool, ToolCallID: p.OfTool.ToolCallID, Content: c.OfString.Value + textParts(c.OfArrayOfContentParts)}, nil
+	case p.OfUser != nil:
+		c := p.OfUser.Content
+		m := Message{Role: RoleUser, Content: c.OfString.Value}
+		for _, part := range c.OfArrayOfContentParts {
+			if part.OfText == nil {
+				return Message{}, fmt.Errorf("memory: user content part of type %q is not supported", derefType(part.GetType()))
+			}
+			m.Content += part.OfText.Text
+		}
+		return m, nil
+	case p.OfAssistant != nil:
+		a := p.OfAssistant
+		m := Message{Role: RoleAssistant, Content: a.Content.OfString.Value}
+		for _, part := range a.Content.OfArrayOfContentParts {
+			if part.OfText == nil {
+				return Message{}, fmt.Errorf("memory: assistant content part of type %q is not supported", derefType(part.GetType()))
+			}
+			m.Content += part.OfText.Text
+		}
+		for _, c := range a.ToolCalls {
+			if c.OfFunction == nil {
+				return Message{}, fmt.Errorf("memory: assistant tool call of type %q is not supported", derefType(c.GetType()))
+			}
+			f := c.OfFunction
+			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: f.ID, Name: f.Function.Name, Arguments: f.Function.Arguments})
+		}
+		return m, nil
+	}
+	return Message{}, fmt.Errorf("memory: message of role %q is not supported", derefType(p.GetRole()))
+}
+
+func derefType(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

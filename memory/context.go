@@ -1,0 +1,227 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultTruncateLimit is the number of characters old tool arguments and
+// results are cut to when [TruncateOptions.Limit] is zero.
+const DefaultTruncateLimit = 300
+
+// TruncateOptions say how [Truncate] shortens old tool traffic. The zero
+// value truncates at [DefaultTruncateLimit] characters and keeps no tool
+// whole.
+type TruncateOptions struct {
+	// Limit is the number of characters (runes) kept of an old tool
+	// result or tool-call arguments text. Zero means DefaultTruncateLimit;
+	// a negative Limit turns truncation off.
+	Limit int
+	// Keep names tools whose arguments and results are never truncated,
+	// such as "get_skill".
+	Keep []string
+}
+
+// limit returns the effective limit, or -1 when truncation is off.
+func (o TruncateOptions) limit() int {
+	switch {
+	case o.Limit == 0:
+		return DefaultTruncateLimit
+	case o.Limit < 0:
+		return -1
+	}
+	return o.Limit
+}
+
+// CurrentTurn returns the index where the current turn of msgs starts: the
+// last user message that is not a hook injection. With no such message the
+// whole list is the current turn and CurrentTurn returns 0.
+func CurrentTurn(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleUser && !msgs[i].Hook {
+			return i
+		}
+	}
+	return 0
+}
+
+// Truncate returns msgs with old tool traffic shortened for the next
+// request. Old means before the current turn (see [CurrentTurn]); the
+// current turn's messages are never touched.
+//
+// A tool message's content longer than the limit keeps its first Limit
+// characters followed by "…[truncated N chars]". Tool-call arguments longer
+// than the limit are replaced by a JSON object that stays valid JSON:
+// {"truncated":"<first Limit characters>…[truncated N chars]"}. Tools named
+// in opts.Keep are left whole; a tool message's tool is found through its
+// call id (or its Name when the call is not in msgs).
+//
+// Truncate never changes msgs; the result shares no memory with it.
+func Truncate(msgs []Message, opts TruncateOptions) []Message {
+	out := cloneMessages(msgs)
+	limit := opts.limit()
+	if limit < 0 {
+		return out
+	}
+	names := make(map[string]string) // call id → tool name
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Name
+		}
+	}
+	end := CurrentTurn(msgs)
+	for i := range out[:end] {
+		m := &out[i]
+		switch {
+		case m.Role == RoleTool:
+			name, ok := names[m.ToolCallID]
+			if !ok {
+				name = m.Name
+			}
+			if !slices.Contains(opts.Keep, name) {
+				m.Content = cut(m.Content, limit)
+			}
+		case m.Role == RoleAssistant:
+			for k, c := range m.ToolCalls {
+				if slices.Contains(opts.Keep, c.Name) || utf8.RuneCountInString(c.Arguments) <= limit {
+					continue
+				}
+				b, _ := json.Marshal(struct {
+					Truncated string `json:"truncated"`
+				}{cut(c.Arguments, limit)}) // a struct of a string cannot fail
+				m.ToolCalls[k].Arguments = string(b)
+			}
+		}
+	}
+	return out
+}
+
+// cut returns s cut to limit runes with a note of how many were removed.
+func cut(s string, limit int) string {
+	n := utf8.RuneCountInString(s)
+	if n <= limit {
+		return s
+	}
+	i, k := 0, 0
+	for k < limit {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		k++
+	}
+	return fmt.Sprintf("%s…[truncated %d chars]", s[:i], n-limit)
+}
+
+// Layer adds system blocks to the context before the history: a list of
+// known documents, skill descriptions, summaries of earlier conversation.
+//
+// Blocks is called once per [Context.Build] for the session being built,
+// possibly from several goroutines at once for different sessions. Empty
+// blocks are skipped. An error fails the build.
+type Layer interface {
+	Blocks(ctx context.Context, sessionID string) ([]string, error)
+}
+
+// LayerFunc adapts a function to [Layer].
+type LayerFunc func(ctx context.Context, sessionID string) ([]string, error)
+
+// Blocks calls f(ctx, sessionID).
+func (f LayerFunc) Blocks(ctx context.Context, sessionID string) ([]string, error) {
+	return f(ctx, sessionID)
+}
+
+// TextLayer is a [Layer] of fixed blocks, the same for every session.
+type TextLayer []string
+
+// Blocks returns a copy of l.
+func (l TextLayer) Blocks(context.Context, string) ([]string, error) {
+	return slices.Clone(l), nil
+}
+
+// DefaultSummaryPrefix starts the block of a [SummaryLayer] with no Prefix.
+const DefaultSummaryPrefix = "Summary of earlier conversation:"
+
+// SummaryLayer is a [Layer] that brings a session's long-term summaries
+// back into the context: one block holding Prefix and every summary, oldest
+// first, separated by blank lines. A session without summaries gets no
+// block.
+type SummaryLayer struct {
+	// Store holds the summaries.
+	Store Store
+	// Prefix starts the block; empty means DefaultSummaryPrefix.
+	Prefix string
+}
+
+// Blocks implements [Layer].
+func (l SummaryLayer) Blocks(ctx context.Context, sessionID string) ([]string, error) {
+	if l.Store == nil {
+		return nil, errors.New("memory: SummaryLayer has no Store")
+	}
+	sums, err := l.Store.Summaries(ctx, sessionID)
+	if err != nil || len(sums) == 0 {
+		return nil, err
+	}
+	prefix := l.Prefix
+	if prefix == "" {
+		prefix = DefaultSummaryPrefix
+	}
+	var b strings.Builder
+	b.WriteString(prefix)
+	for _, s := range sums {
+		b.WriteString("\n\n")
+		b.WriteString(s.Content)
+	}
+	return []string{b.String()}, nil
+}
+
+// Context assembles the messages of the next request from a session's
+// stored history. The zero Truncate options mean the defaults
+// ([DefaultTruncateLimit], nothing kept whole). A Context holds no state of
+// its own: it is safe for concurrent use when its Store and Layers are.
+type Context struct {
+	// Store holds the session.
+	Store Store
+	// Layers add system blocks between the system prompt and the history,
+	// in order.
+	Layers []Layer
+	// Truncate says how old tool traffic is shortened.
+	Truncate TruncateOptions
+}
+
+// Build returns the messages for the next request of a session, in this
+// order: the system prompt (when not empty), each layer's blocks as system
+// messages, then the session's active messages made valid with [Repair] and
+// shortened with [Truncate]. Archived messages are not included; bring them
+// back through their summaries with a [SummaryLayer].
+//
+// An unknown session is an error wrapping [ErrNotFound]; a layer's error is
+// returned wrapped with the layer's position.
+func (c Context) Build(ctx context.Context, sessionID, systemPrompt string) ([]Message, error) {
+	if c.Store == nil {
+		return nil, errors.New("memory: Context has no Store")
+	}
+	history, err := c.Store.Messages(ctx, sessionID, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []Message
+	if systemPrompt != "" {
+		out = append(out, Message{Role: RoleSystem, Content: systemPrompt})
+	}
+	for i, l := range c.Layers {
+		blocks, err := l.Blocks(ctx, sessionID)
+		if err != nil {
+			return nil, fmt.Errorf("memory: context layer %d: %w", i, err)
+		}
+		for _, b := range blocks {
+			if strings.TrimSpace(b) != "" {
+				out = append(out, Message{Role: RoleSystem, Content: b})
+			}
+		}
+	}
+	return append(out, Truncate(Repair(history), c.Truncate)...), nil
+}
