@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/planround/planround/stream"
 )
 
 const benchFrames = 10000
@@ -98,4 +100,17 @@ func BenchmarkBaselineScannerJSON(b *testing.B) {
 		}
 	}
 	perChunk(b, &before)
+}
+
+// BenchmarkDecodeFrame is the fast decoder alone on the benchmark frame.
+func BenchmarkDecodeFrame(b *testing.B) {
+	frame := []byte(`{"choices":[{"delta":{"content":"tok"},"finish_reason":null,"index":0,"logprobs":null}],"created":1700000000,"id":"chatcmpl-1","model":"gpt-test","object":"chat.completion.chunk"}`)
+	var x decoder
+	var d stream.Delta
+	b.ReportAllocs()
+	for b.Loop() {
+		if !x.fast(frame, &d) {
+			b.Fatal("fell back")
+		}
+	}
 }

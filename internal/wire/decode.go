@@ -127,19 +127,26 @@ func (x *decoder) key() ([]byte, bool) {
 		return nil, false
 	}
 	start := x.i
-	for x.i < len(x.b) {
-		c := x.b[x.i]
-		if c == '"' {
-			x.i++
-			return x.b[start : x.i-1], true
-		}
-		if c < 0x20 || c >= utf8.RuneSelf || c == '\\' {
-			return nil, false
-		}
+	for x.i < len(x.b) && keyByte[x.b[x.i]] {
 		x.i++
+	}
+	if x.i < len(x.b) && x.b[x.i] == '"' {
+		x.i++
+		return x.b[start : x.i-1], true
 	}
 	return nil, false
 }
+
+// keyByte marks the bytes a key may hold: printable ASCII but '"' and '\\'.
+// strByte marks the bytes a string may hold without a closer look: all but
+// control characters, '"' and '\\'.
+var keyByte, strByte = func() (k, s [256]bool) {
+	for c := range 256 {
+		s[c] = c >= 0x20 && c != '"' && c != '\\'
+		k[c] = s[c] && c < utf8.RuneSelf
+	}
+	return k, s
+}()
 
 func (x *decoder) choices(d *stream.Delta) bool {
 	if x.null() {
@@ -456,6 +463,12 @@ func (x *decoder) str() (raw []byte, esc bool, ok bool) {
 	}
 	start := x.i
 	for x.i < len(x.b) {
+		for x.i < len(x.b) && strByte[x.b[x.i]] {
+			x.i++
+		}
+		if x.i == len(x.b) {
+			break
+		}
 		c := x.b[x.i]
 		switch {
 		case c == '"':
