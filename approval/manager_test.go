@@ -1,0 +1,522 @@
+package approval_test
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+)
+
+func TestNewManager(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		want    time.Duration
+		wantErr bool
+	}{
+		{"zero means default", 0, approval.DefaultTimeout, false},
+		{"custom", 5 * time.Second, 5 * time.Second, false},
+		{"negative", -time.Second, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := approval.NewManager(approval.ManagerConfig{Timeout: tt.timeout})
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("NewManager(%v) error = nil, want an error", tt.timeout)
+				}
+				return
+			}
+			require.NoError(t, err)
+			if got := m.Timeout(); got != tt.want {
+				t.Errorf("Timeout() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPrepareIDs(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	seen := make(map[string]bool)
+	for i := range 1000 {
+		id, err := m.Prepare(context.Background(), request("s", i))
+		require.NoError(t, err)
+		if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
+			t.Fatalf("id %q is not 128 bits of hex", id)
+		}
+		if seen[id] {
+			t.Fatalf("id %q returned twice", id)
+		}
+		seen[id] = true
+	}
+	if got := m.CancelSession("s"); got != 1000 {
+		t.Errorf("CancelSession = %d, want 1000", got)
+	}
+	assert.Equal(t, 0, m.Len())
+}
+
+func TestPrepareWithEndedContext(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	id, err := m.Prepare(ctx, request("s", 1))
+	if !errors.Is(err, context.Canceled) || id != "" {
+		t.Errorf("Prepare(cancelled) = %q, %v; want \"\", context.Canceled", id, err)
+	}
+	assert.Equal(t, 0, m.Len(), "nothing may be registered")
+}
+
+// Race: the decision arrives after Prepare but before Approve.
+func TestRespondBeforeWait(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	req := request("s", 1)
+	id, err := m.Prepare(context.Background(), req)
+	require.NoError(t, err)
+	req.ApprovalID = id
+
+	edited := json.RawMessage(`{"n":42}`)
+	pending, err := m.Respond("s", id, agent.Decision{Approved: true, Arguments: edited, Scope: agent.ScopeSession})
+	require.NoError(t, err)
+	if !pending {
+		t.Fatal("Respond right after Prepare: pending = false, want true")
+	}
+	assert.Empty(t, m.Pending("s"), "a decided approval is not listed as pending")
+
+	d, err := m.Approve(context.Background(), req)
+	require.NoError(t, err)
+	want := agent.Decision{Approved: true, Arguments: edited, Scope: agent.ScopeSession}
+	if !d.Approved || string(d.Arguments) != string(want.Arguments) || d.Scope != want.Scope {
+		t.Errorf("Approve = %+v, want %+v", d, want)
+	}
+	assert.Equal(t, 0, m.Len())
+}
+
+func TestRespondWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		req := request("s", 1)
+		id, err := m.Prepare(t.Context(), req)
+		require.NoError(t, err)
+		req.ApprovalID = id
+
+		done := make(chan outcome, 1)
+		go func() {
+			d, err := m.Approve(t.Context(), req)
+			done <- outcome{d, err}
+		}()
+		synctest.Wait() // Approve is blocked
+		start := time.Now()
+		pending, err := m.Respond("s", id, agent.Decision{Reason: "not now"})
+		require.NoError(t, err)
+		require.True(t, pending)
+		assert.Equal(t, 0, m.Len(), "a decision for a waiting approval removes it at once")
+		got := <-done
+		require.NoError(t, got.err)
+		assert.Equal(t, agent.Decision{Reason: "not now"}, got.d)
+		assert.Equal(t, time.Duration(0), time.Since(start), "no timer may be involved")
+	})
+}
+
+// Race: CancelSession lands between register (Prepare) and wait (Approve).
+func TestCancelBetweenRegisterAndWait(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	req := request("s", 1)
+	id, err := m.Prepare(context.Background(), req)
+	require.NoError(t, err)
+	req.ApprovalID = id
+
+	if got := m.CancelSession("s"); got != 1 {
+		t.Fatalf("CancelSession = %d, want 1", got)
+	}
+	assert.Equal(t, 0, m.Len(), "CancelSession must remove the entry, not only wake it")
+
+	d, err := m.Approve(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, agent.Decision{Reason: approval.ReasonCancelled}, d)
+
+	pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	assert.False(t, pending, "a cancelled approval is not pending")
+}
+
+func TestCancelWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		done := make(chan outcome, 2)
+		for i := range 2 {
+			go func() {
+				d, err := m.Approve(t.Context(), request("s", i)) // registers itself
+				done <- outcome{d, err}
+			}()
+		}
+		other, err := m.Prepare(t.Context(), request("other", 9))
+		require.NoError(t, err)
+		synctest.Wait()
+		require.Equal(t, 3, m.Len())
+
+		if got := m.CancelSession("s"); got != 2 {
+			t.Fatalf("CancelSession = %d, want 2", got)
+		}
+		for range 2 {
+			got := <-done
+			require.NoError(t, got.err)
+			assert.Equal(t, agent.Decision{Reason: approval.ReasonCancelled}, got.d)
+		}
+		assert.Equal(t, 1, m.Len(), "another session's approval stays")
+		assert.Equal(t, 0, m.CancelSession("s"), "second CancelSession finds nothing")
+		assert.Equal(t, 1, m.CancelSession("other"))
+		_, _ = m.Approve(t.Context(), agent.ApprovalRequest{SessionID: "other", ApprovalID: other})
+		assert.Equal(t, 0, m.Len())
+	})
+}
+
+// Race: the decision arrives after the timeout.
+func TestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{Timeout: 5 * time.Minute})
+		req := request("s", 1)
+		id, err := m.Prepare(t.Context(), req)
+		require.NoError(t, err)
+		req.ApprovalID = id
+
+		start := time.Now()
+		d, err := m.Approve(t.Context(), req)
+		require.NoError(t, err)
+		if got := time.Since(start); got != 5*time.Minute {
+			t.Errorf("Approve returned after %v, want 5m0s", got)
+		}
+		want := agent.Decision{Reason: "approval timed out after 5m0s"}
+		assert.Equal(t, want, d)
+		assert.True(t, approval.IsTimeout(d.Reason), "IsTimeout(%q)", d.Reason)
+		assert.Equal(t, 0, m.Len())
+
+		pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+		require.NoError(t, err)
+		assert.False(t, pending, "Respond after the timeout: pending = true, want false")
+	})
+}
+
+func TestDefaultTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		start := time.Now()
+		d, _ := m.Approve(t.Context(), request("s", 1))
+		if got := time.Since(start); got != 300*time.Second {
+			t.Errorf("waited %v, want 5m0s", got)
+		}
+		assert.Equal(t, "approval timed out after 5m0s", d.Reason)
+	})
+}
+
+func TestIsTimeout(t *testing.T) {
+	tests := []struct {
+		reason string
+		want   bool
+	}{
+		{approval.TimeoutReason(time.Second), true},
+		{"approval timed out after 5m0s", true},
+		{approval.ReasonCancelled, false},
+		{"", false},
+		{"rejected by user: approval timed out", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.reason, func(t *testing.T) {
+			if got := approval.IsTimeout(tt.reason); got != tt.want {
+				t.Errorf("IsTimeout(%q) = %v, want %v", tt.reason, got, tt.want)
+			}
+		})
+	}
+}
+
+// Race: two decisions for one approval; the first wins.
+func TestDoubleRespond(t *testing.T) {
+	tests := []struct {
+		name          string
+		first, second agent.Decision
+	}{
+		{"approve then reject", agent.Decision{Approved: true}, agent.Decision{Reason: "no"}},
+		{"reject then approve", agent.Decision{Reason: "no"}, agent.Decision{Approved: true}},
+		{"approve twice", agent.Decision{Approved: true, Reason: "first"}, agent.Decision{Approved: true, Reason: "second"}},
+	}
+	for _, tt := range tests {
+		for _, waiting := range []bool{false, true} {
+			name := tt.name + map[bool]string{false: "/before wait", true: "/while waiting"}[waiting]
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					m := newManager(t, approval.ManagerConfig{})
+					req := request("s", 1)
+					id, err := m.Prepare(t.Context(), req)
+					require.NoError(t, err)
+					req.ApprovalID = id
+					done := make(chan outcome, 1)
+					wait := func() {
+						d, err := m.Approve(t.Context(), req)
+						done <- outcome{d, err}
+					}
+					if waiting {
+						go wait()
+						synctest.Wait()
+					}
+					p1, err1 := m.Respond("s", id, tt.first)
+					p2, err2 := m.Respond("s", id, tt.second)
+					require.NoError(t, err1)
+					require.NoError(t, err2)
+					if !p1 || p2 {
+						t.Errorf("pending = %v, %v; want true, false", p1, p2)
+					}
+					if !waiting {
+						wait()
+					}
+					got := <-done
+					require.NoError(t, got.err)
+					assert.Equal(t, tt.first, got.d)
+					assert.Equal(t, 0, m.Len())
+				})
+			})
+		}
+	}
+}
+
+// Race: a decision for another session's approval is refused and does not
+// consume it.
+func TestRespondOtherSession(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	req := request("alice", 1)
+	id, err := m.Prepare(context.Background(), req)
+	require.NoError(t, err)
+	req.ApprovalID = id
+
+	pending, err := m.Respond("mallory", id, agent.Decision{Approved: true})
+	if !errors.Is(err, approval.ErrWrongSession) || pending {
+		t.Fatalf("Respond(other session) = %v, %v; want false, ErrWrongSession", pending, err)
+	}
+	require.Len(t, m.Pending("alice"), 1, "the approval stays pending")
+	assert.Equal(t, 0, m.CancelSession("mallory"), "CancelSession of another session must not touch it")
+
+	pending, err = m.Respond("alice", id, agent.Decision{Reason: "no"})
+	require.NoError(t, err)
+	require.True(t, pending)
+	d, err := m.Approve(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, agent.Decision{Reason: "no"}, d)
+}
+
+func TestRespondValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		d       agent.Decision
+		wantErr error
+	}{
+		{"object", agent.Decision{Approved: true, Arguments: json.RawMessage(`{"a":[1,2]}`)}, nil},
+		{"empty object", agent.Decision{Approved: true, Arguments: json.RawMessage(` {} `)}, nil},
+		{"no arguments", agent.Decision{Approved: true}, nil},
+		{"array", agent.Decision{Approved: true, Arguments: json.RawMessage(`[1]`)}, approval.ErrInvalidArguments},
+		{"string", agent.Decision{Approved: true, Arguments: json.RawMessage(`"x"`)}, approval.ErrInvalidArguments},
+		{"null", agent.Decision{Approved: true, Arguments: json.RawMessage(`null`)}, approval.ErrInvalidArguments},
+		{"broken", agent.Decision{Approved: true, Arguments: json.RawMessage(`{"a":`)}, approval.ErrInvalidArguments},
+		{"empty", agent.Decision{Approved: true, Arguments: json.RawMessage{}}, approval.ErrInvalidArguments},
+		{"two values", agent.Decision{Approved: true, Arguments: json.RawMessage(`{} {}`)}, approval.ErrInvalidArguments},
+		{"bad scope", agent.Decision{Approved: true, Scope: 7}, approval.ErrInvalidScope},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newManager(t, approval.ManagerConfig{})
+			id, err := m.Prepare(context.Background(), request("s", 1))
+			require.NoError(t, err)
+			pending, err := m.Respond("s", id, tt.d)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Respond error = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantErr != nil {
+				if pending {
+					t.Error("pending = true with an error")
+				}
+				if got := len(m.Pending("s")); got != 1 {
+					t.Errorf("after a refused decision %d approvals pending, want 1", got)
+				}
+			}
+			m.CancelSession("s")
+			_, _ = m.Approve(context.Background(), agent.ApprovalRequest{SessionID: "s", ApprovalID: id})
+			assert.Equal(t, 0, m.Len())
+		})
+	}
+}
+
+// The decision's arguments are copied: the caller may reuse its buffer.
+func TestRespondCopiesArguments(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	req := request("s", 1)
+	id, _ := m.Prepare(context.Background(), req)
+	req.ApprovalID = id
+	buf := []byte(`{"a":1}`)
+	_, err := m.Respond("s", id, agent.Decision{Approved: true, Arguments: buf})
+	require.NoError(t, err)
+	copy(buf, `{"b":2}`)
+	d, _ := m.Approve(context.Background(), req)
+	assert.JSONEq(t, `{"a":1}`, string(d.Arguments))
+}
+
+func TestRespondUnknown(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	for _, id := range []string{"", "nope", "00000000000000000000000000000000"} {
+		pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+		if pending || err != nil {
+			t.Errorf("Respond(%q) = %v, %v; want false, nil", id, pending, err)
+		}
+	}
+}
+
+func TestContextEnds(t *testing.T) {
+	t.Run("already ended after Prepare", func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		req := request("s", 1)
+		id, _ := m.Prepare(context.Background(), req)
+		req.ApprovalID = id
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		d, err := m.Approve(ctx, req)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+		assert.Equal(t, agent.Decision{Reason: approval.ReasonCancelled}, d)
+		assert.Equal(t, 0, m.Len())
+	})
+	t.Run("already ended without Prepare", func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := m.Approve(ctx, request("s", 1))
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 0, m.Len())
+	})
+	t.Run("decision beats an ended context", func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		req := request("s", 1)
+		id, _ := m.Prepare(context.Background(), req)
+		req.ApprovalID = id
+		_, _ = m.Respond("s", id, agent.Decision{Approved: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		d, err := m.Approve(ctx, req)
+		require.NoError(t, err)
+		assert.True(t, d.Approved, "a decision taken before the context ended wins")
+		assert.Equal(t, 0, m.Len())
+	})
+	t.Run("ends during the wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := newManager(t, approval.ManagerConfig{})
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			start := time.Now()
+			d, err := m.Approve(ctx, request("s", 1))
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, time.Second, time.Since(start))
+			assert.Equal(t, approval.ReasonCancelled, d.Reason)
+			assert.False(t, approval.IsTimeout(d.Reason), "the caller's deadline is not the Manager's timeout")
+			assert.Equal(t, 0, m.Len())
+		})
+	})
+}
+
+func TestApproveUnknownAndTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		d, err := m.Approve(t.Context(), agent.ApprovalRequest{SessionID: "s", ApprovalID: "unknown"})
+		require.NoError(t, err)
+		assert.Equal(t, approval.ReasonCancelled, d.Reason, "an unknown id is treated as cancelled")
+
+		req := request("s", 1)
+		req.ApprovalID, _ = m.Prepare(t.Context(), req)
+		done := make(chan outcome, 1)
+		go func() {
+			d, err := m.Approve(t.Context(), req)
+			done <- outcome{d, err}
+		}()
+		synctest.Wait()
+		_, err = m.Approve(t.Context(), req)
+		assert.ErrorIs(t, err, approval.ErrAlreadyWaiting)
+		m.CancelSession("s")
+		<-done
+		assert.Equal(t, 0, m.Len())
+	})
+}
+
+func TestOnRegisterAutoApprove(t *testing.T) {
+	// A host hook that answers at once, like a browser's auto-approve list:
+	// the decision lands before Approve waits, and is not lost.
+	var m *approval.Manager
+	var seen []approval.PendingApproval
+	m = newManager(t, approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
+		seen = append(seen, p)
+		if _, err := m.Respond(p.SessionID, p.ID, agent.Decision{Approved: true}); err != nil {
+			t.Errorf("Respond from OnRegister: %v", err)
+		}
+	}})
+	tests := []struct {
+		name    string
+		prepare bool
+	}{{"with Prepare", true}, {"without Prepare", false}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen = nil
+			req := request("s", 1)
+			if tt.prepare {
+				id, err := m.Prepare(context.Background(), req)
+				require.NoError(t, err)
+				req.ApprovalID = id
+			}
+			d, err := m.Approve(context.Background(), req)
+			require.NoError(t, err)
+			assert.True(t, d.Approved)
+			require.Len(t, seen, 1)
+			assert.Equal(t, "run_command", seen[0].Call.Name)
+			assert.Equal(t, seen[0].ID, seen[0].Call.ApprovalID)
+			if tt.prepare {
+				assert.Equal(t, req.ApprovalID, seen[0].ID)
+			}
+			assert.Equal(t, 0, m.Len())
+		})
+	}
+}
+
+func TestPendingListing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		var ids []string
+		for i := range 3 {
+			id, err := m.Prepare(t.Context(), request("s", i))
+			require.NoError(t, err)
+			ids = append(ids, id)
+			time.Sleep(time.Second)
+		}
+		_, _ = m.Prepare(t.Context(), request("other", 9))
+		_, _ = m.Respond("s", ids[1], agent.Decision{Approved: true})
+
+		got := m.Pending("s")
+		require.Len(t, got, 2)
+		for i, want := range []int{0, 2} {
+			assert.Equal(t, ids[want], got[i].ID)
+			assert.Equal(t, "s", got[i].SessionID)
+			assert.Equal(t, 1, got[i].Round)
+			assert.Equal(t, request("s", want).Call.ID, got[i].Call.ID)
+			assert.JSONEq(t, string(request("s", want).Call.Arguments), string(got[i].Call.Arguments))
+		}
+		assert.True(t, got[0].Created.Before(got[1].Created), "oldest first")
+		assert.Empty(t, m.Pending("nobody"))
+		assert.Equal(t, 4, m.Len(), "the decided entry waits for its Approve")
+		m.CancelSession("s")
+		m.CancelSession("other")
+		d, _ := m.Approve(t.Context(), agent.ApprovalRequest{SessionID: "s", ApprovalID: ids[1]})
+		assert.True(t, d.Approved, "a decided approval keeps its decision through CancelSession")
+		assert.Equal(t, 0, m.Len())
+	})
+}
