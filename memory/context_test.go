@@ -1,0 +1,196 @@
+package memory_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/memory"
+)
+
+func call(id, name, args string) memory.ToolCall {
+	return memory.ToolCall{ID: id, Name: name, Arguments: args}
+}
+
+func asst(text string, calls ...memory.ToolCall) memory.Message {
+	return memory.Message{Role: memory.RoleAssistant, Content: text, ToolCalls: calls}
+}
+
+func toolMsg(id, content string) memory.Message {
+	return memory.Message{Role: memory.RoleTool, ToolCallID: id, Content: content}
+}
+
+func userMsg(text string) memory.Message { return memory.Message{Role: memory.RoleUser, Content: text} }
+
+func TestRepair(t *testing.T) {
+	missing := func(id, name string) memory.Message {
+		return memory.Message{Role: memory.RoleTool, ToolCallID: id, Name: name, Content: memory.IncompleteToolCall}
+	}
+	tests := []struct {
+		name string
+		in   []memory.Message
+		want []memory.Message
+	}{
+		{"empty", nil, []memory.Message{}},
+		{"valid unchanged",
+			[]memory.Message{userMsg("q"), asst("", call("a", "f", "{}"), call("b", "g", "{}")), toolMsg("b", "2"), toolMsg("a", "1"), asst("done")},
+			[]memory.Message{userMsg("q"), asst("", call("a", "f", "{}"), call("b", "g", "{}")), toolMsg("b", "2"), toolMsg("a", "1"), asst("done")}},
+		{"missing result at end",
+			[]memory.Message{userMsg("q"), asst("", call("a", "f", "{}"))},
+			[]memory.Message{userMsg("q"), asst("", call("a", "f", "{}")), missing("a", "f")}},
+		{"one of two missing",
+			[]memory.Message{asst("", call("a", "f", "{}"), call("b", "g", "{}")), toolMsg("b", "2"), userMsg("next")},
+			[]memory.Message{asst("", call("a", "f", "{}"), call("b", "g", "{}")), toolMsg("b", "2"), missing("a", "f"), userMsg("next")}},
+		{"orphan tool dropped",
+			[]memory.Message{userMsg("q"), toolMsg("x", "lost"), asst("hi")},
+			[]memory.Message{userMsg("q"), asst("hi")}},
+		{"tool after another message is orphan",
+			[]memory.Message{asst("", call("a", "f", "{}")), userMsg("interrupt"), toolMsg("a", "late")},
+			[]memory.Message{asst("", call("a", "f", "{}")), missing("a", "f"), userMsg("interrupt")}},
+		{"duplicate and foreign answers dropped",
+			[]memory.Message{asst("", call("a", "f", "{}")), toolMsg("a", "1"), toolMsg("a", "again"), toolMsg("z", "other")},
+			[]memory.Message{asst("", call("a", "f", "{}")), toolMsg("a", "1")}},
+		{"duplicate call ids each answered once",
+			[]memory.Message{asst("", call("a", "f", "{}"), call("a", "f", "{}")), toolMsg("a", "1")},
+			[]memory.Message{asst("", call("a", "f", "{}"), call("a", "f", "{}")), toolMsg("a", "1"), missing("a", "f")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := memoryClone(tt.in)
+			got := memory.Repair(tt.in)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, in, tt.in, "Repair changed its input")
+			assert.Equal(t, got, memory.Repair(got), "Repair is not idempotent")
+		})
+	}
+}
+
+func memoryClone(msgs []memory.Message) []memory.Message {
+	b, _ := json.Marshal(msgs)
+	var out []memory.Message
+	json.Unmarshal(b, &out)
+	return out
+}
+
+func TestTruncate(t *testing.T) {
+	long := strings.Repeat("é", 20) // 20 runes, 40 bytes
+	opts := memory.TruncateOptions{Limit: 5, Keep: []string{"get_skill"}}
+	in := []memory.Message{
+		userMsg("first"),
+		asst("", call("a", "search", `{"q":"`+long+`"}`), call("s", "get_skill", `{"name":"`+long+`"}`)),
+		toolMsg("a", long),
+		toolMsg("s", long),
+		{Role: memory.RoleTool, ToolCallID: "gone", Name: "get_skill", Content: long}, // call not in list: Name decides
+		asst(long), // assistant text is never truncated
+		userMsg("current " + long),
+		asst("", call("b", "search", `{"q":"`+long+`"}`)),
+		toolMsg("b", long),
+	}
+	orig := memoryClone(in)
+	got := memory.Truncate(in, opts)
+	require.Len(t, got, len(in))
+	assert.Equal(t, orig, in, "Truncate changed its input")
+
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"old result", got[2].Content, "ééééé…[truncated 15 chars]"},
+		{"kept tool result", got[3].Content, long},
+		{"kept by name", got[4].Content, long},
+		{"assistant text", got[5].Content, long},
+		{"kept tool arguments", got[1].ToolCalls[1].Arguments, `{"name":"` + long + `"}`},
+		{"current turn user", got[6].Content, "current " + long},
+		{"current turn arguments", got[7].ToolCalls[0].Arguments, `{"q":"` + long + `"}`},
+		{"current turn result", got[8].Content, long},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+	t.Run("old arguments stay JSON", func(t *testing.T) {
+		args := got[1].ToolCalls[0].Arguments
+		var v struct{ Truncated string }
+		require.NoError(t, json.Unmarshal([]byte(args), &v), "arguments %q", args)
+		assert.Equal(t, `{"q":…[truncated 23 chars]`, v.Truncated)
+	})
+	t.Run("default limit", func(t *testing.T) {
+		big := strings.Repeat("x", 1234+memory.DefaultTruncateLimit)
+		got := memory.Truncate([]memory.Message{asst("", call("a", "f", "{}")), toolMsg("a", big), userMsg("now")}, memory.TruncateOptions{})
+		assert.True(t, strings.HasSuffix(got[1].Content, "…[truncated 1234 chars]"), got[1].Content[memory.DefaultTruncateLimit:])
+	})
+	t.Run("off", func(t *testing.T) {
+		got := memory.Truncate(in, memory.TruncateOptions{Limit: -1})
+		assert.Equal(t, in, got)
+	})
+	t.Run("no user message", func(t *testing.T) {
+		in := []memory.Message{asst("", call("a", "f", "{}")), toolMsg("a", long)}
+		assert.Equal(t, in, memory.Truncate(in, opts), "a list without a user turn is all current turn")
+	})
+}
+
+func TestContextBuild(t *testing.T) {
+	ctx := t.Context()
+	st := new(memory.MemStore)
+	_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
+	require.NoError(t, err)
+	m, err := st.Append(ctx, "s",
+		userMsg("old question"), asst("old answer"),
+		userMsg("look it up"), asst("", call("a", "search", `{}`)), toolMsg("a", strings.Repeat("r", 50)),
+		asst("", call("b", "search", `{}`)), // interrupted: no result stored
+		userMsg("now"))
+	require.NoError(t, err)
+	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "they talked", FirstID: m[0].ID, LastID: m[1].ID})
+	require.NoError(t, err)
+
+	c := memory.Context{
+		Store: st,
+		Layers: []memory.Layer{
+			memory.TextLayer{"Documents: a.md", ""},
+			memory.SummaryLayer{Store: st},
+		},
+		Truncate: memory.TruncateOptions{Limit: 30},
+	}
+	got, err := c.Build(ctx, "s", "You are helpful.")
+	require.NoError(t, err)
+	var lines []string
+	for _, m := range got {
+		lines = append(lines, string(m.Role)+": "+m.Content)
+	}
+	want := []string{
+		"system: You are helpful.",
+		"system: Documents: a.md",
+		"system: Summary of earlier conversation:\n\nthey talked",
+		"user: look it up",
+		"assistant: ",
+		"tool: " + strings.Repeat("r", 30) + "…[truncated 20 chars]",
+		"assistant: ",
+		"tool: " + memory.IncompleteToolCall,
+		"user: now",
+	}
+	assert.Equal(t, want, lines)
+
+	t.Run("unknown session", func(t *testing.T) {
+		_, err := c.Build(ctx, "nope", "")
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+	})
+	t.Run("layer error", func(t *testing.T) {
+		boom := errors.New("boom")
+		c := memory.Context{Store: st, Layers: []memory.Layer{memory.LayerFunc(func(context.Context, string) ([]string, error) { return nil, boom })}}
+		_, err := c.Build(ctx, "s", "")
+		assert.ErrorIs(t, err, boom)
+	})
+	t.Run("no store", func(t *testing.T) {
+		_, err := memory.Context{}.Build(ctx, "s", "")
+		assert.Error(t, err)
+	})
+}

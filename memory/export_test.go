@@ -1,0 +1,182 @@
+package memory_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/memory"
+)
+
+// fixture fills session "s" of st with a conversation holding tool calls,
+// a hook message, two summaries (the second overlapping the first) and
+// active messages after them.
+func fixture(t *testing.T, st memory.Store) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := st.CreateSession(ctx, memory.Session{ID: "s", Title: "Trip", CreatedAt: time.Date(2025, 3, 4, 5, 6, 7, 891011121, time.UTC)})
+	require.NoError(t, err)
+	m, err := st.Append(ctx, "s",
+		userMsg("weather?"),
+		asst("checking", call("c1", "get_weather", `{"city":"Paris"}`)),
+		toolMsg("c1", "sunny"),
+		asst("It is sunny. <no_tool>"),
+		memory.Message{Role: memory.RoleUser, Content: "[hook]", Hook: true},
+		userMsg("and tomorrow?"),
+		asst("rain"),
+	)
+	require.NoError(t, err)
+	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "asked weather", FirstID: m[0].ID, LastID: m[2].ID})
+	require.NoError(t, err)
+	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "it was sunny", FirstID: m[1].ID, LastID: m[4].ID})
+	require.NoError(t, err)
+}
+
+// normalise replaces ids with their positions so that an import, whose ids
+// differ, can be compared with the original.
+func normalise(t *testing.T, msgs []memory.Message, sums []memory.Summary) ([]memory.Message, []memory.Summary) {
+	t.Helper()
+	pos := map[int64]int64{}
+	for i, m := range msgs {
+		pos[m.ID] = int64(i + 1)
+	}
+	spos := map[int64]int64{}
+	for i, s := range sums {
+		spos[s.ID] = int64(i + 1)
+	}
+	outM := memoryClone(msgs)
+	for i := range outM {
+		outM[i].ID = pos[outM[i].ID]
+		outM[i].SummaryID = spos[outM[i].SummaryID]
+	}
+	outS := append([]memory.Summary(nil), sums...)
+	for i := range outS {
+		outS[i].ID, outS[i].FirstID, outS[i].LastID = spos[outS[i].ID], pos[outS[i].FirstID], pos[outS[i].LastID]
+	}
+	return outM, outS
+}
+
+func TestExportImportRoundTrip(t *testing.T) {
+	stores := map[string]func(t *testing.T) memory.Store{
+		"mem":    func(t *testing.T) memory.Store { return new(memory.MemStore) },
+		"sqlite": func(t *testing.T) memory.Store { return openSQLite(t, filepath.Join(t.TempDir(), "db")) },
+	}
+	for from, newFrom := range stores {
+		for to, newTo := range stores {
+			t.Run(from+"→"+to, func(t *testing.T) {
+				ctx := t.Context()
+				src, dst := newFrom(t), newTo(t)
+				fixture(t, src)
+				// Occupy some ids in dst so that import has to remap them.
+				_, err := dst.CreateSession(ctx, memory.Session{ID: "other"})
+				require.NoError(t, err)
+				_, err = dst.Append(ctx, "other", userMsg("x"), userMsg("y"), userMsg("z"))
+				require.NoError(t, err)
+
+				data, err := memory.Export(ctx, src, "s")
+				require.NoError(t, err)
+				assert.Contains(t, string(data), `"format": "planround.session/v1"`)
+				sess, err := memory.Import(ctx, dst, data)
+				require.NoError(t, err)
+
+				wantSess, _ := src.Session(ctx, "s")
+				assert.Equal(t, wantSess.ID, sess.ID)
+				assert.Equal(t, wantSess.Title, sess.Title)
+				assert.True(t, wantSess.CreatedAt.Equal(sess.CreatedAt))
+
+				wm, _ := src.Messages(ctx, "s", true)
+				gm, _ := dst.Messages(ctx, "s", true)
+				ws, _ := src.Summaries(ctx, "s")
+				gs, _ := dst.Summaries(ctx, "s")
+				wm, ws = normalise(t, wm, ws)
+				gm, gs = normalise(t, gm, gs)
+				assert.Equal(t, wm, gm)
+				assert.Equal(t, ws, gs)
+				wa, _ := src.Messages(ctx, "s", false)
+				ga, _ := dst.Messages(ctx, "s", false)
+				assert.Equal(t, len(wa), len(ga))
+
+				// Importing again is refused; ImportAs takes a new id.
+				_, err = memory.Import(ctx, dst, data)
+				assert.ErrorIs(t, err, memory.ErrExists)
+				copySess, err := memory.ImportAs(ctx, dst, data, "copy")
+				require.NoError(t, err)
+				assert.Equal(t, "copy", copySess.ID)
+			})
+		}
+	}
+}
+
+func TestImportInvalid(t *testing.T) {
+	src := new(memory.MemStore)
+	fixture(t, src)
+	good, err := memory.Export(t.Context(), src, "s")
+	require.NoError(t, err)
+	edit := func(f func(doc map[string]any)) []byte {
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(good, &doc))
+		f(doc)
+		b, err := json.Marshal(doc)
+		require.NoError(t, err)
+		return b
+	}
+	msg := func(doc map[string]any, i int) map[string]any { return doc["messages"].([]any)[i].(map[string]any) }
+	sum := func(doc map[string]any, i int) map[string]any { return doc["summaries"].([]any)[i].(map[string]any) }
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"not json", []byte("{not json"), "invalid"},
+		{"truncated", good[:len(good)/2], "invalid"},
+		{"empty", nil, "invalid"},
+		{"no format", []byte(`{"session":{"id":"x"}}`), `no "format"`},
+		{"future version", edit(func(d map[string]any) { d["format"] = "planround.session/v2" }), `"planround.session/v2"`},
+		{"unknown field", edit(func(d map[string]any) { d["extra"] = 1 }), "unknown field"},
+		{"trailing data", append(append([]byte(nil), good...), []byte(" {}")...), "after top-level value"},
+		{"no session id", edit(func(d map[string]any) { d["session"].(map[string]any)["id"] = "" }), "no id"},
+		{"bad role", edit(func(d map[string]any) { msg(d, 0)["role"] = "robot" }), "invalid role"},
+		{"ids out of order", edit(func(d map[string]any) { msg(d, 1)["id"] = 0.5 }), "invalid"},
+		{"summary link broken", edit(func(d map[string]any) { msg(d, 0)["summary_id"] = sum(d, 1)["id"] }), "summary_id"},
+		{"archived flag dropped", edit(func(d map[string]any) { delete(msg(d, 4), "summary_id") }), "summary_id"},
+		{"empty summary", edit(func(d map[string]any) { sum(d, 0)["content"] = "" }), "empty"},
+		{"summary of nothing", edit(func(d map[string]any) { sum(d, 1)["first_id"] = 1e6; sum(d, 1)["last_id"] = 2e6 }), "no message"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, st := range []memory.Store{new(memory.MemStore), openSQLite(t, filepath.Join(t.TempDir(), "db"))} {
+				_, err := memory.Import(t.Context(), st, tt.data)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, memory.ErrInvalidExport)
+				assert.Contains(t, err.Error(), tt.want)
+				list, err := st.Sessions(t.Context())
+				require.NoError(t, err)
+				assert.Empty(t, list, "a failed import wrote something")
+			}
+		})
+	}
+}
+
+func TestImportCleansUp(t *testing.T) {
+	src := new(memory.MemStore)
+	fixture(t, src)
+	data, err := memory.Export(t.Context(), src, "s")
+	require.NoError(t, err)
+	dst := &summarizeFails{}
+	_, err = memory.Import(t.Context(), dst, data)
+	require.ErrorContains(t, err, "disk full")
+	list, err := dst.Sessions(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, list, "half-imported session left behind")
+}
+
+func TestExportUnknownSession(t *testing.T) {
+	_, err := memory.Export(t.Context(), new(memory.MemStore), "nope")
+	assert.ErrorIs(t, err, memory.ErrNotFound)
+	assert.True(t, strings.Contains(err.Error(), "nope"))
+}
