@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -884,4 +886,79 @@ func indexOf(s []string, v string) int {
 		}
 	}
 	return -1
+}
+
+func TestParallelToolsRunConcurrentlyInCallOrder(t *testing.T) {
+	leaktest.Check(t)
+	// Each tool waits until the other has started: only a concurrent run
+	// finishes both without the fallback.
+	started := map[string]chan struct{}{"left": make(chan struct{}), "right": make(chan struct{})}
+	other := map[string]string{"left": "right", "right": "left"}
+	mk := func(name string) agent.Tool {
+		return agent.FuncTool{
+			Def: agent.ToolDefinition{Name: name},
+			Fn: func(ctx context.Context, _ json.RawMessage, _ agent.Progress) (string, error) {
+				close(started[name])
+				select {
+				case <-started[other[name]]:
+					return name + " saw " + other[name], nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(5 * time.Second):
+					return name + " ran alone", nil
+				}
+			},
+		}
+	}
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_l", "left", `{}`).Call(1, "call_r", "right", `{}`).Finish("tool_calls"),
+		scripted.Reply().Text("both done").Finish("stop"),
+	)
+	a := newAgent(t, srv, func(c *agent.Config) { c.ParallelTools = true }, mk("left"), mk("right"))
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"text", "round_end:0:need_tool",
+		"tool:start:left", "tool:start:right",
+		"tool:approval_required:left", "tool:approval_required:right",
+		"tool:executing:left", "tool:executing:right",
+		"tool:result:left", "tool:result:right",
+		"round_end:1", "text", "round_end:2",
+	}, trace(chunks))
+	msgs := turn.Messages()
+	validHistory(t, msgs)
+	assert.Equal(t, "left saw right", msgs[3].Content)
+	assert.Equal(t, "right saw left", msgs[4].Content)
+}
+
+func TestOneLogRecordPerModelCall(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Usage(7, 2).Finish("stop"))
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	a := newAgent(t, srv, func(c *agent.Config) { c.Logger = logger })
+	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s9", Message: "hi"}))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2)
+	var rec struct {
+		Msg              string
+		Round            int
+		Outcome          string
+		Session          string
+		Latency          int64
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &rec))
+	assert.Equal(t, "model call", rec.Msg)
+	assert.Equal(t, 1, rec.Round)
+	assert.Equal(t, "ok", rec.Outcome)
+	assert.Equal(t, "s9", rec.Session)
+	assert.Positive(t, rec.Latency)
+	assert.Equal(t, int64(7), rec.PromptTokens)
+	assert.Equal(t, int64(2), rec.CompletionTokens)
 }
