@@ -1,0 +1,201 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+)
+
+type action uint8
+
+const (
+	actApprove       action = iota // Respond approve while Approve waits (or races it)
+	actReject                      // Respond reject likewise
+	actRespondFirst                // Respond before Approve starts
+	actCancelContext               // cancel the waiter's context
+	actTimeout                     // do nothing: the Manager's timeout rejects
+	actCount
+)
+
+// TestStress holds 10,000 approvals pending at once and answers, cancels
+// and times them out in random order from several goroutines, with whole
+// sessions cancelled in the middle. Every outcome must match what happened,
+// and afterwards no entry and no goroutine may remain.
+func TestStress(t *testing.T) {
+	leakCheck(t)
+	const (
+		sessions = 100
+		perSess  = 100
+		n        = sessions * perSess
+		workers  = 8
+		timeout  = time.Minute
+	)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	acts := make([]action, n)
+	for i := range acts {
+		acts[i] = action(rng.IntN(int(actCount)))
+	}
+	cancelled := make(map[int]bool) // sessions cancelled by CancelSession
+	for len(cancelled) < sessions/10 {
+		cancelled[rng.IntN(sessions)] = true
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{Timeout: timeout})
+		type result struct {
+			d       agent.Decision
+			err     error
+			waited  time.Duration
+			pending bool // what Respond reported
+			sent    agent.Decision
+		}
+		results := make([]result, n)
+		ids := make([]string, n)
+		cancels := make([]context.CancelFunc, n)
+		sessionOf := func(i int) string { return string(rune('A'+i/perSess%26)) + string(rune('a'+i/perSess/26)) }
+
+		var registered, finished sync.WaitGroup
+		registered.Add(n)
+		for i := range n {
+			finished.Go(func() {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				cancels[i] = cancel
+				req := request(sessionOf(i), i)
+				id, err := m.Prepare(ctx, req)
+				if err != nil {
+					t.Errorf("Prepare %d: %v", i, err)
+					registered.Done()
+					return
+				}
+				req.ApprovalID = id
+				ids[i] = id
+				if acts[i] == actRespondFirst {
+					results[i].sent = agent.Decision{Approved: i%2 == 0, Reason: "first"}
+					results[i].pending, err = m.Respond(req.SessionID, id, results[i].sent)
+					if err != nil {
+						t.Errorf("Respond %d: %v", i, err)
+					}
+				}
+				registered.Done()
+				start := time.Now()
+				d, err := m.Approve(ctx, req)
+				results[i] = result{d: d, err: err, waited: time.Since(start), pending: results[i].pending, sent: results[i].sent}
+			})
+		}
+		registered.Wait()
+		// Only the approvals answered before their wait may be gone.
+		first := 0
+		for _, a := range acts {
+			if a == actRespondFirst {
+				first++
+			}
+		}
+		if got := m.Len(); got < n-first || got > n {
+			t.Errorf("Len() = %d with all registered, want %d to %d", got, n-first, n)
+		}
+
+		// Each task is one action on one approval, or one CancelSession.
+		// responded[i] is written by the worker that answers approval i.
+		responded := make([]respondRecord, n)
+		var tasks []func()
+		for i := range n {
+			switch acts[i] {
+			case actApprove, actReject:
+				tasks = append(tasks, func() {
+					// results[i] belongs to the waiter, which may
+					// still run; keep Respond's answer apart.
+					d := agent.Decision{Approved: acts[i] == actApprove, Reason: "answer"}
+					pending, err := m.Respond(sessionOf(i), ids[i], d)
+					if err != nil {
+						t.Errorf("Respond %d: %v", i, err)
+					}
+					responded[i] = respondRecord{pending: pending, d: d}
+				})
+			case actCancelContext:
+				tasks = append(tasks, func() { cancels[i]() })
+			}
+		}
+		for s := range cancelled {
+			tasks = append(tasks, func() { m.CancelSession(sessionOf(s * perSess)) })
+		}
+		rng.Shuffle(len(tasks), func(a, b int) { tasks[a], tasks[b] = tasks[b], tasks[a] })
+		queue := make(chan func())
+		var work sync.WaitGroup
+		for range workers {
+			work.Go(func() {
+				for f := range queue {
+					f()
+				}
+			})
+		}
+		for _, f := range tasks {
+			queue <- f
+		}
+		close(queue)
+		work.Wait()
+		finished.Wait() // the untouched ones time out in the bubble's time
+
+		counts := make(map[string]int)
+		for i, r := range results {
+			sessCancelled := cancelled[i/perSess]
+			rejectedByCancel := r.err == nil && sameDecision(r.d, agent.Decision{Reason: approval.ReasonCancelled})
+			switch acts[i] {
+			case actApprove, actReject:
+				rec := responded[i]
+				switch {
+				case rec.pending && (r.err != nil || !sameDecision(r.d, rec.d)):
+					t.Errorf("approval %d: Respond said pending but Approve = %+v, %v; want %+v", i, r.d, r.err, rec.d)
+				case !rec.pending && !(sessCancelled && rejectedByCancel):
+					t.Errorf("approval %d: Respond said not pending, Approve = %+v, %v", i, r.d, r.err)
+				}
+				counts[map[bool]string{true: "answered", false: "cancelled first"}[rec.pending]]++
+			case actRespondFirst:
+				if !r.pending || r.err != nil || !sameDecision(r.d, r.sent) {
+					t.Errorf("approval %d: respond-before-wait: pending %v, Approve = %+v, %v; want %+v", i, r.pending, r.d, r.err, r.sent)
+				}
+				counts["answered before wait"]++
+			case actCancelContext:
+				ctxEnded := errors.Is(r.err, context.Canceled) && r.d.Reason == approval.ReasonCancelled
+				if !ctxEnded && !(sessCancelled && rejectedByCancel) {
+					t.Errorf("approval %d: context cancelled, Approve = %+v, %v", i, r.d, r.err)
+				}
+				counts["context cancelled"]++
+			case actTimeout:
+				switch {
+				case sessCancelled:
+					if !rejectedByCancel {
+						t.Errorf("approval %d: session cancelled, Approve = %+v, %v", i, r.d, r.err)
+					}
+					counts["session cancelled"]++
+				case r.err != nil || !approval.IsTimeout(r.d.Reason) || r.waited != timeout:
+					t.Errorf("approval %d: want a timeout after %v, got %+v, %v after %v", i, timeout, r.d, r.err, r.waited)
+				default:
+					counts["timed out"]++
+				}
+			}
+		}
+		t.Logf("outcomes: %v", counts)
+		if got := m.Len(); got != 0 {
+			t.Errorf("Len() = %d after the run, want 0", got)
+		}
+	})
+}
+
+type respondRecord struct {
+	pending bool
+	d       agent.Decision
+}
+
+func sameDecision(a, b agent.Decision) bool {
+	return a.Approved == b.Approved && a.Reason == b.Reason && string(a.Arguments) == string(b.Arguments) && a.Scope == b.Scope
+}
