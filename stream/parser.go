@@ -158,6 +158,14 @@ func (p *Parser) Write(delta string, emit func(Piece)) {
 	if delta == "" {
 		return
 	}
+	if p.decided && p.mode == ModeDeltas && p.onlyLT &&
+		p.emitted == len(p.raw) && indexLTString(delta) < 0 {
+		// The common case: nothing held back, nothing tag-like.
+		p.raw = append(p.raw, delta...)
+		p.emitted, p.scanned = len(p.raw), len(p.raw)
+		emit(Piece{Text: delta, Raw: delta, Voice: p.voice})
+		return
+	}
 	p.curStart, p.cur = len(p.raw), delta
 	p.raw = append(p.raw, delta...)
 	p.advance(false, emit)
@@ -404,6 +412,19 @@ func indexLT(b []byte) int {
 	}
 	for i, c := range b {
 		if c == '<' {
+			return i
+		}
+	}
+	return -1
+}
+
+// indexLTString is indexLT for a string.
+func indexLTString(s string) int {
+	if len(s) > 32 {
+		return strings.IndexByte(s, '<')
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '<' {
 			return i
 		}
 	}
