@@ -1,0 +1,40 @@
+// Package scripted is an OpenAI-compatible chat-completions server that
+// answers from a script. Tests, benchmarks and demos use it to stand in for
+// a model provider.
+//
+// A [Server] listens on 127.0.0.1 and serves POST /v1/chat/completions. Each
+// request takes the next [Response] from a FIFO filled with
+// [Server.Enqueue]. When the queue is empty the function set with
+// [Server.Respond] answers instead. With neither, the server replies HTTP 500
+// with an OpenAI-style error saying the script is exhausted, so a test that
+// makes one request too many fails clearly.
+//
+// # Responses
+//
+// [Reply] starts a [Builder] for a streamed answer in OpenAI's chunk shape:
+// text and reasoning deltas, tool-call fragments, usage, finish reason, and
+// switches for the shapes other providers use (whole calls in one delta, no
+// index, an id on every fragment, finish_reason on the last content chunk,
+// usage on the finish chunk, an Azure-style first chunk with empty choices).
+// [Raw], [ReplayFile] and [Frames] replay recorded or literal bodies, and
+// [HTTPError] answers with an error status.
+//
+// The frames of a Response are rendered once, when it is built, so serving
+// it costs one write and one flush per frame; a Response may be enqueued
+// many times.
+//
+// # Faults
+//
+// Methods on Response add delays ([Response.Delay]), keep-alive comments
+// ([Response.KeepAlive]), a missing [DONE] ([Response.NoDone]), a cut TCP
+// connection ([Response.CutAfter]), an in-stream error frame
+// ([Response.ErrorAfter]) and a stream that waits for the client to go
+// away ([Response.HoldAfter]). [Response.OnFlush] tells a test that a frame
+// has reached the wire, so it can cancel mid-stream deterministically.
+//
+// # Requests
+//
+// Every request the server decodes is recorded as a [Request]
+// ([Server.Requests]): model, messages, tools, stream options, the raw body
+// and the headers.
+package scripted

@@ -1,0 +1,254 @@
+package scripted
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+)
+
+// Path is the URL path the server answers.
+const Path = "/v1/chat/completions"
+
+// maxBody bounds a request body.
+const maxBody = 32 << 20
+
+// Server is an OpenAI-compatible chat-completions server listening on
+// 127.0.0.1. Its methods are safe for concurrent use.
+type Server struct {
+	ts        *httptest.Server
+	closing   chan struct{} // closed by Close: ends delays and holds
+	closeOnce sync.Once
+
+	mu       sync.Mutex // guards queue, respond, requests
+	queue    []Response
+	respond  func(*Request) Response
+	requests []*Request
+}
+
+// NewServer starts a Server with an empty script. Call [Server.Close]
+// when done.
+func NewServer() *Server {
+	s := &Server{closing: make(chan struct{})}
+	s.ts = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	return s
+}
+
+// URL returns the base URL for an OpenAI client, ending in "/v1".
+func (s *Server) URL() string { return s.ts.URL + "/v1" }
+
+// Client returns an HTTP client configured for the server.
+func (s *Server) Client() *http.Client { return s.ts.Client() }
+
+// Close ends held and delayed streams, then shuts the server down and
+// waits for its handlers to return. It may be called more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.ts.Close()
+}
+
+// Enqueue appends responses to the script. Each request takes the first
+// one left.
+func (s *Server) Enqueue(r ...Response) {
+	s.mu.Lock()
+	s.queue = append(s.queue, r...)
+	s.mu.Unlock()
+}
+
+// Respond sets the function that answers requests while the script's queue
+// is empty; nil removes it. fn may be called concurrently.
+func (s *Server) Respond(fn func(req *Request) Response) {
+	s.mu.Lock()
+	s.respond = fn
+	s.mu.Unlock()
+}
+
+// Pending returns the number of enqueued responses not yet served.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// Requests returns the requests received so far, in order. The Requests
+// are shared with the server and must not be modified.
+func (s *Server) Requests() []*Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Request(nil), s.requests...)
+}
+
+// next records req and picks its response.
+func (s *Server) next(req *Request) (Response, bool) {
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	req.Seq = len(s.requests)
+	if len(s.queue) > 0 {
+		r := s.queue[0]
+		s.queue[0] = Response{}
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+		return r, true
+	}
+	fn := s.respond
+	s.mu.Unlock()
+	if fn == nil {
+		return Response{}, false
+	}
+	return fn(req), true
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path && r.URL.Path != Path+"/" {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("scripted: no route for %s %s; the server answers POST %s", r.Method, r.URL.Path, Path))
+		return
+	}
+	if r.Method != http.MethodPost {
+		writeError(w, http.StatusMethodNotAllowed, "scripted: method "+r.Method+" not allowed; use POST")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "scripted: reading request body: "+err.Error())
+		return
+	}
+	if len(body) > maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "scripted: request body too large")
+		return
+	}
+	req, err := decodeRequest(body, r.Header.Clone())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "scripted: "+err.Error())
+		return
+	}
+	resp, ok := s.next(req)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf(
+			"scripted: script exhausted: request %d arrived with no response enqueued and no Respond func set", req.Seq))
+		return
+	}
+	for k, v := range resp.header {
+		w.Header()[k] = v
+	}
+	switch {
+	case resp.status != 0:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.status)
+		_, _ = w.Write(resp.body)
+	case !req.Stream:
+		if resp.completion == nil {
+			writeError(w, http.StatusInternalServerError, "scripted: the request asked for no stream, but this response has only a streaming form (use Reply)")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(resp.completion)
+	default:
+		s.stream(r.Context(), w, resp)
+	}
+}
+
+// stream writes resp's frames one by one, flushing each.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, resp Response) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	flush := func() bool { return rc.Flush() == nil }
+	if !flush() {
+		return
+	}
+	var timer *time.Timer
+	if resp.delay > 0 {
+		timer = time.NewTimer(resp.delay)
+		timer.Stop()
+		defer timer.Stop()
+	}
+	// wait sleeps the response's delay; false means stop streaming.
+	wait := func() bool {
+		if timer == nil {
+			return true
+		}
+		timer.Reset(resp.delay)
+		select {
+		case <-timer.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-s.closing:
+			return false
+		}
+	}
+	for i, f := range resp.frames {
+		if resp.fault != faultNone && i == resp.faultAt {
+			s.fault(ctx, w, rc, resp)
+			return
+		}
+		if i > 0 {
+			if resp.keepAlive {
+				if _, err := w.Write(keepAliveFrame); err != nil {
+					return
+				}
+			}
+			if !wait() {
+				return
+			}
+		}
+		if _, err := w.Write(f); err != nil || !flush() {
+			return
+		}
+		if resp.onFlush != nil {
+			resp.onFlush(i + 1)
+		}
+	}
+	if resp.fault != faultNone {
+		s.fault(ctx, w, rc, resp)
+		return
+	}
+	if resp.done {
+		if len(resp.frames) > 0 && !wait() {
+			return
+		}
+		if _, err := w.Write(doneFrame); err == nil {
+			flush()
+		}
+	}
+}
+
+// fault performs resp's fault after its frames so far were written.
+func (s *Server) fault(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, resp Response) {
+	switch resp.fault {
+	case faultErrorFrame:
+		frame := append(append([]byte("data: "), errorBody(resp.errMsg, "server_error", "")...), "\n\n"...)
+		if _, err := w.Write(frame); err == nil {
+			_ = rc.Flush()
+		}
+	case faultHold:
+		select {
+		case <-ctx.Done():
+		case <-s.closing:
+		}
+	case faultCut:
+		conn, _, err := rc.Hijack()
+		if err != nil {
+			// Without a connection to close, abort the handler: the
+			// server then drops the connection without ending the body.
+			panic(http.ErrAbortHandler)
+		}
+		_ = conn.Close()
+	}
+}
+
+// writeError answers with an OpenAI-style error body.
+func writeError(w http.ResponseWriter, status int, message string) {
+	typ := "invalid_request_error"
+	if status >= 500 {
+		typ = "server_error"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(errorBody(message, typ, ""))
+}
