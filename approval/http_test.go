@@ -1,0 +1,225 @@
+package approval_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+)
+
+func serve(h http.Handler, method, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "/api/x", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) approval.Response {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	var r approval.Response
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+		t.Fatalf("body %q is not a JSON Response: %v", rec.Body.String(), err)
+	}
+	if !r.Success && r.Error == "" {
+		t.Errorf("success:false without an error: %s", rec.Body.String())
+	}
+	return r
+}
+
+func TestApproveHandler(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	h := m.ApproveHandler()
+	prepare := func() string {
+		id, err := m.Prepare(context.Background(), request("s1", 1))
+		require.NoError(t, err)
+		return id
+	}
+	tests := []struct {
+		name        string
+		method      string
+		body        func(id string) string
+		wantStatus  int
+		wantSuccess bool
+		wantErr     string // substring of the error
+		wantPending bool   // the approval is still pending afterwards
+		wantD       *agent.Decision
+	}{
+		{"approve", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+		}, 200, true, "", false, &agent.Decision{Approved: true}},
+		{"reject with reason, edit and scope", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":false,"reason":"no","arguments":{"n":2},"scope":"session"}`
+		}, 200, true, "", false, &agent.Decision{Reason: "no", Arguments: json.RawMessage(`{"n":2}`), Scope: agent.ScopeSession}},
+		{"null arguments mean none", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"arguments":null,"scope":"always"}`
+		}, 200, true, "", false, &agent.Decision{Approved: true, Scope: agent.ScopeAlways}},
+		{"stale key", "POST", func(string) string {
+			return `{"session_id":"s1","task_id":"0123456789abcdef0123456789abcdef","approved":true}`
+		}, 200, false, "not pending", true, nil},
+		{"another session", "POST", func(id string) string {
+			return `{"session_id":"s2","task_id":"` + id + `","approved":true}`
+		}, 403, false, "another session", true, nil},
+		{"arguments not an object", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"arguments":[1]}`
+		}, 400, false, "JSON object", true, nil},
+		{"unknown scope", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"scope":"forever"}`
+		}, 400, false, "scope", true, nil},
+		{"missing session_id", "POST", func(id string) string { return `{"task_id":"` + id + `","approved":true}` }, 400, false, "session_id", true, nil},
+		{"missing task_id", "POST", func(string) string { return `{"session_id":"s1","approved":true}` }, 400, false, "task_id", true, nil},
+		{"missing approved", "POST", func(id string) string { return `{"session_id":"s1","task_id":"` + id + `"}` }, 400, false, "approved", true, nil},
+		{"malformed JSON", "POST", func(string) string { return `{"session_id":` }, 400, false, "malformed", true, nil},
+		{"wrong type", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":"yes"}`
+		}, 400, false, "malformed", true, nil},
+		{"trailing data", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":true} {}`
+		}, 400, false, "after the JSON", true, nil},
+		{"empty body", "POST", func(string) string { return "" }, 400, false, "empty", true, nil},
+		{"JSON null", "POST", func(string) string { return "null" }, 400, false, "session_id", true, nil},
+		{"wrong method", "GET", func(string) string { return "" }, 405, false, "POST", true, nil},
+		{"oversized body", "POST", func(id string) string {
+			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"reason":"` + strings.Repeat("x", approval.MaxBodyBytes) + `"}`
+		}, 413, false, "larger", true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := prepare()
+			rec := serve(h, tt.method, tt.body(id))
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.wantStatus, rec.Body.String())
+			}
+			r := decodeResponse(t, rec)
+			if r.Success != tt.wantSuccess {
+				t.Errorf("success = %v, want %v", r.Success, tt.wantSuccess)
+			}
+			if !strings.Contains(r.Error, tt.wantErr) {
+				t.Errorf("error = %q, want it to contain %q", r.Error, tt.wantErr)
+			}
+			if tt.method == "GET" {
+				assert.Equal(t, "POST", rec.Header().Get("Allow"))
+			}
+			stillPending := len(m.Pending("s1")) == 1
+			if stillPending != tt.wantPending {
+				t.Errorf("still pending = %v, want %v", stillPending, tt.wantPending)
+			}
+			m.CancelSession("s1")
+			d, err := m.Approve(context.Background(), agent.ApprovalRequest{SessionID: "s1", ApprovalID: id})
+			require.NoError(t, err)
+			if tt.wantD != nil {
+				assert.Equal(t, tt.wantD.Approved, d.Approved)
+				assert.Equal(t, tt.wantD.Reason, d.Reason)
+				assert.Equal(t, tt.wantD.Scope, d.Scope)
+				assert.Equal(t, string(tt.wantD.Arguments), string(d.Arguments))
+			}
+			assert.Equal(t, 0, m.Len())
+		})
+	}
+}
+
+func TestInterruptHandler(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	active := map[string]bool{"running": true}
+	var interrupted []string
+	h := m.InterruptHandler(func(sessionID string) bool {
+		interrupted = append(interrupted, sessionID)
+		was := active[sessionID]
+		delete(active, sessionID)
+		return was
+	})
+	_, err := m.Prepare(context.Background(), request("registered", 1)) // registered, not yet waited
+	require.NoError(t, err)
+
+	tests := []struct {
+		name          string
+		method, body  string
+		wantStatus    int
+		wantActive    bool
+		wantCancelled int
+		wantErr       string
+	}{
+		{"active run", "POST", `{"session_id":"running"}`, 200, true, 0, ""},
+		{"pending approval without a run", "POST", `{"session_id":"registered"}`, 200, false, 1, ""},
+		{"unknown session", "POST", `{"session_id":"nobody"}`, 404, false, 0, "nobody"},
+		{"again: nothing left", "POST", `{"session_id":"running"}`, 404, false, 0, "running"},
+		{"missing session_id", "POST", `{}`, 400, false, 0, "session_id"},
+		{"malformed", "POST", `{`, 400, false, 0, "malformed"},
+		{"wrong method", "PUT", `{"session_id":"running"}`, 405, false, 0, "POST"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := serve(h, tt.method, tt.body)
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.wantStatus, rec.Body.String())
+			}
+			r := decodeResponse(t, rec)
+			if tt.wantStatus == 200 {
+				require.True(t, r.Success)
+				require.NotNil(t, r.WasActive)
+				require.NotNil(t, r.Cancelled)
+				assert.Equal(t, tt.wantActive, *r.WasActive)
+				assert.Equal(t, tt.wantCancelled, *r.Cancelled)
+			} else {
+				assert.False(t, r.Success)
+				assert.Contains(t, r.Error, tt.wantErr)
+			}
+		})
+	}
+	assert.Equal(t, 0, m.Len())
+	assert.Equal(t, []string{"running", "registered", "nobody", "running"}, interrupted)
+
+	// A nil interrupt func only cancels approvals.
+	rec := serve(m.InterruptHandler(nil), "POST", `{"session_id":"x"}`)
+	assert.Equal(t, 404, rec.Code)
+}
+
+// The whole path over a real server on 127.0.0.1: the agent waits, the
+// browser approves over HTTP, a stale card is answered success:false.
+func TestApproveOverHTTP(t *testing.T) {
+	leakCheck(t)
+	m := newManager(t, approval.ManagerConfig{})
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/tool-approve", m.ApproveHandler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+
+	req := request("s1", 1)
+	id, err := m.Prepare(context.Background(), req)
+	require.NoError(t, err)
+	req.ApprovalID = id
+	done := make(chan outcome, 1)
+	go func() {
+		d, err := m.Approve(context.Background(), req)
+		done <- outcome{d, err}
+	}()
+	post := func() approval.Response {
+		body := `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+		resp, err := srv.Client().Post(srv.URL+"/api/tool-approve", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+		var r approval.Response
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		return r
+	}
+	assert.True(t, post().Success)
+	got := <-done
+	require.NoError(t, got.err)
+	assert.True(t, got.d.Approved)
+	r := post()
+	assert.False(t, r.Success, "a second answer finds a stale card")
+	assert.Equal(t, 0, m.Len())
+}
