@@ -53,9 +53,10 @@ func NewReader(r io.Reader) *Reader {
 // these (role-only chunks, Azure's prompt-filter chunk, keep-alive comments,
 // chunks of other choices) are skipped.
 //
-// The returned Delta, its ToolCalls slice and its Usage belong to the
-// Reader and are overwritten by the next call; copy what you keep. The
-// strings in it are ordinary strings and stay valid.
+// The returned Delta and its ToolCalls slice belong to the Reader and are
+// overwritten by the next call; copy what you keep. The strings in it are
+// ordinary strings and stay valid, and a non-nil Usage is a new value that
+// the Reader does not touch again.
 //
 // Next returns:
 //   - io.EOF after "data: [DONE]", or when the body ends cleanly after a
