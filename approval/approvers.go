@@ -151,9 +151,30 @@ func (c *chain) release(req agent.ApprovalRequest) {
 	if _, ok := c.next.(agent.Preparer); !ok {
 		return
 	}
+	release(c.next, req)
+}
+
+// release calls a.Approve once with a cancelled context, going past the
+// policies and hooks of this package's own wrappers: a released entry's
+// decision is discarded, so it must not grant anything either.
+func release(a agent.Approver, req agent.ApprovalRequest) {
+	for {
+		switch c := a.(type) {
+		case preparingChain:
+			a = c.next
+			continue
+		case *chain:
+			a = c.next
+			continue
+		}
+		break
+	}
+	if a == nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c.next.Approve(ctx, req) //nolint:errcheck // the answer to a release is meaningless
+	a.Approve(ctx, req) //nolint:errcheck // the answer to a release is meaningless
 }
 
 // preparingChain is a chain whose next is an agent.Preparer.

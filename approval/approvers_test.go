@@ -131,6 +131,26 @@ func TestChainForwardsPrepare(t *testing.T) {
 	}
 }
 
+// A decision that a release discards must not leave a grant behind: the
+// browser said "always" for a call a policy then decided.
+func TestChainReleaseGrantsNothing(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	grants := approval.NewAllowList()
+	a := approval.Chain(grants.Wrap(m), approval.DenyTools("no", "rm"))
+	p := a.(agent.Preparer)
+	req := call("s", "rm")
+	id, err := p.Prepare(context.Background(), req)
+	require.NoError(t, err)
+	req.ApprovalID = id
+	_, err = m.Respond("s", id, agent.Decision{Approved: true, Scope: agent.ScopeAlways})
+	require.NoError(t, err)
+	d, err := a.Approve(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, agent.Decision{Reason: "no"}, d)
+	assert.Empty(t, grants.Tools("s"), "the discarded decision granted a tool")
+	assert.Equal(t, 0, m.Len())
+}
+
 func TestWithTimeout(t *testing.T) {
 	wait := agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
 		<-ctx.Done()
