@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/openai/openai-go/v3/option"
 
@@ -82,6 +83,22 @@ type Config struct {
 	// new) and appends the turn's messages when it ends, however it ends.
 	Store memory.Store
 
+	// Layers add system blocks after SystemPrompt and before the history
+	// (documents, skill descriptions, ...). They are asked once per run.
+	Layers []memory.Layer
+	// Truncate says how the tool arguments and results of earlier turns are
+	// shortened in requests: the zero value cuts them at
+	// memory.DefaultTruncateLimit characters; tools whose definition says
+	// NoTruncate are always kept whole. The stored history is never
+	// shortened.
+	Truncate memory.TruncateOptions
+	// SummarizeAt, when positive and a Store is set, moves the oldest half of
+	// a session into a long-term summary (written by the same model) once it
+	// holds that many active messages; summaries come back to the model
+	// through a memory.SummaryLayer added after Layers. Zero turns
+	// summarisation off; memory.DefaultSummaryThreshold is 20.
+	SummarizeAt int
+
 	// Logger receives one record per model call; nil discards them.
 	Logger *slog.Logger
 }
@@ -89,10 +106,12 @@ type Config struct {
 // Agent runs planning-round turns against a model. It is safe for concurrent
 // use: each [Agent.Run] is independent.
 type Agent struct {
-	cfg    Config
-	tags   []string
-	model  *model
-	logger *slog.Logger
+	cfg      Config
+	tags     []string
+	model    *model
+	logger   *slog.Logger
+	layers   []memory.Layer
+	truncate memory.TruncateOptions
 }
 
 // New validates cfg and returns an Agent.
@@ -129,11 +148,25 @@ func New(cfg Config) (*Agent, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	tags := append([]string{stream.VoiceTag}, cfg.Intents.Tags()...)
-	return &Agent{
+	if cfg.SummarizeAt < 0 {
+		return nil, fmt.Errorf("agent: Config.SummarizeAt is %d, want >= 0", cfg.SummarizeAt)
+	}
+	a := &Agent{
 		cfg:    cfg,
-		tags:   tags,
+		tags:   append([]string{stream.VoiceTag}, cfg.Intents.Tags()...),
 		model:  newModel(cfg),
 		logger: logger,
-	}, nil
+		layers: slices.Clone(cfg.Layers),
+	}
+	if cfg.Store != nil && cfg.SummarizeAt > 0 {
+		a.layers = append(a.layers, memory.SummaryLayer{Store: cfg.Store})
+	}
+	a.truncate = cfg.Truncate
+	a.truncate.Keep = slices.Clone(cfg.Truncate.Keep)
+	for _, d := range cfg.Tools.Definitions() {
+		if d.NoTruncate {
+			a.truncate.Keep = append(a.truncate.Keep, d.Name)
+		}
+	}
+	return a, nil
 }

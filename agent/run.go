@@ -120,6 +120,7 @@ type run struct {
 	// stopped is set once yield returned false: yield is never called again.
 	stopped bool
 
+	prefix    []memory.Message // system prompt and layer blocks
 	working   []memory.Message // what the model sees: history, user, this turn, [continue]
 	parser    *stream.Parser
 	acc       stream.Accumulator
@@ -172,8 +173,15 @@ func (r *run) do() {
 		return
 	}
 	defer r.persist()
+	if r.prefix, err = r.contextPrefix(); err != nil {
+		r.fail(err)
+		return
+	}
 	r.working = history
 	r.record(memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()})
+	// Everything before the new user message is old: its tool traffic is
+	// shortened once, here, for every request of the run.
+	r.working = memory.Truncate(r.working, r.a.truncate)
 	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
 
 	// Round 0: planning, without tools.
@@ -240,7 +248,7 @@ func (r *run) load() ([]memory.Message, error) {
 	in := r.t.in
 	st := r.a.cfg.Store
 	if st == nil || in.SessionID == "" {
-		return repairPending(in.History), nil
+		return memory.Repair(in.History), nil
 	}
 	if _, err := st.Session(r.ctx, in.SessionID); errors.Is(err, memory.ErrNotFound) {
 		if _, err := st.CreateSession(r.ctx, memory.Session{ID: in.SessionID}); err != nil {
@@ -253,7 +261,7 @@ func (r *run) load() ([]memory.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: loading session %q: %w", in.SessionID, err)
 	}
-	return repairPending(msgs), nil
+	return memory.Repair(msgs), nil
 }
 
 // persist appends the turn's messages to the Store, also when the run was
@@ -268,6 +276,10 @@ func (r *run) persist() {
 		err = fmt.Errorf("agent: saving turn of session %q: %w", r.t.in.SessionID, err)
 		r.a.logger.LogAttrs(ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
 		r.fail(err)
+		return
+	}
+	if r.ctx.Err() == nil { // not after an interrupt, an error or a consumer that left
+		r.maybeSummarize(ctx)
 	}
 }
 
@@ -388,14 +400,32 @@ func (r *run) recordPartial(withTools bool) {
 	}
 }
 
-// requestMessages returns the messages of the next request: the system
-// prompt, the (assembled) working list and the temporary prompt.
-func (r *run) requestMessages(prompt string) []memory.Message {
-	cfg := &r.a.cfg
-	msgs := make([]memory.Message, 0, len(r.working)+2)
-	if cfg.SystemPrompt != "" {
-		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: cfg.SystemPrompt})
+// contextPrefix returns the system prompt and the blocks of the context
+// layers, asked once per run.
+func (r *run) contextPrefix() ([]memory.Message, error) {
+	var msgs []memory.Message
+	if p := r.a.cfg.SystemPrompt; p != "" {
+		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: p})
 	}
+	for _, l := range r.a.layers {
+		blocks, err := l.Blocks(r.ctx, r.t.in.SessionID)
+		if err != nil {
+			return nil, fmt.Errorf("agent: context layer: %w", err)
+		}
+		for _, b := range blocks {
+			if b != "" {
+				msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: b})
+			}
+		}
+	}
+	return msgs, nil
+}
+
+// requestMessages returns the messages of the next request: the prefix, the
+// working list and the temporary prompt.
+func (r *run) requestMessages(prompt string) []memory.Message {
+	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.working)+1)
+	msgs = append(msgs, r.prefix...)
 	msgs = append(msgs, r.working...)
 	if prompt != "" {
 		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: prompt})
@@ -443,5 +473,3 @@ func usageOr(u *stream.Usage) stream.Usage {
 	return *u
 }
 
-// repairPending is replaced by memory.Repair once it lands.
-func repairPending(m []memory.Message) []memory.Message { return append([]memory.Message(nil), m...) }

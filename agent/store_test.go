@@ -1,0 +1,183 @@
+package agent_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/memory"
+)
+
+func stores(t *testing.T) map[string]func(t *testing.T) memory.Store {
+	return map[string]func(t *testing.T) memory.Store{
+		"mem": func(t *testing.T) memory.Store { return &memory.MemStore{} },
+		"sqlite": func(t *testing.T) memory.Store {
+			st, err := memory.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "chat.db"))
+			require.NoError(t, err)
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+	}
+}
+
+func TestStoreKeepsTheConversation(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			st := newStore(t)
+			srv := newServer(t)
+			srv.Enqueue(
+				planNeedTool(),
+				scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+				scripted.Reply().Text("Sunny in Lima.").Finish("stop"),
+				planNoTool(),
+				scripted.Reply().Text("You asked about Lima.").Finish("stop"),
+			)
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool())
+			ctx := context.Background()
+			_, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+			require.NoError(t, err)
+			_, err = collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "What did I ask?"}))
+			require.NoError(t, err)
+
+			msgs, err := st.Messages(ctx, "s1", false)
+			require.NoError(t, err)
+			validHistory(t, msgs)
+			var contents []string
+			for _, m := range msgs {
+				contents = append(contents, string(m.Role)+":"+m.Content)
+			}
+			assert.Equal(t, []string{
+				"user:Weather in Lima?",
+				"assistant:Let me look that up. <need_tool>",
+				"assistant:",
+				"tool:sunny in Lima",
+				"assistant:Sunny in Lima.",
+				"user:What did I ask?",
+				"assistant:Hello! I can answer that.<no_tool>",
+				"assistant:You asked about Lima.",
+			}, contents)
+
+			// The second turn's planning request carried the first turn.
+			plan2 := srv.Requests()[3]
+			var sent []string
+			for _, m := range plan2.Messages {
+				sent = append(sent, m.Role+":"+m.Content)
+			}
+			assert.Contains(t, sent, "tool:sunny in Lima")
+			assert.Contains(t, sent, "assistant:Let me look that up. <need_tool>", "the planning round sees earlier tags")
+		})
+	}
+}
+
+func TestStorePersistsInterruptedTurn(t *testing.T) {
+	leaktest.Check(t)
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Store = st
+		c.Approver = agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
+			cancel()
+			<-ctx.Done()
+			return agent.Decision{}, ctx.Err()
+		})
+	}, weatherTool())
+	_, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "go"}))
+	require.NoError(t, err)
+	msgs, err := st.Messages(context.Background(), "s1", false)
+	require.NoError(t, err)
+	validHistory(t, msgs)
+	require.NotEmpty(t, msgs)
+	assert.Equal(t, agent.ReasonRejected, msgs[len(msgs)-1].Content)
+}
+
+func TestOldToolResultsAreTruncatedInRequests(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	long := strings.Repeat("x", 1000)
+	history := []memory.Message{
+		{Role: memory.RoleUser, Content: "before"},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "get_weather", Arguments: `{}`}, {ID: "c2", Name: "get_skill", Arguments: `{}`}}},
+		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_weather", Content: long},
+		{Role: memory.RoleTool, ToolCallID: "c2", Name: "get_skill", Content: long},
+		{Role: memory.RoleAssistant, Content: "done"},
+	}
+	skill := agent.FuncTool{Def: agent.ToolDefinition{Name: "get_skill", SkipApproval: true, NoTruncate: true}}
+	a := newAgent(t, srv, nil, weatherTool(), skill)
+	_, err := collect(a.Run(context.Background(), agent.Input{History: history, Message: "now"}))
+	require.NoError(t, err)
+	msgs := srv.Requests()[0].Messages
+	assert.Less(t, len(msgs[2].Content), 400, "old tool result truncated")
+	assert.Contains(t, msgs[2].Content, "truncated")
+	assert.Equal(t, long, msgs[3].Content, "NoTruncate tools are kept whole")
+}
+
+func TestSummarizeAtMovesOldMessagesToSummary(t *testing.T) {
+	leaktest.Check(t)
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	ctx := context.Background()
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.SummarizeAt = 6 })
+	for i := range 2 {
+		srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"))
+		if i == 1 {
+			srv.Enqueue(scripted.Reply().Text("The user said hello twice.").Finish("stop"))
+		}
+		_, err := collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "hello"}))
+		require.NoError(t, err)
+	}
+	sums, err := st.Summaries(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, sums, 1)
+	assert.Equal(t, "The user said hello twice.", sums[0].Content)
+	all, err := st.Messages(ctx, "s", true)
+	require.NoError(t, err)
+	active, err := st.Messages(ctx, "s", false)
+	require.NoError(t, err)
+	assert.Len(t, all, 6)
+	assert.Less(t, len(active), 6)
+
+	// The next run sees the summary as a system block.
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	_, err = collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "again"}))
+	require.NoError(t, err)
+	reqs := srv.Requests()
+	var sawSummary bool
+	for _, m := range reqs[len(reqs)-2].Messages {
+		if m.Role == "system" && strings.Contains(m.Content, "The user said hello twice.") {
+			sawSummary = true
+		}
+	}
+	assert.True(t, sawSummary)
+}
+
+func TestSummaryFailureIsAWarning(t *testing.T) {
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.SummarizeAt = 5 })
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"))
+	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+	require.NoError(t, err)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"), scripted.HTTPError(500, "summary down"))
+	chunks, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+	require.NoError(t, err)
+	last := chunks[len(chunks)-1]
+	assert.Equal(t, agent.KindWarning, last.Kind)
+	assert.Contains(t, last.Text, "summarisation failed")
+	msgs, err := st.Messages(context.Background(), "s", true)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 6, "nothing archived or lost")
+	for _, m := range msgs {
+		assert.False(t, m.Archived())
+	}
+}
