@@ -472,4 +472,3 @@ func usageOr(u *stream.Usage) stream.Usage {
 	}
 	return *u
 }
-
