@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -96,10 +97,16 @@ func FromParam(p openai.ChatCompletionMessageParamUnion) (Message, error) {
 		c := p.OfUser.Content
 		m := Message{Role: RoleUser, Content: c.OfString.Value}
 		for _, part := range c.OfArrayOfContentParts {
-			if part.OfText == nil {
+			switch {
+			case part.OfText != nil:
+				m.Content += part.OfText.Text
+			case part.OfImageURL != nil:
+				return Message{}, errors.New("memory: user content part of type image_url is not supported")
+			case part.OfInputAudio != nil:
+				return Message{}, errors.New("memory: user content part of type input_audio is not supported")
+			default:
 				return Message{}, fmt.Errorf("memory: user content part of type %q is not supported", derefType(part.GetType()))
 			}
-			m.Content += part.OfText.Text
 		}
 		return m, nil
 	case p.OfAssistant != nil:
@@ -107,20 +114,23 @@ func FromParam(p openai.ChatCompletionMessageParamUnion) (Message, error) {
 		m := Message{Role: RoleAssistant, Content: a.Content.OfString.Value}
 		for _, part := range a.Content.OfArrayOfContentParts {
 			if part.OfText == nil {
-				return Message{}, fmt.Errorf("memory: assistant content part of type %q is not supported", derefType(part.GetType()))
+				return Message{}, errors.New("memory: assistant content part other than text (a refusal) is not supported")
 			}
 			m.Content += part.OfText.Text
 		}
 		for _, c := range a.ToolCalls {
 			if c.OfFunction == nil {
-				return Message{}, fmt.Errorf("memory: assistant tool call of type %q is not supported", derefType(c.GetType()))
+				return Message{}, errors.New("memory: assistant tool call other than a function call is not supported")
 			}
 			f := c.OfFunction
 			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: f.ID, Name: f.Function.Name, Arguments: f.Function.Arguments})
 		}
 		return m, nil
 	}
-	return Message{}, fmt.Errorf("memory: message of role %q is not supported", derefType(p.GetRole()))
+	if r := derefType(p.GetRole()); r != "" {
+		return Message{}, fmt.Errorf("memory: message of role %q is not supported", r)
+	}
+	return Message{}, errors.New("memory: empty message")
 }
 
 func derefType(s *string) string {

@@ -1,0 +1,42 @@
+// Package memory keeps conversations and builds the messages of the next
+// request from them.
+//
+// # Stores
+//
+// A [Store] holds sessions, their messages and their long-term summaries.
+// Two ship: [MemStore], in memory (its zero value is ready), and
+// [SQLiteStore], one SQLite file through a pure-Go driver, opened with
+// [OpenSQLite]. Other stores (a server database) implement the same
+// interface and check themselves with the conformance suite in
+// memory/storetest. Every store is safe for concurrent use, appends
+// atomically, and returns copies.
+//
+// Messages are never deleted one by one: a session's old messages are
+// archived into a [Summary]. Archived messages leave the model's context
+// and later summaries but stay readable with Messages(ctx, id, true), for
+// history display and [Export].
+//
+// # Building the next request
+//
+// [Context.Build] assembles, in this order: the system prompt; the blocks
+// of each [Layer] as system messages (a [SummaryLayer] brings the
+// summaries back, a [TextLayer] adds fixed text, a [LayerFunc] anything
+// else); then the session's active messages, made valid for the API with
+// [Repair] and with old tool traffic shortened by [Truncate]. [ToParams]
+// turns the result into openai-go request messages; [FromParams] goes the
+// other way.
+//
+// # Summarisation
+//
+// A [Summarizer] watches the number of active messages of a session. At
+// its threshold (20 by default) it asks a [SummaryModel] to summarise the
+// oldest half, stores the summary and archives the originals, never
+// splitting a tool call from its results and never touching the current
+// turn.
+//
+// # Export and import
+//
+// [Export] writes a session (messages, archived ones included, and
+// summaries) as a versioned JSON document; [Import] reads it back into any
+// store, checking the whole document before it writes anything.
+package memory
