@@ -1,0 +1,131 @@
+package intent
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/planround/planround/memory"
+)
+
+func TestStrip(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"empty", "", ""},
+		{"no tag unchanged", "Hello.\n\n", "Hello.\n\n"},
+		{"no tag keeps edges", "  indented and trailing  ", "  indented and trailing  "},
+		{"no_tool", "Paris. <no_tool>", "Paris."},
+		{"need_tool", "Let me check.\n\n<need_tool>", "Let me check."},
+		{"tag then whitespace", "Let me check. <need_tool>\n", "Let me check."},
+		{"tag only", "<no_tool>", ""},
+		{"both", "Hmm. <no_tool> <need_tool>", "Hmm."},
+		{"repeated", "<need_tool>a<need_tool>b<need_tool>", "ab"},
+		{"mid text between spaces", "I will check <need_tool> and report.", "I will check and report."},
+		{"mid text tabs", "a\t<no_tool>\tb", "a\tb"},
+		{"mid text glued left", "a<no_tool> b", "a b"},
+		{"mid text glued right", "a <no_tool>b", "a b"},
+		{"mid text glued both", "a<no_tool>b", "ab"},
+		{"start", "<no_tool> Hello", "Hello"},
+		{"start newline", "<need_tool>\n\nHello", "Hello"},
+		{"own line", "Line one.\n<no_tool>\nLine two.", "Line one.\n\nLine two."},
+		{"after newline", "Line one.\n<no_tool> Line two.", "Line one.\nLine two."},
+		{"voice kept", "<voice>Hello there! <no_tool>", "<voice>Hello there!"},
+		{"voice after tag kept", "<no_tool><voice>Hi", "<voice>Hi"},
+		{"voice between tags", "<need_tool> <voice> <no_tool>", "<voice>"},
+		{"look-alikes kept", "<no_tools> <NO_TOOL> < no_tool > <no_tool", "<no_tools> <NO_TOOL> < no_tool > <no_tool"},
+		{"look-alike and tag", "<no_tools> <no_tool>", "<no_tools>"},
+		{"nested to fixed point", "<no_<need_tool>tool>", ""},
+		{"nested keeps rest", "x<ne<no_tool>ed_tool>y", "xy"},
+		{"non-ASCII", "好的，我来查一下。<need_tool>", "好的，我来查一下。"},
+		{"leading whitespace kept", "  \nHi <no_tool>", "  \nHi"},
+		{"crlf", "Hi\r\n<no_tool>\r\n", "Hi"},
+	}
+	d := DefaultDictionary()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := d.Strip(tc.text); got != tc.want {
+				t.Errorf("Strip(%q) = %q, want %q", tc.text, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStripCustom(t *testing.T) {
+	d, err := NewDictionary(Tag{Name: "<chat>", SkipTools: true}, Tag{Name: "<search>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		text, want string
+	}{
+		{"Hi <chat>", "Hi"},
+		{"Looking. <chat><search>", "Looking."},
+		{"Not ours: <no_tool>", "Not ours: <no_tool>"},
+		{"<voice>Hi <search>", "<voice>Hi"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.text, func(t *testing.T) {
+			if got := d.Strip(tc.text); got != tc.want {
+				t.Errorf("Strip(%q) = %q, want %q", tc.text, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStripMessages(t *testing.T) {
+	in := []memory.Message{
+		{Role: memory.RoleSystem, Content: "Say <no_tool> when done."},
+		{Role: memory.RoleUser, Content: "What is <need_tool>?"},
+		{Role: memory.RoleAssistant, Content: "Let me look. <need_tool>", ToolCalls: []memory.ToolCall{{ID: "c1", Name: "search", Arguments: `{"q":"x"}`}}},
+		{Role: memory.RoleTool, Content: "result <no_tool>", ToolCallID: "c1", Name: "search"},
+		{Role: memory.RoleAssistant, Content: "<voice>Done. <no_tool>", ID: 7, Hook: true},
+		{Role: memory.RoleUser, Content: ContinueMessage},
+		{Role: memory.RoleAssistant, Content: "No tag here.\n"},
+	}
+	want := []memory.Message{
+		{Role: memory.RoleSystem, Content: "Say <no_tool> when done."},
+		{Role: memory.RoleUser, Content: "What is <need_tool>?"},
+		{Role: memory.RoleAssistant, Content: "Let me look.", ToolCalls: []memory.ToolCall{{ID: "c1", Name: "search", Arguments: `{"q":"x"}`}}},
+		{Role: memory.RoleTool, Content: "result <no_tool>", ToolCallID: "c1", Name: "search"},
+		{Role: memory.RoleAssistant, Content: "<voice>Done.", ID: 7, Hook: true},
+		{Role: memory.RoleUser, Content: ContinueMessage},
+		{Role: memory.RoleAssistant, Content: "No tag here.\n"},
+	}
+	before := cloneMessages(in)
+
+	got := DefaultDictionary().StripMessages(in)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("StripMessages:\n got %+v\nwant %+v", got, want)
+	}
+	if !reflect.DeepEqual(in, before) {
+		t.Errorf("StripMessages modified its input:\n got %+v\nwant %+v", in, before)
+	}
+
+	// The copy shares nothing with the input.
+	got[2].ToolCalls[0].Name = "changed"
+	got[0].Content = "changed"
+	if !reflect.DeepEqual(in, before) {
+		t.Errorf("changing the result changed the input:\n got %+v\nwant %+v", in, before)
+	}
+}
+
+func TestStripMessagesEmpty(t *testing.T) {
+	d := DefaultDictionary()
+	if got := d.StripMessages(nil); got != nil {
+		t.Errorf("StripMessages(nil) = %#v, want nil", got)
+	}
+	if got := d.StripMessages([]memory.Message{}); got == nil || len(got) != 0 {
+		t.Errorf("StripMessages(empty) = %#v, want an empty non-nil slice", got)
+	}
+}
+
+func cloneMessages(msgs []memory.Message) []memory.Message {
+	out := make([]memory.Message, len(msgs))
+	for i, m := range msgs {
+		if m.ToolCalls != nil {
+			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
+		}
+		out[i] = m
+	}
+	return out
+}
