@@ -45,7 +45,10 @@ func (m Message) Archived() bool { return m.SummaryID != 0 }
 
 // ToolCall is one call of an assistant message.
 type ToolCall struct {
-	ID   string `json:"id"`
+	// ID names the call; the tool message answering it carries the same
+	// id in ToolCallID.
+	ID string `json:"id"`
+	// Name is the tool's name.
 	Name string `json:"name"`
 	// Arguments is the JSON text the model wrote (possibly invalid JSON).
 	Arguments string `json:"arguments"`
@@ -53,17 +56,25 @@ type ToolCall struct {
 
 // Session is one conversation.
 type Session struct {
-	ID        string    `json:"id"`
-	Title     string    `json:"title,omitempty"`
+	// ID names the session; a Store generates one when it is empty.
+	ID string `json:"id"`
+	// Title is a display name; it may be empty.
+	Title string `json:"title,omitempty"`
+	// CreatedAt is when the session was created.
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// UpdatedAt is when the session last changed (an append, a rename, a
+	// summary); Store.Sessions lists the most recent first.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
 // Summary is a long-term memory row: the model's summary of archived
 // messages.
 type Summary struct {
-	ID        int64     `json:"id,omitempty"`
-	Content   string    `json:"content"`
+	// ID is assigned by the Store; zero before.
+	ID int64 `json:"id,omitempty"`
+	// Content is the summary text.
+	Content string `json:"content"`
+	// CreatedAt is when the summary was made; a Store fills a zero value.
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	// FirstID and LastID are the ids of the first and last archived message
 	// the summary covers.
