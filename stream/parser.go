@@ -223,6 +223,14 @@ scan:
 				break
 			}
 			i += j
+		} else if p.decided {
+			// Skip plain bytes in a tight loop.
+			for i < len(s) && p.class[s[i]] == 0 {
+				i++
+			}
+			if i == len(s) {
+				break
+			}
 		}
 		c := s[i]
 		cl := p.class[c]
