@@ -1,0 +1,24 @@
+//go:build unix
+
+package demo
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup makes the command the leader of a new process group, so
+// its children can be killed together.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// killProcessGroup kills every process of the command's group. The group
+// id is the shell's pid; the group cannot be reused while any member of
+// it lives, and an empty group gives ESRCH, which is ignored.
+func killProcessGroup(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}

@@ -1,0 +1,440 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/planround/planround/internal/scripted"
+)
+
+// DefaultDelay is the pause between streamed deltas of [Respond] and
+// [NewServer]: short, but long enough for a person to see text stream.
+const DefaultDelay = 15 * time.Millisecond
+
+// continueMarker is the transition user message of the planning protocol.
+const continueMarker = "[continue]"
+
+// Model is the deterministic demo model. Its zero value streams without
+// delay between deltas.
+type Model struct {
+	// Delay is the pause between streamed deltas.
+	Delay time.Duration
+}
+
+// Respond answers req with the demo model streaming at [DefaultDelay].
+func Respond(req *scripted.Request) scripted.Response {
+	return Model{Delay: DefaultDelay}.Respond(req)
+}
+
+// NewServer starts a [scripted.Server] that answers every request with
+// [Respond]. Call Close when done.
+func NewServer() *scripted.Server {
+	return Model{Delay: DefaultDelay}.NewServer()
+}
+
+// NewServer starts a [scripted.Server] that answers every request with
+// m.Respond. Call Close when done.
+func (m Model) NewServer() *scripted.Server {
+	s := scripted.NewServer()
+	s.Respond(m.Respond)
+	return s
+}
+
+// Respond answers req following the rules in the package documentation.
+func (m Model) Respond(req *scripted.Request) scripted.Response {
+	t := readTurn(req)
+	b := scripted.Reply().Model("planround-demo")
+	var out string
+	finish := "stop"
+	switch {
+	case !req.Stream:
+		out = summary(req)
+		b.Text(out)
+	case !req.HasTools() && t.last.Role == "user" && isContinue(t.last.Content):
+		out = answer(t.user)
+		b.Text(split(out)...)
+	case !req.HasTools():
+		out = plan(t.user)
+		b.Text(split(out)...)
+	case t.last.Role == "tool":
+		out = final(t)
+		b.Text(split(out)...)
+	default:
+		var calls []request
+		for _, c := range wants(t.user) {
+			if req.HasTool(c.tool) {
+				calls = append(calls, c)
+			}
+		}
+		if len(calls) == 0 {
+			out = "I have no tool for that here, so I'll answer in words. " + answer(t.user)
+			b.Text(split(out)...)
+			break
+		}
+		names := make([]string, len(calls))
+		for i, c := range calls {
+			names[i] = c.tool
+		}
+		b.Reasoning(split("The user asked for " + strings.Join(names, " and ") + "; the request offers them, so I call them now.")...)
+		out = "Let me call " + strings.Join(names, " and ") + "."
+		b.Text(split(out)...)
+		for i, c := range calls {
+			args, _ := json.Marshal(c.args) // map[string]string: cannot fail
+			out += string(args)
+			b.Call(i, fmt.Sprintf("call_demo_%d_%d", len(req.Messages), i+1), c.tool, splitN(string(args), 7)...)
+		}
+		finish = "tool_calls"
+	}
+	b.Usage(int64(promptSize(req)/4+1), int64(len(out)/4+1))
+	return b.Finish(finish).Delay(m.Delay)
+}
+
+// turn is what the model reads from a request.
+type turn struct {
+	user    string            // the latest real user message ("" if none)
+	last    scripted.Message  // the last non-system message
+	results []result          // the tool results after the latest user message
+	names   map[string]string // tool call id → tool name
+}
+
+type result struct{ name, content string }
+
+func isContinue(s string) bool { return strings.TrimSpace(s) == continueMarker }
+
+func readTurn(req *scripted.Request) turn {
+	t := turn{names: map[string]string{}}
+	start := 0
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role == "user" && !isContinue(m.Content) {
+			t.user, start = m.Content, i
+			break
+		}
+	}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if r := req.Messages[i].Role; r != "system" && r != "developer" {
+			t.last = req.Messages[i]
+			break
+		}
+	}
+	for _, m := range req.Messages[start:] {
+		for _, c := range m.ToolCalls {
+			t.names[c.ID] = c.Name
+		}
+		if m.Role == "tool" {
+			name := t.names[m.ToolCallID]
+			if name == "" {
+				name = "a tool"
+			}
+			t.results = append(t.results, result{name, m.Content})
+		}
+	}
+	return t
+}
+
+// request is one tool call the user asked for.
+type request struct {
+	tool string
+	args map[string]string
+	what string // how the plan says it
+}
+
+var (
+	clauseSep   = regexp.MustCompile(`(?i)\s+and\s+|[,;?!]|\.(\s|$)`)
+	placeRe     = regexp.MustCompile(`(?i)\b(?:in|for|at)\s+([\p{L}][\p{L}'-]*(?:\s+[\p{L}][\p{L}'-]*){0,2})`)
+	zoneRe      = regexp.MustCompile(`\b[A-Za-z]+(?:_[A-Za-z]+)*/[A-Za-z_]+(?:/[A-Za-z_]+)?\b`)
+	backtickRe  = regexp.MustCompile("`([^`]+)`")
+	runRe       = regexp.MustCompile(`(?i)\b(?:run|execute)\s+(.+)`)
+	sayRe       = regexp.MustCompile(`(?i)\bsay\b(.*)`)
+	cardTitleRe = regexp.MustCompile(`(?i)\b(?:about|titled|called|for)\s+(.+)`)
+)
+
+// placeStop ends a place name.
+var placeStop = map[string]bool{"today": true, "tomorrow": true, "now": true, "please": true, "right": true, "this": true, "and": true}
+
+// zones maps a few city names to their IANA zone.
+var zones = map[string]string{
+	"paris": "Europe/Paris", "london": "Europe/London", "berlin": "Europe/Berlin", "madrid": "Europe/Madrid",
+	"rome": "Europe/Rome", "moscow": "Europe/Moscow", "new york": "America/New_York", "chicago": "America/Chicago",
+	"los angeles": "America/Los_Angeles", "san francisco": "America/Los_Angeles", "sao paulo": "America/Sao_Paulo",
+	"tokyo": "Asia/Tokyo", "beijing": "Asia/Shanghai", "shanghai": "Asia/Shanghai", "singapore": "Asia/Singapore",
+	"dubai": "Asia/Dubai", "delhi": "Asia/Kolkata", "mumbai": "Asia/Kolkata", "sydney": "Australia/Sydney",
+	"utc": "UTC", "gmt": "UTC",
+}
+
+// words returns the lower-case words of s.
+func words(s string) map[string]bool {
+	w := map[string]bool{}
+	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_'
+	}) {
+		w[f] = true
+	}
+	return w
+}
+
+func hasAny(w map[string]bool, keys ...string) bool {
+	for _, k := range keys {
+		if w[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// clauseWith returns the first clause of text holding one of the keys, or
+// text itself.
+func clauseWith(text string, keys ...string) string {
+	for _, c := range clauseSep.Split(text, -1) {
+		if hasAny(words(c), keys...) {
+			return c
+		}
+	}
+	return text
+}
+
+// place returns the place named after "in", "for" or "at" in s.
+func place(s string) string {
+	m := placeRe.FindStringSubmatch(s)
+	if m == nil {
+		return ""
+	}
+	var kept []string
+	for _, w := range strings.Fields(m[1]) {
+		if placeStop[strings.ToLower(w)] {
+			break
+		}
+		kept = append(kept, w)
+	}
+	return strings.Join(kept, " ")
+}
+
+// titleCase capitalises each word of s.
+func titleCase(s string) string {
+	f := strings.Fields(s)
+	for i, w := range f {
+		r, n := utf8.DecodeRuneInString(w)
+		f[i] = string(unicode.ToUpper(r)) + w[n:]
+	}
+	return strings.Join(f, " ")
+}
+
+// wants reads which demo tools the user's text asks for, in a fixed order.
+func wants(text string) []request {
+	w := words(text)
+	var out []request
+	if keys := []string{"weather", "forecast", "temperature"}; hasAny(w, keys...) {
+		city := place(clauseWith(text, keys...))
+		if city == "" {
+			city = place(text)
+		}
+		if city == "" {
+			city = "Paris"
+		}
+		city = titleCase(city)
+		out = append(out, request{"get_weather", map[string]string{"city": city}, "check the weather in " + city})
+	}
+	if keys := []string{"time", "clock", "timezone"}; hasAny(w, keys...) {
+		clause := clauseWith(text, keys...)
+		tz := zoneRe.FindString(clause)
+		if tz == "" {
+			if p := strings.ToLower(place(clause)); zones[p] != "" {
+				tz = zones[p]
+			} else if z := zoneRe.FindString(text); z != "" {
+				tz = z
+			} else {
+				tz = "UTC"
+			}
+		}
+		out = append(out, request{"get_time", map[string]string{"timezone": tz}, "look up the time in " + tz})
+	}
+	if hasAny(w, "run", "execute", "command", "shell", "ls") {
+		cmd := command(text)
+		out = append(out, request{"run_command", map[string]string{"command": cmd}, "run `" + cmd + "`"})
+	}
+	if w["card"] || w["cards"] || (w["show"] && len(out) == 0) {
+		title := "Demo card"
+		if m := cardTitleRe.FindStringSubmatch(clauseWith(text, "card", "cards", "show")); m != nil {
+			if t := strings.TrimSpace(m[1]); t != "" {
+				title = t
+			}
+		}
+		out = append(out, request{"show_card", map[string]string{"title": title, "body": "You asked: " + text}, "show you a card titled “" + title + "”"})
+	}
+	return out
+}
+
+// command finds the command line the user wants run.
+func command(text string) string {
+	if m := backtickRe.FindStringSubmatch(text); m != nil && strings.TrimSpace(m[1]) != "" {
+		return strings.TrimSpace(m[1])
+	}
+	m := runRe.FindStringSubmatch(text)
+	if m == nil {
+		return "ls"
+	}
+	cmd := m[1]
+	if i := clauseSep.FindStringIndex(cmd); i != nil {
+		cmd = cmd[:i[0]]
+	}
+	f := strings.Fields(cmd)
+	for len(f) > 0 && fillers[strings.ToLower(f[0])] {
+		f = f[1:]
+	}
+	if len(f) == 0 {
+		return "ls"
+	}
+	return strings.Join(f, " ")
+}
+
+var fillers = map[string]bool{"a": true, "the": true, "this": true, "my": true, "me": true, "shell": true, "command": true, "commands": true, ":": true}
+
+// wantsVoice reports whether the user asked the model to say something.
+func wantsVoice(text string) bool { return words(text)["say"] }
+
+// plan is the planning round's reply.
+func plan(user string) string {
+	var voice string
+	if wantsVoice(user) {
+		voice = "<voice>"
+	}
+	if reqs := wants(user); len(reqs) > 0 {
+		what := make([]string, len(reqs))
+		for i, r := range reqs {
+			what[i] = r.what
+		}
+		return voice + "Sure! I'll " + joinAnd(what) + " for you. <need_tool>"
+	}
+	if isGreeting(user) {
+		return voice + "Hello! Nice to meet you. <no_tool>"
+	}
+	return voice + "Good question, I can answer that in words. <no_tool>"
+}
+
+func isGreeting(text string) bool {
+	return hasAny(words(text), "hello", "hi", "hey", "bonjour", "hallo")
+}
+
+// answer is the continuation round's full reply.
+func answer(user string) string {
+	if wantsVoice(user) {
+		said := "hello"
+		if m := sayRe.FindStringSubmatch(user); m != nil {
+			if t := strings.TrimRight(strings.TrimSpace(m[1]), ".!? "); t != "" {
+				said = t
+			}
+		}
+		r, n := utf8.DecodeRuneInString(said)
+		return "<voice>" + string(unicode.ToUpper(r)) + said[n:] + "! I said it out loud, so this reply is flagged for speech."
+	}
+	if isGreeting(user) {
+		return "Hello! I'm the planround demo model. I run on your machine with no API key, and I follow the planning protocol: " +
+			"first a short plan that ends with an intent tag, then the full answer. " +
+			"Ask me for the weather in a city, the time in a time zone, to run a command such as `ls`, or to show you a card."
+	}
+	return fmt.Sprintf("You asked: “%s”. I'm only the built-in demo model, so I can't really answer open questions, "+
+		"but this reply shows the continuation round: my plan said no tool was needed, so here is the whole answer in words. "+
+		"Try asking for the weather in Paris, the time in Tokyo, to run `ls`, or to show a card.", strings.TrimSpace(user))
+}
+
+// final is the last reply of the tool loop: it quotes this turn's results.
+func final(t turn) string {
+	var b strings.Builder
+	b.WriteString("Here is what I found:\n")
+	for _, r := range t.results {
+		content := strings.TrimSpace(r.content)
+		if n := 600; len(content) > n {
+			content = truncate(content, n) + "…"
+		}
+		if strings.Contains(content, "\n") {
+			fmt.Fprintf(&b, "- %s:\n```\n%s\n```\n", r.name, content)
+		} else {
+			fmt.Fprintf(&b, "- %s: %s\n", r.name, content)
+		}
+	}
+	b.WriteString("That's everything you asked for.")
+	return b.String()
+}
+
+// summary answers a request that did not ask for a stream (such as a
+// summarisation request): the user's messages, briefly.
+func summary(req *scripted.Request) string {
+	var topics []string
+	for _, m := range req.Messages {
+		if m.Role == "user" && !isContinue(m.Content) {
+			topics = append(topics, truncate(strings.TrimSpace(m.Content), 80))
+		}
+	}
+	if len(topics) == 0 {
+		return "Summary: nothing to summarise yet."
+	}
+	return "Summary: the user asked: " + strings.Join(topics, "; ") + "."
+}
+
+func joinAnd(s []string) string {
+	if len(s) <= 1 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// split cuts text into deltas of 2 to 5 runes, in a fixed pattern, the way
+// models stream: tags and words are split too.
+func split(text string) []string {
+	sizes := [...]int{3, 5, 2, 4}
+	var out []string
+	for i := 0; text != ""; i++ {
+		n, runes := 0, 0
+		for n < len(text) && runes < sizes[i%len(sizes)] {
+			_, w := utf8.DecodeRuneInString(text[n:])
+			n += w
+			runes++
+		}
+		out = append(out, text[:n])
+		text = text[n:]
+	}
+	return out
+}
+
+// splitN cuts s into pieces of about n bytes, on rune boundaries (JSON
+// arguments: split anywhere, even inside a string, as providers do).
+func splitN(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		i := n
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		out = append(out, s[:i])
+		s = s[i:]
+	}
+	return append(out, s)
+}
+
+// promptSize is the number of bytes of the request's messages.
+func promptSize(req *scripted.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Arguments)
+		}
+	}
+	return n
+}
