@@ -54,9 +54,9 @@ var defaultTags = []Tag{
 	{Name: NeedTool, Intent: "need_tool", SkipTools: false, Description: "you need tools to finish the task"},
 }
 
-// DefaultDictionary returns the dictionary of SPEC §2.1: "<no_tool>"
-// (intent "no_tool", SkipTools true) and "<need_tool>" (intent
-// "need_tool", SkipTools false).
+// DefaultDictionary returns the standard dictionary: [NoTool] (intent
+// "no_tool", SkipTools true) and [NeedTool] (intent "need_tool",
+// SkipTools false), in that order.
 func DefaultDictionary() Dictionary { return Dictionary{} }
 
 // NewDictionary returns a dictionary of the given tags, in that order (the

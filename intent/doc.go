@@ -28,6 +28,10 @@
 //
 // # Prompts
 //
-// The default prompts are English and tell the model to reply in the
-// user's own language. They name no tool and describe none.
+// The default prompts are written in English (one text to maintain and
+// test), and each tells the model to reply in the language the user
+// writes in, so they serve users of any language. They name no tool and
+// describe none. A host that replaces them (the agent's configuration
+// allows it) should keep both properties, and a planning prompt of its own
+// must still ask for exactly one tag of the dictionary at the end.
 package intent

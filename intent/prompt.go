@@ -7,10 +7,8 @@ import "strings"
 // to persisted history).
 const ContinueMessage = "[continue]"
 
-// The default prompts are written in English, the language models follow
-// best; each one tells the model to answer in the user's own language, so
-// they serve users of any language. A host that replaces them should keep
-// that instruction.
+// The default prompts. They are English on purpose and tell the model to
+// answer in the user's own language; see the package documentation.
 const (
 	planningIntro = `Reply to the user's latest message now, in words, in the same language the user writes in.
 - If you can answer fully from what you know and what is in this conversation, give the answer.
@@ -36,7 +34,8 @@ func PlanningPrompt() string { return DefaultDictionary().PlanningPrompt() }
 // [Tag.Description]. The request that carries it has no tools, and the
 // prompt names none, so the model cannot rehearse a call.
 //
-// The prompt is English; see the note on the default prompts above.
+// The prompt is English and tells the model to answer in the user's
+// language.
 func (d Dictionary) PlanningPrompt() string {
 	var b strings.Builder
 	b.WriteString(planningIntro)
