@@ -376,9 +376,9 @@ func checkObject(raw json.RawMessage) error {
 }
 
 func describe(raw []byte) string {
-	const max = 40
-	if len(raw) > max {
-		return fmt.Sprintf("%q...", raw[:max])
+	const limit = 40
+	if len(raw) > limit {
+		return fmt.Sprintf("%q...", raw[:limit])
 	}
 	return fmt.Sprintf("%q", raw)
 }

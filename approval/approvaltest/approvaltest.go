@@ -265,10 +265,10 @@ func checkGoroutines(t *testing.T, before int) {
 }
 
 func trim(b []byte) string {
-	const max = 64 << 10
+	const limit = 64 << 10
 	s := string(b)
-	if len(s) > max {
-		return s[:max] + "\n..."
+	if len(s) > limit {
+		return s[:limit] + "\n..."
 	}
 	return strings.TrimSpace(s)
 }
