@@ -33,6 +33,9 @@ const (
 	// ReasonNotRun is the reason of a call that never started because the
 	// run ended before its turn.
 	ReasonNotRun = "tool call not run: the run ended first"
+	// ReasonIncomplete is the reason of a call whose arguments were still
+	// streaming when the run ended. Such a call is not in the history.
+	ReasonIncomplete = "tool call incomplete: the response ended while the model was writing it"
 )
 
 // WarnMaxToolRounds is the text of the warning chunk that ends a run at
@@ -154,8 +157,11 @@ func (r *run) stop() {
 	r.cancel()
 }
 
+// textPiece yields a piece as a text chunk. A piece that holds only tags
+// (empty Text) is yielded too, so that the chunks' Raw fields add up to the
+// whole reply (see History).
 func (r *run) textPiece(p stream.Piece) {
-	if p.Text == "" {
+	if p.Raw == "" {
 		return
 	}
 	r.emit(Chunk{Kind: KindText, Round: r.round, Text: p.Text, Raw: p.Raw, Voice: p.Voice})
@@ -396,7 +402,7 @@ func (r *run) recordPartial(withTools bool) {
 		if c.Name == "" {
 			continue
 		}
-		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateRejected, Reason: ReasonNotRun}})
+		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateRejected, Reason: ReasonIncomplete}})
 	}
 }
 

@@ -26,7 +26,9 @@ type callState struct {
 	call     stream.Call
 	tool     Tool
 	def      ToolDefinition
-	args     json.RawMessage // valid JSON object, once checked
+	record   *memory.ToolCall // the call in the assistant message
+	args     json.RawMessage  // the arguments when they are a JSON object
+	argErr   error            // why they are not
 	chunk    ToolCall        // what the chunks show
 	approval string          // a Preparer's id, while Approve is still owed
 	out      outcome
@@ -45,8 +47,19 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 	calls := make([]*callState, len(res.calls))
 	tcs := make([]memory.ToolCall, len(res.calls))
 	for i, c := range res.calls {
-		calls[i] = &callState{call: c, chunk: ToolCall{ID: c.ID, Name: c.Name}}
+		cs := &callState{call: c, chunk: ToolCall{ID: c.ID, Name: c.Name}, record: &tcs[i]}
 		tcs[i] = memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+		// Every chunk after start shows the arguments; valid ones are kept
+		// compact, in the chunks and in the history alike.
+		if args, err := parseArgs(c.Arguments); err == nil {
+			cs.args = args
+			cs.chunk.Arguments = args
+			tcs[i].Arguments = string(args)
+		} else {
+			cs.argErr = err
+			cs.chunk.ArgumentsRaw = c.Arguments
+		}
+		calls[i] = cs
 	}
 	defer func() {
 		// The history: the assistant message with its calls and one tool
@@ -150,13 +163,9 @@ func (r *run) check(cs *callState) bool {
 		return r.errorResult(cs, fmt.Sprintf("error: unknown tool %q", cs.call.Name))
 	}
 	cs.tool, cs.def = tool, def
-	args, err := parseArgs(cs.call.Arguments)
-	if err != nil {
-		cs.chunk.ArgumentsRaw = cs.call.Arguments
-		return r.errorResult(cs, fmt.Sprintf("error: the arguments of %s are not valid JSON (%v); call it again with a JSON object", cs.call.Name, err))
+	if cs.argErr != nil {
+		return r.errorResult(cs, fmt.Sprintf("error: the arguments of %s are not valid JSON (%v); call it again with a JSON object", cs.call.Name, cs.argErr))
 	}
-	cs.args = args
-	cs.chunk.Arguments = args
 	return true
 }
 
@@ -218,6 +227,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		}
 		cs.args = args
 		cs.chunk.Arguments = args
+		cs.record.Arguments = string(args) // the history shows what ran
 	}
 	return true, true
 }
