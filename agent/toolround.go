@@ -29,8 +29,8 @@ type callState struct {
 	record   *memory.ToolCall // the call in the assistant message
 	args     json.RawMessage  // the arguments when they are a JSON object
 	argErr   error            // why they are not
-	chunk    ToolCall        // what the chunks show
-	approval string          // a Preparer's id, while Approve is still owed
+	chunk    ToolCall         // what the chunks show
+	approval string           // a Preparer's id, while Approve is still owed
 	out      outcome
 
 	// execution
