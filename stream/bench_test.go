@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // benchReply is a realistic reply: English and Chinese sentences, a number,
@@ -25,7 +26,7 @@ func splitRunes(s string, n int) []string {
 	for len(s) > 0 {
 		i, k := 0, 0
 		for i < len(s) && k < n {
-			_, size := decodeRune(s[i:])
+			_, size := utf8.DecodeRuneInString(s[i:])
 			i += size
 			k++
 		}
@@ -33,16 +34,6 @@ func splitRunes(s string, n int) []string {
 		s = s[i:]
 	}
 	return out
-}
-
-func decodeRune(s string) (rune, int) {
-	for i, r := range s {
-		if i == 0 {
-			_, size := r, len(string(r))
-			return r, size
-		}
-	}
-	return 0, 0
 }
 
 func benchParser(b *testing.B, mode Mode) {
