@@ -199,9 +199,6 @@ func (r *run) do() {
 	in := IntentNone
 	if det.Found {
 		in = Intent(det.Intent)
-		if in == "" {
-			in = IntentNeedTool
-		}
 	}
 	if !r.emit(Chunk{Kind: KindRoundEnd, Round: 0, Intent: in, Usage: res.usage}) {
 		return
