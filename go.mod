@@ -2,7 +2,11 @@ module github.com/planround/planround
 
 go 1.26.0
 
-require github.com/openai/openai-go/v3 v3.98.0
+require (
+	github.com/openai/openai-go/v3 v3.98.0
+	github.com/stretchr/testify v1.12.1
+	modernc.org/sqlite v1.62.0
+)
 
 require (
 	github.com/coder/websocket v1.8.15 // indirect
@@ -11,7 +15,6 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
@@ -22,5 +25,4 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )
