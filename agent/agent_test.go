@@ -962,3 +962,37 @@ func TestOneLogRecordPerModelCall(t *testing.T) {
 	assert.Equal(t, int64(7), rec.PromptTokens)
 	assert.Equal(t, int64(2), rec.CompletionTokens)
 }
+
+func TestParallelToolsInterrupted(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var running atomic.Int32
+	mk := func(name string) agent.Tool {
+		return agent.FuncTool{
+			Def: agent.ToolDefinition{Name: name, SkipApproval: true},
+			Fn: func(ctx context.Context, _ json.RawMessage, p agent.Progress) (string, error) {
+				p.WriteString(name + " working\n")
+				if running.Add(1) == 2 {
+					cancel() // both run: the user presses stop
+				}
+				<-ctx.Done()
+				return "", ctx.Err()
+			},
+		}
+	}
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_l", "left", `{}`).Call(1, "call_r", "right", `{}`).Finish("tool_calls"))
+	a := newAgent(t, srv, func(c *agent.Config) { c.ParallelTools = true }, mk("left"), mk("right"))
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(ctx))
+	require.NoError(t, err)
+	tr := trace(chunks)
+	assert.Equal(t, []string{
+		"rejected:left:" + agent.ReasonInterrupted, "rejected:right:" + agent.ReasonInterrupted, "interrupted",
+	}, tr[len(tr)-3:])
+	msgs := turn.Messages()
+	validHistory(t, msgs)
+	assert.Equal(t, "left working\n\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-2].Content)
+	assert.Equal(t, "right working\n\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-1].Content)
+}

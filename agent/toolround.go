@@ -143,16 +143,20 @@ func (r *run) runParallel(calls []*callState) bool {
 		}
 		r.start(cs)
 	}
-	goOn := true
-	for _, cs := range approved {
-		if !goOn {
-			<-cs.done
-			cs.out = outcome{content: joinPartial(cs.progress.String(), ReasonInterrupted), done: true}
-			continue
+	for i, cs := range approved {
+		if !r.finish(cs) {
+			// Interrupted (or the consumer left): every other running call
+			// was cancelled with the run's context; each gets its rejection
+			// with the output it wrote, in call order.
+			for _, rest := range approved[i+1:] {
+				<-rest.done
+				r.interrupted(rest, ReasonInterrupted, rest.partial())
+			}
+			r.endCalls(nil)
+			return false
 		}
-		goOn = r.finish(cs)
 	}
-	return goOn
+	return true
 }
 
 // check validates a call before approval: a known tool and arguments that
@@ -350,11 +354,7 @@ func (r *run) finish(cs *callState) bool {
 		break
 	}
 	if r.ctx.Err() != nil {
-		partial := cs.progress.String()
-		if partial == "" {
-			partial = cs.result
-		}
-		return r.interrupted(cs, ReasonInterrupted, partial)
+		return r.interrupted(cs, ReasonInterrupted, cs.partial())
 	}
 	content := cs.result
 	if cs.err != nil {
@@ -365,6 +365,15 @@ func (r *run) finish(cs *callState) bool {
 	c.State = StateResult
 	c.Result = content
 	return r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+}
+
+// partial is what a finished call wrote before it was interrupted: its
+// progress output, or its result when it wrote none.
+func (cs *callState) partial() string {
+	if p := cs.progress.String(); p != "" {
+		return p
+	}
+	return cs.result
 }
 
 // parseArgs checks that s is a JSON object ("" counts as {}) and returns it
