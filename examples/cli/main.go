@@ -1,0 +1,379 @@
+// Command cli is a terminal agent built on planround: it answers a prompt
+// given as arguments, or runs an interactive prompt loop, with the demo tools
+// (get_weather, get_time, run_command, show_card) and a terminal approver.
+//
+//	go run ./examples/cli "What's the weather in Paris?"
+//	go run ./examples/cli -yes -json "run echo hello" | jq .
+//	go run ./examples/cli -db chat.db -session work     # a conversation kept on disk
+//
+// With neither OPENAI_BASE_URL (-base-url) nor OPENAI_API_KEY set it runs on
+// the built-in demo model, so it works on a fresh machine without a network.
+//
+// The human output streams the reply and shows each tool call's states on
+// their own lines; -json writes every chunk as one JSON object per line
+// (the SDK's wire schema) and nothing else on stdout.
+//
+// Ctrl-C interrupts the run (a tool call in progress is rejected, the run
+// ends with "interrupted"); a second Ctrl-C exits at once. In the prompt loop
+// Ctrl-C interrupts the current run and returns to the prompt.
+//
+// Exit status: 0 when the run finished or was interrupted, 1 on a model,
+// transport or store error, 2 on bad flags, 130 on a second Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// exit ends the process on a second Ctrl-C; a variable so that nothing in a
+// test can reach os.Exit by accident.
+var exit = os.Exit
+
+// options are the parsed command line.
+type options struct {
+	baseURL, apiKey, model string
+	system                 string
+	json, yes, verbose     bool
+	sentences, parallel    bool
+	maxRounds, retries     int
+	db, session            string
+	prompt                 string // empty: the interactive loop
+}
+
+// usageError is a command-line mistake: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("cli", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: cli [flags] [prompt ...]
+
+Answers the prompt, or with no prompt runs an interactive loop (exit, quit or
+Ctrl-D ends it). Without OPENAI_BASE_URL and OPENAI_API_KEY it runs on a
+built-in demo model.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.baseURL, "base-url", os.Getenv("OPENAI_BASE_URL"), "OpenAI-compatible API `URL` (default $OPENAI_BASE_URL, else OpenAI's when a key is set)")
+	fs.StringVar(&o.model, "model", os.Getenv("OPENAI_MODEL"), "model `name` (default $OPENAI_MODEL)")
+	fs.StringVar(&o.system, "system", "", "system `prompt`")
+	fs.BoolVar(&o.json, "json", false, "write every chunk as one JSON object per line on stdout, nothing else")
+	fs.BoolVar(&o.yes, "yes", false, "approve every tool call without asking")
+	fs.BoolVar(&o.verbose, "v", false, "log the agent's model calls to stderr")
+	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
+	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")
+	fs.IntVar(&o.maxRounds, "max-rounds", agent.DefaultMaxToolRounds, "maximum number of tool rounds per run")
+	fs.IntVar(&o.retries, "retries", 2, "retries of a model request that failed with 429 or 5xx")
+	fs.StringVar(&o.db, "db", "", "SQLite `file` that keeps the conversation")
+	fs.StringVar(&o.session, "session", "", "conversation `id` in the -db file (default \"default\")")
+	if err := fs.Parse(args); err != nil {
+		return o, err // the flag package has already said what is wrong
+	}
+	o.apiKey = os.Getenv("OPENAI_API_KEY")
+	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
+	switch {
+	case o.maxRounds < 1:
+		return o, usageError{"-max-rounds must be at least 1"}
+	case o.retries < 0:
+		return o, usageError{"-retries must not be negative"}
+	case o.session != "" && o.db == "":
+		return o, usageError{"-session needs -db (the file that keeps the conversation)"}
+	case o.model == "" && !o.demo():
+		return o, usageError{"no model: set -model or OPENAI_MODEL"}
+	}
+	if o.db != "" && o.session == "" {
+		o.session = "default"
+	}
+	return o, nil
+}
+
+// demo reports whether no model is configured, so the demo model answers.
+func (o options) demo() bool { return o.baseURL == "" && o.apiKey == "" }
+
+// cli is one invocation: the agent, the input and the output.
+type cli struct {
+	opts    options
+	agent   *agent.Agent
+	in      *lineSource
+	out     renderer
+	stderr  io.Writer
+	intr    *interrupter
+	history []memory.Message // the conversation when there is no store
+}
+
+// run is the whole program; main only wires it to the process. It returns
+// the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "cli: %s\n", ue.msg)
+		return 2
+	}
+	if err != nil {
+		return 2
+	}
+
+	cfg := agent.Config{
+		BaseURL:        opts.baseURL,
+		APIKey:         opts.apiKey,
+		Model:          opts.model,
+		SystemPrompt:   opts.system,
+		RequestOptions: []option.RequestOption{option.WithMaxRetries(opts.retries)},
+		ParallelTools:  opts.parallel,
+		MaxToolRounds:  opts.maxRounds,
+	}
+	if opts.sentences {
+		cfg.TextMode = stream.ModeSentences
+	}
+	if opts.verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+
+	tools := demoTools()
+	if opts.demo() {
+		url, stop := startDemo()
+		defer stop()
+		cfg.BaseURL = url
+		if cfg.Model == "" {
+			cfg.Model = "demo"
+		}
+		fmt.Fprintln(stderr, "cli: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
+	}
+	if cfg.Tools, err = agent.NewToolRegistry(tools...); err != nil {
+		fmt.Fprintf(stderr, "cli: %v\n", err)
+		return 1
+	}
+
+	if opts.db != "" {
+		st, err := memory.OpenSQLite(ctx, opts.db)
+		if err != nil {
+			fmt.Fprintf(stderr, "cli: %v\n", err)
+			return 1
+		}
+		defer st.Close()
+		cfg.Store = st
+	}
+
+	in := newLineSource(stdin)
+	defer in.close()
+	if opts.yes {
+		cfg.Approver = approval.ApproveAll()
+	} else {
+		// Questions go to stderr, so stdout stays the transcript (or the
+		// JSON log).
+		term := approval.NewTerminal(in.gated(), questionWriter{w: stderr, src: in})
+		defer term.Close()
+		cfg.Approver = terminalApprover{term: term, src: in}
+	}
+
+	a, err := agent.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "cli: %v\n", err)
+		return 1
+	}
+
+	c := &cli{opts: opts, agent: a, in: in, stderr: stderr}
+	if opts.json {
+		c.out = newJSONRenderer(stdout)
+	} else {
+		tty := isTerminal(stdout)
+		c.out = newHumanRenderer(stdout, tty && os.Getenv("NO_COLOR") == "", tty)
+	}
+
+	c.intr = newInterrupter(stderr)
+	defer c.intr.stop()
+
+	if opts.prompt != "" {
+		if err := c.turn(ctx, opts.prompt); err != nil {
+			return 1
+		}
+		return 0
+	}
+	return c.loop(ctx)
+}
+
+// turn runs one user turn and reports its error, already shown on stderr.
+func (c *cli) turn(ctx context.Context, msg string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.intr.arm(cancel)
+	defer c.intr.disarm()
+
+	t := c.agent.NewTurn(agent.Input{SessionID: c.opts.session, History: c.history, Message: msg})
+	var err error
+	for ch, e := range t.Run(ctx) {
+		if e != nil {
+			err = e
+			break
+		}
+		c.out.chunk(ch)
+		if werr := c.out.err(); werr != nil {
+			err = fmt.Errorf("writing output: %w", werr)
+			break // ends the run
+		}
+	}
+	c.out.endTurn()
+	// Messages is valid history however the run ended; with a store the
+	// agent has already saved it.
+	if c.opts.session == "" {
+		c.history = append(c.history, t.Messages()...)
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "cli: %s\n", describe(err))
+	}
+	return err
+}
+
+// loop is the interactive prompt loop. It returns 0 at exit, quit or the end
+// of the input, 1 when a turn failed (the loop goes on after a failure).
+func (c *cli) loop(ctx context.Context) int {
+	status := 0
+	for {
+		fmt.Fprint(c.stderr, "› ")
+		lctx, cancel := context.WithCancel(ctx)
+		c.intr.arm(cancel) // Ctrl-C at the prompt leaves the loop
+		line, err := c.in.next(lctx)
+		c.intr.disarm()
+		cancel()
+		if err != nil {
+			fmt.Fprintln(c.stderr)
+			if !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+				fmt.Fprintf(c.stderr, "cli: reading input: %v\n", err)
+				return 1
+			}
+			return status
+		}
+		switch line = strings.TrimSpace(line); line {
+		case "":
+			continue
+		case "exit", "quit":
+			return status
+		}
+		if err := c.turn(ctx, line); err != nil {
+			status = 1
+		}
+		if ctx.Err() != nil {
+			return status
+		}
+	}
+}
+
+// describe turns a run's error into one clear line.
+func describe(err error) string {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		msg := fmt.Sprintf("model request failed: %s", apiErr.Error())
+		if m := strings.TrimSpace(apiErr.Message); m != "" {
+			msg += ": " + oneLine(m, 300)
+		}
+		return msg
+	}
+	return oneLine(err.Error(), 500)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// interrupter turns Ctrl-C into the cancellation of what is in progress: the
+// run (which then ends with rejected and interrupted chunks) or the wait at
+// the prompt. A second Ctrl-C before that ended exits at once.
+type interrupter struct {
+	sigs   chan os.Signal
+	done   chan struct{}
+	wg     sync.WaitGroup
+	stderr io.Writer
+
+	mu     sync.Mutex         // guards cancel and hit
+	cancel context.CancelFunc // what Ctrl-C cancels now; nil: nothing
+	hit    bool               // cancel was already called
+}
+
+func newInterrupter(stderr io.Writer) *interrupter {
+	i := &interrupter{sigs: make(chan os.Signal, 1), done: make(chan struct{}), stderr: stderr}
+	signal.Notify(i.sigs, os.Interrupt)
+	i.wg.Add(1)
+	go i.watch()
+	return i
+}
+
+func (i *interrupter) watch() {
+	defer i.wg.Done()
+	for {
+		select {
+		case <-i.sigs:
+		case <-i.done:
+			return
+		}
+		i.mu.Lock()
+		cancel, hit := i.cancel, i.hit
+		i.hit = true
+		i.mu.Unlock()
+		switch {
+		case hit:
+			fmt.Fprintln(i.stderr, "\ncli: interrupted again, exiting")
+			exit(130)
+		case cancel != nil:
+			fmt.Fprintln(i.stderr, "\ncli: interrupting (Ctrl-C again to exit now)")
+			cancel()
+		}
+	}
+}
+
+// arm makes Ctrl-C call cancel.
+func (i *interrupter) arm(cancel context.CancelFunc) {
+	i.mu.Lock()
+	i.cancel, i.hit = cancel, false
+	i.mu.Unlock()
+}
+
+// disarm ends what arm began: a Ctrl-C now only counts as a first one.
+func (i *interrupter) disarm() {
+	i.mu.Lock()
+	i.cancel, i.hit = nil, false
+	i.mu.Unlock()
+}
+
+// stop restores the default Ctrl-C behaviour and ends the watcher.
+func (i *interrupter) stop() {
+	signal.Stop(i.sigs)
+	close(i.done)
+	i.wg.Wait()
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/planround/planround/agent"
+)
+
+// renderer shows the chunks of a run.
+type renderer interface {
+	// chunk shows one chunk.
+	chunk(c agent.Chunk)
+	// endTurn finishes the output of a turn, however it ended.
+	endTurn()
+	// err returns the first write error; the run stops at it.
+	err() error
+}
+
+// jsonRenderer writes one JSON object per chunk per line: the chunk's wire
+// schema (SPEC §4), and nothing else.
+type jsonRenderer struct {
+	enc  *json.Encoder
+	werr error
+}
+
+func newJSONRenderer(w io.Writer) *jsonRenderer {
+	enc := json.NewEncoder(w)
+	// "<need_tool>" stays readable instead of "\u003cneed_tool\u003e";
+	// both decode to the same string.
+	enc.SetEscapeHTML(false)
+	return &jsonRenderer{enc: enc}
+}
+
+func (r *jsonRenderer) chunk(c agent.Chunk) {
+	if r.werr == nil {
+		r.werr = r.enc.Encode(c)
+	}
+}
+
+func (r *jsonRenderer) endTurn()   {}
+func (r *jsonRenderer) err() error { return r.werr }
+
+// ANSI styles, used only when colour is on.
+const (
+	styleReset  = "\x1b[0m"
+	styleBold   = "\x1b[1m"
+	styleDim    = "\x1b[2m"
+	styleRed    = "\x1b[31m"
+	styleGreen  = "\x1b[32m"
+	styleYellow = "\x1b[33m"
+	styleCyan   = "\x1b[36m"
+)
+
+// Limits of what the human output shows of arguments and results.
+const (
+	maxArgsChars   = 200
+	maxResultLines = 4
+	maxLineChars   = 160
+)
+
+// humanRenderer streams text as it comes and shows each tool call's states
+// on their own lines:
+//
+//	⏺ get_weather {"city":"Paris"}
+//	  … executing
+//	  ✓ result: sunny, 22 C
+type humanRenderer struct {
+	w     io.Writer
+	color bool
+	// live is true on a terminal: a call's start line is shown at once and
+	// replaced when its arguments are known.
+	live bool
+	werr error
+
+	atLineStart bool // the last byte written was a newline (or nothing was)
+	reasoning   bool // inside a block of reasoning text
+	liveStart   bool // an unfinished start line is on screen
+	calls       map[string]*callView
+}
+
+// callView is what the renderer remembers of one tool call.
+type callView struct {
+	header  bool   // the "⏺ name args" line was shown
+	partial string // partial output not yet shown (no newline yet)
+	shown   bool   // some partial output was shown
+}
+
+func newHumanRenderer(w io.Writer, color, live bool) *humanRenderer {
+	return &humanRenderer{w: w, color: color, live: live, atLineStart: true, calls: map[string]*callView{}}
+}
+
+func (r *humanRenderer) err() error { return r.werr }
+
+func (r *humanRenderer) write(s string) {
+	if r.werr != nil || s == "" {
+		return
+	}
+	_, r.werr = io.WriteString(r.w, s)
+	r.atLineStart = strings.HasSuffix(s, "\n")
+}
+
+// styled wraps s in an ANSI style when colour is on.
+func (r *humanRenderer) styled(style, s string) string {
+	if !r.color || s == "" {
+		return s
+	}
+	return style + s + styleReset
+}
+
+// line writes one whole line, starting a new one first when needed.
+func (r *humanRenderer) line(style, s string) {
+	r.newline()
+	r.write(r.styled(style, s) + "\n")
+}
+
+// newline ends the current line, if any, and any unfinished start line.
+func (r *humanRenderer) newline() {
+	if r.liveStart {
+		r.write("\r\x1b[K")
+		r.atLineStart = true
+		r.liveStart = false
+	}
+	if !r.atLineStart {
+		r.write("\n")
+	}
+	if r.reasoning {
+		r.reasoning = false
+	}
+}
+
+func (r *humanRenderer) chunk(c agent.Chunk) {
+	switch c.Kind {
+	case agent.KindText:
+		if r.reasoning || r.liveStart {
+			r.newline()
+		}
+		r.write(clean(c.Text))
+	case agent.KindReasoning:
+		if !r.reasoning {
+			r.newline()
+			r.write(r.styled(styleDim, "thinking: "))
+			r.reasoning = true
+		}
+		r.write(r.styled(styleDim, clean(c.Text)))
+	case agent.KindRoundEnd:
+		r.newline()
+	case agent.KindToolCall:
+		r.toolCall(c.Tool)
+	case agent.KindToolRejected:
+		v := r.view(c.Tool)
+		r.header(c.Tool, v)
+		r.flushPartial(v)
+		r.line(styleRed, "  ✗ rejected: "+oneLine(c.Tool.Reason, maxLineChars))
+		if c.Tool.PartialResult != "" && !v.shown {
+			r.block("  partial output: ", styleDim, c.Tool.PartialResult)
+		}
+	case agent.KindSide:
+		side, _ := json.Marshal(c.Side)
+		r.line(styleDim, "  ◆ "+c.Tool.Name+": "+oneLine(string(side), maxArgsChars))
+	case agent.KindWarning:
+		r.line(styleYellow, "⚠ "+clean(c.Text))
+	case agent.KindInterrupted:
+		r.line(styleYellow, "⏹ interrupted")
+	}
+}
+
+func (r *humanRenderer) view(tc *agent.ToolCall) *callView {
+	v, ok := r.calls[tc.ID]
+	if !ok {
+		v = &callView{}
+		r.calls[tc.ID] = v
+	}
+	return v
+}
+
+func (r *humanRenderer) toolCall(tc *agent.ToolCall) {
+	v := r.view(tc)
+	switch tc.State {
+	case agent.StateStart:
+		// The arguments are still being written. On a terminal show the
+		// name at once and replace the line when they are complete.
+		if r.live {
+			r.newline()
+			r.write(r.styled(styleDim, "⏺ "+tc.Name+" …"))
+			r.liveStart = true
+		}
+	case agent.StateApprovalRequired:
+		r.header(tc, v)
+	case agent.StateExecuting:
+		r.header(tc, v)
+		if tc.PartialResult == "" {
+			r.line(styleDim, "  … executing")
+			return
+		}
+		r.partial(v, tc.PartialResult)
+	case agent.StateResult:
+		r.header(tc, v)
+		r.flushPartial(v)
+		r.block("  ✓ result: ", styleGreen, tc.Result)
+	}
+}
+
+// header shows the call's name and arguments once.
+func (r *humanRenderer) header(tc *agent.ToolCall, v *callView) {
+	if v.header {
+		return
+	}
+	v.header = true
+	args := string(tc.Arguments)
+	if args == "" {
+		args = tc.ArgumentsRaw
+	}
+	s := r.styled(styleBold+styleCyan, "⏺ "+tc.Name)
+	if args != "" {
+		s += " " + oneLine(args, maxArgsChars)
+	}
+	r.newline()
+	r.write(s + "\n")
+}
+
+// partial shows the whole lines of a running tool's output, indented, and
+// keeps an unfinished last line until it is complete.
+func (r *humanRenderer) partial(v *callView, p string) {
+	v.partial += p
+	for {
+		i := strings.IndexByte(v.partial, '\n')
+		if i < 0 {
+			return
+		}
+		r.line(styleDim, "  │ "+oneLine(v.partial[:i], maxLineChars))
+		v.partial = v.partial[i+1:]
+		v.shown = true
+	}
+}
+
+func (r *humanRenderer) flushPartial(v *callView) {
+	if v.partial != "" {
+		r.line(styleDim, "  │ "+oneLine(v.partial, maxLineChars))
+		v.partial = ""
+		v.shown = true
+	}
+}
+
+// block shows text after a label, cut to a few lines.
+func (r *humanRenderer) block(label, style, text string) {
+	lines := strings.Split(strings.TrimRight(clean(text), "\n"), "\n")
+	more := 0
+	if len(lines) > maxResultLines {
+		more = len(lines) - maxResultLines
+		lines = lines[:maxResultLines]
+	}
+	r.newline()
+	r.write(r.styled(style, label) + truncate(lines[0], maxLineChars) + "\n")
+	pad := strings.Repeat(" ", utf8.RuneCountInString(label))
+	for _, l := range lines[1:] {
+		r.write(pad + truncate(l, maxLineChars) + "\n")
+	}
+	if more > 0 {
+		r.write(pad + r.styled(styleDim, fmt.Sprintf("… (%d more lines)", more)) + "\n")
+	}
+}
+
+func (r *humanRenderer) endTurn() { r.newline() }
+
+// clean removes control characters other than newline and tab, so that a
+// model or a tool cannot drive the terminal with escape sequences.
+func clean(s string) string {
+	ok := true
+	for i := 0; i < len(s); i++ {
+		// 0xc2 starts the C1 controls U+0080..U+009F (and some letters).
+		if c := s[i]; (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c == 0xc2 {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// oneLine cleans s, folds it onto one line and truncates it.
+func oneLine(s string, n int) string {
+	return truncate(strings.NewReplacer("\n", " ", "\t", " ").Replace(clean(s)), n)
+}
+
+// truncate cuts s to n runes, marking the cut with "…".
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	rs := []rune(s)
+	return string(rs[:n-1]) + "…"
+}
