@@ -1,0 +1,173 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/stream"
+)
+
+// subscriberBuffer is how many events an event stream may fall behind
+// before it is dropped; the browser reconnects and reloads the history.
+const subscriberBuffer = 4096
+
+// keepAlive is how often an idle event stream sends a comment, so proxies
+// and browsers keep it open.
+const keepAlive = 20 * time.Second
+
+// event is one Server-Sent Event: a chunk (no name, the chunk's JSON as
+// data) or a control event (run_started, run_done, hello).
+type event struct {
+	name string
+	data []byte
+}
+
+// subscriber is one open event stream.
+type subscriber struct {
+	ch      chan event    // events to write; never closed
+	dropped chan struct{} // closed when the stream fell too far behind
+}
+
+// publish sends ev to the session's streams.
+func (s *Server) publish(ss *session, ev event) {
+	s.mu.Lock()
+	s.publishLocked(ss, ev)
+	s.mu.Unlock()
+}
+
+// publishLocked sends ev to every stream of ss without blocking: a stream
+// whose buffer is full is dropped (its browser reconnects), so a stalled tab
+// never stalls a run. Holding s.mu keeps the order of events the same on
+// every stream. s.mu must be held.
+func (s *Server) publishLocked(ss *session, ev event) {
+	for sub := range ss.subs {
+		select {
+		case sub.ch <- ev:
+		default:
+			delete(ss.subs, sub)
+			close(sub.dropped)
+		}
+	}
+}
+
+// handleEvents is GET /api/events?session_id=...: the session's push
+// channel, as Server-Sent Events.
+//
+// The stream opens with a hello event (the server's instance id, the model,
+// whether a run is active), then the approval_required chunks of approvals
+// that still wait (a reconnecting page draws their cards again), then every
+// chunk of the session's runs as an unnamed event whose data is the chunk's
+// JSON, between run_started and run_done {status, reason?, timed_out?,
+// error?} events.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("session_id")
+	if err := checkSessionID(id); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+		return
+	}
+	rc := http.NewResponseController(w)
+
+	sub := &subscriber{ch: make(chan event, subscriberBuffer), dropped: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
+		return
+	}
+	ss := s.sessionLocked(id)
+	ss.subs[sub] = struct{}{}
+	busy := ss.run != nil
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(ss.subs, sub)
+		s.forgetLocked(ss)
+		s.mu.Unlock()
+	}()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	hello := struct {
+		info
+		Busy bool `json:"busy"`
+	}{s.info, busy}
+	writeEvent(w, event{name: "hello", data: mustJSON(hello)})
+	// Subscribed first, listed second: an approval registered in between
+	// may come twice, which the page handles (cards are keyed by call id);
+	// none is missed.
+	for _, p := range s.approvals.Pending(id) {
+		call := p.Call
+		call.State = agent.StateApprovalRequired
+		call.ApprovalRequired = true
+		call.ApprovalID = p.ID
+		writeEvent(w, event{data: mustJSON(agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})})
+	}
+	if rc.Flush() != nil {
+		return
+	}
+
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-sub.ch:
+			writeEvent(w, ev)
+			// Write what is queued before flushing: fewer packets when the
+			// model streams fast.
+			for n := len(sub.ch); n > 0; n-- {
+				writeEvent(w, <-sub.ch)
+			}
+		case <-tick.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return
+			}
+		case <-sub.dropped:
+			return
+		case <-s.closing:
+			// Close waited for the runs: their last events are queued.
+			for n := len(sub.ch); n > 0; n-- {
+				writeEvent(w, <-sub.ch)
+			}
+			rc.Flush() //nolint:errcheck // closing anyway
+			return
+		case <-r.Context().Done():
+			return
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+// writeEvent writes one event; write errors show at the next Flush.
+func writeEvent(w http.ResponseWriter, ev event) {
+	var b strings.Builder
+	if ev.name != "" {
+		b.WriteString("event: ")
+		b.WriteString(ev.name)
+		b.WriteByte('\n')
+	}
+	// JSON never holds a raw newline, so one data line carries it.
+	b.WriteString("data: ")
+	b.Write(ev.data)
+	b.WriteString("\n\n")
+	w.Write([]byte(b.String())) //nolint:errcheck // seen by Flush
+}
+
+// displayText is a stored assistant message's content as the page shows
+// it: the control tags (<voice>, intent tags) removed the way the live
+// stream removes them.
+func displayText(raw string) string {
+	p := stream.NewParser(stream.Config{Tags: stream.DefaultTags})
+	var b strings.Builder
+	emit := func(pc stream.Piece) { b.WriteString(pc.Text) }
+	p.Write(raw, emit)
+	p.Flush(emit)
+	return b.String()
+}

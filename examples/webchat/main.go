@@ -1,0 +1,148 @@
+// Command webchat is a web chat built on planround: a server and a browser
+// page that show the whole protocol — streamed text per round, reasoning,
+// tool cards with approval, live tool output, side messages, interruption.
+//
+//	go run ./examples/webchat                 # http://127.0.0.1:8080
+//	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db
+//
+// With neither OPENAI_BASE_URL nor OPENAI_API_KEY set it runs on the
+// built-in demo model, so it works on a fresh machine without a network;
+// OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL select a real model. The
+// tools are the demo tools (get_weather, get_time, run_command, show_card):
+// run_command runs real shell commands on this machine once you approve
+// them.
+//
+// # HTTP API
+//
+//	GET  /                         the page
+//	GET  /api/events?session_id=   Server-Sent Events: hello, the pending
+//	                               approvals, then every chunk (data: the
+//	                               chunk's JSON) between run_started and
+//	                               run_done {status, reason?, timed_out?, error?}
+//	POST /api/chat                 {session_id, message} starts a run: 202, 409 if busy
+//	POST /api/tool-approve         {session_id, task_id, approved, reason?}
+//	POST /api/interrupt            {session_id}
+//	GET  /api/history?session_id=  the stored messages
+//	GET  /api/skills               [] (skills are not built yet)
+//
+// Approvals live in memory: after a restart a page's pending cards are
+// stale, approving one answers success:false, and the page marks them all
+// invalidated. Conversations live in memory too, unless -db names a SQLite
+// file.
+//
+// SIGINT or SIGTERM interrupts the runs (their pages are told) and stops
+// the server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/memory"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil))
+}
+
+// run is the whole program; it returns the exit status. When ready is not
+// nil it receives the page's URL once the server listens (for tests).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int {
+	fs := flag.NewFlagSet("webchat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
+	db := fs.String("db", "", "SQLite `file` that keeps the conversations (default: in memory)")
+	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
+	system := fs.String("system", "", "system `prompt`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "webchat: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+
+	o := Options{
+		BaseURL:         os.Getenv("OPENAI_BASE_URL"),
+		APIKey:          os.Getenv("OPENAI_API_KEY"),
+		Model:           os.Getenv("OPENAI_MODEL"),
+		Tools:           demo.Tools(),
+		ApprovalTimeout: *timeout,
+		SystemPrompt:    *system,
+	}
+	if o.BaseURL == "" && o.APIKey == "" {
+		model := demo.NewServer()
+		defer model.Close()
+		o.BaseURL, o.Model, o.ModelLabel = model.URL(), "planround-demo", "built-in demo model"
+		fmt.Fprintln(stderr, "webchat: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
+	} else if o.Model == "" {
+		fmt.Fprintln(stderr, "webchat: no model: set OPENAI_MODEL")
+		return 2
+	}
+	if *db != "" {
+		st, err := memory.OpenSQLite(ctx, *db)
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: %v\n", err)
+			return 1
+		}
+		defer st.Close()
+		o.Store = st
+	}
+
+	srv, err := NewServer(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "webchat: %v\n", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "webchat: %v\n", err)
+		return 1
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String() + "/"
+	fmt.Fprintf(stdout, "webchat: listening on %s\n", url)
+	if ready != nil {
+		ready <- url
+	}
+
+	status := 0
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "webchat: shutting down")
+	case err := <-served:
+		fmt.Fprintf(stderr, "webchat: %v\n", err)
+		status = 1
+	}
+	// Runs first: they end with interrupted and their pages hear it; then
+	// the event streams close and the HTTP server can drain.
+	srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	if status == 0 {
+		<-served // http.ErrServerClosed
+	}
+	return status
+}

@@ -1,0 +1,475 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/memory"
+)
+
+//go:embed web
+var webFiles embed.FS
+
+// maxBody bounds the JSON bodies the server reads.
+const maxBody = 1 << 20
+
+// Options configure a [Server].
+type Options struct {
+	// BaseURL, APIKey and Model select the OpenAI-compatible model.
+	BaseURL, APIKey, Model string
+	// HTTPClient makes the model requests; nil means the agent's default.
+	HTTPClient *http.Client
+	// ModelLabel is what the page header says about the model, such as
+	// "built-in demo model"; empty shows the model name only.
+	ModelLabel string
+	// Tools are the tools offered to the model.
+	Tools []agent.Tool
+	// Store keeps the conversations; nil means a fresh memory.MemStore.
+	Store memory.Store
+	// ApprovalTimeout is how long an approval card waits before the call
+	// is rejected; zero means approval.DefaultTimeout.
+	ApprovalTimeout time.Duration
+	// SystemPrompt is the agent's system prompt.
+	SystemPrompt string
+}
+
+// Causes of a cancelled run, told apart with context.Cause.
+var (
+	errInterrupted = errors.New("interrupted by the user")
+	errShutdown    = errors.New("the server is shutting down")
+)
+
+// Server is the web chat: an http.Handler serving the page and the API, and
+// the runs it started. Close ends them.
+//
+// Every session (a browser tab's conversation, named by the page) has at
+// most one run at a time and any number of event streams (GET /api/events)
+// that receive its chunks in order.
+type Server struct {
+	agent     *agent.Agent
+	approvals *approval.Manager
+	store     memory.Store
+	info      info
+	mux       *http.ServeMux
+	base      context.Context // parent of every run's context
+	stopBase  context.CancelCauseFunc
+	closing   chan struct{} // closed by Close: event streams end
+	runs      sync.WaitGroup
+	closeOnce sync.Once
+
+	mu       sync.Mutex          // guards sessions, closed and everything reachable from sessions
+	sessions map[string]*session // sessions with a run or an event stream
+	closed   bool
+}
+
+// info is what the page learns in the hello event.
+type info struct {
+	Instance   string `json:"instance"` // changes at every start: a page tells a restart
+	Model      string `json:"model"`
+	ModelLabel string `json:"model_label,omitempty"`
+	// ApprovalTimeout is the Manager's timeout in seconds.
+	ApprovalTimeout float64 `json:"approval_timeout"`
+}
+
+// session is one conversation's live state. Server.mu guards all of it.
+type session struct {
+	id   string
+	run  *activeRun               // nil when idle
+	subs map[*subscriber]struct{} // open event streams
+}
+
+// activeRun is a run in progress.
+type activeRun struct {
+	cancel context.CancelCauseFunc
+}
+
+// NewServer builds the agent from o and returns the Server.
+func NewServer(o Options) (*Server, error) {
+	if o.Store == nil {
+		o.Store = new(memory.MemStore)
+	}
+	mgr, err := approval.NewManager(approval.ManagerConfig{Timeout: o.ApprovalTimeout})
+	if err != nil {
+		return nil, err
+	}
+	tools, err := agent.NewToolRegistry(o.Tools...)
+	if err != nil {
+		return nil, err
+	}
+	a, err := agent.New(agent.Config{
+		BaseURL:      o.BaseURL,
+		APIKey:       o.APIKey,
+		HTTPClient:   o.HTTPClient,
+		Model:        o.Model,
+		SystemPrompt: o.SystemPrompt,
+		Tools:        tools,
+		Approver:     mgr,
+		Store:        o.Store,
+	})
+	if err != nil {
+		return nil, err
+	}
+	base, stop := context.WithCancelCause(context.Background())
+	s := &Server{
+		agent:     a,
+		approvals: mgr,
+		store:     o.Store,
+		info: info{
+			Instance:        randomID(),
+			Model:           o.Model,
+			ModelLabel:      o.ModelLabel,
+			ApprovalTimeout: mgr.Timeout().Seconds(),
+		},
+		base:     base,
+		stopBase: stop,
+		closing:  make(chan struct{}),
+		sessions: make(map[string]*session),
+	}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	web, err := fs.Sub(webFiles, "web")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.FileServerFS(web)
+	m := http.NewServeMux()
+	m.Handle("/", securityHeaders(files))
+	m.HandleFunc("GET /api/events", s.handleEvents)
+	m.HandleFunc("/api/chat", s.handleChat)
+	m.HandleFunc("GET /api/history", s.handleHistory)
+	m.HandleFunc("GET /api/skills", s.handleSkills)
+	m.Handle("/api/tool-approve", s.approvals.ApproveHandler())
+	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt))
+	s.mux = m
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// securityHeaders forbids inline scripts and foreign resources on the page:
+// a second wall behind the page's rule of never parsing model or tool text
+// as HTML.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSON(w, http.StatusMethodNotAllowed, apiResponse{Error: "method " + r.Method + " not allowed"})
+			return
+		}
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-cache")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Close cancels every run, waits for them to end (their last events reach
+// the open streams), then ends the event streams. It does not close the
+// Store. Close is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.stopBase(errShutdown) // cancels every run's context
+		s.runs.Wait()
+		close(s.closing)
+	})
+	return nil
+}
+
+// sessionIDRe is what a session id may look like: the page makes one with
+// crypto.randomUUID.
+var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func checkSessionID(id string) error {
+	if id == "" {
+		return errors.New("missing session_id")
+	}
+	if !sessionIDRe.MatchString(id) {
+		return errors.New("session_id must be 1 to 64 letters, digits, '-' or '_'")
+	}
+	return nil
+}
+
+// sessionLocked returns the live state of id, creating it. s.mu must be
+// held.
+func (s *Server) sessionLocked(id string) *session {
+	ss := s.sessions[id]
+	if ss == nil {
+		ss = &session{id: id, subs: make(map[*subscriber]struct{})}
+		s.sessions[id] = ss
+	}
+	return ss
+}
+
+// forgetLocked drops a session's live state once nothing uses it. s.mu must
+// be held.
+func (s *Server) forgetLocked(ss *session) {
+	if ss.run == nil && len(ss.subs) == 0 {
+		delete(s.sessions, ss.id)
+	}
+}
+
+// chatRequest is the body of POST /api/chat.
+type chatRequest struct {
+	SessionID string `json:"session_id"`
+	Message   string `json:"message"`
+}
+
+// apiResponse is the JSON answer of the server's own endpoints, shaped like
+// approval.Response.
+type apiResponse struct {
+	Success bool   `json:"success"`
+	Error   string `json:"error,omitempty"`
+}
+
+// handleChat starts a run: POST /api/chat {session_id, message}.
+//
+//	202 {"success":true}    the run started; its chunks go to the event streams
+//	400                     malformed JSON, missing or invalid fields
+//	409                     a run is already active in the session
+//	503                     the server is shutting down
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	if err := checkSessionID(req.SessionID); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+		return
+	}
+	if req.Message == "" {
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "missing message"})
+		return
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
+		return
+	}
+	ss := s.sessionLocked(req.SessionID)
+	if ss.run != nil {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session: wait for it or interrupt it"})
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.base)
+	ss.run = &activeRun{cancel: cancel}
+	// run_started is published here, under the lock, so it precedes every
+	// chunk of the run and follows the previous run's run_done.
+	s.publishLocked(ss, event{name: "run_started", data: mustJSON(struct{}{})})
+	s.runs.Add(1)
+	s.mu.Unlock()
+
+	go s.run(ctx, cancel, ss, req.Message)
+	writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
+}
+
+// runDone is the data of the run_done event.
+type runDone struct {
+	// Status is finished, interrupted, rejected or error.
+	Status string `json:"status"`
+	// Reason says why a run was rejected or interrupted by something else
+	// than the user (a timeout, a shutdown).
+	Reason string `json:"reason,omitempty"`
+	// TimedOut is true when the rejection was an approval timeout
+	// (approval.IsTimeout on the rejected call's reason).
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Error is the run's error (status error).
+	Error string `json:"error,omitempty"`
+}
+
+// run ranges over one turn and forwards its chunks to the session's streams.
+func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *session, message string) {
+	defer s.runs.Done()
+	defer cancel(nil)
+
+	var (
+		rejected    *agent.ToolCall // the first rejected call that ended the run
+		interrupted bool
+		runErr      error
+	)
+	for c, err := range s.agent.Run(ctx, agent.Input{SessionID: ss.id, Message: message}) {
+		if err != nil {
+			runErr = err
+			break
+		}
+		switch c.Kind {
+		case agent.KindToolRejected:
+			if rejected == nil && c.Tool != nil && c.Tool.Reason != agent.ReasonNotRun {
+				rejected = c.Tool
+			}
+		case agent.KindInterrupted:
+			interrupted = true
+		}
+		data, err := json.Marshal(c)
+		if err != nil {
+			runErr = fmt.Errorf("encoding a chunk: %w", err)
+			break
+		}
+		s.publish(ss, event{data: data})
+	}
+
+	done := runDone{Status: "finished"}
+	cause := context.Cause(ctx)
+	switch {
+	case ctx.Err() != nil && errors.Is(cause, errShutdown):
+		done = runDone{Status: "interrupted", Reason: errShutdown.Error()}
+	case ctx.Err() != nil && errors.Is(cause, errInterrupted):
+		done = runDone{Status: "interrupted"}
+	case runErr != nil:
+		done = runDone{Status: "error", Error: runErr.Error()}
+	case interrupted && rejected != nil:
+		done = runDone{Status: "rejected", Reason: rejected.Reason, TimedOut: approval.IsTimeout(rejected.Reason)}
+	case interrupted:
+		done = runDone{Status: "interrupted"}
+	}
+
+	// The run is cleared and run_done published under one lock: a page that
+	// sends its next message on run_done never meets a 409.
+	s.mu.Lock()
+	ss.run = nil
+	s.publishLocked(ss, event{name: "run_done", data: mustJSON(done)})
+	s.forgetLocked(ss)
+	s.mu.Unlock()
+}
+
+// interrupt cancels the session's run and reports whether there was one. It
+// is the function of the approval package's interrupt handler, which then
+// cancels the session's pending approvals.
+func (s *Server) interrupt(sessionID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[sessionID]
+	if ss == nil || ss.run == nil {
+		return false
+	}
+	ss.run.cancel(errInterrupted)
+	return true
+}
+
+// busy reports whether a run is active in the session.
+func (s *Server) busy(sessionID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[sessionID]
+	return ss != nil && ss.run != nil
+}
+
+// historyEntry is one stored message as GET /api/history returns it.
+type historyEntry struct {
+	memory.Message
+	// Text is an assistant message's content with its control tags
+	// removed, as the page shows it.
+	Text string `json:"text,omitempty"`
+}
+
+// handleHistory answers GET /api/history?session_id=... with the session's
+// stored messages, oldest first, archived ones included; an unknown session
+// has none.
+func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("session_id")
+	if err := checkSessionID(id); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+		return
+	}
+	msgs, err := s.store.Messages(r.Context(), id, true)
+	if errors.Is(err, memory.ErrNotFound) {
+		msgs, err = nil, nil
+	}
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: err.Error()})
+		return
+	}
+	out := make([]historyEntry, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Hook {
+			continue // sent to the model, never shown
+		}
+		e := historyEntry{Message: m}
+		if m.Role == memory.RoleAssistant {
+			e.Text = displayText(m.Content)
+		}
+		out = append(out, e)
+	}
+	writeJSONValue(w, http.StatusOK, out)
+}
+
+// handleSkills answers GET /api/skills. Skills (SKILL.md folders, SPEC §8)
+// are not built yet, so the list is always empty; the page already asks.
+func (s *Server) handleSkills(w http.ResponseWriter, r *http.Request) {
+	writeJSONValue(w, http.StatusOK, []struct{}{})
+}
+
+// decodeJSON reads r's body, a single JSON object, into v. On failure it
+// writes a JSON error answer and returns false.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, apiResponse{Error: "method " + r.Method + " not allowed, use POST"})
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiResponse{Error: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)})
+	case errors.Is(err, io.EOF):
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "empty request body"})
+	default:
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "malformed JSON: " + err.Error()})
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v apiResponse) { writeJSONValue(w, status, v) }
+
+func writeJSONValue(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only the server's own fixed types come here
+	}
+	return b
+}
+
+func randomID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

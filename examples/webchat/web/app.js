@@ -1,0 +1,654 @@
+// planround webchat: the page. No framework, no build step.
+//
+// Safety rule: text from the model, a tool or the user is only ever put
+// into the page with textContent / append(string), never parsed as HTML.
+'use strict';
+
+(() => {
+  const AUTO_KEY = 'planround.webchat.autoApprove';
+  const SESSION_KEY = 'planround.webchat.session';
+  const INTERRUPT_FALLBACK_MS = 15000;
+  const RECONNECT_MS = 2000;
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    scroll: $('scroll'), messages: $('messages'), empty: $('empty'),
+    form: $('form'), input: $('input'), send: $('send'), interrupt: $('interrupt'),
+    model: $('model'), conn: $('conn'), session: $('session'),
+    auto: $('auto'), autoList: $('auto-list'), newChat: $('new-chat'),
+  };
+
+  const st = {
+    sessionId: '',
+    es: null,
+    reconnectTimer: null,
+    connected: false,
+    instance: '',
+    running: false,
+    interrupting: false,
+    interruptTimer: null,
+    turn: null, // the live turn's element
+    textEl: null, // the text block being streamed into
+    reasonEl: null, // the reasoning block being streamed into
+    cards: new Map(), // call id → card, for the current run
+    autoApprove: loadAuto(),
+  };
+
+  // ---- small DOM helpers ----------------------------------------------
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function nearBottom() {
+    const s = ui.scroll;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 140;
+  }
+
+  function toBottom() { ui.scroll.scrollTop = ui.scroll.scrollHeight; }
+
+  function add(node) {
+    ui.empty.hidden = true;
+    ui.messages.append(node);
+    return node;
+  }
+
+  function pretty(v) {
+    if (v === undefined) return '';
+    if (typeof v === 'string') return v;
+    try { return JSON.stringify(v, null, 2); } catch { return String(v); }
+  }
+
+  // ---- auto-approve list (localStorage) ---------------------------------
+
+  function loadAuto() {
+    try {
+      const v = JSON.parse(localStorage.getItem(AUTO_KEY) || '[]');
+      return new Set(Array.isArray(v) ? v.filter((x) => typeof x === 'string') : []);
+    } catch { return new Set(); }
+  }
+
+  function saveAuto() {
+    localStorage.setItem(AUTO_KEY, JSON.stringify([...st.autoApprove]));
+    renderAuto();
+  }
+
+  function renderAuto() {
+    ui.autoList.replaceChildren();
+    for (const name of st.autoApprove) {
+      const chip = el('span', 'chip', name);
+      const x = el('button', '', '×');
+      x.type = 'button';
+      x.title = 'stop auto-approving ' + name;
+      x.addEventListener('click', () => { st.autoApprove.delete(name); saveAuto(); });
+      chip.append(x);
+      ui.autoList.append(chip);
+    }
+    ui.auto.hidden = st.autoApprove.size === 0;
+  }
+
+  // ---- messages -----------------------------------------------------------
+
+  function addUser(text) {
+    add(el('div', 'msg user', text));
+  }
+
+  // system shows one of the page's system messages. kind is interrupted,
+  // rejected, timeout, error, warning or info.
+  function system(kind, text) {
+    const stick = nearBottom();
+    const m = add(el('div', 'sys ' + kind, text));
+    m.dataset.kind = kind;
+    if (stick) toBottom();
+  }
+
+  function liveTurn() {
+    if (!st.turn) {
+      st.turn = add(el('div', 'turn live'));
+      st.textEl = st.reasonEl = null;
+    }
+    return st.turn;
+  }
+
+  function dropThinking() {
+    if (st.turn) st.turn.querySelector(':scope > .thinking')?.remove();
+  }
+
+  function onText(c) {
+    if (!c.text) return; // a piece holding only control tags
+    const t = liveTurn();
+    if (!st.textEl || t.lastElementChild !== st.textEl || st.textEl.dataset.round !== String(c.round)) {
+      st.textEl = el('div', 'text');
+      st.textEl.dataset.round = String(c.round);
+      if (c.voice) st.textEl.classList.add('voice');
+      t.append(st.textEl);
+    }
+    st.textEl.append(c.text); // a text node: never HTML
+  }
+
+  function onReasoning(c) {
+    if (!c.text) return;
+    const t = liveTurn();
+    if (!st.reasonEl || t.lastElementChild !== st.reasonEl || st.reasonEl.dataset.round !== String(c.round)) {
+      st.reasonEl = el('details', 'reasoning');
+      st.reasonEl.dataset.round = String(c.round);
+      st.reasonEl.append(el('summary', '', 'reasoning'), el('div'));
+      t.append(st.reasonEl);
+    }
+    st.reasonEl.lastElementChild.append(c.text);
+  }
+
+  function onRoundEnd(c) {
+    const parts = ['round ' + c.round];
+    if (c.intent) parts.push(c.intent);
+    if (c.usage) parts.push(c.usage.prompt_tokens + ' → ' + c.usage.completion_tokens + ' tokens');
+    liveTurn().append(el('div', 'round-meta', parts.join(' · ')));
+    st.textEl = st.reasonEl = null;
+  }
+
+  // ---- tool cards -----------------------------------------------------------
+  //
+  // A card per call, keyed by call id (never by tool name), through the
+  // states preparing → approval → executing → done, or rejected /
+  // invalidated.
+
+  const FINAL = new Set(['done', 'rejected', 'invalidated']);
+
+  function newCard(parent, id, name) {
+    const k = {
+      id, name, state: 'preparing', args: undefined, argsRaw: '', output: '',
+      result: undefined, reason: '', approvalId: '', busy: false, auto: false,
+      el: el('div', 'card'), outEl: null,
+    };
+    k.el.dataset.callId = id;
+    k.el.dataset.tool = name;
+    parent.append(k.el);
+    render(k);
+    return k;
+  }
+
+  function cardFor(tool) {
+    let k = st.cards.get(tool.id);
+    if (!k) {
+      k = newCard(liveTurn(), tool.id, tool.name);
+      st.cards.set(tool.id, k);
+    }
+    if (tool.arguments !== undefined) k.args = tool.arguments;
+    else if (tool.arguments_raw) k.argsRaw = tool.arguments_raw;
+    return k;
+  }
+
+  function hasArgs(k) { return k.args !== undefined || k.argsRaw !== ''; }
+  function argsText(k) { return k.args !== undefined ? pretty(k.args) : k.argsRaw; }
+
+  function setState(k, state) {
+    k.state = state;
+    render(k);
+  }
+
+  function block(label, text) {
+    const d = el('div');
+    d.append(el('div', 'label', label), el('pre', '', text));
+    return d;
+  }
+
+  function statusText(k) {
+    switch (k.state) {
+      case 'preparing': return 'preparing…';
+      case 'approval': return k.busy ? 'sending decision…' : 'needs approval';
+      case 'executing': return k.auto ? 'auto-approved · executing…' : 'executing…';
+      case 'done': return 'done';
+      case 'rejected': return 'rejected';
+      case 'invalidated': return 'invalidated';
+    }
+    return k.state;
+  }
+
+  function render(k) {
+    k.el.className = 'card ' + k.state;
+    k.el.dataset.state = k.state;
+    const head = el('div', 'card-head');
+    const icon = el('span', 'icon');
+    if (k.state === 'preparing' || k.state === 'executing') icon.append(el('span', 'spinner'));
+    else icon.textContent = { approval: '⏸', done: '✓', rejected: '✕', invalidated: '⊘' }[k.state] || '';
+    head.append(icon, el('span', 'name', k.name), el('span', 'status', statusText(k)));
+    const body = el('div', 'card-body');
+    k.outEl = null;
+
+    switch (k.state) {
+      case 'approval': {
+        body.append(block('arguments', argsText(k)));
+        const actions = el('div', 'actions');
+        const yes = el('button', 'primary approve', 'Approve');
+        const no = el('button', 'reject', 'Reject');
+        yes.type = no.type = 'button';
+        yes.disabled = no.disabled = k.busy || !k.approvalId;
+        const label = el('label');
+        const box = el('input', 'auto-approve');
+        box.type = 'checkbox';
+        box.checked = st.autoApprove.has(k.name);
+        label.append(box, 'auto-approve this tool');
+        yes.addEventListener('click', () => {
+          if (box.checked) { st.autoApprove.add(k.name); saveAuto(); }
+          decide(k, true);
+        });
+        no.addEventListener('click', () => decide(k, false));
+        actions.append(yes, no, label);
+        body.append(actions);
+        break;
+      }
+      case 'executing':
+        if (hasArgs(k)) body.append(block('arguments', argsText(k)));
+        if (k.output !== '') {
+          const b = block('output', k.output);
+          k.outEl = b.lastElementChild;
+          body.append(b);
+        }
+        break;
+      case 'done': {
+        if (k.name === 'show_card' && k.args && typeof k.args === 'object') {
+          const dc = el('div', 'display-card');
+          dc.append(el('div', 'title', k.args.title ?? ''), el('div', 'body', k.args.body ?? ''));
+          body.append(dc);
+        }
+        const d = el('details');
+        d.append(el('summary', '', 'arguments and result'));
+        d.append(block('arguments', argsText(k)), block('result', k.result ?? ''));
+        body.append(d);
+        break;
+      }
+      case 'rejected':
+      case 'invalidated':
+        if (k.reason) body.append(el('div', 'reason', k.reason));
+        if (hasArgs(k)) {
+          const d = el('details');
+          d.append(el('summary', '', k.output ? 'arguments and partial output' : 'arguments'));
+          d.append(block('arguments', argsText(k)));
+          if (k.output) d.append(block('partial output', k.output));
+          body.append(d);
+        }
+        break;
+    }
+    k.el.replaceChildren(head);
+    if (body.childElementCount > 0) k.el.append(body);
+  }
+
+  function appendOutput(k, text) {
+    k.output += text;
+    if (k.state !== 'executing') return;
+    if (!k.outEl) { render(k); return; }
+    const stick = k.outEl.scrollHeight - k.outEl.scrollTop - k.outEl.clientHeight < 20;
+    k.outEl.append(text);
+    if (stick) k.outEl.scrollTop = k.outEl.scrollHeight;
+  }
+
+  function onToolCall(c) {
+    const t = c.tool;
+    if (!t || !t.id) return;
+    const k = cardFor(t);
+    if (FINAL.has(k.state)) return;
+    switch (t.state) {
+      case 'start':
+        break;
+      case 'approval_required':
+        if (k.state !== 'preparing' && k.state !== 'approval') return; // a redraw of an answered approval
+        k.approvalId = t.approval_id || '';
+        if (k.approvalId && st.autoApprove.has(k.name)) {
+          // Auto-approve: answered at once, the card never waits.
+          k.auto = true;
+          setState(k, 'executing');
+          decide(k, true);
+        } else {
+          setState(k, 'approval');
+        }
+        break;
+      case 'executing':
+        if (k.state !== 'executing') setState(k, 'executing');
+        if (t.partial_result) appendOutput(k, t.partial_result);
+        break;
+      case 'result':
+        k.result = t.result ?? '';
+        setState(k, 'done');
+        break;
+    }
+  }
+
+  function onToolRejected(c) {
+    const t = c.tool;
+    if (!t || !t.id) return;
+    const k = cardFor(t);
+    if (FINAL.has(k.state)) return;
+    k.reason = t.reason || '';
+    if (t.partial_result) k.output += (k.output.endsWith(t.partial_result) ? '' : t.partial_result);
+    // A call stopped by the user's interrupt is invalidated, not rejected:
+    // nobody said no to it.
+    setState(k, st.interrupting ? 'invalidated' : 'rejected');
+  }
+
+  function onSide(c) {
+    const k = c.tool && st.cards.get(c.tool.id);
+    const box = el('div', 'side');
+    const side = c.side || {};
+    box.append(el('div', 'label', 'side message' + (side.type ? ': ' + side.type : '')), el('pre', '', pretty(side)));
+    if (k) k.el.after(box);
+    else liveTurn().append(box);
+  }
+
+  // invalidatePending ends every card that still waits or runs: the server
+  // no longer knows about it.
+  function invalidatePending(reason) {
+    for (const k of st.cards.values()) {
+      if (FINAL.has(k.state)) continue;
+      k.reason = reason;
+      k.busy = false;
+      setState(k, 'invalidated');
+    }
+  }
+
+  async function post(path, body) {
+    const r = await fetch(path, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    let data;
+    try { data = await r.json(); } catch { data = { success: false, error: 'HTTP ' + r.status }; }
+    return { status: r.status, ok: r.ok, data };
+  }
+
+  // decide answers an approval card through POST /api/tool-approve.
+  async function decide(k, approved) {
+    if (!k.approvalId || k.busy) return;
+    k.busy = true;
+    if (k.state === 'approval') render(k);
+    let res;
+    try {
+      res = await post('/api/tool-approve', { session_id: st.sessionId, task_id: k.approvalId, approved });
+    } catch (e) {
+      k.busy = false;
+      if (k.state === 'approval' || k.auto) setState(k, 'approval');
+      system('error', 'Could not send the decision: ' + e.message);
+      return;
+    }
+    if (res.ok && !res.data.success) {
+      // The approval is not pending: the server restarted (approvals live in
+      // memory) or it was already answered. Every pending card is stale.
+      invalidatePending('the approval is no longer pending (the server may have restarted)');
+      system('error', 'This approval is no longer pending — the server may have restarted. Pending tool cards were invalidated.');
+      finishRun();
+      return;
+    }
+    if (!res.ok) {
+      k.busy = false;
+      if (k.state === 'approval') render(k);
+      system('error', 'The decision was refused: ' + (res.data.error || 'HTTP ' + res.status));
+      return;
+    }
+    if (approved) {
+      k.busy = false;
+      if (k.state === 'approval') setState(k, 'executing');
+    }
+    // A rejection stays busy ("sending decision…") until its tool_rejected
+    // chunk arrives.
+  }
+
+  // ---- runs -----------------------------------------------------------------
+
+  function updateButtons() {
+    ui.send.disabled = !st.connected || st.running;
+    ui.interrupt.hidden = !st.running;
+    ui.interrupt.disabled = st.interrupting;
+    ui.interrupt.textContent = st.interrupting ? 'Interrupting…' : 'Interrupt';
+    ui.interrupt.classList.toggle('pending', st.interrupting);
+    document.body.dataset.running = String(st.running);
+    document.body.dataset.interrupting = String(st.interrupting);
+  }
+
+  function startRun() {
+    st.running = true;
+    st.cards = new Map();
+    st.turn = null;
+    const t = liveTurn();
+    const th = el('div', 'thinking');
+    th.append(el('span', 'spinner'));
+    t.append(th);
+    updateButtons();
+  }
+
+  // finishRun returns the page to idle.
+  function finishRun() {
+    dropThinking();
+    if (st.turn) {
+      st.turn.classList.remove('live');
+      if (st.turn.childElementCount === 0) st.turn.remove();
+    }
+    st.turn = st.textEl = st.reasonEl = null;
+    st.running = false;
+    st.interrupting = false;
+    clearTimeout(st.interruptTimer);
+    st.interruptTimer = null;
+    updateButtons();
+  }
+
+  function onRunDone(d) {
+    if (!st.running && !st.turn) return; // already ended here (fallback, stale approval)
+    const userInterrupt = st.interrupting;
+    switch (d.status) {
+      case 'interrupted':
+        invalidatePending('interrupted');
+        if (d.reason && !userInterrupt) system('interrupted', 'Interrupted: ' + d.reason + '.');
+        else system('interrupted', 'Interrupted by the user.');
+        break;
+      case 'rejected':
+        invalidatePending('the session ended');
+        if (d.timed_out) system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
+        else system('rejected', 'Session ended by a rejection.');
+        break;
+      case 'error':
+        invalidatePending('the run failed');
+        system('error', 'Error: ' + (d.error || 'the run failed'));
+        break;
+      default:
+        invalidatePending('the run ended');
+    }
+    finishRun();
+  }
+
+  async function interrupt() {
+    if (!st.running || st.interrupting) return;
+    st.interrupting = true;
+    updateButtons();
+    // The server confirms with run_done; if it never does, do not leave the
+    // page stuck.
+    st.interruptTimer = setTimeout(() => {
+      if (!st.interrupting) return;
+      invalidatePending('interrupted');
+      system('interrupted', 'Interrupted by the user (the server did not confirm within 15 s).');
+      finishRun();
+    }, INTERRUPT_FALLBACK_MS);
+    try {
+      const res = await post('/api/interrupt', { session_id: st.sessionId });
+      if (res.status === 404 && st.interrupting) {
+        // No run on the server: nothing will confirm.
+        invalidatePending('interrupted');
+        system('interrupted', 'Interrupted by the user.');
+        finishRun();
+      }
+    } catch {
+      // The fallback timer ends it.
+    }
+  }
+
+  async function send(text) {
+    text = text.trim();
+    if (!text || st.running || !st.connected) return;
+    addUser(text);
+    toBottom();
+    ui.input.value = '';
+    autosize();
+    st.running = true; // until run_started / run_done say otherwise
+    updateButtons();
+    let res;
+    try {
+      res = await post('/api/chat', { session_id: st.sessionId, message: text });
+    } catch (e) {
+      system('error', 'Could not send: ' + e.message);
+      finishRun();
+      return;
+    }
+    if (!res.ok) {
+      system('error', 'Could not send: ' + (res.data.error || 'HTTP ' + res.status));
+      if (res.status !== 409) finishRun(); // 409: a run is active; its run_done ends it
+    }
+  }
+
+  // ---- the event stream -----------------------------------------------------
+
+  function onChunk(c) {
+    dropThinking();
+    switch (c.kind) {
+      case 'text': onText(c); break;
+      case 'reasoning': onReasoning(c); break;
+      case 'tool_call': onToolCall(c); break;
+      case 'tool_rejected': onToolRejected(c); break;
+      case 'side': onSide(c); break;
+      case 'round_end': onRoundEnd(c); break;
+      case 'warning': system('warning', c.text || 'warning'); break;
+      case 'interrupted': break; // run_done follows and says why
+    }
+  }
+
+  function setConnected(on) {
+    st.connected = on;
+    ui.conn.textContent = on ? 'connected' : 'offline';
+    ui.conn.classList.toggle('off', !on);
+    updateButtons();
+  }
+
+  function onHello(h) {
+    setConnected(true);
+    ui.model.textContent = h.model + (h.model_label ? ' · ' + h.model_label : '');
+    ui.model.classList.toggle('demo', !!h.model_label);
+    const restarted = st.instance !== '' && st.instance !== h.instance;
+    st.instance = h.instance;
+    if (restarted) system('info', 'Reconnected to a restarted server.');
+    if (h.busy && !st.running) {
+      startRun();
+    } else if (!h.busy && st.running && !st.interrupting) {
+      // The run ended while we were away. Its cards stay as they are:
+      // approving a stale one tells us so and invalidates them.
+      finishRun();
+    }
+  }
+
+  function connect() {
+    clearTimeout(st.reconnectTimer);
+    if (st.es) st.es.close();
+    const es = new EventSource('/api/events?session_id=' + encodeURIComponent(st.sessionId));
+    st.es = es;
+    const guard = (fn) => (e) => {
+      if (st.es !== es) return;
+      let data;
+      try { data = JSON.parse(e.data); } catch { return; }
+      const stick = nearBottom();
+      fn(data);
+      if (stick) toBottom();
+    };
+    es.addEventListener('hello', guard(onHello));
+    es.addEventListener('run_started', guard(() => { if (!st.running || !st.turn) startRun(); }));
+    es.addEventListener('run_done', guard(onRunDone));
+    es.onmessage = guard(onChunk);
+    es.onerror = () => {
+      if (st.es !== es) return;
+      setConnected(false);
+      if (es.readyState === EventSource.CLOSED) {
+        st.reconnectTimer = setTimeout(connect, RECONNECT_MS);
+      }
+    };
+  }
+
+  // ---- history --------------------------------------------------------------
+
+  function renderHistory(msgs) {
+    let turn = null;
+    const cards = new Map();
+    for (const m of msgs) {
+      if (m.role === 'user') {
+        addUser(m.content || '');
+        turn = null;
+        continue;
+      }
+      if (!turn) turn = add(el('div', 'turn'));
+      if (m.role === 'assistant') {
+        if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
+        for (const tc of m.tool_calls || []) {
+          const k = newCard(turn, tc.id, tc.name);
+          try { k.args = JSON.parse(tc.arguments); } catch { k.argsRaw = tc.arguments || ''; }
+          k.result = '';
+          setState(k, 'done');
+          cards.set(tc.id, k);
+        }
+      } else if (m.role === 'tool') {
+        const k = cards.get(m.tool_call_id);
+        if (k) { k.result = m.content || ''; render(k); }
+      }
+    }
+    toBottom();
+  }
+
+  async function loadHistory() {
+    try {
+      const r = await fetch('/api/history?session_id=' + encodeURIComponent(st.sessionId));
+      if (!r.ok) return;
+      const msgs = await r.json();
+      if (Array.isArray(msgs)) renderHistory(msgs);
+    } catch {
+      // An empty page is fine.
+    }
+  }
+
+  function newSessionId() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  async function openSession(id) {
+    if (st.es) { st.es.close(); st.es = null; }
+    clearTimeout(st.reconnectTimer);
+    st.sessionId = id;
+    localStorage.setItem(SESSION_KEY, id);
+    ui.session.textContent = 'session ' + id;
+    finishRun();
+    st.cards = new Map();
+    ui.messages.replaceChildren(ui.empty);
+    ui.empty.hidden = false;
+    setConnected(false);
+    await loadHistory();
+    connect();
+  }
+
+  // ---- wiring ---------------------------------------------------------------
+
+  function autosize() {
+    ui.input.style.height = 'auto';
+    ui.input.style.height = Math.min(ui.input.scrollHeight + 2, 160) + 'px';
+  }
+
+  ui.form.addEventListener('submit', (e) => { e.preventDefault(); send(ui.input.value); });
+  ui.input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(ui.input.value); }
+  });
+  ui.input.addEventListener('input', autosize);
+  ui.interrupt.addEventListener('click', interrupt);
+  ui.newChat.addEventListener('click', () => { if (!st.running) openSession(newSessionId()); });
+  for (const b of document.querySelectorAll('.suggest')) {
+    b.addEventListener('click', () => { ui.input.value = b.textContent; ui.input.focus(); autosize(); });
+  }
+
+  renderAuto();
+  const saved = localStorage.getItem(SESSION_KEY);
+  openSession(saved && /^[A-Za-z0-9_-]{1,64}$/.test(saved) ? saved : newSessionId());
+})();
