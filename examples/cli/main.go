@@ -90,7 +90,7 @@ flags:
 	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")
 	fs.IntVar(&o.maxRounds, "max-rounds", agent.DefaultMaxToolRounds, "maximum number of tool rounds per run")
-	fs.IntVar(&o.retries, "retries", 2, "retries of a model request that failed with 429 or 5xx")
+	fs.IntVar(&o.retries, "retries", 2, "retries of a failed model request (429, 5xx, connection errors)")
 	fs.StringVar(&o.db, "db", "", "SQLite `file` that keeps the conversation")
 	fs.StringVar(&o.session, "session", "", "conversation `id` in the -db file (default \"default\")")
 	if err := fs.Parse(args); err != nil {
@@ -289,17 +289,17 @@ func (c *cli) loop(ctx context.Context) int {
 	}
 }
 
-// describe turns a run's error into one clear line.
+// describe turns a run's error into one clear line. An API error's text
+// is only its status; the provider's message says what went wrong.
 func describe(err error) string {
+	msg := err.Error()
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
-		msg := fmt.Sprintf("model request failed: %s", apiErr.Error())
 		if m := strings.TrimSpace(apiErr.Message); m != "" {
-			msg += ": " + oneLine(m, 300)
+			msg += ": " + m
 		}
-		return msg
 	}
-	return oneLine(err.Error(), 500)
+	return oneLine(msg, 500)
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,11 @@ func TestMain(m *testing.M) {
 	// The in-process runs need no pause between deltas; the built binary
 	// keeps the demo's pace.
 	demoModel.Delay = 0
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // Prompts the demo model answers in a known way.
@@ -61,7 +66,10 @@ type result struct {
 func runCLI(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(t.Context(), args, strings.NewReader(stdin), &out, &errb)
+	// A run that hangs is interrupted, and fails the test's checks.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	code := run(ctx, args, strings.NewReader(stdin), &out, &errb)
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
@@ -300,7 +308,7 @@ func TestModelErrorExitsOne(t *testing.T) {
 	r := runCLI(t, "", "-json", "-retries", "0", "-base-url", srv.URL(), "-model", "m", helloPrompt)
 	assert.Equal(t, 1, r.code)
 	assert.Empty(t, r.stdout, "no chunk came before the error")
-	assert.Equal(t, "cli: model request failed: OpenAI API error: 500 Internal Server Error: the model is on fire\n", r.stderr,
+	assert.Equal(t, "cli: agent: round 0: model request failed: OpenAI API error: 500 Internal Server Error: the model is on fire\n", r.stderr,
 		"one clear line, and no demo notice")
 	assert.Len(t, srv.Requests(), 1, "-retries 0 sends one request")
 }
@@ -320,6 +328,37 @@ func TestModelErrorMidStreamKeepsWhatArrived(t *testing.T) {
 	require.Len(t, lines, 1, "stderr: %q", r.stderr)
 	assert.Contains(t, lines[0], "overloaded")
 	assert.True(t, strings.HasPrefix(lines[0], "cli: "))
+}
+
+func TestVerboseLogsToStderrOnly(t *testing.T) {
+	leaktest.Check(t)
+	noModelEnv(t)
+	r := runCLI(t, "", "-v", "-json", helloPrompt)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	parseChunks(t, r.stdout) // stdout is still nothing but chunks
+	assert.Contains(t, r.stderr, "level=", "slog records on stderr")
+	quiet := runCLI(t, "", "-json", helloPrompt)
+	assert.NotContains(t, quiet.stderr, "level=", "no logging without -v")
+}
+
+func TestSentencesMode(t *testing.T) {
+	leaktest.Check(t)
+	noModelEnv(t)
+	count := func(args ...string) (n int, text string) {
+		r := runCLI(t, "", append(args, "-json", helloPrompt)...)
+		require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+		chunks := parseChunks(t, r.stdout)
+		for _, c := range chunks {
+			if c.Kind == agent.KindText {
+				n++
+			}
+		}
+		return n, roundText(chunks, 0) + roundText(chunks, 1)
+	}
+	deltas, text := count()
+	sentences, sameText := count("-sentences")
+	assert.Equal(t, text, sameText, "the same text, cut differently")
+	assert.Less(t, sentences, deltas, "whole sentences come in fewer chunks than deltas")
 }
 
 func TestBadFlagsExitTwo(t *testing.T) {
@@ -419,7 +458,15 @@ func TestSessionContinuesAcrossInvocations(t *testing.T) {
 
 // --- the built binary and Ctrl-C --------------------------------------------
 
-// buildCLI builds the command into a temporary directory, with the race
+// built is the binary, built once for the tests that need it.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	out      []byte
+	err      error
+}
+
+// buildCLI builds the command once into a temporary directory, with the race
 // detector when the test binary has it (so the build reuses its cache).
 func buildCLI(t *testing.T) string {
 	t.Helper()
@@ -427,15 +474,94 @@ func buildCLI(t *testing.T) string {
 	if err != nil {
 		t.Skip("go is not on PATH: cannot build the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "cli")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "planround-cli-test-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "cli")
+		args := []string{"build", "-o", built.bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		built.out, built.err = exec.Command(goBin, append(args, ".")...).CombinedOutput()
+	})
+	require.NoError(t, built.err, "go build: %s", built.out)
+	return built.bin
+}
+
+// proc is the built CLI running with -json.
+type proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *signalWriter
+	chunks chan agent.Chunk // every chunk of stdout; closed at its end
+	lines  []string         // stdout's lines; read them after chunks closed
+	bad    error            // a line that is not a chunk; read after chunks closed
+}
+
+// startCLI starts the binary with args; it is killed when ctx ends.
+func startCLI(ctx context.Context, t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{stderr: &signalWriter{}, chunks: make(chan agent.Chunk, 64)}
+	p.cmd = exec.CommandContext(ctx, buildCLI(t), args...)
+	p.cmd.Stderr = p.stderr
+	var err error
+	p.stdin, err = p.cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		// After a failure: the process was killed with ctx; collect it.
+		for range p.chunks {
+		}
+		_ = p.cmd.Wait()
+	})
+	go func() {
+		defer close(p.chunks)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines = append(p.lines, sc.Text())
+			var c agent.Chunk
+			if err := json.Unmarshal(sc.Bytes(), &c); err != nil && p.bad == nil {
+				p.bad = fmt.Errorf("line %q: %w", sc.Text(), err)
+			}
+			p.chunks <- c
+		}
+	}()
+	return p
+}
+
+// await returns the first chunk that satisfies ok.
+func (p *proc) await(ctx context.Context, t *testing.T, what string, ok func(agent.Chunk) bool) agent.Chunk {
+	t.Helper()
+	for {
+		select {
+		case c, more := <-p.chunks:
+			require.True(t, more, "stdout ended before %s; stderr: %s", what, p.stderr.String())
+			if ok(c) {
+				return c
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s in time; stderr: %s", what, p.stderr.String())
+		}
 	}
-	cmd := exec.Command(goBin, append(args, ".")...)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+}
+
+// wait waits for the end of stdout and the process, and returns every chunk.
+func (p *proc) wait(t *testing.T) ([]agent.Chunk, error) {
+	t.Helper()
+	for range p.chunks {
+	}
+	err := p.cmd.Wait()
+	require.NoError(t, p.bad)
+	return parseChunks(t, strings.Join(p.lines, "\n")+"\n"), err
+}
+
+func isState(name string, state agent.ToolState) func(agent.Chunk) bool {
+	return func(c agent.Chunk) bool {
+		return c.Kind == agent.KindToolCall && c.Tool.Name == name && c.Tool.State == state
+	}
 }
 
 // sleepers returns the pids of the processes running "sleep secs".
@@ -461,59 +587,93 @@ func sleepers(t *testing.T, secs string) []int {
 	return pids
 }
 
-func TestBinaryCtrlCInterruptsRunningCommand(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("looks for the child in /proc")
-	}
-	noModelEnv(t)
-	bin := buildCLI(t)
-
-	// A sleep with a duration no other process has, so the test finds it.
+// sleepSecs returns a sleep duration no other process uses, so that a test
+// finds its sleep, and kills it at the end if it survived.
+func sleepSecs(t *testing.T) string {
 	secs := fmt.Sprintf("30.%09d", time.Now().UnixNano()%1e9)
-	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
-	defer cancel()
-	// A compound command: the shell forks the sleep, so only killing the
-	// whole process group ends it.
-	cmd := exec.CommandContext(ctx, bin, "-yes", "-json", commandPrompt("sleep "+secs+"; echo done"))
-	stderr := &signalWriter{} // a locked buffer: read while the CLI runs
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		for _, pid := range sleepers(t, secs) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
+	return secs
+}
 
-	var lines []string
-	sc := bufio.NewScanner(stdout)
-	sent := false
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		var c agent.Chunk
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &c), "line %q", sc.Text())
-		if sent || c.Kind != agent.KindToolCall || c.Tool.State != agent.StateExecuting {
-			continue
-		}
-		// Wait until the sleep runs, so the test sees it end.
-		for len(sleepers(t, secs)) == 0 {
-			require.NoError(t, ctx.Err(), "the command never started; stderr: %s", stderr.String())
-			time.Sleep(10 * time.Millisecond)
-		}
-		require.NoError(t, cmd.Process.Signal(os.Interrupt))
-		sent = true
+// interruptWhenSleeping sends SIGINT to the CLI once the command's sleep runs.
+func interruptWhenSleeping(ctx context.Context, t *testing.T, p *proc, secs string) {
+	t.Helper()
+	for len(sleepers(t, secs)) == 0 {
+		require.NoError(t, ctx.Err(), "the command never started; stderr: %s", p.stderr.String())
+		time.Sleep(10 * time.Millisecond)
 	}
-	require.NoError(t, sc.Err())
-	err = cmd.Wait()
-	require.NoError(t, ctx.Err(), "the CLI did not end after Ctrl-C; stdout:\n%s", strings.Join(lines, "\n"))
-	require.True(t, sent, "no executing chunk; stdout:\n%s\nstderr: %s", strings.Join(lines, "\n"), stderr.String())
-	require.NoError(t, err, "exit status 0 after an interrupt; stderr: %s", stderr.String())
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+}
 
-	chunks := parseChunks(t, strings.Join(lines, "\n")+"\n")
+// noSleeper checks that the sleep is gone (killed, perhaps not yet reaped).
+func noSleeper(t *testing.T, secs string) {
+	t.Helper()
+	assert.Eventually(t, func() bool { return len(sleepers(t, secs)) == 0 }, 5*time.Second, 20*time.Millisecond,
+		"no sleep survives the interrupted call")
+}
+
+func TestBinaryCtrlCInterruptsRunningCommand(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("looks for the child in /proc")
+	}
+	noModelEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
+	defer cancel()
+	secs := sleepSecs(t)
+	// A compound command: the shell forks the sleep, so only killing the
+	// whole process group ends it.
+	p := startCLI(ctx, t, "-yes", "-json", commandPrompt("sleep "+secs+"; echo done"))
+	p.await(ctx, t, "executing chunk", isState("run_command", agent.StateExecuting))
+	interruptWhenSleeping(ctx, t, p, secs)
+
+	chunks, err := p.wait(t)
+	require.NoError(t, ctx.Err(), "the CLI did not end after Ctrl-C; stderr: %s", p.stderr.String())
+	require.NoError(t, err, "exit status 0 after an interrupt; stderr: %s", p.stderr.String())
 	tr := trace(chunks)
 	require.GreaterOrEqual(t, len(tr), 2)
 	assert.Equal(t, []string{"rejected:run_command:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
-	assert.Contains(t, stderr.String(), "interrupting")
-	assert.Empty(t, sleepers(t, secs), "no sleep survives the CLI")
+	assert.Contains(t, p.stderr.String(), "interrupting")
+	noSleeper(t, secs)
+}
+
+func TestBinaryLoopCtrlCReturnsToPrompt(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("looks for the child in /proc")
+	}
+	noModelEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
+	defer cancel()
+	secs := sleepSecs(t)
+	p := startCLI(ctx, t, "-json") // the prompt loop, asking on the terminal
+	write := func(s string) {
+		_, err := io.WriteString(p.stdin, s)
+		require.NoError(t, err)
+	}
+
+	write(commandPrompt("sleep "+secs+"; echo done") + "\n")
+	p.await(ctx, t, "approval_required chunk", isState("run_command", agent.StateApprovalRequired))
+	write("y\n")
+	p.await(ctx, t, "executing chunk", isState("run_command", agent.StateExecuting))
+	interruptWhenSleeping(ctx, t, p, secs)
+	c := p.await(ctx, t, "tool_rejected chunk", func(c agent.Chunk) bool { return c.Kind == agent.KindToolRejected })
+	assert.Equal(t, agent.ReasonInterrupted, c.Tool.Reason)
+	p.await(ctx, t, "interrupted chunk", func(c agent.Chunk) bool { return c.Kind == agent.KindInterrupted })
+	noSleeper(t, secs)
+
+	// Back at the prompt: the next line is a new turn, which continues the
+	// conversation.
+	write(helloPrompt + "\n")
+	p.await(ctx, t, "no_tool planning round", func(c agent.Chunk) bool { return c.Kind == agent.KindRoundEnd && c.Intent == agent.IntentNoTool })
+	p.await(ctx, t, "continuation round_end", func(c agent.Chunk) bool { return c.Kind == agent.KindRoundEnd && c.Round == 1 })
+	require.NoError(t, p.stdin.Close()) // end of input ends the loop
+
+	_, err := p.wait(t)
+	require.NoError(t, ctx.Err(), "the CLI did not end at the end of its input; stderr: %s", p.stderr.String())
+	require.NoError(t, err, "exit status 0; stderr: %s", p.stderr.String())
+	assert.Contains(t, p.stderr.String(), "approve [y] / reject [n]")
+	assert.Equal(t, 3, strings.Count(p.stderr.String(), "› "), "a prompt before each of the three reads")
 }
