@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/planround/planround/agent"
+)
+
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
+
+func call(state agent.ToolState, mut func(*agent.ToolCall)) agent.Chunk {
+	tc := &agent.ToolCall{ID: "c1", Name: "run_command", State: state}
+	if state != agent.StateStart {
+		tc.Arguments = json.RawMessage(`{"command":"make"}`)
+	}
+	if mut != nil {
+		mut(tc)
+	}
+	kind := agent.KindToolCall
+	if state == agent.StateRejected {
+		kind = agent.KindToolRejected
+	}
+	return agent.Chunk{Kind: kind, Round: 1, Tool: tc}
+}
+
+func TestHumanRenderer(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		color, live bool
+		chunks      []agent.Chunk
+		want        string // with ANSI codes removed
+	}{
+		{
+			name: "text and rounds",
+			chunks: []agent.Chunk{
+				{Kind: agent.KindText, Text: "Hello "}, {Kind: agent.KindText, Text: "there."},
+				{Kind: agent.KindRoundEnd, Intent: agent.IntentNoTool},
+				{Kind: agent.KindText, Round: 1, Text: "Done.\n"}, {Kind: agent.KindRoundEnd, Round: 1},
+			},
+			want: "Hello there.\nDone.\n",
+		},
+		{
+			name: "reasoning is marked and ends its line",
+			chunks: []agent.Chunk{
+				{Kind: agent.KindReasoning, Round: 1, Text: "the user wants"}, {Kind: agent.KindReasoning, Round: 1, Text: " make"},
+				{Kind: agent.KindText, Round: 1, Text: "Running it."},
+			},
+			want: "thinking: the user wants make\nRunning it.\n",
+		},
+		{
+			name: "partial output, result cut to a few lines",
+			chunks: []agent.Chunk{
+				call(agent.StateStart, nil),
+				call(agent.StateApprovalRequired, nil),
+				call(agent.StateExecuting, nil),
+				call(agent.StateExecuting, func(c *agent.ToolCall) { c.PartialResult = "one\ntw" }),
+				call(agent.StateExecuting, func(c *agent.ToolCall) { c.PartialResult = "o\nthree" }),
+				call(agent.StateResult, func(c *agent.ToolCall) { c.Result = "1\n2\n3\n4\n5\n6\n" }),
+			},
+			want: "⏺ run_command {\"command\":\"make\"}\n  … executing\n  │ one\n  │ two\n  │ three\n" +
+				"  ✓ result: 1\n            2\n            3\n            4\n            … (2 more lines)\n",
+		},
+		{
+			name: "interrupted with partial output not yet shown",
+			chunks: []agent.Chunk{
+				call(agent.StateStart, nil),
+				call(agent.StateRejected, func(c *agent.ToolCall) {
+					c.Arguments = nil
+					c.Reason = agent.ReasonInterrupted
+					c.PartialResult = "half"
+				}),
+				{Kind: agent.KindInterrupted, Round: 1},
+			},
+			want: "⏺ run_command\n  ✗ rejected: tool call interrupted\n  partial output: half\n⏹ interrupted\n",
+		},
+		{
+			name: "escape sequences from the model or a tool are removed",
+			chunks: []agent.Chunk{
+				{Kind: agent.KindText, Text: "a\x1b]0;pwned\x07b\r\n"},
+				call(agent.StateResult, func(c *agent.ToolCall) { c.Result = "\x1b[2Jclear\u009b" }),
+			},
+			want: "a]0;pwnedb\n⏺ run_command {\"command\":\"make\"}\n  ✓ result: [2Jclear\n",
+		},
+		{
+			name: "warning",
+			chunks: []agent.Chunk{
+				{Kind: agent.KindText, Round: 8, Text: "still going"},
+				{Kind: agent.KindWarning, Round: 8, Text: agent.WarnMaxToolRounds},
+			},
+			want: "still going\n⚠ maximum tool rounds reached\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, color := range []bool{false, true} {
+				var b bytes.Buffer
+				r := newHumanRenderer(&b, color, false)
+				for _, c := range tc.chunks {
+					r.chunk(c)
+				}
+				r.endTurn()
+				got := b.String()
+				if !color {
+					assert.NotContains(t, got, "\x1b", "no escape codes without colour")
+				} else if strings.ContainsAny(tc.want, "⏺⚠⏹") {
+					assert.Contains(t, got, "\x1b[", "colour on")
+				}
+				assert.Equal(t, tc.want, ansi.ReplaceAllString(got, ""), "color=%v", color)
+			}
+		})
+	}
+}
+
+func TestHumanRendererLiveStartLine(t *testing.T) {
+	var b bytes.Buffer
+	r := newHumanRenderer(&b, true, true)
+	r.chunk(call(agent.StateStart, nil))
+	assert.True(t, strings.HasSuffix(ansi.ReplaceAllString(b.String(), ""), "⏺ run_command …"), "shown at once: %q", b.String())
+	r.chunk(call(agent.StateApprovalRequired, nil))
+	got := b.String()
+	i := strings.Index(got, "\r\x1b[K")
+	assert.Positive(t, i, "the start line is erased: %q", got)
+	assert.Equal(t, "⏺ run_command {\"command\":\"make\"}\n", ansi.ReplaceAllString(got[i+len("\r\x1b[K"):], ""))
+}
