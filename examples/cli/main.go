@@ -15,7 +15,12 @@
 //
 // Ctrl-C interrupts the run (a tool call in progress is rejected, the run
 // ends with "interrupted"); a second Ctrl-C exits at once. In the prompt loop
-// Ctrl-C interrupts the current run and returns to the prompt.
+// Ctrl-C interrupts the current run and returns to the prompt; at the prompt
+// it ends the loop, like Ctrl-D, "exit" and "quit".
+//
+// Tool calls are asked about on stderr (y approve, n reject, a always approve
+// this tool for the session) unless -yes approves them all. The questions and
+// the prompt loop read the same stdin, one line at a time.
 //
 // Exit status: 0 when the run finished or was interrupted, 1 on a model,
 // transport or store error, 2 on bad flags, 130 on a second Ctrl-C.
