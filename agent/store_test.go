@@ -13,13 +13,14 @@ import (
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 )
 
 func stores(t *testing.T) map[string]func(t *testing.T) memory.Store {
 	return map[string]func(t *testing.T) memory.Store{
 		"mem": func(t *testing.T) memory.Store { return &memory.MemStore{} },
 		"sqlite": func(t *testing.T) memory.Store {
-			st, err := memory.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "chat.db"))
+			st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "chat.db"))
 			require.NoError(t, err)
 			t.Cleanup(func() { st.Close() })
 			return st

@@ -43,8 +43,11 @@ func normTime(t, now time.Time) time.Time {
 	return t.UTC()
 }
 
-// checkAppend validates messages for [Store.Append].
-func checkAppend(msgs []Message) error {
+// ValidateMessages reports whether msgs may be appended: each has a known
+// role, no SummaryID (messages are archived by Summarize, never appended
+// archived) and a CreatedAt a store can keep. Store implementations call it
+// first in Append, so that every store refuses the same input.
+func ValidateMessages(msgs []Message) error {
 	for i, m := range msgs {
 		if !validRole(m.Role) {
 			return fmt.Errorf("message %d: invalid role %q", i, m.Role)
@@ -59,8 +62,9 @@ func checkAppend(msgs []Message) error {
 	return nil
 }
 
-// checkSummary validates a summary for [Store.Summarize].
-func checkSummary(s Summary) error {
+// ValidateSummary reports whether s may be passed to [Store.Summarize]: it is
+// what every store checks before writing.
+func ValidateSummary(s Summary) error {
 	if strings.TrimSpace(s.Content) == "" {
 		return errors.New("empty summary content")
 	}
@@ -73,8 +77,9 @@ func checkSummary(s Summary) error {
 	return nil
 }
 
-// checkSession validates a session for [Store.CreateSession].
-func checkSession(s Session) error {
+// ValidateSession reports whether s may be passed to [Store.CreateSession]:
+// it is what every store checks before writing.
+func ValidateSession(s Session) error {
 	for _, t := range []struct {
 		what string
 		t    time.Time
@@ -88,8 +93,9 @@ func checkSession(s Session) error {
 	return nil
 }
 
-// newSessionID returns a random 128-bit id in hex.
-func newSessionID() string {
+// NewSessionID returns a random 128-bit id in hex, for stores that create a
+// session without an id.
+func NewSessionID() string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand panics on failure itself)
 	return hex.EncodeToString(b[:])

@@ -4,9 +4,10 @@
 // # Stores
 //
 // A [Store] holds sessions, their messages and their long-term summaries.
-// Two ship: [MemStore], in memory (its zero value is ready), and
-// [SQLiteStore], one SQLite file through a pure-Go driver, opened with
-// [OpenSQLite]. Other stores (a server database) implement the same
+// Two ship: [MemStore], in memory (its zero value is ready), and the
+// embedded default in package memory/sqlitestore, one SQLite file through a
+// pure-Go driver. It lives in its own package so that programs that do not
+// use it do not carry the driver (about 20 MB of binary). Other stores (a server database) implement the same
 // interface and check themselves with the conformance suite in
 // memory/storetest. Every store is safe for concurrent use, appends
 // atomically, and returns copies.

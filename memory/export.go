@@ -183,7 +183,7 @@ func (doc export) check() error {
 	if doc.Session.ID == "" {
 		return errors.New("session has no id")
 	}
-	if err := checkSession(doc.Session); err != nil {
+	if err := ValidateSession(doc.Session); err != nil {
 		return fmt.Errorf("session: %w", err)
 	}
 	for i, m := range doc.Messages {
@@ -208,7 +208,7 @@ func (doc export) check() error {
 		if strings.TrimSpace(s.Content) == "" {
 			return fmt.Errorf("summary %d: empty content", i)
 		}
-		if err := checkSummary(s); err != nil {
+		if err := ValidateSummary(s); err != nil {
 			return fmt.Errorf("summary %d: %w", i, err)
 		}
 		n := 0

@@ -47,11 +47,11 @@ func (st *MemStore) CreateSession(ctx context.Context, s Session) (Session, erro
 	if err := ctx.Err(); err != nil {
 		return Session{}, err
 	}
-	if err := checkSession(s); err != nil {
+	if err := ValidateSession(s); err != nil {
 		return Session{}, fmt.Errorf("memory: create session: %w", err)
 	}
 	if s.ID == "" {
-		s.ID = newSessionID()
+		s.ID = NewSessionID()
 	}
 	s.CreatedAt = normTime(s.CreatedAt, now())
 	s.UpdatedAt = normTime(s.UpdatedAt, s.CreatedAt)
@@ -137,7 +137,7 @@ func (st *MemStore) Append(ctx context.Context, sessionID string, msgs ...Messag
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkAppend(msgs); err != nil {
+	if err := ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("memory: append to %q: %w", sessionID, err)
 	}
 	out := cloneMessages(msgs)
@@ -183,7 +183,7 @@ func (st *MemStore) Summarize(ctx context.Context, sessionID string, s Summary) 
 	if err := ctx.Err(); err != nil {
 		return Summary{}, err
 	}
-	if err := checkSummary(s); err != nil {
+	if err := ValidateSummary(s); err != nil {
 		return Summary{}, fmt.Errorf("memory: summarize %q: %w", sessionID, err)
 	}
 	st.mu.Lock()

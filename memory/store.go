@@ -19,7 +19,7 @@ var ErrExists = errors.New("memory: session already exists")
 // wrapping [ErrNotFound] when it does not exist. Every method returns an
 // error when ctx is already done. Returned values are copies: changing them
 // never changes what is stored. Times come back in UTC with at least
-// microsecond precision ([MemStore] and [SQLiteStore] keep nanoseconds).
+// microsecond precision ([MemStore] and the SQLite store keep nanoseconds).
 // The package storetest holds a conformance suite every implementation
 // should pass.
 type Store interface {

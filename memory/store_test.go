@@ -1,10 +1,10 @@
 package memory_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/memory/storetest"
 )
 
@@ -12,16 +12,14 @@ func TestMemStoreConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) memory.Store { return new(memory.MemStore) })
 }
 
-func TestSQLiteStoreConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) memory.Store { return openSQLite(t, filepath.Join(t.TempDir(), "db.sqlite")) })
-}
-
-// openSQLite opens a store that is closed when the test ends.
-func openSQLite(t testing.TB, path string) *memory.SQLiteStore {
+// openSQLite opens a store that is closed when the test ends. The tests of
+// package memory that compare both stores use it; the SQLite store's own
+// tests are in memory/sqlitestore.
+func openSQLite(t testing.TB, path string) *sqlitestore.Store {
 	t.Helper()
-	st, err := memory.OpenSQLite(t.Context(), path)
+	st, err := sqlitestore.Open(t.Context(), path)
 	if err != nil {
-		t.Fatalf("OpenSQLite: %v", err)
+		t.Fatalf("sqlitestore.Open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := st.Close(); err != nil {

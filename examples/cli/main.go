@@ -44,6 +44,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/stream"
 )
 
@@ -181,7 +182,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	if opts.db != "" {
-		st, err := memory.OpenSQLite(ctx, opts.db)
+		st, err := sqlitestore.Open(ctx, opts.db)
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
 			return 1

@@ -26,6 +26,7 @@ import (
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 )
 
 func TestMain(m *testing.M) {
@@ -442,7 +443,7 @@ func TestSessionContinuesAcrossInvocations(t *testing.T) {
 		r := runCLI(t, "", "-db", db, "-session", "s1", p)
 		require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 	}
-	st, err := memory.OpenSQLite(t.Context(), db)
+	st, err := sqlitestore.Open(t.Context(), db)
 	require.NoError(t, err)
 	defer st.Close()
 	msgs, err := st.Messages(t.Context(), "s1", false)

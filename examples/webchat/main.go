@@ -49,7 +49,7 @@ import (
 
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/demo"
-	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 )
 
 func main() {
@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return 2
 	}
 	if *db != "" {
-		st, err := memory.OpenSQLite(ctx, *db)
+		st, err := sqlitestore.Open(ctx, *db)
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: %v\n", err)
 			return 1

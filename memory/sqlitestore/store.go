@@ -1,4 +1,7 @@
-package memory
+// Package sqlitestore is the embedded default [memory.Store]: one SQLite
+// file through the pure-Go driver modernc.org/sqlite (no cgo), safe for
+// concurrent sessions, with its schema created and migrated on open.
+package sqlitestore
 
 import (
 	"bytes"
@@ -15,10 +18,12 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/planround/planround/memory"
 )
 
-// SQLiteStore is a [Store] in one SQLite file, through the pure-Go driver
-// modernc.org/sqlite (no cgo). Open one with [OpenSQLite].
+// Store is a [memory.Store] in one SQLite file, through the pure-Go driver
+// modernc.org/sqlite (no cgo). Open one with [Open].
 //
 // The database runs in WAL mode with foreign keys on and a busy timeout.
 // Writes go through a single connection, each in a BEGIN IMMEDIATE
@@ -27,8 +32,8 @@ import (
 // Several processes may open the same file; the busy timeout covers their
 // short write transactions.
 //
-// A SQLiteStore is safe for concurrent use. Its methods return copies.
-type SQLiteStore struct {
+// A Store is safe for concurrent use. Its methods return copies.
+type Store struct {
 	path string
 	w    *sql.DB // one connection: every write goes through it
 	r    *sql.DB // pool of readers
@@ -68,7 +73,7 @@ var migrations = []string{
 		session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
 		role         TEXT NOT NULL,
 		content      TEXT NOT NULL,
-		tool_calls   TEXT,             -- JSON array of ToolCall, NULL when none
+		tool_calls   TEXT,             -- JSON array of memory.ToolCall, NULL when none
 		tool_call_id TEXT NOT NULL DEFAULT '',
 		name         TEXT NOT NULL DEFAULT '',
 		hook         INTEGER NOT NULL DEFAULT 0,
@@ -79,11 +84,11 @@ var migrations = []string{
 	CREATE INDEX messages_active ON messages (session_id, id) WHERE summary_id IS NULL;`,
 }
 
-// ErrSchemaTooNew is returned (wrapped) by [OpenSQLite] for a database
+// ErrSchemaTooNew is returned (wrapped) by [Open] for a database
 // written by a newer version of this package.
-var ErrSchemaTooNew = errors.New("memory: database schema is newer than this version knows")
+var ErrSchemaTooNew = errors.New("sqlitestore: database schema is newer than this version knows")
 
-// OpenSQLite opens the SQLite database at path, creating the file when it
+// Open opens the SQLite database at path, creating the file when it
 // does not exist, and brings its schema up to date. Close the store when
 // done.
 //
@@ -92,13 +97,13 @@ var ErrSchemaTooNew = errors.New("memory: database schema is newer than this ver
 // whose schema version is newer than this package knows is an error
 // wrapping [ErrSchemaTooNew]. Migrations run in one transaction each, so a
 // crash never leaves a half-migrated schema.
-func OpenSQLite(ctx context.Context, path string) (*SQLiteStore, error) {
+func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
-		return nil, fmt.Errorf("memory: open sqlite: want a file path, got %q (use MemStore for an in-memory store)", path)
+		return nil, fmt.Errorf("sqlitestore: open: want a file path, got %q (use MemStore for an in-memory store)", path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("memory: open sqlite %s: %w", path, err)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	if err := checkSQLiteHeader(abs); err != nil {
 		return nil, err
@@ -119,9 +124,9 @@ func OpenSQLite(ctx context.Context, path string) (*SQLiteStore, error) {
 		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
 	}
 
-	st := &SQLiteStore{path: abs}
+	st := &Store{path: abs}
 	if st.w, err = sql.Open("sqlite", dsn(true)); err != nil {
-		return nil, fmt.Errorf("memory: open sqlite %s: %w", abs, err)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
 	}
 	st.w.SetMaxOpenConns(1)
 	st.w.SetMaxIdleConns(1)
@@ -133,7 +138,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLiteStore, error) {
 	}
 	if st.r, err = sql.Open("sqlite", dsn(false)); err != nil {
 		st.w.Close()
-		return nil, fmt.Errorf("memory: open sqlite %s: %w", abs, err)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
 	}
 	st.r.SetMaxOpenConns(4)
 	st.r.SetMaxIdleConns(4)
@@ -148,11 +153,11 @@ func checkSQLiteHeader(path string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("memory: open sqlite %s: %w", path, err)
+		return fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return fmt.Errorf("memory: open sqlite %s: is a directory", path)
+		return fmt.Errorf("sqlitestore: open %s: is a directory", path)
 	}
 	var hdr [16]byte
 	n, err := io.ReadFull(f, hdr[:])
@@ -160,20 +165,20 @@ func checkSQLiteHeader(path string) error {
 		return nil // an empty file is a new database to SQLite
 	}
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("memory: open sqlite %s: %w", path, err)
+		return fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	if !bytes.Equal(hdr[:n], []byte("SQLite format 3\x00")) {
-		return fmt.Errorf("memory: open sqlite %s: not a SQLite database (left untouched)", path)
+		return fmt.Errorf("sqlitestore: open %s: not a SQLite database (left untouched)", path)
 	}
 	return nil
 }
 
 // migrate brings the schema to len(migrations), one transaction per step.
-func (st *SQLiteStore) migrate(ctx context.Context) error {
+func (st *Store) migrate(ctx context.Context) error {
 	for {
 		done, err := st.migrateStep(ctx)
 		if err != nil {
-			return fmt.Errorf("memory: open sqlite %s: %w", st.path, err)
+			return fmt.Errorf("sqlitestore: open %s: %w", st.path, err)
 		}
 		if done {
 			return nil
@@ -183,7 +188,7 @@ func (st *SQLiteStore) migrate(ctx context.Context) error {
 
 // migrateStep applies the next migration, if any, and reports whether the
 // schema is current.
-func (st *SQLiteStore) migrateStep(ctx context.Context) (done bool, err error) {
+func (st *Store) migrateStep(ctx context.Context) (done bool, err error) {
 	tx, err := st.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: other openers wait
 	if err != nil {
 		return false, err
@@ -216,17 +221,17 @@ func (st *SQLiteStore) migrateStep(ctx context.Context) (done bool, err error) {
 }
 
 // Path returns the absolute path of the database file.
-func (st *SQLiteStore) Path() string { return st.path }
+func (st *Store) Path() string { return st.path }
 
 // Close closes the database. Calls in flight may fail; calls after Close
 // return an error.
-func (st *SQLiteStore) Close() error {
+func (st *Store) Close() error {
 	return errors.Join(st.r.Close(), st.w.Close())
 }
 
 // write runs fn in a write transaction (BEGIN IMMEDIATE on the writer
 // connection) and commits when fn succeeds.
-func (st *SQLiteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (st *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := st.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -244,28 +249,28 @@ type querier interface {
 }
 
 // exists returns nil when the session exists, an error wrapping
-// ErrNotFound when it does not.
+// memory.ErrNotFound when it does not.
 func exists(ctx context.Context, q querier, op, id string) error {
 	var one int
 	err := q.QueryRowContext(ctx, "SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("memory: %s %q: %w", op, id, ErrNotFound)
+		return fmt.Errorf("sqlitestore: %s %q: %w", op, id, memory.ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("memory: %s %q: %w", op, id, err)
+		return fmt.Errorf("sqlitestore: %s %q: %w", op, id, err)
 	}
 	return nil
 }
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
-// CreateSession implements [Store.CreateSession].
-func (st *SQLiteStore) CreateSession(ctx context.Context, s Session) (Session, error) {
-	if err := checkSession(s); err != nil {
-		return Session{}, fmt.Errorf("memory: create session: %w", err)
+// CreateSession implements [memory.Store.CreateSession].
+func (st *Store) CreateSession(ctx context.Context, s memory.Session) (memory.Session, error) {
+	if err := memory.ValidateSession(s); err != nil {
+		return memory.Session{}, fmt.Errorf("sqlitestore: create session: %w", err)
 	}
 	if s.ID == "" {
-		s.ID = newSessionID()
+		s.ID = memory.NewSessionID()
 	}
 	s.CreatedAt = normTime(s.CreatedAt, now())
 	s.UpdatedAt = normTime(s.UpdatedAt, s.CreatedAt)
@@ -279,57 +284,57 @@ func (st *SQLiteStore) CreateSession(ctx context.Context, s Session) (Session, e
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return ErrExists
+			return memory.ErrExists
 		}
 		return nil
 	})
 	if err != nil {
-		return Session{}, fmt.Errorf("memory: create session %q: %w", s.ID, err)
+		return memory.Session{}, fmt.Errorf("sqlitestore: create session %q: %w", s.ID, err)
 	}
 	return s, nil
 }
 
-// Session implements [Store.Session].
-func (st *SQLiteStore) Session(ctx context.Context, id string) (Session, error) {
-	s := Session{ID: id}
+// Session implements [memory.Store.Session].
+func (st *Store) Session(ctx context.Context, id string) (memory.Session, error) {
+	s := memory.Session{ID: id}
 	var created, updated int64
 	err := st.r.QueryRowContext(ctx, "SELECT title, created_at, updated_at FROM sessions WHERE id = ?", id).
 		Scan(&s.Title, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Session{}, fmt.Errorf("memory: session %q: %w", id, ErrNotFound)
+		return memory.Session{}, fmt.Errorf("sqlitestore: session %q: %w", id, memory.ErrNotFound)
 	}
 	if err != nil {
-		return Session{}, fmt.Errorf("memory: session %q: %w", id, err)
+		return memory.Session{}, fmt.Errorf("sqlitestore: session %q: %w", id, err)
 	}
 	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
 	return s, nil
 }
 
-// Sessions implements [Store.Sessions].
-func (st *SQLiteStore) Sessions(ctx context.Context) ([]Session, error) {
+// Sessions implements [memory.Store.Sessions].
+func (st *Store) Sessions(ctx context.Context) ([]memory.Session, error) {
 	rows, err := st.r.QueryContext(ctx, "SELECT id, title, created_at, updated_at FROM sessions ORDER BY updated_at DESC, id")
 	if err != nil {
-		return nil, fmt.Errorf("memory: sessions: %w", err)
+		return nil, fmt.Errorf("sqlitestore: sessions: %w", err)
 	}
 	defer rows.Close()
-	out := []Session{}
+	out := []memory.Session{}
 	for rows.Next() {
-		var s Session
+		var s memory.Session
 		var created, updated int64
 		if err := rows.Scan(&s.ID, &s.Title, &created, &updated); err != nil {
-			return nil, fmt.Errorf("memory: sessions: %w", err)
+			return nil, fmt.Errorf("sqlitestore: sessions: %w", err)
 		}
 		s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory: sessions: %w", err)
+		return nil, fmt.Errorf("sqlitestore: sessions: %w", err)
 	}
 	return out, nil
 }
 
-// RenameSession implements [Store.RenameSession].
-func (st *SQLiteStore) RenameSession(ctx context.Context, id, title string) error {
+// RenameSession implements [memory.Store.RenameSession].
+func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?", title, now().UnixNano(), id)
 		if err != nil {
@@ -338,18 +343,18 @@ func (st *SQLiteStore) RenameSession(ctx context.Context, id, title string) erro
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return ErrNotFound
+			return memory.ErrNotFound
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("memory: rename session %q: %w", id, err)
+		return fmt.Errorf("sqlitestore: rename session %q: %w", id, err)
 	}
 	return nil
 }
 
-// DeleteSession implements [Store.DeleteSession].
-func (st *SQLiteStore) DeleteSession(ctx context.Context, id string) error {
+// DeleteSession implements [memory.Store.DeleteSession].
+func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, tx, "delete session", id); err != nil {
 			return err
@@ -361,7 +366,7 @@ func (st *SQLiteStore) DeleteSession(ctx context.Context, id string) error {
 			"DELETE FROM sessions WHERE id = ?",
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {
-				return fmt.Errorf("memory: delete session %q: %w", id, err)
+				return fmt.Errorf("sqlitestore: delete session %q: %w", id, err)
 			}
 		}
 		return nil
@@ -369,10 +374,10 @@ func (st *SQLiteStore) DeleteSession(ctx context.Context, id string) error {
 	return err
 }
 
-// Append implements [Store.Append].
-func (st *SQLiteStore) Append(ctx context.Context, sessionID string, msgs ...Message) ([]Message, error) {
-	if err := checkAppend(msgs); err != nil {
-		return nil, fmt.Errorf("memory: append to %q: %w", sessionID, err)
+// Append implements [memory.Store.Append].
+func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Message) ([]memory.Message, error) {
+	if err := memory.ValidateMessages(msgs); err != nil {
+		return nil, fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 	}
 	out := cloneMessages(msgs)
 	t := now()
@@ -382,7 +387,7 @@ func (st *SQLiteStore) Append(ctx context.Context, sessionID string, msgs ...Mes
 		if len(out[i].ToolCalls) > 0 {
 			b, err := json.Marshal(out[i].ToolCalls)
 			if err != nil {
-				return nil, fmt.Errorf("memory: append to %q: message %d: %w", sessionID, i, err)
+				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
 			calls[i] = string(b)
 		}
@@ -390,12 +395,12 @@ func (st *SQLiteStore) Append(ctx context.Context, sessionID string, msgs ...Mes
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE sessions SET updated_at = ? WHERE id = ?", t.UnixNano(), sessionID)
 		if err != nil {
-			return fmt.Errorf("memory: append to %q: %w", sessionID, err)
+			return fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("memory: append to %q: %w", sessionID, err)
+			return fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 		} else if n == 0 {
-			return fmt.Errorf("memory: append to %q: %w", sessionID, ErrNotFound)
+			return fmt.Errorf("sqlitestore: append to %q: %w", sessionID, memory.ErrNotFound)
 		}
 		if len(out) == 0 {
 			return nil
@@ -404,14 +409,14 @@ func (st *SQLiteStore) Append(ctx context.Context, sessionID string, msgs ...Mes
 			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 		if err != nil {
-			return fmt.Errorf("memory: append to %q: %w", sessionID, err)
+			return fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 		}
 		defer stmt.Close()
 		for i, m := range out {
 			err := stmt.QueryRowContext(ctx, sessionID, string(m.Role), m.Content, calls[i],
 				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano()).Scan(&out[i].ID)
 			if err != nil {
-				return fmt.Errorf("memory: append to %q: message %d: %w", sessionID, i, err)
+				return fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
 		}
 		return nil
@@ -422,13 +427,13 @@ func (st *SQLiteStore) Append(ctx context.Context, sessionID string, msgs ...Mes
 	return out, nil
 }
 
-// Messages implements [Store.Messages].
-func (st *SQLiteStore) Messages(ctx context.Context, sessionID string, all bool) ([]Message, error) {
+// Messages implements [memory.Store.Messages].
+func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]memory.Message, error) {
 	// One read transaction: the existence check and the rows see the same
 	// snapshot.
 	tx, err := st.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+		return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 	}
 	defer tx.Rollback()
 	if err := exists(ctx, tx, "messages of", sessionID); err != nil {
@@ -441,39 +446,39 @@ func (st *SQLiteStore) Messages(ctx context.Context, sessionID string, all bool)
 	}
 	rows, err := tx.QueryContext(ctx, q, sessionID)
 	if err != nil {
-		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+		return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 	}
 	defer rows.Close()
-	out := []Message{}
+	out := []memory.Message{}
 	for rows.Next() {
 		var (
-			m       Message
+			m       memory.Message
 			role    string
 			calls   sql.NullString
 			summary sql.NullInt64
 			created int64
 		)
 		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created); err != nil {
-			return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+			return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 		}
-		m.Role, m.SummaryID, m.CreatedAt = Role(role), summary.Int64, fromNanos(created)
+		m.Role, m.SummaryID, m.CreatedAt = memory.Role(role), summary.Int64, fromNanos(created)
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-				return nil, fmt.Errorf("memory: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
+				return nil, fmt.Errorf("sqlitestore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
 			}
 		}
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+		return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 	}
 	return out, nil
 }
 
-// Summarize implements [Store.Summarize].
-func (st *SQLiteStore) Summarize(ctx context.Context, sessionID string, s Summary) (Summary, error) {
-	if err := checkSummary(s); err != nil {
-		return Summary{}, fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+// Summarize implements [memory.Store.Summarize].
+func (st *Store) Summarize(ctx context.Context, sessionID string, s memory.Summary) (memory.Summary, error) {
+	if err := memory.ValidateSummary(s); err != nil {
+		return memory.Summary{}, fmt.Errorf("sqlitestore: summarize %q: %w", sessionID, err)
 	}
 	t := now()
 	s.CreatedAt = normTime(s.CreatedAt, t)
@@ -485,35 +490,35 @@ func (st *SQLiteStore) Summarize(ctx context.Context, sessionID string, s Summar
 			"INSERT INTO summaries (session_id, content, first_id, last_id, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
 			sessionID, s.Content, s.FirstID, s.LastID, s.CreatedAt.UnixNano()).Scan(&s.ID)
 		if err != nil {
-			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+			return fmt.Errorf("sqlitestore: summarize %q: %w", sessionID, err)
 		}
 		res, err := tx.ExecContext(ctx,
 			"UPDATE messages SET summary_id = ? WHERE session_id = ? AND id BETWEEN ? AND ? AND summary_id IS NULL",
 			s.ID, sessionID, s.FirstID, s.LastID)
 		if err != nil {
-			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+			return fmt.Errorf("sqlitestore: summarize %q: %w", sessionID, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+			return fmt.Errorf("sqlitestore: summarize %q: %w", sessionID, err)
 		} else if n == 0 {
-			return fmt.Errorf("memory: summarize %q: no active message in [%d, %d]", sessionID, s.FirstID, s.LastID)
+			return fmt.Errorf("sqlitestore: summarize %q: no active message in [%d, %d]", sessionID, s.FirstID, s.LastID)
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET updated_at = ? WHERE id = ?", t.UnixNano(), sessionID); err != nil {
-			return fmt.Errorf("memory: summarize %q: %w", sessionID, err)
+			return fmt.Errorf("sqlitestore: summarize %q: %w", sessionID, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return Summary{}, err
+		return memory.Summary{}, err
 	}
 	return s, nil
 }
 
-// Summaries implements [Store.Summaries].
-func (st *SQLiteStore) Summaries(ctx context.Context, sessionID string) ([]Summary, error) {
+// Summaries implements [memory.Store.Summaries].
+func (st *Store) Summaries(ctx context.Context, sessionID string) ([]memory.Summary, error) {
 	tx, err := st.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+		return nil, fmt.Errorf("sqlitestore: summaries of %q: %w", sessionID, err)
 	}
 	defer tx.Rollback()
 	if err := exists(ctx, tx, "summaries of", sessionID); err != nil {
@@ -522,23 +527,46 @@ func (st *SQLiteStore) Summaries(ctx context.Context, sessionID string) ([]Summa
 	rows, err := tx.QueryContext(ctx,
 		"SELECT id, content, first_id, last_id, created_at FROM summaries WHERE session_id = ? ORDER BY id", sessionID)
 	if err != nil {
-		return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+		return nil, fmt.Errorf("sqlitestore: summaries of %q: %w", sessionID, err)
 	}
 	defer rows.Close()
-	out := []Summary{}
+	out := []memory.Summary{}
 	for rows.Next() {
-		var s Summary
+		var s memory.Summary
 		var created int64
 		if err := rows.Scan(&s.ID, &s.Content, &s.FirstID, &s.LastID, &created); err != nil {
-			return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+			return nil, fmt.Errorf("sqlitestore: summaries of %q: %w", sessionID, err)
 		}
 		s.CreatedAt = fromNanos(created)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory: summaries of %q: %w", sessionID, err)
+		return nil, fmt.Errorf("sqlitestore: summaries of %q: %w", sessionID, err)
 	}
 	return out, nil
 }
 
-var _ Store = (*SQLiteStore)(nil)
+var _ memory.Store = (*Store)(nil)
+
+func now() time.Time { return time.Now().UTC() }
+
+// normTime returns t in UTC without a monotonic reading, or now when t is
+// zero.
+func normTime(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now.UTC()
+	}
+	return t.UTC()
+}
+
+// cloneMessages returns a copy of msgs that shares no memory with it.
+func cloneMessages(msgs []memory.Message) []memory.Message {
+	out := make([]memory.Message, len(msgs))
+	for i, m := range msgs {
+		if m.ToolCalls != nil {
+			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
+		}
+		out[i] = m
+	}
+	return out
+}

@@ -1,4 +1,4 @@
-package memory_test
+package sqlitestore_test
 
 import (
 	"bufio"
@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
+	"github.com/planround/planround/memory/storetest"
 )
 
 func TestOpenSQLiteBadFiles(t *testing.T) {
@@ -47,7 +49,7 @@ func TestOpenSQLiteBadFiles(t *testing.T) {
 			if fi, err := os.Stat(tt.path); err == nil && !fi.IsDir() {
 				before, _ = os.ReadFile(tt.path)
 			}
-			st, err := memory.OpenSQLite(t.Context(), tt.path)
+			st, err := sqlitestore.Open(t.Context(), tt.path)
 			if err == nil {
 				st.Close()
 				t.Fatalf("OpenSQLite(%q): got nil error", tt.path)
@@ -78,7 +80,7 @@ func TestOpenSQLiteSchema(t *testing.T) {
 	ctx := t.Context()
 	t.Run("version recorded and reopen keeps data", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "db")
-		st, err := memory.OpenSQLite(ctx, path)
+		st, err := sqlitestore.Open(ctx, path)
 		require.NoError(t, err)
 		_, err = st.CreateSession(ctx, memory.Session{ID: "s"})
 		require.NoError(t, err)
@@ -107,8 +109,8 @@ func TestOpenSQLiteSchema(t *testing.T) {
 		_, err := db.Exec("PRAGMA user_version = 99")
 		require.NoError(t, err)
 		db.Close()
-		_, err = memory.OpenSQLite(ctx, path)
-		require.ErrorIs(t, err, memory.ErrSchemaTooNew)
+		_, err = sqlitestore.Open(ctx, path)
+		require.ErrorIs(t, err, sqlitestore.ErrSchemaTooNew)
 		assert.Contains(t, err.Error(), path)
 		assert.Contains(t, err.Error(), "99")
 	})
@@ -118,7 +120,7 @@ func TestOpenSQLiteSchema(t *testing.T) {
 		_, err := db.Exec("PRAGMA application_id = 1234; CREATE TABLE t (x)")
 		require.NoError(t, err)
 		db.Close()
-		_, err = memory.OpenSQLite(ctx, path)
+		_, err = sqlitestore.Open(ctx, path)
 		require.ErrorContains(t, err, "another application")
 	})
 	t.Run("concurrent openers migrate once", func(t *testing.T) {
@@ -126,7 +128,7 @@ func TestOpenSQLiteSchema(t *testing.T) {
 		errs := make(chan error, 4)
 		for range 4 {
 			go func() {
-				st, err := memory.OpenSQLite(ctx, path)
+				st, err := sqlitestore.Open(ctx, path)
 				if err == nil {
 					err = st.Close()
 				}
@@ -148,7 +150,7 @@ func TestSQLiteTwoStoresOneFile(t *testing.T) {
 	_, err := a.CreateSession(ctx, memory.Session{ID: "s"})
 	require.NoError(t, err)
 	done := make(chan error, 2)
-	for _, st := range []*memory.SQLiteStore{a, b} {
+	for _, st := range []*sqlitestore.Store{a, b} {
 		go func() {
 			for i := range 20 {
 				if _, err := st.Append(ctx, "s", userMsg(strconv.Itoa(i)), asst(strconv.Itoa(i))); err != nil {
@@ -233,7 +235,7 @@ func TestSQLiteCrashSafety(t *testing.T) {
 // killed (or gives up after a bounded number of batches).
 func crashChild(path string) {
 	ctx := context.Background()
-	st, err := memory.OpenSQLite(ctx, path)
+	st, err := sqlitestore.Open(ctx, path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -254,4 +256,28 @@ func crashChild(path string) {
 		fmt.Printf("appended %d\n", i+1)
 	}
 	os.Exit(3)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) memory.Store { return openSQLite(t, filepath.Join(t.TempDir(), "db.sqlite")) })
+}
+
+func openSQLite(t testing.TB, path string) *sqlitestore.Store {
+	t.Helper()
+	st, err := sqlitestore.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return st
+}
+
+func userMsg(text string) memory.Message { return memory.Message{Role: memory.RoleUser, Content: text} }
+
+func asst(text string) memory.Message {
+	return memory.Message{Role: memory.RoleAssistant, Content: text}
 }
