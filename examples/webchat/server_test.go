@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -577,7 +579,8 @@ func TestMainServesAndShutsDown(t *testing.T) {
 	ready := make(chan string, 1)
 	var stdout, stderr strings.Builder
 	status := make(chan int, 1)
-	go func() { status <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &stdout, &stderr, ready) }()
+	db := filepath.Join(t.TempDir(), "chat.db")
+	go func() { status <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", db}, &stdout, &stderr, ready) }()
 
 	var url string
 	select {
@@ -602,6 +605,8 @@ func TestMainServesAndShutsDown(t *testing.T) {
 	}
 	assert.Contains(t, stdout.String(), "listening on "+url)
 	assert.Contains(t, stderr.String(), "built-in demo model")
+	_, err = os.Stat(db)
+	assert.NoError(t, err, "-db opened the SQLite file")
 }
 
 func TestFlags(t *testing.T) {

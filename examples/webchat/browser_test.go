@@ -1,0 +1,210 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/internal/leaktest"
+)
+
+// cards is a JS expression: the tool cards of the page.
+const cards = `[...document.querySelectorAll('#messages .card')]`
+
+// lastCard is a JS expression: the newest tool card.
+const lastCard = cards + `.at(-1)`
+
+// TestBrowser drives the real page in headless Chromium against the server
+// on 127.0.0.1: approve, auto-approve, reject and interrupt through the tool
+// cards, and model and tool text that holds HTML shown as text.
+func TestBrowser(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	b := startBrowser(t) // cleaned up before the servers: LIFO
+	p := b.newPage(1280, 800)
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.Equal(t, "planround-demo · built-in demo model", p.str(`document.querySelector('#model').textContent`))
+
+	send := func(text string) {
+		t.Helper()
+		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.typeText("#input", text)
+		p.click("#send")
+	}
+	cardState := func(state string) string {
+		return lastCard + `?.dataset.state === '` + state + `'`
+	}
+
+	// 1. A weather turn, approved by a click, with "auto-approve this tool"
+	// ticked.
+	send("What's the weather in Paris?")
+	p.waitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
+	assert.Equal(t, "get_weather", p.str(lastCard+`.dataset.tool`))
+	assert.Contains(t, p.str(lastCard+`.innerText`), `"city": "Paris"`)
+	assert.Equal(t, "true", p.str(`document.body.dataset.running`))
+	dir := t.TempDir()
+	p.screenshot(filepath.Join(dir, "approval.png"))
+	copyFile(filepath.Join(dir, "approval.png"), "/tmp/webchat-approval.png")
+	p.clickJS(lastCard + `.querySelector('input.auto-approve')`)
+	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.waitFor("the card to be done", cardState("done"))
+	p.waitFor("the final text", `[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Here is what I found')`)
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	result := p.str(lastCard + `.querySelectorAll('pre')[1].textContent`)
+	assert.Contains(t, result, "Paris:")
+	assert.Equal(t, `["get_weather"]`, p.str(`localStorage.getItem('planround.webchat.autoApprove')`))
+
+	// 2. Model text that holds HTML: the demo quotes the question.
+	const attack = `Tell me about <img src=x onerror="window.__xss=1"> and <b>bold</b>`
+	send(attack)
+	p.waitFor("the quoted answer", `[...document.querySelectorAll('.turn')].at(-1).innerText.includes('You asked')`)
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).textContent`), `<img src=x onerror="window.__xss=1">`)
+	assert.Contains(t, p.str(`[...document.querySelectorAll('.msg.user')].at(-1).textContent`), `<b>bold</b>`)
+
+	// 3. A tool result that holds HTML.
+	send("Please run `echo '<img src=y onerror=window.__xss=2><i>italic</i>'`")
+	p.waitFor("the run_command approval", cardState("approval"))
+	assert.Equal(t, "run_command", p.str(lastCard+`.dataset.tool`))
+	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.waitFor("the command to be done", cardState("done"))
+	assert.Contains(t, p.str(lastCard+`.querySelectorAll('pre')[1].textContent`), "<img src=y onerror=window.__xss=2><i>italic</i>")
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+
+	var injected struct {
+		Img, B, I int
+		XSS       bool
+	}
+	require.NoError(t, p.eval(`({Img: document.querySelectorAll('#messages img').length,
+		B: document.querySelectorAll('#messages b').length, I: document.querySelectorAll('#messages i').length,
+		XSS: window.__xss !== undefined})`, &injected))
+	assert.Zero(t, injected.Img, "an <img> from model or tool text reached the DOM")
+	assert.Zero(t, injected.B)
+	assert.Zero(t, injected.I)
+	assert.False(t, injected.XSS, "injected script ran")
+
+	// 4. The same tool again: a new card, approved at once by the list.
+	send("And the weather in Tokyo?")
+	p.waitFor("the auto-approved card to be done", cardState("done")+` && `+lastCard+`.textContent.includes('Tokyo')`)
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	var weatherCards int
+	require.NoError(t, p.eval(cards+`.filter(c => c.dataset.tool === 'get_weather').length`, &weatherCards))
+	assert.Equal(t, 2, weatherCards, "a new card per call, even for the same tool")
+
+	// 5. A rejection ends the session.
+	send("Run `ls`")
+	p.waitFor("the approval card", cardState("approval"))
+	p.clickJS(lastCard + `.querySelector('button.reject')`)
+	p.waitFor("the card to be rejected", cardState("rejected"))
+	p.waitFor("the rejection message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Session ended by a rejection.'`)
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+
+	// 6. An interrupt while a card waits for approval.
+	send("What time is it in Tokyo?")
+	p.waitFor("the approval card", cardState("approval"))
+	assert.Equal(t, "get_time", p.str(lastCard+`.dataset.tool`))
+	p.click("#interrupt")
+	p.waitFor("the interrupt message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted by the user.'`)
+	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
+	assert.Equal(t, "false", p.str(`document.body.dataset.interrupting`))
+	assert.Equal(t, "Interrupt", p.str(`document.querySelector('#interrupt').textContent`))
+	waitApprovals(t, h.srv.approvals, 0)
+
+	// What the lead looks at.
+	p.js(`document.querySelector('#scroll').scrollTop = 1e9`)
+	p.screenshot(filepath.Join(dir, "webchat.png"))
+	copyFile(filepath.Join(dir, "webchat.png"), "/tmp/webchat.png")
+
+	// 7. A reload draws the conversation again from the history.
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.waitFor("the history", cards+`.length >= 5`)
+	var reloaded struct {
+		Users int
+		Text  string
+	}
+	require.NoError(t, p.eval(`({Users: document.querySelectorAll('.msg.user').length, Text: document.querySelector('#messages').textContent})`, &reloaded))
+	assert.Equal(t, 6, reloaded.Users)
+	assert.Contains(t, reloaded.Text, "Here is what I found")
+	assert.NotContains(t, reloaded.Text, "<need_tool>", "control tags are not shown")
+	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#messages img').length)`))
+
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.False(t, strings.Contains(p.str(`document.title`), "pwned"))
+}
+
+// TestBrowserStaleCardsAfterRestart: the server behind the page restarts
+// while a card waits; approving it answers success:false and the page
+// invalidates every pending card.
+func TestBrowserStaleCardsAfterRestart(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	next := newHarness(t, Options{})
+	sw := &switcher{}
+	sw.set(h.srv)
+	front := newSwitchServer(t, sw)
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(front.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.typeText("#input", "Weather in Paris and the time in Tokyo?")
+	p.click("#send")
+	p.waitFor("the approval card", cards+`.some(c => c.dataset.state === 'approval')`)
+
+	// A crash: the next server takes over and the old stream is cut.
+	sw.set(next.srv)
+	front.CloseClientConnections()
+	p.waitFor("the page to reconnect", `document.querySelector('#conn').textContent === 'connected' && document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.str(`document.querySelector('#messages').innerText`), "Reconnected to a restarted server")
+
+	p.click(`#messages .card[data-state=approval] button.approve`)
+	p.waitFor("every pending card invalidated", cards+`.every(c => c.dataset.state === 'invalidated')`)
+	p.waitFor("the stale message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.includes('no longer pending')`)
+	var n int
+	require.NoError(t, p.eval(cards+`.length`, &n))
+	assert.Equal(t, 2, n, "both calls of the round had cards")
+	assert.Empty(t, b.pageErrors())
+}
+
+// switcher is a handler whose target can be swapped: a "restarted" server
+// on the same address.
+type switcher struct {
+	mu sync.Mutex // guards h
+	h  http.Handler
+}
+
+func (s *switcher) set(h http.Handler) {
+	s.mu.Lock()
+	s.h = h
+	s.mu.Unlock()
+}
+
+func (s *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+func newSwitchServer(t *testing.T, sw *switcher) *httptest.Server {
+	ts := httptest.NewServer(sw) // 127.0.0.1
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// copyFile copies a screenshot where a person can find it; best effort.
+func copyFile(from, to string) {
+	if b, err := os.ReadFile(from); err == nil {
+		os.WriteFile(to, b, 0o644) //nolint:errcheck // a convenience copy
+	}
+}
