@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -112,11 +113,16 @@ func TestBrowser(t *testing.T) {
 	send("What time is it in Tokyo?")
 	p.waitFor("the approval card", cardState("approval"))
 	assert.Equal(t, "get_time", p.str(lastCard+`.dataset.tool`))
+	p.js(`window.__interruptLabels = [];
+		new MutationObserver(() => window.__interruptLabels.push(document.querySelector('#interrupt').textContent))
+			.observe(document.querySelector('#interrupt'), {childList: true, characterData: true, subtree: true})`)
 	p.click("#interrupt")
 	p.waitFor("the interrupt message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted by the user.'`)
 	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
 	assert.Equal(t, "false", p.str(`document.body.dataset.interrupting`))
-	assert.Equal(t, "Interrupt", p.str(`document.querySelector('#interrupt').textContent`))
+	var labels []string
+	require.NoError(t, p.eval(`window.__interruptLabels.filter((l, i, a) => i === 0 || a[i-1] !== l)`, &labels))
+	assert.Equal(t, []string{"Interrupting…", "Interrupt"}, labels, "the button waits for the server's confirmation")
 	waitApprovals(t, h.srv.approvals, 0)
 
 	// What the lead looks at.
@@ -148,7 +154,7 @@ func TestBrowser(t *testing.T) {
 func TestBrowserStaleCardsAfterRestart(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	next := newHarness(t, Options{})
+	next := newHarness(t, Options{ApprovalTimeout: 300 * time.Millisecond})
 	sw := &switcher{}
 	sw.set(h.srv)
 	front := newSwitchServer(t, sw)
@@ -173,6 +179,14 @@ func TestBrowserStaleCardsAfterRestart(t *testing.T) {
 	var n int
 	require.NoError(t, p.eval(cards+`.length`, &n))
 	assert.Equal(t, 2, n, "both calls of the round had cards")
+
+	// The restarted server's approvals time out quickly: the page says so.
+	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+	p.typeText("#input", "Weather in Rome?")
+	p.click("#send")
+	p.waitFor("the timeout message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Approval timed out')`)
+	assert.Equal(t, "rejected", p.str(lastCard+`.dataset.state`))
+	assert.Contains(t, p.str(lastCard+`.querySelector('.reason').textContent`), "approval timed out after 300ms")
 	assert.Empty(t, b.pageErrors())
 }
 

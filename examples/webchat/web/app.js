@@ -213,7 +213,7 @@
     const head = el('div', 'card-head');
     const icon = el('span', 'icon');
     if (k.state === 'preparing' || k.state === 'executing') icon.append(el('span', 'spinner'));
-    else icon.textContent = { approval: '⏸', done: '✓', rejected: '✕', invalidated: '⊘' }[k.state] || '';
+    else icon.textContent = { approval: '?', done: '✓', rejected: '✕', invalidated: '⊘' }[k.state] || '';
     head.append(icon, el('span', 'name', k.name), el('span', 'status', statusText(k)));
     const body = el('div', 'card-body');
     k.outEl = null;
