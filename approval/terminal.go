@@ -43,10 +43,12 @@ var ErrTerminalClosed = errors.New("approval: terminal closed")
 // (such as io.EOF), or, after [Terminal.Close], when its pending Read returns:
 // Close closes in when in is an [io.Closer] (a pipe, os.Stdin), which ends the
 // Read at once on most readers. A line typed while no prompt waits is kept
-// for the next prompt.
+// for the next prompt. A host that reads the same input itself (a prompt
+// loop) should hand its line reader to [NewTerminalFunc] instead.
 type Terminal struct {
-	in  io.Reader
-	out io.Writer
+	in       io.Reader                                 // nil with NewTerminalFunc
+	readLine func(ctx context.Context) (string, error) // the source of answers
+	out      io.Writer
 
 	turn      chan struct{} // holds a token while a prompt owns in and out
 	lines     chan line     // from the reader goroutine, unbuffered
@@ -76,6 +78,21 @@ func NewTerminal(in io.Reader, out io.Writer) *Terminal {
 		closed: make(chan struct{}),
 		always: make(map[string]struct{}),
 	}
+	t.readLine = t.readFromIn
+	return t
+}
+
+// NewTerminalFunc returns a Terminal that reads each answer with readLine and
+// writes prompts to out. It starts no goroutine of its own: use it when the
+// host already owns the input, as a prompt loop that shares stdin with the
+// approver does. readLine is called only while a prompt waits, one call at a
+// time; it must return promptly with ctx.Err() when ctx ends, without
+// consuming a line, and io.EOF when the input has ended. The line it returns
+// may or may not end in a newline. Close does not interrupt a readLine in
+// progress; it makes later calls to Approve return ErrTerminalClosed.
+func NewTerminalFunc(readLine func(ctx context.Context) (string, error), out io.Writer) *Terminal {
+	t := NewTerminal(nil, out)
+	t.readLine = readLine
 	return t
 }
 
@@ -92,6 +109,20 @@ func (t *Terminal) Close() error {
 		}
 	})
 	return err
+}
+
+// readFromIn reads the next line of in through the reader goroutine, which
+// it starts on first use.
+func (t *Terminal) readFromIn(ctx context.Context) (string, error) {
+	t.startOnce.Do(func() { go t.read() })
+	select {
+	case l := <-t.lines:
+		return l.text, l.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-t.closed:
+		return "", ErrTerminalClosed
+	}
 }
 
 // read is the reader goroutine: it hands each line of in to the prompt that
@@ -145,30 +176,30 @@ func (t *Terminal) Approve(ctx context.Context, req agent.ApprovalRequest) (agen
 	if t.inErr != nil {
 		return agent.Decision{Reason: ReasonEndOfInput}, nil
 	}
-	t.startOnce.Do(func() { go t.read() })
-
 	if _, err := io.WriteString(t.out, promptText(req)); err != nil {
 		return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
 	}
 	for {
-		var l line
-		select {
-		case l = <-t.lines:
-		case <-ctx.Done():
+		text, err := t.readLine(ctx)
+		switch {
+		case err == nil:
+			// A line that was read is the answer, even if ctx ended
+			// meanwhile: the caller decides what an answer after the end
+			// means, and the line is not lost to the host.
+		case ctx.Err() != nil:
 			io.WriteString(t.out, "\n") //nolint:errcheck // best effort: end the prompt's line
 			return cancelled(), ctx.Err()
-		case <-t.closed:
+		case errors.Is(err, ErrTerminalClosed):
 			return agent.Decision{Reason: ErrTerminalClosed.Error()}, ErrTerminalClosed
-		}
-		if l.err != nil {
-			t.inErr = l.err
-			if errors.Is(l.err, io.EOF) {
+		case err != nil:
+			t.inErr = err
+			if errors.Is(err, io.EOF) {
 				io.WriteString(t.out, "\n") //nolint:errcheck // best effort
 				return agent.Decision{Reason: ReasonEndOfInput}, nil
 			}
-			return agent.Decision{}, fmt.Errorf("approval: terminal: %w", l.err)
+			return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
 		}
-		d, ok := parseAnswer(l.text)
+		d, ok := parseAnswer(text)
 		if !ok {
 			if _, err := io.WriteString(t.out, "please answer y (approve), n (reject, optionally followed by a reason) or a (always approve this tool): "); err != nil {
 				return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)

@@ -239,3 +239,61 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// lines is a line source for NewTerminalFunc: it hands out queued lines,
+// then io.EOF, and honours ctx while it waits for one.
+type lines struct {
+	ch    chan string
+	calls int
+}
+
+func (l *lines) next(ctx context.Context) (string, error) {
+	l.calls++
+	select {
+	case s, ok := <-l.ch:
+		if !ok {
+			return "", io.EOF
+		}
+		return s, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func TestTerminalFunc(t *testing.T) {
+	src := &lines{ch: make(chan string, 4)}
+	var out lockedBuffer
+	term := approval.NewTerminalFunc(src.next, &out)
+	req := agent.ApprovalRequest{Call: agent.ToolCall{ID: "c1", Name: "run_command", Arguments: json.RawMessage(`{"command":"ls"}`)}}
+
+	src.ch <- "maybe"
+	src.ch <- "n too risky"
+	d, err := term.Approve(context.Background(), req)
+	require.NoError(t, err)
+	assert.False(t, d.Approved)
+	assert.Equal(t, "rejected by user: too risky", d.Reason)
+	assert.Equal(t, 2, src.calls, "asked again after an answer it did not understand")
+	assert.Contains(t, out.String(), "run_command")
+
+	// While a prompt waits, ctx ends: no line is taken from the source.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d, err := term.Approve(ctx, req)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.False(t, d.Approved)
+	}()
+	require.Eventually(t, func() bool { return strings.Count(out.String(), "run_command") >= 2 }, 5*time.Second, time.Millisecond)
+	cancel()
+	<-done
+	src.ch <- "y"
+	d, err = term.Approve(context.Background(), req)
+	require.NoError(t, err)
+	assert.True(t, d.Approved, "the line typed after the cancel answers the next prompt")
+
+	close(src.ch)
+	d, err = term.Approve(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, approval.ReasonEndOfInput, d.Reason)
+}

@@ -197,10 +197,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		cfg.Approver = approval.ApproveAll()
 	} else {
 		// Questions go to stderr, so stdout stays the transcript (or the
-		// JSON log).
-		term := approval.NewTerminal(in.gated(), questionWriter{w: stderr, src: in})
-		defer term.Close()
-		cfg.Approver = terminalApprover{term: term, src: in}
+		// JSON log). The approver reads its answers from the same line
+		// source as the prompt loop, only while it asks.
+		cfg.Approver = approval.NewTerminalFunc(in.next, stderr)
 	}
 
 	a, err := agent.New(cfg)
