@@ -30,6 +30,9 @@
 // invalidated. Conversations live in memory too, unless -db names a SQLite
 // file.
 //
+// Cross-site POSTs are refused (CSRF), and so are Host names other than
+// localhost (DNS rebinding); IP addresses are fine.
+//
 // SIGINT or SIGTERM interrupts the runs (their pages are told) and stops
 // the server.
 package main

@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +66,7 @@ type Server struct {
 	approvals *approval.Manager
 	store     memory.Store
 	info      info
-	mux       *http.ServeMux
+	handler   http.Handler    // the routes behind the CSRF and Host checks
 	base      context.Context // parent of every run's context
 	stopBase  context.CancelCauseFunc
 	closing   chan struct{} // closed by Close: event streams end
@@ -156,11 +159,36 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/skills", s.handleSkills)
 	m.Handle("/api/tool-approve", s.approvals.ApproveHandler())
 	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt))
-	s.mux = m
+	// A page of another site must not start runs, approve calls or
+	// interrupt them from the user's browser (CSRF).
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, apiResponse{Error: "cross-origin request refused"})
+	}))
+	s.handler = localHostOnly(cop.Handler(m))
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// localHostOnly refuses requests whose Host is a name other than localhost:
+// a DNS-rebinding page (evil.example resolving to 127.0.0.1) would otherwise
+// be same-origin with the chat. IP addresses are accepted, so -addr may bind
+// another interface.
+func localHostOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			host = hh
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if host != "localhost" && net.ParseIP(host) == nil {
+			writeJSON(w, http.StatusMisdirectedRequest, apiResponse{Error: "unexpected Host " + strconv.Quote(r.Host) + ": use the address the server printed"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // securityHeaders forbids inline scripts and foreign resources on the page:
 // a second wall behind the page's rule of never parsing model or tool text

@@ -617,3 +617,43 @@ func TestFlags(t *testing.T) {
 	t.Setenv("OPENAI_MODEL", "")
 	assert.Equal(t, 2, run(context.Background(), nil, &stdout, &stderr, nil), "a real API needs a model name")
 }
+
+func TestCrossSiteRequestsAreRefused(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	for _, tc := range []struct {
+		name   string
+		method string
+		header map[string]string
+		host   string
+		status int
+	}{
+		{"cross-site POST", http.MethodPost, map[string]string{"Sec-Fetch-Site": "cross-site"}, "", http.StatusForbidden},
+		{"foreign Origin", http.MethodPost, map[string]string{"Origin": "http://evil.example"}, "", http.StatusForbidden},
+		{"same-origin POST", http.MethodPost, map[string]string{"Sec-Fetch-Site": "same-origin"}, "", http.StatusBadRequest},
+		{"rebound Host", http.MethodGet, nil, "evil.example:8080", http.StatusMisdirectedRequest},
+		{"localhost", http.MethodGet, nil, "localhost:8080", http.StatusOK},
+	} {
+		path := "/api/chat"
+		if tc.method == http.MethodGet {
+			path = "/api/skills"
+		}
+		req, err := http.NewRequest(tc.method, h.ts.URL+path, strings.NewReader(`{"session_id":"s1"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := h.ts.Client().Do(req)
+		require.NoError(t, err)
+		var out any
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		assert.Equal(t, tc.status, resp.StatusCode, tc.name)
+		assert.NoError(t, err, "%s: the answer is JSON", tc.name)
+	}
+	assert.False(t, h.srv.busy("s1"))
+}
