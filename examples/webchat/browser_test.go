@@ -125,21 +125,27 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, []string{"Interrupting…", "Interrupt"}, labels, "the button waits for the server's confirmation")
 	waitApprovals(t, h.srv.approvals, 0)
 
+	// 7. A silent display tool: no approval, and the card is drawn.
+	send("Show me a card about <planround>")
+	p.waitFor("the show_card card", cardState("done")+` && `+lastCard+`.dataset.tool === 'show_card'`)
+	assert.Equal(t, "<planround>", p.str(lastCard+`.querySelector('.display-card .title').textContent`))
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+
 	// What the lead looks at.
 	p.js(`document.querySelector('#scroll').scrollTop = 1e9`)
 	p.screenshot(filepath.Join(dir, "webchat.png"))
 	copyFile(filepath.Join(dir, "webchat.png"), "/tmp/webchat.png")
 
-	// 7. A reload draws the conversation again from the history.
+	// 8. A reload draws the conversation again from the history.
 	p.navigate(h.ts.URL + "/")
 	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.waitFor("the history", cards+`.length >= 5`)
+	p.waitFor("the history", cards+`.length === 6`)
 	var reloaded struct {
 		Users int
 		Text  string
 	}
 	require.NoError(t, p.eval(`({Users: document.querySelectorAll('.msg.user').length, Text: document.querySelector('#messages').textContent})`, &reloaded))
-	assert.Equal(t, 6, reloaded.Users)
+	assert.Equal(t, 7, reloaded.Users)
 	assert.Contains(t, reloaded.Text, "Here is what I found")
 	assert.NotContains(t, reloaded.Text, "<need_tool>", "control tags are not shown")
 	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#messages img').length)`))
