@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,6 +41,16 @@ func TestBrowser(t *testing.T) {
 		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
 		p.typeText("#input", text)
 		p.click("#send")
+	}
+	// newSys waits for a system message after the first n, with text.
+	sysCount := func() int {
+		var n int
+		require.NoError(t, p.eval(`document.querySelectorAll('.sys').length`, &n))
+		return n
+	}
+	newSys := func(n int, text string) {
+		t.Helper()
+		p.waitFor("the message "+text, fmt.Sprintf(`document.querySelectorAll('.sys').length > %d && [...document.querySelectorAll('.sys')].at(-1).textContent === %s`, n, jsString(text)))
 	}
 	cardState := func(state string) string {
 		return lastCard + `?.dataset.state === '` + state + `'`
@@ -104,9 +115,10 @@ func TestBrowser(t *testing.T) {
 	// 5. A rejection ends the session.
 	send("Run `ls`")
 	p.waitFor("the approval card", cardState("approval"))
+	n := sysCount()
 	p.clickJS(lastCard + `.querySelector('button.reject')`)
 	p.waitFor("the card to be rejected", cardState("rejected"))
-	p.waitFor("the rejection message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Session ended by a rejection.'`)
+	newSys(n, "Session ended by a rejection.")
 	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
 
 	// 6. An interrupt while a card waits for approval.
@@ -116,8 +128,9 @@ func TestBrowser(t *testing.T) {
 	p.js(`window.__interruptLabels = [];
 		new MutationObserver(() => window.__interruptLabels.push(document.querySelector('#interrupt').textContent))
 			.observe(document.querySelector('#interrupt'), {childList: true, characterData: true, subtree: true})`)
+	n = sysCount()
 	p.click("#interrupt")
-	p.waitFor("the interrupt message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted by the user.'`)
+	newSys(n, "Interrupted by the user.")
 	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
 	assert.Equal(t, "false", p.str(`document.body.dataset.interrupting`))
 	var labels []string
@@ -125,7 +138,20 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, []string{"Interrupting…", "Interrupt"}, labels, "the button waits for the server's confirmation")
 	waitApprovals(t, h.srv.approvals, 0)
 
-	// 7. A silent display tool: no approval, and the card is drawn.
+	// 7. Live output of a running command, kept when it is interrupted.
+	send("Please run `echo first line; sleep 30`")
+	p.waitFor("the run_command approval", cardState("approval"))
+	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.waitFor("the live output", cardState("executing")+` && `+lastCard+`.textContent.includes('first line')`)
+	n = sysCount()
+	p.click("#interrupt")
+	newSys(n, "Interrupted by the user.")
+	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
+	assert.Equal(t, 1, strings.Count(p.str(`document.querySelector('#messages').textContent`), "Session ended by a rejection."), "one message per event")
+	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "partial output")
+	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "first line")
+
+	// 8. A silent display tool: no approval, and the card is drawn.
 	send("Show me a card about <planround>")
 	p.waitFor("the show_card card", cardState("done")+` && `+lastCard+`.dataset.tool === 'show_card'`)
 	assert.Equal(t, "<planround>", p.str(lastCard+`.querySelector('.display-card .title').textContent`))
@@ -136,16 +162,16 @@ func TestBrowser(t *testing.T) {
 	p.screenshot(filepath.Join(dir, "webchat.png"))
 	copyFile(filepath.Join(dir, "webchat.png"), "/tmp/webchat.png")
 
-	// 8. A reload draws the conversation again from the history.
+	// 9. A reload draws the conversation again from the history.
 	p.navigate(h.ts.URL + "/")
 	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.waitFor("the history", cards+`.length === 6`)
+	p.waitFor("the history", cards+`.length === 7`)
 	var reloaded struct {
 		Users int
 		Text  string
 	}
 	require.NoError(t, p.eval(`({Users: document.querySelectorAll('.msg.user').length, Text: document.querySelector('#messages').textContent})`, &reloaded))
-	assert.Equal(t, 7, reloaded.Users)
+	assert.Equal(t, 8, reloaded.Users)
 	assert.Contains(t, reloaded.Text, "Here is what I found")
 	assert.NotContains(t, reloaded.Text, "<need_tool>", "control tags are not shown")
 	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#messages img').length)`))
