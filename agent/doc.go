@@ -1,0 +1,69 @@
+// Package agent runs planning-round turns against an OpenAI-compatible
+// chat-completions API and reports everything that happens as typed chunks.
+//
+// # A turn
+//
+// [Agent.Run] answers one user message. It returns an iterator; nothing
+// happens until the caller ranges over it, and the model's stream is read in
+// the caller's goroutine, so the host's own transport (SSE, WebSocket, a
+// terminal) sets the pace:
+//
+//	for c, err := range a.Run(ctx, agent.Input{SessionID: id, Message: text}) {
+//		if err != nil {
+//			return err
+//		}
+//		send(c) // json.Marshal(c) is the stable wire schema
+//	}
+//
+// Round 0 is the planning round: the request carries no tools, and a
+// temporary planning prompt asks the model to answer in words and end with
+// an intent tag (see package intent). The tag never reaches [Chunk.Text]
+// (it stays in [Chunk.Raw] and in the history). With <no_tool> one
+// continuation round follows, without tools; otherwise the tool loop runs
+// until the model answers without calling a tool, or until
+// [Config.MaxToolRounds].
+//
+// # Tool calls
+//
+// Each call is a [ToolCall] that moves through the states start (as soon as
+// its name streams in), approval_required, executing (repeated with
+// [ToolCall.PartialResult] while the tool writes to its [Progress]) and
+// result, or ends rejected. Tools registered with
+// [ToolDefinition.SkipApproval] go from start to executing. Invalid JSON
+// arguments and unknown tools never reach the [Approver] or a tool: the
+// model reads an error tool message and the loop goes on. A tool that fails
+// or panics is an error result for the model, not a failed run.
+//
+// An [Approver] decides on each call. One whose decisions come from
+// elsewhere (a browser) also implements [Preparer]: the agent calls Prepare
+// before it yields approval_required, so a decision can never arrive too
+// early, and always answers a prepared approval, so none is left pending.
+// Package approval has a ready Manager and composable approvers.
+//
+// # Stopping
+//
+// Cancelling ctx interrupts the run wherever it is: a pending approval ends
+// as rejected ("rejected by user"), a running tool as rejected ("tool call
+// interrupted") with the output it wrote so far, then an interrupted chunk
+// ends the run and the iterator returns nil. Breaking out of the loop ends the
+// run too: running tools are cancelled and waited for, nothing is yielded
+// again. No goroutine started by a run outlives it.
+//
+// # History
+//
+// [Turn.Messages] is what the turn adds to the conversation: the user
+// message, assistant messages with their raw text and tool calls, and one
+// tool message per call, also after an interrupt, a rejection, a cut stream
+// or a panicking tool, so it is always valid input for the next request.
+// [History] rebuilds the same messages from a log of chunks. With
+// [Config.Store] and [Input.SessionID] the agent loads and saves the
+// conversation itself (package memory).
+//
+// # Errors
+//
+// A run ends with an error only when the model, the transport or the store
+// fails: an HTTP error (an *openai.Error from openai-go, after its retries),
+// a stream cut before its end ([ErrTruncated]), an error sent inside the
+// stream, or a store failure. The chunks that arrived before are delivered
+// first, and the turn's messages stay valid.
+package agent
