@@ -73,7 +73,8 @@ const (
 // [ModeSentences] the text is cut at sentence ends.
 //
 // The Parser holds back only what it must: a suffix that could still grow
-// into a tag, the very beginning of the reply until the voice flag is known
+// into a tag, the first bytes of a rune cut by the end of a delta (so that
+// no piece of a valid UTF-8 reply holds half a rune), the very beginning of the reply until the voice flag is known
 // (leading white space and non-voice tags), and in ModeSentences the
 // unfinished sentence. Everything held back comes out at [Parser.Flush].
 //
@@ -159,7 +160,8 @@ func (p *Parser) Write(delta string, emit func(Piece)) {
 		return
 	}
 	if p.decided && p.mode == ModeDeltas && p.onlyLT &&
-		p.emitted == len(p.raw) && indexLTString(delta) < 0 {
+		p.emitted == len(p.raw) && indexLTString(delta) < 0 &&
+		(delta[len(delta)-1] < utf8.RuneSelf || incompleteRune([]byte(delta[max(0, len(delta)-utf8.UTFMax+1):])) == 0) {
 		// The common case: nothing held back, nothing tag-like.
 		p.raw = append(p.raw, delta...)
 		p.emitted, p.scanned = len(p.raw), len(p.raw)
@@ -278,8 +280,36 @@ scan:
 		p.decided = true
 	}
 	if p.decided && p.mode == ModeDeltas && p.scanned > p.emitted {
-		p.release(p.scanned, emit)
+		end := p.scanned
+		if !final {
+			// Hold back a rune cut by the end of the delta, so that no
+			// piece holds half of it (unless a tag ends inside it, which
+			// only a tag of invalid UTF-8 can do).
+			if k := incompleteRune(s[p.emitted:end]); k > 0 &&
+				(len(p.spans) == 0 || p.spans[len(p.spans)-1].end <= end-k) {
+				end -= k
+			}
+		}
+		if end > p.emitted {
+			p.release(end, emit)
+		}
 	}
+}
+
+// incompleteRune returns the length of the incomplete UTF-8 sequence that b
+// ends with: the first bytes of a rune whose remaining bytes have not
+// arrived. It returns 0 when b ends with a whole rune or with invalid bytes
+// that no further input can complete.
+func incompleteRune(b []byte) int {
+	for k := 1; k < utf8.UTFMax && k <= len(b); k++ {
+		if c := b[len(b)-k]; utf8.RuneStart(c) {
+			if c < utf8.RuneSelf || utf8.FullRune(b[len(b)-k:]) {
+				return 0
+			}
+			return k
+		}
+	}
+	return 0
 }
 
 // matchTag reports the length of the longest tag at the start of rest, or

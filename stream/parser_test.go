@@ -3,6 +3,7 @@ package stream
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // collect runs deltas through a parser and returns the pieces, Write and
@@ -177,5 +178,102 @@ func TestParserCustomTagsAndReset(t *testing.T) {
 	none.Flush(func(pc Piece) { b.WriteString(pc.Text) })
 	if b.String() != "<no_tool>" {
 		t.Errorf("empty tag list: text = %q, want %q", b.String(), "<no_tool>")
+	}
+}
+
+// A rune cut by the end of a delta is held back until its last byte
+// arrives: no piece of a valid UTF-8 reply holds half a rune.
+func TestParserRuneSplitAcrossDeltas(t *testing.T) {
+	tests := []struct {
+		name   string
+		mode   Mode
+		deltas []string
+		first  string // text of the first Write
+	}{
+		{name: "deltas, 3-byte rune", mode: ModeDeltas, deltas: []string{"好\xe5\xa5", "\xbd!"}, first: "好"},
+		{name: "deltas, 4-byte rune one byte at a time", mode: ModeDeltas, deltas: []string{"a\xf0", "\x9f", "\x98", "\x80b"}, first: "a"},
+		{name: "deltas, after a held tag prefix", mode: ModeDeltas, deltas: []string{"<no_\xc3", "\xa9"}, first: "<no_"},
+		{name: "deltas, only a lead byte", mode: ModeDeltas, deltas: []string{"\xe4", "\xbd\xa0"}, first: ""},
+		{name: "sentences", mode: ModeSentences, deltas: []string{"好\xe5\xa5", "\xbd。"}, first: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewParser(Config{Mode: tt.mode})
+			var ps []Piece
+			emit := func(pc Piece) { ps = append(ps, pc) }
+			p.Write(tt.deltas[0], emit)
+			if got := joinText(ps); got != tt.first {
+				t.Errorf("after the first delta: text %q, want %q", got, tt.first)
+			}
+			for _, d := range tt.deltas[1:] {
+				p.Write(d, emit)
+			}
+			p.Flush(emit)
+			all := strings.Join(tt.deltas, "")
+			if joinRaw(ps) != all {
+				t.Errorf("raw = %q, want %q", joinRaw(ps), all)
+			}
+			for i, pc := range ps {
+				if !utf8.ValidString(pc.Text) || !utf8.ValidString(pc.Raw) {
+					t.Errorf("piece %d = %+v holds a broken rune", i, pc)
+				}
+			}
+		})
+	}
+	t.Run("invalid UTF-8 is not held forever", func(t *testing.T) {
+		p := NewParser(Config{})
+		var got strings.Builder
+		p.Write("ok\xff", func(pc Piece) { got.WriteString(pc.Raw) })
+		if got.String() != "ok\xff" {
+			t.Errorf("text = %q, want %q released at once", got.String(), "ok\xff")
+		}
+	})
+	t.Run("a cut rune at the end of the stream comes out at Flush", func(t *testing.T) {
+		_, ps := collect(Config{}, "x\xe5\xa5")
+		if joinRaw(ps) != "x\xe5\xa5" {
+			t.Errorf("raw = %q", joinRaw(ps))
+		}
+	})
+}
+
+func TestParserSharedPrefixAndHeldLT(t *testing.T) {
+	tags := []string{"<no_tool>", "<no_tools_at_all>", VoiceTag}
+	tests := []struct {
+		deltas []string
+		text   string
+	}{
+		{[]string{"a<no_tool", "s_at_all>b"}, "ab"},
+		{[]string{"a<no_tool", ">s"}, "as"},
+		{[]string{"a<no_tools_at", "_al>"}, "a<no_tools_at_al>"},
+		{[]string{"<", "<no_tool>x"}, "<x"},
+		{[]string{"x<", "<", "<no_tools_at_all>"}, "x<<"},
+	}
+	for _, tt := range tests {
+		_, ps := collect(Config{Tags: tags}, tt.deltas...)
+		if got := joinText(ps); got != tt.text {
+			t.Errorf("%q: text = %q, want %q", tt.deltas, got, tt.text)
+		}
+	}
+}
+
+func TestParserResetMidStream(t *testing.T) {
+	p := NewParser(Config{})
+	var before []Piece
+	p.Write("<voice>Hel", func(pc Piece) { before = append(before, pc) })
+	p.Write("lo <no_", func(pc Piece) { before = append(before, pc) })
+	raw := p.Raw()
+	p.Reset()
+	if p.Raw() != "" || p.Voice() {
+		t.Fatalf("after Reset: Raw %q, Voice %v", p.Raw(), p.Voice())
+	}
+	var after []Piece
+	emit := func(pc Piece) { after = append(after, pc) }
+	p.Write("tool>plain", emit)
+	p.Flush(emit)
+	if got := joinText(after); got != "tool>plain" || p.Raw() != "tool>plain" || p.Voice() {
+		t.Errorf("after Reset: text %q raw %q voice %v, want the held prefix forgotten", got, p.Raw(), p.Voice())
+	}
+	if raw != "<voice>Hello <no_" || joinText(before) != "Hello " {
+		t.Errorf("strings from before Reset changed: raw %q, text %q", raw, joinText(before))
 	}
 }
