@@ -86,7 +86,9 @@ const (
 // Sentence ends are found from the raw text: a Latin . ! ? counts only when
 // the next raw character is white space or the stream ends, so "3.14",
 // "e.g." inside a word and "Hi.<no_tool>" do not split, while "Dr. Smith"
-// does (there is no abbreviation list). A '.' at the end of a delta waits for
+// does (there is no abbreviation list). The white space goes with the
+// sentence, unless it begins a tag (a configured " [t]"): the tag stays
+// whole in the next piece. A '.' at the end of a delta waits for
 // the next delta.
 //
 // A Parser is not safe for concurrent use. Reuse it for the next reply
@@ -346,20 +348,33 @@ func (p *Parser) sentenceEnd(s []byte, i int, final bool) (end int, wait bool) {
 			return 0, true
 		}
 		next := s[i+1]
+		size := 1
 		if next < utf8.RuneSelf {
-			if isSpace(next) {
-				return i + 2, false
+			if !isSpace(next) {
+				return 0, false
 			}
-			return 0, false
+		} else {
+			var r rune
+			r, size = utf8.DecodeRune(s[i+1:])
+			if r == utf8.RuneError && !final && !utf8.FullRune(s[i+1:]) {
+				return 0, true
+			}
+			if !unicode.IsSpace(r) {
+				return 0, false
+			}
 		}
-		r, size := utf8.DecodeRune(s[i+1:])
-		if r == utf8.RuneError && !final && !utf8.FullRune(s[i+1:]) {
-			return 0, true
+		if p.class[next]&classTag != 0 {
+			// The white space may begin a tag (" [t]", "\n<x>"): the
+			// sentence then ends before it, and the tag stays whole.
+			n, hold := p.matchTag(s[i+1:], final)
+			if hold {
+				return 0, true
+			}
+			if n > 0 {
+				return i + 1, false
+			}
 		}
-		if unicode.IsSpace(r) {
-			return i + 1 + size, false
-		}
-		return 0, false
+		return i + 1 + size, false
 	default: // 0xE3 or 0xEF: the lead byte of 。 ！ or ？
 		rest := s[i:]
 		for _, m := range [...]string{"。", "！", "？"} {

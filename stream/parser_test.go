@@ -236,6 +236,36 @@ func TestParserRuneSplitAcrossDeltas(t *testing.T) {
 	})
 }
 
+// In sentence mode a . ! or ? followed by a tag that begins with white
+// space ends the sentence before the tag, which stays whole.
+func TestParserSentenceEndBeforeSpaceTag(t *testing.T) {
+	tests := []struct {
+		name   string
+		tags   []string
+		deltas []string
+		want   []string
+	}{
+		{name: "space tag", tags: []string{" [t]"}, deltas: []string{"Hi. [t] ok"}, want: []string{"Hi.", " ok"}},
+		{name: "space tag split", tags: []string{" [t]"}, deltas: []string{"Hi.", " [", "t] ok"}, want: []string{"Hi.", " ok"}},
+		{name: "newline tag", tags: []string{"\n<x>"}, deltas: []string{"Hi.\n<x>z"}, want: []string{"Hi.", "z"}},
+		{name: "space that is no tag", tags: []string{" [t]"}, deltas: []string{"Hi. [u] ok"}, want: []string{"Hi. ", "[u] ok"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ps := collect(Config{Tags: tt.tags, Mode: ModeSentences}, tt.deltas...)
+			var got []string
+			for _, pc := range ps {
+				if pc.Text != "" {
+					got = append(got, pc.Text)
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("pieces = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestParserSharedPrefixAndHeldLT(t *testing.T) {
 	tags := []string{"<no_tool>", "<no_tools_at_all>", VoiceTag}
 	tests := []struct {
