@@ -26,7 +26,11 @@ type Call struct {
 //
 // Fragments are matched to calls by their index; calls get slots in the
 // order their first fragment arrived, whatever the indexes are (an
-// Anthropic-compatible endpoint starts at 1). A fragment without an index
+// Anthropic-compatible endpoint starts at 1). A fragment with an index
+// continues the latest call with that index, unless it carries a non-empty
+// id that differs from that call's own (not generated) id: servers that
+// number every parallel call 0 are told apart by their ids, so the new id
+// starts a new call. A fragment without an index
 // (NoIndex, or any negative index) starts a new call when it carries a
 // non-empty id that differs from the last call's id, or when there is no
 // call yet; otherwise it continues the last call.
@@ -44,8 +48,11 @@ type Accumulator struct {
 type callState struct {
 	index int
 	id    string
-	name  string
-	args  strings.Builder
+	// generated is true when id was made up because the first fragment
+	// had none: a later id then neither replaces it nor starts a call.
+	generated bool
+	name      string
+	args      strings.Builder
 }
 
 // Add adds one fragment. It returns the slot of the call the fragment
@@ -61,8 +68,8 @@ func (a *Accumulator) Add(d ToolCallDelta) (slot int, started bool) {
 		a.n++
 		c := a.calls[slot]
 		c.index = max(d.Index, NoIndex)
-		c.id = d.ID
-		if c.id == "" {
+		c.id, c.generated = d.ID, d.ID == ""
+		if c.generated {
 			c.id = NewCallID()
 		}
 	}
@@ -78,8 +85,11 @@ func (a *Accumulator) Add(d ToolCallDelta) (slot int, started bool) {
 // find returns the slot d continues, or -1 when d starts a new call.
 func (a *Accumulator) find(d ToolCallDelta) int {
 	if d.Index >= 0 {
-		for i, c := range a.calls[:a.n] {
-			if c.index == d.Index {
+		for i := a.n - 1; i >= 0; i-- {
+			if c := a.calls[i]; c.index == d.Index {
+				if d.ID != "" && d.ID != c.id && !c.generated {
+					return -1 // the index is reused for another call
+				}
 				return i
 			}
 		}
@@ -123,7 +133,7 @@ func (a *Accumulator) Calls() []Call {
 // Reset forgets all calls. Strings returned earlier stay valid.
 func (a *Accumulator) Reset() {
 	for _, c := range a.calls[:a.n] {
-		c.index, c.id, c.name = 0, "", ""
+		c.index, c.id, c.name, c.generated = 0, "", "", false
 		c.args = strings.Builder{}
 	}
 	a.n = 0

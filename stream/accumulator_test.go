@@ -53,9 +53,26 @@ func TestAccumulator(t *testing.T) {
 			started: []int{0},
 		},
 		{
-			name:    "first id kept",
-			deltas:  []ToolCallDelta{{Index: 0, ID: "first", Name: "w"}, {Index: 0, ID: "second", Arguments: "{}"}},
-			want:    []Call{{0, "first", "w", "{}"}},
+			// Ollama numbers every parallel call 0 (ollama/ollama#15457).
+			name: "same index, new id starts a new call",
+			deltas: []ToolCallDelta{
+				{Index: 0, ID: "a", Name: "w", Arguments: `{"city":`}, {Index: 0, Arguments: `"Paris"}`},
+				{Index: 0, ID: "b", Name: "w", Arguments: `{"city":`}, {Index: 0, ID: "b", Arguments: `"Rome"}`},
+				{Index: 0, ID: "c", Name: "t", Arguments: `{}`},
+			},
+			want:    []Call{{0, "a", "w", `{"city":"Paris"}`}, {0, "b", "w", `{"city":"Rome"}`}, {0, "c", "t", `{}`}},
+			started: []int{0, 1, 2},
+		},
+		{
+			name:    "interleaved with gaps, continuations go to the latest call of the index",
+			deltas:  []ToolCallDelta{{Index: 2, ID: "x", Name: "a"}, {Index: 7, ID: "y", Name: "b"}, {Index: 2, Arguments: "1"}, {Index: 2, ID: "z", Name: "c"}, {Index: 7, Arguments: "2"}, {Index: 2, Arguments: "3"}},
+			want:    []Call{{2, "x", "a", "1"}, {7, "y", "b", "2"}, {2, "z", "c", "3"}},
+			started: []int{0, 1, 2},
+		},
+		{
+			name:    "a late id does not replace a generated one",
+			deltas:  []ToolCallDelta{{Index: 0, Name: "w"}, {Index: 0, ID: "late", Arguments: "{}"}},
+			want:    []Call{{0, gen, "w", "{}"}},
 			started: []int{0},
 		},
 		{
