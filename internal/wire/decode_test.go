@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/planround/planround/stream"
@@ -206,4 +207,68 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatalf("fast = %+v, reference = %+v for %q", fast, slow, frame)
 		}
 	})
+}
+
+// TestFastAgreesOnTrickyJSON holds the fast decoder to the reference on
+// valid but unusual frames: whatever it accepts it must decode the same.
+func TestFastAgreesOnTrickyJSON(t *testing.T) {
+	long := strings.Repeat("é", 70_000)
+	frames := []string{
+		`{"choices":[{"delta":{"content":"\u0000a\u0000"}}]}`,
+		`{"choices":[{"delta":{"content":"\ud83d\ude00\uD83D\uDE00"}}]}`,
+		`{"choices":[{"delta":{"content":"\ud83d\u0041"}}]}`,
+		`{"choices":[{"delta":{"content":"\udc00"}}]}`,
+		"{\"choices\":[{\"delta\":{\"content\":\"bad \xff\xfe utf8\"}}]}",
+		"{\"choices\":[{\"delta\":{\"content\":\"cut \xe5\xa5\"}}]}",
+		`{"choices":[{"index":1e0,"delta":{"content":"x"}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1e3,"id":"c"}]}}]}`,
+		`{"choices":[{"index":0.0,"delta":{"content":"x"}}]}`,
+		`{"choices":[{"index":-0,"delta":{"content":"x"}}]}`,
+		`{"choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]}`,
+		`{"choices":[],"choices":[{"delta":{"content":"b"}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"index":1}]}}]}`,
+		`{"choices":null,"usage":null,"error":null}`,
+		`{"choices":[null]}`,
+		`{"choices":[{"index":null,"delta":null,"finish_reason":null}]}`,
+		`{"choices":[{"delta":{"content":null,"reasoning_content":null,"reasoning":null,"tool_calls":null}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[null]}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":null,"id":null,"function":null}]}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":null,"arguments":null}}]}}]}`,
+		`{"usage":{"prompt_tokens":null,"completion_tokens":null,"total_tokens":null}}`,
+		`{"x":{"a":"]}{\"","b":["}",{"c":"\\\""}]},"choices":[{"delta":{"content":"ok","y":[{"z":"}]"}]}}]}`,
+		`{"choices":[{"delta":{"content":"` + long + `"}}]}`,
+		`{"choices":[{"delta":{"content":5}}]}`,
+		`{"choices":[{"delta":{"content":true}}]}`,
+		`{"choices":[{"finish_reason":5}]}`,
+		`{"choices":[{"finish_reason":"st\u006fp"}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":[1,{"a":"]"}]}}]}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":  {"a" : 1}  }}]}}]}`,
+		`{"choices":[{"delta":{"CONTENT":"x"}}]}`,
+		`{"choices":[{"delta":{"content":"x","Content":"y"}}]}`,
+		`{"choices":[{"delta":{"\u0063ontent":"x"}}]}`,
+		`{"choices":[{"delta":{"reasoning_content":"","reasoning":"r"}}]}`,
+		`{"choices":[{"delta":{"reasoning_content":5,"reasoning":"r"}}]}`,
+		`{"usage":{"prompt_tokens":1e2,"completion_tokens":"3","total_tokens":-1}}`,
+		`{"usage":{"prompt_tokens":999999999999999,"completion_tokens":9999999999999999}}`,
+		`{"usage":5}`, `{"usage":[]}`, `{"usage":"x"}`,
+		"\ufeff{\"choices\":[]}",
+		`{"choices":[{"delta":{"content":"x"}}]} {}`,
+		`{"choices":[{"delta":{"content":"x"}}]}` + "\n\t\r ",
+	}
+	var x decoder
+	for _, f := range frames {
+		var fast, slow stream.Delta
+		ok := x.fast([]byte(f), &fast)
+		err := slowDecode([]byte(f), &slow)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			t.Errorf("fast accepted what the reference rejects (%v): %.120q", err, f)
+			continue
+		}
+		if !sameDelta(fast, slow) {
+			t.Errorf("fast = %+v\nreference = %+v\nfor %.120q", fast, slow, f)
+		}
+	}
 }

@@ -26,13 +26,12 @@ const MaxEventSize = 32 << 20
 type Reader struct {
 	br *bufio.Reader
 
-	data           []byte // the current event's data, lines joined by '\n'
-	hasData        bool   // a data field was seen in the current event
-	partial        bool   // the current event's last line had no line end (body cut)
-	long           []byte // a line longer than br's buffer
-	rest           []byte // what follows a lone CR on the current line
-	restTerminated bool
-	started        bool // the first line was read (BOM check done)
+	data    []byte // the current event's data, lines joined by '\n'
+	hasData bool   // a data field was seen in the current event
+	partial bool   // the current event's last line had no line end (body cut)
+	long    []byte // a line longer than br's buffer
+	skipLF  bool   // the last line ended with a CR: skip an LF right after it
+	started bool   // the first line was read (BOM check done)
 
 	delta    stream.Delta
 	dec      decoder
@@ -201,59 +200,92 @@ func (r *Reader) field(line []byte) error {
 	return nil
 }
 
-// readLine returns the next line without its line end. terminated is false
-// for a last line the body ended in the middle of. The slice is valid until
-// the next call. A lone CR ends a line too, as the SSE format says.
+// readLine returns the next line without its line end: LF, CRLF or a lone
+// CR, as the SSE format says. terminated is false for a last line the body
+// ended in the middle of. The slice is valid until the next call.
+//
+// A line ends as soon as its CR arrives: the Reader does not wait for the
+// next byte to see whether an LF follows (which would stall a stream framed
+// with lone CRs); an LF right after a CR is skipped at the next call
+// instead.
 func (r *Reader) readLine() (line []byte, terminated bool, err error) {
-	if r.rest != nil {
-		line, terminated = r.rest, r.restTerminated
-		r.rest = nil
-	} else {
-		line, terminated, err = r.readPhysical()
-		if err != nil && err != io.EOF {
-			return nil, false, err
+	r.long = r.long[:0]
+	spilled := false // the line so far is in r.long
+	from := 0        // buf[:from] holds no line end
+	for {
+		buf, _ := r.br.Peek(r.br.Buffered())
+		if r.skipLF && len(buf) > 0 {
+			r.skipLF = false
+			if buf[0] == '\n' {
+				r.br.Discard(1)
+				buf = buf[1:]
+			}
 		}
-	}
-	if i := bytes.IndexByte(line, '\r'); i >= 0 {
-		// A lone CR (CRLF was removed already). Keep the remainder for the
-		// next call; copy it, as line may point into br's buffer. The end
-		// of the body, if reached, is reported again by the next read.
-		if i+1 < len(line) || terminated {
-			r.rest = append([]byte{}, line[i+1:]...)
-			r.restTerminated = terminated
+		if end := lineEnd(buf[from:]); end >= 0 {
+			end += from
+			n := end + 1
+			if buf[end] == '\r' {
+				switch {
+				case n == len(buf):
+					r.skipLF = true
+				case buf[n] == '\n':
+					n++
+				}
+			}
+			line = buf[:end]
+			if spilled {
+				r.long = append(r.long, line...)
+				line = r.long
+			}
+			r.br.Discard(n)
+			return r.trimBOM(line), true, nil
 		}
-		return line[:i], true, nil
-	}
-	return line, terminated, err
-}
-
-// readPhysical reads up to the next LF.
-func (r *Reader) readPhysical() (line []byte, terminated bool, err error) {
-	line, err = r.br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		r.long = append(r.long[:0], line...)
-		for err == bufio.ErrBufferFull {
-			if len(r.long) > MaxEventSize {
+		from = len(buf)
+		if len(buf) == r.br.Size() {
+			// A line longer than the buffer: keep it aside.
+			if len(r.long)+len(buf) > MaxEventSize {
 				return nil, false, fmt.Errorf("wire: line longer than %d bytes", MaxEventSize)
 			}
-			line, err = r.br.ReadSlice('\n')
-			r.long = append(r.long, line...)
+			r.long = append(r.long, buf...)
+			spilled = true
+			r.br.Discard(len(buf))
+			from = 0
+			continue
 		}
-		line = r.long
+		// Wait for at least one more byte (Peek keeps what is buffered).
+		if _, err := r.br.Peek(len(buf) + 1); err != nil {
+			if err != io.EOF {
+				return nil, false, err
+			}
+			buf, _ = r.br.Peek(r.br.Buffered())
+			line = buf
+			if spilled {
+				r.long = append(r.long, line...)
+				line = r.long
+			}
+			r.br.Discard(len(buf))
+			return r.trimBOM(line), false, io.EOF
+		}
 	}
-	if err != nil && err != io.EOF {
-		return nil, false, err
+}
+
+// lineEnd returns the index of the first CR or LF in b, or -1.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
 	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
+}
+
+// trimBOM removes a byte order mark from the first line of the body.
+func (r *Reader) trimBOM(line []byte) []byte {
 	if !r.started {
 		r.started = true
 		line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
 	}
-	if n := len(line); n > 0 && line[n-1] == '\n' {
-		terminated = true
-		line = line[:n-1]
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-	}
-	return line, terminated, err
+	return line
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/planround/planround/internal/wire"
 	"github.com/planround/planround/stream"
@@ -366,4 +367,90 @@ func split(s string, cuts []byte) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// readAll reads r to its end and returns the content and the final error.
+func readAll(r *wire.Reader) (string, error) {
+	var b strings.Builder
+	for {
+		d, err := r.Next()
+		if err != nil {
+			return b.String(), err
+		}
+		b.WriteString(d.Content)
+	}
+}
+
+// A body read one byte at a time, so that every line, line end, BOM and
+// field name is split between reads at every byte, decodes as when read
+// whole.
+func TestFramingSplitAtEveryByte(t *testing.T) {
+	c := func(s string) string { return `{"choices":[{"delta":{"content":"` + s + `"}}]}` }
+	bodies := map[string]string{
+		"lf":         "data: " + c("a") + "\n\ndata: " + c("b") + "\n\ndata: [DONE]\n\n",
+		"crlf":       "data: " + c("a") + "\r\n\r\ndata:" + c("b") + "\r\n\r\ndata: [DONE]\r\n\r\n",
+		"cr":         "data: " + c("a") + "\r\rdata:" + c("b") + "\r\rdata: [DONE]\r\r",
+		"mixed":      "\xEF\xBB\xBF: hi\r\nevent: x\rdata: {\"choices\":[{\"delta\":\ndata: {\"content\":\"a\"}}]}\r\n\ndata:" + c("b") + "\r\n\r\ndata: [DONE]",
+		"bom and cr": "\xEF\xBB\xBFdata: " + c("a") + "\r\rdata: " + c("b") + "\r\r\ndata: [DONE]\n\n",
+	}
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			whole, werr := readAll(wire.NewReader(strings.NewReader(body)))
+			bytewise, berr := readAll(wire.NewReader(iotest.OneByteReader(strings.NewReader(body))))
+			if whole != "ab" || werr != io.EOF {
+				t.Errorf("whole body: %q, %v; want \"ab\", EOF", whole, werr)
+			}
+			if bytewise != whole || berr != werr {
+				t.Errorf("byte by byte: %q, %v; whole: %q, %v", bytewise, berr, whole, werr)
+			}
+		})
+	}
+}
+
+// Lines ended by a lone CR are events as soon as they arrive: the Reader
+// does not wait for an LF (or the end of the body) before it hands them
+// out.
+func TestLoneCRFramingStreams(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	go pw.Write([]byte("data: " + `{"choices":[{"delta":{"content":"first"}}]}` + "\r\r"))
+	got := make(chan string, 1)
+	go func() {
+		d, err := wire.NewReader(pr).Next()
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- d.Content
+	}()
+	select {
+	case s := <-got:
+		if s != "first" {
+			t.Fatalf("Next = %q, want first", s)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Next still waits for more input after an event ended by CR CR")
+	}
+	pw.Close()
+}
+
+func TestTruncationRules(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       error
+	}{
+		{"done", frame(map[string]any{"content": "a"}, nil) + done, io.EOF},
+		{"finish without done", frame(map[string]any{"content": "a"}, "stop"), io.EOF},
+		{"finish then usage chunk without done", frame(map[string]any{"content": "a"}, "length") + data(map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": 1}}), io.EOF},
+		{"neither", frame(map[string]any{"content": "a"}, nil), wire.ErrTruncated},
+		{"only comments", ": keep-alive\n\n", wire.ErrTruncated},
+		{"done cut", frame(map[string]any{"content": "a"}, nil) + "data: [DO", wire.ErrTruncated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := readAll(wire.NewReader(strings.NewReader(tt.body))); !errors.Is(err, tt.want) {
+				t.Errorf("end = %v, want %v", err, tt.want)
+			}
+		})
+	}
 }
