@@ -20,5 +20,7 @@
 // null, tool calls without index, tool-call arguments sent as a JSON object
 // instead of a string, and bodies that end after a finish_reason without
 // "data: [DONE]". A body that ends with neither is reported as
-// [ErrTruncated].
+// [ErrTruncated]. Errors come as data: {"error": ...}, as an event named
+// error, or as an error: field (llama.cpp); each ends the stream with a
+// [*StreamError].
 package wire

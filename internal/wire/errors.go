@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -79,4 +80,26 @@ func scalarText(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return ""
+}
+
+// errorEvent builds the StreamError of an error event: data is an object
+// holding "error", the error object itself, a JSON string, or plain text.
+func errorEvent(data []byte) *StreamError {
+	raw := bytes.TrimSpace(data)
+	if len(raw) > 0 && raw[0] == '{' {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(raw, &fields) == nil {
+			if e := fields["error"]; len(e) > 0 && !isNull(e) {
+				return newStreamError(e, data)
+			}
+			return newStreamError(raw, data)
+		}
+	}
+	e := &StreamError{Message: string(raw), Raw: append([]byte(nil), data...)}
+	if len(raw) > 0 && raw[0] == '"' {
+		if s := rawText(raw); s != "" {
+			e.Message = s
+		}
+	}
+	return e
 }

@@ -28,6 +28,7 @@ type Reader struct {
 
 	data    []byte // the current event's data, lines joined by '\n'
 	hasData bool   // a data field was seen in the current event
+	errEv   bool   // the current event is an error: event: error, or an error field
 	partial bool   // the current event's last line had no line end (body cut)
 	long    []byte // a line longer than br's buffer
 	skipLF  bool   // the last line ended with a CR: skip an LF right after it
@@ -62,7 +63,10 @@ func NewReader(r io.Reader) *Reader {
 //     finish_reason was seen (some providers, such as Azure, may omit
 //     [DONE]);
 //   - [ErrTruncated] when the body ends with neither;
-//   - a [*StreamError] for an error frame (data: {"error": ...});
+//   - a [*StreamError] for an error frame (data: {"error": ...}), an
+//     event named error (event: error, whose data is the error object, an
+//     object holding it, or plain text), or an error field (error: {...},
+//     which llama.cpp's server sends and follows with data: [DONE]);
 //   - an error wrapping the read error, prefixed "wire: reading stream:",
 //     when reading the body fails;
 //   - an error naming the problem when a frame is not valid JSON.
@@ -84,6 +88,10 @@ func (r *Reader) Next() (*stream.Delta, error) {
 			default:
 				r.err = err
 			}
+			return nil, r.err
+		}
+		if r.errEv {
+			r.err = errorEvent(data)
 			return nil, r.err
 		}
 		if len(bytes.TrimSpace(data)) == 0 {
@@ -144,7 +152,7 @@ func isDone(data []byte) bool {
 // that was not followed by a blank line).
 func (r *Reader) readEvent() ([]byte, error) {
 	r.data = r.data[:0]
-	r.hasData = false
+	r.hasData, r.errEv = false, false
 	r.partial = false
 	for {
 		line, terminated, err := r.readLine()
@@ -186,8 +194,19 @@ func (r *Reader) field(line []byte) error {
 			value = value[1:]
 		}
 	}
-	if string(name) != "data" {
-		return nil // event:, id:, retry: and unknown fields
+	switch string(name) {
+	case "data":
+	case "error":
+		// Not an SSE field, but what llama.cpp writes for an error: its
+		// value is the error, like the data of an error event.
+		r.errEv = true
+	case "event":
+		if string(value) == "error" {
+			r.errEv = true
+		}
+		return nil
+	default:
+		return nil // id:, retry: and unknown fields
 	}
 	if r.hasData {
 		r.data = append(r.data, '\n')

@@ -434,6 +434,48 @@ func TestLoneCRFramingStreams(t *testing.T) {
 	pw.Close()
 }
 
+// The error forms servers send besides data: {"error": ...}: an SSE field
+// named error (llama.cpp's server_sent_event(sink, "error", ...), which is
+// followed by data: [DONE]) and an event named error whose data is the
+// error object itself.
+func TestErrorEventForms(t *testing.T) {
+	before := frame(map[string]any{"content": "partial"}, nil)
+	tests := []struct {
+		name, body, msg, typ, code string
+	}{
+		{"llama.cpp error field", before + `error: {"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}` + "\n\n" + done,
+			"the request exceeds the available context size", "exceed_context_size_error", "400"},
+		{"event error with a bare object", before + "event: error\ndata: {\"message\":\"Internal server error\",\"code\":500}\n\n" + done,
+			"Internal server error", "", "500"},
+		{"event error with an error object", before + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+			"Overloaded", "overloaded_error", ""},
+		{"event error with text", before + "event: error\ndata: upstream timed out\n\n" + done,
+			"upstream timed out", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := wire.NewReader(strings.NewReader(tt.body))
+			text, err := readAll(r)
+			if text != "partial" {
+				t.Errorf("content = %q, want the content before the error", text)
+			}
+			var se *wire.StreamError
+			if !errors.As(err, &se) {
+				t.Fatalf("end = %v (%T), want *StreamError", err, err)
+			}
+			if se.Message != tt.msg || se.Type != tt.typ || se.Code != tt.code {
+				t.Errorf("StreamError = {%q %q %q}, want {%q %q %q}", se.Message, se.Type, se.Code, tt.msg, tt.typ, tt.code)
+			}
+		})
+	}
+	t.Run("other event names are chunks", func(t *testing.T) {
+		body := "event: message\n" + frame(map[string]any{"content": "a"}, "stop") + done
+		if text, err := readAll(wire.NewReader(strings.NewReader(body))); text != "a" || err != io.EOF {
+			t.Errorf("got %q, %v; want a, EOF", text, err)
+		}
+	})
+}
+
 func TestTruncationRules(t *testing.T) {
 	tests := []struct {
 		name, body string
