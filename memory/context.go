@@ -59,7 +59,8 @@ func CurrentTurn(msgs []Message) int {
 // than the limit are replaced by a JSON object that stays valid JSON:
 // {"truncated":"<first Limit characters>…[truncated N chars]"}. Tools named
 // in opts.Keep are left whole; a tool message's tool is found through its
-// call id (or its Name when the call is not in msgs).
+// call id, in the latest assistant message before it first (ids may repeat
+// across messages), else anywhere in msgs, else by its Name.
 //
 // Truncate never changes msgs; the result shares no memory with it.
 func Truncate(msgs []Message, opts TruncateOptions) []Message {
@@ -68,18 +69,25 @@ func Truncate(msgs []Message, opts TruncateOptions) []Message {
 	if limit < 0 {
 		return out
 	}
-	names := make(map[string]string) // call id → tool name
+	names := make(map[string]string) // call id → tool name, latest call wins
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls {
 			names[c.ID] = c.Name
 		}
 	}
 	end := CurrentTurn(msgs)
+	var last []ToolCall // the calls of the latest assistant message
 	for i := range out[:end] {
 		m := &out[i]
 		switch {
 		case m.Role == RoleTool:
-			name, ok := names[m.ToolCallID]
+			// Ids repeat across messages (servers that number calls
+			// call_0, call_1, ... per response): the call a tool message
+			// answers is the one of the assistant message before it.
+			name, ok := callName(last, m.ToolCallID)
+			if !ok {
+				name, ok = names[m.ToolCallID]
+			}
 			if !ok {
 				name = m.Name
 			}
@@ -87,6 +95,7 @@ func Truncate(msgs []Message, opts TruncateOptions) []Message {
 				m.Content = cut(m.Content, limit)
 			}
 		case m.Role == RoleAssistant:
+			last = msgs[i].ToolCalls
 			for k, c := range m.ToolCalls {
 				if slices.Contains(opts.Keep, c.Name) || utf8.RuneCountInString(c.Arguments) <= limit {
 					continue
@@ -99,6 +108,16 @@ func Truncate(msgs []Message, opts TruncateOptions) []Message {
 		}
 	}
 	return out
+}
+
+// callName returns the name of the call with the given id in calls.
+func callName(calls []ToolCall, id string) (string, bool) {
+	for _, c := range calls {
+		if c.ID == id {
+			return c.Name, true
+		}
+	}
+	return "", false
 }
 
 // cut returns s cut to limit runes with a note of how many were removed.

@@ -194,3 +194,29 @@ func TestContextBuild(t *testing.T) {
 		assert.Error(t, err)
 	})
 }
+
+// Servers that number calls per response (call_0, call_1, ...) reuse ids
+// across messages: a tool message belongs to the call of the assistant
+// message before it, not to the latest call with that id.
+func TestTruncateReusedCallIDs(t *testing.T) {
+	long := strings.Repeat("x", 50)
+	opts := memory.TruncateOptions{Limit: 5, Keep: []string{"get_skill"}}
+	in := []memory.Message{
+		userMsg("one"),
+		asst("", call("call_0", "get_skill", `{"name":"`+long+`"}`)),
+		toolMsg("call_0", long),
+		userMsg("two"),
+		asst("", call("call_0", "search", `{"q":"`+long+`"}`)),
+		toolMsg("call_0", long),
+		userMsg("now"),
+	}
+	got := memory.Truncate(in, opts)
+	assert.Equal(t, long, got[2].Content, "get_skill's result was truncated as if it were search's")
+	assert.Equal(t, "xxxxx…[truncated 45 chars]", got[5].Content, "search's result was kept as if it were get_skill's")
+
+	// And the other way round: the latest call is the kept one.
+	in[1].ToolCalls[0].Name, in[4].ToolCalls[0].Name = "search", "get_skill"
+	got = memory.Truncate(in, opts)
+	assert.Equal(t, "xxxxx…[truncated 45 chars]", got[2].Content)
+	assert.Equal(t, long, got[5].Content)
+}
