@@ -200,13 +200,15 @@ func (r *run) do() {
 	if det.Found {
 		in = Intent(det.Intent)
 	}
-	if !r.emit(Chunk{Kind: KindRoundEnd, Round: 0, Intent: in, Usage: res.usage}) {
-		return
-	}
+	// The reply is recorded before its round_end is yielded: a consumer
+	// that stops at round_end has seen all of it.
 	if res.raw != "" {
 		r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
 		// [continue] is for the model only: not part of the turn's messages.
 		r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+	}
+	if !r.emit(Chunk{Kind: KindRoundEnd, Round: 0, Intent: in, Usage: res.usage}) {
+		return
 	}
 	r.working = r.a.cfg.Intents.StripMessages(r.working)
 
