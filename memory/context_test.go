@@ -220,3 +220,41 @@ func TestTruncateReusedCallIDs(t *testing.T) {
 	assert.Equal(t, "xxxxx…[truncated 45 chars]", got[2].Content)
 	assert.Equal(t, long, got[5].Content)
 }
+
+// Repair on pathological lists: the result is always valid (every call
+// answered right after its message, no tool message elsewhere) and keeps
+// every non-tool message in order.
+func TestRepairPathological(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []memory.Message
+		want []memory.Message
+	}{
+		{"tool before any assistant", []memory.Message{toolMsg("x", "r"), userMsg("q")}, []memory.Message{userMsg("q")}},
+		{"same call id in two messages", []memory.Message{
+			asst("", call("call_0", "a", "{}")), toolMsg("call_0", "1"), userMsg("q"),
+			asst("", call("call_0", "b", "{}")), toolMsg("call_0", "2"),
+		}, []memory.Message{
+			asst("", call("call_0", "a", "{}")), toolMsg("call_0", "1"), userMsg("q"),
+			asst("", call("call_0", "b", "{}")), toolMsg("call_0", "2"),
+		}},
+		{"answer of an earlier message with a reused id is not taken", []memory.Message{
+			asst("", call("call_0", "a", "{}")), userMsg("q"), asst("", call("call_0", "b", "{}")), userMsg("r"), toolMsg("call_0", "late"),
+		}, []memory.Message{
+			asst("", call("call_0", "a", "{}")), {Role: memory.RoleTool, ToolCallID: "call_0", Name: "a", Content: memory.IncompleteToolCall}, userMsg("q"),
+			asst("", call("call_0", "b", "{}")), {Role: memory.RoleTool, ToolCallID: "call_0", Name: "b", Content: memory.IncompleteToolCall}, userMsg("r"),
+		}},
+		{"one id twice in one message", []memory.Message{asst("", call("d", "f", "1"), call("d", "f", "2")), toolMsg("d", "r")}, []memory.Message{
+			asst("", call("d", "f", "1"), call("d", "f", "2")), toolMsg("d", "r"), {Role: memory.RoleTool, ToolCallID: "d", Name: "f", Content: memory.IncompleteToolCall},
+		}},
+		{"empty assistant without calls", []memory.Message{userMsg("q"), asst(""), toolMsg("x", "r")}, []memory.Message{userMsg("q"), asst("")}},
+		{"empty call list", []memory.Message{{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{}}, toolMsg("x", "r")}, []memory.Message{asst("")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := memory.Repair(tt.in)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, got, memory.Repair(got), "Repair of a repaired list changes it")
+		})
+	}
+}
