@@ -356,6 +356,17 @@ func (r *run) finish(cs *callState) bool {
 	if r.ctx.Err() != nil {
 		return r.interrupted(cs, ReasonInterrupted, cs.partial())
 	}
+	// Output written just before the tool returned is yielded too, so the
+	// chunks do not depend on which of done and signal the select saw first.
+	if p := cs.progress.Since(sent); p != "" {
+		c := cs.chunk
+		c.State = StateExecuting
+		c.PartialResult = p
+		if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
+			cs.out = outcome{content: joinPartial(cs.progress.String(), ReasonInterrupted), done: true}
+			return false
+		}
+	}
 	content := cs.result
 	if cs.err != nil {
 		content = "error: " + cs.err.Error()
