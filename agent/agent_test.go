@@ -1079,3 +1079,76 @@ func TestParallelToolsInterrupted(t *testing.T) {
 	assert.Equal(t, "left working\n\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-2].Content)
 	assert.Equal(t, "right working\n\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-1].Content)
 }
+
+// closedCards checks that every call that got a start chunk also got a last
+// chunk: result or rejected.
+func closedCards(t *testing.T, chunks []agent.Chunk) {
+	t.Helper()
+	open := map[string]bool{}
+	var order []string
+	for _, c := range chunks {
+		if c.Tool == nil || c.Kind == agent.KindSide {
+			continue
+		}
+		switch {
+		case c.Kind == agent.KindToolRejected, c.Tool.State == agent.StateResult:
+			delete(open, c.Tool.ID)
+		case c.Tool.State == agent.StateStart:
+			open[c.Tool.ID] = true
+			order = append(order, c.Tool.ID)
+		}
+	}
+	for _, id := range order {
+		assert.False(t, open[id], "call %s has no result or rejected chunk: %v", id, trace(chunks))
+	}
+}
+
+// TestEveryCardIsClosed: however a tool round ends, each call shown with a
+// start chunk ends with a result or a rejected chunk, and the history from
+// the chunks is the turn's.
+func TestEveryCardIsClosed(t *testing.T) {
+	secondRejected := func(cancel context.CancelFunc) agent.Approver {
+		return agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: r.Call.ID != "call_2", Reason: "not that one"}, nil
+		})
+	}
+	interruptedAtSecond := func(cancel context.CancelFunc) agent.Approver {
+		return agent.ApproverFunc(func(ctx context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+			if r.Call.ID != "call_2" {
+				return agent.Decision{Approved: true}, nil
+			}
+			cancel()
+			<-ctx.Done()
+			return agent.Decision{}, ctx.Err()
+		})
+	}
+	for _, parallel := range []bool{false, true} {
+		for name, approver := range map[string]func(context.CancelFunc) agent.Approver{
+			"rejected":    secondRejected,
+			"interrupted": interruptedAtSecond,
+		} {
+			t.Run(fmt.Sprintf("%s/parallel=%v", name, parallel), func(t *testing.T) {
+				leaktest.Check(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				srv := newServer(t)
+				srv.Enqueue(planNeedTool(), scripted.Reply().
+					Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
+					Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
+					Call(2, "call_3", "get_weather", `{"city":"Lima"}`).
+					Finish("tool_calls"))
+				a := newAgent(t, srv, func(c *agent.Config) {
+					c.ParallelTools = parallel
+					c.Approver = approver(cancel)
+				}, weatherTool())
+				turn := a.NewTurn(agent.Input{Message: "go"})
+				chunks, err := collect(turn.Run(ctx))
+				require.NoError(t, err)
+				assert.Equal(t, agent.KindInterrupted, chunks[len(chunks)-1].Kind)
+				closedCards(t, chunks)
+				validHistory(t, turn.Messages())
+				assert.Equal(t, strip(turn.Messages()[1:]), strip(agent.History(chunks)))
+			})
+		}
+	}
+}

@@ -116,7 +116,7 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 // calls concurrently and yields their results in call order.
 func (r *run) runParallel(calls []*callState) bool {
 	var approved []*callState
-	for i, cs := range calls {
+	for _, cs := range calls {
 		if !r.check(cs) {
 			if r.stopped {
 				return false
@@ -125,7 +125,9 @@ func (r *run) runParallel(calls []*callState) bool {
 		}
 		ok, goOn := r.approve(cs)
 		if !goOn {
-			r.endCalls(calls[i+1:])
+			// Calls approved before this one have not started: they are
+			// closed as not run, like the calls after it.
+			r.endCalls(calls)
 			return false
 		}
 		if ok {
