@@ -1152,3 +1152,58 @@ func TestEveryCardIsClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptBetweenCallsAsksNoMore: once the run is interrupted, the calls
+// that have not begun are closed as not run; none is shown for approval,
+// prepared or executed.
+func TestInterruptBetweenCallsAsksNoMore(t *testing.T) {
+	for _, parallel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parallel=%v", parallel), func(t *testing.T) {
+			leaktest.Check(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			srv := newServer(t)
+			// The first call ends at once: a result in the sequential run, an
+			// unknown tool in both.
+			first := "get_weather"
+			if parallel {
+				first = "no_such_tool"
+			}
+			srv.Enqueue(planNeedTool(), scripted.Reply().
+				Call(0, "call_1", first, `{"city":"Oslo"}`).
+				Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
+				Call(2, "call_3", "show_card", `{}`).
+				Finish("tool_calls"))
+			p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.ParallelTools = parallel
+				c.Approver = p
+			}, weatherTool(), cardTool())
+			turn := a.NewTurn(agent.Input{Message: "go"})
+			var chunks []agent.Chunk
+			for c, err := range turn.Run(ctx) {
+				require.NoError(t, err)
+				chunks = append(chunks, c)
+				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult && c.Tool.ID == "call_1" {
+					cancel() // the user presses stop as the first result shows
+				}
+			}
+			tr := trace(chunks)
+			assert.Equal(t, []string{
+				"tool:result:" + first,
+				"rejected:get_weather:" + agent.ReasonNotRun,
+				"rejected:show_card:" + agent.ReasonNotRun,
+				"interrupted",
+			}, tr[len(tr)-4:])
+			if parallel {
+				assert.Zero(t, p.prepared.Load(), "no approval prepared after the interrupt")
+			} else {
+				assert.Equal(t, int32(1), p.prepared.Load(), "no approval prepared after the interrupt")
+			}
+			assert.Equal(t, p.prepared.Load(), p.approved.Load())
+			closedCards(t, chunks)
+			validHistory(t, turn.Messages())
+			assert.Equal(t, strip(turn.Messages()[1:]), strip(agent.History(chunks)))
+		})
+	}
+}

@@ -86,6 +86,11 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 		return r.runParallel(calls)
 	}
 	for i, cs := range calls {
+		if r.ctx.Err() != nil {
+			// Interrupted between calls: the rest never begin.
+			r.endCalls(calls[i:])
+			return false
+		}
 		if !r.check(cs) {
 			if r.stopped {
 				return false
@@ -117,6 +122,11 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 func (r *run) runParallel(calls []*callState) bool {
 	var approved []*callState
 	for _, cs := range calls {
+		if r.ctx.Err() != nil {
+			// Interrupted between calls: none of them begins.
+			r.endCalls(calls)
+			return false
+		}
 		if !r.check(cs) {
 			if r.stopped {
 				return false
