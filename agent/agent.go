@@ -97,6 +97,11 @@ type Config struct {
 	// holds that many active messages; summaries come back to the model
 	// through a memory.SummaryLayer added after Layers. Zero turns
 	// summarisation off; memory.DefaultSummaryThreshold is 20.
+	//
+	// The summary is written at the end of a run whose context was not
+	// cancelled and whose consumer did not stop ranging, before the
+	// iterator returns: the model call is part of the run. Cancelling the run's context abandons it (the run then ends with
+	// an interrupted chunk); a failure is a warning chunk, not an error.
 	SummarizeAt int
 
 	// Logger receives one record per model call; nil discards them.

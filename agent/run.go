@@ -284,7 +284,9 @@ func (r *run) persist() {
 		return
 	}
 	if r.ctx.Err() == nil { // not after an interrupt, an error or a consumer that left
-		r.maybeSummarize(ctx)
+		// With the run's own context: the summary is part of the run, and
+		// cancelling the run abandons it.
+		r.maybeSummarize()
 	}
 }
 

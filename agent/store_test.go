@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -181,4 +182,49 @@ func TestSummaryFailureIsAWarning(t *testing.T) {
 	for _, m := range msgs {
 		assert.False(t, m.Archived())
 	}
+}
+
+// TestInterruptDuringSummaryEndsTheRun: the summary request at the end of a
+// run is part of the run: cancelling ctx while it streams ends it with
+// interrupted, and the session is left as it was.
+func TestInterruptDuringSummaryEndsTheRun(t *testing.T) {
+	leaktest.Check(t)
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.SummarizeAt = 5 })
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"))
+	_, err := collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "hello"}))
+	require.NoError(t, err)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"),
+		// The summary never ends by itself; the user presses stop once it
+		// has begun.
+		scripted.Reply().Text("The user ", "said hello.").Finish("stop").HoldAfter(1).OnFlush(func(int) { cancel() }))
+
+	type result struct {
+		chunks []agent.Chunk
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "hello"}))
+		done <- result{chunks, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		srv.Close() // let the run go, then fail
+		<-done
+		t.Fatal("the run did not end when its context was cancelled during the summary")
+	}
+	require.NoError(t, res.err)
+	assert.Equal(t, agent.KindInterrupted, res.chunks[len(res.chunks)-1].Kind)
+	sums, err := st.Summaries(context.Background(), "s")
+	require.NoError(t, err)
+	assert.Empty(t, sums)
+	msgs, err := st.Messages(context.Background(), "s", false)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 6, "the turn is kept, nothing archived")
 }

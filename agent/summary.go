@@ -59,14 +59,22 @@ func (a *Agent) summarize(ctx context.Context, msgs []memory.Message) (string, e
 	}
 }
 
-// maybeSummarize runs after a turn was persisted. A failure leaves the
-// session as it was; it is logged and shown as a warning chunk.
-func (r *run) maybeSummarize(ctx context.Context) {
+// maybeSummarize runs after a turn was persisted, with the run's context. A
+// failure leaves the session as it was; it is logged and shown as a warning
+// chunk. Cancelling the run's context abandons the summary: the run ends with
+// an interrupted chunk.
+func (r *run) maybeSummarize() {
 	if r.a.cfg.SummarizeAt <= 0 {
 		return
 	}
+	ctx := r.ctx
 	s := memory.Summarizer{Store: r.a.cfg.Store, Model: r.a.SummaryModel(), Threshold: r.a.cfg.SummarizeAt}
 	sum, done, err := s.MaybeSummarize(ctx, r.t.in.SessionID)
+	if err != nil && ctx.Err() != nil {
+		r.a.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "summarisation interrupted", slog.String("session", r.t.in.SessionID))
+		r.emit(Chunk{Kind: KindInterrupted, Round: r.round})
+		return
+	}
 	if err != nil {
 		r.a.logger.LogAttrs(ctx, slog.LevelWarn, "summarisation failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
 		r.emit(Chunk{Kind: KindWarning, Round: r.round, Text: "summarisation failed: " + err.Error()})
