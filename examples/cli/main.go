@@ -232,7 +232,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func (c *cli) turn(ctx context.Context, msg string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.intr.arm(cancel)
+	c.intr.arm(cancel, "interrupting (Ctrl-C again to exit now)")
 	defer c.intr.disarm()
 
 	t := c.agent.NewTurn(agent.Input{SessionID: c.opts.session, History: c.history, Message: msg})
@@ -265,9 +265,11 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 func (c *cli) loop(ctx context.Context) int {
 	status := 0
 	for {
-		fmt.Fprint(c.stderr, "› ")
 		lctx, cancel := context.WithCancel(ctx)
-		c.intr.arm(cancel) // Ctrl-C at the prompt leaves the loop
+		// Ctrl-C at the prompt leaves the loop, quietly; armed before the
+		// prompt shows, so a Ctrl-C as soon as it is seen is not lost.
+		c.intr.arm(cancel, "")
+		fmt.Fprint(c.stderr, "› ")
 		line, err := c.in.next(lctx)
 		c.intr.disarm()
 		cancel()
@@ -326,8 +328,9 @@ type interrupter struct {
 	wg     sync.WaitGroup
 	stderr io.Writer
 
-	mu     sync.Mutex         // guards cancel and hit
+	mu     sync.Mutex         // guards cancel, msg and hit
 	cancel context.CancelFunc // what Ctrl-C cancels now; nil: nothing
+	msg    string             // what a first Ctrl-C says; empty: nothing
 	hit    bool               // cancel was already called
 }
 
@@ -348,7 +351,7 @@ func (i *interrupter) watch() {
 			return
 		}
 		i.mu.Lock()
-		cancel, hit := i.cancel, i.hit
+		cancel, msg, hit := i.cancel, i.msg, i.hit
 		i.hit = true
 		i.mu.Unlock()
 		switch {
@@ -356,23 +359,26 @@ func (i *interrupter) watch() {
 			fmt.Fprintln(i.stderr, "\ncli: interrupted again, exiting")
 			exit(130)
 		case cancel != nil:
-			fmt.Fprintln(i.stderr, "\ncli: interrupting (Ctrl-C again to exit now)")
+			if msg != "" {
+				fmt.Fprintln(i.stderr, "\ncli: "+msg)
+			}
 			cancel()
 		}
 	}
 }
 
-// arm makes Ctrl-C call cancel.
-func (i *interrupter) arm(cancel context.CancelFunc) {
+// arm makes Ctrl-C call cancel, after saying msg (when not empty) on
+// stderr.
+func (i *interrupter) arm(cancel context.CancelFunc, msg string) {
 	i.mu.Lock()
-	i.cancel, i.hit = cancel, false
+	i.cancel, i.msg, i.hit = cancel, msg, false
 	i.mu.Unlock()
 }
 
 // disarm ends what arm began: a Ctrl-C now only counts as a first one.
 func (i *interrupter) disarm() {
 	i.mu.Lock()
-	i.cancel, i.hit = nil, false
+	i.cancel, i.msg, i.hit = nil, "", false
 	i.mu.Unlock()
 }
 

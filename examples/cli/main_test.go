@@ -678,3 +678,22 @@ func TestBinaryLoopCtrlCReturnsToPrompt(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), "approve [y] / reject [n]")
 	assert.Equal(t, 3, strings.Count(p.stderr.String(), "› "), "a prompt before each of the three reads")
 }
+
+func TestBinaryCtrlCAtPromptExitsQuietly(t *testing.T) {
+	noModelEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
+	defer cancel()
+	p := startCLI(ctx, t, "-json") // the prompt loop
+	for !strings.Contains(p.stderr.String(), "› ") {
+		require.NoError(t, ctx.Err(), "no prompt; stderr: %s", p.stderr.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	for range p.chunks {
+	}
+	err := p.cmd.Wait()
+	require.NoError(t, ctx.Err(), "the CLI did not end after Ctrl-C at the prompt; stderr: %s", p.stderr.String())
+	require.NoError(t, err, "exit status 0, as for Ctrl-D; stderr: %s", p.stderr.String())
+	assert.Empty(t, p.lines, "no run, no chunk")
+	assert.NotContains(t, p.stderr.String(), "interrupting", "nothing runs, so nothing is being interrupted")
+}
