@@ -122,6 +122,9 @@ type run struct {
 	yield  func(Chunk, error) bool
 	// stopped is set once yield returned false: yield is never called again.
 	stopped bool
+	// over is set once the interrupted chunk was yielded: it is the last
+	// chunk (only a store error may follow it).
+	over bool
 
 	prefix    []memory.Message // system prompt and layer blocks
 	working   []memory.Message // what the model sees: history, user, this turn, [continue]
@@ -132,13 +135,14 @@ type run struct {
 }
 
 func (r *run) emit(c Chunk) bool {
-	if r.stopped {
+	if r.stopped || r.over {
 		return false
 	}
 	if !r.yield(c, nil) {
 		r.stop()
 		return false
 	}
+	r.over = c.Kind == KindInterrupted
 	return true
 }
 

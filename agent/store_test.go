@@ -228,3 +228,26 @@ func TestInterruptDuringSummaryEndsTheRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, msgs, 6, "the turn is kept, nothing archived")
 }
+
+// TestNothingAfterInterrupted: a run that a rejection ended with
+// interrupted yields nothing after it, also when the summary that follows
+// fails.
+func TestNothingAfterInterrupted(t *testing.T) {
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		scripted.HTTPError(500, "summary down"))
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Store = st
+		c.SummarizeAt = 5
+		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Reason: "no"}, nil
+		})
+	}, weatherTool())
+	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hi"}))
+	require.NoError(t, err)
+	chunks, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "go"}))
+	require.NoError(t, err)
+	assert.Equal(t, agent.KindInterrupted, chunks[len(chunks)-1].Kind, "%v", trace(chunks))
+}
