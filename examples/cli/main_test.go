@@ -294,9 +294,10 @@ func TestRunCommandShowsPartialOutput(t *testing.T) {
 	require.NotContains(t, stdout, "interrupted", "the command ran to its end:\n%s", stdout)
 	assert.Contains(t, stdout, "⏺ run_command ")
 	one := strings.Index(stdout, "  │ one\n")
-	res := strings.Index(stdout, "  ✓ result: ")
-	require.True(t, one >= 0 && res > one, "partial output before the result:\n%s", stdout)
-	assert.Contains(t, stdout[res:], "two", "the result holds the whole output")
+	two := strings.Index(stdout, "  │ two\n")
+	res := strings.Index(stdout, "  ✓ done\n")
+	require.True(t, one >= 0 && two > one && res > two, "partial output before the end of the call:\n%s", stdout)
+	assert.NotContains(t, stdout, "✓ result", "the output shown as it came is not shown again")
 }
 
 func TestModelErrorExitsOne(t *testing.T) {

@@ -60,6 +60,10 @@ const (
 	maxArgsChars   = 200
 	maxResultLines = 4
 	maxLineChars   = 160
+	// maxLiveLines is how many lines of a running tool's output are shown
+	// as they come; of the rest only the last maxResultLines are shown,
+	// when the call ends.
+	maxLiveLines = 20
 )
 
 // humanRenderer streams text as it comes and shows each tool call's states
@@ -84,9 +88,13 @@ type humanRenderer struct {
 
 // callView is what the renderer remembers of one tool call.
 type callView struct {
-	header  bool   // the "⏺ name args" line was shown
-	partial string // partial output not yet shown (no newline yet)
-	shown   bool   // some partial output was shown
+	header  bool            // the "⏺ name args" line was shown
+	partial string          // partial output not yet shown (no newline yet)
+	shown   bool            // some partial output was shown
+	output  strings.Builder // all the partial output so far
+	lines   int             // lines of partial output shown
+	hidden  int             // lines of partial output beyond maxLiveLines
+	tail    []string        // the last maxResultLines hidden lines
 }
 
 func newHumanRenderer(w io.Writer, color, live bool) *humanRenderer {
@@ -154,6 +162,7 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 		v := r.view(c.Tool)
 		r.header(c.Tool, v)
 		r.flushPartial(v)
+		r.flushTail(v)
 		r.line(styleRed, "  ✗ rejected: "+oneLine(c.Tool.Reason, maxLineChars))
 		if c.Tool.PartialResult != "" && !v.shown {
 			r.block("  partial output: ", styleDim, c.Tool.PartialResult)
@@ -200,7 +209,19 @@ func (r *humanRenderer) toolCall(tc *agent.ToolCall) {
 	case agent.StateResult:
 		r.header(tc, v)
 		r.flushPartial(v)
-		r.block("  ✓ result: ", styleGreen, tc.Result)
+		r.flushTail(v)
+		out := v.output.String()
+		if !v.shown || !strings.HasPrefix(tc.Result, out) {
+			r.block("  ✓ result: ", styleGreen, tc.Result)
+			return
+		}
+		// The output was shown as it came: do not repeat it, only what
+		// the result adds (an exit status, a note).
+		if rest := strings.TrimSpace(tc.Result[len(out):]); rest != "" {
+			r.block("  ✓ done: ", styleGreen, rest)
+			return
+		}
+		r.line(styleGreen, "  ✓ done")
 	}
 }
 
@@ -223,26 +244,58 @@ func (r *humanRenderer) header(tc *agent.ToolCall, v *callView) {
 }
 
 // partial shows the whole lines of a running tool's output, indented, and
-// keeps an unfinished last line until it is complete.
+// keeps an unfinished last line until it is complete. Beyond maxLiveLines
+// lines it says once that the output goes on, and keeps the last lines for
+// flushTail.
 func (r *humanRenderer) partial(v *callView, p string) {
+	v.output.WriteString(p)
 	v.partial += p
 	for {
 		i := strings.IndexByte(v.partial, '\n')
 		if i < 0 {
 			return
 		}
-		r.line(styleDim, "  │ "+oneLine(v.partial[:i], maxLineChars))
+		r.outputLine(v, v.partial[:i])
 		v.partial = v.partial[i+1:]
-		v.shown = true
+	}
+}
+
+func (r *humanRenderer) outputLine(v *callView, l string) {
+	v.shown = true
+	if v.lines < maxLiveLines {
+		r.line(styleDim, "  │ "+oneLine(l, maxLineChars))
+		v.lines++
+		return
+	}
+	if v.hidden == 0 {
+		r.line(styleDim, "  │ … (more output: its last lines are shown when the call ends)")
+	}
+	v.hidden++
+	v.tail = append(v.tail, l)
+	if len(v.tail) > maxResultLines {
+		v.tail = v.tail[1:]
 	}
 }
 
 func (r *humanRenderer) flushPartial(v *callView) {
 	if v.partial != "" {
-		r.line(styleDim, "  │ "+oneLine(v.partial, maxLineChars))
+		r.outputLine(v, v.partial)
 		v.partial = ""
-		v.shown = true
 	}
+}
+
+// flushTail shows the last lines of output that went beyond maxLiveLines.
+func (r *humanRenderer) flushTail(v *callView) {
+	if v.hidden == 0 {
+		return
+	}
+	if n := v.hidden - len(v.tail); n > 0 {
+		r.line(styleDim, fmt.Sprintf("  │ … (%d lines not shown)", n))
+	}
+	for _, l := range v.tail {
+		r.line(styleDim, "  │ "+oneLine(l, maxLineChars))
+	}
+	v.hidden, v.tail = 0, nil
 }
 
 // block shows text after a label, cut to a few lines.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -67,6 +68,44 @@ func TestHumanRenderer(t *testing.T) {
 				"  ✓ result: 1\n            2\n            3\n            4\n            … (2 more lines)\n",
 		},
 		{
+			name: "output shown as it came is not repeated by the result",
+			chunks: []agent.Chunk{
+				call(agent.StateExecuting, nil),
+				call(agent.StateExecuting, func(c *agent.ToolCall) { c.PartialResult = "one\ntwo\n" }),
+				call(agent.StateResult, func(c *agent.ToolCall) { c.Result = "one\ntwo\n" }),
+				call(agent.StateExecuting, func(c *agent.ToolCall) { c.ID = "c2"; c.PartialResult = "oops\n" }),
+				call(agent.StateResult, func(c *agent.ToolCall) { c.ID = "c2"; c.Result = "oops\n\n[exit status 1]" }),
+			},
+			want: "⏺ run_command {\"command\":\"make\"}\n  … executing\n  │ one\n  │ two\n  ✓ done\n" +
+				"⏺ run_command {\"command\":\"make\"}\n  │ oops\n  ✓ done: [exit status 1]\n",
+		},
+		{
+			name: "long live output: the first lines, then the last ones",
+			chunks: []agent.Chunk{
+				call(agent.StateExecuting, nil),
+				call(agent.StateExecuting, func(c *agent.ToolCall) { c.PartialResult = numbered(1, 30) }),
+				call(agent.StateExecuting, func(c *agent.ToolCall) { c.PartialResult = numbered(31, 50) }),
+				call(agent.StateResult, func(c *agent.ToolCall) { c.Result = numbered(1, 50) }),
+			},
+			want: "⏺ run_command {\"command\":\"make\"}\n  … executing\n" + live(1, 20) +
+				"  │ … (more output: its last lines are shown when the call ends)\n" +
+				"  │ … (26 lines not shown)\n" + live(47, 50) + "  ✓ done\n",
+		},
+		{
+			name: "long live output cut by an interrupt",
+			chunks: []agent.Chunk{
+				call(agent.StateExecuting, func(c *agent.ToolCall) { c.PartialResult = numbered(1, 22) + "last, unfinished" }),
+				call(agent.StateRejected, func(c *agent.ToolCall) {
+					c.Reason = agent.ReasonInterrupted
+					c.PartialResult = numbered(1, 22) + "last, unfinished"
+				}),
+				{Kind: agent.KindInterrupted, Round: 1},
+			},
+			want: "⏺ run_command {\"command\":\"make\"}\n" + live(1, 20) +
+				"  │ … (more output: its last lines are shown when the call ends)\n" +
+				live(21, 22) + "  │ last, unfinished\n  ✗ rejected: tool call interrupted\n⏹ interrupted\n",
+		},
+		{
 			name: "interrupted with partial output not yet shown",
 			chunks: []agent.Chunk{
 				call(agent.StateStart, nil),
@@ -114,6 +153,21 @@ func TestHumanRenderer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// numbered returns the lines "line from" to "line to", each ended by a
+// newline.
+func numbered(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	return b.String()
+}
+
+// live is numbered as the renderer shows partial output.
+func live(from, to int) string {
+	return strings.ReplaceAll(numbered(from, to), "line ", "  │ line ")
 }
 
 func TestHumanRendererLiveStartLine(t *testing.T) {
