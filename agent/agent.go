@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -164,7 +165,7 @@ func New(cfg Config) (*Agent, error) {
 		layers: slices.Clone(cfg.Layers),
 	}
 	if cfg.Store != nil && cfg.SummarizeAt > 0 {
-		a.layers = append(a.layers, memory.SummaryLayer{Store: cfg.Store})
+		a.layers = append(a.layers, sessionSummaries{memory.SummaryLayer{Store: cfg.Store}})
 	}
 	a.truncate = cfg.Truncate
 	a.truncate.Keep = slices.Clone(cfg.Truncate.Keep)
@@ -174,4 +175,16 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// sessionSummaries is the summary layer of Config.SummarizeAt. A run without
+// a session (Input.History) has no summaries: asking the Store for those of
+// session "" would fail with memory.ErrNotFound.
+type sessionSummaries struct{ memory.SummaryLayer }
+
+func (l sessionSummaries) Blocks(ctx context.Context, sessionID string) ([]string, error) {
+	if sessionID == "" {
+		return nil, nil
+	}
+	return l.SummaryLayer.Blocks(ctx, sessionID)
 }

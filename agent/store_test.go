@@ -251,3 +251,14 @@ func TestNothingAfterInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, agent.KindInterrupted, chunks[len(chunks)-1].Kind, "%v", trace(chunks))
 }
+
+// TestSummarizeAtWithoutSession: an agent with a Store and SummarizeAt also
+// answers a turn that has no session (Input.History).
+func TestSummarizeAtWithoutSession(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = &memory.MemStore{}; c.SummarizeAt = 4 })
+	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
+}
