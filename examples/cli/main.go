@@ -234,6 +234,9 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 	defer cancel()
 	c.intr.arm(cancel, "interrupting (Ctrl-C again to exit now)")
 	defer c.intr.disarm()
+	if h, ok := c.out.(*humanRenderer); ok {
+		h.cancelled = ctx.Err
+	}
 
 	t := c.agent.NewTurn(agent.Input{SessionID: c.opts.session, History: c.history, Message: msg})
 	var err error

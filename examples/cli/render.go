@@ -84,6 +84,11 @@ type humanRenderer struct {
 	reasoning   bool // inside a block of reasoning text
 	liveStart   bool // an unfinished start line is on screen
 	calls       map[string]*callView
+
+	// cancelled is the turn's ctx.Err: nil when the run was not
+	// interrupted (Ctrl-C), so its interrupted chunk follows a rejection.
+	// A nil cancelled means always interrupted.
+	cancelled func() error
 }
 
 // callView is what the renderer remembers of one tool call.
@@ -173,6 +178,11 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 	case agent.KindWarning:
 		r.line(styleYellow, "⚠ "+clean(c.Text))
 	case agent.KindInterrupted:
+		if r.cancelled != nil && r.cancelled() == nil {
+			// Nobody pressed Ctrl-C: a rejected call ended the run.
+			r.line(styleYellow, "⏹ stopped: the tool call was rejected")
+			return
+		}
 		r.line(styleYellow, "⏹ interrupted")
 	}
 }

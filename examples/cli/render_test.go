@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -168,6 +169,33 @@ func numbered(from, to int) string {
 // live is numbered as the renderer shows partial output.
 func live(from, to int) string {
 	return strings.ReplaceAll(numbered(from, to), "line ", "  │ line ")
+}
+
+func TestHumanRendererRejectionEndsRun(t *testing.T) {
+	rejected := []agent.Chunk{
+		call(agent.StateApprovalRequired, nil),
+		call(agent.StateRejected, func(c *agent.ToolCall) { c.Reason = "rejected by user: not now" }),
+		{Kind: agent.KindInterrupted, Round: 1},
+	}
+	for _, tc := range []struct {
+		name      string
+		cancelled error
+		want      string
+	}{
+		{"a rejection, nobody pressed Ctrl-C", nil, "⏹ stopped: the tool call was rejected\n"},
+		{"Ctrl-C", context.Canceled, "⏹ interrupted\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			r := newHumanRenderer(&b, false, false)
+			r.cancelled = func() error { return tc.cancelled }
+			for _, c := range rejected {
+				r.chunk(c)
+			}
+			r.endTurn()
+			assert.Equal(t, "⏺ run_command {\"command\":\"make\"}\n  ✗ rejected: rejected by user: not now\n"+tc.want, b.String())
+		})
+	}
 }
 
 func TestHumanRendererLiveStartLine(t *testing.T) {
