@@ -75,8 +75,10 @@ func (a *Agent) Run(ctx context.Context, in Input) iter.Seq2[Chunk, error] {
 // Messages returns the messages the turn added to the conversation so far:
 // the user message, assistant messages (raw text, with tool calls) and tool
 // messages. It is always valid history (every tool call has its tool
-// message) once the run has ended, however it ended. Call it from the
-// goroutine that ranges over Run (or after the loop).
+// message) once the run has ended, however it ended. A run that ended
+// before its first model request (its context was already done, or the
+// Store failed) adds nothing. Call it from the goroutine that ranges over Run
+// (or after the loop).
 func (t *Turn) Messages() []memory.Message {
 	return append([]memory.Message(nil), t.msgs...)
 }
@@ -154,6 +156,16 @@ func (r *run) fail(err error) {
 	}
 }
 
+// failOrInterrupt ends a run that failed before its first request: with
+// interrupted when the failure came from the run's context, else with err.
+func (r *run) failOrInterrupt(err error) {
+	if r.ctx.Err() != nil {
+		r.emit(Chunk{Kind: KindInterrupted})
+		return
+	}
+	r.fail(err)
+}
+
 // stop marks the consumer gone and cancels the run's context, so a running
 // tool or a pending approval ends.
 func (r *run) stop() {
@@ -177,16 +189,22 @@ func (r *run) record(msgs ...memory.Message) {
 }
 
 func (r *run) do() {
+	// A run interrupted before its first request did nothing: it loads,
+	// sends and records nothing, and ends like any interrupted run.
+	if r.ctx.Err() != nil {
+		r.emit(Chunk{Kind: KindInterrupted})
+		return
+	}
 	history, err := r.load()
 	if err != nil {
-		r.fail(err)
+		r.failOrInterrupt(err)
+		return
+	}
+	if r.prefix, err = r.contextPrefix(); err != nil {
+		r.failOrInterrupt(err)
 		return
 	}
 	defer r.persist()
-	if r.prefix, err = r.contextPrefix(); err != nil {
-		r.fail(err)
-		return
-	}
 	r.working = history
 	r.record(memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()})
 	// Everything before the new user message is old: its tool traffic is

@@ -262,3 +262,28 @@ func TestSummarizeAtWithoutSession(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
 }
+
+// TestRunWithCancelledContext: a run whose context is already done yields
+// interrupted and nil, like a run interrupted later, with or without a Store;
+// it sends nothing and adds nothing to the conversation.
+func TestRunWithCancelledContext(t *testing.T) {
+	for name, st := range map[string]memory.Store{"no store": nil, "store": &memory.MemStore{}} {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st })
+			turn := a.NewTurn(agent.Input{SessionID: "s", Message: "hi"})
+			chunks, err := collect(turn.Run(ctx))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"interrupted"}, trace(chunks))
+			assert.Empty(t, srv.Requests())
+			assert.Empty(t, turn.Messages())
+			if st != nil {
+				_, err := st.Session(context.Background(), "s")
+				assert.ErrorIs(t, err, memory.ErrNotFound)
+			}
+		})
+	}
+}
