@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1206,4 +1207,60 @@ func TestInterruptBetweenCallsAsksNoMore(t *testing.T) {
 			assert.Equal(t, strip(turn.Messages()[1:]), strip(agent.History(chunks)))
 		})
 	}
+}
+
+// toolGoroutines counts the goroutines that run a tool call.
+func toolGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "agent.(*run).start.func")
+}
+
+// TestParallelInterruptKeepsCompletedResults: with ParallelTools, a call that
+// had returned before the run was interrupted keeps its result, as it would
+// in a sequential run; only the call still running is interrupted.
+func TestParallelInterruptKeepsCompletedResults(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quickDone := make(chan struct{})
+	slow := agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "slow", SkipApproval: true},
+		Fn: func(ctx context.Context, _ json.RawMessage, p agent.Progress) (string, error) {
+			<-quickDone
+			// Wait until the quick call's goroutine has ended, so that it
+			// has returned before the user presses stop.
+			for toolGoroutines() > 1 {
+				runtime.Gosched()
+			}
+			p.WriteString("slow working\n") // the consumer cancels on this
+			<-ctx.Done()
+			return "", ctx.Err()
+		},
+	}
+	quick := agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "quick", SkipApproval: true},
+		Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) {
+			defer close(quickDone)
+			return "quick result", nil
+		},
+	}
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_s", "slow", `{}`).Call(1, "call_q", "quick", `{}`).Finish("tool_calls"))
+	a := newAgent(t, srv, func(c *agent.Config) { c.ParallelTools = true }, slow, quick)
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	var chunks []agent.Chunk
+	for c, err := range turn.Run(ctx) {
+		require.NoError(t, err)
+		chunks = append(chunks, c)
+		if c.Kind == agent.KindToolCall && c.Tool.PartialResult != "" {
+			cancel()
+		}
+	}
+	tr := trace(chunks)
+	assert.Equal(t, []string{"rejected:slow:" + agent.ReasonInterrupted, "tool:result:quick", "interrupted"}, tr[len(tr)-3:])
+	msgs := turn.Messages()
+	validHistory(t, msgs)
+	assert.Equal(t, "quick result", msgs[len(msgs)-1].Content)
+	assert.Equal(t, strip(msgs[1:]), strip(agent.History(chunks)))
 }

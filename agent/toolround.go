@@ -33,11 +33,12 @@ type callState struct {
 	approval string           // a Preparer's id, while Approve is still owed
 	out      outcome
 
-	// execution
+	// execution: written by the call's goroutine before it closes done
 	progress *progressBuffer
 	done     chan struct{}
 	result   string
 	err      error
+	cut      bool // Execute returned after the run's context ended
 }
 
 // toolRound handles the calls of one round: it records the assistant message
@@ -146,29 +147,29 @@ func (r *run) runParallel(calls []*callState) bool {
 	}
 	for i, cs := range approved {
 		if !r.executing(cs) {
-			// Those already started must still be waited for.
+			// The consumer left. Those already started must still be waited
+			// for and recorded (finish yields nothing now).
 			for _, s := range approved[:i] {
-				<-s.done
-				s.out = outcome{content: joinPartial(s.progress.String(), ReasonInterrupted), done: true}
+				r.finish(s)
 			}
 			return false
 		}
 		r.start(cs)
 	}
-	for i, cs := range approved {
+	// Every call is finished in call order, also after an interrupt (or a
+	// consumer that left), which cancelled the calls still running: a call
+	// that had returned before keeps its result, the others get their
+	// rejection with the output they wrote, as in a sequential run.
+	goOn := true
+	for _, cs := range approved {
 		if !r.finish(cs) {
-			// Interrupted (or the consumer left): every other running call
-			// was cancelled with the run's context; each gets its rejection
-			// with the output it wrote, in call order.
-			for _, rest := range approved[i+1:] {
-				<-rest.done
-				r.interrupted(rest, ReasonInterrupted, rest.partial())
-			}
-			r.endCalls(nil)
-			return false
+			goOn = false
 		}
 	}
-	return true
+	if !goOn {
+		r.endCalls(nil)
+	}
+	return goOn
 }
 
 // check validates a call before approval: a known tool and arguments that
@@ -328,6 +329,9 @@ func (r *run) start(cs *callState) {
 	go func() {
 		defer close(cs.done)
 		defer func() {
+			// Whether the run was still on when the tool returned (or
+			// panicked) decides between its result and an interruption.
+			cs.cut = r.ctx.Err() != nil
 			if p := recover(); p != nil {
 				cs.err = fmt.Errorf("tool panicked: %v", p)
 				r.a.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "tool panicked", toolAttr(cs),
@@ -339,46 +343,41 @@ func (r *run) start(cs *callState) {
 }
 
 // finish waits for a started call, yielding its partial output as executing
-// chunks, then yields its result. It reports whether the run goes on.
+// chunks, then yields its result, or its rejection when it returned after the
+// run was interrupted. It reports whether the run goes on.
+//
+// When the consumer has left, nothing is yielded, but the call is still
+// waited for (the run's context, cancelled by stop, tells it to end) and
+// recorded: the tool never outlives the run.
 func (r *run) finish(cs *callState) bool {
 	sent := 0
+	progress := func() {
+		if r.ctx.Err() != nil {
+			return // interrupted: the call's last chunk carries its output
+		}
+		if p := cs.progress.Since(sent); p != "" {
+			sent += len(p)
+			c := cs.chunk
+			c.State = StateExecuting
+			c.PartialResult = p
+			r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+		}
+	}
+wait:
 	for {
 		select {
 		case <-cs.done:
+			break wait
 		case <-cs.progress.signal:
-			if p := cs.progress.Since(sent); p != "" && !r.stopped {
-				sent += len(p)
-				c := cs.chunk
-				c.State = StateExecuting
-				c.PartialResult = p
-				r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
-			}
-			if r.stopped {
-				// The consumer left: nothing more may be yielded, but the tool
-				// must not outlive the run. It sees ctx only if the host
-				// cancels; wait for it either way.
-				<-cs.done
-				cs.out = outcome{content: joinPartial(cs.progress.String(), ReasonInterrupted), done: true}
-				return false
-			}
-			continue
+			progress()
 		}
-		break
 	}
-	if r.ctx.Err() != nil {
+	if cs.cut {
 		return r.interrupted(cs, ReasonInterrupted, cs.partial())
 	}
 	// Output written just before the tool returned is yielded too, so the
 	// chunks do not depend on which of done and signal the select saw first.
-	if p := cs.progress.Since(sent); p != "" {
-		c := cs.chunk
-		c.State = StateExecuting
-		c.PartialResult = p
-		if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
-			cs.out = outcome{content: joinPartial(cs.progress.String(), ReasonInterrupted), done: true}
-			return false
-		}
-	}
+	progress()
 	content := cs.result
 	if cs.err != nil {
 		content = "error: " + cs.err.Error()
