@@ -213,12 +213,43 @@ func TestBrowserStaleCardsAfterRestart(t *testing.T) {
 	assert.Equal(t, 2, n, "both calls of the round had cards")
 
 	// The restarted server's approvals time out quickly: the page says so.
+	// The round's second call never began: invalidated, not rejected.
 	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-	p.typeText("#input", "Weather in Rome?")
+	p.typeText("#input", "Weather in Rome and the time in Tokyo?")
 	p.click("#send")
 	p.waitFor("the timeout message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Approval timed out')`)
-	assert.Equal(t, "rejected", p.str(lastCard+`.dataset.state`))
-	assert.Contains(t, p.str(lastCard+`.querySelector('.reason').textContent`), "approval timed out after 300ms")
+	first := cards + `.at(-2)`
+	assert.Equal(t, "rejected", p.str(first+`.dataset.state`))
+	assert.Contains(t, p.str(first+`.querySelector('.reason').textContent`), "approval timed out after 300ms")
+	assert.Equal(t, "get_time", p.str(lastCard+`.dataset.tool`))
+	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`), "a call that never began was not rejected")
+	assert.Empty(t, b.pageErrors())
+}
+
+// TestBrowserShutdownInvalidatesCards: a server shutting down interrupts the
+// run; its cards are invalidated, none says "rejected by user".
+func TestBrowserShutdownInvalidatesCards(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.typeText("#input", "Weather in Paris and the time in Tokyo?")
+	p.click("#send")
+	p.waitFor("the approval card", cards+`.some(c => c.dataset.state === 'approval')`)
+
+	h.srv.Close() // what SIGTERM does: the runs end, their pages are told
+	p.waitFor("the shutdown message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted: the server is shutting down.'`)
+	var got struct {
+		States []string
+		Text   string
+	}
+	require.NoError(t, p.eval(`({States: `+cards+`.map(c => c.dataset.state), Text: document.querySelector('#messages').innerText})`, &got))
+	assert.Equal(t, []string{"invalidated", "invalidated"}, got.States, "nobody rejected these calls")
+	assert.NotContains(t, got.Text, "rejected by user")
+	assert.Contains(t, got.Text, "interrupted while waiting for approval")
 	assert.Empty(t, b.pageErrors())
 }
 

@@ -323,9 +323,35 @@
     if (FINAL.has(k.state)) return;
     k.reason = t.reason || '';
     if (t.partial_result) k.output += (k.output.endsWith(t.partial_result) ? '' : t.partial_result);
-    // A call stopped by the user's interrupt is invalidated, not rejected:
-    // nobody said no to it.
-    setState(k, st.interrupting ? 'invalidated' : 'rejected');
+    // A call stopped by the user's interrupt, or never begun because the run
+    // ended first, is invalidated, not rejected: nobody said no to it. (A
+    // run stopped by the server is told apart at run_done.)
+    if (st.interrupting || k.reason.startsWith(REASON_NOT_RUN)) {
+      k.reason = stoppedReason(k.reason);
+      setState(k, 'invalidated');
+    } else {
+      setState(k, 'rejected');
+    }
+  }
+
+  // The agent's reasons (agent.ReasonRejected, agent.ReasonNotRun).
+  const REASON_REJECTED = 'rejected by user';
+  const REASON_NOT_RUN = 'tool call not run';
+
+  // stoppedReason is what an invalidated card says: a call whose approval
+  // was cut short by an interrupt was not rejected by anyone.
+  function stoppedReason(reason) {
+    return reason === REASON_REJECTED ? 'interrupted while waiting for approval' : reason;
+  }
+
+  // invalidateStopped turns the cards of a run that was stopped (by the
+  // user or the server), not rejected, from rejected into invalidated.
+  function invalidateStopped() {
+    for (const k of st.cards.values()) {
+      if (k.state !== 'rejected') continue;
+      k.reason = stoppedReason(k.reason);
+      setState(k, 'invalidated');
+    }
   }
 
   function onSide(c) {
@@ -438,6 +464,7 @@
     const userInterrupt = st.interrupting;
     switch (d.status) {
       case 'interrupted':
+        invalidateStopped();
         invalidatePending('interrupted');
         if (d.reason && !userInterrupt) system('interrupted', 'Interrupted: ' + d.reason + '.');
         else system('interrupted', 'Interrupted by the user.');
