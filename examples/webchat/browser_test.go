@@ -149,6 +149,7 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
 	assert.Equal(t, 1, strings.Count(p.str(`document.querySelector('#messages').textContent`), "Session ended by a rejection."), "one message per event")
 	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "partial output")
+	assert.Equal(t, "true", p.str(`String(`+lastCard+`.querySelector('details').open)`), "the output watched live stays in view")
 	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "first line")
 
 	// 8. A silent display tool: no approval, and the card is drawn.

@@ -266,6 +266,8 @@
         if (hasArgs(k)) {
           const d = el('details');
           d.append(el('summary', '', k.output ? 'arguments and partial output' : 'arguments'));
+          // The output was on screen while the call ran: keep it there.
+          d.open = k.output !== '';
           d.append(block('arguments', argsText(k)));
           if (k.output) d.append(block('partial output', k.output));
           body.append(d);
