@@ -1264,3 +1264,32 @@ func TestParallelInterruptKeepsCompletedResults(t *testing.T) {
 	assert.Equal(t, "quick result", msgs[len(msgs)-1].Content)
 	assert.Equal(t, strip(msgs[1:]), strip(agent.History(chunks)))
 }
+
+// TestApproverErrorIsARejection: an Approver's error rejects the call with
+// the error's text as reason, or the default reason when the text is empty;
+// the run does not fail.
+func TestApproverErrorIsARejection(t *testing.T) {
+	for _, msg := range []string{"approval service down", ""} {
+		t.Run(fmt.Sprintf("%q", msg), func(t *testing.T) {
+			srv := newServer(t)
+			srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), scripted.Reply().Text("ok").Finish("stop"))
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.OnReject = agent.RejectContinue
+				c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+					return agent.Decision{Approved: true}, errors.New(msg)
+				})
+			}, weatherTool())
+			turn := a.NewTurn(agent.Input{Message: "go"})
+			chunks, err := collect(turn.Run(context.Background()))
+			require.NoError(t, err)
+			want := msg
+			if want == "" {
+				want = agent.ReasonRejected
+			}
+			assert.Contains(t, trace(chunks), "rejected:get_weather:"+want)
+			msgs := turn.Messages()
+			validHistory(t, msgs)
+			assert.Equal(t, want, msgs[len(msgs)-2].Content)
+		})
+	}
+}

@@ -50,8 +50,8 @@ type Decision struct {
 // Approve blocks until there is a decision or ctx ends. When ctx ends it
 // must return promptly; the agent then treats the call as rejected ("rejected
 // by user" when the run was interrupted). A non-nil error is treated as a
-// rejection whose reason is the error's text; it does not end the run with an
-// error. Approve may be called from several goroutines for different calls.
+// rejection whose reason is the error's text ([ReasonRejected] when that is
+// empty), whatever the Decision says; it does not end the run with an error. Approve may be called from several goroutines for different calls.
 type Approver interface {
 	Approve(ctx context.Context, req ApprovalRequest) (Decision, error)
 }

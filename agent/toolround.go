@@ -227,11 +227,11 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if r.ctx.Err() != nil {
 		return false, r.interrupted(cs, ReasonRejected, "")
 	}
-	if err != nil {
-		return false, r.reject(cs, err.Error())
-	}
-	if !d.Approved {
+	if err != nil || !d.Approved {
 		reason := d.Reason
+		if err != nil {
+			reason = err.Error()
+		}
 		if reason == "" {
 			reason = ReasonRejected
 		}
