@@ -254,6 +254,36 @@ func TestBrowserShutdownInvalidatesCards(t *testing.T) {
 	assert.Empty(t, b.pageErrors())
 }
 
+// TestBrowserNarrow: on a 400 px wide screen the header stays one line, the
+// page does not scroll sideways, and the composer's placeholder fits.
+func TestBrowserNarrow(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	b := startBrowser(t)
+	p := b.newPage(400, 800)
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	var got struct {
+		Header, Input, InputScroll, Width, Inner int
+		Buttons                                  []int
+	}
+	require.NoError(t, p.eval(`(() => {
+		const inp = document.querySelector('#input');
+		return {Header: document.querySelector('#top').offsetHeight, Input: inp.clientHeight, InputScroll: inp.scrollHeight,
+			Width: document.documentElement.scrollWidth, Inner: window.innerWidth,
+			Buttons: [...document.querySelectorAll('#top button, #top .badge, .brand')].map(e => e.offsetHeight)};
+	})()`, &got))
+	assert.Less(t, got.Header, 60, "one header line")
+	for _, hgt := range got.Buttons {
+		assert.Less(t, hgt, 40, "no header item wraps")
+	}
+	assert.LessOrEqual(t, got.Width, got.Inner, "no sideways scrolling")
+	assert.LessOrEqual(t, got.InputScroll, got.Input+2, "the placeholder fits the composer")
+	p.screenshot(filepath.Join(t.TempDir(), "narrow.png"))
+	assert.Empty(t, b.pageErrors())
+}
+
 // switcher is a handler whose target can be swapped: a "restarted" server
 // on the same address.
 type switcher struct {

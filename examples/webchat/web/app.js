@@ -677,6 +677,9 @@
     b.addEventListener('click', () => { ui.input.value = b.textContent; ui.input.focus(); autosize(); });
   }
 
+  // A phone has no room for the keyboard hint.
+  if (window.matchMedia('(max-width: 600px)').matches) ui.input.placeholder = 'Message';
+  autosize();
   renderAuto();
   const saved = localStorage.getItem(SESSION_KEY);
   openSession(saved && /^[A-Za-z0-9_-]{1,64}$/.test(saved) ? saved : newSessionId());
