@@ -61,9 +61,13 @@ type Config struct {
 	Approver Approver
 	// OnReject says what a rejection does; the default ends the run.
 	OnReject RejectAction
-	// ParallelTools lets approved calls of one round execute concurrently.
-	// Approvals are still asked in call order, chunks are still yielded in
-	// call order, and the history is the same as a sequential run's.
+	// ParallelTools lets approved calls of one round execute concurrently:
+	// every approval of the round is asked first, in call order, then the
+	// approved calls run together. Chunks are still yielded in call order,
+	// and each call's tool message is the one a sequential run records for
+	// the same outcome. The order of asking shows in one case: a rejection
+	// that ends the run (RejectEndRun) leaves the calls approved before it
+	// not run, where a sequential run would already have run them.
 	ParallelTools bool
 	// MaxToolRounds bounds the tool loop (default DefaultMaxToolRounds).
 	MaxToolRounds int
