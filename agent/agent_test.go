@@ -1293,3 +1293,33 @@ func TestApproverErrorIsARejection(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanningRoundIgnoresToolCalls: a model that calls a tool in the
+// planning round (which offers none) has the call ignored: no chunk, no
+// history, nothing run.
+func TestPlanningRoundIgnoresToolCalls(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(
+		scripted.Reply().Text("On it. <need_tool>").Call(0, "call_p", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		scripted.Reply().Text("Done.").Finish("stop"),
+	)
+	var ran atomic.Bool
+	tool := agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "get_weather", SkipApproval: true},
+		Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) {
+			ran.Store(true)
+			return "", nil
+		},
+	}
+	turn := newAgent(t, srv, nil, tool).NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"text", "round_end:0:need_tool", "text", "round_end:1"}, trace(chunks))
+	assert.False(t, ran.Load())
+	for _, m := range turn.Messages() {
+		assert.Empty(t, m.ToolCalls)
+	}
+	for _, m := range srv.Requests()[1].Messages {
+		assert.Empty(t, m.ToolCalls, "the next request carries no planning-round call")
+	}
+}

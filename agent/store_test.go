@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -283,6 +285,54 @@ func TestRunWithCancelledContext(t *testing.T) {
 			if st != nil {
 				_, err := st.Session(context.Background(), "s")
 				assert.ErrorIs(t, err, memory.ErrNotFound)
+			}
+		})
+	}
+}
+
+// appendFails is a Store whose Append always fails.
+type appendFails struct{ memory.MemStore }
+
+func (*appendFails) Append(context.Context, string, ...memory.Message) ([]memory.Message, error) {
+	return nil, errors.New("disk full")
+}
+
+// TestStoreAppendFails: a turn that cannot be saved ends with the store's
+// error as the last pair, once; a consumer that broke out is not called
+// again (a late yield would panic).
+func TestStoreAppendFails(t *testing.T) {
+	script := func(srv *scripted.Server) {
+		srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	}
+	srv := newServer(t)
+	script(srv)
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = &appendFails{} })
+	var errs []error
+	var chunks []agent.Chunk
+	for c, err := range a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hi"}) {
+		if err != nil {
+			errs = append(errs, err)
+			assert.Equal(t, agent.KindInvalid, c.Kind)
+			continue
+		}
+		chunks = append(chunks, c)
+	}
+	require.Len(t, errs, 1)
+	assert.ErrorContains(t, errs[0], "disk full")
+	assert.Equal(t, []string{"text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
+
+	for n := 1; n <= len(chunks); n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			script(srv)
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = &appendFails{} })
+			got := 0
+			for _, err := range a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hi"}) {
+				require.NoError(t, err)
+				if got++; got == n {
+					break
+				}
 			}
 		})
 	}
