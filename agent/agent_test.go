@@ -1323,3 +1323,36 @@ func TestPlanningRoundIgnoresToolCalls(t *testing.T) {
 		assert.Empty(t, m.ToolCalls, "the next request carries no planning-round call")
 	}
 }
+
+// TestCallWithoutNameIsDropped: argument fragments that never got a function
+// name (a provider that numbered a continuation as a new call) are not a
+// call: no chunk, no history, and the next request stays valid (the API
+// refuses an empty function name).
+func TestCallWithoutNameIsDropped(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Fragment(1, "", "", `{"x":1}`).Finish("tool_calls"),
+		scripted.Reply().Text("done").Finish("stop"),
+	)
+	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	for _, c := range chunks {
+		if c.Tool != nil {
+			assert.NotEmpty(t, c.Tool.Name, "%v", trace(chunks))
+		}
+	}
+	msgs := turn.Messages()
+	validHistory(t, msgs)
+	for _, m := range append(msgs, agent.History(chunks)...) {
+		for _, c := range m.ToolCalls {
+			assert.NotEmpty(t, c.Name)
+		}
+	}
+	for _, m := range srv.Requests()[2].Messages {
+		for _, c := range m.ToolCalls {
+			assert.NotEmpty(t, c.Name, "no nameless call in the next request")
+		}
+	}
+}

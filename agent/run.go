@@ -358,9 +358,27 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 	}
 	res.raw = r.parser.Raw()
 	if withTools {
-		res.calls = r.acc.Calls()
+		res.calls = r.namedCalls()
 	}
 	return res, true
+}
+
+// namedCalls returns the round's calls that got a function name. Argument
+// fragments without one (a provider that gave a continuation a new index)
+// are not a call the agent can run or the API accepts back in the history
+// (it refuses an empty name): they are dropped and logged.
+func (r *run) namedCalls() []stream.Call {
+	var calls []stream.Call
+	for _, c := range r.acc.Calls() {
+		if c.Name == "" {
+			r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool call without a name dropped",
+				slog.String("session", r.t.in.SessionID), slog.Int("round", r.round),
+				slog.String("id", c.ID), slog.String("arguments", excerpt(c.Arguments)))
+			continue
+		}
+		calls = append(calls, c)
+	}
+	return calls
 }
 
 func (r *run) readStream(req request, withTools bool, res *roundResult, finish *string) error {
