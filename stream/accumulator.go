@@ -38,8 +38,11 @@ type Call struct {
 // Within a call the first id and the first non-empty name are kept: a later
 // empty id ("" on every continuation, as Qwen sends), repeated id or empty
 // name never erases them. A call that starts without an id gets a generated
-// one at once, so every tool message can name its call. Arguments are
-// appended in order, whether they arrive in many fragments or whole in one.
+// one at once, so every tool message can name its call, and so does a call
+// whose id an earlier call of the same reply already has (a provider bug that
+// would make two tool messages answer one id); fragments are still matched by
+// the id the provider sent. Arguments are appended in order, whether they
+// arrive in many fragments or whole in one.
 type Accumulator struct {
 	calls []*callState
 	n     int // calls[:n] are in use; the rest are kept for reuse
@@ -47,12 +50,15 @@ type Accumulator struct {
 
 type callState struct {
 	index int
-	id    string
-	// generated is true when id was made up because the first fragment
-	// had none: a later id then neither replaces it nor starts a call.
-	generated bool
-	name      string
-	args      strings.Builder
+	// wire is the id the provider gave the call ("" when its first
+	// fragment had none: a later id then neither replaces it nor starts a
+	// call); fragments are matched against it.
+	wire string
+	// id is the call's id for the SDK: wire, or a generated one when wire
+	// is empty or taken by an earlier call.
+	id   string
+	name string
+	args strings.Builder
 }
 
 // Add adds one fragment. It returns the slot of the call the fragment
@@ -68,8 +74,8 @@ func (a *Accumulator) Add(d ToolCallDelta) (slot int, started bool) {
 		a.n++
 		c := a.calls[slot]
 		c.index = max(d.Index, NoIndex)
-		c.id, c.generated = d.ID, d.ID == ""
-		if c.generated {
+		c.wire, c.id = d.ID, d.ID
+		if d.ID == "" || a.taken(d.ID, slot) {
 			c.id = NewCallID()
 		}
 	}
@@ -87,7 +93,7 @@ func (a *Accumulator) find(d ToolCallDelta) int {
 	if d.Index >= 0 {
 		for i := a.n - 1; i >= 0; i-- {
 			if c := a.calls[i]; c.index == d.Index {
-				if d.ID != "" && d.ID != c.id && !c.generated {
+				if d.ID != "" && c.wire != "" && d.ID != c.wire {
 					return -1 // the index is reused for another call
 				}
 				return i
@@ -98,10 +104,20 @@ func (a *Accumulator) find(d ToolCallDelta) int {
 	if a.n == 0 {
 		return -1
 	}
-	if last := a.calls[a.n-1]; d.ID == "" || d.ID == last.id {
+	if last := a.calls[a.n-1]; d.ID == "" || d.ID == last.wire {
 		return a.n - 1
 	}
 	return -1
+}
+
+// taken reports whether a call before slot already has id.
+func (a *Accumulator) taken(id string, slot int) bool {
+	for _, c := range a.calls[:slot] {
+		if c.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Len returns the number of calls so far.
@@ -133,7 +149,7 @@ func (a *Accumulator) Calls() []Call {
 // Reset forgets all calls. Strings returned earlier stay valid.
 func (a *Accumulator) Reset() {
 	for _, c := range a.calls[:a.n] {
-		c.index, c.id, c.name, c.generated = 0, "", "", false
+		c.index, c.wire, c.id, c.name = 0, "", "", ""
 		c.args = strings.Builder{}
 	}
 	a.n = 0

@@ -88,6 +88,24 @@ func TestAccumulator(t *testing.T) {
 			started: []int{0},
 		},
 		{
+			name: "an id already taken by an earlier call gets a generated one; fragments still match it",
+			deltas: []ToolCallDelta{
+				{Index: 0, ID: "dup", Name: "a", Arguments: "{"}, {Index: 1, ID: "dup", Name: "b", Arguments: "["},
+				{Index: 1, ID: "dup", Arguments: "]"}, {Index: 0, ID: "dup", Arguments: "}"},
+			},
+			want:    []Call{{0, "dup", "a", "{}"}, {1, gen, "b", "[]"}},
+			started: []int{0, 1},
+		},
+		{
+			name: "no index: a taken id is replaced and later fragments with it continue the call",
+			deltas: []ToolCallDelta{
+				{Index: NoIndex, ID: "m", Name: "a", Arguments: "{}"}, {Index: NoIndex, ID: "n", Name: "b", Arguments: "{"},
+				{Index: NoIndex, ID: "m", Name: "c", Arguments: "["}, {Index: NoIndex, ID: "m", Arguments: "]"},
+			},
+			want:    []Call{{NoIndex, "m", "a", "{}"}, {NoIndex, "n", "b", "{"}, {NoIndex, gen, "c", "[]"}},
+			started: []int{0, 1, 2},
+		},
+		{
 			name:   "never named",
 			deltas: []ToolCallDelta{{Index: 0, ID: "c", Arguments: "{}"}},
 			want:   []Call{{0, "c", "", "{}"}},
