@@ -75,7 +75,9 @@ func (k *Kind) UnmarshalText(b []byte) error {
 	return fmt.Errorf("agent: unknown chunk kind %q", b)
 }
 
-// Intent is the outcome of the planning round.
+// Intent is the outcome of the planning round: the intent of the tag the
+// planning reply ended with. With a custom intent.Dictionary it may be any
+// intent of that dictionary, not only the three below.
 type Intent string
 
 // The intents of a planning round's round_end.

@@ -33,9 +33,10 @@ const (
 	// ReasonNotRun is the reason of a call that never started because the
 	// run ended before its turn.
 	ReasonNotRun = "tool call not run: the run ended first"
-	// ReasonIncomplete is the reason of a call whose arguments were still
-	// streaming when the run ended. Such a call is not in the history.
-	ReasonIncomplete = "tool call incomplete: the response ended while the model was writing it"
+	// ReasonIncomplete is the reason of a call of a response that did not
+	// finish (interrupted or cut while streaming): its arguments may be
+	// incomplete, so it never runs and is not in the history.
+	ReasonIncomplete = "tool call not run: the model's response did not finish"
 )
 
 // WarnMaxToolRounds is the text of the warning chunk that ends a run at
@@ -96,7 +97,9 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // Chunk. Model and transport failures (HTTP errors, a cut stream, an error
 // frame) and store failures are errors; a tool's failure is not (the model
 // reads it). Cancelling ctx interrupts the run: it ends with an interrupted
-// chunk and a nil error.
+// chunk and a nil error. The turn is saved to the Store after the last
+// chunk, whatever ended the run; if that fails, the store's error is the
+// last pair (also after an interrupted chunk).
 //
 // A Turn runs once: ranging again yields only [ErrTurnUsed].
 func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
