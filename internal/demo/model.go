@@ -80,7 +80,7 @@ func (m Model) Respond(req *scripted.Request) scripted.Response {
 		for i, c := range calls {
 			names[i] = c.tool
 		}
-		b.Reasoning(split("The user asked for " + strings.Join(names, " and ") + "; the request offers them, so I call them now.")...)
+		b.Reasoning(split("The user asked for something " + strings.Join(names, " and ") + " can do, and the request offers it, so I call it now.")...)
 		out = "Let me call " + strings.Join(names, " and ") + "."
 		b.Text(split(out)...)
 		for i, c := range calls {
@@ -348,6 +348,9 @@ func final(t turn) string {
 	b.WriteString("Here is what I found:\n")
 	for _, r := range t.results {
 		content := strings.TrimSpace(r.content)
+		if lines := strings.SplitN(content, "\n", 13); len(lines) > 12 {
+			content = strings.Join(lines[:12], "\n") + "\n…"
+		}
 		if n := 600; len(content) > n {
 			content = truncate(content, n) + "…"
 		}

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -277,5 +278,25 @@ func TestNewServerStreams(t *testing.T) {
 	r := askServer(t, s, planning("hi"))
 	if !strings.HasSuffix(r.text, "<no_tool>") {
 		t.Errorf("plan = %q", r.text)
+	}
+}
+
+func TestFinalAnswerQuotesLongOutputBriefly(t *testing.T) {
+	var out strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&out, "line %d\n", i)
+	}
+	msgs := afterPlan("run `seq 40`", "Sure! <need_tool>")
+	msgs = append(msgs, openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+		ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{
+			{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: "c1", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "run_command", Arguments: `{"command":"seq 40"}`}}},
+		},
+	}}, openai.ToolMessage(out.String(), "c1"))
+	r := ask(t, msgs, allTools...)
+	if !strings.Contains(r.text, "line 11\n…") {
+		t.Errorf("final does not stop after 12 lines: %q", r.text)
+	}
+	if strings.Contains(r.text, "line 12") {
+		t.Errorf("final quotes more than 12 lines: %q", r.text)
 	}
 }
