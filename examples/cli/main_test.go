@@ -474,6 +474,9 @@ func buildCLI(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
+		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
+			t.Fatal("go is not on PATH (PLANROUND_REQUIRE_ALL=1): cannot build the binary")
+		}
 		t.Skip("go is not on PATH: cannot build the binary")
 	}
 	built.once.Do(func() {
