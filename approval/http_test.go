@@ -13,6 +13,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
 )
 
 func serve(h http.Handler, method, body string) *httptest.ResponseRecorder {
@@ -188,7 +189,7 @@ func TestInterruptHandler(t *testing.T) {
 // The whole path over a real server on 127.0.0.1: the agent waits, the
 // browser approves over HTTP, a stale card is answered success:false.
 func TestApproveOverHTTP(t *testing.T) {
-	leakCheck(t)
+	leaktest.Check(t)
 	m := newManager(t, approval.ManagerConfig{})
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/tool-approve", m.ApproveHandler())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
 )
 
 type action uint8
@@ -29,7 +30,7 @@ const (
 // sessions cancelled in the middle. Every outcome must match what happened,
 // and afterwards no entry and no goroutine may remain.
 func TestStress(t *testing.T) {
-	leakCheck(t)
+	leaktest.Check(t)
 	const (
 		sessions = 100
 		perSess  = 100

@@ -16,6 +16,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
 )
 
 // lockedBuffer is a bytes.Buffer safe for concurrent use.
@@ -40,7 +41,7 @@ func (b *lockedBuffer) String() string {
 // answers to w. Both are closed at cleanup.
 func pipeTerminal(t *testing.T) (*approval.Terminal, *io.PipeWriter, *lockedBuffer) {
 	t.Helper()
-	leakCheck(t)
+	leaktest.Check(t)
 	r, w := io.Pipe()
 	out := new(lockedBuffer)
 	term := approval.NewTerminal(r, out)
@@ -217,7 +218,7 @@ func TestTerminalArgumentsShown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			leakCheck(t)
+			leaktest.Check(t)
 			var out bytes.Buffer
 			term := approval.NewTerminal(strings.NewReader("y\n"), &out)
 			_, err := term.Approve(context.Background(), agent.ApprovalRequest{Call: tt.call})

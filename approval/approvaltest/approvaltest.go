@@ -19,7 +19,7 @@
 //     it reports zero after every check.
 //
 // "Promptly" is checked with a generous bound (see [Bound]) that only a hung
-// approver misses; it is not a speed test. The goroutine check counts all
+// approver misses; it is not a speed test. The goroutine check looks at all
 // goroutines of the process, so do not run Run in parallel with other tests.
 package approvaltest
 
@@ -28,13 +28,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
 )
 
 // Bound is how long an Approve whose context ended may take to return before
@@ -63,7 +62,7 @@ func Run(t *testing.T, newApprover func() agent.Approver) {
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
-			before := runtime.NumGoroutine()
+			leaktest.Check(t)
 			a := newApprover()
 			if a == nil {
 				t.Fatal("newApprover returned nil")
@@ -79,7 +78,6 @@ func Run(t *testing.T, newApprover func() agent.Approver) {
 					t.Errorf("Close: %v", err)
 				}
 			}
-			checkGoroutines(t, before)
 		})
 	}
 }
@@ -242,33 +240,4 @@ func testPrepareConcurrent(t *testing.T, a agent.Approver) {
 		})
 	}
 	wg.Wait()
-}
-
-// checkGoroutines fails t when more goroutines than before are still running
-// after a short grace period, and prints their stacks.
-func checkGoroutines(t *testing.T, before int) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= before {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Errorf("%d goroutines before the check, %d after; stacks:\n%s", before, n, trim(buf))
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func trim(b []byte) string {
-	const limit = 64 << 10
-	s := string(b)
-	if len(s) > limit {
-		return s[:limit] + "\n..."
-	}
-	return strings.TrimSpace(s)
 }

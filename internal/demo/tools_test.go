@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
 )
 
 // progress is an agent.Progress that records writes and signals each one.
@@ -161,7 +162,7 @@ func TestShowCard(t *testing.T) {
 }
 
 func TestRunCommandOutput(t *testing.T) {
-	checkGoroutines(t)
+	leaktest.Check(t)
 	p := newProgress()
 	got, err := RunCommand(0).Execute(context.Background(), json.RawMessage(`{"command":"echo one; echo two >&2; printf three"}`), p)
 	if err != nil {
@@ -189,7 +190,7 @@ func TestRunCommandOutput(t *testing.T) {
 // TestRunCommandLeavesNoChild runs a command that exits while its
 // background child sleeps: the call returns and the child is gone.
 func TestRunCommandLeavesNoChild(t *testing.T) {
-	checkGoroutines(t)
+	leaktest.Check(t)
 	got, err := call(t, RunCommand(0), `{"command":"sleep 30 & echo \"bg $!\"; echo \"pg $$\""}`)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +200,7 @@ func TestRunCommandLeavesNoChild(t *testing.T) {
 }
 
 func TestRunCommandCancelKillsGroup(t *testing.T) {
-	checkGoroutines(t)
+	leaktest.Check(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := newProgress()
@@ -226,7 +227,7 @@ func TestRunCommandCancelKillsGroup(t *testing.T) {
 }
 
 func TestRunCommandTimeout(t *testing.T) {
-	checkGoroutines(t)
+	leaktest.Check(t)
 	got, err := call(t, RunCommand(200*time.Millisecond), `{"command":"echo \"pg $$\"; sleep 30 & sleep 30"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -318,18 +319,4 @@ func groupMembers(pg int) []int {
 		}
 	}
 	return out
-}
-
-func checkGoroutines(t *testing.T) {
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		var n int
-		for range 200 {
-			if n = runtime.NumGoroutine(); n <= base {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Errorf("goroutines: %d at start, %d at end", base, n)
-	})
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/internal/scripted"
 )
 
@@ -110,22 +110,12 @@ func newServer(t *testing.T) (*scripted.Server, openai.Client) {
 }
 
 // checkGoroutines fails the test if goroutines started during it are
-// still running after its other cleanups.
+// still running after its other cleanups, once the idle connections of the
+// default transport (which the clients use) are closed.
 func checkGoroutines(t *testing.T) {
 	t.Helper()
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		var n int
-		for range 200 {
-			if n = runtime.NumGoroutine(); n <= base {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		buf := make([]byte, 1<<16)
-		t.Errorf("goroutines: %d at start, %d at end\n%s", base, n, buf[:runtime.Stack(buf, true)])
-	})
+	leaktest.Check(t)
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 }
 
 func TestText(t *testing.T) {
