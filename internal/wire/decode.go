@@ -47,8 +47,7 @@ var (
 
 func (x *decoder) chunk(d *stream.Delta) bool {
 	x.ws()
-	var seen uint8
-	ok := x.object(chunkKeys, &seen, func(k int) bool {
+	ok := x.object(chunkKeys, func(k int) bool {
 		switch k {
 		case 0:
 			return x.choices(d)
@@ -69,10 +68,11 @@ func (x *decoder) chunk(d *stream.Delta) bool {
 // calls val with the key's position, after the colon. Unknown keys are
 // skipped. Duplicate known keys, escaped or non-ASCII keys, and keys that
 // match a known one only ignoring case make it fail.
-func (x *decoder) object(keys []string, seen *uint8, val func(k int) bool) bool {
+func (x *decoder) object(keys []string, val func(k int) bool) bool {
 	if !x.eat('{') {
 		return false
 	}
+	var seen uint8 // the known keys met so far, by position
 	x.ws()
 	if x.eat('}') {
 		return true
@@ -95,10 +95,10 @@ func (x *decoder) object(keys []string, seen *uint8, val func(k int) bool) bool 
 			}
 		}
 		if k >= 0 {
-			if *seen&(1<<k) != 0 {
+			if seen&(1<<k) != 0 {
 				return false
 			}
-			*seen |= 1 << k
+			seen |= 1 << k
 			if !val(k) {
 				return false
 			}
@@ -180,9 +180,8 @@ func (x *decoder) choice(d *stream.Delta, have *bool) bool {
 		index                      int64
 		content, reasoning, finish string
 		calls                      = len(d.ToolCalls)
-		seen                       uint8
 	)
-	ok := x.object(choiceKeys, &seen, func(k int) bool {
+	ok := x.object(choiceKeys, func(k int) bool {
 		var ok bool
 		switch k {
 		case 0:
@@ -214,8 +213,7 @@ func (x *decoder) delta(d *stream.Delta, content, reasoning *string) bool {
 		return true
 	}
 	var rc, r string
-	var seen uint8
-	ok := x.object(deltaKeys, &seen, func(k int) bool {
+	ok := x.object(deltaKeys, func(k int) bool {
 		var ok bool
 		switch k {
 		case 0:
@@ -252,8 +250,7 @@ func (x *decoder) toolCalls(d *stream.Delta) bool {
 			return false
 		}
 		tc := stream.ToolCallDelta{Index: stream.NoIndex}
-		var seen uint8
-		ok := x.object(toolCallKeys, &seen, func(k int) bool {
+		ok := x.object(toolCallKeys, func(k int) bool {
 			switch k {
 			case 0:
 				if x.null() {
@@ -289,8 +286,7 @@ func (x *decoder) function(tc *stream.ToolCallDelta) bool {
 	if x.null() {
 		return true
 	}
-	var seen uint8
-	return x.object(functionKeys, &seen, func(k int) bool {
+	return x.object(functionKeys, func(k int) bool {
 		var ok bool
 		if k == 0 {
 			tc.Name, ok = x.stringOrNull()
@@ -320,8 +316,7 @@ func (x *decoder) usage(d *stream.Delta) bool {
 		return true
 	}
 	u := new(stream.Usage)
-	var seen uint8
-	ok := x.object(usageKeys, &seen, func(k int) bool {
+	ok := x.object(usageKeys, func(k int) bool {
 		if x.null() {
 			return true
 		}
