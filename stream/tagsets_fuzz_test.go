@@ -43,7 +43,7 @@ func FuzzParserTags(f *testing.F) {
 		if got := joinRaw(ps); got != text {
 			t.Fatalf("raw pieces = %q, want %q", got, text)
 		}
-		if p.Raw() != text || p.Raw() != p.Raw() {
+		if p.Raw() != text {
 			t.Fatalf("Raw() = %q, want %q", p.Raw(), text)
 		}
 		want := stripTags(text, tags)
