@@ -3,6 +3,7 @@ package memory_test
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -114,7 +115,8 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 			}
 			var next atomic.Int64
 			// 100 goroutines whatever GOMAXPROCS is (rounded up).
-			b.SetParallelism((sessions + runtimeProcs() - 1) / runtimeProcs())
+			procs := runtime.GOMAXPROCS(0)
+			b.SetParallelism((sessions + procs - 1) / procs)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				id := fmt.Sprint("s", next.Add(1)%sessions)

@@ -3,7 +3,6 @@ package memory_test
 import (
 	"context"
 	"errors"
-	"runtime"
 
 	"github.com/planround/planround/memory"
 )
@@ -14,5 +13,3 @@ type summarizeFails struct{ memory.MemStore }
 func (*summarizeFails) Summarize(context.Context, string, memory.Summary) (memory.Summary, error) {
 	return memory.Summary{}, errors.New("disk full")
 }
-
-func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
