@@ -459,7 +459,13 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	err := dec.Decode(v)
 	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
+		// Exactly one JSON value: anything after it is malformed, unless
+		// reading it already went over the limit.
+		switch _, terr := dec.Token(); {
+		case terr == io.EOF:
+		case errors.As(terr, new(*http.MaxBytesError)):
+			err = terr
+		default:
 			err = errors.New("unexpected data after the JSON object")
 		}
 	}

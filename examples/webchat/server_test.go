@@ -486,6 +486,8 @@ func TestMalformedRequests(t *testing.T) {
 		{"/api/interrupt", `{`, http.StatusBadRequest},
 		{"/api/interrupt", `{}`, http.StatusBadRequest},
 		{"/api/chat", `{"session_id":"s1","message":"` + strings.Repeat("x", maxBody) + `"}`, http.StatusRequestEntityTooLarge},
+		// Over the limit after a complete object: too large, not malformed.
+		{"/api/chat", `{"session_id":"s1","message":"hi"} "` + strings.Repeat("x", maxBody) + `"`, http.StatusRequestEntityTooLarge},
 	} {
 		status, out := h.post(t, tc.path, tc.body)
 		name := tc.body
