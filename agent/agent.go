@@ -57,17 +57,20 @@ type Config struct {
 	// Tools are the tools offered in the tool loop; nil means none.
 	Tools *ToolRegistry
 	// Approver decides on tool calls that do not skip approval. Required
-	// when Tools holds such a tool.
+	// when Tools holds such a tool. A tool that needs approval and is added
+	// to Tools after New, on an agent without an Approver, never runs: its
+	// calls are rejected with ReasonNoApprover.
 	Approver Approver
 	// OnReject says what a rejection does; the default ends the run.
 	OnReject RejectAction
 	// ParallelTools lets approved calls of one round execute concurrently:
 	// every approval of the round is asked first, in call order, then the
 	// approved calls run together. Chunks are still yielded in call order,
-	// and each call's tool message is the one a sequential run records for
-	// the same outcome. The order of asking shows in one case: a rejection
-	// that ends the run (RejectEndRun) leaves the calls approved before it
-	// not run, where a sequential run would already have run them.
+	// and the history is the one a sequential run records for the same
+	// decisions. A rejection that ends the run (RejectEndRun) is yielded
+	// when it is decided; the calls approved before it still run, as they
+	// would have in a sequential run, and the calls after it are not asked
+	// and never run.
 	ParallelTools bool
 	// MaxToolRounds bounds the tool loop (default DefaultMaxToolRounds).
 	MaxToolRounds int

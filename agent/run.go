@@ -37,6 +37,10 @@ const (
 	// finish (interrupted or cut while streaming): its arguments may be
 	// incomplete, so it never runs and is not in the history.
 	ReasonIncomplete = "tool call not run: the model's response did not finish"
+	// ReasonNoApprover is the reason of a call of a tool that needs
+	// approval on an agent without an Approver: a tool added to a shared
+	// Config.Tools after New.
+	ReasonNoApprover = "the tool needs approval and the agent has no Approver"
 )
 
 // WarnMaxToolRounds is the text of the warning chunk that ends a run at

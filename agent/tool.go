@@ -55,7 +55,9 @@ type ToolDefinition struct {
 //
 // The agent calls SideMessage synchronously right after it yields the call's
 // executing chunk and before Execute; a non-nil result is yielded at once as a
-// side chunk. The payload must marshal to a JSON object.
+// side chunk. The payload must marshal to a JSON object. An error or a panic
+// in SideMessage is logged (a panic with its stack) and the call runs without
+// a side message.
 type SideMessenger interface {
 	SideMessage(ctx context.Context, call ToolCall) (any, error)
 }

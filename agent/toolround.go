@@ -122,7 +122,7 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 // calls concurrently and yields their results in call order.
 func (r *run) runParallel(calls []*callState) bool {
 	var approved []*callState
-	for _, cs := range calls {
+	for i, cs := range calls {
 		if r.ctx.Err() != nil {
 			// Interrupted between calls: none of them begins.
 			r.endCalls(calls)
@@ -136,15 +136,34 @@ func (r *run) runParallel(calls []*callState) bool {
 		}
 		ok, goOn := r.approve(cs)
 		if !goOn {
-			// Calls approved before this one have not started: they are
-			// closed as not run, like the calls after it.
-			r.endCalls(calls)
+			if r.stopped || r.ctx.Err() != nil {
+				// Interrupted, or the consumer left: the calls approved
+				// before this one have not started, and none will.
+				r.endCalls(calls)
+				return false
+			}
+			// A rejection that ends the run: a sequential run would
+			// already have run the calls approved before it, so they run
+			// now; the calls after it are not asked and never run.
+			r.runApproved(approved)
+			r.endCalls(calls[i+1:])
 			return false
 		}
 		if ok {
 			approved = append(approved, cs)
 		}
 	}
+	if !r.runApproved(approved) {
+		r.endCalls(nil)
+		return false
+	}
+	return true
+}
+
+// runApproved runs approved calls concurrently and yields their results in
+// call order. It reports whether the run goes on; when it does not (an
+// interrupt, or the consumer left) the caller ends the run.
+func (r *run) runApproved(approved []*callState) bool {
 	for i, cs := range approved {
 		if !r.executing(cs) {
 			// The consumer left. Those already started must still be waited
@@ -165,9 +184,6 @@ func (r *run) runParallel(calls []*callState) bool {
 		if !r.finish(cs) {
 			goOn = false
 		}
-	}
-	if !goOn {
-		r.endCalls(nil)
 	}
 	return goOn
 }
@@ -202,6 +218,13 @@ func (r *run) errorResult(cs *callState, msg string) bool {
 func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if cs.def.SkipApproval {
 		return true, true
+	}
+	if r.a.cfg.Approver == nil {
+		// New checked that no tool needs approval, but the registry is
+		// shared and gained one since: reject its calls, never call a nil
+		// Approver.
+		r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool needs approval but the agent has no Approver", toolAttr(cs))
+		return false, r.reject(cs, ReasonNoApprover)
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk}
 	if p, ok := r.a.cfg.Approver.(Preparer); ok {
@@ -309,7 +332,7 @@ func (r *run) executing(cs *callState) bool {
 		return false
 	}
 	if sm, ok := cs.tool.(SideMessenger); ok {
-		side, err := sm.SideMessage(r.ctx, cs.chunk)
+		side, err := r.sideMessage(sm, cs)
 		if err != nil {
 			r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "side message failed", toolAttr(cs), slog.Any("error", err))
 		} else if side != nil {
@@ -319,6 +342,20 @@ func (r *run) executing(cs *callState) bool {
 		}
 	}
 	return true
+}
+
+// sideMessage asks a tool for its side message. A panic is recovered and
+// returned as an error, as a panic in Execute is, so that it never unwinds
+// into the host's range loop: the call then runs without a side message.
+func (r *run) sideMessage(sm SideMessenger, cs *callState) (side any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("side message panicked: %v", p)
+			r.a.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "side message panicked", toolAttr(cs),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	return sm.SideMessage(r.ctx, cs.chunk)
 }
 
 // start runs the tool in its own goroutine, which finish waits for: the

@@ -1,0 +1,201 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/scripted"
+)
+
+// TestToolAddedWithoutApprover: a registry shared with a running agent that
+// has no Approver gains a tool that needs approval. Its call is rejected
+// with ReasonNoApprover (no panic), and the run goes on or ends as OnReject
+// says.
+func TestToolAddedWithoutApprover(t *testing.T) {
+	for _, onReject := range []agent.RejectAction{agent.RejectEndRun, agent.RejectContinue} {
+		for _, parallel := range []bool{false, true} {
+			t.Run(fmt.Sprintf("onReject=%d/parallel=%v", onReject, parallel), func(t *testing.T) {
+				leaktest.Check(t)
+				srv := newServer(t)
+				srv.Enqueue(
+					planNeedTool(),
+					scripted.Reply().Call(0, "call_1", "show_card", `{}`).Call(1, "call_2", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+					scripted.Reply().Text("I may not look that up.").Finish("stop"),
+				)
+				reg, err := agent.NewToolRegistry(cardTool())
+				require.NoError(t, err)
+				a, err := agent.New(agent.Config{
+					BaseURL:       srv.URL(),
+					HTTPClient:    srv.Client(),
+					Model:         "test-model",
+					Tools:         reg,
+					OnReject:      onReject,
+					ParallelTools: parallel,
+				})
+				require.NoError(t, err, "no tool needs approval yet")
+				// The host adds a tool while the agent is in use.
+				require.NoError(t, reg.Add(weatherTool()))
+
+				turn := a.NewTurn(agent.Input{Message: "weather in Oslo"})
+				chunks, err := collect(turn.Run(context.Background()))
+				require.NoError(t, err)
+				assert.Contains(t, trace(chunks), "rejected:get_weather:"+agent.ReasonNoApprover)
+				assert.Contains(t, trace(chunks), "tool:result:show_card", "the other call runs")
+				last := chunks[len(chunks)-1]
+				if onReject == agent.RejectEndRun {
+					assert.Equal(t, agent.KindInterrupted, last.Kind, "%v", trace(chunks))
+				} else {
+					assert.Equal(t, agent.KindRoundEnd, last.Kind, "%v", trace(chunks))
+					assert.Equal(t, agent.ReasonNoApprover, srv.Requests()[2].LastMessage().Content, "the model reads why")
+				}
+				msgs := turn.Messages()
+				validHistory(t, msgs)
+				assert.Equal(t, strip(msgs[1:]), strip(agent.History(chunks)))
+			})
+		}
+	}
+}
+
+// sidePanics is a tool whose SideMessage panics.
+type sidePanics struct{ ran bool }
+
+func (s *sidePanics) Definition() agent.ToolDefinition {
+	return agent.ToolDefinition{Name: "ask_user_question", SkipApproval: true}
+}
+
+func (s *sidePanics) SideMessage(context.Context, agent.ToolCall) (any, error) {
+	panic("side message exploded")
+}
+
+func (s *sidePanics) Execute(context.Context, json.RawMessage, agent.Progress) (string, error) {
+	s.ran = true
+	return "asked", nil
+}
+
+// TestSideMessagePanicIsRecovered: a panic in SideMessage does not reach the
+// host's range loop. It is treated like an error from SideMessage: logged,
+// no side chunk, and the call runs.
+func TestSideMessagePanicIsRecovered(t *testing.T) {
+	for _, parallel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parallel=%v", parallel), func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(
+				planNeedTool(),
+				scripted.Reply().Call(0, "call_1", "ask_user_question", `{"q":"Color?"}`).Finish("tool_calls"),
+				scripted.Reply().Text("ok").Finish("stop"),
+			)
+			var logs logBuffer
+			tool := &sidePanics{}
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.ParallelTools = parallel
+				c.Logger = logs.logger()
+			}, tool)
+			turn := a.NewTurn(agent.Input{Message: "ask me"})
+			var chunks []agent.Chunk
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("the panic reached the range loop: %v", p)
+					}
+				}()
+				chunks, err = collect(turn.Run(context.Background()))
+			}()
+			require.NoError(t, err)
+			assert.Equal(t, []string{
+				"text", "round_end:0:need_tool",
+				"tool:start:ask_user_question", "tool:executing:ask_user_question", "tool:result:ask_user_question",
+				"round_end:1", "text", "round_end:2",
+			}, trace(chunks))
+			assert.True(t, tool.ran)
+			validHistory(t, turn.Messages())
+			out := logs.String()
+			assert.Contains(t, out, "side message panicked")
+			assert.Contains(t, out, "side message exploded")
+			assert.Contains(t, out, "goroutine", "the log has the stack")
+		})
+	}
+}
+
+// TestParallelRejectionEndingTheRunRunsApprovedCalls: with ParallelTools, a
+// rejection that ends the run still runs the calls approved before it, so
+// the history is the one a sequential run records.
+func TestParallelRejectionEndingTheRunRunsApprovedCalls(t *testing.T) {
+	script := func(srv *scripted.Server) {
+		srv.Enqueue(planNeedTool(), scripted.Reply().
+			Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
+			Call(1, "call_2", "show_card", `{}`).
+			Call(2, "call_3", "get_weather", `{"city":"Rome"}`).
+			Call(3, "call_4", "get_weather", `{"city":"Lima"}`).
+			Finish("tool_calls"))
+	}
+	rejectRome := agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+		return agent.Decision{Approved: r.Call.ID != "call_3", Reason: "not Rome"}, nil
+	})
+	run := func(t *testing.T, parallel bool) ([]agent.Chunk, *agent.Turn) {
+		srv := newServer(t)
+		script(srv)
+		a := newAgent(t, srv, func(c *agent.Config) {
+			c.ParallelTools = parallel
+			c.Approver = rejectRome
+		}, weatherTool(), cardTool())
+		turn := a.NewTurn(agent.Input{Message: "go"})
+		chunks, err := collect(turn.Run(context.Background()))
+		require.NoError(t, err)
+		return chunks, turn
+	}
+	leaktest.Check(t)
+	seqChunks, seq := run(t, false)
+	parChunks, par := run(t, true)
+
+	assert.Equal(t, strip(seq.Messages()[1:]), strip(par.Messages()[1:]), "the history is the sequential run's")
+	msgs := par.Messages()
+	validHistory(t, msgs)
+	n := len(msgs)
+	assert.Equal(t, []string{"sunny in Oslo", "shown", "not Rome", agent.ReasonNotRun},
+		[]string{msgs[n-4].Content, msgs[n-3].Content, msgs[n-2].Content, msgs[n-1].Content})
+	assert.Equal(t, strip(msgs[1:]), strip(agent.History(parChunks)))
+	closedCards(t, parChunks)
+
+	tr := trace(parChunks)
+	assert.Equal(t, []string{
+		"text", "round_end:0:need_tool",
+		"tool:start:get_weather", "tool:start:show_card", "tool:start:get_weather", "tool:start:get_weather",
+		"tool:approval_required:get_weather", "tool:approval_required:get_weather", "rejected:get_weather:not Rome",
+		"tool:executing:get_weather", "tool:executing:show_card",
+		"tool:result:get_weather", "tool:result:show_card",
+		"rejected:get_weather:" + agent.ReasonNotRun, "interrupted",
+	}, tr)
+	assert.Equal(t, agent.KindInterrupted, seqChunks[len(seqChunks)-1].Kind)
+}
+
+// logBuffer collects log output from any goroutine.
+type logBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
