@@ -602,10 +602,10 @@ func TestInterruptDuringApproval(t *testing.T) {
 	chunks, err := collect(turn.Run(ctx))
 	require.NoError(t, err)
 	tr := trace(chunks)
-	assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonRejected, "interrupted"}, tr[len(tr)-2:])
+	assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonApprovalInterrupted, "interrupted"}, tr[len(tr)-2:])
 	msgs := turn.Messages()
 	validHistory(t, msgs)
-	assert.Equal(t, agent.ReasonRejected, msgs[len(msgs)-1].Content)
+	assert.Equal(t, agent.ReasonApprovalInterrupted, msgs[len(msgs)-1].Content)
 }
 
 func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {

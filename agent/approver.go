@@ -7,7 +7,8 @@ import (
 
 // ApprovalRequest is what an [Approver] decides on: one tool call of one run.
 type ApprovalRequest struct {
-	// SessionID is the run's session ([Input.SessionID]); may be empty.
+	// SessionID is the run's session ([Input.SessionID]); empty for a run
+	// without one.
 	SessionID string
 	// ApprovalID is the id a [Preparer] returned for this request; empty
 	// when the Approver is not a Preparer.
@@ -48,10 +49,16 @@ type Decision struct {
 // Approver decides whether a tool call may run.
 //
 // Approve blocks until there is a decision or ctx ends. When ctx ends it
-// must return promptly; the agent then treats the call as rejected ("rejected
-// by user" when the run was interrupted). A non-nil error is treated as a
-// rejection whose reason is the error's text ([ReasonRejected] when that is
-// empty), whatever the Decision says; it does not end the run with an error. Approve may be called from several goroutines for different calls.
+// must return promptly. A non-nil error is treated as a rejection whose
+// reason is the error's text ([ReasonRejected] when that is empty), whatever
+// the Decision says; it does not end the run with an error. Approve may be
+// called from several goroutines for different calls.
+//
+// When the run was interrupted the call never runs. It is recorded as
+// [ReasonApprovalInterrupted], unless Approve returns without error a
+// decision taken before the interrupt came: an approval is then recorded as
+// [ReasonNotRun], a rejection with its reason (one without a reason cannot be
+// told apart from an answer to the interrupt and counts as interrupted).
 type Approver interface {
 	Approve(ctx context.Context, req ApprovalRequest) (Decision, error)
 }

@@ -43,11 +43,11 @@
 // # Stopping
 //
 // Cancelling ctx interrupts the run wherever it is: a pending approval ends
-// as rejected ("rejected by user"), a running tool as rejected ("tool call
-// interrupted") with the output it wrote so far, then an interrupted chunk
-// ends the run and the iterator returns nil. Breaking out of the loop ends the
-// run too: running tools are cancelled and waited for, nothing is yielded
-// again. No goroutine started by a run outlives it.
+// as rejected ("interrupted while waiting for approval"), a running tool as
+// rejected ("tool call interrupted") with the output it wrote so far, then an
+// interrupted chunk ends the run and the iterator returns nil. Breaking out
+// of the loop ends the run too: running tools are cancelled and waited for,
+// nothing is yielded again. No goroutine started by a run outlives it.
 //
 // # History
 //

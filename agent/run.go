@@ -25,9 +25,14 @@ var ErrTurnUsed = errors.New("agent: a Turn runs once")
 
 // Reasons given on rejected tool calls.
 const (
-	// ReasonRejected is the reason of a call rejected without a reason, or
-	// interrupted while its approval was pending.
+	// ReasonRejected is the reason of a call rejected without a reason.
 	ReasonRejected = "rejected by user"
+	// ReasonApprovalInterrupted is the reason of a call whose approval was
+	// still pending when the run was interrupted. A call whose approval was
+	// decided just before the interrupt records the decision instead: an
+	// approved call that never ran is ReasonNotRun, a rejection keeps its
+	// reason.
+	ReasonApprovalInterrupted = "interrupted while waiting for approval"
 	// ReasonInterrupted is the reason of a call interrupted while it ran.
 	ReasonInterrupted = "tool call interrupted"
 	// ReasonNotRun is the reason of a call that never started because the

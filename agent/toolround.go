@@ -231,7 +231,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		id, err := p.Prepare(r.ctx, req)
 		if err != nil {
 			if r.ctx.Err() != nil {
-				return false, r.interrupted(cs, ReasonRejected, "")
+				return false, r.interrupted(cs, ReasonApprovalInterrupted, "")
 			}
 			return false, r.reject(cs, fmt.Sprintf("approval could not be requested: %v", err))
 		}
@@ -248,7 +248,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	cs.approval = ""
 	d, err := r.a.cfg.Approver.Approve(r.ctx, req)
 	if r.ctx.Err() != nil {
-		return false, r.interrupted(cs, ReasonRejected, "")
+		return false, r.interrupted(cs, interruptedApproval(d, err), "")
 	}
 	if err != nil || !d.Approved {
 		reason := d.Reason
@@ -270,6 +270,24 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		cs.record.Arguments = string(args) // the history shows what ran
 	}
 	return true, true
+}
+
+// interruptedApproval is the reason recorded for a call whose run was
+// interrupted while its Approver was asked, given the Approver's answer: the
+// approval may have been decided just before the interrupt came. An approved
+// call never ran; a rejection that gives its reason keeps it; anything else
+// (the Approver gave up with the context, or rejected without a reason, which
+// cannot be told apart from an answer to the interrupt) was still pending.
+func interruptedApproval(d Decision, err error) string {
+	switch {
+	case err != nil:
+		return ReasonApprovalInterrupted
+	case d.Approved:
+		return ReasonNotRun
+	case d.Reason != "":
+		return d.Reason
+	}
+	return ReasonApprovalInterrupted
 }
 
 // releaseApproval answers an owed Approve with a cancelled context.

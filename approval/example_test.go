@@ -68,7 +68,7 @@ func ExampleManager_CancelSession() {
 	fmt.Printf("approved: %v, reason: %q\n", d.Approved, d.Reason)
 	// Output:
 	// cancelled: 1 left: 0
-	// approved: false, reason: "rejected by user"
+	// approved: false, reason: "interrupted while waiting for approval"
 }
 
 // Approve read-only tools at once, never run "rm", and ask about the rest

@@ -20,10 +20,12 @@ import (
 // [ManagerConfig.Timeout] is zero.
 const DefaultTimeout = 300 * time.Second
 
-// ReasonCancelled is the reason of the rejection a [Manager] returns when the
-// approval was cancelled: by [Manager.CancelSession], or because the waiting
-// context ended. It is the reason the agent shows for an interrupted approval.
-const ReasonCancelled = "rejected by user"
+// ReasonCancelled is the reason of the rejection a [Manager] (or a
+// [Terminal]) returns when the approval was cancelled: by
+// [Manager.CancelSession], or because the waiting context ended. Nobody
+// rejected the call, so it is the agent's reason for an approval cut short by
+// an interrupt, [agent.ReasonApprovalInterrupted].
+const ReasonCancelled = agent.ReasonApprovalInterrupted
 
 // timeoutPrefix starts the reason of every timeout rejection; see
 // [IsTimeout].

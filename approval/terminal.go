@@ -260,9 +260,9 @@ func parseAnswer(s string) (d agent.Decision, ok bool) {
 	case "n", "no":
 		reason := strings.TrimSpace(strings.TrimLeft(rest, " \t:,"))
 		if reason == "" {
-			return agent.Decision{Reason: ReasonCancelled}, true
+			return agent.Decision{Reason: agent.ReasonRejected}, true
 		}
-		return agent.Decision{Reason: ReasonCancelled + ": " + reason}, true
+		return agent.Decision{Reason: agent.ReasonRejected + ": " + reason}, true
 	}
 	return agent.Decision{}, false
 }

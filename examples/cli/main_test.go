@@ -205,7 +205,7 @@ func TestHumanWeatherRejectedOnTerminal(t *testing.T) {
 	r := runCLI(t, "n not now\n", weatherPrompt)
 	require.Equal(t, 0, r.code, "a rejection ends the run normally; stderr: %s", r.stderr)
 	assert.Contains(t, r.stdout, `⏺ get_weather {"city":"Paris"}`)
-	assert.Contains(t, r.stdout, "  ✗ rejected: "+approval.ReasonCancelled+": not now\n")
+	assert.Contains(t, r.stdout, "  ✗ rejected: "+agent.ReasonRejected+": not now\n")
 	assert.Contains(t, r.stdout, "⏹ stopped: the tool call was rejected\n", "not \"interrupted\": nobody pressed Ctrl-C")
 	assert.NotContains(t, r.stdout, "executing")
 	assert.NotContains(t, r.stdout, "✓ result")

@@ -346,7 +346,7 @@ func TestInterruptDuringApproval(t *testing.T) {
 
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "interrupted"}, done)
-	assert.Equal(t, []string{"rejected get_weather: rejected by user", "interrupted"}, summary(chunks))
+	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonApprovalInterrupted, "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
 	assert.False(t, h.srv.busy("s1"))
 

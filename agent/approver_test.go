@@ -1,0 +1,201 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/memory"
+)
+
+// toolMessage returns the content of the tool message that answers call id.
+func toolMessage(t *testing.T, msgs []memory.Message, id string) string {
+	t.Helper()
+	for _, m := range msgs {
+		if m.Role == memory.RoleTool && m.ToolCallID == id {
+			return m.Content
+		}
+	}
+	t.Fatalf("no tool message for %s", id)
+	return ""
+}
+
+// TestInterruptDuringApprovalSaysWhatHappened: a call whose run is
+// interrupted while its Approver is asked records what happened: an approval
+// still pending is "interrupted while waiting for approval", an approval
+// already given is a call that never ran, a rejection keeps its reason.
+func TestInterruptDuringApprovalSaysWhatHappened(t *testing.T) {
+	tests := []struct {
+		name   string
+		decide func(ctx context.Context) (agent.Decision, error)
+		want   string
+	}{
+		{"pending", func(ctx context.Context) (agent.Decision, error) {
+			<-ctx.Done()
+			return agent.Decision{}, ctx.Err()
+		}, agent.ReasonApprovalInterrupted},
+		{"pending, no error", func(ctx context.Context) (agent.Decision, error) {
+			<-ctx.Done()
+			return agent.Decision{}, nil
+		}, agent.ReasonApprovalInterrupted},
+		{"approved", func(context.Context) (agent.Decision, error) {
+			return agent.Decision{Approved: true}, nil
+		}, agent.ReasonNotRun},
+		{"rejected", func(context.Context) (agent.Decision, error) {
+			return agent.Decision{Reason: "too risky"}, nil
+		}, "too risky"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var ran bool
+			tool := weatherTool().(agent.FuncTool)
+			fn := tool.Fn
+			tool.Fn = func(ctx context.Context, args json.RawMessage, p agent.Progress) (string, error) {
+				ran = true
+				return fn(ctx, args, p)
+			}
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.Approver = agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
+					cancel() // the user presses stop while the card is shown
+					return tt.decide(ctx)
+				})
+			}, tool)
+			turn := a.NewTurn(agent.Input{Message: "go"})
+			chunks, err := collect(turn.Run(ctx))
+			require.NoError(t, err)
+			tr := trace(chunks)
+			assert.Equal(t, []string{"rejected:get_weather:" + tt.want, "interrupted"}, tr[len(tr)-2:])
+			assert.False(t, ran, "the call never ran")
+			msgs := turn.Messages()
+			validHistory(t, msgs)
+			assert.Equal(t, tt.want, toolMessage(t, msgs, "call_1"))
+			assert.Equal(t, strip(msgs[1:]), strip(agent.History(chunks)))
+		})
+	}
+}
+
+// TestApproveInterruptRace races a browser's decision against the user's
+// interrupt (as the web chat's handlers do: cancel the run, then the
+// session's approvals) many times, and checks that the stored tool message
+// says what happened: a decision the Manager took is what the call records
+// (a result, not run, or the rejection's reason), and an approval the
+// interrupt cut short is "interrupted while waiting for approval".
+func TestApproveInterruptRace(t *testing.T) {
+	leaktest.Check(t)
+	m, err := approval.NewManager(approval.ManagerConfig{})
+	require.NoError(t, err)
+	srv := newServer(t)
+	plan := planNeedTool()
+	call := scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls")
+	answer := scripted.Reply().Text("Sunny.").Finish("stop")
+	srv.Respond(func(req *scripted.Request) scripted.Response {
+		switch {
+		case !req.HasTools():
+			return plan
+		case req.LastMessage().Role == "tool":
+			return answer
+		}
+		return call
+	})
+	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = m }, weatherTool())
+
+	const iterations = 300
+	deadline := time.Now().Add(15 * time.Second)
+	seen := map[string]int{}
+	for i := 0; i < iterations && time.Now().Before(deadline); i++ {
+		session := fmt.Sprintf("s%d", i)
+		d := agent.Decision{Approved: i%2 == 0, Reason: "no"}
+		if d.Approved {
+			d.Reason = ""
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		turn := a.NewTurn(agent.Input{SessionID: session, Message: "go"})
+		var (
+			wg      sync.WaitGroup
+			decided bool
+			chunks  []agent.Chunk
+		)
+		for c, err := range turn.Run(ctx) {
+			require.NoError(t, err)
+			chunks = append(chunks, c)
+			if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+				id := c.Tool.ApprovalID
+				start := make(chan struct{})
+				respond := func() {
+					<-start
+					spin(rand.IntN(4))
+					var err error
+					decided, err = m.Respond(session, id, d)
+					assert.NoError(t, err)
+				}
+				interrupt := func() {
+					<-start
+					spin(rand.IntN(4))
+					cancel()
+					m.CancelSession(session)
+				}
+				// Which goroutine starts first changes which usually wins.
+				if i%4 < 2 {
+					wg.Go(respond)
+					wg.Go(interrupt)
+				} else {
+					wg.Go(interrupt)
+					wg.Go(respond)
+				}
+				close(start)
+			}
+		}
+		wg.Wait()
+		cancel()
+
+		msgs := turn.Messages()
+		validHistory(t, msgs)
+		got := toolMessage(t, msgs, "call_1")
+		var what string
+		switch {
+		case !decided:
+			what = "interrupted"
+			assert.Equal(t, agent.ReasonApprovalInterrupted, got, "iteration %d: the interrupt came first", i)
+		case !d.Approved:
+			what = "rejected"
+			assert.Equal(t, "no", got, "iteration %d: the rejection came first", i)
+		case got == agent.ReasonNotRun:
+			what = "approved, not run"
+		default:
+			what = "approved, ran"
+			assert.Contains(t, []string{"sunny in Oslo", "sunny in Oslo\n[" + agent.ReasonInterrupted + "]"}, got,
+				"iteration %d: the approval came first", i)
+		}
+		seen[what]++
+		assert.Equal(t, strip(msgs[1:]), strip(agent.History(chunks)), "iteration %d", i)
+		require.Zero(t, m.Len(), "iteration %d: an approval outlived its run", i)
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("outcomes: %v", seen)
+}
+
+// spin yields the processor n times.
+func spin(n int) {
+	for range n {
+		runtime.Gosched()
+	}
+}
