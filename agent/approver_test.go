@@ -199,3 +199,35 @@ func spin(n int) {
 		runtime.Gosched()
 	}
 }
+
+// TestManagerWithoutSessionFailsAtOnce: an approval.Manager answers
+// approvals per session, so a run without Input.SessionID cannot be
+// answered through its handlers. The call is rejected at once with a reason
+// that says so, instead of waiting for the Manager's timeout.
+func TestManagerWithoutSessionFailsAtOnce(t *testing.T) {
+	leaktest.Check(t)
+	m, err := approval.NewManager(approval.ManagerConfig{Timeout: time.Minute})
+	require.NoError(t, err)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = m }, weatherTool())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(ctx))
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err(), "the run waited for a decision nobody can give")
+	tr := trace(chunks)
+	require.GreaterOrEqual(t, len(tr), 2)
+	assert.Equal(t, "interrupted", tr[len(tr)-1])
+	var reason string
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolRejected {
+			reason = c.Tool.Reason
+		}
+	}
+	assert.Contains(t, reason, approval.ErrNoSession.Error())
+	assert.Contains(t, reason, "SessionID")
+	assert.Zero(t, m.Len())
+	validHistory(t, turn.Messages())
+}

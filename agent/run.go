@@ -55,7 +55,9 @@ const WarnMaxToolRounds = "maximum tool rounds reached"
 // Input is one user turn.
 type Input struct {
 	// SessionID names the conversation. With a Config.Store it selects the
-	// session to load and persist; it is also given to the Approver.
+	// session to load and persist; it is also given to the Approver (an
+	// approval.Manager needs it: without one, its calls are rejected at
+	// once).
 	SessionID string
 	// History is the conversation so far. It is used only when the agent
 	// has no Store or SessionID is empty.

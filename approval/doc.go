@@ -17,6 +17,10 @@
 //
 //	POST /api/tool-approve {"session_id":"s1","task_id":"<approval id>","approved":true}
 //
+// Approvals belong to a session: a run needs an agent.Input.SessionID, and
+// one without is refused at once ([ErrNoSession]) rather than left to time
+// out.
+//
 // A decision is taken once: the first wins, and Respond reports false for an
 // approval that is no longer pending, so a front end can invalidate stale
 // cards after a server restart. A decision for another session's approval is

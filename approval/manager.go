@@ -59,6 +59,11 @@ var (
 	// ErrAlreadyWaiting is returned by Approve when another Approve call
 	// already waits for the same approval id.
 	ErrAlreadyWaiting = errors.New("approval: Approve called twice for one approval id")
+	// ErrNoSession is returned (wrapped) by Prepare, and by Approve without
+	// an approval id, for a request without a session id: a Manager's
+	// approvals are answered, listed and cancelled per session, so one
+	// registered without a session could only time out.
+	ErrNoSession = errors.New("approval: the request has no session id")
 )
 
 // ManagerConfig configures a [Manager]. The zero value is ready to use.
@@ -175,12 +180,27 @@ func newID() string {
 // for the id (through [Manager.Respond]) is kept until the Approve that
 // follows takes it.
 //
-// Prepare fails only when ctx has already ended; then nothing is registered.
+// Prepare fails, and registers nothing, when ctx has already ended, and with
+// an error wrapping [ErrNoSession] when req.SessionID is empty (a run without
+// agent.Input.SessionID): the agent then rejects the call at once with the
+// error's text instead of waiting for a decision nobody can send.
 func (m *Manager) Prepare(ctx context.Context, req agent.ApprovalRequest) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if err := checkSession(req); err != nil {
+		return "", err
+	}
 	return m.register(req).id, nil
+}
+
+// checkSession returns an error wrapping ErrNoSession when req has no
+// session.
+func checkSession(req agent.ApprovalRequest) error {
+	if req.SessionID == "" {
+		return fmt.Errorf("%w (set agent.Input.SessionID: approvals are answered per session)", ErrNoSession)
+	}
+	return nil
 }
 
 func (m *Manager) register(req agent.ApprovalRequest) *entry {
@@ -229,7 +249,8 @@ func (m *Manager) remove(e *entry) {
 //
 // req.ApprovalID is the id [Manager.Prepare] returned; when it is empty,
 // Approve registers the request itself first (the id is then only visible
-// through [ManagerConfig.OnRegister] and [Manager.Pending]).
+// through [ManagerConfig.OnRegister] and [Manager.Pending]), and fails as
+// Prepare does for a request without a session ([ErrNoSession]).
 //
 // Approve returns:
 //   - the decision given to [Manager.Respond], also one given before Approve
@@ -252,6 +273,9 @@ func (m *Manager) Approve(ctx context.Context, req agent.ApprovalRequest) (agent
 	if req.ApprovalID == "" {
 		if err := ctx.Err(); err != nil {
 			return cancelled(), err
+		}
+		if err := checkSession(req); err != nil {
+			return agent.Decision{Reason: err.Error()}, err
 		}
 		e = m.register(req)
 	}

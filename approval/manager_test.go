@@ -126,6 +126,26 @@ func TestRespondWhileWaiting(t *testing.T) {
 	})
 }
 
+// TestNoSession: a request without a session id cannot be answered through
+// the handlers (they need the session), so Prepare and a registering Approve
+// refuse it at once with ErrNoSession, register nothing, and say how to fix
+// it.
+func TestNoSession(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	req := request("", 1)
+	id, err := m.Prepare(t.Context(), req)
+	require.ErrorIs(t, err, approval.ErrNoSession)
+	assert.Contains(t, err.Error(), "agent.Input.SessionID")
+	assert.Empty(t, id)
+	assert.Equal(t, 0, m.Len())
+
+	d, err := m.Approve(t.Context(), req)
+	require.ErrorIs(t, err, approval.ErrNoSession)
+	assert.False(t, d.Approved)
+	assert.Equal(t, err.Error(), d.Reason)
+	assert.Equal(t, 0, m.Len())
+}
+
 // Race: CancelSession lands between register (Prepare) and wait (Approve).
 func TestCancelBetweenRegisterAndWait(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
