@@ -88,7 +88,8 @@ type Config struct {
 
 	// Store, when set, keeps conversations: a run with an Input.SessionID
 	// loads the session's active messages (creating the session when it is
-	// new) and appends the turn's messages when it ends, however it ends.
+	// new), appends the user's message before its first model request, and
+	// appends the rest of the turn when it ends, however it ends.
 	Store memory.Store
 
 	// Layers add system blocks after SystemPrompt and before the history

@@ -108,9 +108,12 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // Chunk. Model and transport failures (HTTP errors, a cut stream, an error
 // frame) and store failures are errors; a tool's failure is not (the model
 // reads it). Cancelling ctx interrupts the run: it ends with an interrupted
-// chunk and a nil error. The turn is saved to the Store after the last
-// chunk, whatever ended the run; if that fails, the store's error is the
-// last pair (also after an interrupted chunk).
+// chunk and a nil error. With a Store, the user's message is saved before
+// the first model request (if that fails, the run ends with the store's
+// error and nothing else happens), so a process that dies during the turn
+// keeps it; the rest of the turn is saved after the last chunk, whatever
+// ended the run, and if that fails, the store's error is the last pair (also
+// after an interrupted chunk).
 //
 // A Turn runs once: ranging again yields only [ErrTurnUsed].
 func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
@@ -141,6 +144,10 @@ type run struct {
 	// over is set once the interrupted chunk was yielded: it is the last
 	// chunk (only a store error may follow it).
 	over bool
+
+	// saved is how many of t.msgs are in the Store already (the user
+	// message, saved when the turn starts).
+	saved int
 
 	prefix    []memory.Message // system prompt and layer blocks
 	working   []memory.Message // what the model sees: history, user, this turn, [continue]
@@ -218,9 +225,14 @@ func (r *run) do() {
 		r.failOrInterrupt(err)
 		return
 	}
+	user := memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()}
+	if err := r.saveUser(user); err != nil {
+		r.failOrInterrupt(err)
+		return
+	}
 	defer r.persist()
 	r.working = history
-	r.record(memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()})
+	r.record(user)
 	// Everything before the new user message is old: its tool traffic is
 	// shortened once, here, for every request of the run.
 	r.working = memory.Truncate(r.working, r.a.truncate)
@@ -305,19 +317,36 @@ func (r *run) load() ([]memory.Message, error) {
 	return memory.Repair(msgs), nil
 }
 
-// persist appends the turn's messages to the Store, also when the run was
-// interrupted or its consumer went away.
+// saveUser appends the user's message to the Store as the turn starts,
+// before the first model request, so that a process that dies during the
+// turn has kept the message it accepted. persist appends the rest.
+func (r *run) saveUser(m memory.Message) error {
+	st := r.a.cfg.Store
+	if st == nil || r.t.in.SessionID == "" {
+		return nil
+	}
+	if _, err := st.Append(r.ctx, r.t.in.SessionID, m); err != nil {
+		return fmt.Errorf("agent: saving the user message of session %q: %w", r.t.in.SessionID, err)
+	}
+	r.saved = 1
+	return nil
+}
+
+// persist appends the turn's messages that are not saved yet to the Store,
+// also when the run was interrupted or its consumer went away.
 func (r *run) persist() {
 	st := r.a.cfg.Store
 	if st == nil || r.t.in.SessionID == "" || len(r.t.msgs) == 0 {
 		return
 	}
 	ctx := context.WithoutCancel(r.ctx)
-	if _, err := st.Append(ctx, r.t.in.SessionID, r.t.msgs...); err != nil {
-		err = fmt.Errorf("agent: saving turn of session %q: %w", r.t.in.SessionID, err)
-		r.a.logger.LogAttrs(ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
-		r.fail(err)
-		return
+	if rest := r.t.msgs[r.saved:]; len(rest) > 0 {
+		if _, err := st.Append(ctx, r.t.in.SessionID, rest...); err != nil {
+			err = fmt.Errorf("agent: saving turn of session %q: %w", r.t.in.SessionID, err)
+			r.a.logger.LogAttrs(ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
+			r.fail(err)
+			return
+		}
 	}
 	if r.ctx.Err() == nil { // not after an interrupt, an error or a consumer that left
 		// With the run's own context: the summary is part of the run, and

@@ -290,23 +290,47 @@ func TestRunWithCancelledContext(t *testing.T) {
 	}
 }
 
-// appendFails is a Store whose Append always fails.
-type appendFails struct{ memory.MemStore }
-
-func (*appendFails) Append(context.Context, string, ...memory.Message) ([]memory.Message, error) {
-	return nil, errors.New("disk full")
+// appendFails is a Store whose Append fails from its call number from on
+// (1 is the first).
+type appendFails struct {
+	memory.MemStore
+	from  int
+	calls int
 }
 
-// TestStoreAppendFails: a turn that cannot be saved ends with the store's
-// error as the last pair, once; a consumer that broke out is not called
-// again (a late yield would panic).
+func (s *appendFails) Append(ctx context.Context, id string, msgs ...memory.Message) ([]memory.Message, error) {
+	if s.calls++; s.calls >= s.from {
+		return nil, errors.New("disk full")
+	}
+	return s.MemStore.Append(ctx, id, msgs...)
+}
+
+// TestStoreAppendFails: a turn whose user message cannot be saved when it
+// starts fails at once: no chunk, no model request, nothing added.
 func TestStoreAppendFails(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = &appendFails{from: 1} })
+	turn := a.NewTurn(agent.Input{SessionID: "s", Message: "hi"})
+	chunks, err := collect(turn.Run(context.Background()))
+	assert.ErrorContains(t, err, "disk full")
+	assert.ErrorContains(t, err, "user message")
+	assert.Empty(t, chunks)
+	assert.Empty(t, srv.Requests())
+	assert.Empty(t, turn.Messages())
+}
+
+// TestStoreAppendFailsAtTheEnd: a turn that cannot be saved at its end ends
+// with the store's error as the last pair, once; a consumer that broke out
+// is not called again (a late yield would panic).
+func TestStoreAppendFailsAtTheEnd(t *testing.T) {
 	script := func(srv *scripted.Server) {
 		srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
 	}
 	srv := newServer(t)
 	script(srv)
-	a := newAgent(t, srv, func(c *agent.Config) { c.Store = &appendFails{} })
+	st := &appendFails{from: 2}
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st })
 	var errs []error
 	var chunks []agent.Chunk
 	for c, err := range a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hi"}) {
@@ -320,13 +344,16 @@ func TestStoreAppendFails(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.ErrorContains(t, errs[0], "disk full")
 	assert.Equal(t, []string{"text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
+	msgs, err := st.MemStore.Messages(context.Background(), "s", false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"user:hi"}, contents(msgs), "the user message saved at the start is kept")
 
 	for n := 1; n <= len(chunks); n++ {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			leaktest.Check(t)
 			srv := newServer(t)
 			script(srv)
-			a := newAgent(t, srv, func(c *agent.Config) { c.Store = &appendFails{} })
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = &appendFails{from: 2} })
 			got := 0
 			for _, err := range a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hi"}) {
 				require.NoError(t, err)
@@ -336,4 +363,119 @@ func TestStoreAppendFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUserMessageSavedWhenTurnStarts: with a Store, the user's message is
+// saved before the first model request, so a process that dies in the middle
+// of the turn (here: a second handle on the same SQLite file looks while the
+// run is blocked) has kept it, as valid history. The rest of the turn is
+// appended at the end without a second copy of the user message.
+func TestUserMessageSavedWhenTurnStarts(t *testing.T) {
+	tests := []struct {
+		name   string
+		script []scripted.Response
+		// stopAt, when set, says at which chunk to look at the file and
+		// then interrupt the run.
+		stopAt func(c agent.Chunk) bool
+		look   bool // look from inside the Approver, then approve
+		want   []string
+	}{
+		{"mid-stream", []scripted.Response{scripted.Reply().Text("Thinking ", "about ", "it").Finish("stop").HoldAfter(1)},
+			func(c agent.Chunk) bool { return c.Kind == agent.KindText }, false,
+			[]string{"user:Weather in Lima?", "assistant:Thinking "}},
+		{"at an approval", []scripted.Response{
+			planNeedTool(),
+			scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+			scripted.Reply().Text("Sunny in Lima.").Finish("stop"),
+		}, nil, true,
+			[]string{"user:Weather in Lima?", "assistant:Let me look that up. <need_tool>", "assistant:", "tool:sunny in Lima", "assistant:Sunny in Lima."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leaktest.Check(t)
+			path := filepath.Join(t.TempDir(), "chat.db")
+			st, err := sqlitestore.Open(context.Background(), path)
+			require.NoError(t, err)
+			t.Cleanup(func() { st.Close() })
+
+			// look opens the file as another process would after a crash.
+			looked := false
+			look := func() {
+				looked = true
+				other, err := sqlitestore.Open(context.Background(), path)
+				require.NoError(t, err)
+				defer other.Close()
+				msgs, err := other.Messages(context.Background(), "s1", false)
+				require.NoError(t, err)
+				validHistory(t, msgs)
+				assert.Equal(t, []string{"user:Weather in Lima?"}, contents(msgs), "the user message is kept while the turn runs")
+			}
+
+			srv := newServer(t)
+			srv.Enqueue(tt.script...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.Store = st
+				if tt.look {
+					c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+						look()
+						return agent.Decision{Approved: true}, nil
+					})
+				}
+			}, weatherTool())
+			for c, err := range a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}) {
+				require.NoError(t, err)
+				if tt.stopAt != nil && tt.stopAt(c) && !looked {
+					look()
+					cancel() // the run ends; what it did is appended
+				}
+			}
+			require.True(t, looked)
+			msgs, err := st.Messages(context.Background(), "s1", false)
+			require.NoError(t, err)
+			validHistory(t, msgs)
+			assert.Equal(t, tt.want, contents(msgs), "the user message once, then the turn")
+		})
+	}
+}
+
+func contents(msgs []memory.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Role) + ":" + m.Content
+	}
+	return out
+}
+
+// TestTurnAfterACrash: a session left by a process that died mid-turn ends
+// with the user's message alone; the next turn loads it as valid history and
+// the model sees both messages.
+func TestTurnAfterACrash(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "chat.db"))
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.CreateSession(ctx, memory.Session{ID: "s1"})
+	require.NoError(t, err)
+	_, err = st.Append(ctx, "s1", memory.Message{Role: memory.RoleUser, Content: "Weather in Lima?"})
+	require.NoError(t, err)
+
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("Sunny.").Finish("stop"))
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st })
+	_, err = collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Are you there?"}))
+	require.NoError(t, err)
+
+	var sent []string
+	for _, m := range srv.Requests()[0].Messages {
+		sent = append(sent, m.Role+":"+m.Content)
+	}
+	assert.Contains(t, sent, "user:Weather in Lima?")
+	assert.Contains(t, sent, "user:Are you there?")
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	validHistory(t, msgs)
+	assert.Equal(t, []string{"user:Weather in Lima?", "user:Are you there?", "assistant:Hello! I can answer that.<no_tool>", "assistant:Sunny."}, contents(msgs))
 }
