@@ -199,3 +199,46 @@ func (l *logBuffer) String() string {
 }
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// TestParallelRejectionBreakAfterEveryChunk breaks out of the loop after
+// each chunk of a parallel round whose second call is rejected and ends the
+// run: no panic, no leaked goroutine, valid history.
+func TestParallelRejectionBreakAfterEveryChunk(t *testing.T) {
+	script := func(srv *scripted.Server) {
+		srv.Enqueue(planNeedTool(), scripted.Reply().
+			Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
+			Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
+			Call(2, "call_3", "show_card", `{}`).
+			Finish("tool_calls"))
+	}
+	mut := func(c *agent.Config) {
+		c.ParallelTools = true
+		c.Approver = agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: r.Call.ID != "call_2", Reason: "not Rome"}, nil
+		})
+	}
+	srv := newServer(t)
+	script(srv)
+	all, err := collect(newAgent(t, srv, mut, weatherTool(), cardTool()).Run(context.Background(), agent.Input{Message: "go"}))
+	require.NoError(t, err)
+	require.Greater(t, len(all), 8)
+	for n := 1; n <= len(all); n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			script(srv)
+			turn := newAgent(t, srv, mut, weatherTool(), cardTool()).NewTurn(agent.Input{Message: "go"})
+			var got []agent.Chunk
+			for c, err := range turn.Run(context.Background()) {
+				require.NoError(t, err)
+				got = append(got, c)
+				if len(got) == n {
+					break
+				}
+			}
+			require.Len(t, got, n)
+			validHistory(t, turn.Messages())
+			validHistory(t, agent.History(got))
+		})
+	}
+}
