@@ -143,7 +143,7 @@ func TestWholeCompletion(t *testing.T) {
 	}
 	want := stream.Delta{Content: "Checking.", Reasoning: "think", FinishReason: "tool_calls",
 		ToolCalls: []stream.ToolCallDelta{{Index: 0, ID: "c1", Name: "get_weather", Arguments: `{"city":"Paris"}`}, {Index: 1, ID: "c2", Name: "get_time", Arguments: `{"tz":"CET"}`}},
-		Usage: &stream.Usage{PromptTokens: 9, CompletionTokens: 4, TotalTokens: 13}}
+		Usage:     &stream.Usage{PromptTokens: 9, CompletionTokens: 4, TotalTokens: 13}}
 	if d.Content != want.Content || d.Reasoning != want.Reasoning || d.FinishReason != want.FinishReason || len(d.ToolCalls) != 2 ||
 		d.ToolCalls[0] != want.ToolCalls[0] || d.ToolCalls[1] != want.ToolCalls[1] || d.Usage == nil || *d.Usage != *want.Usage {
 		t.Errorf("delta = %+v (usage %v), want %+v", *d, d.Usage, want)
