@@ -148,3 +148,21 @@ func Snippet(b []byte, n int) string {
 	}
 	return out.String()
 }
+
+// ErrorBody returns the error a JSON error body holds ({"error": {...}} or
+// {"error": "..."}), as the body of an HTTP error status or of a 200
+// response carries it, or nil when body holds none.
+func ErrorBody(body []byte) *StreamError {
+	raw := bytes.TrimSpace(body)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return nil
+	}
+	if e := fields["error"]; len(e) > 0 && !isNull(e) {
+		return newStreamError(e, body)
+	}
+	return nil
+}
