@@ -17,12 +17,8 @@ import (
 // ProviderError is an error the model provider reported: an HTTP error
 // status with its error body, or an error object sent with status 200, inside
 // a stream (data: {"error": ...}) or as the whole body. A run that fails this
-// way returns an error wrapping a *ProviderError; get it with errors.As:
-//
-//	var pe *agent.ProviderError
-//	if errors.As(err, &pe) && pe.StatusCode == http.StatusTooManyRequests { ... }
-//
-// Its text carries the provider's message, such as "404 Not Found: The model
+// way returns an error wrapping a *ProviderError; get it with errors.As. Its
+// text carries the provider's message, such as "404 Not Found: The model
 // `gpt-x` does not exist", where openai-go's own error says only "404 Not
 // Found".
 type ProviderError struct {
