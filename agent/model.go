@@ -16,7 +16,8 @@ import (
 
 // model is the one adapter between the agent and openai-go. openai-go builds
 // and sends the request (marshalling, auth, retries before the response,
-// HTTP errors as *openai.Error); the streamed body is decoded by
+// HTTP errors as *openai.Error, which open turns into a *ProviderError that
+// carries the provider's message); the streamed body is decoded by
 // internal/wire, which is several times cheaper per chunk than openai-go's
 // reflective decoder and yields the SDK's own stream.Delta.
 type model struct {
