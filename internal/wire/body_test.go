@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 	"testing/iotest"
+	"unicode/utf8"
 
 	"github.com/planround/planround/internal/wire"
 	"github.com/planround/planround/stream"
@@ -168,6 +169,29 @@ func TestWholeCompletion(t *testing.T) {
 		r := wire.NewReader(strings.NewReader(`{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":""}}]}`))
 		if d, err := r.Next(); err != io.EOF {
 			t.Errorf("Next = %+v, %v; want io.EOF and no empty delta", d, err)
+		}
+	})
+}
+
+// FuzzErrorBody feeds arbitrary error bodies: ErrorBody never panics, and
+// Snippet makes one line of valid text of at most n runes and a "…".
+func FuzzErrorBody(f *testing.F) {
+	for _, s := range []string{
+		`{"error":{"message":"no","type":"t","code":429,"param":"model"}}`, `{"error":"text"}`, `{"error":null}`,
+		`{"error":[1]}`, `{"detail":"x"}`, "<html>\n\t<b>502</b>\r\n</html>", "\xff\xfe\x00", "",
+	} {
+		f.Add([]byte(s), uint8(20))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, n uint8) {
+		if e := wire.ErrorBody(body); e != nil && e.Raw == nil {
+			t.Fatalf("ErrorBody(%q) has no Raw", body)
+		}
+		s := wire.Snippet(body, int(n))
+		if !utf8.ValidString(s) || strings.ContainsAny(s, "\n\r\t") {
+			t.Fatalf("Snippet(%q) = %q: not one line of valid text", body, s)
+		}
+		if c := utf8.RuneCountInString(strings.TrimSuffix(s, "…")); c > int(n) {
+			t.Fatalf("Snippet(%q, %d) = %q: %d runes", body, n, s, c)
 		}
 	})
 }

@@ -124,27 +124,30 @@ func (e *NotStreamError) Error() string {
 // and invalid UTF-8 replaced, and "…" where it was cut.
 func Snippet(b []byte, n int) string {
 	var out strings.Builder
-	space := false
+	space := false // blank space before the next rune
 	count := 0
 	for _, c := range strings.ToValidUTF8(string(bytes.TrimSpace(b)), "\uFFFD") {
-		if count == n {
+		if unicode.IsSpace(c) {
+			space = true
+			continue
+		}
+		if !unicode.IsPrint(c) {
+			c = '\uFFFD'
+		}
+		need := 1
+		if space {
+			need = 2
+		}
+		if count+need > n {
 			out.WriteString("…")
 			break
 		}
-		switch {
-		case unicode.IsSpace(c):
-			space = true
-			continue
-		case !unicode.IsPrint(c):
-			c = '\uFFFD'
-		}
 		if space {
 			out.WriteByte(' ')
-			count++
 			space = false
 		}
 		out.WriteRune(c)
-		count++
+		count += need
 	}
 	return out.String()
 }
