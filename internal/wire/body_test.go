@@ -52,6 +52,18 @@ func TestReadErrorsAndFinish(t *testing.T) {
 	}
 }
 
+// An error frame that is the last line of the body, without a line end, is
+// the provider's error, not a cut frame.
+func TestErrorFrameWithoutLineEnd(t *testing.T) {
+	for _, before := range []string{frame(map[string]any{"content": "a"}, nil), frame(map[string]any{"content": "a"}, "stop")} {
+		_, err := readAll(wire.NewReader(strings.NewReader(before + `data: {"error":{"message":"boom"}}`)))
+		var se *wire.StreamError
+		if !errors.As(err, &se) || se.Message != "boom" {
+			t.Errorf("end = %v (%T), want the StreamError", err, err)
+		}
+	}
+}
+
 // Bodies of a 200 response that are not an event stream.
 func TestNotAnEventStream(t *testing.T) {
 	t.Run("error object", func(t *testing.T) {

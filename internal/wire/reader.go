@@ -125,10 +125,13 @@ func (r *Reader) Next() (*stream.Delta, error) {
 		}
 		useful, err := r.decode(data)
 		if err != nil {
+			var se *StreamError
 			switch {
-			case r.partial && r.finished:
+			case !r.partial || errors.As(err, &se):
+				// A whole bad frame, or the provider's error.
+			case r.finished:
 				err = io.EOF // a frame cut after the finish, as above
-			case r.partial:
+			default:
 				err = fmt.Errorf("%w (last frame cut: %v)", ErrTruncated, err)
 			}
 			r.err = err
