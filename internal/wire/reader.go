@@ -39,20 +39,23 @@ type Reader struct {
 	partial bool   // the current event's last line had no line end (body cut)
 	long    []byte // a line longer than br's buffer
 	skipLF  bool   // the last line ended with a CR: skip an LF right after it
-	started bool   // the start of the body was looked at (see sniff)
 
 	delta    stream.Delta
 	dec      decoder
 	finished bool // a finish_reason was seen
 	finish   string
 	usage    *stream.Usage
-	err      error // sticky: returned by every later Next
+	err      error // sticky: returned by every later Next; errUnstarted before the first
 }
+
+// errUnstarted is a Reader's err before its first Next, which looks at the
+// start of the body first.
+var errUnstarted = errors.New("wire: not started")
 
 // NewReader returns a Reader that decodes the SSE body r. The caller
 // closes r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10)}
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10), err: errUnstarted}
 }
 
 // Next returns the next useful delta: one that carries content, reasoning,
@@ -90,10 +93,13 @@ func NewReader(r io.Reader) *Reader {
 // error.
 func (r *Reader) Next() (*stream.Delta, error) {
 	if r.err != nil {
-		return nil, r.err
-	}
-	if !r.started {
-		r.started = true
+		if r.err != errUnstarted {
+			return nil, r.err
+		}
+		// The first call: look at the start of the body. (Keeping this
+		// behind the sticky error's check costs the calls after it
+		// nothing.)
+		r.err = nil
 		if k, err := r.sniff(); err != nil || k != bodyStream {
 			return r.whole(k, err)
 		}
