@@ -163,10 +163,13 @@ func TestServerThatIgnoresStream(t *testing.T) {
 func TestEventStreamWithOddContentType(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNoTool().WithHeader("Content-Type", "text/plain"), scripted.Reply().Text("Fine.").Finish("stop").WithHeader("Content-Type", ""))
-	chunks, err := collect(newAgent(t, srv, nil).Run(context.Background(), agent.Input{Message: "hi"}))
-	require.NoError(t, err)
-	assert.Equal(t, "Fine.", text(chunks, 1))
+	a := newAgent(t, srv, nil)
+	for _, cts := range [][2]string{{"text/plain", ""}, {"application/json", "text/html"}} {
+		srv.Enqueue(planNoTool().WithHeader("Content-Type", cts[0]), scripted.Reply().Text("Fine.").Finish("stop").WithHeader("Content-Type", cts[1]))
+		chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
+		require.NoError(t, err, "Content-Types %q", cts)
+		assert.Equal(t, "Fine.", text(chunks, 1))
+	}
 }
 
 // Errors from a run carry the provider's message, and hosts get at the
