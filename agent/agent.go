@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/openai/openai-go/v3/option"
@@ -36,8 +37,9 @@ const DefaultMaxToolRounds = 8
 type Config struct {
 	// BaseURL is the OpenAI-compatible API, such as
 	// "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1" (the
-	// default is OpenAI's). Environment variables are not read: the host
-	// decides where settings come from.
+	// default is OpenAI's). New refuses a URL that is not http or https
+	// or has no host ("localhost:11434/v1"). Environment variables are not
+	// read: the host decides where settings come from.
 	BaseURL string
 	// APIKey is sent as a bearer token; empty sends none.
 	APIKey string
@@ -133,6 +135,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("agent: Config.Model is required")
 	}
+	if cfg.BaseURL != "" {
+		if err := checkBaseURL(cfg.BaseURL); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.MaxToolRounds < 0 {
 		return nil, fmt.Errorf("agent: Config.MaxToolRounds is %d, want >= 0", cfg.MaxToolRounds)
 	}
@@ -195,4 +202,22 @@ func (l sessionSummaries) Blocks(ctx context.Context, sessionID string) ([]strin
 		return nil, nil
 	}
 	return l.SummaryLayer.Blocks(ctx, sessionID)
+}
+
+// checkBaseURL reports whether s can be Config.BaseURL: an http or https
+// URL with a host.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		err = errors.Unwrap(err) // url.Parse's error repeats s
+	case u.Scheme != "http" && u.Scheme != "https":
+		err = errors.New("the scheme must be http or https")
+	case u.Host == "":
+		err = errors.New("it has no host")
+	}
+	if err != nil {
+		return fmt.Errorf("agent: Config.BaseURL %q is not an http:// or https:// URL with a host, such as \"http://localhost:11434/v1\": %v", s, err)
+	}
+	return nil
 }

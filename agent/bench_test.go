@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -61,6 +63,7 @@ func BenchmarkAgentRun(b *testing.B) {
 		}
 	}
 	reportPerDelta(b)
+	reportConns(b, srv)
 }
 
 func BenchmarkRawOpenAI(b *testing.B) {
@@ -97,8 +100,93 @@ func BenchmarkRawOpenAI(b *testing.B) {
 		}
 	}
 	reportPerDelta(b)
+	reportConns(b, srv)
+}
+
+// reportConns reports the TCP connections the server accepted per turn
+// (two requests): 1 when the client reuses its connection.
+func reportConns(b *testing.B, srv *scripted.Server) {
+	b.ReportMetric(float64(srv.Conns())/float64(b.N), "conns/turn")
 }
 
 func reportPerDelta(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchDeltas, "ns/delta")
+}
+
+// toolTurn is a three-round turn: a planning reply that needs a tool, a
+// tool round with one call and the answer, each a few dozen deltas.
+func toolTurn() []scripted.Response {
+	words := strings.Fields(strings.Repeat("the weather in Paris is looked up now ", 6))
+	for i := range words {
+		words[i] += " "
+	}
+	return []scripted.Response{
+		scripted.Reply().Text(words...).Text("<need_tool>").Usage(40, 30).Finish("stop"),
+		scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Usage(60, 10).Finish("tool_calls"),
+		scripted.Reply().Text(words...).Usage(80, 30).Finish("stop"),
+	}
+}
+
+// BenchmarkConnsPerTurn runs a three-round turn (planning, a tool round,
+// the answer) through Agent.Run against a fresh server and HTTP client per
+// op, and reports the TCP connections the turn opened: 1 when each body is
+// read to its end so that net/http reuses the connection.
+// BenchmarkConnsPerTurnRawOpenAI sends the same three requests with
+// openai-go's streaming client, for comparison.
+func BenchmarkConnsPerTurn(b *testing.B) {
+	reg, err := agent.NewToolRegistry(agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "get_weather", SkipApproval: true},
+		Fn:  func(context.Context, json.RawMessage, agent.Progress) (string, error) { return "sunny", nil },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	conns := 0
+	for b.Loop() {
+		srv := scripted.NewServer()
+		srv.Enqueue(toolTurn()...)
+		a, err := agent.New(agent.Config{
+			BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench", Tools: reg,
+			RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range a.Run(context.Background(), agent.Input{Message: "Weather in Paris?"}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n := len(srv.Requests()); n != 3 {
+			b.Fatalf("%d requests, want 3", n)
+		}
+		conns += srv.Conns()
+		srv.Close()
+	}
+	b.ReportMetric(float64(conns)/float64(b.N), "conns/turn")
+}
+
+func BenchmarkConnsPerTurnRawOpenAI(b *testing.B) {
+	params := openai.ChatCompletionNewParams{
+		Model:    "bench",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("go")},
+	}
+	conns := 0
+	for b.Loop() {
+		srv := scripted.NewServer()
+		srv.Enqueue(toolTurn()...)
+		client := openai.NewClient(option.WithBaseURL(srv.URL()), option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0), option.WithAPIKey("k"))
+		for range 3 {
+			s := client.Chat.Completions.NewStreaming(context.Background(), params)
+			for s.Next() {
+			}
+			if err := s.Err(); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+		conns += srv.Conns()
+		srv.Close()
+	}
+	b.ReportMetric(float64(conns)/float64(b.N), "conns/turn")
 }

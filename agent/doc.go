@@ -62,8 +62,17 @@
 // # Errors
 //
 // A run ends with an error only when the model, the transport or the store
-// fails: an HTTP error (an *openai.Error from openai-go, after its retries),
-// a stream cut before its end ([ErrTruncated]), an error sent inside the
-// stream, or a store failure. The chunks that arrived before are delivered
-// first, and the turn's messages stay valid.
+// fails: an error the provider reported, as an HTTP error status (after
+// openai-go's retries) or inside the response ([*ProviderError], whose text
+// carries the provider's message), a response cut before its end
+// ([ErrTruncated], wrapping the connection's error when there was one), a
+// response that is not an event stream (the error says what arrived), or a
+// store failure. The chunks that arrived before are delivered first, and the
+// turn's messages stay valid.
+//
+// A connection cut after the response's finish reason loses nothing: the
+// run goes on with the whole response. A server that ignores "stream": true
+// and answers with one chat.completion object works too. The body of each
+// response is read to its end before it is closed, so that the HTTP client
+// can reuse the connection for the next round.
 package agent

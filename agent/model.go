@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -15,7 +16,8 @@ import (
 
 // model is the one adapter between the agent and openai-go. openai-go builds
 // and sends the request (marshalling, auth, retries before the response,
-// HTTP errors as *openai.Error); the streamed body is decoded by
+// HTTP errors as *openai.Error, which open turns into a *ProviderError that
+// carries the provider's message); the streamed body is decoded by
 // internal/wire, which is several times cheaper per chunk than openai-go's
 // reflective decoder and yields the SDK's own stream.Delta.
 type model struct {
@@ -52,8 +54,9 @@ type request struct {
 }
 
 // open sends the request and returns the decoder over the streamed body and
-// the body to close.
-func (m *model) open(ctx context.Context, req request) (*wire.Reader, io.Closer, error) {
+// the response, whose body the caller closes with closeBody. An HTTP error
+// status is a *ProviderError.
+func (m *model) open(ctx context.Context, req request) (*wire.Reader, *http.Response, error) {
 	params := openai.ChatCompletionNewParams{
 		Model:         shared.ChatModel(m.name),
 		Messages:      memory.ToParams(req.messages),
@@ -63,9 +66,37 @@ func (m *model) open(ctx context.Context, req request) (*wire.Reader, io.Closer,
 	var resp *http.Response
 	err := m.client.Post(ctx, "chat/completions", params, &resp, option.WithJSONSet("stream", true))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, requestError(err, resp)
 	}
-	return wire.NewReader(resp.Body), resp.Body, nil
+	return wire.NewReader(resp.Body), resp, nil
+}
+
+// What closeBody reads of a body after the end of the response, at most.
+const (
+	drainLimit = 4 << 10
+	drainTime  = 50 * time.Millisecond
+)
+
+// closeBody closes the body of a response. After a complete response
+// ([DONE] or the end of the body was read) it first reads what is left, up
+// to drainLimit bytes and for at most drainTime: the end of the chunked
+// body usually comes just after [DONE], and net/http reuses a connection
+// only when its body was read to the end, so this saves a new TCP (and TLS)
+// connection per request. A server that keeps the body open after [DONE]
+// costs at most drainTime, then the body is closed under the read.
+func closeBody(body io.ReadCloser, complete bool) {
+	if complete {
+		closed := make(chan struct{})
+		t := time.AfterFunc(drainTime, func() {
+			body.Close()
+			close(closed)
+		})
+		_, _ = io.CopyN(io.Discard, body, drainLimit)
+		if !t.Stop() {
+			<-closed // the timer's Close has returned: nothing outlives the call
+		}
+	}
+	body.Close()
 }
 
 // toolParams converts tool definitions to request tools.

@@ -17,7 +17,9 @@ import (
 
 // ErrTruncated is returned (wrapped) by a run whose model response ended
 // with neither a finish reason nor the end-of-stream marker: the connection
-// was cut, and what arrived was delivered.
+// was cut or reset, or the server ended the body early. What arrived was
+// delivered. When reading the body failed, the error wraps the read error
+// too (io.ErrUnexpectedEOF, syscall.ECONNRESET, ...) and its text says it.
 var ErrTruncated = wire.ErrTruncated
 
 // ErrTurnUsed is returned by ranging a second time over [Turn.Run].
@@ -425,18 +427,20 @@ func (r *run) namedCalls() []stream.Call {
 }
 
 func (r *run) readStream(req request, withTools bool, res *roundResult, finish *string) error {
-	rd, body, err := r.a.model.open(r.ctx, req)
+	rd, resp, err := r.a.model.open(r.ctx, req)
 	if err != nil {
 		return fmt.Errorf("model request failed: %w", err)
 	}
-	defer body.Close()
+	complete := false
+	defer func() { closeBody(resp.Body, complete) }()
 	for {
 		d, err := rd.Next()
 		if err == io.EOF {
+			complete = true
 			return nil
 		}
 		if err != nil {
-			return err
+			return streamError(err, resp)
 		}
 		if d.Reasoning != "" {
 			if !r.emit(Chunk{Kind: KindReasoning, Round: r.round, Text: d.Reasoning}) {

@@ -38,22 +38,24 @@ func (a *Agent) summarize(ctx context.Context, msgs []memory.Message) (string, e
 			fmt.Fprintf(&tr, "%s: %s\n", m.Role, a.cfg.Intents.Strip(m.Content))
 		}
 	}
-	rd, body, err := a.model.open(ctx, request{messages: []memory.Message{
+	rd, resp, err := a.model.open(ctx, request{messages: []memory.Message{
 		{Role: memory.RoleSystem, Content: SummaryPrompt},
 		{Role: memory.RoleUser, Content: tr.String()},
 	}})
 	if err != nil {
 		return "", fmt.Errorf("agent: summary request failed: %w", err)
 	}
-	defer body.Close()
+	complete := false
+	defer func() { closeBody(resp.Body, complete) }()
 	var out strings.Builder
 	for {
 		d, err := rd.Next()
 		if errors.Is(err, io.EOF) {
+			complete = true
 			return strings.TrimSpace(out.String()), nil
 		}
 		if err != nil {
-			return "", fmt.Errorf("agent: reading summary: %w", err)
+			return "", fmt.Errorf("agent: reading summary: %w", streamError(err, resp))
 		}
 		out.WriteString(d.Content)
 	}

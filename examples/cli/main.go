@@ -23,7 +23,9 @@
 // the prompt loop read the same stdin, one line at a time.
 //
 // Exit status: 0 when the run finished or was interrupted, 1 on a model,
-// transport or store error, 2 on bad flags, 130 on a second Ctrl-C.
+// transport or store error or when a tool call was rejected because the
+// input ended before its approval question was answered, 2 on bad flags,
+// 130 on a second Ctrl-C.
 package main
 
 import (
@@ -38,7 +40,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/planround/planround/agent"
@@ -162,8 +163,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opts.sentences {
 		cfg.TextMode = stream.ModeSentences
 	}
+	var out renderer
+	if opts.json {
+		out = newJSONRenderer(stdout)
+	} else {
+		tty := isTerminal(stdout)
+		out = newHumanRenderer(stdout, tty && os.Getenv("NO_COLOR") == "", tty)
+	}
 	if opts.verbose {
-		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		var logw io.Writer = stderr
+		if h, ok := out.(*humanRenderer); ok {
+			// On a terminal stdout and stderr share the screen: a log line
+			// must not run into a line of streamed text.
+			logw = &logWriter{w: stderr, open: h.lineOpen}
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
 	tools := demoTools()
@@ -208,13 +222,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 
-	c := &cli{opts: opts, agent: a, in: in, stderr: stderr}
-	if opts.json {
-		c.out = newJSONRenderer(stdout)
-	} else {
-		tty := isTerminal(stdout)
-		c.out = newHumanRenderer(stdout, tty && os.Getenv("NO_COLOR") == "", tty)
-	}
+	c := &cli{opts: opts, agent: a, in: in, out: out, stderr: stderr}
 
 	c.intr = newInterrupter(stderr)
 	defer c.intr.stop()
@@ -240,10 +248,14 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 
 	t := c.agent.NewTurn(agent.Input{SessionID: c.opts.session, History: c.history, Message: msg})
 	var err error
+	unasked := "" // a call rejected because the input ended
 	for ch, e := range t.Run(ctx) {
 		if e != nil {
 			err = e
 			break
+		}
+		if ch.Kind == agent.KindToolRejected && ch.Tool.Reason == approval.ReasonEndOfInput && unasked == "" {
+			unasked = ch.Tool.Name
 		}
 		c.out.chunk(ch)
 		if werr := c.out.err(); werr != nil {
@@ -256,6 +268,10 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 	// agent has already saved it.
 	if c.opts.session == "" {
 		c.history = append(c.history, t.Messages()...)
+	}
+	if err == nil && unasked != "" {
+		// Nobody could answer: the run did not do what was asked.
+		err = fmt.Errorf("%s was not run: the input ended before the approval question was answered (answer on stdin, or pass -yes)", unasked)
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "cli: %s\n", describe(err))
@@ -299,17 +315,10 @@ func (c *cli) loop(ctx context.Context) int {
 	}
 }
 
-// describe turns a run's error into one clear line. An API error's text
-// is only its status; the provider's message says what went wrong.
+// describe turns a run's error into one clear line. The agent's errors
+// carry the provider's message (agent.ProviderError).
 func describe(err error) string {
-	msg := err.Error()
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		if m := strings.TrimSpace(apiErr.Message); m != "" {
-			msg += ": " + m
-		}
-	}
-	return oneLine(msg, 500)
+	return oneLine(err.Error(), 500)
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -205,7 +205,8 @@ func TestHumanWeatherRejectedOnTerminal(t *testing.T) {
 	r := runCLI(t, "n not now\n", weatherPrompt)
 	require.Equal(t, 0, r.code, "a rejection ends the run normally; stderr: %s", r.stderr)
 	assert.Contains(t, r.stdout, `⏺ get_weather {"city":"Paris"}`)
-	assert.Contains(t, r.stdout, "  ✗ rejected: "+agent.ReasonRejected+": not now\n")
+	assert.Contains(t, r.stdout, "  ✗ "+agent.ReasonRejected+": not now\n", "the reason says \"rejected\" once")
+	assert.NotContains(t, r.stdout, "rejected: rejected")
 	assert.Contains(t, r.stdout, "⏹ stopped: the tool call was rejected\n", "not \"interrupted\": nobody pressed Ctrl-C")
 	assert.NotContains(t, r.stdout, "executing")
 	assert.NotContains(t, r.stdout, "✓ result")
@@ -215,12 +216,29 @@ func TestJSONRejectedWhenInputEnds(t *testing.T) {
 	leaktest.Check(t)
 	noModelEnv(t)
 	// No -yes and an empty stdin: nobody can answer, so the call is
-	// rejected rather than left hanging.
+	// rejected rather than left hanging, and the CLI fails: the prompt was
+	// not answered.
 	r := runCLI(t, "", "-json", weatherPrompt)
-	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncli: get_weather was not run: the input ended before the approval question was answered (answer on stdin, or pass -yes)\n"), "stderr: %q", r.stderr)
 	tr := trace(parseChunks(t, r.stdout))
 	require.GreaterOrEqual(t, len(tr), 2)
 	assert.Equal(t, []string{"rejected:get_weather:" + approval.ReasonEndOfInput, "interrupted"}, tr[len(tr)-2:])
+}
+
+func TestHumanRejectedWhenInputEnds(t *testing.T) {
+	leaktest.Check(t)
+	noModelEnv(t)
+	r := runCLI(t, "", weatherPrompt)
+	assert.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, "  ✗ "+approval.ReasonEndOfInput+"\n")
+	assert.NotContains(t, r.stdout, "rejected: rejected")
+	assert.True(t, strings.HasSuffix(r.stderr, "cli: get_weather was not run: the input ended before the approval question was answered (answer on stdin, or pass -yes)\n"), "stderr: %q", r.stderr)
+
+	// In the prompt loop too: the input ends at the question, then the loop.
+	l := runCLI(t, weatherPrompt+"\n")
+	assert.Equal(t, 1, l.code, "stderr: %s", l.stderr)
+	assert.Contains(t, l.stderr, "cli: get_weather was not run: the input ended")
 }
 
 func TestNoToolPromptContinues(t *testing.T) {
@@ -310,9 +328,49 @@ func TestModelErrorExitsOne(t *testing.T) {
 	r := runCLI(t, "", "-json", "-retries", "0", "-base-url", srv.URL(), "-model", "m", helloPrompt)
 	assert.Equal(t, 1, r.code)
 	assert.Empty(t, r.stdout, "no chunk came before the error")
-	assert.Equal(t, "cli: agent: round 0: model request failed: OpenAI API error: 500 Internal Server Error: the model is on fire\n", r.stderr,
+	assert.Equal(t, "cli: agent: round 0: model request failed: 500 Internal Server Error: the model is on fire (type server_error)\n", r.stderr,
 		"one clear line, and no demo notice")
 	assert.Len(t, srv.Requests(), 1, "-retries 0 sends one request")
+}
+
+// The provider's message reaches the user, once, where openai-go's own
+// error says only "404 Not Found".
+func TestProviderMessageIsShown(t *testing.T) {
+	leaktest.Check(t)
+	noModelEnv(t)
+	srv := scripted.NewServer()
+	t.Cleanup(srv.Close)
+	const msg = "The model `gpt-x` does not exist or you do not have access to it."
+	srv.Enqueue(scripted.HTTPError(404, msg), scripted.Body(200, "text/html", "<html><body>Please sign in</body></html>"))
+
+	r := runCLI(t, "", "-retries", "0", "-base-url", srv.URL(), "-model", "gpt-x", helloPrompt)
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "cli: agent: round 0: model request failed: 404 Not Found: "+msg+" (type invalid_request_error)\n", r.stderr)
+	assert.Equal(t, 1, strings.Count(r.stderr, msg), "the message once")
+
+	r = runCLI(t, "", "-retries", "0", "-base-url", srv.URL(), "-model", "gpt-x", helloPrompt)
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "cli: agent: round 0: the response is not an event stream (200 OK, Content-Type \"text/html\"); it starts: <html><body>Please sign in</body></html>\n", r.stderr)
+}
+
+// On a terminal stdout and stderr share the screen: a log line of -v never
+// runs into a line of streamed text.
+func TestVerboseLogLinesStartOnTheirOwnLine(t *testing.T) {
+	leaktest.Check(t)
+	noModelEnv(t)
+	var screen signalWriter // stdout and stderr, in the order written
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	code := run(ctx, []string{"-v", "-yes", weatherPrompt}, strings.NewReader(""), &screen, &screen)
+	require.Equal(t, 0, code, "output:\n%s", screen.String())
+	logs := 0
+	for _, line := range strings.Split(screen.String(), "\n") {
+		if i := strings.Index(line, "level="); i >= 0 {
+			logs++
+			assert.True(t, strings.HasPrefix(line, "time="), "a log line that does not start its line: %q", line)
+		}
+	}
+	assert.Equal(t, 3, logs, "one log line per model call:\n%s", screen.String())
 }
 
 func TestModelErrorMidStreamKeepsWhatArrived(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/planround/planround/agent"
@@ -84,6 +85,8 @@ type humanRenderer struct {
 	reasoning   bool // inside a block of reasoning text
 	liveStart   bool // an unfinished start line is on screen
 	calls       map[string]*callView
+	// open is !atLineStart, for lineOpen from other goroutines.
+	open atomic.Bool
 
 	// cancelled is the turn's ctx.Err: nil when the run was not
 	// interrupted (Ctrl-C), so its interrupted chunk follows a rejection.
@@ -113,7 +116,33 @@ func (r *humanRenderer) write(s string) {
 		return
 	}
 	_, r.werr = io.WriteString(r.w, s)
-	r.atLineStart = strings.HasSuffix(s, "\n")
+	r.setLineStart(strings.HasSuffix(s, "\n"))
+}
+
+func (r *humanRenderer) setLineStart(b bool) {
+	r.atLineStart = b
+	r.open.Store(!b)
+}
+
+// lineOpen reports whether the output is in the middle of a line. It is
+// safe to call from any goroutine.
+func (r *humanRenderer) lineOpen() bool { return r.open.Load() }
+
+// logWriter writes log records to w, each on a line of its own: when the
+// renderer's output (on the same screen) is in the middle of a line, it
+// starts a new one first. slog handlers write each record in one Write.
+type logWriter struct {
+	w    io.Writer
+	open func() bool
+}
+
+func (l *logWriter) Write(p []byte) (int, error) {
+	if l.open() {
+		if _, err := io.WriteString(l.w, "\n"); err != nil {
+			return 0, err
+		}
+	}
+	return l.w.Write(p)
 }
 
 // styled wraps s in an ANSI style when colour is on.
@@ -134,7 +163,7 @@ func (r *humanRenderer) line(style, s string) {
 func (r *humanRenderer) newline() {
 	if r.liveStart {
 		r.write("\r\x1b[K")
-		r.atLineStart = true
+		r.setLineStart(true)
 		r.liveStart = false
 	}
 	if !r.atLineStart {
@@ -168,7 +197,7 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 		r.header(c.Tool, v)
 		r.flushPartial(v)
 		r.flushTail(v)
-		r.line(styleRed, "  ✗ rejected: "+oneLine(c.Tool.Reason, maxLineChars))
+		r.line(styleRed, "  ✗ "+rejection(c.Tool.Reason))
 		if c.Tool.PartialResult != "" && !v.shown {
 			r.block("  partial output: ", styleDim, c.Tool.PartialResult)
 		}
@@ -185,6 +214,16 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 		}
 		r.line(styleYellow, "⏹ interrupted")
 	}
+}
+
+// rejection is the text of a rejected line: the reason, after "rejected: "
+// unless the reason already begins with that word ("rejected by user").
+func rejection(reason string) string {
+	reason = oneLine(reason, maxLineChars)
+	if len(reason) >= len("rejected") && strings.EqualFold(reason[:len("rejected")], "rejected") {
+		return reason
+	}
+	return "rejected: " + reason
 }
 
 func (r *humanRenderer) view(tc *agent.ToolCall) *callView {

@@ -193,7 +193,7 @@ func TestHumanRendererRejectionEndsRun(t *testing.T) {
 				r.chunk(c)
 			}
 			r.endTurn()
-			assert.Equal(t, "⏺ run_command {\"command\":\"make\"}\n  ✗ rejected: rejected by user: not now\n"+tc.want, b.String())
+			assert.Equal(t, "⏺ run_command {\"command\":\"make\"}\n  ✗ rejected by user: not now\n"+tc.want, b.String())
 		})
 	}
 }

@@ -16,8 +16,11 @@
 // switches for the shapes other providers use (whole calls in one delta, no
 // index, an id on every fragment, finish_reason on the last content chunk,
 // usage on the finish chunk, an Azure-style first chunk with empty choices).
-// [Raw], [ReplayFile] and [Frames] replay recorded or literal bodies, and
-// [HTTPError] answers with an error status.
+// [Raw], [ReplayFile] and [Frames] replay recorded or literal bodies,
+// [HTTPError] answers with an error status, and [Body] with any status,
+// content type and body (an HTML page from a proxy, JSON where a stream
+// was expected). [Response.IgnoreStream] answers a streaming request with
+// the whole chat.completion object, like a server that ignores "stream".
 //
 // The frames of a Response are rendered once, when it is built, so serving
 // it costs one write and one flush per frame; a Response may be enqueued
@@ -27,7 +30,8 @@
 //
 // Methods on Response add delays ([Response.Delay]), keep-alive comments
 // ([Response.KeepAlive]), a missing [DONE] ([Response.NoDone]), a cut TCP
-// connection ([Response.CutAfter]), an in-stream error frame
+// connection ([Response.CutAfter]), a reset one ([Response.ResetAfter]),
+// an in-stream error frame
 // ([Response.ErrorAfter]) and a stream that waits for the client to go
 // away ([Response.HoldAfter]). [Response.OnFlush] tells a test that a frame
 // has reached the wire, so it can cancel mid-stream deterministically.
@@ -36,5 +40,6 @@
 //
 // Every request the server decodes is recorded as a [Request]
 // ([Server.Requests]): model, messages, tools, stream options, the raw body
-// and the headers.
+// and the headers. [Server.Conns] counts the TCP connections the server
+// accepted, so a test can see whether a client reuses its connections.
 package scripted

@@ -19,13 +19,17 @@ import (
 //
 // The zero Response is a 200 stream with no frames and no [DONE].
 type Response struct {
-	status int         // 0: a 200 stream; otherwise an error reply with body
-	body   []byte      // error body when status != 0
-	header http.Header // extra headers; copied on write
+	status      int         // 0: a 200 stream; otherwise a reply with body
+	body        []byte      // the body when status != 0
+	contentType string      // the body's Content-Type when status != 0
+	header      http.Header // extra headers; copied on write
 
 	frames     [][]byte // rendered SSE events, each ending in a blank line
 	done       bool     // send "data: [DONE]" after the frames
 	completion []byte   // the non-streaming form, nil when there is none
+	// ignoreStream answers a streaming request with the completion, as
+	// a server that ignores "stream": true does.
+	ignoreStream bool
 
 	delay     time.Duration
 	keepAlive bool
@@ -43,6 +47,7 @@ const (
 	faultCut
 	faultHold
 	faultErrorFrame
+	faultReset
 )
 
 var (
@@ -70,7 +75,20 @@ func HTTPError(status int, message string) Response {
 	case status >= 500:
 		typ = "server_error"
 	}
-	return Response{status: status, body: errorBody(message, typ, code)}
+	return Response{status: status, body: errorBody(message, typ, code), contentType: "application/json"}
+}
+
+// Body returns a Response that answers with the HTTP status, the
+// Content-Type and the body as they are, whatever the request asked for:
+// an HTML error page from a proxy, an error body that is not OpenAI's
+// shape, a JSON object where a stream was expected. An empty contentType
+// sends no Content-Type header.
+func Body(status int, contentType, body string) Response {
+	if status < 100 || status > 599 {
+		body = string(errorBody(fmt.Sprintf("scripted: Body called with status %d", status), "server_error", ""))
+		status, contentType = http.StatusInternalServerError, "application/json"
+	}
+	return Response{status: status, body: []byte(body), contentType: contentType}
 }
 
 // errorBody renders {"error":{...}} with code null when code is empty.
@@ -168,6 +186,14 @@ func (r Response) RetryAfter(d time.Duration) Response {
 	return r.WithHeader("Retry-After", strconv.FormatInt(s, 10))
 }
 
+// IgnoreStream returns r answering a request that asked for a stream with
+// the whole chat.completion object instead, as a server that ignores
+// "stream": true does. It applies to responses built with a [Builder].
+func (r Response) IgnoreStream() Response {
+	r.ignoreStream = true
+	return r
+}
+
 // NoDone returns r without the final "data: [DONE]" event.
 func (r Response) NoDone() Response {
 	r.done = false
@@ -204,6 +230,15 @@ func (r Response) OnFlush(fn func(frame int)) Response {
 // before [DONE].
 func (r Response) CutAfter(n int) Response {
 	r.fault, r.faultAt = faultCut, max(n, 0)
+	return r
+}
+
+// ResetAfter returns r resetting the TCP connection after n frames: the
+// server closes it with an RST instead of a FIN, so the client's next read
+// fails with "connection reset by peer". A fault replaces any earlier
+// fault of r; n beyond the last frame resets before [DONE].
+func (r Response) ResetAfter(n int) Response {
+	r.fault, r.faultAt = faultReset, max(n, 0)
 	return r
 }
 

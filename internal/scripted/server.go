@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +24,7 @@ type Server struct {
 	ts        *httptest.Server
 	closing   chan struct{} // closed by Close: ends delays and holds
 	closeOnce sync.Once
+	conns     atomic.Int64 // TCP connections accepted
 
 	mu       sync.Mutex // guards queue, respond, requests
 	queue    []Response
@@ -33,9 +36,19 @@ type Server struct {
 // when done.
 func NewServer() *Server {
 	s := &Server{closing: make(chan struct{})}
-	s.ts = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	s.ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.ts.Start()
 	return s
 }
+
+// Conns returns the number of TCP connections the server has accepted so
+// far. A client that reuses its connections opens one for many requests.
+func (s *Server) Conns() int { return int(s.conns.Load()) }
 
 // URL returns the base URL for an OpenAI client, ending in "/v1".
 func (s *Server) URL() string { return s.ts.URL + "/v1" }
@@ -135,10 +148,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case resp.status != 0:
-		w.Header().Set("Content-Type", "application/json")
+		setContentType(w.Header(), resp.contentType)
 		w.WriteHeader(resp.status)
 		_, _ = w.Write(resp.body)
-	case !req.Stream:
+	case !req.Stream || resp.ignoreStream:
 		if resp.completion == nil {
 			writeError(w, http.StatusInternalServerError, "scripted: the request asked for no stream, but this response has only a streaming form (use Reply)")
 			return
@@ -150,10 +163,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// setContentType sets the Content-Type header to ct; an empty ct sends
+// none (and stops net/http from guessing one).
+func setContentType(h http.Header, ct string) {
+	if ct == "" {
+		h["Content-Type"] = nil
+		return
+	}
+	h.Set("Content-Type", ct)
+}
+
 // stream writes resp's frames one by one, flushing each.
 func (s *Server) stream(ctx context.Context, w http.ResponseWriter, resp Response) {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	if _, ok := resp.header["Content-Type"]; ok {
+		setContentType(h, resp.header.Get("Content-Type"))
+	} else {
+		h.Set("Content-Type", "text/event-stream")
+	}
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
@@ -231,12 +258,16 @@ func (s *Server) fault(ctx context.Context, w http.ResponseWriter, rc *http.Resp
 		case <-ctx.Done():
 		case <-s.closing:
 		}
-	case faultCut:
+	case faultCut, faultReset:
 		conn, _, err := rc.Hijack()
 		if err != nil {
 			// Without a connection to close, abort the handler: the
 			// server then drops the connection without ending the body.
 			panic(http.ErrAbortHandler)
+		}
+		if tc, ok := conn.(*net.TCPConn); ok && resp.fault == faultReset {
+			// Linger 0: Close sends a TCP RST instead of a FIN.
+			_ = tc.SetLinger(0)
 		}
 		_ = conn.Close()
 	}

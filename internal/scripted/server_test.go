@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -683,5 +684,119 @@ func BenchmarkStream10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		r.Body.Close()
+	}
+}
+
+func TestResetAfter(t *testing.T) {
+	s, c := newServer(t)
+	s.Enqueue(scripted.Reply().Text("a", "b", "c").Finish("stop").ResetAfter(2))
+	r := read(t.Context(), c, params())
+	if r.err == nil || !errors.Is(r.err, syscall.ECONNRESET) {
+		t.Fatalf("err = %v, want connection reset", r.err)
+	}
+	if !strings.HasPrefix("ab", r.text) || r.finish != "" {
+		t.Errorf("text %q finish %q, want a prefix of ab and no finish", r.text, r.finish)
+	}
+}
+
+// rawPost posts a streaming request and returns the answer as it came.
+func rawPost(t *testing.T, s *scripted.Server) (*http.Response, string) {
+	t.Helper()
+	resp, err := s.Client().Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+func TestBody(t *testing.T) {
+	tests := []struct {
+		name     string
+		resp     scripted.Response
+		status   int
+		ct, body string
+		noCT     bool
+	}{
+		{"html page", scripted.Body(502, "text/html", "<html>bad gateway</html>"), 502, "text/html", "<html>bad gateway</html>", false},
+		{"json where a stream was asked", scripted.Body(200, "application/json", `{"error":{"message":"no"}}`), 200, "application/json", `{"error":{"message":"no"}}`, false},
+		{"no content type", scripted.Body(200, "", "plain words"), 200, "", "plain words", true},
+		{"bad status", scripted.Body(42, "text/plain", "x"), 500, "application/json", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newServer(t)
+			s.Enqueue(tt.resp)
+			resp, body := rawPost(t, s)
+			if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != tt.ct {
+				t.Errorf("status %d content type %q, want %d %q", resp.StatusCode, resp.Header.Get("Content-Type"), tt.status, tt.ct)
+			}
+			if _, ok := resp.Header["Content-Type"]; ok == tt.noCT {
+				t.Errorf("Content-Type present = %v, want %v", ok, !tt.noCT)
+			}
+			if tt.body != "" && body != tt.body {
+				t.Errorf("body = %q, want %q", body, tt.body)
+			}
+		})
+	}
+}
+
+func TestIgnoreStream(t *testing.T) {
+	s, _ := newServer(t)
+	s.Enqueue(scripted.Reply().Text("Hi ", "there").Usage(3, 2).Finish("stop").IgnoreStream())
+	resp, body := rawPost(t, s)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	var c openai.ChatCompletion
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		t.Fatalf("body is not a chat.completion: %v\n%s", err, body)
+	}
+	if c.Object != "chat.completion" || len(c.Choices) != 1 || c.Choices[0].Message.Content != "Hi there" || c.Usage.TotalTokens != 5 {
+		t.Errorf("completion = %s", body)
+	}
+}
+
+func TestStreamContentTypeOverride(t *testing.T) {
+	s, _ := newServer(t)
+	s.Enqueue(scripted.Reply().Text("a").Finish("stop").WithHeader("Content-Type", "text/plain"))
+	resp, body := rawPost(t, s)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain" {
+		t.Errorf("Content-Type = %q, want text/plain", ct)
+	}
+	if !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("body = %q, want a stream", body)
+	}
+	s.Enqueue(scripted.Reply().Text("a").Finish("stop").WithHeader("Content-Type", ""))
+	if resp, _ := rawPost(t, s); resp.Header["Content-Type"] != nil {
+		t.Errorf("Content-Type = %q, want none", resp.Header["Content-Type"])
+	}
+}
+
+func TestConns(t *testing.T) {
+	s, _ := newServer(t)
+	s.Enqueue(scripted.Reply().Text("a").Finish("stop"), scripted.Reply().Text("b").Finish("stop"))
+	// A client that reads each body to its end reuses the connection.
+	for range 2 {
+		rawPost(t, s)
+	}
+	if n := s.Conns(); n != 1 {
+		t.Errorf("Conns = %d after two requests read to their end, want 1", n)
+	}
+	// One that closes the body early cannot.
+	s.Enqueue(scripted.Reply().Text("c").Finish("stop"))
+	resp, err := s.Client().Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s.Enqueue(scripted.Reply().Text("d").Finish("stop"))
+	rawPost(t, s)
+	if n := s.Conns(); n != 2 {
+		t.Errorf("Conns = %d, want 2 after a body closed before its end", n)
 	}
 }

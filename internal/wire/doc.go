@@ -19,8 +19,19 @@
 // usage on any chunk, reasoning in reasoning_content or reasoning, content
 // null, tool calls without index, tool-call arguments sent as a JSON object
 // instead of a string, and bodies that end after a finish_reason without
-// "data: [DONE]". A body that ends with neither is reported as
-// [ErrTruncated]. Errors come as data: {"error": ...}, as an event named
-// error, or as an error: field (llama.cpp); each ends the stream with a
-// [*StreamError].
+// "data: [DONE]". A body that ends with neither, or whose reading fails
+// (a cut or reset connection), is reported as [ErrTruncated]; a read error
+// after a finish_reason loses nothing and ends the stream like [DONE].
+// Errors come as data: {"error": ...}, as an event named error, or as an
+// error: field (llama.cpp); each ends the stream with a [*StreamError].
+//
+// # Bodies that are not a stream
+//
+// The first bytes of the body, not its Content-Type, say whether it is an
+// event stream. A JSON body holding an error object ends with a
+// [*StreamError]; a whole chat.completion object (a server that ignored
+// "stream": true) is handed out as one delta with its content, reasoning,
+// tool calls, finish reason and usage; anything else (an HTML page, plain
+// text, other JSON) ends with a [*NotStreamError] that shows the body's
+// start.
 package wire

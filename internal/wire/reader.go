@@ -10,10 +10,17 @@ import (
 	"github.com/planround/planround/stream"
 )
 
-// ErrTruncated is returned by [Reader.Next] when the body ended cleanly but
-// the response was not finished: neither "data: [DONE]" nor a finish_reason
-// arrived, or the last frame was cut in the middle.
+// ErrTruncated is returned by [Reader.Next] when the body ended before the
+// response was finished: neither "data: [DONE]" nor a finish_reason arrived,
+// the last frame was cut in the middle, or reading the body failed (a cut
+// or reset connection). The error returned wraps ErrTruncated and, for a
+// read error, the read error too.
 var ErrTruncated = errors.New("wire: response truncated: the stream ended before the model finished")
+
+// truncated returns ErrTruncated caused by the read error err.
+func truncated(err error) error {
+	return fmt.Errorf("%w (reading the body: %w)", ErrTruncated, err)
+}
 
 // MaxEventSize is the largest event (the data of one SSE event) a [Reader]
 // accepts; a bigger one ends the stream with an error.
@@ -32,20 +39,23 @@ type Reader struct {
 	partial bool   // the current event's last line had no line end (body cut)
 	long    []byte // a line longer than br's buffer
 	skipLF  bool   // the last line ended with a CR: skip an LF right after it
-	started bool   // the first line was read (BOM check done)
 
 	delta    stream.Delta
 	dec      decoder
 	finished bool // a finish_reason was seen
 	finish   string
 	usage    *stream.Usage
-	err      error // sticky: returned by every later Next
+	err      error // sticky: returned by every later Next; errUnstarted before the first
 }
+
+// errUnstarted is a Reader's err before its first Next, which looks at the
+// start of the body first.
+var errUnstarted = errors.New("wire: not started")
 
 // NewReader returns a Reader that decodes the SSE body r. The caller
 // closes r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10)}
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10), err: errUnstarted}
 }
 
 // Next returns the next useful delta: one that carries content, reasoning,
@@ -58,30 +68,48 @@ func NewReader(r io.Reader) *Reader {
 // ordinary strings and stay valid, and a non-nil Usage is a new value that
 // the Reader does not touch again.
 //
+// A body that is not an event stream is recognised by its first bytes,
+// whatever its Content-Type says: a JSON object holding "error" ends with
+// a [*StreamError], a whole chat.completion object (from a server that
+// ignored "stream": true) is handed out as one delta, and anything else
+// ends with a [*NotStreamError].
+//
 // Next returns:
-//   - io.EOF after "data: [DONE]", or when the body ends cleanly after a
-//     finish_reason was seen (some providers, such as Azure, may omit
-//     [DONE]);
-//   - [ErrTruncated] when the body ends with neither;
+//   - io.EOF after "data: [DONE]", or when the body ends after a
+//     finish_reason was seen, cleanly or not (some providers, such as
+//     Azure, may omit [DONE]; a connection cut after the finish loses
+//     nothing of the response);
+//   - an error wrapping [ErrTruncated] when the body ends with neither,
+//     also when reading it fails (the error then wraps the read error
+//     too);
 //   - a [*StreamError] for an error frame (data: {"error": ...}), an
 //     event named error (event: error, whose data is the error object, an
 //     object holding it, or plain text), or an error field (error: {...},
 //     which llama.cpp's server sends and follows with data: [DONE]);
-//   - an error wrapping the read error, prefixed "wire: reading stream:",
-//     when reading the body fails;
+//   - a [*NotStreamError] for a body that is not an event stream;
 //   - an error naming the problem when a frame is not valid JSON.
 //
 // After an error (io.EOF included) every later call returns the same
 // error.
 func (r *Reader) Next() (*stream.Delta, error) {
 	if r.err != nil {
-		return nil, r.err
+		if r.err != errUnstarted {
+			return nil, r.err
+		}
+		// The first call: look at the start of the body. (Keeping this
+		// behind the sticky error's check costs the calls after it
+		// nothing.)
+		r.err = nil
+		if k, err := r.sniff(); err != nil || k != bodyStream {
+			return r.whole(k, err)
+		}
 	}
 	for {
 		data, err := r.readEvent()
 		if err != nil {
 			switch {
-			case err == io.EOF && r.finished:
+			case r.finished && (err == io.EOF || errors.Is(err, ErrTruncated)):
+				// The response was complete: a cut after it loses nothing.
 				r.err = io.EOF
 			case err == io.EOF:
 				r.err = ErrTruncated
@@ -103,7 +131,13 @@ func (r *Reader) Next() (*stream.Delta, error) {
 		}
 		useful, err := r.decode(data)
 		if err != nil {
-			if r.partial {
+			var se *StreamError
+			switch {
+			case !r.partial || errors.As(err, &se):
+				// A whole bad frame, or the provider's error.
+			case r.finished:
+				err = io.EOF // a frame cut after the finish, as above
+			default:
 				err = fmt.Errorf("%w (last frame cut: %v)", ErrTruncated, err)
 			}
 			r.err = err
@@ -157,7 +191,7 @@ func (r *Reader) readEvent() ([]byte, error) {
 	for {
 		line, terminated, err := r.readLine()
 		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("wire: reading stream: %w", err)
+			return nil, err
 		}
 		if len(line) == 0 && terminated {
 			if r.hasData {
@@ -257,7 +291,7 @@ func (r *Reader) readLine() (line []byte, terminated bool, err error) {
 				line = r.long
 			}
 			r.br.Discard(n)
-			return r.trimBOM(line), true, nil
+			return line, true, nil
 		}
 		from = len(buf)
 		if len(buf) == r.br.Size() {
@@ -274,7 +308,7 @@ func (r *Reader) readLine() (line []byte, terminated bool, err error) {
 		// Wait for at least one more byte (Peek keeps what is buffered).
 		if _, err := r.br.Peek(len(buf) + 1); err != nil {
 			if err != io.EOF {
-				return nil, false, err
+				return nil, false, truncated(err)
 			}
 			buf, _ = r.br.Peek(r.br.Buffered())
 			line = buf
@@ -283,7 +317,7 @@ func (r *Reader) readLine() (line []byte, terminated bool, err error) {
 				line = r.long
 			}
 			r.br.Discard(len(buf))
-			return r.trimBOM(line), false, io.EOF
+			return line, false, io.EOF
 		}
 	}
 }
@@ -298,13 +332,4 @@ func lineEnd(b []byte) int {
 		return j
 	}
 	return i
-}
-
-// trimBOM removes a byte order mark from the first line of the body.
-func (r *Reader) trimBOM(line []byte) []byte {
-	if !r.started {
-		r.started = true
-		line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
-	}
-	return line
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/planround/planround/internal/wire"
 	"github.com/planround/planround/stream"
@@ -203,8 +204,8 @@ func TestBadFramesAndReadErrors(t *testing.T) {
 			t.Fatalf("first Next = %v, %v", d, err)
 		}
 		_, err := r.Next()
-		if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "wire: reading stream: ") {
-			t.Fatalf("err = %v, want it to wrap %v with the wire prefix", err, boom)
+		if !errors.Is(err, boom) || !errors.Is(err, wire.ErrTruncated) || !strings.HasSuffix(err.Error(), "(reading the body: connection reset)") {
+			t.Fatalf("err = %v, want truncation that wraps %v and says so", err, boom)
 		}
 	})
 	t.Run("unexpected EOF from the transport", func(t *testing.T) {
@@ -278,6 +279,10 @@ func FuzzReader(f *testing.F) {
 		"data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}]}\r\rdata",
 		"\xEF\xBB\xBFdata: {\"choices\":[]}\n\n",
 		"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\"}}]}}]}\n\n",
+		// Bodies that are not an event stream.
+		`{"error":{"message":"no such model","param":"model","code":404}}`, `{"error":"quota"}`, "\n [1]",
+		`{"object":"chat.completion","choices":[{"message":{"content":"hi","tool_calls":[{"id":"c","function":{"name":"f","arguments":{}}}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}`,
+		"<html>\x00\xff\n\t</html>", "Bad Gateway", "\xEF\xBB\xBF\r\n{", "retry", "id:",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -289,6 +294,11 @@ func FuzzReader(f *testing.F) {
 			if err != nil {
 				if d != nil {
 					t.Fatalf("Next returned a delta with error %v", err)
+				}
+				if ne := (*wire.NotStreamError)(nil); errors.As(err, &ne) {
+					if msg := err.Error(); !utf8.ValidString(msg) || strings.ContainsAny(msg, "\n\r") {
+						t.Fatalf("NotStreamError text %q is not one line of valid text", msg)
+					}
 				}
 				return
 			}
@@ -306,6 +316,7 @@ func FuzzReaderRoundTrip(f *testing.F) {
 	f.Add("Hello, world! <no_tool>", []byte{1, 3, 5}, uint8(0))
 	f.Add("你好\n\"quoted\" \\ \u2028 \x00", []byte{2, 2}, uint8(7))
 	f.Add("", []byte{}, uint8(3))
+	f.Add("whole \"completion\"\n", []byte{4}, uint8(33))
 	f.Fuzz(func(t *testing.T, text string, cuts []byte, style uint8) {
 		parts := split(text, cuts)
 		var b strings.Builder
@@ -325,6 +336,13 @@ func FuzzReaderRoundTrip(f *testing.F) {
 			b.WriteString("data: " + string(j) + nl + nl)
 		}
 		b.WriteString("data: [DONE]" + nl + nl)
+		if style&32 != 0 {
+			// A server that ignored "stream": one chat.completion object.
+			j, _ := json.Marshal(map[string]any{"object": "chat.completion", "choices": []any{map[string]any{
+				"index": 0, "message": map[string]any{"role": "assistant", "content": sent(parts)}, "finish_reason": "stop"}}})
+			b.Reset()
+			b.WriteString(nl + string(j) + nl)
+		}
 		r := wire.NewReader(strings.NewReader(b.String()))
 		var got strings.Builder
 		for {
@@ -337,19 +355,23 @@ func FuzzReaderRoundTrip(f *testing.F) {
 			}
 			got.WriteString(d.Content)
 		}
-		// json.Marshal replaces each invalid UTF-8 byte with U+FFFD: the
-		// text sent is what encoding/json makes of each part.
-		var want strings.Builder
-		for _, p := range parts {
-			var s string
-			j, _ := json.Marshal(p)
-			_ = json.Unmarshal(j, &s)
-			want.WriteString(s)
-		}
-		if got.String() != want.String() {
-			t.Fatalf("round trip = %q, want %q", got.String(), want.String())
+		if want := sent(parts); got.String() != want {
+			t.Fatalf("round trip = %q, want %q", got.String(), want)
 		}
 	})
+}
+
+// sent is the text the parts carry once encoded: json.Marshal replaces each
+// invalid UTF-8 byte of a part with U+FFFD.
+func sent(parts []string) string {
+	var want strings.Builder
+	for _, p := range parts {
+		var s string
+		j, _ := json.Marshal(p)
+		_ = json.Unmarshal(j, &s)
+		want.WriteString(s)
+	}
+	return want.String()
 }
 
 // split cuts s at the positions cuts give (each byte a step forward).

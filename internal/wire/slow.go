@@ -88,18 +88,26 @@ func slowDecode(data []byte, d *stream.Delta) error {
 			}
 		}
 	}
-	if len(c.Usage) > 0 && c.Usage[0] == '{' {
-		var u usageJSON
-		if err := json.Unmarshal(c.Usage, &u); err != nil {
-			return fmt.Errorf("wire: bad usage in frame: %w (data: %s)", err, excerpt(data))
-		}
-		d.Usage = &stream.Usage{
-			PromptTokens:     tokens(u.PromptTokens),
-			CompletionTokens: tokens(u.CompletionTokens),
-			TotalTokens:      tokens(u.TotalTokens),
-		}
+	u, err := usage(c.Usage, data)
+	d.Usage = u
+	return err
+}
+
+// usage decodes the usage value raw of the frame or body data: nil when
+// it is absent or not an object.
+func usage(raw json.RawMessage, data []byte) (*stream.Usage, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, nil
 	}
-	return nil
+	var u usageJSON
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return nil, fmt.Errorf("wire: bad usage in frame: %w (data: %s)", err, excerpt(data))
+	}
+	return &stream.Usage{
+		PromptTokens:     tokens(u.PromptTokens),
+		CompletionTokens: tokens(u.CompletionTokens),
+		TotalTokens:      tokens(u.TotalTokens),
+	}, nil
 }
 
 func firstNonEmpty(a, b string) string {

@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/planround/planround/internal/wire"
+)
+
+// ProviderError is an error the model provider reported: an HTTP error
+// status with its error body, or an error object sent with status 200, inside
+// a stream (data: {"error": ...}) or as the whole body. A run that fails this
+// way returns an error wrapping a *ProviderError; get it with errors.As. Its
+// text carries the provider's message, such as "404 Not Found: The model
+// `gpt-x` does not exist", where openai-go's own error says only "404 Not
+// Found".
+type ProviderError struct {
+	// StatusCode is the HTTP status of the response: the error status, or
+	// 200 (http.StatusOK) when the error came in a response that began
+	// normally.
+	StatusCode int
+	// Message is the provider's message. When the body held none (an HTML
+	// page from a proxy, a JSON body of another shape) it is the start of
+	// the body, on one line.
+	Message string
+	// Type, Code and Param are the provider's error type, code and the
+	// request parameter it concerns, when given. A numeric code is kept as
+	// its decimal text.
+	Type, Code, Param string
+	// Err is the underlying error: openai-go's *openai.Error (which holds the
+	// request and the response) for an HTTP error status it could decode,
+	// nil otherwise.
+	Err error
+}
+
+// Error returns the status (for an HTTP error status), the provider's
+// message, and the type, code and param when known.
+func (e *ProviderError) Error() string {
+	var b strings.Builder
+	if e.StatusCode != http.StatusOK {
+		b.WriteString(strconv.Itoa(e.StatusCode))
+		if t := http.StatusText(e.StatusCode); t != "" {
+			b.WriteString(" " + t)
+		}
+		b.WriteString(": ")
+	} else {
+		b.WriteString("provider error: ")
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = "(no message)"
+	}
+	b.WriteString(msg)
+	var details []string
+	for _, d := range [...]struct{ name, value string }{{"type", e.Type}, {"code", e.Code}, {"param", e.Param}} {
+		if d.value != "" {
+			details = append(details, d.name+" "+d.value)
+		}
+	}
+	if len(details) > 0 {
+		b.WriteString(" (" + strings.Join(details, ", ") + ")")
+	}
+	return b.String()
+}
+
+// Unwrap returns Err.
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// maxErrorBody bounds what is read of an error body that openai-go could
+// not decode.
+const maxErrorBody = 64 << 10
+
+// requestError turns the error of a request that got no stream into what
+// the run reports: a *ProviderError for an HTTP error status, err itself
+// otherwise (a connection error, a cancelled context). resp is the response,
+// or nil when none arrived.
+func requestError(err error, resp *http.Response) error {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		pe := &ProviderError{StatusCode: apiErr.StatusCode, Message: apiErr.Message,
+			Type: apiErr.Type, Code: apiErr.Code, Param: apiErr.Param, Err: apiErr}
+		if pe.Message == "" {
+			fillFromBody(pe, apiErr.Response)
+		}
+		return pe
+	}
+	if resp != nil && resp.StatusCode >= 400 {
+		// openai-go could not decode the body as its error shape
+		// ({"error": "text"} as Ollama sends, an HTML page from a proxy);
+		// it put the body back for us.
+		pe := &ProviderError{StatusCode: resp.StatusCode}
+		fillFromBody(pe, resp)
+		return pe
+	}
+	return err
+}
+
+// fillFromBody sets pe's fields from the error body of resp.
+func fillFromBody(pe *ProviderError, resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if se := wire.ErrorBody(body); se != nil && se.Message != "" {
+		pe.Message = se.Message
+		pe.Type = cmp.Or(pe.Type, se.Type)
+		pe.Code = cmp.Or(pe.Code, se.Code)
+		pe.Param = cmp.Or(pe.Param, se.Param)
+		return
+	}
+	pe.Message = wire.Snippet(body, 200)
+}
+
+// streamError turns an error of a response's body into what the run
+// reports: a *ProviderError for an error the provider sent, a description
+// of what arrived for a body that is not an event stream, err itself
+// otherwise.
+func streamError(err error, resp *http.Response) error {
+	var se *wire.StreamError
+	if errors.As(err, &se) {
+		return &ProviderError{StatusCode: resp.StatusCode, Message: se.Message, Type: se.Type, Code: se.Code, Param: se.Param}
+	}
+	var ne *wire.NotStreamError
+	if errors.As(err, &ne) {
+		ct := "no Content-Type"
+		if v := resp.Header.Get("Content-Type"); v != "" {
+			ct = "Content-Type " + strconv.Quote(v)
+		}
+		return fmt.Errorf("the response is not an event stream (%s, %s); it starts: %s", resp.Status, ct, wire.Snippet(ne.Start, 200))
+	}
+	return err
+}

@@ -1,0 +1,38 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/scripted"
+)
+
+func ExampleProviderError() {
+	srv := scripted.NewServer()
+	defer srv.Close()
+	srv.Enqueue(scripted.HTTPError(404, "The model `gpt-x` does not exist or you do not have access to it."))
+
+	a, err := agent.New(agent.Config{
+		BaseURL:        srv.URL(),
+		HTTPClient:     srv.Client(),
+		Model:          "gpt-x",
+		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, err := range a.Run(context.Background(), agent.Input{Message: "Hello"}) {
+		var pe *agent.ProviderError
+		if errors.As(err, &pe) {
+			fmt.Println(pe.StatusCode, pe.Message)
+			fmt.Println(err)
+		}
+	}
+	// Output:
+	// 404 The model `gpt-x` does not exist or you do not have access to it.
+	// agent: round 0: model request failed: 404 Not Found: The model `gpt-x` does not exist or you do not have access to it. (type invalid_request_error)
+}
