@@ -133,30 +133,70 @@ func FuzzAccumulator(f *testing.F) {
 	f.Add(`{"city": "Paris", "days": [1, 2]}`, []byte{3, 1, 4, 1, 5}, uint8(0))
 	f.Add(`{}`, []byte{}, uint8(1))
 	f.Add(`{"q":"<no_tool> 你好"}`, []byte{0, 0, 0}, uint8(2))
+	f.Add(`{"a":1}`, []byte{1, 1}, uint8(32|4|8))  // two calls, no index, id on every fragment: interleaved
+	f.Add(`{"a":1}`, []byte{1, 1}, uint8(32|4))    // two calls, no index, id on the first: one after the other
+	f.Add(`{"a":1}`, []byte{2}, uint8(32|64|4|16)) // two calls, no index, no id at all
+	f.Add(`{"a":1}`, []byte{0, 3}, uint8(32|1))    // two calls, indexes 1 and 2, interleaved
 	f.Fuzz(func(t *testing.T, args string, cuts []byte, style uint8) {
+		// style: bits 0-1 index base, 4 no index, 8 id on every fragment,
+		// 16 explicit empty name on continuations, 32 a second call, 64 no
+		// ids at all.
 		var a Accumulator
 		parts := splitAt(args, cuts)
-		for i, p := range parts {
-			d := ToolCallDelta{Index: int(style % 3), Arguments: p}
+		type callDef struct{ id, name string }
+		defs := []callDef{{"call_x", "f"}}
+		if style&32 != 0 {
+			defs = append(defs, callDef{"call_y", "g"})
+		}
+		noIDs := style&64 != 0
+		// fragment returns fragment i of call k.
+		fragment := func(k, i int) ToolCallDelta {
+			d := ToolCallDelta{Index: int(style%3) + k, Arguments: parts[i]}
 			if style&4 != 0 {
 				d.Index = NoIndex
 			}
-			if i == 0 || style&8 != 0 {
-				d.ID = "call_x" // on every fragment, or on the first only
+			if !noIDs && (i == 0 || style&8 != 0) {
+				d.ID = defs[k].id // on every fragment, or on the first only
 			}
 			if i == 0 {
-				d.Name = "f"
+				d.Name = defs[k].name
 			} else if style&16 != 0 {
 				d.Name = "" // explicit empty name on continuations
 			}
-			a.Add(d)
+			return d
+		}
+		// Fragments of two calls interleave when something tells them
+		// apart: an index, or an id on every fragment. Otherwise the second
+		// call follows the first.
+		interleave := len(defs) == 2 && (style&4 == 0 || (style&8 != 0 && !noIDs))
+		if interleave {
+			for i := range parts {
+				for k := range defs {
+					a.Add(fragment(k, i))
+				}
+			}
+		} else {
+			for k := range defs {
+				for i := range parts {
+					a.Add(fragment(k, i))
+				}
+			}
 		}
 		calls := a.Calls()
-		if len(calls) != 1 {
-			t.Fatalf("calls = %+v, want one", calls)
+		if len(calls) != len(defs) {
+			t.Fatalf("calls = %+v, want %d (interleaved %v)", calls, len(defs), interleave)
 		}
-		if c := calls[0]; c.Arguments != args || c.Name != "f" || c.ID != "call_x" {
-			t.Fatalf("call = %+v, want arguments %q, name f, id call_x", c, args)
+		for k, c := range calls {
+			if c.Arguments != args || c.Name != defs[k].name {
+				t.Fatalf("call %d = %+v, want arguments %q, name %s", k, c, args, defs[k].name)
+			}
+			if noIDs {
+				if !strings.HasPrefix(c.ID, "call_") || c.ID == calls[len(calls)-1-k].ID && len(calls) > 1 {
+					t.Fatalf("call %d id = %q, want a generated id of its own", k, c.ID)
+				}
+			} else if c.ID != defs[k].id {
+				t.Fatalf("call %d id = %q, want %s", k, c.ID, defs[k].id)
+			}
 		}
 	})
 }
