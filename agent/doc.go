@@ -29,9 +29,13 @@
 // its name streams in), approval_required, executing (repeated with
 // [ToolCall.PartialResult] while the tool writes to its [Progress]) and
 // result, or ends rejected. Tools registered with
-// [ToolDefinition.SkipApproval] go from start to executing. Invalid JSON
-// arguments and unknown tools never reach the [Approver] or a tool: the
-// model reads an error tool message and the loop goes on. A tool that fails
+// [ToolDefinition.SkipApproval] go from start to executing. Arguments that
+// are not a JSON object and unknown tools never reach the [Approver] or a
+// tool: the model reads an error tool message and the loop goes on. Such
+// arguments are kept in the history wrapped in an object (see
+// [memory.ValidArguments]), because some providers refuse a conversation
+// whose earlier arguments they cannot parse; the chunks show the raw text
+// in [ToolCall.ArgumentsRaw]. A tool that fails
 // or panics is an error result for the model, not a failed run.
 //
 // An [Approver] decides on each call. One whose decisions come from

@@ -32,6 +32,13 @@
 // away ([Response.HoldAfter]). [Response.OnFlush] tells a test that a frame
 // has reached the wire, so it can cancel mid-stream deterministically.
 //
+// # Checks
+//
+// Some providers refuse requests that OpenAI accepts. [Server.Enforce]
+// makes the server refuse them too, with HTTP 400 and a message naming the
+// message at fault: [CheckArguments] refuses tool-call arguments in the
+// history that are not a JSON object (vLLM, llama.cpp).
+//
 // # Requests
 //
 // Every request the server decodes is recorded as a [Request]
