@@ -7,50 +7,85 @@ import (
 	"unicode/utf8"
 )
 
-// stripTags is the reference: a leftmost scan that removes every complete
-// tag (the longest one where several match).
-func stripTags(s string, tags []string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		n := 0
+// leftmostTag returns where the leftmost tag in s starts and its length
+// (the longest of the tags that start there), or -1.
+func leftmostTag(s string, tags []string) (at, n int) {
+	for i := 0; i < len(s); i++ {
 		for _, t := range tags {
 			if len(t) > n && strings.HasPrefix(s[i:], t) {
 				n = len(t)
 			}
 		}
 		if n > 0 {
-			i += n
-			continue
+			return i, n
 		}
-		b.WriteByte(s[i])
-		i++
 	}
-	return b.String()
+	return -1, 0
 }
 
-// refVoice is the reference voice flag: after leading ASCII white space and
-// non-voice tags, the reply starts with VoiceTag.
-func refVoice(s string, tags []string) bool {
-	for i := 0; i < len(s); {
-		if strings.HasPrefix(s[i:], VoiceTag) {
-			return true
+// stripTags is the reference for the visible text of a whole reply, the
+// slow way: remove the leftmost tag again and again until none is left,
+// then remove a proper prefix of a tag at the very end (a tag cut short;
+// the longest such suffix) again and again.
+func stripTags(s string, tags []string) string {
+	return dropCutTag(removeTags(s, tags), tags)
+}
+
+// removeTags removes the leftmost tag again and again until none is left.
+// It is the reference for a piece that is not the last: the reply goes on
+// after it.
+func removeTags(s string, tags []string) string {
+	for {
+		at, n := leftmostTag(s, tags)
+		if at < 0 {
+			return s
 		}
+		s = s[:at] + s[at+n:]
+	}
+}
+
+// dropCutTag removes the longest suffix of s that is a proper prefix of a
+// tag, again and again.
+func dropCutTag(s string, tags []string) string {
+	for {
 		n := 0
-		for _, t := range tags {
-			if len(t) > n && strings.HasPrefix(s[i:], t) {
-				n = len(t)
+		for k := 1; k <= len(s); k++ {
+			for _, t := range tags {
+				if len(t) > k && strings.HasPrefix(t, s[len(s)-k:]) {
+					n = k
+				}
 			}
 		}
-		switch {
-		case n > 0:
-			i += n
-		case isSpace(s[i]):
-			i++
-		default:
+		if n == 0 {
+			return s
+		}
+		s = s[:len(s)-n]
+	}
+}
+
+// refVoice is the reference voice flag: while tags are removed leftmost
+// first, the first one found with nothing but ASCII white space before it
+// is VoiceTag.
+func refVoice(s string, tags []string) bool {
+	for {
+		at, n := leftmostTag(s, tags)
+		end := at
+		if at < 0 {
+			end = len(s)
+		}
+		for i := range end {
+			if !isSpace(s[i]) {
+				return false
+			}
+		}
+		if at < 0 {
 			return false
 		}
+		if s[at:at+n] == VoiceTag {
+			return true
+		}
+		s = s[:at] + s[at+n:]
 	}
-	return false
 }
 
 // splitAt cuts s into deltas of the lengths cuts give (1..8 bytes each).
@@ -71,6 +106,7 @@ func FuzzParser(f *testing.F) {
 	for _, s := range []string{
 		"Hello <no_tool>", "<voice>Hi. 你好。<need_tool>", " \n<no_tool><voice>ok", "a < b <div> <no_toolbox",
 		"3.14 is pi. Dr. Who?! yes\nno", "<<voice>>", "<no_<no_tool>tool>", "end.", "x<need_t", "好\xe3\x80",
+		"Hi <no_<need_tool>tool>", "a<no_<ne<no_tool>ed_tool>tool>b", "<vo<no_tool>ice>Hi. x<no_<ne", " <<voice>>. <",
 	} {
 		f.Add(s, []byte{1, 2, 3, 0, 7}, false)
 		f.Add(s, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, true)
@@ -97,9 +133,14 @@ func FuzzParser(f *testing.F) {
 			t.Fatalf("Voice() = %v, want %v", p.Voice(), voice)
 		}
 		for i, pc := range ps {
-			// Each piece is whole: its Text is its Raw without tags, so no
-			// part of a tag ever shows as text.
-			if got := stripTags(pc.Raw, DefaultTags); got != pc.Text {
+			// Each piece is whole: its Text is its Raw without tags (and,
+			// for the last, without a tag cut short at its end), so no part
+			// of a tag ever shows as text.
+			ref := removeTags
+			if i == len(ps)-1 {
+				ref = stripTags
+			}
+			if got := ref(pc.Raw, DefaultTags); got != pc.Text {
 				t.Fatalf("piece %d: Text %q, but Raw %q strips to %q (deltas %q)", i, pc.Text, pc.Raw, got, deltas)
 			}
 			if pc.Voice != voice {
