@@ -17,8 +17,11 @@
 //
 // Round 0 is the planning round: the request carries no tools, and a
 // temporary planning prompt asks the model to answer in words and end with
-// an intent tag (see package intent). The tag never reaches [Chunk.Text]
-// (it stays in [Chunk.Raw] and in the history). With <no_tool> one
+// an intent tag (see package intent). The tag never reaches [Chunk.Text],
+// not even in part when the stream breaks inside it (it stays in
+// [Chunk.Raw] and in the stored history; later requests of the run get the
+// text without it, and no request carries an assistant message left empty
+// by stripping). With <no_tool> one
 // continuation round follows, without tools; otherwise the tool loop runs
 // until the model answers without calling a tool, or until
 // [Config.MaxToolRounds].

@@ -20,6 +20,9 @@ const (
 	// arguments of earlier calls to render the chat template and refuse
 	// the request when that fails.
 	CheckArguments Check = 1 << iota
+	// CheckEmptyAssistant refuses an assistant message that has neither
+	// content nor tool calls (Mistral's API, vLLM with Mistral models).
+	CheckEmptyAssistant
 )
 
 // Enforce sets the checks the server enforces; zero (the default) enforces
@@ -38,6 +41,13 @@ func check(c Check, req *Request) error {
 				if !isObject(tc.Arguments) {
 					return fmt.Errorf("scripted: messages[%d]: tool call %q: arguments are not a JSON object (vLLM and llama.cpp parse them): %.80q", i, tc.ID, tc.Arguments)
 				}
+			}
+		}
+	}
+	if c&CheckEmptyAssistant != 0 {
+		for i, m := range req.Messages {
+			if m.Role == "assistant" && m.Content == "" && len(m.ToolCalls) == 0 && len(m.Parts) == 0 {
+				return fmt.Errorf("scripted: messages[%d]: Assistant message must have either content or tool_calls", i)
 			}
 		}
 	}

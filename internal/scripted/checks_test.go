@@ -37,6 +37,10 @@ func TestEnforce(t *testing.T) {
 		{"array arguments", scripted.CheckArguments, msgs(usr, call(`[1]`), tool), "not a JSON object"},
 		{"empty arguments", scripted.CheckArguments, msgs(usr, call(``), tool), "not a JSON object"},
 		{"string arguments", scripted.CheckArguments, msgs(usr, call(`"x"`), tool, asst), "not a JSON object"},
+		{"assistant with content", scripted.CheckEmptyAssistant, msgs(usr, asst, usr), ""},
+		{"assistant with calls only", scripted.CheckEmptyAssistant, msgs(usr, call(`{}`), tool), ""},
+		{"empty assistant", scripted.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":""}`, usr), "messages[1]: Assistant message must have either content or tool_calls"},
+		{"null assistant", scripted.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":null}`, usr), "messages[1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,7 +37,9 @@
 // Some providers refuse requests that OpenAI accepts. [Server.Enforce]
 // makes the server refuse them too, with HTTP 400 and a message naming the
 // message at fault: [CheckArguments] refuses tool-call arguments in the
-// history that are not a JSON object (vLLM, llama.cpp).
+// history that are not a JSON object (vLLM, llama.cpp), and
+// [CheckEmptyAssistant] an assistant message without content or tool calls
+// (Mistral).
 //
 // # Requests
 //
