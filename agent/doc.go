@@ -26,6 +26,11 @@
 // until the model answers without calling a tool, or until
 // [Config.MaxToolRounds].
 //
+// The temporary prompts are system messages after the conversation by
+// default. Models whose chat template refuses that, or refuses two
+// assistant messages in a row as the stored history has them, get requests
+// they accept with [Config.RequestShape] set to [ShapeStrict].
+//
 // # Tool calls
 //
 // Each call is a [ToolCall] that moves through the states start (as soon as

@@ -485,9 +485,10 @@ func (r *run) contextPrefix() ([]memory.Message, error) {
 }
 
 // requestMessages returns the messages of the next request: the prefix, the
-// working list and the temporary prompt. Assistant messages with neither
-// text nor tool calls (a reply that was only a tag, once stripped) are left
-// out: strict providers refuse them.
+// working list and the temporary prompt, laid out as Config.RequestShape
+// says. Assistant messages with neither text nor tool calls (a reply that
+// was only a tag, once stripped) are left out: strict providers refuse
+// them.
 func (r *run) requestMessages(prompt string) []memory.Message {
 	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.working)+1)
 	msgs = append(msgs, r.prefix...)
@@ -496,6 +497,18 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 			continue
 		}
 		msgs = append(msgs, m)
+	}
+	if r.a.cfg.RequestShape == ShapeStrict {
+		if prompt != "" {
+			// The instruction goes with the last user message (msgs holds
+			// copies: the working list keeps the message as it was).
+			if last := &msgs[len(msgs)-1]; last.Role == memory.RoleUser {
+				last.Content += "\n\n" + prompt
+			} else {
+				msgs = append(msgs, memory.Message{Role: memory.RoleUser, Content: prompt})
+			}
+		}
+		return memory.Strict(msgs)
 	}
 	if prompt != "" {
 		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: prompt})

@@ -25,7 +25,7 @@ func TestTagOnlyPlanningReply(t *testing.T) {
 			leaktest.Check(t)
 			st := newStore(t)
 			srv := newServer(t)
-			srv.Enforce(scripted.CheckEmptyAssistant)
+			srv.Enforce(serverChecks() | scripted.CheckEmptyAssistant)
 			srv.Enqueue(
 				scripted.Reply().Text("<need_", "tool>").Finish("stop"),
 				scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),

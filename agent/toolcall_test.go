@@ -97,7 +97,7 @@ func TestMalformedArgumentsNeverReachTheHistory(t *testing.T) {
 			leaktest.Check(t)
 			st := newStore(t)
 			srv := newServer(t)
-			srv.Enforce(scripted.CheckArguments)
+			srv.Enforce(serverChecks() | scripted.CheckArguments)
 			srv.Enqueue(
 				planNeedTool(),
 				scripted.Reply().
@@ -182,7 +182,7 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 	}
 	t.Run("Input.History", func(t *testing.T) {
 		srv := newServer(t)
-		srv.Enforce(scripted.CheckArguments)
+		srv.Enforce(serverChecks() | scripted.CheckArguments)
 		srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
 		_, err := collect(newAgent(t, srv, nil).Run(context.Background(), agent.Input{History: old, Message: "again"}))
 		require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 			_, err = st.Append(ctx, "s", old...)
 			require.NoError(t, err)
 			srv := newServer(t)
-			srv.Enforce(scripted.CheckArguments)
+			srv.Enforce(serverChecks() | scripted.CheckArguments)
 			srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
 			_, err = collect(newAgent(t, srv, func(c *agent.Config) { c.Store = st }).Run(ctx, agent.Input{SessionID: "s", Message: "again"}))
 			require.NoError(t, err)

@@ -137,3 +137,16 @@ func cloneMessages(msgs []memory.Message) []memory.Message {
 	}
 	return out
 }
+
+// The placeholder memory.Strict puts between two assistant messages is the
+// transition message the agent uses within a run.
+func TestStrictPlaceholderIsContinueMessage(t *testing.T) {
+	got := memory.Strict([]memory.Message{
+		{Role: memory.RoleUser, Content: "q"},
+		{Role: memory.RoleAssistant, Content: "a"},
+		{Role: memory.RoleAssistant, Content: "b"},
+	})
+	if len(got) != 4 || got[2].Role != memory.RoleUser || got[2].Content != ContinueMessage {
+		t.Errorf("Strict inserted %+v, want a user message %q", got, ContinueMessage)
+	}
+}

@@ -23,6 +23,16 @@ const (
 	// CheckEmptyAssistant refuses an assistant message that has neither
 	// content nor tool calls (Mistral's API, vLLM with Mistral models).
 	CheckEmptyAssistant
+	// CheckTemplate enforces a strict chat template (Mistral-family
+	// models, Gemma, some vLLM templates): at most one system message, and
+	// only first; then a user message; a user message followed by an
+	// assistant message; an assistant message followed by a user message,
+	// or by tool messages when it has tool calls; a tool message followed
+	// by a tool or an assistant message; and a user or tool message last.
+	CheckTemplate
+
+	// CheckAll is every check.
+	CheckAll = CheckArguments | CheckEmptyAssistant | CheckTemplate
 )
 
 // Enforce sets the checks the server enforces; zero (the default) enforces
@@ -50,6 +60,52 @@ func check(c Check, req *Request) error {
 				return fmt.Errorf("scripted: messages[%d]: Assistant message must have either content or tool_calls", i)
 			}
 		}
+	}
+	if c&CheckTemplate != 0 {
+		if err := checkTemplate(req.Messages); err != nil {
+			return fmt.Errorf("scripted: strict chat template: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkTemplate returns the first place where msgs break a strict chat
+// template, with the words such templates use.
+func checkTemplate(msgs []Message) error {
+	prev := Message{Role: "system"} // what came before the first message
+	for i, m := range msgs {
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		ok := false
+		switch role {
+		case "system":
+			if i > 0 {
+				return fmt.Errorf("messages[%d]: System message must be at the beginning.", i)
+			}
+			ok = true
+		case "user":
+			ok = prev.Role == "system" || (prev.Role == "assistant" && len(prev.ToolCalls) == 0)
+		case "assistant":
+			ok = prev.Role == "user" || prev.Role == "tool"
+		case "tool":
+			ok = prev.Role == "tool" || (prev.Role == "assistant" && len(prev.ToolCalls) > 0)
+		}
+		if !ok {
+			after := prev.Role
+			if i == 0 || (i == 1 && msgs[0].Role == "system") {
+				after = "the start"
+			} else if prev.Role == "assistant" && len(prev.ToolCalls) > 0 {
+				after = "assistant with tool calls"
+			}
+			return fmt.Errorf("messages[%d]: Conversation roles must alternate user/assistant/user/assistant/... (%s after %s)", i, m.Role, after)
+		}
+		prev = m
+		prev.Role = role
+	}
+	if last := msgs[len(msgs)-1].Role; last != "user" && last != "tool" {
+		return fmt.Errorf("Expected last role User or Tool (or Assistant with prefix True) for serving but got %s", last)
 	}
 	return nil
 }

@@ -41,6 +41,18 @@ func TestEnforce(t *testing.T) {
 		{"assistant with calls only", scripted.CheckEmptyAssistant, msgs(usr, call(`{}`), tool), ""},
 		{"empty assistant", scripted.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":""}`, usr), "messages[1]: Assistant message must have either content or tool_calls"},
 		{"null assistant", scripted.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":null}`, usr), "messages[1]"},
+		{"template: alternating", scripted.CheckTemplate, msgs(sys, usr, asst, usr, call(`{}`), tool, tool, asst, usr), ""},
+		{"template: no system", scripted.CheckTemplate, msgs(usr, asst, usr), ""},
+		{"template: system later", scripted.CheckTemplate, msgs(sys, usr, sys), "messages[2]: System message must be at the beginning."},
+		{"template: two systems", scripted.CheckTemplate, msgs(sys, sys, usr), "messages[1]: System message must be at the beginning."},
+		{"template: assistant first", scripted.CheckTemplate, msgs(sys, asst, usr), "messages[1]: Conversation roles must alternate user/assistant/user/assistant/... (assistant after the start)"},
+		{"template: two users", scripted.CheckTemplate, msgs(usr, usr), "messages[1]: Conversation roles must alternate"},
+		{"template: two assistants", scripted.CheckTemplate, msgs(usr, asst, asst, usr), "(assistant after assistant)"},
+		{"template: user after tool", scripted.CheckTemplate, msgs(usr, call(`{}`), tool, usr), "(user after tool)"},
+		{"template: tool after text", scripted.CheckTemplate, msgs(usr, asst, tool), "(tool after assistant)"},
+		{"template: user after calls", scripted.CheckTemplate, msgs(usr, call(`{}`), usr), "(user after assistant with tool calls)"},
+		{"template: assistant last", scripted.CheckTemplate, msgs(usr, asst), "Expected last role User or Tool"},
+		{"all: every rule", scripted.CheckAll, msgs(sys, usr, call(`{}`), tool, asst, usr), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,9 +37,11 @@
 // Some providers refuse requests that OpenAI accepts. [Server.Enforce]
 // makes the server refuse them too, with HTTP 400 and a message naming the
 // message at fault: [CheckArguments] refuses tool-call arguments in the
-// history that are not a JSON object (vLLM, llama.cpp), and
+// history that are not a JSON object (vLLM, llama.cpp),
 // [CheckEmptyAssistant] an assistant message without content or tool calls
-// (Mistral).
+// (Mistral), and [CheckTemplate] what a strict chat template refuses: a
+// system message that is not first, or user and assistant turns that do
+// not alternate (Mistral-family models, Gemma, some vLLM templates).
 //
 // # Requests
 //
