@@ -15,10 +15,10 @@ import (
 var strict bool
 
 // TestMain runs the package's tests twice: as written, then in the strict
-// pass. Benchmarks run once.
+// pass (unless the first failed). Benchmarks run once.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if code != 0 || flag.Lookup("test.bench").Value.String() != "" {
+	if code != 0 || flag.Lookup("test.bench").Value.String() != "" || flag.Lookup("test.list").Value.String() != "" {
 		os.Exit(code)
 	}
 	if testing.Verbose() {

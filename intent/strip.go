@@ -34,7 +34,7 @@ import (
 // dictionary.
 func (d Dictionary) Strip(text string) string {
 	tags := d.all()
-	if !containsAny(text, tags) && d.cutAt([]byte(text)) < 0 {
+	if !containsAny(text, tags) && cutAt(d, text) < 0 {
 		return text
 	}
 	// buf never contains a tag: every tag is at least "<x>", so one can
@@ -64,14 +64,14 @@ func (d Dictionary) Strip(text string) string {
 		}
 	}
 	for {
-		j := d.cutAt(buf)
+		j := cutAt(d, buf)
 		if j < 0 {
 			break
 		}
 		buf = buf[:j]
 	}
 	out := bytes.TrimRight(buf, " \t\r\n")
-	if len(out) < len(buf) && d.cutAt(out) >= 0 {
+	if len(out) < len(buf) && cutAt(d, out) >= 0 {
 		// The white space shows that what comes before it is no tag:
 		// one character of it stays, so the result does not end in what
 		// looks like a tag cut short.
@@ -83,8 +83,11 @@ func (d Dictionary) Strip(text string) string {
 // cutAt returns where a tag cut short at the end of b starts, or -1: a
 // proper prefix of a tag holds no '<' but its first byte and no '>', so the
 // only candidate is the suffix from the last '<'.
-func (d Dictionary) cutAt(b []byte) int {
-	j := bytes.LastIndexByte(b, '<')
+func cutAt[T string | []byte](d Dictionary, b T) int {
+	j := len(b) - 1
+	for j >= 0 && b[j] != '<' {
+		j--
+	}
 	if j < 0 {
 		return -1
 	}
