@@ -353,9 +353,10 @@ scan:
 const maxChain = 8
 
 // safeEnd returns the largest end at or before x up to which the visible
-// text can be released: no tag, complete or still to come, may start
-// before it and reach beyond it. The visible text after x is taken to be
-// anything at all.
+// text can be released: no tag still to come may start before it and reach
+// beyond it (see prefixBefore). It follows nested tag prefixes back, each
+// ending where the next begins, at most maxChain of them; past that it
+// releases nothing new.
 func (p *Parser) safeEnd(x int) int {
 	for range maxChain {
 		q := p.prefixBefore(x)
