@@ -28,6 +28,33 @@ const (
 	RejectContinue
 )
 
+// RequestShape is how the agent lays out the messages of each model
+// request.
+type RequestShape uint8
+
+const (
+	// ShapeDefault sends the system prompt and the context layers' blocks
+	// as system messages first, then the conversation as it is stored (an
+	// assistant message may follow another, as a planning reply and the
+	// answer of the same turn do), and each temporary prompt (planning,
+	// continuation) as a system message after the last message. OpenAI and
+	// most providers accept it. It is the default.
+	ShapeDefault RequestShape = iota
+	// ShapeStrict satisfies strict chat templates (Mistral-family models,
+	// Gemma, some vLLM templates), which refuse a system message that is
+	// not first or user and assistant turns that do not alternate. The
+	// messages go through [memory.Strict]: all system content becomes one
+	// leading system message, consecutive user messages are merged, and
+	// placeholders fill the gaps ("[continue]" between two assistant
+	// messages, "[no reply]" between tool results and a user message).
+	// Each temporary prompt is added, after a blank line, to the last user
+	// message (a user message of its own when the request ends with
+	// another role), so the system message stays the same in every round
+	// and the instruction stays at the end. The stored history is the same
+	// for both shapes.
+	ShapeStrict
+)
+
 // DefaultMaxToolRounds is the number of tool rounds a run may take when
 // [Config.MaxToolRounds] is zero.
 const DefaultMaxToolRounds = 8
@@ -87,6 +114,10 @@ type Config struct {
 	// prompts of the planning and continuation rounds.
 	PlanningPrompt     string
 	ContinuationPrompt string
+	// RequestShape is how the messages of each request are laid out:
+	// ShapeDefault, or ShapeStrict for models whose chat template wants
+	// one leading system message and alternating user and assistant turns.
+	RequestShape RequestShape
 
 	// Store, when set, keeps conversations: a run with an Input.SessionID
 	// loads the session's active messages (creating the session when it is
@@ -151,6 +182,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.TextMode > stream.ModeSentences {
 		return nil, fmt.Errorf("agent: unknown Config.TextMode %d", cfg.TextMode)
+	}
+	if cfg.RequestShape > ShapeStrict {
+		return nil, fmt.Errorf("agent: unknown Config.RequestShape %d", cfg.RequestShape)
 	}
 	if cfg.Approver == nil {
 		for _, d := range cfg.Tools.Definitions() {

@@ -104,9 +104,10 @@ type ToolCall struct {
 	ID    string    `json:"id"`
 	Name  string    `json:"name"`
 	State ToolState `json:"state,omitempty"`
-	// Arguments is the call's arguments when they are valid JSON.
+	// Arguments is the call's arguments when they are a JSON object.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// ArgumentsRaw is the text the model wrote when it is not valid JSON.
+	// ArgumentsRaw is the text the model wrote when it is not a JSON
+	// object. The history keeps it wrapped by [memory.ValidArguments].
 	ArgumentsRaw string `json:"arguments_raw,omitempty"`
 	// ApprovalRequired is true on the approval_required chunk.
 	ApprovalRequired bool `json:"approval_required,omitempty"`

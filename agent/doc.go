@@ -17,11 +17,19 @@
 //
 // Round 0 is the planning round: the request carries no tools, and a
 // temporary planning prompt asks the model to answer in words and end with
-// an intent tag (see package intent). The tag never reaches [Chunk.Text]
-// (it stays in [Chunk.Raw] and in the history). With <no_tool> one
+// an intent tag (see package intent). The tag never reaches [Chunk.Text],
+// not even in part when the stream breaks inside it (it stays in
+// [Chunk.Raw] and in the stored history; later requests of the run get the
+// text without it, and no request carries an assistant message left empty
+// by stripping). With <no_tool> one
 // continuation round follows, without tools; otherwise the tool loop runs
 // until the model answers without calling a tool, or until
 // [Config.MaxToolRounds].
+//
+// The temporary prompts are system messages after the conversation by
+// default. Models whose chat template refuses that, or refuses two
+// assistant messages in a row as the stored history has them, get requests
+// they accept with [Config.RequestShape] set to [ShapeStrict].
 //
 // # Tool calls
 //
@@ -29,9 +37,13 @@
 // its name streams in), approval_required, executing (repeated with
 // [ToolCall.PartialResult] while the tool writes to its [Progress]) and
 // result, or ends rejected. Tools registered with
-// [ToolDefinition.SkipApproval] go from start to executing. Invalid JSON
-// arguments and unknown tools never reach the [Approver] or a tool: the
-// model reads an error tool message and the loop goes on. A tool that fails
+// [ToolDefinition.SkipApproval] go from start to executing. Arguments that
+// are not a JSON object and unknown tools never reach the [Approver] or a
+// tool: the model reads an error tool message and the loop goes on. Such
+// arguments are kept in the history wrapped in an object (see
+// [memory.ValidArguments]), because some providers refuse a conversation
+// whose earlier arguments they cannot parse; the chunks show the raw text
+// in [ToolCall.ArgumentsRaw]. A tool that fails
 // or panics is an error result for the model, not a failed run.
 //
 // An [Approver] decides on each call. One whose decisions come from

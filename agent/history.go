@@ -73,7 +73,7 @@ func History(chunks []Chunk) []memory.Message {
 		case t.Arguments != nil:
 			c.args = string(t.Arguments)
 		case t.ArgumentsRaw != "":
-			c.args = t.ArgumentsRaw
+			c.args = memory.ValidArguments(t.ArgumentsRaw)
 		}
 		return c
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/planround/planround/intent"
@@ -206,9 +207,17 @@ func (r *run) textPiece(p stream.Piece) {
 	r.emit(Chunk{Kind: KindText, Round: r.round, Text: p.Text, Raw: p.Raw, Voice: p.Voice})
 }
 
+// record adds msgs to the turn's messages as they are, and to the working
+// list with the intent tags of assistant text stripped: later rounds of the
+// run do not see, and imitate, them.
 func (r *run) record(msgs ...memory.Message) {
 	r.t.msgs = append(r.t.msgs, msgs...)
-	r.working = append(r.working, msgs...)
+	for _, m := range msgs {
+		if m.Role == memory.RoleAssistant {
+			m.Content = r.a.cfg.Intents.Strip(m.Content)
+		}
+		r.working = append(r.working, m)
+	}
 }
 
 func (r *run) do() {
@@ -255,7 +264,11 @@ func (r *run) do() {
 	if res.raw != "" {
 		r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
 		// [continue] is for the model only: not part of the turn's messages.
-		r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+		// A reply that was only a tag said nothing to continue from (its
+		// empty message is left out of requests).
+		if r.working[len(r.working)-1].Content != "" {
+			r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+		}
 	}
 	if !r.emit(Chunk{Kind: KindRoundEnd, Round: 0, Intent: in, Usage: res.usage}) {
 		return
@@ -516,11 +529,31 @@ func (r *run) contextPrefix() ([]memory.Message, error) {
 }
 
 // requestMessages returns the messages of the next request: the prefix, the
-// working list and the temporary prompt.
+// working list and the temporary prompt, laid out as Config.RequestShape
+// says. Assistant messages with neither text nor tool calls (a reply that
+// was only a tag, once stripped) are left out: strict providers refuse
+// them.
 func (r *run) requestMessages(prompt string) []memory.Message {
 	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.working)+1)
 	msgs = append(msgs, r.prefix...)
-	msgs = append(msgs, r.working...)
+	for _, m := range r.working {
+		if m.Role == memory.RoleAssistant && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) == "" {
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	if r.a.cfg.RequestShape == ShapeStrict {
+		if prompt != "" {
+			// The instruction goes with the last user message (msgs holds
+			// copies: the working list keeps the message as it was).
+			if last := &msgs[len(msgs)-1]; last.Role == memory.RoleUser {
+				last.Content += "\n\n" + prompt
+			} else {
+				msgs = append(msgs, memory.Message{Role: memory.RoleUser, Content: prompt})
+			}
+		}
+		return memory.Strict(msgs)
+	}
 	if prompt != "" {
 		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: prompt})
 	}

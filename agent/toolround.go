@@ -57,8 +57,11 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 			cs.chunk.Arguments = args
 			tcs[i].Arguments = string(args)
 		} else {
+			// The chunk shows what the model wrote; the history keeps it
+			// wrapped in an object, which every provider accepts back.
 			cs.argErr = err
 			cs.chunk.ArgumentsRaw = c.Arguments
+			tcs[i].Arguments = memory.ValidArguments(c.Arguments)
 		}
 		calls[i] = cs
 	}

@@ -18,8 +18,10 @@ func detectRef(d Dictionary, text string) Result {
 	return Result{}
 }
 
-// stripRef removes tags the slow way, until none is left, without any
-// whitespace tidying; it agrees with Strip on text without whitespace.
+// stripRef removes tags the slow way, until none is left, then a tag cut
+// short at the end (the longest suffix that is a proper prefix of a tag),
+// again and again, without any whitespace tidying; it agrees with Strip on
+// text without whitespace.
 func stripRef(d Dictionary, text string) string {
 	for {
 		prev := text
@@ -27,9 +29,30 @@ func stripRef(d Dictionary, text string) string {
 			text = strings.ReplaceAll(text, t.Name, "")
 		}
 		if text == prev {
-			return text
+			break
 		}
 	}
+	for {
+		n := cutRef(d, text)
+		if n == 0 {
+			return text
+		}
+		text = text[:len(text)-n]
+	}
+}
+
+// cutRef returns the length of the longest suffix of text that is a proper
+// prefix of a tag, or 0.
+func cutRef(d Dictionary, text string) int {
+	n := 0
+	for k := 1; k <= len(text); k++ {
+		for _, t := range d.all() {
+			if len(t.Name) > k && strings.HasPrefix(t.Name, text[len(text)-k:]) {
+				n = k
+			}
+		}
+	}
+	return n
 }
 
 func FuzzDictionary(f *testing.F) {
@@ -37,6 +60,7 @@ func FuzzDictionary(f *testing.F) {
 		"", "Paris. <no_tool>", "Checking.\n<need_tool>\n", "<no_tool><need_tool>",
 		"<no_tools> <NO_TOOL>", "<no_<need_tool>tool>", "<voice>Hi <no_tool>",
 		"a <need_tool> b", "<need_tool>\r\n\t x", "好的<need_tool>", "<<no_tool>>", "\xff<no_tool\xff>",
+		"Hi <no_<need_tool>tool>", "Let me check <need_", "a <no_<ne", "<no_<need_tool>", "1 <", "x<need_ ",
 	} {
 		f.Add(s, "<chat>", "<search>")
 	}
@@ -61,8 +85,11 @@ func FuzzDictionary(f *testing.F) {
 			if r := d.Detect(got); r.Found {
 				t.Fatalf("%q: Detect(Strip(%q)) = %+v, want nothing", d.Tags(), text, r)
 			}
-			if !d.Detect(text).Found && got != text {
+			if !d.Detect(text).Found && cutRef(d, text) == 0 && got != text {
 				t.Fatalf("%q: Strip(%q) = %q changed a text without tags", d.Tags(), text, got)
+			}
+			if n := cutRef(d, got); n > 0 {
+				t.Fatalf("%q: Strip(%q) = %q ends in a cut tag", d.Tags(), text, got)
 			}
 			if again := d.Strip(got); again != got {
 				t.Fatalf("%q: Strip(%q) = %q, not a fixed point (%q)", d.Tags(), got, again, got)

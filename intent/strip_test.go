@@ -32,7 +32,15 @@ func TestStrip(t *testing.T) {
 		{"voice kept", "<voice>Hello there! <no_tool>", "<voice>Hello there!"},
 		{"voice after tag kept", "<no_tool><voice>Hi", "<voice>Hi"},
 		{"voice between tags", "<need_tool> <voice> <no_tool>", "<voice>"},
-		{"look-alikes kept", "<no_tools> <NO_TOOL> < no_tool > <no_tool", "<no_tools> <NO_TOOL> < no_tool > <no_tool"},
+		{"look-alikes kept", "<no_tool x <no_tools> <NO_TOOL> < no_tool > <need-tool>x", "<no_tool x <no_tools> <NO_TOOL> < no_tool > <need-tool>x"},
+		{"cut tag at the end", "Let me check <need_", "Let me check"},
+		{"cut tag after a tag", "Sure.<no_tool><need_t", "Sure."},
+		{"nested cut tag at the end", "a <no_<ne", "a"},
+		{"nested tag around a cut one", "a <no_<need_tool>", "a"},
+		{"lone lt at the end", "1 <", "1"},
+		{"cut tag followed by a space stays", "a <need_ ", "a <need_ "},
+		{"nested from the issue", "Hi <no_<need_tool>tool>", "Hi"},
+		{"white space after a broken tag stays", "x <need_ \n<no_tool>", "x <need_ "},
 		{"look-alike and tag", "<no_tools> <no_tool>", "<no_tools>"},
 		{"nested to fixed point", "<no_<need_tool>tool>", ""},
 		{"nested keeps rest", "x<ne<no_tool>ed_tool>y", "xy"},
@@ -128,4 +136,17 @@ func cloneMessages(msgs []memory.Message) []memory.Message {
 		out[i] = m
 	}
 	return out
+}
+
+// The placeholder memory.Strict puts between two assistant messages is the
+// transition message the agent uses within a run.
+func TestStrictPlaceholderIsContinueMessage(t *testing.T) {
+	got := memory.Strict([]memory.Message{
+		{Role: memory.RoleUser, Content: "q"},
+		{Role: memory.RoleAssistant, Content: "a"},
+		{Role: memory.RoleAssistant, Content: "b"},
+	})
+	if len(got) != 4 || got[2].Role != memory.RoleUser || got[2].Content != ContinueMessage {
+		t.Errorf("Strict inserted %+v, want a user message %q", got, ContinueMessage)
+	}
 }

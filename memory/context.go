@@ -217,6 +217,9 @@ type Context struct {
 // shortened with [Truncate]. Archived messages are not included; bring them
 // back through their summaries with a [SummaryLayer].
 //
+// For a model with a strict chat template, pass the result through
+// [Strict].
+//
 // An unknown session is an error wrapping [ErrNotFound]; a layer's error is
 // returned wrapped with the layer's position.
 func (c Context) Build(ctx context.Context, sessionID, systemPrompt string) ([]Message, error) {

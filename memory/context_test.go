@@ -244,8 +244,15 @@ func TestRepairPathological(t *testing.T) {
 			asst("", call("call_0", "a", "{}")), {Role: memory.RoleTool, ToolCallID: "call_0", Name: "a", Content: memory.IncompleteToolCall}, userMsg("q"),
 			asst("", call("call_0", "b", "{}")), {Role: memory.RoleTool, ToolCallID: "call_0", Name: "b", Content: memory.IncompleteToolCall}, userMsg("r"),
 		}},
-		{"one id twice in one message", []memory.Message{asst("", call("d", "f", "1"), call("d", "f", "2")), toolMsg("d", "r")}, []memory.Message{
-			asst("", call("d", "f", "1"), call("d", "f", "2")), toolMsg("d", "r"), {Role: memory.RoleTool, ToolCallID: "d", Name: "f", Content: memory.IncompleteToolCall},
+		{"one id twice in one message", []memory.Message{asst("", call("d", "f", `{"n":1}`), call("d", "f", `{"n":2}`)), toolMsg("d", "r")}, []memory.Message{
+			asst("", call("d", "f", `{"n":1}`), call("d", "f", `{"n":2}`)), toolMsg("d", "r"), {Role: memory.RoleTool, ToolCallID: "d", Name: "f", Content: memory.IncompleteToolCall},
+		}},
+		{"arguments that are not an object are wrapped", []memory.Message{
+			asst("", call("a", "f", `{"city": "Par`), call("b", "f", `[1]`), call("c", "f", " "), call("d", "f", ` {"ok":true} `)),
+			toolMsg("a", "1"), toolMsg("b", "2"), toolMsg("c", "3"), toolMsg("d", "4"),
+		}, []memory.Message{
+			asst("", call("a", "f", `{"invalid_arguments":"{\"city\": \"Par"}`), call("b", "f", `{"invalid_arguments":"[1]"}`), call("c", "f", "{}"), call("d", "f", ` {"ok":true} `)),
+			toolMsg("a", "1"), toolMsg("b", "2"), toolMsg("c", "3"), toolMsg("d", "4"),
 		}},
 		{"empty assistant without calls", []memory.Message{userMsg("q"), asst(""), toolMsg("x", "r")}, []memory.Message{userMsg("q"), asst("")}},
 		{"empty call list", []memory.Message{{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{}}, toolMsg("x", "r")}, []memory.Message{asst("")}},
@@ -256,5 +263,27 @@ func TestRepairPathological(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, got, memory.Repair(got), "Repair of a repaired list changes it")
 		})
+	}
+}
+
+func TestValidArguments(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"city":"Paris"}`, `{"city":"Paris"}`},
+		{" {\n} ", " {\n} "},
+		{"", "{}"},
+		{" \t", "{}"},
+		{`{"city": "Par`, `{"invalid_arguments":"{\"city\": \"Par"}`},
+		{`["Paris"]`, `{"invalid_arguments":"[\"Paris\"]"}`},
+		{`"Paris"`, `{"invalid_arguments":"\"Paris\""}`},
+		{`null`, `{"invalid_arguments":"null"}`},
+		{`{"a":1}{"b":2}`, `{"invalid_arguments":"{\"a\":1}{\"b\":2}"}`},
+		{"<b>&", `{"invalid_arguments":"<b>&"}`},
+		{"\xff", `{"invalid_arguments":"\ufffd"}`},
+	}
+	for _, tt := range tests {
+		got := memory.ValidArguments(tt.in)
+		assert.Equal(t, tt.want, got, "ValidArguments(%q)", tt.in)
+		assert.True(t, memory.IsObject(got), "ValidArguments(%q) = %q is not an object", tt.in, got)
+		assert.Equal(t, got, memory.ValidArguments(got), "not a fixed point")
 	}
 }

@@ -23,9 +23,10 @@
 // of each [Layer] as system messages (a [SummaryLayer] brings the
 // summaries back, a [TextLayer] adds fixed text, a [LayerFunc] anything
 // else); then the session's active messages, made valid for the API with
-// [Repair] and with old tool traffic shortened by [Truncate]. [ToParams]
-// turns the result into openai-go request messages; [FromParams] goes the
-// other way.
+// [Repair] and with old tool traffic shortened by [Truncate]. [Strict]
+// lays messages out for strict chat templates (one leading system message,
+// alternating user and assistant turns). [ToParams] turns the result into
+// openai-go request messages; [FromParams] goes the other way.
 //
 // # Summarisation
 //

@@ -50,7 +50,10 @@ type ToolCall struct {
 	ID string `json:"id"`
 	// Name is the tool's name.
 	Name string `json:"name"`
-	// Arguments is the JSON text the model wrote (possibly invalid JSON).
+	// Arguments is the JSON object the model wrote. The agent records
+	// arguments that are not a JSON object wrapped by [ValidArguments], and
+	// [Repair] wraps them in older history, so that every request holds an
+	// object here.
 	Arguments string `json:"arguments"`
 }
 

@@ -14,6 +14,9 @@ const IncompleteToolCall = "tool call was not completed"
 //   - A tool message that answers no call of the assistant message right
 //     before its run (an orphan, a duplicate answer, or one separated from
 //     its call by another message) is dropped.
+//   - Tool-call arguments that are not a JSON object go through
+//     [ValidArguments]: history saved before the agent wrapped arguments
+//     the model got wrong is made acceptable to providers that parse them.
 //
 // Every other message keeps its place and content; a valid list comes back
 // equal to the input. Repair never changes msgs; the result shares no
@@ -26,7 +29,11 @@ func Repair(msgs []Message) []Message {
 		if m.Role == RoleTool {
 			continue // not right after an assistant message with calls
 		}
-		out = append(out, m.clone())
+		m = m.clone()
+		for k, c := range m.ToolCalls {
+			m.ToolCalls[k].Arguments = ValidArguments(c.Arguments)
+		}
+		out = append(out, m)
 		if m.Role != RoleAssistant || len(m.ToolCalls) == 0 {
 			continue
 		}

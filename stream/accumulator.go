@@ -30,10 +30,18 @@ type Call struct {
 // continues the latest call with that index, unless it carries a non-empty
 // id that differs from that call's own (not generated) id: servers that
 // number every parallel call 0 are told apart by their ids, so the new id
-// starts a new call. A fragment without an index
-// (NoIndex, or any negative index) starts a new call when it carries a
-// non-empty id that differs from the last call's id, or when there is no
-// call yet; otherwise it continues the last call.
+// starts a new call.
+//
+// A fragment without an index (NoIndex, or any negative index) is matched
+// by its id when it has one: it continues the latest call of the reply
+// with that id, whichever call came last, so the interleaved fragments of
+// parallel calls (A's header, B's header, A's arguments, B's arguments)
+// assemble into their own calls. A fragment without an id continues the
+// last call. Either way, a fragment that carries a function name starts a
+// new call when the call it would continue already has a different name
+// (with the same id) or any name (without an id): two whole calls with
+// neither index nor id are two calls. A fragment without an index whose id
+// no call has, or that arrives before any call, starts a new call.
 //
 // Within a call the first id and the first non-empty name are kept: a later
 // empty id ("" on every continuation, as Qwen sends), repeated id or empty
@@ -101,11 +109,19 @@ func (a *Accumulator) find(d ToolCallDelta) int {
 		}
 		return -1
 	}
-	if a.n == 0 {
-		return -1
-	}
-	if last := a.calls[a.n-1]; d.ID == "" || d.ID == last.wire {
+	if d.ID == "" {
+		if a.n == 0 || (d.Name != "" && a.calls[a.n-1].name != "") {
+			return -1 // a second whole call without index or id
+		}
 		return a.n - 1
+	}
+	for i := a.n - 1; i >= 0; i-- {
+		if c := a.calls[i]; c.wire == d.ID {
+			if d.Name != "" && c.name != "" && d.Name != c.name {
+				return -1 // another call that reuses the id
+			}
+			return i
+		}
 	}
 	return -1
 }

@@ -106,6 +106,43 @@ func TestAccumulator(t *testing.T) {
 			started: []int{0, 1, 2},
 		},
 		{
+			name: "no index: interleaved fragments are matched by id against every call",
+			deltas: []ToolCallDelta{
+				{Index: NoIndex, ID: "a", Name: "f"}, {Index: NoIndex, ID: "b", Name: "g"},
+				{Index: NoIndex, ID: "a", Arguments: `{"x":`}, {Index: NoIndex, ID: "b", Arguments: `{"y":`},
+				{Index: NoIndex, ID: "a", Arguments: `1}`}, {Index: NoIndex, ID: "b", Arguments: `2}`},
+			},
+			want:    []Call{{NoIndex, "a", "f", `{"x":1}`}, {NoIndex, "b", "g", `{"y":2}`}},
+			started: []int{0, 1},
+		},
+		{
+			name: "no index, no id: two whole calls stay two calls",
+			deltas: []ToolCallDelta{
+				{Index: NoIndex, Name: "w", Arguments: `{"city":"Paris"}`},
+				{Index: NoIndex, Name: "w", Arguments: `{"city":"Rome"}`},
+				{Index: NoIndex, Name: "t", Arguments: `{}`},
+			},
+			want:    []Call{{NoIndex, gen, "w", `{"city":"Paris"}`}, {NoIndex, gen, "w", `{"city":"Rome"}`}, {NoIndex, gen, "t", `{}`}},
+			started: []int{0, 1, 2},
+		},
+		{
+			name: "no index, no id: a named header then nameless arguments, twice",
+			deltas: []ToolCallDelta{
+				{Index: NoIndex, Name: "w"}, {Index: NoIndex, Arguments: `{"n":`}, {Index: NoIndex, Arguments: `1}`},
+				{Index: NoIndex, Name: "w"}, {Index: NoIndex, Arguments: `{"n":2}`},
+			},
+			want:    []Call{{NoIndex, gen, "w", `{"n":1}`}, {NoIndex, gen, "w", `{"n":2}`}},
+			started: []int{0, 1},
+		},
+		{
+			name: "no index: the id and the same name on every fragment continue the call",
+			deltas: []ToolCallDelta{
+				{Index: NoIndex, ID: "m", Name: "w", Arguments: `{"city":`}, {Index: NoIndex, ID: "m", Name: "w", Arguments: `"Oslo"}`},
+			},
+			want:    []Call{{NoIndex, "m", "w", `{"city":"Oslo"}`}},
+			started: []int{0},
+		},
+		{
 			name:   "never named",
 			deltas: []ToolCallDelta{{Index: 0, ID: "c", Arguments: "{}"}},
 			want:   []Call{{0, "c", "", "{}"}},

@@ -14,10 +14,13 @@
 // A [Parser] consumes Delta.Content. Its raw text keeps the control tags
 // (by default [DefaultTags]: <voice>, <no_tool>, <need_tool>); the visible
 // text of each [Piece] has them stripped. A tag split across deltas, even
-// one byte at a time, never shows in the visible text, while text that only
-// resembles a tag ("a < b", "<div>") is released as soon as it cannot
-// become one. A reply that begins with <voice> is flagged for speech on
-// every piece. In [ModeSentences] the text comes in whole sentences.
+// one byte at a time, never shows in the visible text, nor does a tag that
+// closes up when another inside it is removed ("<no_<need_tool>tool>") or a
+// tag cut short at the end of the reply ("<need_" when the stream broke),
+// while text that only resembles a tag ("a < b", "<div>") is released as
+// soon as it cannot become one. A reply that begins with <voice> is flagged
+// for speech on every piece. In [ModeSentences] the text comes in whole
+// sentences.
 //
 // # Tool calls
 //

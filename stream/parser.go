@@ -2,6 +2,7 @@ package stream
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -46,7 +47,7 @@ type Config struct {
 // holds only tags; callers that show text skip such pieces, but callers that
 // rebuild the raw reply must keep them. The concatenation of all pieces'
 // Raw is the whole reply; the concatenation of their Text is the reply
-// without its tags.
+// without its tags (see [Parser] for the rule).
 //
 // The strings are ordinary immutable strings that stay valid after the
 // Parser moves on or is Reset. A piece that lies within one delta is a
@@ -63,8 +64,9 @@ type Piece struct {
 
 // byte classes used by the scanner.
 const (
-	classTag   = 1 << iota // may start a control tag
-	classSplit             // may end a sentence (., !, ?, \n, lead byte of 。！？)
+	classTag    = 1 << iota // may start a control tag
+	classSplit              // may end a sentence (., !, ?, \n, lead byte of 。！？)
+	classPrefix             // may end a proper prefix of a control tag
 )
 
 // Parser turns the content deltas of one streamed reply into [Piece]s:
@@ -73,15 +75,25 @@ const (
 // [ModeSentences] the text is cut at sentence ends.
 //
 // The Parser holds back only what it must: a suffix that could still grow
-// into a tag, the first bytes of a rune cut by the end of a delta (so that
+// into a tag (with the text before it that would close up into a tag when
+// it is removed), the first bytes of a rune cut by the end of a delta (so that
 // no piece of a valid UTF-8 reply holds half a rune), the very beginning of the reply until the voice flag is known
 // (leading white space and non-voice tags), and in ModeSentences the
 // unfinished sentence. Everything held back comes out at [Parser.Flush].
 //
 // A tag is recognised wherever it occurs, leftmost first; when several tags
-// match at the same place, the longest wins. Text that only looks like the
-// start of a tag ("a < b", "<div>", "<no_toolbox") is released as soon as
-// it can no longer become one.
+// match at the same place, the longest wins. Removal goes on to a fixed
+// point: the text that closes up around a removed tag is read again, so
+// "<no_<need_tool>tool>" hides both tags, and no tag is ever visible. The
+// visible text is what removing the leftmost tag again and again leaves.
+// Text that only looks like the start of a tag ("a < b", "<div>",
+// "<no_toolbox") is released as soon as it can no longer become one.
+//
+// At [Parser.Flush] the reply is complete: a tag cut short at its very end
+// (a stream that broke or was interrupted inside "<need_") is not shown
+// either. The longest end of the visible text that is a proper prefix of a
+// tag is removed, again and again, so "a <no_<ne" shows "a ". Such text
+// stays in Raw.
 //
 // Sentence ends are found from the raw text: a Latin . ! ? counts only when
 // the next raw character is white space or the stream ends, so "3.14",
@@ -94,8 +106,9 @@ const (
 // A Parser is not safe for concurrent use. Reuse it for the next reply
 // with [Parser.Reset].
 type Parser struct {
-	tags  []string
-	class [256]uint8
+	tags   []string
+	maxTag int // length of the longest tag
+	class  [256]uint8
 	// onlyLT is true when every tag starts with '<', which lets the delta
 	// mode jump from one '<' to the next.
 	onlyLT   bool
@@ -117,12 +130,19 @@ type Parser struct {
 	// either unread or a held-back possible tag prefix (or, in sentence
 	// mode, a '.' waiting for its next character).
 	scanned int
-	// spans are the complete tags found in raw[emitted:scanned], as
-	// absolute offsets, in order.
+	// spans are the removed parts of raw[emitted:]: complete tags (a span
+	// that closed up around earlier ones covers them) and, at Flush, a tag
+	// cut short. Absolute offsets, in order, never overlapping or touching.
+	// The visible text is raw without its spans.
 	spans []span
+	// win and winPos hold the visible bytes before a position and their
+	// offsets in raw (see window); reused.
+	win    []byte
+	winPos []int
 
-	decided bool // the voice flag is known
-	voice   bool
+	decided  bool // the voice flag is known
+	voice    bool
+	flushing bool // Flush is finding the last tags: release nothing
 }
 
 type span struct{ start, end int }
@@ -139,7 +159,11 @@ func NewParser(cfg Config) *Parser {
 			continue
 		}
 		p.tags = append(p.tags, t)
+		p.maxTag = max(p.maxTag, len(t))
 		p.class[t[0]] |= classTag
+		for i := range len(t) - 1 {
+			p.class[t[i]] |= classPrefix
+		}
 		if t[0] != '<' {
 			p.onlyLT = false
 		}
@@ -177,11 +201,22 @@ func (p *Parser) Write(delta string, emit func(Piece)) {
 }
 
 // Flush ends the reply: everything held back is released. A held-back
-// suffix that never became a tag comes out as text, and in ModeSentences
-// the remaining sentences are released, the unfinished last one included.
-// The Parser may be Reset and reused afterwards.
+// suffix that never became a tag comes out as text, unless it is a tag cut
+// short at the very end, which never shows (it stays in Raw). In
+// ModeSentences the remaining sentences are released, the unfinished last
+// one included. The Parser may be Reset and reused afterwards.
 func (p *Parser) Flush(emit func(Piece)) {
 	p.curStart, p.cur = len(p.raw), ""
+	// First the last tags are found, releasing nothing; then the cut tag at
+	// the end is removed; then what is left is released from where the
+	// release stopped.
+	p.flushing = true
+	p.advance(true, emit)
+	p.flushing = false
+	if x := p.cutTagAtEnd(); x < len(p.raw) {
+		p.addSpan(x, len(p.raw))
+	}
+	p.scanned = p.emitted
 	p.advance(true, emit)
 	if p.emitted < len(p.raw) {
 		p.release(len(p.raw), emit)
@@ -208,7 +243,7 @@ func (p *Parser) Reset() {
 	p.rawStr, p.cur, p.curStart = "", "", 0
 	p.emitted, p.scanned = 0, 0
 	p.spans = p.spans[:0]
-	p.decided, p.voice = false, false
+	p.decided, p.voice, p.flushing = false, false, false
 }
 
 // advance classifies raw[scanned:] and releases what became safe. final
@@ -216,40 +251,50 @@ func (p *Parser) Reset() {
 func (p *Parser) advance(final bool, emit func(Piece)) {
 	s := p.raw
 	i := p.scanned
-	stop := len(s) // where classification stopped
+	k := p.spanFrom(i) // p.spans[k] is the next span at or after i
+	stop := len(s)     // where classification stopped
 scan:
 	for i < len(s) {
+		lim := len(s) // the next span, which the fast paths must not enter
+		if k < len(p.spans) {
+			if i >= p.spans[k].start {
+				i = p.spans[k].end
+				k++
+				continue
+			}
+			lim = p.spans[k].start
+		}
 		if p.decided && p.mode == ModeDeltas && p.onlyLT {
 			// Fast path: nothing matters but the next '<'.
-			j := indexLT(s[i:])
+			j := indexLT(s[i:lim])
 			if j < 0 {
-				i = len(s)
-				break
+				i = lim
+				continue
 			}
 			i += j
 		} else if p.decided {
 			// Skip plain bytes in a tight loop.
-			for i < len(s) && p.class[s[i]] == 0 {
+			for i < lim && p.class[s[i]] == 0 {
 				i++
 			}
-			if i == len(s) {
-				break
+			if i == lim {
+				continue
 			}
 		}
 		c := s[i]
 		cl := p.class[c]
 		if cl&classTag != 0 {
-			n, hold := p.matchTag(s[i:], final)
+			end, tag, hold := p.matchAt(i, k, final)
 			if hold {
 				stop = i
 				break
 			}
-			if n > 0 {
-				p.spans = append(p.spans, span{i, i + n})
-				if !p.decided && string(s[i:i+n]) == VoiceTag {
+			if end > 0 {
+				if !p.decided && p.tags[tag] == VoiceTag {
 					p.decided, p.voice = true, true
 				}
-				i += n
+				i = p.cut(i, end, k)
+				k = p.spanFrom(i)
 				continue
 			}
 		}
@@ -267,35 +312,247 @@ scan:
 				break scan
 			}
 			if end > 0 {
-				p.release(end, emit)
+				if !p.flushing && p.prefixBefore(end) < 0 {
+					p.release(end, emit)
+					k = p.spanFrom(end)
+				}
 				i = end
 				continue
 			}
 		}
 		i++
 	}
-	if stop == len(s) {
-		stop = i // the loop ran to the end (i == len(s))
-	}
 	p.scanned = stop
 	if final && !p.decided {
 		p.decided = true
 	}
-	if p.decided && p.mode == ModeDeltas && p.scanned > p.emitted {
+	if p.decided && p.mode == ModeDeltas && !p.flushing && p.scanned > p.emitted {
 		end := p.scanned
+		if end < len(s) {
+			// A possible tag starts at end: text before it that would close
+			// up into a tag with it waits too.
+			end = p.safeEnd(end)
+		}
 		if !final {
 			// Hold back a rune cut by the end of the delta, so that no
 			// piece holds half of it (unless a tag ends inside it, which
 			// only a tag of invalid UTF-8 can do).
-			if k := incompleteRune(s[p.emitted:end]); k > 0 &&
-				(len(p.spans) == 0 || p.spans[len(p.spans)-1].end <= end-k) {
-				end -= k
+			if n := incompleteRune(s[p.emitted:end]); n > 0 && !p.removed(end-n, end) {
+				end = p.safeEnd(end - n)
 			}
 		}
 		if end > p.emitted {
 			p.release(end, emit)
 		}
 	}
+}
+
+// maxChain bounds how many nested tag prefixes safeEnd follows back before
+// it holds everything not yet released (only text built to nest tags gets
+// there).
+const maxChain = 8
+
+// safeEnd returns the largest end at or before x up to which the visible
+// text can be released: no tag still to come may start before it and reach
+// beyond it (see prefixBefore). It follows nested tag prefixes back, each
+// ending where the next begins, at most maxChain of them; past that it
+// releases nothing new.
+func (p *Parser) safeEnd(x int) int {
+	for range maxChain {
+		q := p.prefixBefore(x)
+		if q < 0 {
+			return x
+		}
+		x = q
+	}
+	if p.prefixBefore(x) < 0 {
+		return x
+	}
+	return p.emitted
+}
+
+// cutTagAtEnd returns where the tag cut short at the end of the reply
+// starts: the longest end of the visible text that is a proper prefix of a
+// tag, followed back as long as there is one. It returns len(raw) when the
+// reply does not end inside a tag.
+func (p *Parser) cutTagAtEnd() int {
+	x := len(p.raw)
+	for {
+		q := p.prefixBefore(x)
+		if q < 0 {
+			return x
+		}
+		x = q
+	}
+}
+
+// prefixBefore returns the first visible position q before x (not yet
+// released) from which a tag could still start and reach beyond x: the
+// visible text from q to x is a non-empty proper prefix of a tag, and the
+// text after x may still continue it (see mayContinue). It returns -1 when
+// there is none.
+func (p *Parser) prefixBefore(x int) int {
+	if x > p.emitted && p.class[p.raw[x-1]]&classPrefix == 0 && !p.removed(x-1, x) {
+		return -1 // the text before x cannot end a tag prefix
+	}
+	p.window(x)
+	for j, c := range p.win {
+		if p.class[c]&classTag == 0 {
+			continue
+		}
+		w := p.win[j:]
+		for _, t := range p.tags {
+			if len(t) > len(w) && t[:len(w)] == string(w) && p.mayContinue(x, t[len(w):]) {
+				return p.winPos[j]
+			}
+		}
+	}
+	return -1
+}
+
+// mayContinue reports whether the visible text from x may still become
+// rest: it matches rest as far as it goes, or before it stops matching it
+// reaches a byte that may start a tag, whose removal could change what
+// follows.
+func (p *Parser) mayContinue(x int, rest string) bool {
+	k := p.spanFrom(x)
+	for j, pos := 0, x; j < len(rest); j, pos = j+1, pos+1 {
+		for k < len(p.spans) && pos == p.spans[k].start {
+			pos = p.spans[k].end
+			k++
+		}
+		if pos == len(p.raw) || p.class[p.raw[pos]]&classTag != 0 {
+			return true
+		}
+		if p.raw[pos] != rest[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// window loads p.win with the visible bytes before x (at most the length of
+// the longest tag minus one, none before emitted) and p.winPos with their
+// offsets in raw.
+func (p *Parser) window(x int) {
+	p.win, p.winPos = p.win[:0], p.winPos[:0]
+	k := len(p.spans)
+	for k > 0 && p.spans[k-1].start >= x {
+		k--
+	}
+	for pos := x; len(p.win) < p.maxTag-1; {
+		if k > 0 && p.spans[k-1].end == pos {
+			k--
+			pos = p.spans[k].start
+			continue
+		}
+		if pos--; pos < p.emitted {
+			break
+		}
+		p.win = append(p.win, p.raw[pos])
+		p.winPos = append(p.winPos, pos)
+	}
+	slices.Reverse(p.win)
+	slices.Reverse(p.winPos)
+}
+
+// spanFrom returns the index of the first span that starts at or after i.
+func (p *Parser) spanFrom(i int) int {
+	k := len(p.spans)
+	for k > 0 && p.spans[k-1].start >= i {
+		k--
+	}
+	return k
+}
+
+// removed reports whether a span overlaps raw[a:b].
+func (p *Parser) removed(a, b int) bool {
+	for k := len(p.spans) - 1; k >= 0 && p.spans[k].end > a; k-- {
+		if p.spans[k].start < b {
+			return true
+		}
+	}
+	return false
+}
+
+// cut removes the tag found at the visible position i, which ends at end
+// (spans[k:] start after i), and returns where scanning resumes: far
+// enough back that a tag the removal closed up is found too.
+func (p *Parser) cut(i, end, k int) int {
+	start := p.addSpan(i, end)
+	p.window(start)
+	if len(p.winPos) > 0 {
+		return p.winPos[0]
+	}
+	return start
+}
+
+// addSpan marks raw[a:b] removed, merging the spans it covers or touches,
+// and returns the start of the resulting span.
+func (p *Parser) addSpan(a, b int) int {
+	k := p.spanFrom(a)
+	j := k
+	for j < len(p.spans) && p.spans[j].start < b {
+		b = max(b, p.spans[j].end)
+		j++
+	}
+	if k > 0 && p.spans[k-1].end >= a {
+		k--
+		a = p.spans[k].start
+	}
+	if j < len(p.spans) && p.spans[j].start == b {
+		b = p.spans[j].end
+		j++
+	}
+	switch {
+	case j == k:
+		p.spans = slices.Insert(p.spans, k, span{a, b})
+	default:
+		p.spans[k] = span{a, b}
+		p.spans = slices.Delete(p.spans, k+1, j)
+	}
+	return a
+}
+
+// matchAt looks for a tag in the visible text at raw offset i, a visible
+// byte before spans[k]. It returns the raw end of the longest tag that
+// starts there and its index in p.tags (end 0 when none), or hold when the
+// visible text from i is a proper prefix of a tag that more input could
+// complete.
+func (p *Parser) matchAt(i, k int, final bool) (end, tag int, hold bool) {
+	if k == len(p.spans) { // the common case: the visible text is raw[i:]
+		n, tag, hold := p.matchTag(p.raw[i:], final)
+		if n == 0 {
+			return 0, -1, hold
+		}
+		return i + n, tag, false
+	}
+	tag = -1
+	for ti, t := range p.tags {
+		pos, kk, j := i, k, 0
+		for ; j < len(t); j++ {
+			for kk < len(p.spans) && pos == p.spans[kk].start {
+				pos = p.spans[kk].end
+				kk++
+			}
+			if pos == len(p.raw) || p.raw[pos] != t[j] {
+				break
+			}
+			pos++
+		}
+		switch {
+		case j == len(t):
+			if tag < 0 || len(t) > len(p.tags[tag]) {
+				end, tag = pos, ti
+			}
+		case pos == len(p.raw) && !final:
+			hold = true
+		}
+	}
+	if hold {
+		return 0, -1, true
+	}
+	return end, tag, false
 }
 
 // incompleteRune returns the length of the incomplete UTF-8 sequence that b
@@ -314,23 +571,24 @@ func incompleteRune(b []byte) int {
 	return 0
 }
 
-// matchTag reports the length of the longest tag at the start of rest, or
-// hold when rest is a proper prefix of some tag and more input could still
-// complete it.
-func (p *Parser) matchTag(rest []byte, final bool) (n int, hold bool) {
-	for _, t := range p.tags {
+// matchTag reports the length of the longest tag at the start of rest and
+// its index in p.tags (n 0 when none), or hold when rest is a proper prefix
+// of some tag and more input could still complete it.
+func (p *Parser) matchTag(rest []byte, final bool) (n, tag int, hold bool) {
+	tag = -1
+	for ti, t := range p.tags {
 		if len(rest) >= len(t) {
 			if len(t) > n && string(rest[:len(t)]) == t {
-				n = len(t)
+				n, tag = len(t), ti
 			}
 		} else if !final && t[:len(rest)] == string(rest) {
 			hold = true
 		}
 	}
 	if hold {
-		return 0, true
+		return 0, -1, true
 	}
-	return n, false
+	return n, tag, false
 }
 
 // sentenceEnd looks at a possible sentence end at s[i]. It returns the end
@@ -366,11 +624,15 @@ func (p *Parser) sentenceEnd(s []byte, i int, final bool) (end int, wait bool) {
 		if p.class[next]&classTag != 0 {
 			// The white space may begin a tag (" [t]", "\n<x>"): the
 			// sentence then ends before it, and the tag stays whole.
-			n, hold := p.matchTag(s[i+1:], final)
+			k := p.spanFrom(i + 1)
+			if k < len(p.spans) && p.spans[k].start == i+1 {
+				return i + 1, false // a tag found already
+			}
+			end, _, hold := p.matchAt(i+1, k, final)
 			if hold {
 				return 0, true
 			}
-			if n > 0 {
+			if end > 0 {
 				return i + 1, false
 			}
 		}

@@ -56,7 +56,11 @@ func FuzzParserTags(f *testing.F) {
 		}
 		valid := utf8.ValidString(text)
 		for i, pc := range ps {
-			if got := stripTags(pc.Raw, tags); got != pc.Text {
+			ref := removeTags
+			if i == len(ps)-1 {
+				ref = stripTags
+			}
+			if got := ref(pc.Raw, tags); got != pc.Text {
 				t.Fatalf("tags %q: piece %d: Text %q, but Raw %q strips to %q (deltas %q)", tags, i, pc.Text, pc.Raw, got, deltas)
 			}
 			if pc.Voice != voice {

@@ -36,6 +36,17 @@
 // away ([Response.HoldAfter]). [Response.OnFlush] tells a test that a frame
 // has reached the wire, so it can cancel mid-stream deterministically.
 //
+// # Checks
+//
+// Some providers refuse requests that OpenAI accepts. [Server.Enforce]
+// makes the server refuse them too, with HTTP 400 and a message naming the
+// message at fault: [CheckArguments] refuses tool-call arguments in the
+// history that are not a JSON object (vLLM, llama.cpp),
+// [CheckEmptyAssistant] an assistant message without content or tool calls
+// (Mistral), and [CheckTemplate] what a strict chat template refuses: a
+// system message that is not first, or user and assistant turns that do
+// not alternate (Mistral-family models, Gemma, some vLLM templates).
+//
 // # Requests
 //
 // Every request the server decodes is recorded as a [Request]

@@ -26,10 +26,11 @@ type Server struct {
 	closeOnce sync.Once
 	conns     atomic.Int64 // TCP connections accepted
 
-	mu       sync.Mutex // guards queue, respond, requests
+	mu       sync.Mutex // guards queue, respond, requests, checks
 	queue    []Response
 	respond  func(*Request) Response
 	requests []*Request
+	checks   Check
 }
 
 // NewServer starts a Server with an empty script. Call [Server.Close]
@@ -94,24 +95,29 @@ func (s *Server) Requests() []*Request {
 	return append([]*Request(nil), s.requests...)
 }
 
-// next records req and picks its response.
-func (s *Server) next(req *Request) (Response, bool) {
+// next records req and picks its response. A request that breaks one of
+// the enforced checks takes no response: err says what is wrong.
+func (s *Server) next(req *Request) (resp Response, ok bool, err error) {
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	req.Seq = len(s.requests)
+	if err := check(s.checks, req); err != nil {
+		s.mu.Unlock()
+		return Response{}, false, err
+	}
 	if len(s.queue) > 0 {
 		r := s.queue[0]
 		s.queue[0] = Response{}
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
-		return r, true
+		return r, true, nil
 	}
 	fn := s.respond
 	s.mu.Unlock()
 	if fn == nil {
-		return Response{}, false
+		return Response{}, false, nil
 	}
-	return fn(req), true
+	return fn(req), true, nil
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +143,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "scripted: "+err.Error())
 		return
 	}
-	resp, ok := s.next(req)
+	resp, ok, err := s.next(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if !ok {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf(
 			"scripted: script exhausted: request %d arrived with no response enqueued and no Respond func set", req.Seq))

@@ -1,0 +1,39 @@
+package agent_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/planround/planround/internal/scripted"
+)
+
+// strict is set for the second pass of the suite: every test runs again
+// against servers that enforce a strict chat template (scripted.CheckAll),
+// with agents configured to satisfy it (see newServer and newAgent).
+var strict bool
+
+// TestMain runs the package's tests twice: as written, then in the strict
+// pass (unless the first failed). Benchmarks run once.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code != 0 || flag.Lookup("test.bench").Value.String() != "" || flag.Lookup("test.list").Value.String() != "" {
+		os.Exit(code)
+	}
+	if testing.Verbose() {
+		fmt.Println("=== strict chat templates: every test again against servers that enforce them")
+	}
+	strict = true
+	os.Exit(m.Run())
+}
+
+// serverChecks are the checks a test server enforces: what every request
+// must satisfy whatever the shape, and in the strict pass a strict chat
+// template too.
+func serverChecks() scripted.Check {
+	if strict {
+		return scripted.CheckAll
+	}
+	return scripted.CheckArguments | scripted.CheckEmptyAssistant
+}

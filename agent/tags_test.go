@@ -1,0 +1,136 @@
+package agent_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/intent"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/memory"
+)
+
+// TestTagOnlyPlanningReply: a planning reply that is only a tag becomes an
+// empty assistant message once tags are stripped; no request may carry one
+// (strict providers refuse it), in this turn or in a later one that loads
+// the stored raw tag.
+func TestTagOnlyPlanningReply(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			st := newStore(t)
+			srv := newServer(t)
+			srv.Enforce(serverChecks() | scripted.CheckEmptyAssistant)
+			srv.Enqueue(
+				scripted.Reply().Text("<need_", "tool>").Finish("stop"),
+				scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+				scripted.Reply().Text("Sunny.").Finish("stop"),
+				scripted.Reply().Text(" <need_tool>\n").Finish("stop"),
+				scripted.Reply().Text("Still sunny.").Finish("stop"),
+			)
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool())
+			ctx := context.Background()
+			turn := a.NewTurn(agent.Input{SessionID: "s", Message: "weather?"})
+			_, err := collect(turn.Run(ctx))
+			require.NoError(t, err)
+			assert.Equal(t, "<need_tool>", turn.Messages()[1].Content, "the raw reply is kept")
+			_, err = collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "and now?"}))
+			require.NoError(t, err)
+
+			reqs := srv.Requests()
+			require.Len(t, reqs, 5)
+			for _, req := range reqs {
+				for i, m := range req.Messages {
+					if m.Role == "assistant" {
+						assert.True(t, m.Content != "" || len(m.ToolCalls) > 0, "request %d message %d is an empty assistant message", req.Seq, i)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCutTagNeverVisible: a tag held back when the stream breaks or the run
+// is interrupted ("<need_") is not shown as text.
+func TestCutTagNeverVisible(t *testing.T) {
+	check := func(t *testing.T, chunks []agent.Chunk) {
+		t.Helper()
+		var shown, raw strings.Builder
+		for _, c := range chunks {
+			if c.Kind == agent.KindText {
+				shown.WriteString(c.Text)
+				raw.WriteString(c.Raw)
+			}
+		}
+		assert.Equal(t, "Let me check. ", shown.String())
+		assert.Equal(t, "Let me check. <need_", raw.String(), "the raw text keeps what arrived")
+	}
+	t.Run("cut", func(t *testing.T) {
+		leaktest.Check(t)
+		srv := newServer(t)
+		srv.Enqueue(scripted.Reply().Text("Let me check. ", "<need_", "tool>").Finish("stop").CutAfter(2))
+		turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "go"})
+		chunks, err := collect(turn.Run(context.Background()))
+		require.Error(t, err)
+		check(t, chunks)
+		assert.Equal(t, "Let me check. <need_", turn.Messages()[1].Content)
+	})
+	t.Run("interrupt", func(t *testing.T) {
+		leaktest.Check(t)
+		srv := newServer(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// The reasoning delta after "<need_" tells when the agent has read it.
+		srv.Enqueue(scripted.Reply().Text("Let me check. ", "<need_").Reasoning("hmm").Text("tool>").Finish("stop").HoldAfter(3))
+		turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "go"})
+		var chunks []agent.Chunk
+		for c, err := range turn.Run(ctx) {
+			require.NoError(t, err)
+			chunks = append(chunks, c)
+			if c.Kind == agent.KindReasoning {
+				cancel()
+			}
+		}
+		require.Equal(t, agent.KindInterrupted, chunks[len(chunks)-1].Kind)
+		check(t, chunks)
+	})
+}
+
+// TestToolRoundTextReachesLaterRequestsWithoutTags: the text of a tool round
+// goes into the next requests of the run with its intent tags stripped,
+// like the planning reply; the stored message keeps them.
+func TestToolRoundTextReachesLaterRequestsWithoutTags(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Text("Checking Oslo. <need_tool>").Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		scripted.Reply().Text("Now Lima.<need_tool>").Call(0, "call_2", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+		scripted.Reply().Text("Both sunny.").Finish("stop"),
+	)
+	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "Oslo and Lima?"})
+	_, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	reqs := srv.Requests()
+	require.Len(t, reqs, 4)
+	var contents []string
+	for _, m := range reqs[3].Messages {
+		if m.Role == "assistant" {
+			contents = append(contents, m.Content)
+			assert.False(t, intent.DefaultDictionary().Detect(m.Content).Found, "request 4 carries a tag: %q", m.Content)
+		}
+	}
+	assert.Equal(t, []string{"Let me look that up.", "Checking Oslo.", "Now Lima."}, contents)
+	var stored []string
+	for _, m := range turn.Messages() {
+		if m.Role == memory.RoleAssistant {
+			stored = append(stored, m.Content)
+		}
+	}
+	assert.Equal(t, []string{"Let me look that up. <need_tool>", "Checking Oslo. <need_tool>", "Now Lima.<need_tool>", "Both sunny."}, stored)
+}

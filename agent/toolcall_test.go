@@ -1,0 +1,207 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/memory"
+)
+
+// results returns the result of every call that ran, by call id.
+func results(chunks []agent.Chunk) map[string]string {
+	out := map[string]string{}
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
+			out[c.Tool.ID] = c.Tool.Result
+		}
+	}
+	return out
+}
+
+// TestCallsWithoutIndex: providers that omit "index" (Mistral) may still
+// interleave the fragments of parallel calls, each with its id, or send two
+// whole calls with neither index nor id. Each call runs with its own
+// arguments.
+func TestCallsWithoutIndex(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply scripted.Response
+		want  []string // results in call order
+	}{
+		{
+			name: "interleaved fragments with ids",
+			reply: scripted.Reply().OmitIndex().IDOnEveryFragment().
+				Fragment(0, "call_a", "get_weather", "").
+				Fragment(0, "call_b", "get_weather", "").
+				Fragment(0, "call_a", "", `{"city":`).
+				Fragment(0, "call_b", "", `{"city":`).
+				Fragment(0, "call_a", "", `"Paris"}`).
+				Fragment(0, "call_b", "", `"Rome"}`).
+				Finish("tool_calls"),
+			want: []string{"sunny in Paris", "sunny in Rome"},
+		},
+		{
+			name: "whole calls with neither index nor id",
+			reply: scripted.Reply().OmitIndex().WholeCalls().
+				Call(0, "", "get_weather", `{"city":"Oslo"}`).
+				Call(0, "", "get_weather", `{"city":"Lima"}`).
+				Finish("tool_calls"),
+			want: []string{"sunny in Oslo", "sunny in Lima"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(planNeedTool(), tt.reply, scripted.Reply().Text("Done.").Finish("stop"))
+			turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "weather?"})
+			chunks, err := collect(turn.Run(context.Background()))
+			require.NoError(t, err)
+
+			msgs := turn.Messages()
+			validHistory(t, msgs)
+			require.Len(t, msgs, 6, "user, plan, calls, two tool messages, answer")
+			calls := msgs[2].ToolCalls
+			require.Len(t, calls, len(tt.want), "%v", trace(chunks))
+			got := results(chunks)
+			for i, want := range tt.want {
+				assert.Equal(t, want, got[calls[i].ID], "call %d (%s %s)", i, calls[i].ID, calls[i].Arguments)
+				assert.Equal(t, want, msgs[3+i].Content)
+			}
+			assert.NotEqual(t, calls[0].ID, calls[1].ID)
+		})
+	}
+}
+
+// isObject reports whether s is a JSON object.
+func isObject(s string) bool {
+	var v map[string]any
+	return json.Unmarshal([]byte(s), &v) == nil && v != nil
+}
+
+// TestMalformedArgumentsNeverReachTheHistory: arguments that are not a JSON
+// object (a cut object, an array, a bare string) are stored and sent back
+// wrapped in an object, so providers that parse the arguments of earlier
+// calls (vLLM, llama.cpp) accept this round's follow-up and every later
+// turn; the chunk keeps the raw text.
+func TestMalformedArgumentsNeverReachTheHistory(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			st := newStore(t)
+			srv := newServer(t)
+			srv.Enforce(serverChecks() | scripted.CheckArguments)
+			srv.Enqueue(
+				planNeedTool(),
+				scripted.Reply().
+					Call(0, "call_cut", "get_weather", `{"city": "Par`).
+					Call(1, "call_arr", "get_weather", `["Paris"]`).
+					Call(2, "call_str", "get_weather", `"Paris"`).
+					Finish("tool_calls"),
+				scripted.Reply().Text("Sorry, let me retry.").Finish("stop"),
+				planNoTool(),
+				scripted.Reply().Text("Fine.").Finish("stop"),
+			)
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool())
+			ctx := context.Background()
+			turn := a.NewTurn(agent.Input{SessionID: "s", Message: "weather?"})
+			chunks, err := collect(turn.Run(ctx))
+			require.NoError(t, err, "the follow-up request carries the calls")
+
+			raw := map[string]string{}
+			for _, c := range chunks {
+				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
+					raw[c.Tool.ID] = c.Tool.ArgumentsRaw
+					assert.Nil(t, c.Tool.Arguments)
+				}
+			}
+			assert.Equal(t, map[string]string{"call_cut": `{"city": "Par`, "call_arr": `["Paris"]`, "call_str": `"Paris"`}, raw, "chunks keep the raw text")
+
+			stored, err := st.Messages(ctx, "s", false)
+			require.NoError(t, err)
+			for _, msgs := range [][]memory.Message{turn.Messages(), stored, agent.History(chunks)} {
+				var calls []memory.ToolCall
+				for _, m := range msgs {
+					calls = append(calls, m.ToolCalls...)
+				}
+				require.Len(t, calls, 3)
+				for _, c := range calls {
+					var v struct {
+						Invalid string `json:"invalid_arguments"`
+					}
+					require.NoError(t, json.Unmarshal([]byte(c.Arguments), &v), c.Arguments)
+					assert.Equal(t, raw[c.ID], v.Invalid, "the wrapper holds the raw text")
+				}
+			}
+
+			_, err = collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "and now?"}))
+			require.NoError(t, err, "a later turn of the session is accepted too")
+			for _, req := range srv.Requests() {
+				for _, m := range req.Messages {
+					for _, c := range m.ToolCalls {
+						assert.True(t, isObject(c.Arguments), "request %d: %s", req.Seq, c.Arguments)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOldMalformedArgumentsAreWrapped: history saved before arguments were
+// wrapped (in a Store, or passed in Input.History) is made acceptable when
+// it is loaded.
+func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
+	old := []memory.Message{
+		{Role: memory.RoleUser, Content: "weather?"},
+		{Role: memory.RoleAssistant, Content: "Checking.", ToolCalls: []memory.ToolCall{
+			{ID: "c1", Name: "get_weather", Arguments: `{"city": "Par`},
+			{ID: "c2", Name: "get_weather", Arguments: "  "},
+			{ID: "c3", Name: "get_weather", Arguments: `{"city":"Rome"}`},
+		}},
+		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_weather", Content: "error"},
+		{Role: memory.RoleTool, ToolCallID: "c2", Name: "get_weather", Content: "error"},
+		{Role: memory.RoleTool, ToolCallID: "c3", Name: "get_weather", Content: "sunny"},
+		{Role: memory.RoleAssistant, Content: "Done."},
+	}
+	check := func(t *testing.T, srv *scripted.Server) {
+		t.Helper()
+		for _, req := range srv.Requests() {
+			for _, m := range req.Messages {
+				for _, c := range m.ToolCalls {
+					assert.True(t, isObject(c.Arguments), "request %d: %s", req.Seq, c.Arguments)
+				}
+			}
+		}
+	}
+	t.Run("Input.History", func(t *testing.T) {
+		srv := newServer(t)
+		srv.Enforce(serverChecks() | scripted.CheckArguments)
+		srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+		_, err := collect(newAgent(t, srv, nil).Run(context.Background(), agent.Input{History: old, Message: "again"}))
+		require.NoError(t, err)
+		check(t, srv)
+	})
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			st := newStore(t)
+			ctx := context.Background()
+			_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
+			require.NoError(t, err)
+			_, err = st.Append(ctx, "s", old...)
+			require.NoError(t, err)
+			srv := newServer(t)
+			srv.Enforce(serverChecks() | scripted.CheckArguments)
+			srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+			_, err = collect(newAgent(t, srv, func(c *agent.Config) { c.Store = st }).Run(ctx, agent.Input{SessionID: "s", Message: "again"}))
+			require.NoError(t, err)
+			check(t, srv)
+		})
+	}
+}
