@@ -34,14 +34,18 @@ func TestToolAddedWithoutApprover(t *testing.T) {
 				)
 				reg, err := agent.NewToolRegistry(cardTool())
 				require.NoError(t, err)
-				a, err := agent.New(agent.Config{
+				cfg := agent.Config{
 					BaseURL:       srv.URL(),
 					HTTPClient:    srv.Client(),
 					Model:         "test-model",
 					Tools:         reg,
 					OnReject:      onReject,
 					ParallelTools: parallel,
-				})
+				}
+				if strict {
+					cfg.RequestShape = agent.ShapeStrict
+				}
+				a, err := agent.New(cfg)
 				require.NoError(t, err, "no tool needs approval yet")
 				// The host adds a tool while the agent is in use.
 				require.NoError(t, reg.Add(weatherTool()))
