@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -132,7 +133,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	st.w.SetMaxIdleConns(1)
 	st.w.SetConnMaxLifetime(0)
 	st.w.SetConnMaxIdleTime(0)
-	if err := st.migrate(ctx); err != nil {
+	if err := st.migrateRetrying(ctx); err != nil {
 		st.w.Close()
 		return nil, err
 	}
@@ -171,6 +172,34 @@ func checkSQLiteHeader(path string) error {
 		return fmt.Errorf("sqlitestore: open %s: not a SQLite database (left untouched)", path)
 	}
 	return nil
+}
+
+// migrateRetrying runs migrate, again while it fails with SQLITE_BUSY for
+// up to sqliteBusyTimeout. Openers that start at the same moment race to put
+// a new file into WAL mode when their first connection opens, and SQLite
+// answers the losers SQLITE_BUSY at once, without its busy handler.
+func (st *Store) migrateRetrying(ctx context.Context) error {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	wait := 5 * time.Millisecond
+	for {
+		err := st.migrate(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait + time.Duration(rand.Int64N(int64(wait)))):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (5, with any extended
+// code).
+func isBusy(err error) bool {
+	var coder interface{ Code() int }
+	return errors.As(err, &coder) && coder.Code()&0xff == 5
 }
 
 // migrate brings the schema to len(migrations), one transaction per step.
