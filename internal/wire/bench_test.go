@@ -15,7 +15,7 @@ import (
 const benchFrames = 10000
 
 // benchBody is 10,000 small content frames, a finish frame and [DONE], the
-// shape measured for openai-go in API-NOTES.md §3.
+// shape of a typical OpenAI chunk (id, object, created, model, one choice).
 func benchBody() []byte {
 	const f = `data: {"choices":[{"delta":{"content":"tok"},"finish_reason":null,"index":0,"logprobs":null}],"created":1700000000,"id":"chatcmpl-1","model":"gpt-test","object":"chat.completion.chunk"}` + "\n\n"
 	var b strings.Builder
