@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -63,9 +62,10 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, "get_weather", p.str(lastCard+`.dataset.tool`))
 	assert.Contains(t, p.str(lastCard+`.innerText`), `"city": "Paris"`)
 	assert.Equal(t, "true", p.str(`document.body.dataset.running`))
-	dir := t.TempDir()
+	// Screenshots go to the test's artifact directory: kept with
+	// go test -artifacts, removed otherwise.
+	dir := t.ArtifactDir()
 	p.screenshot(filepath.Join(dir, "approval.png"))
-	copyFile(filepath.Join(dir, "approval.png"), "/tmp/webchat-approval.png")
 	p.clickJS(lastCard + `.querySelector('input.auto-approve')`)
 	p.clickJS(lastCard + `.querySelector('button.approve')`)
 	p.waitFor("the card to be done", cardState("done"))
@@ -161,7 +161,6 @@ func TestBrowser(t *testing.T) {
 	// What the lead looks at.
 	p.js(`document.querySelector('#scroll').scrollTop = 1e9`)
 	p.screenshot(filepath.Join(dir, "webchat.png"))
-	copyFile(filepath.Join(dir, "webchat.png"), "/tmp/webchat.png")
 
 	// 9. A reload draws the conversation again from the history.
 	p.navigate(h.ts.URL + "/")
@@ -280,7 +279,7 @@ func TestBrowserNarrow(t *testing.T) {
 	}
 	assert.LessOrEqual(t, got.Width, got.Inner, "no sideways scrolling")
 	assert.LessOrEqual(t, got.InputScroll, got.Input+2, "the placeholder fits the composer")
-	p.screenshot(filepath.Join(t.TempDir(), "narrow.png"))
+	p.screenshot(filepath.Join(t.ArtifactDir(), "narrow.png"))
 	assert.Empty(t, b.pageErrors())
 }
 
@@ -308,11 +307,4 @@ func newSwitchServer(t *testing.T, sw *switcher) *httptest.Server {
 	ts := httptest.NewServer(sw) // 127.0.0.1
 	t.Cleanup(ts.Close)
 	return ts
-}
-
-// copyFile copies a screenshot where a person can find it; best effort.
-func copyFile(from, to string) {
-	if b, err := os.ReadFile(from); err == nil {
-		os.WriteFile(to, b, 0o644) //nolint:errcheck // a convenience copy
-	}
 }
