@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if o.BaseURL == "" && o.APIKey == "" {
 		model := demo.NewServer()
 		defer model.Close()
-		o.BaseURL, o.Model, o.ModelLabel = model.URL(), "planround-demo", "built-in demo model"
+		o.BaseURL, o.APIKey, o.Model, o.ModelLabel = model.URL(), model.APIKey(), "planround-demo", "built-in demo model"
 		fmt.Fprintln(stderr, "webchat: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
 	} else if o.Model == "" {
 		fmt.Fprintln(stderr, "webchat: no model: set OPENAI_MODEL")

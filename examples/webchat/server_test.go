@@ -40,7 +40,7 @@ type harness struct {
 func newHarness(t *testing.T, o Options) *harness {
 	t.Helper()
 	model := demo.Model{}.NewServer()
-	o.BaseURL, o.Model, o.ModelLabel = model.URL(), "planround-demo", "built-in demo model"
+	o.BaseURL, o.APIKey, o.Model, o.ModelLabel = model.URL(), model.APIKey(), "planround-demo", "built-in demo model"
 	if o.Tools == nil {
 		o.Tools = demo.Tools()
 	}
