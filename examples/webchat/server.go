@@ -157,8 +157,8 @@ func (s *Server) routes() {
 	m.HandleFunc("/api/chat", s.handleChat)
 	m.HandleFunc("GET /api/history", s.handleHistory)
 	m.HandleFunc("GET /api/skills", s.handleSkills)
-	m.Handle("/api/tool-approve", s.approvals.ApproveHandler())
-	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt))
+	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(approval.HandlerConfig{}))
+	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt, approval.HandlerConfig{}))
 	// A page of another site must not start runs, approve calls or
 	// interrupt them from the user's browser (CSRF).
 	cop := http.NewCrossOriginProtection()
