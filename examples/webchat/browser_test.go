@@ -283,6 +283,35 @@ func TestBrowserNarrow(t *testing.T) {
 	assert.Empty(t, b.pageErrors())
 }
 
+// TestBrowserOwnsItsSessions: the owner cookie is out of the page's
+// scripts' reach, and a page whose saved session belongs to another browser
+// opens a session of its own instead of failing.
+func TestBrowserOwnsItsSessions(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	foreign := postSession(t, h.client, h.ts.URL) // the harness's client is another browser
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.NotContains(t, p.str(`document.cookie`), ownerCookie, "the owner secret is HttpOnly")
+	mine := strings.TrimPrefix(p.str(`document.querySelector('#session').textContent`), "session ")
+	assert.NotEqual(t, sessionOwner(foreign), sessionOwner(mine))
+
+	p.js(`localStorage.setItem('planround.webchat.session', ` + jsString(foreign) + `)`)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	now := strings.TrimPrefix(p.str(`document.querySelector('#session').textContent`), "session ")
+	assert.NotEqual(t, foreign, now, "the other browser's session is not opened")
+	assert.Equal(t, sessionOwner(mine), sessionOwner(now), "a new session of this browser")
+
+	p.typeText("#input", "Hello!")
+	p.click("#send")
+	p.waitFor("the answer", `[...document.querySelectorAll('.turn')].at(-1)?.innerText.includes('demo model')`)
+	assert.Empty(t, b.pageErrors())
+}
+
 // switcher is a handler whose target can be swapped: a "restarted" server
 // on the same address.
 type switcher struct {
