@@ -30,6 +30,13 @@
 // rejects every pending approval of a session with [ReasonCancelled],
 // including one registered but not yet waited for.
 //
+// The session id in a request body is no credential: whoever can reach the
+// handlers could decide any session's calls. A [HandlerConfig] binds them
+// to the host's authentication (Authorize: may this request act on this
+// session?) and says how far a client's grant may reach: a decision with
+// the scope "always" is taken as "session" unless the host sets
+// AllowAlways.
+//
 // Waiting costs no goroutine and a few hundred bytes per approval; see
 // BENCHMARKS.md at the root of the module.
 //

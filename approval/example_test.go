@@ -3,7 +3,9 @@ package approval_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 
@@ -20,10 +22,16 @@ func ExampleManager() {
 	if err != nil {
 		panic(err)
 	}
-	// In a host: agent.Config{Approver: m}, and
-	//   mux.Handle("POST /api/tool-approve", m.ApproveHandler())
-	//   mux.Handle("POST /api/interrupt", m.InterruptHandler(cancelRun))
-	handler := m.ApproveHandler()
+	// In a host: agent.Config{Approver: m}, and, with cfg.Authorize
+	// checking that the caller owns the session (see HandlerConfig),
+	//   mux.Handle("POST /api/tool-approve", m.ApproveHandler(cfg))
+	//   mux.Handle("POST /api/interrupt", m.InterruptHandler(cancelRun, cfg))
+	handler := m.ApproveHandler(approval.HandlerConfig{})
+	post := func(body string) *http.Request {
+		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
 
 	// The agent registers the call; the id travels on the chunk.
 	req := agent.ApprovalRequest{
@@ -37,7 +45,7 @@ func ExampleManager() {
 	// waits: the decision is kept.
 	body := fmt.Sprintf(`{"session_id":"s1","task_id":%q,"approved":true}`, id)
 	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body)))
+	handler.ServeHTTP(rec, post(body))
 	fmt.Print(rec.Code, " ", rec.Body.String())
 
 	// The agent waits and gets the decision.
@@ -46,7 +54,7 @@ func ExampleManager() {
 
 	// The same card answered again is stale.
 	rec = httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body)))
+	handler.ServeHTTP(rec, post(body))
 	fmt.Print(rec.Code, " ", rec.Body.String())
 	fmt.Println("pending:", m.Len())
 	// Output:
@@ -54,6 +62,44 @@ func ExampleManager() {
 	// approved: true <nil>
 	// 200 {"success":false,"error":"approval is not pending (answered, timed out, cancelled, or lost in a server restart)"}
 	// pending: 0
+}
+
+// Authorize binds the handlers to the host's notion of who owns a session:
+// here a cookie that must name the session's owner. A request without the
+// cookie gets 401, one of another owner 403, and the approval stays pending.
+func ExampleHandlerConfig() {
+	m, _ := approval.NewManager(approval.ManagerConfig{})
+	owners := map[string]string{"s1": "alice"} // session -> owner, kept by the host
+	cfg := approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) error {
+		c, err := r.Cookie("owner")
+		if err != nil {
+			return fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
+		}
+		if owners[sessionID] != c.Value {
+			return errors.New("not your session")
+		}
+		return nil
+	}}
+	handler := m.ApproveHandler(cfg)
+
+	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
+	id, _ := m.Prepare(context.Background(), req)
+	body := fmt.Sprintf(`{"session_id":"s1","task_id":%q,"approved":true}`, id)
+	for _, owner := range []string{"", "mallory", "alice"} {
+		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		if owner != "" {
+			r.AddCookie(&http.Cookie{Name: "owner", Value: owner})
+		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, r)
+		fmt.Print(rec.Code, " ", rec.Body.String())
+	}
+	m.CancelSession("s1")
+	// Output:
+	// 401 {"success":false,"error":"approval: not authenticated: no owner cookie"}
+	// 403 {"success":false,"error":"not your session"}
+	// 200 {"success":true}
 }
 
 // CancelSession ends every pending approval of a session, also one that

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"os"
 
 	"github.com/planround/planround/agent"
 )
@@ -14,6 +16,50 @@ import (
 // MaxBodyBytes is the largest request body the handlers of this package
 // read; a larger one is answered with 413 Request Entity Too Large.
 const MaxBodyBytes = 1 << 20
+
+// ErrUnauthenticated is what a [HandlerConfig.Authorize] function wraps to
+// say that the request carries no valid credential: the handler answers
+// 401 instead of 403.
+var ErrUnauthenticated = errors.New("approval: not authenticated")
+
+// HandlerConfig configures the handlers of [Manager.ApproveHandler] and
+// [Manager.InterruptHandler]. The zero value lets every request act on the
+// session it names: a host whose port is reachable by anyone but the
+// session's owner sets Authorize.
+type HandlerConfig struct {
+	// Authorize, when not nil, is called with every request and the
+	// session its body names, after the body was decoded and before the
+	// handler does anything. It returns nil when the caller may act on
+	// that session, for example when the request's cookie or token belongs
+	// to the session's owner. An error wrapping [ErrUnauthenticated] is
+	// answered with 401, any other error with 403; the error's text is the
+	// answer's error. It must be safe for concurrent use.
+	Authorize func(r *http.Request, sessionID string) error
+
+	// AllowAlways lets a decision carry the scope "always", a grant of
+	// the tool for every session of the process (see [AllowList]). By
+	// default a client grants no more than its own session: a decision
+	// with the scope "always" is taken with the scope "session".
+	AllowAlways bool
+}
+
+// authorize runs c.Authorize. On refusal it writes the answer and returns
+// false.
+func (c HandlerConfig) authorize(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+	if c.Authorize == nil {
+		return true
+	}
+	err := c.Authorize(r, sessionID)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrUnauthenticated):
+		writeError(w, http.StatusUnauthorized, err.Error())
+	default:
+		writeError(w, http.StatusForbidden, err.Error())
+	}
+	return false
+}
 
 // errStale is the error text of a decision for an approval that is not
 // pending.
@@ -33,7 +79,9 @@ type ApproveRequest struct {
 	// Arguments optionally replace the call's arguments; they must be a
 	// JSON object.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// Scope is "once" (the default when empty), "session" or "always".
+	// Scope is "once" (the default when empty), "session" or "always";
+	// "always" is taken as "session" unless [HandlerConfig.AllowAlways]
+	// is set.
 	Scope string `json:"scope,omitempty"`
 }
 
@@ -59,8 +107,9 @@ type Response struct {
 }
 
 // ApproveHandler returns the handler a host mounts at POST /api/tool-approve.
-// It decodes an [ApproveRequest], gives the decision to [Manager.Respond] and
-// answers with a [Response]:
+// It decodes an [ApproveRequest], asks cfg.Authorize whether the caller may
+// decide in the session, gives the decision to [Manager.Respond] and answers
+// with a [Response]:
 //
 //	200 {"success":true}                   the decision was taken
 //	200 {"success":false,"error":"..."}    the approval was not pending (a
@@ -68,22 +117,33 @@ type Response struct {
 //	400 {"success":false,"error":"..."}    malformed JSON, a missing field,
 //	                                       an unknown scope, arguments that
 //	                                       are not a JSON object
-//	403 {"success":false,"error":"..."}    the id belongs to another session
-//	405, 413                               not POST; body over MaxBodyBytes
+//	401, 403 {"success":false,...}         refused by cfg.Authorize; 403 also
+//	                                       when the id belongs to another
+//	                                       session
+//	405, 408, 413, 415                     not POST; the body did not arrive
+//	                                       before the server's read deadline;
+//	                                       body over MaxBodyBytes; not
+//	                                       application/json
 //
 // A stale approval gets 200, not 404, so a front end handles it as an answer
 // (invalidate the pending cards) rather than as a transport failure. Every
-// answer is JSON. The handler is safe for concurrent use.
-func (m *Manager) ApproveHandler() http.Handler {
+// answer is JSON. The handler sets no deadline of its own: give the
+// http.Server a ReadTimeout (or set one per request) so that a client that
+// sends its body slowly is cut off. The handler is safe for concurrent use.
+func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req ApproveRequest
 		if !decode(w, r, &req) {
 			return
 		}
-		switch {
-		case req.SessionID == "":
+		if req.SessionID == "" {
 			writeError(w, http.StatusBadRequest, "missing session_id")
 			return
+		}
+		if !cfg.authorize(w, r, req.SessionID) {
+			return
+		}
+		switch {
 		case req.TaskID == "":
 			writeError(w, http.StatusBadRequest, "missing task_id")
 			return
@@ -95,6 +155,9 @@ func (m *Manager) ApproveHandler() http.Handler {
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
+		}
+		if scope == agent.ScopeAlways && !cfg.AllowAlways {
+			scope = agent.ScopeSession
 		}
 		d := agent.Decision{Approved: *req.Approved, Reason: req.Reason, Scope: scope}
 		if len(req.Arguments) > 0 && !bytes.Equal(req.Arguments, []byte("null")) {
@@ -115,18 +178,19 @@ func (m *Manager) ApproveHandler() http.Handler {
 }
 
 // InterruptHandler returns the handler a host mounts at POST /api/interrupt.
-// It decodes an [InterruptRequest], calls interrupt(sessionID), which cancels
-// the session's run and reports whether one was active (interrupt may be nil),
+// It decodes an [InterruptRequest], asks cfg.Authorize whether the caller
+// may act on the session, calls interrupt(sessionID), which cancels the
+// session's run and reports whether one was active (interrupt may be nil),
 // then [Manager.CancelSession], which also ends approvals registered but not
 // yet waited for. It answers:
 //
 //	200 {"success":true,"was_active":true,"cancelled":1}
 //	404 {"success":false,"error":"..."}    no active run and no pending
 //	                                       approval in that session
-//	400, 405, 413                          as for ApproveHandler
+//	400, 401, 403, 405, 408, 413, 415      as for ApproveHandler
 //
 // The handler is safe for concurrent use when interrupt is.
-func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool) http.Handler {
+func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg HandlerConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req InterruptRequest
 		if !decode(w, r, &req) {
@@ -134,6 +198,9 @@ func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool) http.H
 		}
 		if req.SessionID == "" {
 			writeError(w, http.StatusBadRequest, "missing session_id")
+			return
+		}
+		if !cfg.authorize(w, r, req.SessionID) {
 			return
 		}
 		active := interrupt != nil && interrupt(req.SessionID)
@@ -166,6 +233,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed, use POST")
 		return false
 	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "the request body must be JSON (Content-Type: application/json)")
+		return false
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	err := dec.Decode(v)
 	if err == nil {
@@ -185,12 +256,21 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	switch {
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, "empty request body")
 	default:
 		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 	}
 	return false
+}
+
+// isJSON reports whether contentType, a Content-Type header, says
+// application/json (parameters such as charset are allowed).
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -41,7 +41,7 @@ func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) approval.Respo
 
 func TestApproveHandler(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
-	h := m.ApproveHandler()
+	h := m.ApproveHandler(approval.HandlerConfig{})
 	prepare := func() string {
 		id, err := m.Prepare(context.Background(), request("s1", 1))
 		require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestApproveHandler(t *testing.T) {
 		}, 200, true, "", false, &agent.Decision{Reason: "no", Arguments: json.RawMessage(`{"n":2}`), Scope: agent.ScopeSession}},
 		{"null arguments mean none", "POST", func(id string) string {
 			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"arguments":null,"scope":"always"}`
-		}, 200, true, "", false, &agent.Decision{Approved: true, Scope: agent.ScopeAlways}},
+		}, 200, true, "", false, &agent.Decision{Approved: true, Scope: agent.ScopeSession}}, // "always" is capped
 		{"stale key", "POST", func(string) string {
 			return `{"session_id":"s1","task_id":"0123456789abcdef0123456789abcdef","approved":true}`
 		}, 200, false, "not pending", true, nil},
@@ -139,7 +139,7 @@ func TestInterruptHandler(t *testing.T) {
 		was := active[sessionID]
 		delete(active, sessionID)
 		return was
-	})
+	}, approval.HandlerConfig{})
 	_, err := m.Prepare(context.Background(), request("registered", 1)) // registered, not yet waited
 	require.NoError(t, err)
 
@@ -182,7 +182,7 @@ func TestInterruptHandler(t *testing.T) {
 	assert.Equal(t, []string{"running", "registered", "nobody", "running"}, interrupted)
 
 	// A nil interrupt func only cancels approvals.
-	rec := serve(m.InterruptHandler(nil), "POST", `{"session_id":"x"}`)
+	rec := serve(m.InterruptHandler(nil, approval.HandlerConfig{}), "POST", `{"session_id":"x"}`)
 	assert.Equal(t, 404, rec.Code)
 }
 
@@ -192,7 +192,7 @@ func TestApproveOverHTTP(t *testing.T) {
 	leaktest.Check(t)
 	m := newManager(t, approval.ManagerConfig{})
 	mux := http.NewServeMux()
-	mux.Handle("POST /api/tool-approve", m.ApproveHandler())
+	mux.Handle("POST /api/tool-approve", m.ApproveHandler(approval.HandlerConfig{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()

@@ -182,9 +182,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	tools := demoTools()
 	if opts.demo() {
-		url, stop := startDemo()
+		url, key, stop := startDemo()
 		defer stop()
-		cfg.BaseURL = url
+		cfg.BaseURL, cfg.APIKey = url, key
 		if cfg.Model == "" {
 			cfg.Model = "demo"
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -63,9 +62,10 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, "get_weather", p.str(lastCard+`.dataset.tool`))
 	assert.Contains(t, p.str(lastCard+`.innerText`), `"city": "Paris"`)
 	assert.Equal(t, "true", p.str(`document.body.dataset.running`))
-	dir := t.TempDir()
+	// Screenshots go to the test's artifact directory: kept with
+	// go test -artifacts, removed otherwise.
+	dir := t.ArtifactDir()
 	p.screenshot(filepath.Join(dir, "approval.png"))
-	copyFile(filepath.Join(dir, "approval.png"), "/tmp/webchat-approval.png")
 	p.clickJS(lastCard + `.querySelector('input.auto-approve')`)
 	p.clickJS(lastCard + `.querySelector('button.approve')`)
 	p.waitFor("the card to be done", cardState("done"))
@@ -161,7 +161,6 @@ func TestBrowser(t *testing.T) {
 	// What the lead looks at.
 	p.js(`document.querySelector('#scroll').scrollTop = 1e9`)
 	p.screenshot(filepath.Join(dir, "webchat.png"))
-	copyFile(filepath.Join(dir, "webchat.png"), "/tmp/webchat.png")
 
 	// 9. A reload draws the conversation again from the history.
 	p.navigate(h.ts.URL + "/")
@@ -280,7 +279,36 @@ func TestBrowserNarrow(t *testing.T) {
 	}
 	assert.LessOrEqual(t, got.Width, got.Inner, "no sideways scrolling")
 	assert.LessOrEqual(t, got.InputScroll, got.Input+2, "the placeholder fits the composer")
-	p.screenshot(filepath.Join(t.TempDir(), "narrow.png"))
+	p.screenshot(filepath.Join(t.ArtifactDir(), "narrow.png"))
+	assert.Empty(t, b.pageErrors())
+}
+
+// TestBrowserOwnsItsSessions: the owner cookie is out of the page's
+// scripts' reach, and a page whose saved session belongs to another browser
+// opens a session of its own instead of failing.
+func TestBrowserOwnsItsSessions(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	foreign := postSession(t, h.client, h.ts.URL) // the harness's client is another browser
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.NotContains(t, p.str(`document.cookie`), ownerCookie, "the owner secret is HttpOnly")
+	mine := strings.TrimPrefix(p.str(`document.querySelector('#session').textContent`), "session ")
+	assert.NotEqual(t, sessionOwner(foreign), sessionOwner(mine))
+
+	p.js(`localStorage.setItem('planround.webchat.session', ` + jsString(foreign) + `)`)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	now := strings.TrimPrefix(p.str(`document.querySelector('#session').textContent`), "session ")
+	assert.NotEqual(t, foreign, now, "the other browser's session is not opened")
+	assert.Equal(t, sessionOwner(mine), sessionOwner(now), "a new session of this browser")
+
+	p.typeText("#input", "Hello!")
+	p.click("#send")
+	p.waitFor("the answer", `[...document.querySelectorAll('.turn')].at(-1)?.innerText.includes('demo model')`)
 	assert.Empty(t, b.pageErrors())
 }
 
@@ -308,11 +336,4 @@ func newSwitchServer(t *testing.T, sw *switcher) *httptest.Server {
 	ts := httptest.NewServer(sw) // 127.0.0.1
 	t.Cleanup(ts.Close)
 	return ts
-}
-
-// copyFile copies a screenshot where a person can find it; best effort.
-func copyFile(from, to string) {
-	if b, err := os.ReadFile(from); err == nil {
-		os.WriteFile(to, b, 0o644) //nolint:errcheck // a convenience copy
-	}
 }

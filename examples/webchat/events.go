@@ -60,11 +60,11 @@ func (s *Server) publishLocked(ss *session, ev event) {
 // that still wait (a reconnecting page draws their cards again), then every
 // chunk of the session's runs as an unnamed event whose data is the chunk's
 // JSON, between run_started and run_done {status, reason?, timed_out?,
-// error?} events.
+// error?} events. Only the session's browser may open it: 401 without an
+// owner cookie, 403 with another browser's.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("session_id")
-	if err := checkSessionID(id); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+	if !checkSession(w, r, id) {
 		return
 	}
 	rc := http.NewResponseController(w)

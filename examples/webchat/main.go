@@ -4,6 +4,7 @@
 //
 //	go run ./examples/webchat                 # http://127.0.0.1:8080
 //	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db
+//	WEBCHAT_TOKEN=$(openssl rand -hex 16) go run ./examples/webchat -addr :8080 -allow-remote
 //
 // With neither OPENAI_BASE_URL nor OPENAI_API_KEY set it runs on the
 // built-in demo model, so it works on a fresh machine without a network;
@@ -12,18 +13,40 @@
 // run_command runs real shell commands on this machine once you approve
 // them.
 //
+// # Who can use it
+//
+// The server listens on 127.0.0.1 unless -addr says otherwise, and it
+// refuses an address that is not a loopback one unless it is given both
+// -allow-remote and an access token (-token, or WEBCHAT_TOKEN in the
+// environment, at least 16 characters). With a token, which may also be
+// set on a loopback address (on a machine shared with other users), the
+// server answers only requests that carry it: the address it prints ends in
+// ?token=..., and opening it once sets a cookie; other clients send
+// Authorization: Bearer <token>.
+//
+// Each conversation belongs to the browser that opened it: the page gets
+// an owner secret in an HttpOnly, SameSite=Strict cookie, session ids begin
+// with a hash of that secret, and every endpoint that names a session
+// answers 401 without the cookie and 403 with another browser's. At most
+// 32 runs are active at once (503 beyond), at most 4 of one browser (429),
+// and a request body must arrive within 10 s (408).
+//
 // # HTTP API
 //
-//	GET  /                         the page
+//	GET  /                         the page (sets the owner cookie)
+//	POST /api/sessions             {} gives a new session id: {session_id}
 //	GET  /api/events?session_id=   Server-Sent Events: hello, the pending
 //	                               approvals, then every chunk (data: the
 //	                               chunk's JSON) between run_started and
 //	                               run_done {status, reason?, timed_out?, error?}
 //	POST /api/chat                 {session_id, message} starts a run: 202, 409 if busy
-//	POST /api/tool-approve         {session_id, task_id, approved, reason?}
+//	POST /api/tool-approve         {session_id, task_id, approved, reason?, scope?}
 //	POST /api/interrupt            {session_id}
 //	GET  /api/history?session_id=  the stored messages
 //	GET  /api/skills               [] (skills are not built yet)
+//
+// POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
+// decision's scope "always" counts for its session only.
 //
 // Approvals live in memory: after a restart a page's pending cards are
 // stale, approving one answers success:false, and the page marks them all
@@ -45,6 +68,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -70,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	db := fs.String("db", "", "SQLite `file` that keeps the conversations (default: in memory)")
 	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
 	system := fs.String("system", "", "system `prompt`")
+	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
+	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -81,7 +107,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return 2
 	}
 
+	if err := checkExposure(*addr, *allowRemote, *token); err != nil {
+		fmt.Fprintf(stderr, "webchat: %v\n", err)
+		return 2
+	}
+
 	o := Options{
+		Token:           *token,
 		BaseURL:         os.Getenv("OPENAI_BASE_URL"),
 		APIKey:          os.Getenv("OPENAI_API_KEY"),
 		Model:           os.Getenv("OPENAI_MODEL"),
@@ -92,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if o.BaseURL == "" && o.APIKey == "" {
 		model := demo.NewServer()
 		defer model.Close()
-		o.BaseURL, o.Model, o.ModelLabel = model.URL(), "planround-demo", "built-in demo model"
+		o.BaseURL, o.APIKey, o.Model, o.ModelLabel = model.URL(), model.APIKey(), "planround-demo", "built-in demo model"
 		fmt.Fprintln(stderr, "webchat: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
 	} else if o.Model == "" {
 		fmt.Fprintln(stderr, "webchat: no model: set OPENAI_MODEL")
@@ -123,6 +155,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	go func() { served <- hs.Serve(ln) }()
 
 	url := "http://" + ln.Addr().String() + "/"
+	if *token != "" {
+		url += "?token=" + neturl.QueryEscape(*token)
+	}
 	fmt.Fprintf(stdout, "webchat: listening on %s\n", url)
 	if ready != nil {
 		ready <- url
@@ -148,4 +183,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		<-served // http.ErrServerClosed
 	}
 	return status
+}
+
+// minTokenLen is the shortest access token the server accepts.
+const minTokenLen = 16
+
+// checkExposure refuses to serve others by accident: an address that is
+// not a loopback one (":8080", "0.0.0.0:8080", a LAN address, a host name
+// that resolves to one) needs -allow-remote and a token.
+func checkExposure(addr string, allowRemote bool, token string) error {
+	if token != "" && len(token) < minTokenLen {
+		return fmt.Errorf("the access token must have at least %d characters", minTokenLen)
+	}
+	tcp, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return err
+	}
+	if tcp.IP != nil && tcp.IP.IsLoopback() {
+		return nil
+	}
+	switch {
+	case !allowRemote:
+		return fmt.Errorf("%s is not a loopback address: anyone who reaches it could run commands on this machine; pass -allow-remote and a token (-token or WEBCHAT_TOKEN) to serve it anyway", addr)
+	case token == "":
+		return fmt.Errorf("-allow-remote needs an access token: -token or WEBCHAT_TOKEN, at least %d characters", minTokenLen)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -12,6 +13,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,6 +30,13 @@ var webFiles embed.FS
 
 // maxBody bounds the JSON bodies the server reads.
 const maxBody = 1 << 20
+
+// Defaults of the Options that bound the server's work.
+const (
+	DefaultMaxRuns         = 32
+	DefaultMaxRunsPerOwner = 4
+	DefaultBodyTimeout     = 10 * time.Second
+)
 
 // Options configure a [Server].
 type Options struct {
@@ -47,6 +56,21 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// SystemPrompt is the agent's system prompt.
 	SystemPrompt string
+
+	// Token, when not empty, is asked of every request: a browser opens
+	// the page once with ?token=<Token>, which sets a cookie; other
+	// clients send Authorization: Bearer <Token>. Any Host name is then
+	// accepted; without a token only localhost and IP addresses are.
+	Token string
+	// MaxRuns bounds the runs active at once in the whole server (503
+	// beyond); zero means DefaultMaxRuns.
+	MaxRuns int
+	// MaxRunsPerOwner bounds the runs active at once of one browser (429
+	// beyond); zero means DefaultMaxRunsPerOwner.
+	MaxRunsPerOwner int
+	// BodyTimeout is how long a request's body may take to arrive (408
+	// beyond); zero means DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // Causes of a cancelled run, told apart with context.Cause.
@@ -73,9 +97,13 @@ type Server struct {
 	runs      sync.WaitGroup
 	closeOnce sync.Once
 
-	mu       sync.Mutex          // guards sessions, closed and everything reachable from sessions
-	sessions map[string]*session // sessions with a run or an event stream
-	closed   bool
+	maxRuns, maxRunsPerOwner int
+
+	mu        sync.Mutex          // guards sessions, closed, runCount, ownerRuns and everything reachable from sessions
+	sessions  map[string]*session // sessions with a run or an event stream
+	closed    bool
+	runCount  int            // active runs
+	ownerRuns map[string]int // active runs per owner tag; no zero entries
 }
 
 // info is what the page learns in the hello event.
@@ -101,6 +129,9 @@ type activeRun struct {
 
 // NewServer builds the agent from o and returns the Server.
 func NewServer(o Options) (*Server, error) {
+	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.BodyTimeout < 0 {
+		return nil, errors.New("webchat: negative limit in Options")
+	}
 	if o.Store == nil {
 		o.Store = new(memory.MemStore)
 	}
@@ -136,36 +167,49 @@ func NewServer(o Options) (*Server, error) {
 			ModelLabel:      o.ModelLabel,
 			ApprovalTimeout: mgr.Timeout().Seconds(),
 		},
-		base:     base,
-		stopBase: stop,
-		closing:  make(chan struct{}),
-		sessions: make(map[string]*session),
+		base:            base,
+		stopBase:        stop,
+		closing:         make(chan struct{}),
+		maxRuns:         cmp.Or(o.MaxRuns, DefaultMaxRuns),
+		maxRunsPerOwner: cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner),
+		sessions:        make(map[string]*session),
+		ownerRuns:       make(map[string]int),
 	}
-	s.routes()
+	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
 }
 
-func (s *Server) routes() {
+func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	web, err := fs.Sub(webFiles, "web")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	files := http.FileServerFS(web)
+	// Only the browser that opened a session may act on it; the approval
+	// handlers ask the same question through their Authorize hook.
+	owned := approval.HandlerConfig{Authorize: authorize}
 	m := http.NewServeMux()
 	m.Handle("/", securityHeaders(files))
 	m.HandleFunc("GET /api/events", s.handleEvents)
 	m.HandleFunc("/api/chat", s.handleChat)
+	m.HandleFunc("/api/sessions", s.handleNewSession)
 	m.HandleFunc("GET /api/history", s.handleHistory)
 	m.HandleFunc("GET /api/skills", s.handleSkills)
-	m.Handle("/api/tool-approve", s.approvals.ApproveHandler())
-	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt))
+	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(owned))
+	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt, owned))
 	// A page of another site must not start runs, approve calls or
 	// interrupt them from the user's browser (CSRF).
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, apiResponse{Error: "cross-origin request refused"})
 	}))
-	s.handler = localHostOnly(cop.Handler(m))
+	h := bodyDeadline(bodyTimeout, cop.Handler(m))
+	if token != "" {
+		// A rebinding page cannot hold the token's cookie: any Host will do.
+		s.handler = requireToken(token, h)
+	} else {
+		s.handler = localHostOnly(h)
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -192,7 +236,7 @@ func localHostOnly(h http.Handler) http.Handler {
 
 // securityHeaders forbids inline scripts and foreign resources on the page:
 // a second wall behind the page's rule of never parsing model or tool text
-// as HTML.
+// as HTML. It also gives a browser without one its owner cookie.
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -203,6 +247,7 @@ func securityHeaders(h http.Handler) http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Cache-Control", "no-cache")
+		giveOwnerCookie(w, r)
 		h.ServeHTTP(w, r)
 	})
 }
@@ -222,8 +267,8 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// sessionIDRe is what a session id may look like: the page makes one with
-// crypto.randomUUID.
+// sessionIDRe is what a session id may look like; POST /api/sessions makes
+// them (see access.go).
 var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func checkSessionID(id string) error {
@@ -266,27 +311,33 @@ type chatRequest struct {
 type apiResponse struct {
 	Success bool   `json:"success"`
 	Error   string `json:"error,omitempty"`
+	// SessionID is set by POST /api/sessions.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // handleChat starts a run: POST /api/chat {session_id, message}.
 //
 //	202 {"success":true}    the run started; its chunks go to the event streams
-//	400                     malformed JSON, missing or invalid fields
+//	400                     malformed JSON, missing or invalid fields, a
+//	                        message of white space only
+//	401, 403                no owner cookie; the session is another browser's
 //	409                     a run is already active in the session
-//	503                     the server is shutting down
+//	429                     this browser has MaxRunsPerOwner runs active
+//	503                     the server is shutting down, or has MaxRuns runs
+//	                        active
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	if err := checkSessionID(req.SessionID); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+	if !checkSession(w, r, req.SessionID) {
 		return
 	}
-	if req.Message == "" {
+	if strings.TrimSpace(req.Message) == "" {
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "missing message"})
 		return
 	}
+	owner := sessionOwner(req.SessionID)
 
 	s.mu.Lock()
 	if s.closed {
@@ -294,12 +345,25 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
 		return
 	}
-	ss := s.sessionLocked(req.SessionID)
-	if ss.run != nil {
+	ss := s.sessions[req.SessionID]
+	switch {
+	case ss != nil && ss.run != nil:
 		s.mu.Unlock()
 		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session: wait for it or interrupt it"})
 		return
+	case s.ownerRuns[owner] >= s.maxRunsPerOwner:
+		s.mu.Unlock()
+		writeJSON(w, http.StatusTooManyRequests, apiResponse{Error: fmt.Sprintf("this browser already has %d runs active: wait for one to end or interrupt it", s.maxRunsPerOwner)})
+		return
+	case s.runCount >= s.maxRuns:
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d runs active): try again shortly", s.maxRuns)})
+		return
 	}
+	ss = s.sessionLocked(req.SessionID)
+	s.runCount++
+	s.ownerRuns[owner]++
 	ctx, cancel := context.WithCancelCause(s.base)
 	ss.run = &activeRun{cancel: cancel}
 	// run_started is published here, under the lock, so it precedes every
@@ -376,6 +440,11 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 	// sends its next message on run_done never meets a 409.
 	s.mu.Lock()
 	ss.run = nil
+	s.runCount--
+	owner := sessionOwner(ss.id)
+	if s.ownerRuns[owner]--; s.ownerRuns[owner] == 0 {
+		delete(s.ownerRuns, owner)
+	}
 	s.publishLocked(ss, event{name: "run_done", data: mustJSON(done)})
 	s.forgetLocked(ss)
 	s.mu.Unlock()
@@ -416,8 +485,7 @@ type historyEntry struct {
 // has none.
 func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("session_id")
-	if err := checkSessionID(id); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+	if !checkSession(w, r, id) {
 		return
 	}
 	msgs, err := s.store.Messages(r.Context(), id, true)
@@ -456,6 +524,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeJSON(w, http.StatusMethodNotAllowed, apiResponse{Error: "method " + r.Method + " not allowed, use POST"})
 		return false
 	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeJSON(w, http.StatusUnsupportedMediaType, apiResponse{Error: "the request body must be JSON (Content-Type: application/json)"})
+		return false
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	err := dec.Decode(v)
 	if err == nil {
@@ -476,6 +548,8 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	switch {
 	case errors.As(err, &tooBig):
 		writeJSON(w, http.StatusRequestEntityTooLarge, apiResponse{Error: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeJSON(w, http.StatusRequestTimeout, apiResponse{Error: "the request body did not arrive in time"})
 	case errors.Is(err, io.EOF):
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "empty request body"})
 	default:

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,11 +30,16 @@ import (
 // near it.
 const waitLimit = 15 * time.Second
 
-// harness is a webchat Server on 127.0.0.1 talking to the demo model.
+// harness is a webchat Server on 127.0.0.1 talking to the demo model, and
+// a client that stands for the user's browser.
 type harness struct {
 	srv   *Server
 	ts    *httptest.Server
 	model interface{ Close() }
+	// client is the browser: it loaded the page and holds the owner
+	// cookie.
+	client *http.Client
+	token  string // Options.Token
 }
 
 // newHarness starts a Server on the demo model (no delay between deltas).
@@ -40,16 +47,53 @@ type harness struct {
 func newHarness(t *testing.T, o Options) *harness {
 	t.Helper()
 	model := demo.Model{}.NewServer()
-	o.BaseURL, o.Model, o.ModelLabel = model.URL(), "planround-demo", "built-in demo model"
+	o.BaseURL, o.APIKey, o.Model, o.ModelLabel = model.URL(), model.APIKey(), "planround-demo", "built-in demo model"
 	if o.Tools == nil {
 		o.Tools = demo.Tools()
 	}
 	srv, err := NewServer(o)
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv) // 127.0.0.1
-	h := &harness{srv: srv, ts: ts, model: model}
+	h := &harness{srv: srv, ts: ts, model: model, token: o.Token}
 	t.Cleanup(h.close)
+	h.client = h.newBrowser(t)
 	return h
+}
+
+// newBrowser returns a client with a cookie jar of its own that has loaded
+// the page (with the token, if the server has one), and so holds an owner
+// cookie of its own.
+func (h *harness) newBrowser(t *testing.T) *http.Client {
+	t.Helper()
+	c := h.newClient(t)
+	page := h.ts.URL + "/"
+	if h.token != "" {
+		page += "?token=" + url.QueryEscape(h.token)
+	}
+	resp, err := c.Get(page)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return c
+}
+
+// newClient returns a client with an empty cookie jar: it has not loaded
+// the page.
+func (h *harness) newClient(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Transport: h.ts.Client().Transport, Jar: jar}
+}
+
+// newSession asks the server for a session of the harness's browser.
+func (h *harness) newSession(t *testing.T) string {
+	t.Helper()
+	status, out := h.post(t, "/api/sessions", `{}`)
+	require.Equal(t, http.StatusOK, status, "new session: %v", out)
+	id, _ := out["session_id"].(string)
+	require.NotEmpty(t, id, "new session: %v", out)
+	return id
 }
 
 func (h *harness) close() {
@@ -61,7 +105,13 @@ func (h *harness) close() {
 // post sends body to path and decodes the JSON answer.
 func (h *harness) post(t *testing.T, path, body string) (int, map[string]any) {
 	t.Helper()
-	resp, err := h.ts.Client().Post(h.ts.URL+path, "application/json", strings.NewReader(body))
+	return postAs(t, h.client, h.ts.URL, path, body)
+}
+
+// postAs sends body to path with client and decodes the JSON answer.
+func postAs(t *testing.T, client *http.Client, base, path, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := client.Post(base+path, "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), "POST %s %s", path, body)
@@ -117,7 +167,7 @@ func (h *harness) openEvents(t *testing.T, session string) (*events, map[string]
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, h.ts.URL+"/api/events?session_id="+session, nil)
 	require.NoError(t, err)
-	resp, err := h.ts.Client().Do(req)
+	resp, err := h.client.Do(req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
@@ -261,12 +311,13 @@ func waitApprovals(t *testing.T, m *approval.Manager, n int) {
 func TestWeatherTurnOverSSE(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	ev, hello := h.openEvents(t, "s1")
+	s1 := h.newSession(t)
+	ev, hello := h.openEvents(t, s1)
 	assert.Equal(t, false, hello["busy"])
 	assert.Equal(t, "planround-demo", hello["model"])
 	assert.Equal(t, "built-in demo model", hello["model_label"])
 
-	h.chat(t, "s1", "What's the weather in Paris?")
+	h.chat(t, s1, "What's the weather in Paris?")
 	require.Equal(t, "run_started", ev.next(t).name)
 
 	call, seen := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
@@ -279,7 +330,7 @@ func TestWeatherTurnOverSSE(t *testing.T) {
 	assert.Equal(t, []string{"text", "round_end", "reasoning", "text", "start get_weather", "approval_required get_weather"}, summary(before))
 	assert.Equal(t, 1, h.srv.approvals.Len())
 
-	assert.Equal(t, true, h.decide(t, "s1", call.ApprovalID, true)["success"])
+	assert.Equal(t, true, h.decide(t, s1, call.ApprovalID, true)["success"])
 
 	done, after := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "finished"}, done)
@@ -296,7 +347,7 @@ func TestWeatherTurnOverSSE(t *testing.T) {
 	assert.Equal(t, 0, h.srv.approvals.Len())
 
 	// The history a reloaded page draws.
-	resp, err := h.ts.Client().Get(h.ts.URL + "/api/history?session_id=s1")
+	resp, err := h.client.Get(h.ts.URL + "/api/history?session_id=" + s1)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -320,11 +371,12 @@ func TestWeatherTurnOverSSE(t *testing.T) {
 func TestRejectEndsTheRun(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	ev, _ := h.openEvents(t, "s1")
-	h.chat(t, "s1", "What's the weather in Paris?")
+	s1 := h.newSession(t)
+	ev, _ := h.openEvents(t, s1)
+	h.chat(t, s1, "What's the weather in Paris?")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 
-	assert.Equal(t, true, h.decide(t, "s1", call.ApprovalID, false)["success"])
+	assert.Equal(t, true, h.decide(t, s1, call.ApprovalID, false)["success"])
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "rejected", Reason: agent.ReasonRejected}, done)
 	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonRejected, "interrupted"}, summary(chunks))
@@ -334,12 +386,13 @@ func TestRejectEndsTheRun(t *testing.T) {
 func TestInterruptDuringApproval(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	ev, _ := h.openEvents(t, "s1")
-	h.chat(t, "s1", "What's the weather in Paris?")
+	s1 := h.newSession(t)
+	ev, _ := h.openEvents(t, s1)
+	h.chat(t, s1, "What's the weather in Paris?")
 	ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 	require.Equal(t, 1, h.srv.approvals.Len())
 
-	status, out := h.post(t, "/api/interrupt", `{"session_id":"s1"}`)
+	status, out := h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	assert.Equal(t, true, out["success"])
 	assert.Equal(t, true, out["was_active"])
@@ -348,28 +401,29 @@ func TestInterruptDuringApproval(t *testing.T) {
 	assert.Equal(t, runDone{Status: "interrupted"}, done)
 	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonApprovalInterrupted, "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
-	assert.False(t, h.srv.busy("s1"))
+	assert.False(t, h.srv.busy(s1))
 
 	// Nothing left to interrupt.
-	status, out = h.post(t, "/api/interrupt", `{"session_id":"s1"}`)
+	status, out = h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
 	assert.Equal(t, http.StatusNotFound, status, "%v", out)
 }
 
 func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	ev, _ := h.openEvents(t, "s1")
-	h.chat(t, "s1", "Please run `echo started; sleep 30`")
+	s1 := h.newSession(t)
+	ev, _ := h.openEvents(t, s1)
+	h.chat(t, s1, "Please run `echo started; sleep 30`")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 	require.Equal(t, "run_command", call.Name)
-	h.decide(t, "s1", call.ApprovalID, true)
+	h.decide(t, s1, call.ApprovalID, true)
 
 	// The executing chunks carry the output as it comes.
 	ev.until(t, func(e sseEvent) bool {
 		c := e.chunk(t)
 		return c.Kind == agent.KindToolCall && c.Tool.State == agent.StateExecuting && strings.Contains(c.Tool.PartialResult, "started")
 	})
-	status, out := h.post(t, "/api/interrupt", `{"session_id":"s1"}`)
+	status, out := h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
 	require.Equal(t, http.StatusOK, status, "%v", out)
 
 	done, chunks := ev.runDone(t)
@@ -385,9 +439,10 @@ func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {
 func TestApprovalTimeout(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{ApprovalTimeout: 50 * time.Millisecond})
-	ev, hello := h.openEvents(t, "s1")
+	s1 := h.newSession(t)
+	ev, hello := h.openEvents(t, s1)
 	assert.Equal(t, 0.05, hello["approval_timeout"])
-	h.chat(t, "s1", "What's the weather in Paris?")
+	h.chat(t, s1, "What's the weather in Paris?")
 
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, "rejected", done.Status)
@@ -401,20 +456,22 @@ func TestApprovalTimeout(t *testing.T) {
 func TestStaleApproval(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
+	s1 := h.newSession(t)
 
 	// An id nobody knows.
-	out := h.decide(t, "s1", "0123456789abcdef", true)
+	out := h.decide(t, s1, "0123456789abcdef", true)
 	assert.Equal(t, false, out["success"])
 	assert.NotEmpty(t, out["error"])
 
 	// A restart: the card came from one server, the decision goes to the
 	// next, whose approvals start empty.
-	ev, _ := h.openEvents(t, "s1")
-	h.chat(t, "s1", "What's the weather in Paris?")
+	ev, _ := h.openEvents(t, s1)
+	h.chat(t, s1, "What's the weather in Paris?")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 
 	restarted := newHarness(t, Options{})
-	out = restarted.decide(t, "s1", call.ApprovalID, true)
+	restarted.client = h.client // the same browser, its cookie
+	out = restarted.decide(t, s1, call.ApprovalID, true)
 	assert.Equal(t, false, out["success"], "approving a card of the server before the restart")
 	assert.Equal(t, 1, h.srv.approvals.Len(), "the first server still waits")
 
@@ -428,39 +485,40 @@ func TestStaleApproval(t *testing.T) {
 func TestSecondChatInBusySessionIs409(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	ev, _ := h.openEvents(t, "s1")
-	h.chat(t, "s1", "What's the weather in Paris?")
+	s1, s2 := h.newSession(t), h.newSession(t)
+	ev, _ := h.openEvents(t, s1)
+	h.chat(t, s1, "What's the weather in Paris?")
 	ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 
-	status, out := h.post(t, "/api/chat", `{"session_id":"s1","message":"and in Rome?"}`)
+	status, out := h.post(t, "/api/chat", `{"session_id":"`+s1+`","message":"and in Rome?"}`)
 	assert.Equal(t, http.StatusConflict, status)
 	assert.Equal(t, false, out["success"])
 	assert.NotEmpty(t, out["error"])
 
 	// Another session is not busy.
-	ev2, _ := h.openEvents(t, "s2")
-	h.chat(t, "s2", "Hello!")
+	ev2, _ := h.openEvents(t, s2)
+	h.chat(t, s2, "Hello!")
 	done, _ := ev2.runDone(t)
 	assert.Equal(t, "finished", done.Status)
 
 	// A reconnecting page of s1 learns the run is busy and gets its pending
 	// card again.
-	ev3, hello := h.openEvents(t, "s1")
+	ev3, hello := h.openEvents(t, s1)
 	assert.Equal(t, true, hello["busy"])
 	redraw := ev3.next(t).chunk(t)
 	require.Equal(t, agent.KindToolCall, redraw.Kind)
 	assert.Equal(t, agent.StateApprovalRequired, redraw.Tool.State)
-	assert.Equal(t, h.srv.approvals.Pending("s1")[0].ID, redraw.Tool.ApprovalID)
+	assert.Equal(t, h.srv.approvals.Pending(s1)[0].ID, redraw.Tool.ApprovalID)
 	assert.JSONEq(t, `{"city":"Paris"}`, string(redraw.Tool.Arguments))
 
-	status, _ = h.post(t, "/api/interrupt", `{"session_id":"s1"}`)
+	status, _ = h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
 	require.Equal(t, http.StatusOK, status)
 	for _, e := range []*events{ev, ev3} {
 		done, _ := e.runDone(t)
 		assert.Equal(t, "interrupted", done.Status)
 	}
 	// Free again.
-	h.chat(t, "s1", "Hello!")
+	h.chat(t, s1, "Hello!")
 	done, _ = ev.runDone(t)
 	assert.Equal(t, "finished", done.Status)
 }
@@ -468,6 +526,7 @@ func TestSecondChatInBusySessionIs409(t *testing.T) {
 func TestMalformedRequests(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
+	s1 := h.newSession(t)
 	for _, tc := range []struct {
 		path, body string
 		status     int
@@ -475,19 +534,19 @@ func TestMalformedRequests(t *testing.T) {
 		{"/api/chat", ``, http.StatusBadRequest},
 		{"/api/chat", `{`, http.StatusBadRequest},
 		{"/api/chat", `[]`, http.StatusBadRequest},
-		{"/api/chat", `{"session_id":"s1"}`, http.StatusBadRequest},
+		{"/api/chat", `{"session_id":"` + s1 + `"}`, http.StatusBadRequest},
 		{"/api/chat", `{"message":"hi"}`, http.StatusBadRequest},
 		{"/api/chat", `{"session_id":"no spaces","message":"hi"}`, http.StatusBadRequest},
-		{"/api/chat", `{"session_id":"s1","message":"hi"} {}`, http.StatusBadRequest},
+		{"/api/chat", `{"session_id":"` + s1 + `","message":"hi"} {}`, http.StatusBadRequest},
 		{"/api/chat", `{"session_id":1,"message":"hi"}`, http.StatusBadRequest},
 		{"/api/tool-approve", `{`, http.StatusBadRequest},
 		{"/api/tool-approve", `{}`, http.StatusBadRequest},
-		{"/api/tool-approve", `{"session_id":"s1","task_id":"x"}`, http.StatusBadRequest},
+		{"/api/tool-approve", `{"session_id":"` + s1 + `","task_id":"x"}`, http.StatusBadRequest},
 		{"/api/interrupt", `{`, http.StatusBadRequest},
 		{"/api/interrupt", `{}`, http.StatusBadRequest},
-		{"/api/chat", `{"session_id":"s1","message":"` + strings.Repeat("x", maxBody) + `"}`, http.StatusRequestEntityTooLarge},
+		{"/api/chat", `{"session_id":"` + s1 + `","message":"` + strings.Repeat("x", maxBody) + `"}`, http.StatusRequestEntityTooLarge},
 		// Over the limit after a complete object: too large, not malformed.
-		{"/api/chat", `{"session_id":"s1","message":"hi"} "` + strings.Repeat("x", maxBody) + `"`, http.StatusRequestEntityTooLarge},
+		{"/api/chat", `{"session_id":"` + s1 + `","message":"hi"} "` + strings.Repeat("x", maxBody) + `"`, http.StatusRequestEntityTooLarge},
 	} {
 		status, out := h.post(t, tc.path, tc.body)
 		name := tc.body
@@ -511,7 +570,7 @@ func TestMalformedRequests(t *testing.T) {
 	} {
 		req, err := http.NewRequest(tc.method, h.ts.URL+tc.path, nil)
 		require.NoError(t, err)
-		resp, err := h.ts.Client().Do(req)
+		resp, err := h.client.Do(req)
 		require.NoError(t, err)
 		var out map[string]any
 		err = json.NewDecoder(resp.Body).Decode(&out)
@@ -520,14 +579,14 @@ func TestMalformedRequests(t *testing.T) {
 		assert.NoError(t, err, "%s %s: the answer is JSON", tc.method, tc.path)
 		assert.Equal(t, false, out["success"], "%s %s", tc.method, tc.path)
 	}
-	assert.False(t, h.srv.busy("s1"), "no malformed request started a run")
+	assert.False(t, h.srv.busy(s1), "no malformed request started a run")
 }
 
 func TestPageSkillsAndEmptyHistory(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
 	get := func(path string) (*http.Response, string) {
-		resp, err := h.ts.Client().Get(h.ts.URL + path)
+		resp, err := h.client.Get(h.ts.URL + path)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
@@ -545,17 +604,18 @@ func TestPageSkillsAndEmptyHistory(t *testing.T) {
 	}
 	_, body = get("/api/skills")
 	assert.JSONEq(t, `[]`, body)
-	_, body = get("/api/history?session_id=never-used")
+	_, body = get("/api/history?session_id=" + h.newSession(t))
 	assert.JSONEq(t, `[]`, body)
 }
 
 func TestCloseEndsRunsAndStreams(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	ev, _ := h.openEvents(t, "s1")
-	h.chat(t, "s1", "Please run `sleep 30`")
+	s1 := h.newSession(t)
+	ev, _ := h.openEvents(t, s1)
+	h.chat(t, s1, "Please run `sleep 30`")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	h.decide(t, "s1", call.ApprovalID, true)
+	h.decide(t, s1, call.ApprovalID, true)
 	ev.untilState(t, agent.KindToolCall, agent.StateExecuting)
 
 	var wg sync.WaitGroup
@@ -566,7 +626,7 @@ func TestCloseEndsRunsAndStreams(t *testing.T) {
 	_, ok := <-ev.ch
 	assert.False(t, ok, "the event stream ends after Close")
 
-	status, out := h.post(t, "/api/chat", `{"session_id":"s1","message":"hi"}`)
+	status, out := h.post(t, "/api/chat", `{"session_id":"`+s1+`","message":"hi"}`)
 	assert.Equal(t, http.StatusServiceUnavailable, status, "%v", out)
 	assert.Equal(t, 0, h.srv.approvals.Len())
 }
@@ -623,6 +683,7 @@ func TestFlags(t *testing.T) {
 func TestCrossSiteRequestsAreRefused(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
+	s1 := h.newSession(t)
 	for _, tc := range []struct {
 		name   string
 		method string
@@ -640,7 +701,7 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 		if tc.method == http.MethodGet {
 			path = "/api/skills"
 		}
-		req, err := http.NewRequest(tc.method, h.ts.URL+path, strings.NewReader(`{"session_id":"s1"}`))
+		req, err := http.NewRequest(tc.method, h.ts.URL+path, strings.NewReader(`{"session_id":"`+s1+`"}`))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		for k, v := range tc.header {
@@ -649,7 +710,7 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 		if tc.host != "" {
 			req.Host = tc.host
 		}
-		resp, err := h.ts.Client().Do(req)
+		resp, err := h.client.Do(req)
 		require.NoError(t, err)
 		var out any
 		err = json.NewDecoder(resp.Body).Decode(&out)
@@ -657,5 +718,5 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 		assert.Equal(t, tc.status, resp.StatusCode, tc.name)
 		assert.NoError(t, err, "%s: the answer is JSON", tc.name)
 	}
-	assert.False(t, h.srv.busy("s1"))
+	assert.False(t, h.srv.busy(s1))
 }

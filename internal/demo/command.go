@@ -33,7 +33,8 @@ const pipeGrace = 2 * time.Second
 // The command runs in its own process group; the whole group is killed
 // when the command's shell exits, when timeout passes (0 means
 // [DefaultCommandTimeout]) and when the call's context ends, so no
-// background child outlives the call.
+// background child outlives the call. On Linux the group is also killed
+// when the process that started it dies, even by SIGKILL.
 //
 // A non-zero exit status and a timeout are reported in the result; an
 // ended context returns the output so far and the context's error. The
@@ -71,10 +72,9 @@ func runCommand(ctx context.Context, command string, timeout time.Duration, prog
 	if err != nil {
 		return "", fmt.Errorf("run_command: %w", err)
 	}
-	cmd := exec.Command("sh", "-c", command)
+	cmd := shellCommand(command)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = pw, pw
-	setProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()

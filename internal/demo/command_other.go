@@ -4,8 +4,11 @@ package demo
 
 import "os/exec"
 
-// setProcessGroup does nothing where process groups do not exist.
-func setProcessGroup(*exec.Cmd) {}
+// shellCommand returns the command that runs command with sh -c. Without
+// process groups here, only the shell itself can be killed.
+func shellCommand(command string) *exec.Cmd {
+	return exec.Command("sh", "-c", command)
+}
 
 // killProcessGroup kills the command's own process only.
 func killProcessGroup(cmd *exec.Cmd) {

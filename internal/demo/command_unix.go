@@ -7,12 +7,6 @@ import (
 	"syscall"
 )
 
-// setProcessGroup makes the command the leader of a new process group, so
-// its children can be killed together.
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
-
 // killProcessGroup kills every process of the command's group. The group
 // id is the shell's pid; the group cannot be reused while any member of
 // it lives, and an empty group gives ESRCH, which is ignored.

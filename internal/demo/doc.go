@@ -32,6 +32,12 @@
 // asked). A message containing the word "say" gets a reply that starts
 // with <voice>.
 //
+// The model reads at most the first few kilobytes of the latest user
+// message and quotes a few hundred characters of it at most, so a reply's
+// size does not grow with the message. [NewServer] serves it on 127.0.0.1
+// to the process that started it only (a random API key), keeping none of
+// the requests it answered.
+//
 // # The tools
 //
 // [GetWeather] (fake, deterministic), [GetTime] (real clock, any IANA

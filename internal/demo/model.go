@@ -19,6 +19,16 @@ const DefaultDelay = 15 * time.Millisecond
 // continueMarker is the transition user message of the planning protocol.
 const continueMarker = "[continue]"
 
+// Bounds on what the model reads and quotes, so that a reply's size and
+// the memory it takes do not grow with the user's message.
+const (
+	maxUserText = 4 << 10 // bytes of the latest user message the model reads
+	maxQuote    = 200     // runes of the user's words quoted in a reply
+	maxName     = 60      // runes of a name (city, zone, command, title) in a plan
+	maxTopics   = 20      // user messages a summary names
+	maxArgFrags = 32      // deltas of one call's arguments, at most about
+)
+
 // Model is the deterministic demo model. Its zero value streams without
 // delay between deltas.
 type Model struct {
@@ -31,18 +41,10 @@ func Respond(req *scripted.Request) scripted.Response {
 	return Model{Delay: DefaultDelay}.Respond(req)
 }
 
-// NewServer starts a [scripted.Server] that answers every request with
-// [Respond]. Call Close when done.
-func NewServer() *scripted.Server {
+// NewServer starts a [Server] that answers every request with [Respond].
+// Call Close when done.
+func NewServer() *Server {
 	return Model{Delay: DefaultDelay}.NewServer()
-}
-
-// NewServer starts a [scripted.Server] that answers every request with
-// m.Respond. Call Close when done.
-func (m Model) NewServer() *scripted.Server {
-	s := scripted.NewServer()
-	s.Respond(m.Respond)
-	return s
 }
 
 // Respond answers req following the rules in the package documentation.
@@ -86,7 +88,7 @@ func (m Model) Respond(req *scripted.Request) scripted.Response {
 		for i, c := range calls {
 			args, _ := json.Marshal(c.args) // map[string]string: cannot fail
 			out += string(args)
-			b.Call(i, fmt.Sprintf("call_demo_%d_%d", len(req.Messages), i+1), c.tool, splitN(string(args), 7)...)
+			b.Call(i, fmt.Sprintf("call_demo_%d_%d", len(req.Messages), i+1), c.tool, splitN(string(args), max(7, len(args)/maxArgFrags+1))...)
 		}
 		finish = "tool_calls"
 	}
@@ -112,7 +114,7 @@ func readTurn(req *scripted.Request) turn {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		if m.Role == "user" && !isContinue(m.Content) {
-			t.user, start = m.Content, i
+			t.user, start = truncate(m.Content, maxUserText), i
 			break
 		}
 	}
@@ -236,7 +238,7 @@ func wants(text string) []request {
 		if city == "" {
 			city = "Paris"
 		}
-		city = titleCase(city)
+		city = titleCase(quote(city, maxName))
 		out = append(out, request{"get_weather", map[string]string{"city": city}, "check the weather in " + city})
 	}
 	if keys := []string{"time", "clock", "timezone"}; hasAny(w, keys...) {
@@ -251,20 +253,20 @@ func wants(text string) []request {
 				tz = "UTC"
 			}
 		}
-		out = append(out, request{"get_time", map[string]string{"timezone": tz}, "look up the time in " + tz})
+		out = append(out, request{"get_time", map[string]string{"timezone": tz}, "look up the time in " + quote(tz, maxName)})
 	}
 	if hasAny(w, "run", "execute", "command", "shell", "ls") {
 		cmd := command(text)
-		out = append(out, request{"run_command", map[string]string{"command": cmd}, "run `" + cmd + "`"})
+		out = append(out, request{"run_command", map[string]string{"command": cmd}, "run `" + quote(cmd, maxName) + "`"})
 	}
 	if w["card"] || w["cards"] || (w["show"] && len(out) == 0) {
 		title := "Demo card"
 		if m := cardTitleRe.FindStringSubmatch(clauseWith(text, "card", "cards", "show")); m != nil {
 			if t := strings.TrimSpace(m[1]); t != "" {
-				title = t
+				title = quote(t, maxName)
 			}
 		}
-		out = append(out, request{"show_card", map[string]string{"title": title, "body": "You asked: " + text}, "show you a card titled “" + title + "”"})
+		out = append(out, request{"show_card", map[string]string{"title": title, "body": "You asked: " + quote(text, maxQuote)}, "show you a card titled “" + title + "”"})
 	}
 	return out
 }
@@ -326,7 +328,7 @@ func answer(user string) string {
 		said := "hello"
 		if m := sayRe.FindStringSubmatch(user); m != nil {
 			if t := strings.TrimRight(strings.TrimSpace(m[1]), ".!? "); t != "" {
-				said = t
+				said = quote(t, maxQuote)
 			}
 		}
 		r, n := utf8.DecodeRuneInString(said)
@@ -339,7 +341,7 @@ func answer(user string) string {
 	}
 	return fmt.Sprintf("You asked: “%s”. I'm only the built-in demo model, so I can't really answer open questions, "+
 		"but this reply shows the continuation round: my plan said no tool was needed, so here is the whole answer in words. "+
-		"Try asking for the weather in Paris, the time in Tokyo, to run `ls`, or to show a card.", strings.TrimSpace(user))
+		"Try asking for the weather in Paris, the time in Tokyo, to run `ls`, or to show a card.", quote(strings.TrimSpace(user), maxQuote))
 }
 
 // final is the last reply of the tool loop: it quotes this turn's results.
@@ -376,6 +378,9 @@ func summary(req *scripted.Request) string {
 	if len(topics) == 0 {
 		return "Summary: nothing to summarise yet."
 	}
+	if len(topics) > maxTopics {
+		topics = append([]string{"…"}, topics[len(topics)-maxTopics:]...)
+	}
 	return "Summary: the user asked: " + strings.Join(topics, "; ") + "."
 }
 
@@ -384,6 +389,18 @@ func joinAnd(s []string) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// quote returns s, or its first n runes and "…" when it is longer.
+func quote(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

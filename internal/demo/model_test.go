@@ -12,7 +12,6 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/planround/planround/internal/demo"
-	"github.com/planround/planround/internal/scripted"
 )
 
 type call struct{ id, name, args string }
@@ -35,9 +34,9 @@ func ask(t *testing.T, msgs []openai.ChatCompletionMessageParamUnion, tools ...s
 	return askServer(t, s, msgs, tools...)
 }
 
-func askServer(t *testing.T, s *scripted.Server, msgs []openai.ChatCompletionMessageParamUnion, tools ...string) reply {
+func askServer(t *testing.T, s *demo.Server, msgs []openai.ChatCompletionMessageParamUnion, tools ...string) reply {
 	t.Helper()
-	c := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("k"), option.WithHTTPClient(s.Client()), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey(s.APIKey()), option.WithMaxRetries(0))
 	p := openai.ChatCompletionNewParams{Model: "demo", Messages: msgs}
 	p.StreamOptions.IncludeUsage = openai.Bool(true)
 	for _, tool := range demo.Tools() {
@@ -259,7 +258,7 @@ func TestFinalAnswer(t *testing.T) {
 func TestNonStreaming(t *testing.T) {
 	s := demo.Model{}.NewServer()
 	defer s.Close()
-	c := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("k"), option.WithHTTPClient(s.Client()), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey(s.APIKey()), option.WithMaxRetries(0))
 	got, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model:    "demo",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("weather in Paris"), openai.SystemMessage("Summarise.")},

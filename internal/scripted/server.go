@@ -2,11 +2,13 @@ package scripted
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,17 +28,20 @@ type Server struct {
 	closeOnce sync.Once
 	conns     atomic.Int64 // TCP connections accepted
 
-	mu       sync.Mutex // guards queue, respond, requests, checks
+	mu       sync.Mutex // guards queue, respond, requests, seq, keep, apiKey, checks
 	queue    []Response
 	respond  func(*Request) Response
 	requests []*Request
+	seq      int    // requests decoded so far
+	keep     int    // how many requests to keep; negative: all
+	apiKey   string // the bearer token requests must carry; "" for none
 	checks   Check
 }
 
 // NewServer starts a Server with an empty script. Call [Server.Close]
 // when done.
 func NewServer() *Server {
-	s := &Server{closing: make(chan struct{})}
+	s := &Server{closing: make(chan struct{}), keep: -1}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
 	s.ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
@@ -87,8 +92,49 @@ func (s *Server) Pending() int {
 	return len(s.queue)
 }
 
-// Requests returns the requests received so far, in order. The Requests
-// are shared with the server and must not be modified.
+// KeepRequests makes the server keep only the n latest requests for
+// [Server.Requests]: none when n is 0, all when n is negative (the
+// default). A long-running server keeps none, so that its memory does not
+// grow with every request it answers.
+func (s *Server) KeepRequests(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep = n
+	s.trimLocked()
+}
+
+// trimLocked drops the requests beyond s.keep, oldest first. s.mu must be
+// held.
+func (s *Server) trimLocked() {
+	if s.keep >= 0 && len(s.requests) > s.keep {
+		s.requests = slices.Delete(s.requests, 0, len(s.requests)-s.keep)
+	}
+}
+
+// RequireAPIKey makes the server refuse, with 401 and before reading the
+// body, every request whose Authorization header is not "Bearer " + key.
+// An empty key accepts every request (the default).
+func (s *Server) RequireAPIKey(key string) {
+	s.mu.Lock()
+	s.apiKey = key
+	s.mu.Unlock()
+}
+
+// authorized reports whether r carries the API key, if one is required.
+func (s *Server) authorized(r *http.Request) bool {
+	s.mu.Lock()
+	key := s.apiKey
+	s.mu.Unlock()
+	if key == "" {
+		return true
+	}
+	got := []byte(r.Header.Get("Authorization"))
+	return subtle.ConstantTimeCompare(got, []byte("Bearer "+key)) == 1
+}
+
+// Requests returns the requests received so far, in order (the latest
+// ones only, after [Server.KeepRequests]). The Requests are shared with the
+// server and must not be modified.
 func (s *Server) Requests() []*Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,8 +145,12 @@ func (s *Server) Requests() []*Request {
 // the enforced checks takes no response: err says what is wrong.
 func (s *Server) next(req *Request) (resp Response, ok bool, err error) {
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	req.Seq = len(s.requests)
+	s.seq++
+	req.Seq = s.seq
+	if s.keep != 0 {
+		s.requests = append(s.requests, req)
+		s.trimLocked()
+	}
 	if err := check(s.checks, req); err != nil {
 		s.mu.Unlock()
 		return Response{}, false, err
@@ -127,6 +177,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		writeError(w, http.StatusMethodNotAllowed, "scripted: method "+r.Method+" not allowed; use POST")
+		return
+	}
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "scripted: missing or wrong API key")
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))

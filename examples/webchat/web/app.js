@@ -628,20 +628,27 @@
     toBottom();
   }
 
+  // loadHistory draws the session's stored messages. It returns false when
+  // the session is not this browser's (401, 403): its owner cookie changed.
   async function loadHistory() {
     try {
       const r = await fetch('/api/history?session_id=' + encodeURIComponent(st.sessionId));
-      if (!r.ok) return;
+      if (r.status === 401 || r.status === 403) return false;
+      if (!r.ok) return true;
       const msgs = await r.json();
       if (Array.isArray(msgs)) renderHistory(msgs);
     } catch {
       // An empty page is fine.
     }
+    return true;
   }
 
-  function newSessionId() {
-    if (crypto.randomUUID) return crypto.randomUUID();
-    return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+  // newSessionId asks the server for a session id of this browser's: the
+  // server binds it to the browser's owner cookie.
+  async function newSessionId() {
+    const res = await post('/api/sessions', {});
+    if (!res.ok || !res.data.session_id) throw new Error(res.data.error || 'HTTP ' + res.status);
+    return res.data.session_id;
   }
 
   async function openSession(id) {
@@ -655,8 +662,22 @@
     ui.messages.replaceChildren(ui.empty);
     ui.empty.hidden = false;
     setConnected(false);
-    await loadHistory();
+    if (!(await loadHistory())) {
+      await openNewSession();
+      return;
+    }
     connect();
+  }
+
+  async function openNewSession() {
+    let id;
+    try {
+      id = await newSessionId();
+    } catch (e) {
+      system('error', 'Could not open a session: ' + e.message);
+      return;
+    }
+    await openSession(id);
   }
 
   // ---- wiring ---------------------------------------------------------------
@@ -672,7 +693,7 @@
   });
   ui.input.addEventListener('input', autosize);
   ui.interrupt.addEventListener('click', interrupt);
-  ui.newChat.addEventListener('click', () => { if (!st.running) openSession(newSessionId()); });
+  ui.newChat.addEventListener('click', () => { if (!st.running) openNewSession(); });
   for (const b of document.querySelectorAll('.suggest')) {
     b.addEventListener('click', () => { ui.input.value = b.textContent; ui.input.focus(); autosize(); });
   }
@@ -682,5 +703,6 @@
   autosize();
   renderAuto();
   const saved = localStorage.getItem(SESSION_KEY);
-  openSession(saved && /^[A-Za-z0-9_-]{1,64}$/.test(saved) ? saved : newSessionId());
+  if (saved && /^[0-9a-f]{32}-[0-9a-f]{16}$/.test(saved)) openSession(saved);
+  else openNewSession();
 })();
