@@ -23,9 +23,11 @@ func TestProviderMessageReachesTheBrowser(t *testing.T) {
 	require.NoError(t, err)
 	h := &harness{srv: srv, ts: httptest.NewServer(srv), model: model}
 	t.Cleanup(h.close)
+	h.client = h.newBrowser(t)
 
-	ev, _ := h.openEvents(t, "s1")
-	h.chat(t, "s1", "hi")
+	session := h.newSession(t)
+	ev, _ := h.openEvents(t, session)
+	h.chat(t, session, "hi")
 	done, _ := ev.runDone(t)
 	assert.Equal(t, "error", done.Status)
 	assert.Contains(t, done.Error, "404 Not Found: "+msg)

@@ -510,7 +510,7 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSONValue(w, http.StatusOK, out)
 }
 
-// handleSkills answers GET /api/skills. Skills (SKILL.md folders, SPEC §8)
+// handleSkills answers GET /api/skills. Skills (SKILL.md folders)
 // are not built yet, so the list is always empty; the page already asks.
 func (s *Server) handleSkills(w http.ResponseWriter, r *http.Request) {
 	writeJSONValue(w, http.StatusOK, []struct{}{})
