@@ -14,17 +14,6 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// results returns the result of every call that ran, by call id.
-func results(chunks []agent.Chunk) map[string]string {
-	out := map[string]string{}
-	for _, c := range chunks {
-		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
-			out[c.Tool.ID] = c.Tool.Result
-		}
-	}
-	return out
-}
-
 // TestCallsWithoutIndex: providers that omit "index" (Mistral) may still
 // interleave the fragments of parallel calls, each with its id, or send two
 // whole calls with neither index nor id. Each call runs with its own
