@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -230,4 +231,174 @@ func TestManagerWithoutSessionFailsAtOnce(t *testing.T) {
 	assert.Contains(t, reason, "SessionID")
 	assert.Zero(t, m.Len())
 	validHistory(t, turn.Messages())
+}
+
+func TestParallelCallsAndSkipApproval(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().
+			Call(0, "call_a", "get_weather", `{"city":`, `"Rome"}`).
+			Call(1, "call_b", "show_card", `{}`).
+			Finish("tool_calls"),
+		scripted.Reply().Text("Rome is sunny.").Finish("stop"),
+	)
+	var asked []string
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Approver = agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+			asked = append(asked, r.Call.Name)
+			return agent.Decision{Approved: true}, nil
+		})
+	}, weatherTool(), cardTool())
+	turn := a.NewTurn(agent.Input{Message: "weather in Rome and a card"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"text", "round_end:0:need_tool",
+		"tool:start:get_weather", "tool:start:show_card",
+		"tool:approval_required:get_weather", "tool:executing:get_weather", "tool:result:get_weather",
+		"tool:executing:show_card", "tool:result:show_card",
+		"round_end:1", "text", "round_end:2",
+	}, trace(chunks))
+	assert.Equal(t, []string{"get_weather"}, asked, "skip-approval tools are never asked for")
+	validHistory(t, turn.Messages())
+}
+
+func TestRejectionEndsRunByDefault(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Call(1, "call_2", "get_weather", `{"city":"Bergen"}`).Finish("tool_calls"),
+	)
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: false, Reason: "not now"}, nil
+		})
+	}, weatherTool())
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"text", "round_end:0:need_tool",
+		"tool:start:get_weather", "tool:start:get_weather",
+		"tool:approval_required:get_weather", "rejected:get_weather:not now",
+		"rejected:get_weather:" + agent.ReasonNotRun, "interrupted",
+	}, trace(chunks))
+	assert.Len(t, srv.Requests(), 2)
+	msgs := turn.Messages()
+	validHistory(t, msgs)
+	assert.Equal(t, "not now", msgs[len(msgs)-2].Content)
+}
+
+func TestRejectionContinueTellsModel(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		scripted.Reply().Text("Understood.").Finish("stop"),
+	)
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.OnReject = agent.RejectContinue
+		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{}, nil
+		})
+	}, weatherTool())
+	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "go"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"text", "round_end:0:need_tool",
+		"tool:start:get_weather", "tool:approval_required:get_weather", "rejected:get_weather:" + agent.ReasonRejected,
+		"round_end:1", "text", "round_end:2",
+	}, trace(chunks))
+	req := srv.Requests()[2]
+	assert.Equal(t, agent.ReasonRejected, req.LastMessage().Content)
+}
+
+func TestEditedArguments(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		scripted.Reply().Text("ok").Finish("stop"),
+	)
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: true, Arguments: json.RawMessage(`{"city":"Tromsø"}`)}, nil
+		})
+	}, weatherTool())
+	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "go"}))
+	require.NoError(t, err)
+	var result string
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
+			result = c.Tool.Result
+		}
+	}
+	assert.Equal(t, "sunny in Tromsø", result)
+}
+
+func TestPreparerIsCalledBeforeTheChunk(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), scripted.Reply().Text("ok").Finish("stop"))
+	p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = p }, weatherTool())
+	for c, err := range a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "go"}) {
+		require.NoError(t, err)
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+			assert.Equal(t, int32(1), p.prepared.Load(), "registered before the chunk is yielded")
+			assert.Equal(t, "key-1", c.Tool.ApprovalID)
+			assert.True(t, c.Tool.ApprovalRequired)
+		}
+	}
+	assert.Equal(t, int32(1), p.approved.Load())
+}
+
+func TestBreakAfterApprovalRequiredReleasesPreparedApproval(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = p }, weatherTool())
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	for c, err := range turn.Run(context.Background()) {
+		require.NoError(t, err)
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+			break
+		}
+	}
+	assert.Equal(t, int32(1), p.approved.Load(), "Approve is called exactly once after Prepare")
+	assert.Equal(t, int32(1), p.cancelledApprove.Load(), "with a cancelled context")
+	validHistory(t, turn.Messages())
+}
+
+// TestApproverErrorIsARejection: an Approver's error rejects the call with
+// the error's text as reason, or the default reason when the text is empty;
+// the run does not fail.
+func TestApproverErrorIsARejection(t *testing.T) {
+	for _, msg := range []string{"approval service down", ""} {
+		t.Run(fmt.Sprintf("%q", msg), func(t *testing.T) {
+			srv := newServer(t)
+			srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), scripted.Reply().Text("ok").Finish("stop"))
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.OnReject = agent.RejectContinue
+				c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+					return agent.Decision{Approved: true}, errors.New(msg)
+				})
+			}, weatherTool())
+			turn := a.NewTurn(agent.Input{Message: "go"})
+			chunks, err := collect(turn.Run(context.Background()))
+			require.NoError(t, err)
+			want := msg
+			if want == "" {
+				want = agent.ReasonRejected
+			}
+			assert.Contains(t, trace(chunks), "rejected:get_weather:"+want)
+			msgs := turn.Messages()
+			validHistory(t, msgs)
+			assert.Equal(t, want, msgs[len(msgs)-2].Content)
+		})
+	}
 }

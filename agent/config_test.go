@@ -5,9 +5,23 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
 )
+
+func TestNewValidates(t *testing.T) {
+	reg, err := agent.NewToolRegistry(weatherTool())
+	require.NoError(t, err)
+	_, err = agent.New(agent.Config{})
+	assert.ErrorContains(t, err, "Model")
+	_, err = agent.New(agent.Config{Model: "m", Tools: reg})
+	assert.ErrorContains(t, err, "Approver")
+	_, err = agent.NewToolRegistry(weatherTool(), weatherTool())
+	assert.ErrorContains(t, err, "twice")
+	_, err = agent.NewToolRegistry(agent.FuncTool{Def: agent.ToolDefinition{Name: "bad name"}})
+	assert.Error(t, err)
+}
 
 func TestNewValidatesBaseURL(t *testing.T) {
 	for _, bad := range []string{"localhost:11434/v1", "127.0.0.1:8080", "ftp://example.com/v1", "http:///v1", "http//localhost/v1", "https://exa mple.com"} {

@@ -3,14 +3,12 @@ package agent_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/scripted"
-	"github.com/planround/planround/memory"
 )
 
 // TestHistoryFromChunksMatchesTurnMessages runs scenarios that end in every
@@ -57,13 +55,4 @@ func TestHistoryFromChunksMatchesTurnMessages(t *testing.T) {
 			validHistory(t, got)
 		})
 	}
-}
-
-func strip(msgs []memory.Message) []memory.Message {
-	out := make([]memory.Message, len(msgs))
-	for i, m := range msgs {
-		m.CreatedAt = time.Time{}
-		out[i] = m
-	}
-	return out
 }

@@ -19,18 +19,6 @@ import (
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
-func stores(t *testing.T) map[string]func(t *testing.T) memory.Store {
-	return map[string]func(t *testing.T) memory.Store{
-		"mem": func(t *testing.T) memory.Store { return &memory.MemStore{} },
-		"sqlite": func(t *testing.T) memory.Store {
-			st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "chat.db"))
-			require.NoError(t, err)
-			t.Cleanup(func() { st.Close() })
-			return st
-		},
-	}
-}
-
 func TestStoreKeepsTheConversation(t *testing.T) {
 	for name, newStore := range stores(t) {
 		t.Run(name, func(t *testing.T) {
@@ -438,14 +426,6 @@ func TestUserMessageSavedWhenTurnStarts(t *testing.T) {
 			assert.Equal(t, tt.want, contents(msgs), "the user message once, then the turn")
 		})
 	}
-}
-
-func contents(msgs []memory.Message) []string {
-	out := make([]string, len(msgs))
-	for i, m := range msgs {
-		out[i] = string(m.Role) + ":" + m.Content
-	}
-	return out
 }
 
 // TestTurnAfterACrash: a session left by a process that died mid-turn ends

@@ -134,3 +134,22 @@ func TestToolRoundTextReachesLaterRequestsWithoutTags(t *testing.T) {
 	}
 	assert.Equal(t, []string{"Let me look that up. <need_tool>", "Checking Oslo. <need_tool>", "Now Lima.<need_tool>", "Both sunny."}, stored)
 }
+
+func TestHistoryTagsStrippedAfterPlanning(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	a := newAgent(t, srv, nil)
+	history := []memory.Message{
+		{Role: memory.RoleUser, Content: "earlier"},
+		{Role: memory.RoleAssistant, Content: "Earlier answer.<no_tool>"},
+	}
+	_, err := collect(a.Run(context.Background(), agent.Input{History: history, Message: "now"}))
+	require.NoError(t, err)
+	reqs := srv.Requests()
+	assert.Equal(t, "Earlier answer.<no_tool>", reqs[0].Messages[1].Content, "the planning round sees the examples")
+	for _, m := range reqs[1].Messages {
+		if m.Role == "assistant" {
+			assert.NotContains(t, m.Content, "<no_tool>")
+		}
+	}
+}

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,17 +14,6 @@ import (
 	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
-
-// results returns the result of every call that ran, by call id.
-func results(chunks []agent.Chunk) map[string]string {
-	out := map[string]string{}
-	for _, c := range chunks {
-		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
-			out[c.Tool.ID] = c.Tool.Result
-		}
-	}
-	return out
-}
 
 // TestCallsWithoutIndex: providers that omit "index" (Mistral) may still
 // interleave the fragments of parallel calls, each with its id, or send two
@@ -203,5 +193,83 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 			require.NoError(t, err)
 			check(t, srv)
 		})
+	}
+}
+
+func TestInvalidArgumentsAndUnknownToolAreToolErrors(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().
+			Call(0, "call_bad", "get_weather", `{"city": "Par`).
+			Call(1, "call_unknown", "launch_rockets", `{}`).
+			Finish("tool_calls"),
+		scripted.Reply().Text("Sorry.").Finish("stop"),
+	)
+	var asked atomic.Int32
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			asked.Add(1)
+			return agent.Decision{Approved: true}, nil
+		})
+	}, weatherTool())
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	assert.Zero(t, asked.Load(), "invalid calls never reach the Approver")
+	assert.Equal(t, []string{
+		"text", "round_end:0:need_tool",
+		"tool:start:get_weather", "tool:start:launch_rockets",
+		"tool:result:get_weather", "tool:result:launch_rockets",
+		"round_end:1", "text", "round_end:2",
+	}, trace(chunks))
+	var bad *agent.ToolCall
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult && c.Tool.Name == "get_weather" {
+			bad = c.Tool
+		}
+	}
+	require.NotNil(t, bad)
+	assert.Equal(t, `{"city": "Par`, bad.ArgumentsRaw)
+	assert.Contains(t, bad.Result, "not valid JSON")
+
+	tools := srv.Requests()[2].Messages
+	n := len(tools)
+	assert.Contains(t, tools[n-2].Content, "not valid JSON")
+	assert.Contains(t, tools[n-1].Content, `unknown tool "launch_rockets"`)
+	validHistory(t, turn.Messages())
+}
+
+// TestCallWithoutNameIsDropped: argument fragments that never got a function
+// name (a provider that numbered a continuation as a new call) are not a
+// call: no chunk, no history, and the next request stays valid (the API
+// refuses an empty function name).
+func TestCallWithoutNameIsDropped(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Fragment(1, "", "", `{"x":1}`).Finish("tool_calls"),
+		scripted.Reply().Text("done").Finish("stop"),
+	)
+	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	for _, c := range chunks {
+		if c.Tool != nil {
+			assert.NotEmpty(t, c.Tool.Name, "%v", trace(chunks))
+		}
+	}
+	msgs := turn.Messages()
+	validHistory(t, msgs)
+	for _, m := range append(msgs, agent.History(chunks)...) {
+		for _, c := range m.ToolCalls {
+			assert.NotEmpty(t, c.Name)
+		}
+	}
+	for _, m := range srv.Requests()[2].Messages {
+		for _, c := range m.ToolCalls {
+			assert.NotEmpty(t, c.Name, "no nameless call in the next request")
+		}
 	}
 }

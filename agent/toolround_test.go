@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -244,5 +245,143 @@ func TestParallelRejectionBreakAfterEveryChunk(t *testing.T) {
 			validHistory(t, turn.Messages())
 			validHistory(t, agent.History(got))
 		})
+	}
+}
+
+func TestToolPanicIsRecovered(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_1", "boom", `{}`).Finish("tool_calls"),
+		scripted.Reply().Text("It broke.").Finish("stop"),
+	)
+	boom := agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "boom", SkipApproval: true},
+		Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) {
+			panic("kaboom")
+		},
+	}
+	a := newAgent(t, srv, nil, boom)
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	var res string
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
+			res = c.Tool.Result
+		}
+	}
+	assert.Equal(t, "error: tool panicked: kaboom", res)
+	validHistory(t, turn.Messages())
+}
+
+func TestMaxToolRounds(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool())
+	for i := range 2 {
+		srv.Enqueue(scripted.Reply().Call(0, fmt.Sprintf("call_%d", i), "show_card", `{}`).Finish("tool_calls"))
+	}
+	a := newAgent(t, srv, func(c *agent.Config) { c.MaxToolRounds = 2 }, cardTool())
+	turn := a.NewTurn(agent.Input{Message: "loop"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	last := chunks[len(chunks)-1]
+	assert.Equal(t, agent.KindWarning, last.Kind)
+	assert.Equal(t, agent.WarnMaxToolRounds, last.Text)
+	assert.Equal(t, 2, last.Round)
+	assert.Len(t, srv.Requests(), 3)
+	validHistory(t, turn.Messages())
+}
+
+func TestSideMessageComesRightAfterExecuting(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "ask_user_question", `{"q":"Color?"}`).Finish("tool_calls"), scripted.Reply().Text("ok").Finish("stop"))
+	var ranAfterSide atomic.Bool
+	ask := &askTool{ran: &ranAfterSide}
+	chunks, err := collect(newAgent(t, srv, nil, ask).Run(context.Background(), agent.Input{Message: "ask me"}))
+	require.NoError(t, err)
+	tr := trace(chunks)
+	i := indexOf(tr, "tool:executing:ask_user_question")
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, "side", tr[i+1])
+	assert.True(t, ranAfterSide.Load())
+}
+
+type askTool struct {
+	sideDone atomic.Bool
+	ran      *atomic.Bool
+}
+
+func (a *askTool) Definition() agent.ToolDefinition {
+	return agent.ToolDefinition{Name: "ask_user_question", SkipApproval: true}
+}
+
+func (a *askTool) Execute(ctx context.Context, args json.RawMessage, p agent.Progress) (string, error) {
+	a.ran.Store(a.sideDone.Load())
+	return "blue", nil
+}
+
+func (a *askTool) SideMessage(ctx context.Context, call agent.ToolCall) (any, error) {
+	a.sideDone.Store(true)
+	return map[string]any{"type": "form_request", "form_id": "f1"}, nil
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestEveryCardIsClosed: however a tool round ends, each call shown with a
+// start chunk ends with a result or a rejected chunk, and the history from
+// the chunks is the turn's.
+func TestEveryCardIsClosed(t *testing.T) {
+	secondRejected := func(cancel context.CancelFunc) agent.Approver {
+		return agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: r.Call.ID != "call_2", Reason: "not that one"}, nil
+		})
+	}
+	interruptedAtSecond := func(cancel context.CancelFunc) agent.Approver {
+		return agent.ApproverFunc(func(ctx context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+			if r.Call.ID != "call_2" {
+				return agent.Decision{Approved: true}, nil
+			}
+			cancel()
+			<-ctx.Done()
+			return agent.Decision{}, ctx.Err()
+		})
+	}
+	for _, parallel := range []bool{false, true} {
+		for name, approver := range map[string]func(context.CancelFunc) agent.Approver{
+			"rejected":    secondRejected,
+			"interrupted": interruptedAtSecond,
+		} {
+			t.Run(fmt.Sprintf("%s/parallel=%v", name, parallel), func(t *testing.T) {
+				leaktest.Check(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				srv := newServer(t)
+				srv.Enqueue(planNeedTool(), scripted.Reply().
+					Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
+					Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
+					Call(2, "call_3", "get_weather", `{"city":"Lima"}`).
+					Finish("tool_calls"))
+				a := newAgent(t, srv, func(c *agent.Config) {
+					c.ParallelTools = parallel
+					c.Approver = approver(cancel)
+				}, weatherTool())
+				turn := a.NewTurn(agent.Input{Message: "go"})
+				chunks, err := collect(turn.Run(ctx))
+				require.NoError(t, err)
+				assert.Equal(t, agent.KindInterrupted, chunks[len(chunks)-1].Kind)
+				closedCards(t, chunks)
+				validHistory(t, turn.Messages())
+				assert.Equal(t, strip(turn.Messages()[1:]), strip(agent.History(chunks)))
+			})
+		}
 	}
 }

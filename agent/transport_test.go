@@ -254,3 +254,56 @@ func TestServerHoldingTheBodyAfterDone(t *testing.T) {
 	assert.Equal(t, "Hello.", text(chunks, 1))
 	assert.Equal(t, 2, srv.Conns(), "the held connection is not reused")
 }
+
+func TestProviderErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		resp  scripted.Response
+		check func(t *testing.T, err error)
+	}{
+		{"429", scripted.HTTPError(429, "slow down"), func(t *testing.T, err error) {
+			var apiErr *openai.Error
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, 429, apiErr.StatusCode)
+		}},
+		{"500", scripted.HTTPError(500, "boom"), func(t *testing.T, err error) {
+			var apiErr *openai.Error
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, 500, apiErr.StatusCode)
+		}},
+		{"cut", scripted.Reply().Text("Hel", "lo ", "there").Finish("stop").CutAfter(2), func(t *testing.T, err error) {
+			assert.ErrorContains(t, err, "round 0")
+		}},
+		{"no done no finish", scripted.Frames(`{"choices":[{"index":0,"delta":{"content":"Hel"}}]}`), func(t *testing.T, err error) {
+			assert.ErrorIs(t, err, agent.ErrTruncated)
+		}},
+		{"error frame", scripted.Reply().Text("Hel", "lo").Finish("stop").ErrorAfter(1, "model overloaded"), func(t *testing.T, err error) {
+			assert.ErrorContains(t, err, "model overloaded")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(tt.resp)
+			turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "hi"})
+			chunks, err := collect(turn.Run(context.Background()))
+			require.Error(t, err)
+			tt.check(t, err)
+			for _, c := range chunks {
+				assert.NotEqual(t, agent.KindInvalid, c.Kind)
+			}
+			validHistory(t, turn.Messages())
+		})
+	}
+}
+
+func TestCutStreamInToolRoundKeepsHistoryValid(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), scripted.Reply().Text("Calling").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Finish("tool_calls").CutAfter(3))
+	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "go"})
+	_, err := collect(turn.Run(context.Background()))
+	require.Error(t, err)
+	validHistory(t, turn.Messages())
+}
