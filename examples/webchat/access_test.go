@@ -188,6 +188,39 @@ func TestRunLimits(t *testing.T) {
 	assert.Equal(t, http.StatusAccepted, status, "%v", out)
 }
 
+// TestStreamLimits: event streams are bounded per browser (429) and in the
+// whole server (503), and a closed stream frees its slot.
+func TestStreamLimits(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{MaxStreams: 3, MaxStreamsPerOwner: 2})
+	getEvents := func(client *http.Client, session string) int {
+		t.Helper()
+		resp, err := client.Get(h.ts.URL + "/api/events?session_id=" + session)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	a1, a2 := h.newSession(t), h.newSession(t)
+	first, _ := h.openEvents(t, a1)
+	h.openEvents(t, a2)
+	assert.Equal(t, http.StatusTooManyRequests, getEvents(h.client, a1), "a third stream of one browser")
+
+	b := h.newBrowser(t)
+	h.client = b
+	h.openEvents(t, postSession(t, b, h.ts.URL))
+	c := h.newBrowser(t)
+	assert.Equal(t, http.StatusServiceUnavailable, getEvents(c, postSession(t, c, h.ts.URL)), "a fourth stream in a server of three")
+
+	first.close()
+	require.Eventually(t, func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return h.srv.streamCount == 2
+	}, 5*time.Second, 10*time.Millisecond, "a closed stream frees its slot")
+	h.client = c
+	h.openEvents(t, postSession(t, c, h.ts.URL))
+}
+
 // TestBlankMessageIsRefused: a message of white space starts no run.
 func TestBlankMessageIsRefused(t *testing.T) {
 	leaktest.Check(t)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -61,7 +62,8 @@ func (s *Server) publishLocked(ss *session, ev event) {
 // chunk of the session's runs as an unnamed event whose data is the chunk's
 // JSON, between run_started and run_done {status, reason?, timed_out?,
 // error?} events. Only the session's browser may open it: 401 without an
-// owner cookie, 403 with another browser's.
+// owner cookie, 403 with another browser's. Streams are bounded per browser
+// (429) and in the whole server (503).
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("session_id")
 	if !checkSession(w, r, id) {
@@ -69,21 +71,38 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	rc := http.NewResponseController(w)
 
-	sub := &subscriber{ch: make(chan event, subscriberBuffer), dropped: make(chan struct{})}
+	owner := sessionOwner(id)
 	s.mu.Lock()
-	if s.closed {
+	switch {
+	case s.closed:
 		s.mu.Unlock()
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
 		return
+	case s.ownerStreams[owner] >= s.maxStreamsPerOwner:
+		s.mu.Unlock()
+		writeJSON(w, http.StatusTooManyRequests, apiResponse{Error: fmt.Sprintf("this browser already has %d event streams open: close some tabs", s.maxStreamsPerOwner)})
+		return
+	case s.streamCount >= s.maxStreams:
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d event streams open): try again shortly", s.maxStreams)})
+		return
 	}
+	sub := &subscriber{ch: make(chan event, subscriberBuffer), dropped: make(chan struct{})}
 	ss := s.sessionLocked(id)
 	ss.subs[sub] = struct{}{}
+	s.streamCount++
+	s.ownerStreams[owner]++
 	busy := ss.run != nil
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(ss.subs, sub)
 		s.forgetLocked(ss)
+		s.streamCount--
+		if s.ownerStreams[owner]--; s.ownerStreams[owner] == 0 {
+			delete(s.ownerStreams, owner)
+		}
 		s.mu.Unlock()
 	}()
 

@@ -33,9 +33,11 @@ const maxBody = 1 << 20
 
 // Defaults of the Options that bound the server's work.
 const (
-	DefaultMaxRuns         = 32
-	DefaultMaxRunsPerOwner = 4
-	DefaultBodyTimeout     = 10 * time.Second
+	DefaultMaxRuns            = 32
+	DefaultMaxRunsPerOwner    = 4
+	DefaultMaxStreams         = 1024
+	DefaultMaxStreamsPerOwner = 16
+	DefaultBodyTimeout        = 10 * time.Second
 )
 
 // Options configure a [Server].
@@ -68,6 +70,13 @@ type Options struct {
 	// MaxRunsPerOwner bounds the runs active at once of one browser (429
 	// beyond); zero means DefaultMaxRunsPerOwner.
 	MaxRunsPerOwner int
+	// MaxStreams bounds the event streams (GET /api/events) open at once in
+	// the whole server (503 beyond); zero means DefaultMaxStreams.
+	MaxStreams int
+	// MaxStreamsPerOwner bounds the event streams open at once of one
+	// browser, all its tabs and sessions together (429 beyond); zero means
+	// DefaultMaxStreamsPerOwner.
+	MaxStreamsPerOwner int
 	// BodyTimeout is how long a request's body may take to arrive (408
 	// beyond); zero means DefaultBodyTimeout.
 	BodyTimeout time.Duration
@@ -97,13 +106,16 @@ type Server struct {
 	runs      sync.WaitGroup
 	closeOnce sync.Once
 
-	maxRuns, maxRunsPerOwner int
+	maxRuns, maxRunsPerOwner       int
+	maxStreams, maxStreamsPerOwner int
 
-	mu        sync.Mutex          // guards sessions, closed, runCount, ownerRuns and everything reachable from sessions
-	sessions  map[string]*session // sessions with a run or an event stream
-	closed    bool
-	runCount  int            // active runs
-	ownerRuns map[string]int // active runs per owner tag; no zero entries
+	mu           sync.Mutex          // guards sessions, closed, the counts below and everything reachable from sessions
+	sessions     map[string]*session // sessions with a run or an event stream
+	closed       bool
+	runCount     int            // active runs
+	ownerRuns    map[string]int // active runs per owner tag; no zero entries
+	streamCount  int            // open event streams
+	ownerStreams map[string]int // open event streams per owner tag; no zero entries
 }
 
 // info is what the page learns in the hello event.
@@ -129,7 +141,7 @@ type activeRun struct {
 
 // NewServer builds the agent from o and returns the Server.
 func NewServer(o Options) (*Server, error) {
-	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.BodyTimeout < 0 {
+	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.MaxStreams < 0 || o.MaxStreamsPerOwner < 0 || o.BodyTimeout < 0 {
 		return nil, errors.New("webchat: negative limit in Options")
 	}
 	if o.Store == nil {
@@ -167,13 +179,16 @@ func NewServer(o Options) (*Server, error) {
 			ModelLabel:      o.ModelLabel,
 			ApprovalTimeout: mgr.Timeout().Seconds(),
 		},
-		base:            base,
-		stopBase:        stop,
-		closing:         make(chan struct{}),
-		maxRuns:         cmp.Or(o.MaxRuns, DefaultMaxRuns),
-		maxRunsPerOwner: cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner),
-		sessions:        make(map[string]*session),
-		ownerRuns:       make(map[string]int),
+		base:               base,
+		stopBase:           stop,
+		closing:            make(chan struct{}),
+		maxRuns:            cmp.Or(o.MaxRuns, DefaultMaxRuns),
+		maxRunsPerOwner:    cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner),
+		maxStreams:         cmp.Or(o.MaxStreams, DefaultMaxStreams),
+		maxStreamsPerOwner: cmp.Or(o.MaxStreamsPerOwner, DefaultMaxStreamsPerOwner),
+		sessions:           make(map[string]*session),
+		ownerRuns:          make(map[string]int),
+		ownerStreams:       make(map[string]int),
 	}
 	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
