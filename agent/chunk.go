@@ -27,10 +27,12 @@ const (
 	// KindSide is a side message of a tool, right after its executing
 	// chunk (Tool, Side).
 	KindSide
-	// KindRoundEnd ends a round (Intent on round 0, Usage).
+	// KindRoundEnd ends a round (FinishReason, Intent on round 0, Usage).
 	KindRoundEnd
-	// KindWarning is a warning that ends the run, such as the maximum
-	// number of tool rounds (Text).
+	// KindWarning is something a host may want to act on (Code, Text): a
+	// response cut short (right before its round's round_end; the run goes
+	// on), the maximum number of tool rounds (the run's last chunk), a
+	// failed summary.
 	KindWarning
 	// KindInterrupted is the last chunk of an interrupted run.
 	KindInterrupted
@@ -87,6 +89,47 @@ const (
 	IntentNone     Intent = "none"      // no tag: treated as need_tool
 )
 
+// FinishReason is why the model's response to one request ended, as the
+// provider said it. Providers may send reasons other than these.
+type FinishReason string
+
+// The finish reasons of OpenAI's API.
+const (
+	// FinishStop: the model ended its reply, or a stop sequence did.
+	FinishStop FinishReason = "stop"
+	// FinishToolCalls: the model called tools.
+	FinishToolCalls FinishReason = "tool_calls"
+	// FinishLength: the token limit (the request's or the model's) cut the
+	// reply; a WarnLength warning says so.
+	FinishLength FinishReason = "length"
+	// FinishContentFilter: the provider's content filter cut the reply; a
+	// WarnContentFilter warning says so.
+	FinishContentFilter FinishReason = "content_filter"
+)
+
+// WarningCode says which warning a warning chunk is, so that a host can act
+// on a warning without reading its text, which is for people.
+type WarningCode string
+
+// The warnings of a run.
+const (
+	// WarnLength: the token limit cut the model's response short (finish
+	// reason "length"): the text ends mid-sentence, a tool call's arguments
+	// may be incomplete (the model is told, as for any arguments that are
+	// not a JSON object). A host may raise ModelSettings.MaxCompletionTokens
+	// or say that the answer is incomplete.
+	WarnLength WarningCode = "length"
+	// WarnContentFilter: the provider's content filter cut the model's
+	// response short (finish reason "content_filter").
+	WarnContentFilter WarningCode = "content_filter"
+	// WarnMaxToolRounds: the tool loop reached Config.MaxToolRounds; the
+	// run ends with this warning.
+	WarnMaxToolRounds WarningCode = "max_tool_rounds"
+	// WarnSummaryFailed: summarising the session failed (see
+	// Config.SummarizeAt); the session was left as it was.
+	WarnSummaryFailed WarningCode = "summary_failed"
+)
+
 // ToolState is the state of one tool call.
 type ToolState string
 
@@ -127,8 +170,12 @@ type ToolCall struct {
 // are omitted from its JSON, which is the stable wire schema of the SDK.
 type Chunk struct {
 	Kind Kind `json:"kind"`
-	// Round is the round the chunk belongs to: 0 is the planning round.
+	// Round is the round the chunk belongs to: 0 is the planning round,
+	// and the rounds after it count from 1 (with Config.DisablePlanning the
+	// first round is 1).
 	Round int `json:"round"`
+	// Code says which warning a warning chunk is.
+	Code WarningCode `json:"code,omitempty"`
 	// Text is visible text (tags stripped) for text, reasoning and warning
 	// chunks.
 	Text string `json:"text,omitempty"`
@@ -138,6 +185,9 @@ type Chunk struct {
 	Voice bool `json:"voice,omitempty"`
 	// Intent is set on the planning round's round_end.
 	Intent Intent `json:"intent,omitempty"`
+	// FinishReason is why the model's response ended, on round_end, when
+	// the provider said it.
+	FinishReason FinishReason `json:"finish_reason,omitempty"`
 	// Tool is the call of a tool_call, tool_rejected or side chunk.
 	Tool *ToolCall `json:"tool,omitempty"`
 	// Side is a side message's payload.

@@ -40,7 +40,8 @@ func TestChunkJSONSchema(t *testing.T) {
 		{agent.Chunk{Kind: agent.KindToolRejected, Round: 2, Tool: &agent.ToolCall{ID: "call_3", Name: "run_command", State: agent.StateRejected, Arguments: json.RawMessage(`{"command":"ls"}`), Reason: "tool call interrupted", PartialResult: "a.txt\n"}},
 			`{"kind":"tool_rejected","round":2,"tool":{"id":"call_3","name":"run_command","state":"rejected","arguments":{"command":"ls"},"reason":"tool call interrupted","partial_result":"a.txt\n"}}`},
 		{agent.Chunk{Kind: agent.KindInterrupted, Round: 2}, `{"kind":"interrupted","round":2}`},
-		{agent.Chunk{Kind: agent.KindWarning, Round: 8, Text: "maximum tool rounds reached"}, `{"kind":"warning","round":8,"text":"maximum tool rounds reached"}`},
+		{agent.Chunk{Kind: agent.KindWarning, Round: 8, Code: agent.WarnMaxToolRounds, Text: "maximum tool rounds reached"}, `{"kind":"warning","round":8,"code":"max_tool_rounds","text":"maximum tool rounds reached"}`},
+		{agent.Chunk{Kind: agent.KindRoundEnd, Round: 1, FinishReason: agent.FinishStop}, `{"kind":"round_end","round":1,"finish_reason":"stop"}`},
 		{agent.Chunk{Kind: agent.KindSide, Round: 1, Tool: &agent.ToolCall{ID: "call_2", Name: "ask_user_question"}, Side: map[string]any{"type": "form_request", "form_id": "f1", "questions": []any{}}},
 			`{"kind":"side","round":1,"tool":{"id":"call_2","name":"ask_user_question"},"side":{"type":"form_request","form_id":"f1","questions":[]}}`},
 	}

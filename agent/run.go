@@ -51,10 +51,6 @@ const (
 	ReasonNoApprover = "the tool needs approval and the agent has no Approver"
 )
 
-// WarnMaxToolRounds is the text of the warning chunk that ends a run at
-// Config.MaxToolRounds.
-const WarnMaxToolRounds = "maximum tool rounds reached"
-
 // Input is one user turn.
 type Input struct {
 	// SessionID names the conversation. With a Config.Store it selects the
@@ -270,7 +266,7 @@ func (r *run) do() {
 			r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
 		}
 	}
-	if !r.emit(Chunk{Kind: KindRoundEnd, Round: 0, Intent: in, Usage: res.usage}) {
+	if !r.endRound(res, in) {
 		return
 	}
 	r.working = r.a.cfg.Intents.StripMessages(r.working)
@@ -284,7 +280,7 @@ func (r *run) do() {
 		if res.raw != "" {
 			r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
 		}
-		r.emit(Chunk{Kind: KindRoundEnd, Round: 1, Usage: res.usage})
+		r.endRound(res, "")
 		return
 	}
 
@@ -297,18 +293,39 @@ func (r *run) do() {
 			if res.raw != "" {
 				r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
 			}
-			r.emit(Chunk{Kind: KindRoundEnd, Round: r.round, Usage: res.usage})
+			r.endRound(res, "")
 			return
 		}
 		if !r.toolRound(res) {
 			return
 		}
-		if !r.emit(Chunk{Kind: KindRoundEnd, Round: r.round, Usage: res.usage}) {
+		if !r.endRound(res, "") {
 			return
 		}
 	}
 	r.round--
-	r.emit(Chunk{Kind: KindWarning, Round: r.round, Text: WarnMaxToolRounds})
+	r.emit(Chunk{Kind: KindWarning, Round: r.round, Code: WarnMaxToolRounds, Text: "maximum tool rounds reached"})
+}
+
+// endRound yields the round_end of the current round, whose messages are
+// recorded, with in as its intent (planning round) and, when the response
+// was cut short, a warning before it. It reports false when the run is
+// over.
+func (r *run) endRound(res roundResult, in Intent) bool {
+	var warn Chunk
+	switch res.finish {
+	case FinishLength:
+		warn = Chunk{Code: WarnLength, Text: "the token limit cut the model's response short"}
+	case FinishContentFilter:
+		warn = Chunk{Code: WarnContentFilter, Text: "the provider's content filter cut the model's response short"}
+	}
+	if warn.Code != "" {
+		warn.Kind, warn.Round = KindWarning, r.round
+		if !r.emit(warn) {
+			return false
+		}
+	}
+	return r.emit(Chunk{Kind: KindRoundEnd, Round: r.round, Intent: in, FinishReason: res.finish, Usage: res.usage})
 }
 
 // load returns the conversation so far.
@@ -372,9 +389,10 @@ func (r *run) persist() {
 
 // roundResult is what one streamed round produced.
 type roundResult struct {
-	raw   string
-	calls []stream.Call
-	usage *stream.Usage
+	raw    string
+	calls  []stream.Call
+	usage  *stream.Usage
+	finish FinishReason
 }
 
 // streamRound sends one request and streams its reply as chunks. prompt,
@@ -392,6 +410,7 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 	start := time.Now()
 	var finish string
 	err := r.readStream(req, withTools, &res, &finish)
+	res.finish = FinishReason(finish)
 	r.t.usage = r.t.usage.Add(usageOr(res.usage))
 	r.logCall(start, withTools, res, finish, err)
 

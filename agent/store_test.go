@@ -165,6 +165,7 @@ func TestSummaryFailureIsAWarning(t *testing.T) {
 	require.NoError(t, err)
 	last := chunks[len(chunks)-1]
 	assert.Equal(t, agent.KindWarning, last.Kind)
+	assert.Equal(t, agent.WarnSummaryFailed, last.Code)
 	assert.Contains(t, last.Text, "summarisation failed")
 	msgs, err := st.Messages(context.Background(), "s", true)
 	require.NoError(t, err)

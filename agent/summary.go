@@ -79,7 +79,7 @@ func (r *run) maybeSummarize() {
 	}
 	if err != nil {
 		r.a.logger.LogAttrs(ctx, slog.LevelWarn, "summarisation failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
-		r.emit(Chunk{Kind: KindWarning, Round: r.round, Text: "summarisation failed: " + err.Error()})
+		r.emit(Chunk{Kind: KindWarning, Round: r.round, Code: WarnSummaryFailed, Text: "summarisation failed: " + err.Error()})
 		return
 	}
 	if done {

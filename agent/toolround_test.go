@@ -288,7 +288,8 @@ func TestMaxToolRounds(t *testing.T) {
 	require.NoError(t, err)
 	last := chunks[len(chunks)-1]
 	assert.Equal(t, agent.KindWarning, last.Kind)
-	assert.Equal(t, agent.WarnMaxToolRounds, last.Text)
+	assert.Equal(t, agent.WarnMaxToolRounds, last.Code)
+	assert.Equal(t, "maximum tool rounds reached", last.Text)
 	assert.Equal(t, 2, last.Round)
 	assert.Len(t, srv.Requests(), 3)
 	validHistory(t, turn.Messages())

@@ -131,7 +131,7 @@ func TestHumanRenderer(t *testing.T) {
 			name: "warning",
 			chunks: []agent.Chunk{
 				{Kind: agent.KindText, Round: 8, Text: "still going"},
-				{Kind: agent.KindWarning, Round: 8, Text: agent.WarnMaxToolRounds},
+				{Kind: agent.KindWarning, Round: 8, Code: agent.WarnMaxToolRounds, Text: "maximum tool rounds reached"},
 			},
 			want: "still going\n⚠ maximum tool rounds reached\n",
 		},
