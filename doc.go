@@ -13,7 +13,8 @@
 // Every run begins with a planning round: the model answers in words first,
 // without tools, and ends its reply with an intent tag, <no_tool> or
 // <need_tool>. The tag is never shown. A continuation round without tools,
-// or the tool loop, follows. In the tool loop each call goes through the
+// or the tool loop, follows. An agent may turn the planning round off and
+// start with the tool loop. In the tool loop each call goes through the
 // states start, approval_required, executing and result (or rejected), each a
 // chunk, so a UI can show every call as it happens and ask a person before
 // anything risky runs. Cancelling the run's context stops it cleanly at any

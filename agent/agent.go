@@ -110,6 +110,13 @@ type Config struct {
 	// Intents is the intent tag dictionary; the zero value is
 	// intent.DefaultDictionary().
 	Intents intent.Dictionary
+	// DisablePlanning turns the planning round off: the run starts with the
+	// tool loop, whose first round is round 1 (round 0 is always the
+	// planning round, so a run without one has none), and no round_end
+	// carries an intent. Sub-agents, agents with a structured output (see
+	// ModelSettings.ResponseFormat) and hosts that need the first token
+	// fast use it. The planning round is on by default.
+	DisablePlanning bool
 	// PlanningPrompt and ContinuationPrompt replace the default temporary
 	// prompts of the planning and continuation rounds.
 	PlanningPrompt     string

@@ -24,7 +24,15 @@
 // by stripping). With <no_tool> one
 // continuation round follows, without tools; otherwise the tool loop runs
 // until the model answers without calling a tool, or until
-// [Config.MaxToolRounds].
+// [Config.MaxToolRounds]. The rounds after round 0 count from 1.
+// [Config.DisablePlanning] turns the planning round off: the run starts
+// with the tool loop at round 1, and no round_end carries an intent.
+//
+// Each round ends with a round_end chunk that carries the provider's
+// [FinishReason]. A response cut short by the token limit or the content
+// filter is followed by a warning chunk ([WarnLength],
+// [WarnContentFilter]) right before its round_end; the run goes on. A
+// host acts on a warning by its [Chunk.Code].
 //
 // The temporary prompts are system messages after the conversation by
 // default. Models whose chat template refuses that, or refuses two

@@ -245,33 +245,18 @@ func (r *run) do() {
 	r.working = memory.Truncate(r.working, r.a.truncate)
 	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
 
-	// Round 0: planning, without tools.
-	res, ok := r.streamRound(false, r.a.cfg.PlanningPrompt)
-	if !ok {
-		return
-	}
-	det := r.a.cfg.Intents.Detect(res.raw)
-	in := IntentNone
-	if det.Found {
-		in = Intent(det.Intent)
-	}
-	// The reply is recorded before its round_end is yielded: a consumer
-	// that stops at round_end has seen all of it.
-	if res.raw != "" {
-		r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
-		// [continue] is for the model only: not part of the turn's messages.
-		// A reply that was only a tag said nothing to continue from (its
-		// empty message is left out of requests).
-		if r.working[len(r.working)-1].Content != "" {
-			r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+	skipTools := false
+	if r.a.cfg.DisablePlanning {
+		// The rounds after planning never see intent tags: those of earlier
+		// turns' replies go here.
+		r.working = r.a.cfg.Intents.StripMessages(r.working)
+	} else {
+		var ok bool
+		if skipTools, ok = r.planningRound(); !ok {
+			return
 		}
 	}
-	if !r.endRound(res, in) {
-		return
-	}
-	r.working = r.a.cfg.Intents.StripMessages(r.working)
-
-	if det.SkipTools {
+	if skipTools {
 		r.round = 1
 		res, ok := r.streamRound(false, r.a.cfg.ContinuationPrompt)
 		if !ok {
@@ -305,6 +290,37 @@ func (r *run) do() {
 	}
 	r.round--
 	r.emit(Chunk{Kind: KindWarning, Round: r.round, Code: WarnMaxToolRounds, Text: "maximum tool rounds reached"})
+}
+
+// planningRound runs round 0: the planning request, without tools. It
+// reports whether the reply's intent skips the tool loop, and false when
+// the run is over.
+func (r *run) planningRound() (skipTools, ok bool) {
+	res, ok := r.streamRound(false, r.a.cfg.PlanningPrompt)
+	if !ok {
+		return false, false
+	}
+	det := r.a.cfg.Intents.Detect(res.raw)
+	in := IntentNone
+	if det.Found {
+		in = Intent(det.Intent)
+	}
+	// The reply is recorded before its round_end is yielded: a consumer
+	// that stops at round_end has seen all of it.
+	if res.raw != "" {
+		r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, CreatedAt: time.Now()})
+		// [continue] is for the model only: not part of the turn's messages.
+		// A reply that was only a tag said nothing to continue from (its
+		// empty message is left out of requests).
+		if r.working[len(r.working)-1].Content != "" {
+			r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+		}
+	}
+	if !r.endRound(res, in) {
+		return false, false
+	}
+	r.working = r.a.cfg.Intents.StripMessages(r.working)
+	return det.SkipTools, true
 }
 
 // endRound yields the round_end of the current round, whose messages are
