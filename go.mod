@@ -3,6 +3,7 @@ module github.com/planround/planround
 go 1.26.0
 
 require (
+	github.com/google/jsonschema-go v0.4.3
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/stretchr/testify v1.12.1
 	modernc.org/sqlite v1.62.0

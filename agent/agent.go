@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -80,6 +81,11 @@ type Config struct {
 
 	// Model is the model name. Required.
 	Model string
+	// Settings are the sampling and output settings of every model request
+	// (temperature, token limits, structured output, provider-specific
+	// fields, ...); Input.Settings overrides them field by field. The zero
+	// value sends none: the provider's defaults apply.
+	Settings ModelSettings
 	// SystemPrompt, when not empty, is the first message of every request.
 	SystemPrompt string
 
@@ -193,6 +199,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.RequestShape > ShapeStrict {
 		return nil, fmt.Errorf("agent: unknown Config.RequestShape %d", cfg.RequestShape)
 	}
+	if err := cfg.Settings.check("Config.Settings"); err != nil {
+		return nil, err
+	}
+	cfg.Settings.Stop = slices.Clone(cfg.Settings.Stop)
+	cfg.Settings.ExtraBody = maps.Clone(cfg.Settings.ExtraBody)
 	if cfg.Approver == nil {
 		for _, d := range cfg.Tools.Definitions() {
 			if !d.SkipApproval {

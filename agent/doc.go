@@ -39,6 +39,17 @@
 // assistant messages in a row as the stored history has them, get requests
 // they accept with [Config.RequestShape] set to [ShapeStrict].
 //
+// # Model settings
+//
+// [Config.Settings] sets the sampling and output settings of the requests
+// (temperature, top_p, token limits, stop sequences, seed, reasoning
+// effort, parallel tool calls, provider-specific fields), and
+// [Input.Settings] overrides them for one run, field by field. A
+// [ResponseFormat] asks for a JSON answer that follows a schema;
+// [JSONSchema] makes one from a Go type. It shapes the answer, so the
+// planning round goes without it: an agent whose answer is the JSON alone
+// also sets [Config.DisablePlanning].
+//
 // # Tool calls
 //
 // Each call is a [ToolCall] that moves through the states start (as soon as

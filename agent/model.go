@@ -51,6 +51,7 @@ func newModel(cfg Config) *model {
 type request struct {
 	messages []memory.Message
 	tools    []openai.ChatCompletionToolUnionParam
+	settings ModelSettings
 }
 
 // open sends the request and returns the decoder over the streamed body and
@@ -63,6 +64,7 @@ func (m *model) open(ctx context.Context, req request) (*wire.Reader, *http.Resp
 		Tools:         req.tools,
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}
+	req.settings.apply(&params, len(req.tools) > 0)
 	var resp *http.Response
 	err := m.client.Post(ctx, "chat/completions", params, &resp, option.WithJSONSet("stream", true))
 	if err != nil {

@@ -63,6 +63,9 @@ type Input struct {
 	History []memory.Message
 	// Message is the user's new message.
 	Message string
+	// Settings override the agent's Config.Settings for this run, field by
+	// field: what it sets wins, what it leaves unset is the Config's.
+	Settings ModelSettings
 }
 
 // Turn is one user turn, ready to run. It records the messages the turn adds
@@ -112,7 +115,9 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // error and nothing else happens), so a process that dies during the turn
 // keeps it; the rest of the turn is saved after the last chunk, whatever
 // ended the run, and if that fails, the store's error is the last pair (also
-// after an interrupted chunk).
+// after an interrupted chunk). Input.Settings that [New] would refuse in a
+// Config end the run at once with an error, before anything is loaded,
+// saved or sent.
 //
 // A Turn runs once: ranging again yields only [ErrTurnUsed].
 func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
@@ -148,6 +153,7 @@ type run struct {
 	// message, saved when the turn starts).
 	saved int
 
+	settings  ModelSettings    // Config.Settings with Input.Settings over them
 	prefix    []memory.Message // system prompt and layer blocks
 	working   []memory.Message // what the model sees: history, user, this turn, [continue]
 	parser    *stream.Parser
@@ -217,6 +223,11 @@ func (r *run) record(msgs ...memory.Message) {
 }
 
 func (r *run) do() {
+	if err := r.t.in.Settings.check("Input.Settings"); err != nil {
+		r.fail(err)
+		return
+	}
+	r.settings = r.a.cfg.Settings.merge(r.t.in.Settings)
 	// A run interrupted before its first request did nothing: it loads,
 	// sends and records nothing, and ends like any interrupted run.
 	if r.ctx.Err() != nil {
@@ -418,7 +429,10 @@ type roundResult struct {
 func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bool) {
 	r.parser.Reset()
 	r.acc.Reset()
-	req := request{messages: r.requestMessages(prompt)}
+	req := request{messages: r.requestMessages(prompt), settings: r.settings}
+	if r.round == 0 {
+		req.settings.ResponseFormat = nil // the planning round answers in words
+	}
 	if withTools {
 		req.tools = toolParams(r.a.cfg.Tools.Definitions())
 	}

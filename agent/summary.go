@@ -38,10 +38,12 @@ func (a *Agent) summarize(ctx context.Context, msgs []memory.Message) (string, e
 			fmt.Fprintf(&tr, "%s: %s\n", m.Role, a.cfg.Intents.Strip(m.Content))
 		}
 	}
+	settings := a.cfg.Settings
+	settings.ResponseFormat = nil // a summary is prose
 	rd, resp, err := a.model.open(ctx, request{messages: []memory.Message{
 		{Role: memory.RoleSystem, Content: SummaryPrompt},
 		{Role: memory.RoleUser, Content: tr.String()},
-	}})
+	}, settings: settings})
 	if err != nil {
 		return "", fmt.Errorf("agent: summary request failed: %w", err)
 	}

@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// ModelSettings are the sampling and output settings of model requests.
+// [Config.Settings] holds an agent's; [Input.Settings] overrides them for
+// one run, field by field: a field the Input sets wins, a field it leaves
+// unset (nil, or "" for ReasoningEffort) keeps the Config's. A setting set
+// in neither is not sent, and the provider's default applies.
+//
+// Every request of a run gets the settings, with two exceptions:
+// ResponseFormat shapes the answer, so the planning round (which answers
+// in words and ends with an intent tag) goes without it; and
+// ParallelToolCalls goes only with requests that offer tools (OpenAI
+// refuses it in a request without tools). The summary requests of
+// [Config.SummarizeAt] get the Config's settings without ResponseFormat.
+//
+// Fields that take a pointer read well with new: Temperature: new(0.2).
+type ModelSettings struct {
+	// Temperature is the sampling temperature (OpenAI: 0 to 2).
+	Temperature *float64
+	// TopP is the nucleus sampling probability mass (0 to 1).
+	TopP *float64
+	// MaxCompletionTokens bounds the tokens of each response, reasoning
+	// tokens included, as "max_completion_tokens": OpenAI's name, and the
+	// only one its reasoning models accept.
+	MaxCompletionTokens *int
+	// MaxTokens bounds the tokens of each response as "max_tokens": the
+	// older name, which OpenAI deprecated but many OpenAI-compatible
+	// servers still read instead of max_completion_tokens. Set the one
+	// your provider reads; both are sent when both are set.
+	MaxTokens *int
+	// Stop lists sequences at which the model stops writing. A non-nil
+	// empty Stop in an Input sends none, whatever the Config says.
+	Stop []string
+	// Seed asks for deterministic sampling, where the provider offers it.
+	Seed *int64
+	// ReasoningEffort is how much a reasoning model thinks before it
+	// answers: "low", "medium", "high", and what else the model accepts
+	// ("none", "minimal", "xhigh", ...).
+	ReasoningEffort string
+	// ParallelToolCalls, when false, asks the model for at most one tool
+	// call per response. Whether the calls of one response run
+	// concurrently is Config.ParallelTools.
+	ParallelToolCalls *bool
+	// ResponseFormat asks for an answer in JSON that follows a schema. A
+	// ResponseFormat without a Schema (&ResponseFormat{}) in an Input asks
+	// for plain text, whatever the Config says.
+	ResponseFormat *ResponseFormat
+	// ExtraBody holds provider-specific fields, merged into the request's
+	// JSON object (a field of the same name set by the settings above is
+	// replaced). An Input's ExtraBody is merged into the Config's key by
+	// key. The fields the agent owns (model, messages, stream, tools) are
+	// refused. Values must marshal to JSON.
+	ExtraBody map[string]any
+}
+
+// ResponseFormat asks the model for a JSON answer that follows a JSON
+// schema (OpenAI's structured outputs: a response_format of type
+// json_schema). The answer is the text of the run's last round: decode it
+// with encoding/json. Turn the planning round off
+// ([Config.DisablePlanning]) when the host wants the JSON alone: the
+// planning round answers in words.
+type ResponseFormat struct {
+	// Name names the format: letters, digits, '_' and '-', at most 64.
+	// Required with a Schema.
+	Name string
+	// Description tells the model what the answer is for.
+	Description string
+	// Schema is the JSON schema of the answer, such as {"type": "object",
+	// "properties": {...}}.
+	Schema map[string]any
+	// Strict asks the provider to follow the schema exactly. OpenAI's
+	// strict mode accepts a subset of JSON Schema: among other rules, every
+	// object lists all its properties as required and sets
+	// additionalProperties to false.
+	Strict bool
+
+	// err is why JSONSchema could not make Schema.
+	err error
+}
+
+// JSONSchema returns a response format named name whose schema is generated
+// from the Go type T, as encoding/json encodes it (by
+// github.com/google/jsonschema-go): struct fields are required unless
+// tagged omitempty or omitzero, objects allow no other properties, and a
+// field's jsonschema tag is its description. When T has no JSON schema (a
+// channel, a func, a cycle), [New] and [Agent.Run] report the error. Set
+// Strict on the result for OpenAI's strict mode when T follows its rules.
+func JSONSchema[T any](name string) *ResponseFormat {
+	f := &ResponseFormat{Name: name}
+	s, err := jsonschema.For[T](nil)
+	if err == nil {
+		var b []byte
+		if b, err = json.Marshal(s); err == nil {
+			err = json.Unmarshal(b, &f.Schema)
+		}
+	}
+	if err != nil {
+		f.err = fmt.Errorf("the schema of %s: %w", name, err)
+	}
+	return f
+}
+
+// merge returns s with the fields over sets replacing s's, and ExtraBody
+// merged key by key. It does not modify s's map.
+func (s ModelSettings) merge(over ModelSettings) ModelSettings {
+	s.Temperature = cmp.Or(over.Temperature, s.Temperature)
+	s.TopP = cmp.Or(over.TopP, s.TopP)
+	s.MaxCompletionTokens = cmp.Or(over.MaxCompletionTokens, s.MaxCompletionTokens)
+	s.MaxTokens = cmp.Or(over.MaxTokens, s.MaxTokens)
+	s.Seed = cmp.Or(over.Seed, s.Seed)
+	s.ParallelToolCalls = cmp.Or(over.ParallelToolCalls, s.ParallelToolCalls)
+	s.ResponseFormat = cmp.Or(over.ResponseFormat, s.ResponseFormat)
+	if over.Stop != nil {
+		s.Stop = over.Stop
+	}
+	if over.ReasoningEffort != "" {
+		s.ReasoningEffort = over.ReasoningEffort
+	}
+	if len(over.ExtraBody) > 0 {
+		extra := make(map[string]any, len(s.ExtraBody)+len(over.ExtraBody))
+		maps.Copy(extra, s.ExtraBody)
+		maps.Copy(extra, over.ExtraBody)
+		s.ExtraBody = extra
+	}
+	return s
+}
+
+// reservedFields are the request fields the agent sets itself, which
+// ExtraBody may not replace.
+var reservedFields = []string{"model", "messages", "stream", "tools"}
+
+// check reports settings no provider accepts; field names the settings in
+// errors ("Config.Settings").
+func (s ModelSettings) check(field string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("agent: %s.%s", field, fmt.Sprintf(format, args...))
+	}
+	for _, f := range [...]struct {
+		name string
+		v    *float64
+	}{{"Temperature", s.Temperature}, {"TopP", s.TopP}} {
+		if f.v != nil && !(*f.v >= 0 && !math.IsInf(*f.v, 1)) { // also refuses NaN
+			return bad("%s is %v, want a number >= 0", f.name, *f.v)
+		}
+	}
+	for _, f := range [...]struct {
+		name string
+		v    *int
+	}{{"MaxCompletionTokens", s.MaxCompletionTokens}, {"MaxTokens", s.MaxTokens}} {
+		if f.v != nil && *f.v < 1 {
+			return bad("%s is %d, want >= 1", f.name, *f.v)
+		}
+	}
+	if rf := s.ResponseFormat; rf != nil {
+		switch {
+		case rf.err != nil:
+			return bad("ResponseFormat: %v", rf.err)
+		case rf.Schema == nil && rf.Name != "":
+			return bad("ResponseFormat %q has no Schema", rf.Name)
+		case rf.Schema != nil && !validFormatName(rf.Name):
+			return bad("ResponseFormat.Name %q: want 1 to 64 letters, digits, '_' or '-'", rf.Name)
+		}
+		if _, err := json.Marshal(rf.Schema); err != nil {
+			return bad("ResponseFormat.Schema: %v", err)
+		}
+	}
+	for k, v := range s.ExtraBody {
+		if slices.Contains(reservedFields, k) {
+			return bad("ExtraBody[%q]: the agent sets %s itself", k, k)
+		}
+		if _, err := json.Marshal(v); err != nil {
+			return bad("ExtraBody[%q]: %v", k, err)
+		}
+	}
+	return nil
+}
+
+// validFormatName reports whether name can name a response format.
+func validFormatName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// apply sets s on params. With tools false (a request without tools),
+// ParallelToolCalls is left out.
+func (s *ModelSettings) apply(params *openai.ChatCompletionNewParams, tools bool) {
+	if s.Temperature != nil {
+		params.Temperature = openai.Float(*s.Temperature)
+	}
+	if s.TopP != nil {
+		params.TopP = openai.Float(*s.TopP)
+	}
+	if s.MaxCompletionTokens != nil {
+		params.MaxCompletionTokens = openai.Int(int64(*s.MaxCompletionTokens))
+	}
+	if s.MaxTokens != nil {
+		params.MaxTokens = openai.Int(int64(*s.MaxTokens))
+	}
+	if len(s.Stop) > 0 {
+		params.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: s.Stop}
+	}
+	if s.Seed != nil {
+		params.Seed = openai.Int(*s.Seed)
+	}
+	if s.ReasoningEffort != "" {
+		params.ReasoningEffort = shared.ReasoningEffort(s.ReasoningEffort)
+	}
+	if s.ParallelToolCalls != nil && tools {
+		params.ParallelToolCalls = openai.Bool(*s.ParallelToolCalls)
+	}
+	if rf := s.ResponseFormat; rf != nil && rf.Schema != nil {
+		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: rf.Name, Schema: rf.Schema}
+		if rf.Description != "" {
+			js.Description = openai.String(rf.Description)
+		}
+		if rf.Strict {
+			js.Strict = openai.Bool(true)
+		}
+		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: js},
+		}
+	}
+	if len(s.ExtraBody) > 0 {
+		params.SetExtraFields(s.ExtraBody)
+	}
+}
