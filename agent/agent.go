@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -202,8 +201,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Settings.check("Config.Settings"); err != nil {
 		return nil, err
 	}
-	cfg.Settings.Stop = slices.Clone(cfg.Settings.Stop)
-	cfg.Settings.ExtraBody = maps.Clone(cfg.Settings.ExtraBody)
+	cfg.Settings = cfg.Settings.clone()
 	if cfg.Approver == nil {
 		for _, d := range cfg.Tools.Definitions() {
 			if !d.SkipApproval {

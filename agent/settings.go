@@ -138,6 +138,34 @@ func (s ModelSettings) merge(over ModelSettings) ModelSettings {
 	return s
 }
 
+// clone returns a deep enough copy of s that changing what s's pointers,
+// slice and map hold (as a host may do with its Config after New) does not
+// change the copy.
+func (s ModelSettings) clone() ModelSettings {
+	s.Temperature = clonePtr(s.Temperature)
+	s.TopP = clonePtr(s.TopP)
+	s.MaxCompletionTokens = clonePtr(s.MaxCompletionTokens)
+	s.MaxTokens = clonePtr(s.MaxTokens)
+	s.Seed = clonePtr(s.Seed)
+	s.ParallelToolCalls = clonePtr(s.ParallelToolCalls)
+	if rf := s.ResponseFormat; rf != nil {
+		c := *rf
+		c.Schema = maps.Clone(rf.Schema)
+		s.ResponseFormat = &c
+	}
+	s.Stop = slices.Clone(s.Stop)
+	s.ExtraBody = maps.Clone(s.ExtraBody)
+	return s
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
 // reservedFields are the request fields the agent sets itself, which
 // ExtraBody may not replace.
 var reservedFields = []string{"model", "messages", "stream", "tools"}

@@ -238,3 +238,25 @@ func TestSettingsAreValidated(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigSettingsAreCopied: changing what the Config's settings point to
+// after New does not change the agent's requests.
+func TestConfigSettingsAreCopied(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(scripted.Reply().Text("ok").Finish("stop"))
+	temp := 0.2
+	format := agent.JSONSchema[weatherAnswer]("weather")
+	settings := agent.ModelSettings{Temperature: &temp, Stop: []string{"END"}, ResponseFormat: format, ExtraBody: map[string]any{"x_custom": 1}}
+	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true; c.Settings = settings })
+	temp = 1.5
+	settings.Stop[0] = "STOP"
+	format.Name = "changed"
+	settings.ExtraBody["x_custom"] = 2
+	_, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
+	require.NoError(t, err)
+	got := body(t, srv.Requests()[0])
+	assert.Equal(t, `0.2`, got["temperature"])
+	assert.Equal(t, `["END"]`, got["stop"])
+	assert.Equal(t, `1`, got["x_custom"])
+	assert.Contains(t, got["response_format"], `"name":"weather"`)
+}
