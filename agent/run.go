@@ -128,7 +128,7 @@ func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
 		t.used = true
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		r := &run{t: t, a: t.a, ctx: ctx, cancel: cancel, yield: yield}
+		r := &run{t: t, a: t.a, ctx: ctx, cancel: cancel, yield: yield, tools: t.a.cfg.Tools.tools()}
 		r.emitPiece = r.textPiece
 		r.do()
 	}
@@ -151,6 +151,10 @@ type run struct {
 	// saved is how many of t.msgs are in the Store already (the user
 	// message, saved when the turn starts).
 	saved int
+
+	// tools are Config.Tools as they were when the run started: the run
+	// offers, looks up and runs these whatever happens to the registry.
+	tools *toolSet
 
 	prefix    []memory.Message // system prompt and layer blocks
 	working   []memory.Message // what the model sees: history, user, this turn, [continue]
@@ -246,7 +250,7 @@ func (r *run) do() {
 	r.record(user)
 	// Everything before the new user message is old: its tool traffic is
 	// shortened once, here, for every request of the run.
-	r.working = memory.Truncate(r.working, r.a.truncate)
+	r.working = memory.Truncate(r.working, r.tools.truncate(r.a.truncate))
 	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
 
 	// Round 0: planning, without tools.
@@ -386,7 +390,7 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 	r.acc.Reset()
 	req := request{messages: r.requestMessages(prompt)}
 	if withTools {
-		req.tools = toolParams(r.a.cfg.Tools.Definitions())
+		req.tools = toolParams(r.tools.defs)
 	}
 
 	start := time.Now()
