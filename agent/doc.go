@@ -49,7 +49,8 @@
 //
 // [NewTool] makes a tool of a Go function whose arguments are a Go value:
 // the schema the model sees is inferred from the type, and the arguments
-// arrive decoded.
+// arrive decoded. A running tool finds its session, call and round with
+// [CallFromContext].
 //
 // An [Approver] decides on each call. One whose decisions come from
 // elsewhere (a browser) also implements [Preparer]: the agent calls Prepare

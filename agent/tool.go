@@ -170,3 +170,60 @@ func (t *typedTool[Args]) checkArgs(args json.RawMessage) error {
 	_, err := decodeArgs[Args](args)
 	return err
 }
+
+// CallInfo describes the tool call a [Tool] is running: see
+// [CallFromContext].
+type CallInfo struct {
+	// SessionID is the run's [Input.SessionID]; empty for a run without one.
+	SessionID string
+	// CallID is the call's id, as in [ToolCall.ID] and the tool message.
+	CallID string
+	// Tool is the name of the tool called.
+	Tool string
+	// Round is the tool round of the call.
+	Round int
+	// ApprovalID is the id a [Preparer] gave the call's approval; empty
+	// when none was prepared (an Approver that is not a Preparer, or a tool
+	// that skips approval).
+	ApprovalID string
+	// Parent is the call that was running where this call's run started,
+	// when a tool runs an agent itself (a sub-agent): its ctx carries the
+	// call, and the sub-agent's tools see it here. Nil for a top-level run.
+	Parent *CallInfo
+}
+
+type callKey struct{}
+
+// CallFromContext returns the tool call whose [Tool.Execute] or
+// [SideMessenger.SideMessage] got ctx (or a context derived from it), and
+// whether there is one: a tool that serves several conversations (a
+// per-conversation MCP server, a sub-agent) finds its session and call
+// here.
+func CallFromContext(ctx context.Context) (CallInfo, bool) {
+	c, ok := ctx.Value(callKey{}).(*CallInfo)
+	if !ok {
+		return CallInfo{}, false
+	}
+	return *c, true
+}
+
+// withCall returns ctx carrying c, with the call ctx already carries, if
+// any, as c's parent.
+func withCall(ctx context.Context, c CallInfo) context.Context {
+	if p, ok := ctx.Value(callKey{}).(*CallInfo); ok {
+		c.Parent = p
+	}
+	return context.WithValue(ctx, callKey{}, &c)
+}
+
+// callContext is the context of a call's SideMessage and Execute: the run's,
+// carrying the call.
+func (r *run) callContext(cs *callState) context.Context {
+	return withCall(r.ctx, CallInfo{
+		SessionID:  r.t.in.SessionID,
+		CallID:     cs.call.ID,
+		Tool:       cs.call.Name,
+		Round:      r.round,
+		ApprovalID: cs.chunk.ApprovalID,
+	})
+}

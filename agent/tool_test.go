@@ -208,3 +208,133 @@ func TestToolSchemaErrorsAtRegistration(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "7", out)
 }
+
+// callRecorder is a tool that records the CallInfo of its SideMessage and
+// Execute contexts.
+type callRecorder struct {
+	name string
+	skip bool
+	mu   sync.Mutex
+	side []agent.CallInfo
+	exec []agent.CallInfo
+}
+
+func (c *callRecorder) Definition() agent.ToolDefinition {
+	return agent.ToolDefinition{Name: c.name, SkipApproval: c.skip}
+}
+
+func (c *callRecorder) SideMessage(ctx context.Context, _ agent.ToolCall) (any, error) {
+	info, ok := agent.CallFromContext(ctx)
+	if !ok {
+		return nil, fmt.Errorf("no call in the context")
+	}
+	c.mu.Lock()
+	c.side = append(c.side, info)
+	c.mu.Unlock()
+	return nil, nil
+}
+
+func (c *callRecorder) Execute(ctx context.Context, _ json.RawMessage, _ agent.Progress) (string, error) {
+	info, ok := agent.CallFromContext(ctx)
+	if !ok {
+		return "", fmt.Errorf("no call in the context")
+	}
+	c.mu.Lock()
+	c.exec = append(c.exec, info)
+	c.mu.Unlock()
+	return "ok", nil
+}
+
+// TestCallFromContext: a tool's Execute and SideMessage contexts carry the
+// call: session, call id, tool name, round and the prepared approval's id.
+func TestCallFromContext(t *testing.T) {
+	_, ok := agent.CallFromContext(context.Background())
+	assert.False(t, ok)
+	for _, parallel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parallel=%v", parallel), func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(
+				planNeedTool(),
+				scripted.Reply().Call(0, "call_1", "deploy", `{}`).Call(1, "call_2", "show", `{}`).Finish("tool_calls"),
+				scripted.Reply().Call(0, "call_3", "deploy", `{}`).Finish("tool_calls"),
+				scripted.Reply().Text("Done.").Finish("stop"),
+			)
+			deploy := &callRecorder{name: "deploy"}
+			show := &callRecorder{name: "show", skip: true}
+			approver := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.Approver = approver
+				c.ParallelTools = parallel
+			}, deploy, show)
+			chunks, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "deploy"}))
+			require.NoError(t, err)
+			approvals := map[string]string{}
+			for _, c := range chunks {
+				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+					approvals[c.Tool.ID] = c.Tool.ApprovalID
+				}
+			}
+			require.Len(t, approvals, 2)
+
+			want := []agent.CallInfo{
+				{SessionID: "s1", CallID: "call_1", Tool: "deploy", Round: 1, ApprovalID: approvals["call_1"]},
+				{SessionID: "s1", CallID: "call_3", Tool: "deploy", Round: 2, ApprovalID: approvals["call_3"]},
+			}
+			assert.Equal(t, want, deploy.exec)
+			assert.Equal(t, want, deploy.side, "SideMessage gets the same")
+			assert.NotEmpty(t, want[0].ApprovalID)
+			assert.NotEqual(t, want[0].ApprovalID, want[1].ApprovalID)
+			wantShow := []agent.CallInfo{{SessionID: "s1", CallID: "call_2", Tool: "show", Round: 1}}
+			assert.Equal(t, wantShow, show.exec, "no approval was prepared for a tool that skips it")
+		})
+	}
+}
+
+// TestCallFromContextInSubAgent: a tool that runs an agent of its own (a
+// sub-agent) passes its context on; the sub-agent's tools see their own call
+// with the outer call as its parent.
+func TestCallFromContextInSubAgent(t *testing.T) {
+	leaktest.Check(t)
+	innerSrv := newServer(t)
+	innerSrv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "inner_1", "leaf", `{}`).Finish("tool_calls"),
+		scripted.Reply().Text("Inner done.").Finish("stop"),
+	)
+	leaf := &callRecorder{name: "leaf", skip: true}
+	inner := newAgent(t, innerSrv, nil, leaf)
+	delegate := agent.NewTool("delegate", "Delegates to a sub-agent.",
+		func(ctx context.Context, in struct {
+			Task string `json:"task"`
+		}, _ agent.Progress) (string, error) {
+			outer, _ := agent.CallFromContext(ctx)
+			var answer string
+			for c, err := range inner.Run(ctx, agent.Input{SessionID: outer.SessionID + "/" + outer.CallID, Message: in.Task}) {
+				if err != nil {
+					return "", err
+				}
+				if c.Kind == agent.KindText && c.Round == 2 {
+					answer += c.Text
+				}
+			}
+			return answer, nil
+		})
+
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "outer_1", "delegate", `{"task":"do it"}`).Finish("tool_calls"),
+		scripted.Reply().Text("All done.").Finish("stop"),
+	)
+	chunks, err := collect(newAgent(t, srv, nil, delegate).Run(context.Background(), agent.Input{SessionID: "s1", Message: "go"}))
+	require.NoError(t, err)
+	assert.Equal(t, "Inner done.", results(chunks)["outer_1"])
+
+	require.Len(t, leaf.exec, 1)
+	got := leaf.exec[0]
+	require.NotNil(t, got.Parent)
+	assert.Equal(t, agent.CallInfo{SessionID: "s1", CallID: "outer_1", Tool: "delegate", Round: 1}, *got.Parent)
+	got.Parent = nil
+	assert.Equal(t, agent.CallInfo{SessionID: "s1/outer_1", CallID: "inner_1", Tool: "leaf", Round: 1}, got)
+}

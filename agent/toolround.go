@@ -381,7 +381,7 @@ func (r *run) sideMessage(sm SideMessenger, cs *callState) (side any, err error)
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 		}
 	}()
-	return sm.SideMessage(r.ctx, cs.chunk)
+	return sm.SideMessage(r.callContext(cs), cs.chunk)
 }
 
 // start runs the tool in its own goroutine, which finish waits for: the
@@ -389,6 +389,7 @@ func (r *run) sideMessage(sm SideMessenger, cs *callState) (side any, err error)
 func (r *run) start(cs *callState) {
 	cs.progress = newProgressBuffer()
 	cs.done = make(chan struct{})
+	ctx := r.callContext(cs)
 	go func() {
 		defer close(cs.done)
 		defer func() {
@@ -401,7 +402,7 @@ func (r *run) start(cs *callState) {
 					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			}
 		}()
-		cs.result, cs.err = cs.tool.Execute(r.ctx, cs.args, cs.progress)
+		cs.result, cs.err = cs.tool.Execute(ctx, cs.args, cs.progress)
 	}()
 }
 
