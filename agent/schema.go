@@ -160,6 +160,9 @@ func validateArgs(s *jsonschema.Schema, args json.RawMessage) error {
 // out-of-range number for an integer field.
 func decodeArgs[Args any](args json.RawMessage) (Args, error) {
 	var a Args
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}") // as the agent reads empty arguments
+	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {

@@ -207,6 +207,9 @@ func TestToolSchemaErrorsAtRegistration(t *testing.T) {
 	out, err := ptr.Execute(context.Background(), json.RawMessage(`{"A":7}`), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "7", out)
+	out, err = ptr.Execute(context.Background(), nil, nil)
+	require.NoError(t, err, "no arguments are an empty object")
+	assert.Equal(t, "0", out)
 }
 
 // callRecorder is a tool that records the CallInfo of its SideMessage and
