@@ -88,7 +88,9 @@ type Config struct {
 	// SystemPrompt, when not empty, is the first message of every request.
 	SystemPrompt string
 
-	// Tools are the tools offered in the tool loop; nil means none.
+	// Tools are the tools offered in the tool loop; nil means none. The
+	// registry may change while the agent is in use: each run works with
+	// the tools it held when the run started.
 	Tools *ToolRegistry
 	// Approver decides on tool calls that do not skip approval. Required
 	// when Tools holds such a tool. A tool that needs approval and is added
@@ -234,11 +236,6 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.truncate = cfg.Truncate
 	a.truncate.Keep = slices.Clone(cfg.Truncate.Keep)
-	for _, d := range cfg.Tools.Definitions() {
-		if d.NoTruncate {
-			a.truncate.Keep = append(a.truncate.Keep, d.Name)
-		}
-	}
 	return a, nil
 }
 

@@ -57,13 +57,19 @@
 // [ToolCall.PartialResult] while the tool writes to its [Progress]) and
 // result, or ends rejected. Tools registered with
 // [ToolDefinition.SkipApproval] go from start to executing. Arguments that
-// are not a JSON object and unknown tools never reach the [Approver] or a
-// tool: the model reads an error tool message and the loop goes on. Such
-// arguments are kept in the history wrapped in an object (see
+// are not a JSON object, or do not match the tool's schema, and unknown
+// tools never reach the [Approver] or a tool: the model reads an error tool
+// message and the loop goes on. Arguments that are not a JSON object are
+// kept in the history wrapped in one (see
 // [memory.ValidArguments]), because some providers refuse a conversation
 // whose earlier arguments they cannot parse; the chunks show the raw text
 // in [ToolCall.ArgumentsRaw]. A tool that fails
 // or panics is an error result for the model, not a failed run.
+//
+// [NewTool] makes a tool of a Go function whose arguments are a Go value:
+// the schema the model sees is inferred from the type, and the arguments
+// arrive decoded. A running tool finds its session, call and round with
+// [CallFromContext].
 //
 // An [Approver] decides on each call. One whose decisions come from
 // elsewhere (a browser) also implements [Preparer]: the agent calls Prepare

@@ -1,26 +1,45 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/planround/planround/memory"
 )
 
 // ToolRegistry holds the tools an [Agent] offers the model, by name.
 //
-// A ToolRegistry is safe for concurrent use; an Agent reads it at the start
-// of every tool round, so tools added or removed while it runs take effect
-// from the next round.
+// A ToolRegistry is safe for concurrent use, and may be changed while
+// agents that use it run. Each run works with the tools as they were when
+// it started, for its whole duration: the tools offered to the model in
+// every round, the tool a call runs and whether it skips approval all come
+// from that one state, so a change never splits a run (a call to a tool
+// removed meanwhile still runs; a tool added meanwhile is not offered). The
+// next run sees the change.
 type ToolRegistry struct {
-	mu    sync.RWMutex // guards tools and order
-	tools map[string]registered
-	order []string
+	mu  sync.Mutex // serialises changes: each one publishes a new set
+	set atomic.Pointer[toolSet]
+}
+
+// toolSet is the registry's state at one moment. It is never changed once
+// published: a change publishes a new one.
+type toolSet struct {
+	byName map[string]*registered
+	defs   []ToolDefinition // in registration order
 }
 
 type registered struct {
-	tool Tool
-	def  ToolDefinition
+	tool   Tool
+	def    ToolDefinition
+	schema *jsonschema.Schema // nil when def.Parameters is nil
 }
 
 // NewToolRegistry returns a registry holding tools; see [ToolRegistry.Add].
@@ -35,7 +54,9 @@ func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) {
 }
 
 // Add registers t under its definition's name. It fails for a nil tool, an
-// empty or invalid name, or a name already registered.
+// empty or invalid name, a name already registered, and a tool whose
+// parameters schema is not a valid JSON schema (or, for a tool made by
+// [NewTool], could not be inferred).
 func (r *ToolRegistry) Add(t Tool) error {
 	if t == nil {
 		return errors.New("agent: nil tool")
@@ -44,87 +65,125 @@ func (r *ToolRegistry) Add(t Tool) error {
 	if err := validToolName(def.Name); err != nil {
 		return err
 	}
+	if tt, ok := t.(typed); ok {
+		if err := tt.buildErr(); err != nil {
+			return fmt.Errorf("agent: tool %q: %w", def.Name, err)
+		}
+	}
+	reg := &registered{tool: t, def: def}
+	if def.Parameters != nil {
+		s, err := compileSchema(def.Parameters)
+		if err != nil {
+			return fmt.Errorf("agent: tool %q: its parameters are not a valid JSON schema: %w", def.Name, err)
+		}
+		reg.schema = s
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.tools == nil {
-		r.tools = make(map[string]registered)
-	}
-	if _, dup := r.tools[def.Name]; dup {
+	old := r.tools()
+	if _, dup := old.byName[def.Name]; dup {
 		return fmt.Errorf("agent: tool %q registered twice", def.Name)
 	}
-	r.tools[def.Name] = registered{tool: t, def: def}
-	r.order = append(r.order, def.Name)
+	set := &toolSet{byName: maps.Clone(old.byName), defs: append(slices.Clip(old.defs), def)}
+	if set.byName == nil {
+		set.byName = make(map[string]*registered)
+	}
+	set.byName[def.Name] = reg
+	r.set.Store(set)
 	return nil
 }
 
 // Remove unregisters the tool with that name and reports whether it was
-// there.
+// there. Runs already going on keep it.
 func (r *ToolRegistry) Remove(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.tools[name]; !ok {
+	old := r.tools()
+	if _, ok := old.byName[name]; !ok {
 		return false
 	}
-	delete(r.tools, name)
-	for i, n := range r.order {
-		if n == name {
-			r.order = append(r.order[:i:i], r.order[i+1:]...)
-			break
-		}
-	}
+	set := &toolSet{byName: maps.Clone(old.byName)}
+	delete(set.byName, name)
+	set.defs = slices.DeleteFunc(slices.Clone(old.defs), func(d ToolDefinition) bool { return d.Name == name })
+	r.set.Store(set)
 	return true
 }
 
-// SetSkipApproval overrides a registered tool's SkipApproval. It fails for
-// an unknown name.
+// SetSkipApproval overrides a registered tool's SkipApproval, from the next
+// run on. It fails for an unknown name.
 func (r *ToolRegistry) SetSkipApproval(name string, skip bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	reg, ok := r.tools[name]
+	old := r.tools()
+	reg, ok := old.byName[name]
 	if !ok {
 		return fmt.Errorf("agent: no tool %q", name)
 	}
-	reg.def.SkipApproval = skip
-	r.tools[name] = reg
+	changed := *reg
+	changed.def.SkipApproval = skip
+	set := &toolSet{byName: maps.Clone(old.byName), defs: slices.Clone(old.defs)}
+	set.byName[name] = &changed
+	for i := range set.defs {
+		if set.defs[i].Name == name {
+			set.defs[i].SkipApproval = skip
+		}
+	}
+	r.set.Store(set)
 	return nil
 }
 
 // Lookup returns the tool with that name and its definition (with any
 // override applied).
 func (r *ToolRegistry) Lookup(name string) (Tool, ToolDefinition, bool) {
-	if r == nil {
+	reg, ok := r.tools().byName[name]
+	if !ok {
 		return nil, ToolDefinition{}, false
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	reg, ok := r.tools[name]
-	return reg.tool, reg.def, ok
+	return reg.tool, reg.def, true
 }
 
 // Definitions returns the definitions of all tools in registration order.
 func (r *ToolRegistry) Definitions() []ToolDefinition {
-	if r == nil {
-		return nil
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	defs := make([]ToolDefinition, 0, len(r.order))
-	for _, n := range r.order {
-		defs = append(defs, r.tools[n].def)
-	}
-	return defs
+	return slices.Clone(r.tools().defs)
 }
 
 // Names returns the registered names, sorted.
 func (r *ToolRegistry) Names() []string {
-	if r == nil {
-		return nil
+	defs := r.tools().defs
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := append([]string(nil), r.order...)
 	sort.Strings(names)
 	return names
+}
+
+var noTools = &toolSet{}
+
+// tools returns the registry's current set; a nil registry has no tools.
+func (r *ToolRegistry) tools() *toolSet {
+	if r == nil {
+		return noTools
+	}
+	if s := r.set.Load(); s != nil {
+		return s
+	}
+	return noTools
+}
+
+// checkArgs reports why args, a JSON object, cannot be given to the tool:
+// they do not match its schema, or (a tool made by NewTool) cannot be
+// decoded into its Args.
+func (reg *registered) checkArgs(args json.RawMessage) error {
+	if reg.schema != nil {
+		if err := validateArgs(reg.schema, args); err != nil {
+			return err
+		}
+	}
+	if tt, ok := reg.tool.(typed); ok {
+		return tt.checkArgs(args)
+	}
+	return nil
 }
 
 // validToolName enforces the function-name rule of the chat-completions API:
@@ -141,4 +200,14 @@ func validToolName(name string) error {
 		}
 	}
 	return nil
+}
+
+// truncate returns base with the tools that ask for NoTruncate kept whole.
+func (s *toolSet) truncate(base memory.TruncateOptions) memory.TruncateOptions {
+	for _, d := range s.defs {
+		if d.NoTruncate {
+			base.Keep = append(slices.Clip(base.Keep), d.Name)
+		}
+	}
+	return base
 }

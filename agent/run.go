@@ -129,7 +129,7 @@ func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
 		t.used = true
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		r := &run{t: t, a: t.a, ctx: ctx, cancel: cancel, yield: yield}
+		r := &run{t: t, a: t.a, ctx: ctx, cancel: cancel, yield: yield, tools: t.a.cfg.Tools.tools()}
 		r.emitPiece = r.textPiece
 		r.do()
 	}
@@ -153,7 +153,12 @@ type run struct {
 	// message, saved when the turn starts).
 	saved int
 
-	settings  ModelSettings    // Config.Settings with Input.Settings over them
+	settings ModelSettings // Config.Settings with Input.Settings over them
+
+	// tools are Config.Tools as they were when the run started: the run
+	// offers, looks up and runs these whatever happens to the registry.
+	tools *toolSet
+
 	prefix    []memory.Message // system prompt and layer blocks
 	working   []memory.Message // what the model sees: history, user, this turn, [continue]
 	parser    *stream.Parser
@@ -253,7 +258,7 @@ func (r *run) do() {
 	r.record(user)
 	// Everything before the new user message is old: its tool traffic is
 	// shortened once, here, for every request of the run.
-	r.working = memory.Truncate(r.working, r.a.truncate)
+	r.working = memory.Truncate(r.working, r.tools.truncate(r.a.truncate))
 	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
 
 	skipTools := false
@@ -434,7 +439,7 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 		req.settings.ResponseFormat = nil // the planning round answers in words
 	}
 	if withTools {
-		req.tools = toolParams(r.a.cfg.Tools.Definitions())
+		req.tools = toolParams(r.tools.defs)
 	}
 
 	start := time.Now()

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 )
 
 // Tool is a function the model may call.
@@ -38,7 +40,11 @@ type ToolDefinition struct {
 	// Description tells the model what the tool does.
 	Description string
 	// Parameters is the JSON schema of the arguments object; nil means an
-	// object without properties.
+	// object without properties. The registry refuses a schema that is not
+	// valid (or refers to other documents), and the agent checks every
+	// call's arguments against it before approval: a call that does not
+	// match never reaches the Approver or the tool, and the model reads
+	// what is wrong. [NewTool] infers it from a Go type.
 	Parameters map[string]any
 	// SkipApproval lets the call run without asking the Approver. Only for
 	// tools that are the user's interaction itself (ask_user_question) or a
@@ -74,4 +80,150 @@ func (t FuncTool) Definition() ToolDefinition { return t.Def }
 // Execute calls t.Fn.
 func (t FuncTool) Execute(ctx context.Context, args json.RawMessage, progress Progress) (string, error) {
 	return t.Fn(ctx, args, progress)
+}
+
+// NewTool returns a [Tool] whose arguments are a Go value: the model's
+// arguments are decoded into an Args and given to fn, which returns the
+// result text the model reads, as [Tool.Execute] does.
+//
+// The JSON schema the model sees is inferred from Args, which must be a
+// struct (or a map with string keys): a field's json tag names its property,
+// a jsonschema tag describes it, and a field is required unless it is a
+// pointer or its json tag says omitempty or omitzero. A struct without
+// fields takes no arguments. Properties Args does not have are refused. The
+// schema follows the rules of github.com/google/jsonschema-go; [WithParameters]
+// replaces it with one written by hand.
+//
+// The agent checks a call's arguments before it asks the [Approver]: when
+// they do not match the schema, or cannot be decoded into an Args (a
+// fraction for an integer field, an unknown property a hand-written schema
+// lets through), the call does not run, nobody is asked, and the model reads
+// what is wrong. An Args for which no schema can be inferred (a channel or
+// func field, a map without string keys) makes [NewToolRegistry] and
+// [ToolRegistry.Add] fail.
+func NewTool[Args any](name, description string, fn func(ctx context.Context, args Args, progress Progress) (string, error), opts ...ToolOption) Tool {
+	t := &typedTool[Args]{def: ToolDefinition{Name: name, Description: description}, fn: fn}
+	for _, o := range opts {
+		o(&t.def)
+	}
+	if t.def.Parameters == nil {
+		t.def.Parameters, t.err = schemaFor[Args]()
+	}
+	if t.err == nil && fn == nil {
+		t.err = errors.New("nil function")
+	}
+	return t
+}
+
+// A ToolOption changes the definition of a tool made by [NewTool].
+type ToolOption func(*ToolDefinition)
+
+// WithSkipApproval sets [ToolDefinition.SkipApproval]: calls run without
+// asking the Approver. Only for tools that are the user's interaction itself
+// or change nothing.
+func WithSkipApproval() ToolOption {
+	return func(d *ToolDefinition) { d.SkipApproval = true }
+}
+
+// WithNoTruncate sets [ToolDefinition.NoTruncate]: the tool's arguments and
+// results stay whole when history is truncated.
+func WithNoTruncate() ToolOption {
+	return func(d *ToolDefinition) { d.NoTruncate = true }
+}
+
+// WithParameters sets [ToolDefinition.Parameters] to schema, the JSON
+// schema of the arguments object, instead of the one inferred from the
+// tool's Args. Arguments are still decoded into an Args, and a property Args
+// has no field for is refused.
+func WithParameters(schema map[string]any) ToolOption {
+	return func(d *ToolDefinition) { d.Parameters = schema }
+}
+
+// typedTool is the Tool of NewTool.
+type typedTool[Args any] struct {
+	def ToolDefinition
+	err error // why the tool cannot be registered
+	fn  func(ctx context.Context, args Args, progress Progress) (string, error)
+}
+
+func (t *typedTool[Args]) Definition() ToolDefinition { return t.def }
+
+func (t *typedTool[Args]) Execute(ctx context.Context, args json.RawMessage, progress Progress) (string, error) {
+	a, err := decodeArgs[Args](args)
+	if err != nil {
+		return "", fmt.Errorf("the arguments of %s do not fit its parameters (%w)", t.def.Name, err)
+	}
+	return t.fn(ctx, a, progress)
+}
+
+// typed is implemented by the tools of NewTool: the registry asks them why
+// they cannot be registered, and the agent has them decode a call's
+// arguments before approval.
+type typed interface {
+	buildErr() error
+	checkArgs(args json.RawMessage) error
+}
+
+func (t *typedTool[Args]) buildErr() error { return t.err }
+
+func (t *typedTool[Args]) checkArgs(args json.RawMessage) error {
+	_, err := decodeArgs[Args](args)
+	return err
+}
+
+// CallInfo describes the tool call a [Tool] is running: see
+// [CallFromContext].
+type CallInfo struct {
+	// SessionID is the run's [Input.SessionID]; empty for a run without one.
+	SessionID string
+	// CallID is the call's id, as in [ToolCall.ID] and the tool message.
+	CallID string
+	// Tool is the name of the tool called.
+	Tool string
+	// Round is the tool round of the call.
+	Round int
+	// ApprovalID is the id a [Preparer] gave the call's approval; empty
+	// when none was prepared (an Approver that is not a Preparer, or a tool
+	// that skips approval).
+	ApprovalID string
+	// Parent is the call that was running where this call's run started,
+	// when a tool runs an agent itself (a sub-agent): its ctx carries the
+	// call, and the sub-agent's tools see it here. Nil for a top-level run.
+	Parent *CallInfo
+}
+
+type callKey struct{}
+
+// CallFromContext returns the tool call whose [Tool.Execute] or
+// [SideMessenger.SideMessage] got ctx (or a context derived from it), and
+// whether there is one: a tool that serves several conversations (a
+// per-conversation MCP server, a sub-agent) finds its session and call
+// here.
+func CallFromContext(ctx context.Context) (CallInfo, bool) {
+	c, ok := ctx.Value(callKey{}).(*CallInfo)
+	if !ok {
+		return CallInfo{}, false
+	}
+	return *c, true
+}
+
+// withCall returns ctx carrying c, with the call ctx already carries, if
+// any, as c's parent.
+func withCall(ctx context.Context, c CallInfo) context.Context {
+	if p, ok := ctx.Value(callKey{}).(*CallInfo); ok {
+		c.Parent = p
+	}
+	return context.WithValue(ctx, callKey{}, &c)
+}
+
+// callContext is the context of a call's SideMessage and Execute: the run's,
+// carrying the call.
+func (r *run) callContext(cs *callState) context.Context {
+	return withCall(r.ctx, CallInfo{
+		SessionID:  r.t.in.SessionID,
+		CallID:     cs.call.ID,
+		Tool:       cs.call.Name,
+		Round:      r.round,
+		ApprovalID: cs.chunk.ApprovalID,
+	})
 }

@@ -192,15 +192,20 @@ func (r *run) runApproved(approved []*callState) bool {
 }
 
 // check validates a call before approval: a known tool and arguments that
-// are a JSON object. A call that fails gets an error result the model reads.
+// are a JSON object matching its schema (and, for a tool made by NewTool,
+// that decode into its Args). A call that fails gets an error result the
+// model reads.
 func (r *run) check(cs *callState) bool {
-	tool, def, ok := r.a.cfg.Tools.Lookup(cs.call.Name)
+	reg, ok := r.tools.byName[cs.call.Name]
 	if !ok {
 		return r.errorResult(cs, fmt.Sprintf("error: unknown tool %q", cs.call.Name))
 	}
-	cs.tool, cs.def = tool, def
+	cs.tool, cs.def = reg.tool, reg.def
 	if cs.argErr != nil {
 		return r.errorResult(cs, fmt.Sprintf("error: the arguments of %s are not valid JSON (%v); call it again with a JSON object", cs.call.Name, cs.argErr))
+	}
+	if err := reg.checkArgs(cs.args); err != nil {
+		return r.errorResult(cs, fmt.Sprintf("error: the arguments of %s do not fit its parameters (%v); call it again with arguments that match its schema", cs.call.Name, err))
 	}
 	return true
 }
@@ -376,7 +381,7 @@ func (r *run) sideMessage(sm SideMessenger, cs *callState) (side any, err error)
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 		}
 	}()
-	return sm.SideMessage(r.ctx, cs.chunk)
+	return sm.SideMessage(r.callContext(cs), cs.chunk)
 }
 
 // start runs the tool in its own goroutine, which finish waits for: the
@@ -384,6 +389,7 @@ func (r *run) sideMessage(sm SideMessenger, cs *callState) (side any, err error)
 func (r *run) start(cs *callState) {
 	cs.progress = newProgressBuffer()
 	cs.done = make(chan struct{})
+	ctx := r.callContext(cs)
 	go func() {
 		defer close(cs.done)
 		defer func() {
@@ -396,7 +402,7 @@ func (r *run) start(cs *callState) {
 					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			}
 		}()
-		cs.result, cs.err = cs.tool.Execute(r.ctx, cs.args, cs.progress)
+		cs.result, cs.err = cs.tool.Execute(ctx, cs.args, cs.progress)
 	}()
 }
 

@@ -1,0 +1,213 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/memory"
+)
+
+// TestRunKeepsItsTools: a registry changed while a run goes on (a tool
+// removed, one added, SkipApproval switched) does not change that run: its
+// later rounds offer and run the tools it started with, and ask for
+// approval as they did. The next run sees the change.
+func TestRunKeepsItsTools(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		scripted.Reply().Call(0, "call_2", "show_card", `{}`).Call(1, "call_3", "get_weather", `{"city":"Rome"}`).Finish("tool_calls"),
+		scripted.Reply().Text("Done.").Finish("stop"),
+	)
+	reg, err := agent.NewToolRegistry(weatherTool(), cardTool())
+	require.NoError(t, err)
+	ping := agent.NewTool("ping", "Answers pong.", func(context.Context, struct{}, agent.Progress) (string, error) { return "pong", nil })
+	var asked []string
+	cfg := agent.Config{
+		BaseURL:    srv.URL(),
+		HTTPClient: srv.Client(),
+		Model:      "test-model",
+		Tools:      reg,
+		Approver: agent.ApproverFunc(func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+			asked = append(asked, req.Call.ID)
+			if req.Call.ID == "call_1" {
+				// The host changes the registry while the run goes on.
+				assert.True(t, reg.Remove("show_card"))
+				assert.NoError(t, reg.SetSkipApproval("get_weather", true))
+				assert.NoError(t, reg.Add(ping))
+			}
+			return agent.Decision{Approved: true}, nil
+		}),
+	}
+	if strict {
+		cfg.RequestShape = agent.ShapeStrict
+	}
+	a, err := agent.New(cfg)
+	require.NoError(t, err)
+
+	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "weather"}))
+	require.NoError(t, err)
+	reqs := srv.Requests()
+	require.Len(t, reqs, 4)
+	assert.Equal(t, []string{"get_weather", "show_card"}, reqs[1].ToolNames())
+	assert.Equal(t, []string{"get_weather", "show_card"}, reqs[2].ToolNames(), "the run's later rounds offer the same tools")
+	assert.Equal(t, []string{"get_weather", "show_card"}, reqs[3].ToolNames())
+	assert.Equal(t, map[string]string{"call_1": "sunny in Oslo", "call_2": "shown", "call_3": "sunny in Rome"}, results(chunks),
+		"a tool removed meanwhile still runs in the run that offered it")
+	assert.Equal(t, []string{"call_1", "call_3"}, asked, "get_weather still needs approval in this run")
+
+	// The next run sees the changes.
+	srv.Enqueue(
+		planNeedTool(),
+		scripted.Reply().Call(0, "call_4", "get_weather", `{"city":"Lima"}`).Call(1, "call_5", "show_card", `{}`).Finish("tool_calls"),
+		scripted.Reply().Text("Done.").Finish("stop"),
+	)
+	asked = nil
+	chunks, err = collect(a.Run(context.Background(), agent.Input{Message: "again"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"get_weather", "ping"}, srv.Requests()[5].ToolNames())
+	assert.Empty(t, asked, "get_weather skips approval now")
+	assert.Equal(t, "sunny in Lima", results(chunks)["call_4"])
+	assert.Equal(t, `error: unknown tool "show_card"`, results(chunks)["call_5"])
+}
+
+// TestNoTruncateToolAddedAfterNew: a NoTruncate tool added to the registry
+// after New is kept whole in the requests of the runs that have it.
+func TestNoTruncateToolAddedAfterNew(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	long := strings.Repeat("x", 1000)
+	history := []memory.Message{
+		{Role: memory.RoleUser, Content: "before"},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "get_skill", Arguments: `{}`}}},
+		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_skill", Content: long},
+		{Role: memory.RoleAssistant, Content: "done"},
+	}
+	var reg *agent.ToolRegistry
+	a := newAgent(t, srv, func(c *agent.Config) { reg = c.Tools }, weatherTool())
+	require.NoError(t, reg.Add(agent.NewTool("get_skill", "A skill's text.", func(context.Context, struct{}, agent.Progress) (string, error) {
+		return long, nil
+	}, agent.WithSkipApproval(), agent.WithNoTruncate())))
+	_, err := collect(a.Run(context.Background(), agent.Input{History: history, Message: "now"}))
+	require.NoError(t, err)
+	var got string
+	for _, m := range srv.Requests()[0].Messages {
+		if m.Role == "tool" {
+			got = m.Content
+		}
+	}
+	assert.Equal(t, long, got, "NoTruncate tools are kept whole")
+}
+
+// TestRegistryChangedDuringRuns: runs share a registry that another
+// goroutine keeps changing. Each run offers, looks up and runs the tools
+// it started with: every call the model makes of an offered tool runs.
+// Under the race detector this also checks the registry's locking.
+func TestRegistryChangedDuringRuns(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.KeepRequests(0)
+	srv.Respond(func(req *scripted.Request) scripted.Response {
+		switch {
+		case !req.HasTools():
+			return scripted.Reply().Text("<need_tool>").Finish("stop")
+		case req.LastMessage().Role == "tool":
+			return scripted.Reply().Text("Done.").Finish("stop")
+		}
+		// The model calls every tool it is offered.
+		b := scripted.Reply()
+		for i, name := range req.ToolNames() {
+			args := `{}`
+			if name == "get_weather" {
+				args = `{"city":"Oslo"}`
+			}
+			b = b.Call(i, fmt.Sprintf("call_%d_%d", req.Seq, i), name, args)
+		}
+		return b.Finish("tool_calls")
+	})
+	flaky := func(n int) agent.Tool {
+		return agent.FuncTool{
+			Def: agent.ToolDefinition{Name: "flaky", Parameters: map[string]any{"type": "object", "maxProperties": n}},
+			Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) {
+				return "flaky ran", nil
+			},
+		}
+	}
+	reg, err := agent.NewToolRegistry(weatherTool(), flaky(0))
+	require.NoError(t, err)
+	cfg := agent.Config{
+		BaseURL:       srv.URL(),
+		HTTPClient:    srv.Client(),
+		Model:         "test-model",
+		Tools:         reg,
+		Approver:      agent.ApproverFunc(approveAll),
+		ParallelTools: true,
+	}
+	if strict {
+		cfg.RequestShape = agent.ShapeStrict
+	}
+	a, err := agent.New(cfg)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	var changes atomic.Int32
+	var mutator sync.WaitGroup
+	mutator.Go(func() {
+		for i := 0; i < 20_000; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			reg.Remove("flaky")
+			_ = reg.Names()
+			assert.NoError(t, reg.Add(flaky(i%3)))
+			_ = reg.SetSkipApproval("flaky", i%2 == 0)
+			_, _, _ = reg.Lookup("flaky")
+			_ = reg.Definitions()
+			changes.Add(1)
+		}
+	})
+
+	const runners, runsEach = 4, 5
+	var runs sync.WaitGroup
+	var calls atomic.Int32
+	for g := range runners {
+		runs.Go(func() {
+			for i := range runsEach {
+				turn := a.NewTurn(agent.Input{Message: fmt.Sprintf("run %d.%d", g, i)})
+				chunks, err := collect(turn.Run(ctx))
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Equal(t, agent.KindRoundEnd, chunks[len(chunks)-1].Kind, "%v", trace(chunks))
+				for id, res := range results(chunks) {
+					calls.Add(1)
+					assert.NotContains(t, res, "error", "call %s: every offered tool runs", id)
+				}
+				validHistory(t, turn.Messages())
+			}
+		})
+	}
+	runs.Wait()
+	close(done)
+	mutator.Wait()
+	// A run that started while flaky was out offered get_weather alone.
+	assert.GreaterOrEqual(t, calls.Load(), int32(runners*runsEach), "every run called a tool")
+	t.Logf("%d registry changes during %d runs", changes.Load(), runners*runsEach)
+}
