@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 func TestPlanningRoundNeedToolRunsToolLoop(t *testing.T) {
@@ -20,8 +20,8 @@ func TestPlanningRoundNeedToolRunsToolLoop(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Pa`, `ris"}`).Finish("tool_calls"),
-		scripted.Reply().Text("It is sunny in Paris.").Usage(30, 6).Finish("stop"),
+		agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Pa`, `ris"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("It is sunny in Paris.").Usage(30, 6).Finish("stop"),
 	)
 	a := newAgent(t, srv, nil, weatherTool())
 	turn := a.NewTurn(agent.Input{Message: "Weather in Paris?"})
@@ -90,7 +90,7 @@ func TestPlanningRoundNeedToolRunsToolLoop(t *testing.T) {
 func TestPlanningRoundNoToolContinues(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("The answer ", "is 42.").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("The answer ", "is 42.").Finish("stop"))
 	a := newAgent(t, srv, nil, weatherTool())
 	turn := a.NewTurn(agent.Input{Message: "What is the answer?"})
 	chunks, err := collect(turn.Run(context.Background()))
@@ -121,8 +121,8 @@ func TestPlanningRoundNoToolContinues(t *testing.T) {
 func TestPlanningRoundWithoutTagRunsToolLoop(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
-		scripted.Reply().Text("Sure.").Finish("stop"),
-		scripted.Reply().Text("Done.").Finish("stop"),
+		agenttest.Reply().Text("Sure.").Finish("stop"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	a := newAgent(t, srv, nil, weatherTool())
 	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
@@ -137,8 +137,8 @@ func TestPlanningRoundWithoutTagRunsToolLoop(t *testing.T) {
 func TestPlanningRoundIgnoresToolCalls(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
-		scripted.Reply().Text("On it. <need_tool>").Call(0, "call_p", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Done.").Finish("stop"),
+		agenttest.Reply().Text("On it. <need_tool>").Call(0, "call_p", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	var ran atomic.Bool
 	tool := agent.FuncTool{

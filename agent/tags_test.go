@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -25,13 +25,13 @@ func TestTagOnlyPlanningReply(t *testing.T) {
 			leaktest.Check(t)
 			st := newStore(t)
 			srv := newServer(t)
-			srv.Enforce(serverChecks() | scripted.CheckEmptyAssistant)
+			srv.Enforce(serverChecks() | agenttest.CheckEmptyAssistant)
 			srv.Enqueue(
-				scripted.Reply().Text("<need_", "tool>").Finish("stop"),
-				scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-				scripted.Reply().Text("Sunny.").Finish("stop"),
-				scripted.Reply().Text(" <need_tool>\n").Finish("stop"),
-				scripted.Reply().Text("Still sunny.").Finish("stop"),
+				agenttest.Reply().Text("<need_", "tool>").Finish("stop"),
+				agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Sunny.").Finish("stop"),
+				agenttest.Reply().Text(" <need_tool>\n").Finish("stop"),
+				agenttest.Reply().Text("Still sunny.").Finish("stop"),
 			)
 			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool())
 			ctx := context.Background()
@@ -73,7 +73,7 @@ func TestCutTagNeverVisible(t *testing.T) {
 	t.Run("cut", func(t *testing.T) {
 		leaktest.Check(t)
 		srv := newServer(t)
-		srv.Enqueue(scripted.Reply().Text("Let me check. ", "<need_", "tool>").Finish("stop").CutAfter(2))
+		srv.Enqueue(agenttest.Reply().Text("Let me check. ", "<need_", "tool>").Finish("stop").CutAfter(2))
 		turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "go"})
 		chunks, err := collect(turn.Run(context.Background()))
 		require.Error(t, err)
@@ -86,7 +86,7 @@ func TestCutTagNeverVisible(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		// The reasoning delta after "<need_" tells when the agent has read it.
-		srv.Enqueue(scripted.Reply().Text("Let me check. ", "<need_").Reasoning("hmm").Text("tool>").Finish("stop").HoldAfter(3))
+		srv.Enqueue(agenttest.Reply().Text("Let me check. ", "<need_").Reasoning("hmm").Text("tool>").Finish("stop").HoldAfter(3))
 		turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "go"})
 		var chunks []agent.Chunk
 		for c, err := range turn.Run(ctx) {
@@ -109,9 +109,9 @@ func TestToolRoundTextReachesLaterRequestsWithoutTags(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Text("Checking Oslo. <need_tool>").Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Now Lima.<need_tool>").Call(0, "call_2", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Both sunny.").Finish("stop"),
+		agenttest.Reply().Text("Checking Oslo. <need_tool>").Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Now Lima.<need_tool>").Call(0, "call_2", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Both sunny.").Finish("stop"),
 	)
 	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "Oslo and Lima?"})
 	_, err := collect(turn.Run(context.Background()))
@@ -137,7 +137,7 @@ func TestToolRoundTextReachesLaterRequestsWithoutTags(t *testing.T) {
 
 func TestHistoryTagsStrippedAfterPlanning(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	a := newAgent(t, srv, nil)
 	history := []memory.Message{
 		{Role: memory.RoleUser, Content: "earlier"},

@@ -1,4 +1,4 @@
-package scripted_test
+package agenttest_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 // TestEnforce: a request that breaks an enforced check is recorded and
@@ -28,37 +28,37 @@ func TestEnforce(t *testing.T) {
 	const tool = `{"role":"tool","tool_call_id":"c1","content":"r"}`
 	tests := []struct {
 		name  string
-		check scripted.Check
+		check agenttest.Check
 		body  string
 		says  string // part of the error message; "" means accepted
 	}{
-		{"object arguments", scripted.CheckArguments, msgs(sys, usr, call(`{"a":1}`), tool), ""},
-		{"cut arguments", scripted.CheckArguments, msgs(usr, call(`{"city": "Par`), tool), "messages[1]: tool call \"c1\": arguments are not a JSON object"},
-		{"array arguments", scripted.CheckArguments, msgs(usr, call(`[1]`), tool), "not a JSON object"},
-		{"empty arguments", scripted.CheckArguments, msgs(usr, call(``), tool), "not a JSON object"},
-		{"string arguments", scripted.CheckArguments, msgs(usr, call(`"x"`), tool, asst), "not a JSON object"},
-		{"assistant with content", scripted.CheckEmptyAssistant, msgs(usr, asst, usr), ""},
-		{"assistant with calls only", scripted.CheckEmptyAssistant, msgs(usr, call(`{}`), tool), ""},
-		{"empty assistant", scripted.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":""}`, usr), "messages[1]: Assistant message must have either content or tool_calls"},
-		{"null assistant", scripted.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":null}`, usr), "messages[1]"},
-		{"template: alternating", scripted.CheckTemplate, msgs(sys, usr, asst, usr, call(`{}`), tool, tool, asst, usr), ""},
-		{"template: no system", scripted.CheckTemplate, msgs(usr, asst, usr), ""},
-		{"template: system later", scripted.CheckTemplate, msgs(sys, usr, sys), "messages[2]: System message must be at the beginning."},
-		{"template: two systems", scripted.CheckTemplate, msgs(sys, sys, usr), "messages[1]: System message must be at the beginning."},
-		{"template: assistant first", scripted.CheckTemplate, msgs(sys, asst, usr), "messages[1]: Conversation roles must alternate user/assistant/user/assistant/... (assistant after the start)"},
-		{"template: two users", scripted.CheckTemplate, msgs(usr, usr), "messages[1]: Conversation roles must alternate"},
-		{"template: two assistants", scripted.CheckTemplate, msgs(usr, asst, asst, usr), "(assistant after assistant)"},
-		{"template: user after tool", scripted.CheckTemplate, msgs(usr, call(`{}`), tool, usr), "(user after tool)"},
-		{"template: tool after text", scripted.CheckTemplate, msgs(usr, asst, tool), "(tool after assistant)"},
-		{"template: user after calls", scripted.CheckTemplate, msgs(usr, call(`{}`), usr), "(user after assistant with tool calls)"},
-		{"template: assistant last", scripted.CheckTemplate, msgs(usr, asst), "Expected last role User or Tool"},
-		{"all: every rule", scripted.CheckAll, msgs(sys, usr, call(`{}`), tool, asst, usr), ""},
+		{"object arguments", agenttest.CheckArguments, msgs(sys, usr, call(`{"a":1}`), tool), ""},
+		{"cut arguments", agenttest.CheckArguments, msgs(usr, call(`{"city": "Par`), tool), "messages[1]: tool call \"c1\": arguments are not a JSON object"},
+		{"array arguments", agenttest.CheckArguments, msgs(usr, call(`[1]`), tool), "not a JSON object"},
+		{"empty arguments", agenttest.CheckArguments, msgs(usr, call(``), tool), "not a JSON object"},
+		{"string arguments", agenttest.CheckArguments, msgs(usr, call(`"x"`), tool, asst), "not a JSON object"},
+		{"assistant with content", agenttest.CheckEmptyAssistant, msgs(usr, asst, usr), ""},
+		{"assistant with calls only", agenttest.CheckEmptyAssistant, msgs(usr, call(`{}`), tool), ""},
+		{"empty assistant", agenttest.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":""}`, usr), "messages[1]: Assistant message must have either content or tool_calls"},
+		{"null assistant", agenttest.CheckEmptyAssistant, msgs(usr, `{"role":"assistant","content":null}`, usr), "messages[1]"},
+		{"template: alternating", agenttest.CheckTemplate, msgs(sys, usr, asst, usr, call(`{}`), tool, tool, asst, usr), ""},
+		{"template: no system", agenttest.CheckTemplate, msgs(usr, asst, usr), ""},
+		{"template: system later", agenttest.CheckTemplate, msgs(sys, usr, sys), "messages[2]: System message must be at the beginning."},
+		{"template: two systems", agenttest.CheckTemplate, msgs(sys, sys, usr), "messages[1]: System message must be at the beginning."},
+		{"template: assistant first", agenttest.CheckTemplate, msgs(sys, asst, usr), "messages[1]: Conversation roles must alternate user/assistant/user/assistant/... (assistant after the start)"},
+		{"template: two users", agenttest.CheckTemplate, msgs(usr, usr), "messages[1]: Conversation roles must alternate"},
+		{"template: two assistants", agenttest.CheckTemplate, msgs(usr, asst, asst, usr), "(assistant after assistant)"},
+		{"template: user after tool", agenttest.CheckTemplate, msgs(usr, call(`{}`), tool, usr), "(user after tool)"},
+		{"template: tool after text", agenttest.CheckTemplate, msgs(usr, asst, tool), "(tool after assistant)"},
+		{"template: user after calls", agenttest.CheckTemplate, msgs(usr, call(`{}`), usr), "(user after assistant with tool calls)"},
+		{"template: assistant last", agenttest.CheckTemplate, msgs(usr, asst), "Expected last role User or Tool"},
+		{"all: every rule", agenttest.CheckAll, msgs(sys, usr, call(`{}`), tool, asst, usr), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newServer(t)
 			s.Enforce(tt.check)
-			s.Enqueue(scripted.Reply().Text("ok").Finish("stop"))
+			s.Enqueue(agenttest.Reply().Text("ok").Finish("stop"))
 			want := http.StatusOK
 			if tt.says != "" {
 				want = http.StatusBadRequest

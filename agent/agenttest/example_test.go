@@ -1,4 +1,4 @@
-package scripted_test
+package agenttest_test
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 func Example() {
-	s := scripted.NewServer()
+	s := agenttest.NewServer()
 	defer s.Close()
 	s.Enqueue(
-		scripted.Reply().Text("Let me check. ").
+		agenttest.Reply().Text("Let me check. ").
 			Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).
 			Usage(12, 5).Finish("tool_calls"),
-		scripted.HTTPError(429, "slow down").RetryAfter(0),
+		agenttest.HTTPError(429, "slow down").RetryAfter(0),
 	)
 
 	client := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("k"),

@@ -1,4 +1,4 @@
-package scripted
+package agenttest
 
 import (
 	"context"
@@ -172,29 +172,29 @@ func (s *Server) next(req *Request) (resp Response, ok bool, err error) {
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != Path && r.URL.Path != Path+"/" {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("scripted: no route for %s %s; the server answers POST %s", r.Method, r.URL.Path, Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("agenttest: no route for %s %s; the server answers POST %s", r.Method, r.URL.Path, Path))
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "scripted: method "+r.Method+" not allowed; use POST")
+		writeError(w, http.StatusMethodNotAllowed, "agenttest: method "+r.Method+" not allowed; use POST")
 		return
 	}
 	if !s.authorized(r) {
-		writeError(w, http.StatusUnauthorized, "scripted: missing or wrong API key")
+		writeError(w, http.StatusUnauthorized, "agenttest: missing or wrong API key")
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "scripted: reading request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "agenttest: reading request body: "+err.Error())
 		return
 	}
 	if len(body) > maxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "scripted: request body too large")
+		writeError(w, http.StatusRequestEntityTooLarge, "agenttest: request body too large")
 		return
 	}
 	req, err := decodeRequest(body, r.Header.Clone())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "scripted: "+err.Error())
+		writeError(w, http.StatusBadRequest, "agenttest: "+err.Error())
 		return
 	}
 	resp, ok, err := s.next(req)
@@ -204,7 +204,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf(
-			"scripted: script exhausted: request %d arrived with no response enqueued and no Respond func set", req.Seq))
+			"agenttest: script exhausted: request %d arrived with no response enqueued and no Respond func set", req.Seq))
 		return
 	}
 	for k, v := range resp.header {
@@ -217,7 +217,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(resp.body)
 	case !req.Stream || resp.ignoreStream:
 		if resp.completion == nil {
-			writeError(w, http.StatusInternalServerError, "scripted: the request asked for no stream, but this response has only a streaming form (use Reply)")
+			writeError(w, http.StatusInternalServerError, "agenttest: the request asked for no stream, but this response has only a streaming form (use Reply)")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

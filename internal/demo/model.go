@@ -9,7 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 // DefaultDelay is the pause between streamed deltas of [Respond] and
@@ -37,7 +37,7 @@ type Model struct {
 }
 
 // Respond answers req with the demo model streaming at [DefaultDelay].
-func Respond(req *scripted.Request) scripted.Response {
+func Respond(req *agenttest.Request) agenttest.Response {
 	return Model{Delay: DefaultDelay}.Respond(req)
 }
 
@@ -48,9 +48,9 @@ func NewServer() *Server {
 }
 
 // Respond answers req following the rules in the package documentation.
-func (m Model) Respond(req *scripted.Request) scripted.Response {
+func (m Model) Respond(req *agenttest.Request) agenttest.Response {
 	t := readTurn(req)
-	b := scripted.Reply().Model("planround-demo")
+	b := agenttest.Reply().Model("planround-demo")
 	var out string
 	finish := "stop"
 	switch {
@@ -99,7 +99,7 @@ func (m Model) Respond(req *scripted.Request) scripted.Response {
 // turn is what the model reads from a request.
 type turn struct {
 	user    string            // the latest real user message ("" if none)
-	last    scripted.Message  // the last non-system message
+	last    agenttest.Message // the last non-system message
 	results []result          // the tool results after the latest user message
 	names   map[string]string // tool call id → tool name
 }
@@ -108,7 +108,7 @@ type result struct{ name, content string }
 
 func isContinue(s string) bool { return strings.TrimSpace(s) == continueMarker }
 
-func readTurn(req *scripted.Request) turn {
+func readTurn(req *agenttest.Request) turn {
 	t := turn{names: map[string]string{}}
 	start := 0
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -368,7 +368,7 @@ func final(t turn) string {
 
 // summary answers a request that did not ask for a stream (such as a
 // summarisation request): the user's messages, briefly.
-func summary(req *scripted.Request) string {
+func summary(req *agenttest.Request) string {
 	var topics []string
 	for _, m := range req.Messages {
 		if m.Role == "user" && !isContinue(m.Content) {
@@ -448,7 +448,7 @@ func splitN(s string, n int) []string {
 }
 
 // promptSize is the number of bytes of the request's messages.
-func promptSize(req *scripted.Request) int {
+func promptSize(req *agenttest.Request) int {
 	n := 0
 	for _, m := range req.Messages {
 		n += len(m.Content)

@@ -3,7 +3,7 @@ package demo
 import (
 	"crypto/rand"
 
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 // Server is the demo model listening on 127.0.0.1.
@@ -14,14 +14,14 @@ import (
 // requests it answered, so a long-running web chat does not grow with
 // every turn.
 type Server struct {
-	srv *scripted.Server
+	srv *agenttest.Server
 	key string
 }
 
 // NewServer starts a [Server] that answers every request with m.Respond.
 // Call Close when done.
 func (m Model) NewServer() *Server {
-	s := &Server{srv: scripted.NewServer(), key: rand.Text()}
+	s := &Server{srv: agenttest.NewServer(), key: rand.Text()}
 	s.srv.KeepRequests(0)
 	s.srv.RequireAPIKey(s.key)
 	s.srv.Respond(m.Respond)
