@@ -3,6 +3,7 @@ package demo
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -12,9 +13,17 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 )
 
-// DefaultDelay is the pause between streamed deltas of [Respond] and
-// [NewServer]: short, but long enough for a person to see text stream.
+// DefaultDelay is a pause between streamed deltas short enough not to
+// slow anyone down, but long enough for a person to see text stream.
 const DefaultDelay = 15 * time.Millisecond
+
+// BaseURL is a base URL for an agent that talks to the demo model through
+// [Model.Client]. Its host never resolves (.invalid), so a request that
+// misses the model's client fails rather than reaching a real provider.
+const BaseURL = "http://planround-demo.invalid/v1"
+
+// ModelName is the model name the demo model reports in its replies.
+const ModelName = "planround-demo"
 
 // continueMarker is the transition user message of the planning protocol.
 const continueMarker = "[continue]"
@@ -30,27 +39,19 @@ const (
 )
 
 // Model is the deterministic demo model. Its zero value streams without
-// delay between deltas.
+// delay between deltas. A Model is an [http.RoundTripper]: it answers in
+// process, with no listening port, so only the client it is given to can
+// use it. It keeps nothing from the requests it answered, and is safe for
+// concurrent use.
 type Model struct {
 	// Delay is the pause between streamed deltas.
 	Delay time.Duration
 }
 
-// Respond answers req with the demo model streaming at [DefaultDelay].
-func Respond(req *agenttest.Request) agenttest.Response {
-	return Model{Delay: DefaultDelay}.Respond(req)
-}
-
-// NewServer starts a [Server] that answers every request with [Respond].
-// Call Close when done.
-func NewServer() *Server {
-	return Model{Delay: DefaultDelay}.NewServer()
-}
-
 // Respond answers req following the rules in the package documentation.
 func (m Model) Respond(req *agenttest.Request) agenttest.Response {
 	t := readTurn(req)
-	b := agenttest.Reply().Model("planround-demo")
+	b := agenttest.Reply().Model(ModelName)
 	var out string
 	finish := "stop"
 	switch {
@@ -95,6 +96,18 @@ func (m Model) Respond(req *agenttest.Request) agenttest.Response {
 	b.Usage(int64(promptSize(req)/4+1), int64(len(out)/4+1))
 	return b.Finish(finish).Delay(m.Delay)
 }
+
+// RoundTrip answers a chat-completions request (a POST to any URL whose
+// path ends in /chat/completions) with [Model.Respond], in process; see
+// [agenttest.RespondFunc] for the details. The caller must close the
+// response's body.
+func (m Model) RoundTrip(r *http.Request) (*http.Response, error) {
+	return agenttest.RespondFunc(m.Respond).RoundTrip(r)
+}
+
+// Client returns an HTTP client whose requests m answers, for an agent's
+// Config.HTTPClient (with [BaseURL] as Config.BaseURL).
+func (m Model) Client() *http.Client { return &http.Client{Transport: m} }
 
 // turn is what the model reads from a request.
 type turn struct {

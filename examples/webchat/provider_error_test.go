@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/demo"
 	"github.com/planround/planround/internal/leaktest"
 )
 
