@@ -2,6 +2,8 @@ package agenttest_test
 
 import (
 	"context"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -104,6 +106,53 @@ func TestOutsideModule(t *testing.T) {
 	got = run("cli", "-yes", "-json", "What's the weather in Paris?")
 	if !strings.Contains(got, `"name":"get_weather","state":"result"`) || !strings.Contains(got, "demo data") {
 		t.Errorf("cli on the demo model printed\n%s", got)
+	}
+}
+
+// TestExamplesImportOnlyPublicPackages: a file that holds Example
+// functions imports no internal package, so that what the documentation
+// shows can be copied into another module.
+func TestExamplesImportOnlyPublicPackages(t *testing.T) {
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != repo {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(src), "\nfunc Example") {
+			return nil
+		}
+		files++
+		for _, imp := range f.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); strings.Contains(p+"/", "/internal/") {
+				rel, _ := filepath.Rel(repo, path)
+				t.Errorf("%s holds Example functions and imports %s", rel, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatalf("no file with Example functions under %s", repo)
 	}
 }
 
