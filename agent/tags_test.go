@@ -153,3 +153,50 @@ func TestHistoryTagsStrippedAfterPlanning(t *testing.T) {
 		}
 	}
 }
+
+// TestVisibleTextIsWhatTheStreamShowed: VisibleText shows a stored reply as
+// the run's text chunks showed it live: without the voice tag and the
+// agent's own intent tags (a custom dictionary's, not the default ones),
+// split across deltas, in the middle or cut short at the end.
+func TestVisibleTextIsWhatTheStreamShowed(t *testing.T) {
+	custom, err := intent.NewDictionary(
+		intent.Tag{Name: "<chat>", SkipTools: true, Description: "you answered in words"},
+		intent.Tag{Name: "<act>", Description: "you need a tool"},
+	)
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name    string
+		dict    intent.Dictionary
+		replies []agenttest.Response
+	}{
+		{"default", intent.DefaultDictionary(), []agenttest.Response{
+			agenttest.Reply().Text("<voice>Hello! I can ", "answer that.<no_", "tool>").Finish("stop"),
+			agenttest.Reply().Text("Here <need_tool>it is, <chat>. <no_").Finish("stop"),
+		}},
+		{"custom", custom, []agenttest.Response{
+			agenttest.Reply().Text("<voice>Sure <need_tool> thing. <ch", "at>").Finish("stop"),
+			agenttest.Reply().Text("Done <act>now.", " <no_tool> <a").Finish("stop"),
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(tt.replies...)
+			a := newAgent(t, srv, func(c *agent.Config) { c.Intents = tt.dict })
+			turn := a.NewTurn(agent.Input{Message: "hi"})
+			chunks, err := collect(turn.Run(context.Background()))
+			require.NoError(t, err)
+			var round int
+			for _, m := range turn.Messages() {
+				if m.Role != memory.RoleAssistant {
+					continue
+				}
+				live := text(chunks, round)
+				assert.Equal(t, live, a.VisibleText(m.Content), "round %d, stored %q", round, m.Content)
+				round++
+			}
+			require.Equal(t, 2, round, "two assistant messages")
+			assert.NotContains(t, a.VisibleText(turn.Messages()[1].Content), "<voice>")
+		})
+	}
+}
