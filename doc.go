@@ -23,6 +23,10 @@
 // # Packages
 //
 //   - agent: Agent, Run, Chunk, Tool, ToolRegistry and the Approver interface.
+//   - agent/agenttest: a fake model for tests, an OpenAI-compatible server
+//     that streams scripted replies and records the requests.
+//   - demo: the built-in demo model, plugged in through an HTTP client
+//     without a listening port, and the demo tools.
 //   - approval: the approval Manager (register, wait, respond, cancel),
 //     ready-made approvers and HTTP handlers for decisions.
 //   - stream: the incremental parser of model text (control tags, voice flag,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/openai/openai-go/v3/option"
 
@@ -237,6 +238,20 @@ func New(cfg Config) (*Agent, error) {
 	a.truncate = cfg.Truncate
 	a.truncate.Keep = slices.Clone(cfg.Truncate.Keep)
 	return a, nil
+}
+
+// VisibleText returns raw, the content of an assistant message as the
+// agent stores it, as the agent's text chunks showed it: without the speech
+// tag and without the intent tags of Config.Intents, whether whole, split
+// or cut short at the end. A host shows stored history with it, so that a
+// reloaded conversation reads as it did live.
+func (a *Agent) VisibleText(raw string) string {
+	p := stream.NewParser(stream.Config{Tags: a.tags})
+	var b strings.Builder
+	emit := func(pc stream.Piece) { b.WriteString(pc.Text) }
+	p.Write(raw, emit)
+	p.Flush(emit)
+	return b.String()
 }
 
 // sessionSummaries is the summary layer of Config.SummarizeAt. A run without

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -62,7 +62,7 @@ func TestInterruptDuringApprovalSaysWhatHappened(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			leaktest.Check(t)
 			srv := newServer(t)
-			srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+			srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var ran bool
@@ -104,9 +104,9 @@ func TestApproveInterruptRace(t *testing.T) {
 	require.NoError(t, err)
 	srv := newServer(t)
 	plan := planNeedTool()
-	call := scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls")
-	answer := scripted.Reply().Text("Sunny.").Finish("stop")
-	srv.Respond(func(req *scripted.Request) scripted.Response {
+	call := agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls")
+	answer := agenttest.Reply().Text("Sunny.").Finish("stop")
+	srv.Respond(func(req *agenttest.Request) agenttest.Response {
 		switch {
 		case !req.HasTools():
 			return plan
@@ -210,7 +210,7 @@ func TestManagerWithoutSessionFailsAtOnce(t *testing.T) {
 	m, err := approval.NewManager(approval.ManagerConfig{Timeout: time.Minute})
 	require.NoError(t, err)
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
 	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = m }, weatherTool())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -238,11 +238,11 @@ func TestParallelCallsAndSkipApproval(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().
+		agenttest.Reply().
 			Call(0, "call_a", "get_weather", `{"city":`, `"Rome"}`).
 			Call(1, "call_b", "show_card", `{}`).
 			Finish("tool_calls"),
-		scripted.Reply().Text("Rome is sunny.").Finish("stop"),
+		agenttest.Reply().Text("Rome is sunny.").Finish("stop"),
 	)
 	var asked []string
 	a := newAgent(t, srv, func(c *agent.Config) {
@@ -270,7 +270,7 @@ func TestRejectionEndsRunByDefault(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Call(1, "call_2", "get_weather", `{"city":"Bergen"}`).Finish("tool_calls"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Call(1, "call_2", "get_weather", `{"city":"Bergen"}`).Finish("tool_calls"),
 	)
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
@@ -296,8 +296,8 @@ func TestRejectionContinueTellsModel(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Understood.").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Understood.").Finish("stop"),
 	)
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.OnReject = agent.RejectContinue
@@ -320,8 +320,8 @@ func TestEditedArguments(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.Reply().Text("ok").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("ok").Finish("stop"),
 	)
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
@@ -342,7 +342,7 @@ func TestEditedArguments(t *testing.T) {
 func TestPreparerIsCalledBeforeTheChunk(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), agenttest.Reply().Text("ok").Finish("stop"))
 	p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
 	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = p }, weatherTool())
 	for c, err := range a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "go"}) {
@@ -359,7 +359,7 @@ func TestPreparerIsCalledBeforeTheChunk(t *testing.T) {
 func TestBreakAfterApprovalRequiredReleasesPreparedApproval(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
 	p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
 	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = p }, weatherTool())
 	turn := a.NewTurn(agent.Input{Message: "go"})
@@ -381,7 +381,7 @@ func TestApproverErrorIsARejection(t *testing.T) {
 	for _, msg := range []string{"approval service down", ""} {
 		t.Run(fmt.Sprintf("%q", msg), func(t *testing.T) {
 			srv := newServer(t)
-			srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), scripted.Reply().Text("ok").Finish("stop"))
+			srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), agenttest.Reply().Text("ok").Finish("stop"))
 			a := newAgent(t, srv, func(c *agent.Config) {
 				c.OnReject = agent.RejectContinue
 				c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {

@@ -10,7 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 const benchDeltas = 10_000
@@ -18,13 +18,13 @@ const benchDeltas = 10_000
 // benchReplies are the two responses of one no-tool turn: a planning reply
 // of benchDeltas small deltas ending in <no_tool>, and a one-delta
 // continuation.
-func benchReplies() (plan, cont scripted.Response) {
+func benchReplies() (plan, cont agenttest.Response) {
 	pieces := make([]string, benchDeltas)
 	for i := range pieces {
 		pieces[i] = "tok "
 	}
 	pieces[len(pieces)-1] = "<no_tool>"
-	return scripted.Reply().Text(pieces...).Finish("stop"), scripted.Reply().Text("ok").Finish("stop")
+	return agenttest.Reply().Text(pieces...).Finish("stop"), agenttest.Reply().Text("ok").Finish("stop")
 }
 
 // BenchmarkAgentRun consumes a benchDeltas-delta reply through Agent.Run;
@@ -32,7 +32,7 @@ func benchReplies() (plan, cont scripted.Response) {
 // local server through openai-go's own streaming client. Compare ns/delta
 // and allocs/delta.
 func BenchmarkAgentRun(b *testing.B) {
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	defer srv.Close()
 	plan, cont := benchReplies()
 	a, err := agent.New(agent.Config{
@@ -67,7 +67,7 @@ func BenchmarkAgentRun(b *testing.B) {
 }
 
 func BenchmarkRawOpenAI(b *testing.B) {
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	defer srv.Close()
 	plan, cont := benchReplies()
 	client := openai.NewClient(option.WithBaseURL(srv.URL()), option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0), option.WithAPIKey("k"))
@@ -105,7 +105,7 @@ func BenchmarkRawOpenAI(b *testing.B) {
 
 // reportConns reports the TCP connections the server accepted per turn
 // (two requests): 1 when the client reuses its connection.
-func reportConns(b *testing.B, srv *scripted.Server) {
+func reportConns(b *testing.B, srv *agenttest.Server) {
 	b.ReportMetric(float64(srv.Conns())/float64(b.N), "conns/turn")
 }
 
@@ -115,15 +115,15 @@ func reportPerDelta(b *testing.B) {
 
 // toolTurn is a three-round turn: a planning reply that needs a tool, a
 // tool round with one call and the answer, each a few dozen deltas.
-func toolTurn() []scripted.Response {
+func toolTurn() []agenttest.Response {
 	words := strings.Fields(strings.Repeat("the weather in Paris is looked up now ", 6))
 	for i := range words {
 		words[i] += " "
 	}
-	return []scripted.Response{
-		scripted.Reply().Text(words...).Text("<need_tool>").Usage(40, 30).Finish("stop"),
-		scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Usage(60, 10).Finish("tool_calls"),
-		scripted.Reply().Text(words...).Usage(80, 30).Finish("stop"),
+	return []agenttest.Response{
+		agenttest.Reply().Text(words...).Text("<need_tool>").Usage(40, 30).Finish("stop"),
+		agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Usage(60, 10).Finish("tool_calls"),
+		agenttest.Reply().Text(words...).Usage(80, 30).Finish("stop"),
 	}
 }
 
@@ -143,7 +143,7 @@ func BenchmarkConnsPerTurn(b *testing.B) {
 	}
 	conns := 0
 	for b.Loop() {
-		srv := scripted.NewServer()
+		srv := agenttest.NewServer()
 		srv.Enqueue(toolTurn()...)
 		a, err := agent.New(agent.Config{
 			BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench", Tools: reg,
@@ -173,7 +173,7 @@ func BenchmarkConnsPerTurnRawOpenAI(b *testing.B) {
 	}
 	conns := 0
 	for b.Loop() {
-		srv := scripted.NewServer()
+		srv := agenttest.NewServer()
 		srv.Enqueue(toolTurn()...)
 		client := openai.NewClient(option.WithBaseURL(srv.URL()), option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0), option.WithAPIKey("k"))
 		for range 3 {

@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 func TestReasoningIsNeverText(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
-		scripted.Reply().Reasoning("let me think").Text("Hi.<no_tool>").Finish("stop"),
-		scripted.Reply().Text("Hello!").Finish("stop"),
+		agenttest.Reply().Reasoning("let me think").Text("Hi.<no_tool>").Finish("stop"),
+		agenttest.Reply().Text("Hello!").Finish("stop"),
 	)
 	turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "hi"})
 	chunks, err := collect(turn.Run(context.Background()))

@@ -112,4 +112,11 @@
 // and answers with one chat.completion object works too. The body of each
 // response is read to its end before it is closed, so that the HTTP client
 // can reuse the connection for the next round.
+//
+// # Testing
+//
+// Package agent/agenttest has a fake model for a host's tests: a server on
+// 127.0.0.1 that streams scripted replies and records the requests, or a
+// function that answers in process as the Transport of [Config.HTTPClient].
+// Package demo has the built-in demo model and tools the examples run on.
 package agent

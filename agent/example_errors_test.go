@@ -8,13 +8,13 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 func ExampleProviderError() {
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	defer srv.Close()
-	srv.Enqueue(scripted.HTTPError(404, "The model `gpt-x` does not exist or you do not have access to it."))
+	srv.Enqueue(agenttest.HTTPError(404, "The model `gpt-x` does not exist or you do not have access to it."))
 
 	a, err := agent.New(agent.Config{
 		BaseURL:        srv.URL(),

@@ -7,16 +7,16 @@ import (
 	"strings"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 // A structured answer: the schema comes from a Go type, the planning round
 // is off so that the answer is the JSON alone, and the text of the run
 // decodes into the type.
 func ExampleJSONSchema() {
-	srv := scripted.NewServer() // stands in for a real model
+	srv := agenttest.NewServer() // stands in for a real model
 	defer srv.Close()
-	srv.Enqueue(scripted.Reply().Text(`{"city":"Paris",`, `"temp_c":22}`).Finish("stop"))
+	srv.Enqueue(agenttest.Reply().Text(`{"city":"Paris",`, `"temp_c":22}`).Finish("stop"))
 
 	type Weather struct {
 		City  string  `json:"city" jsonschema:"the city asked about"`
@@ -65,9 +65,9 @@ func ExampleJSONSchema() {
 // Settings on the Config apply to every run; an Input overrides them field
 // by field for one run, and ExtraBody carries what only one provider knows.
 func ExampleModelSettings() {
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	defer srv.Close()
-	srv.Enqueue(scripted.Reply().Text("Hello!").Finish("stop"))
+	srv.Enqueue(agenttest.Reply().Text("Hello!").Finish("stop"))
 
 	a, err := agent.New(agent.Config{
 		BaseURL:         srv.URL(),

@@ -7,17 +7,17 @@ import (
 	"strings"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 // exampleServer stands in for a real model: a local OpenAI-compatible server
 // that plays a scripted weather conversation.
-func exampleServer() *scripted.Server {
-	srv := scripted.NewServer()
+func exampleServer() *agenttest.Server {
+	srv := agenttest.NewServer()
 	srv.Enqueue(
-		scripted.Reply().Text("I'll check the weather in Paris.", " <need_tool>").Finish("stop"),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":`, `"Paris"}`).Finish("tool_calls"),
-		scripted.Reply().Text("It is sunny in Paris, 22 °C.").Finish("stop"),
+		agenttest.Reply().Text("I'll check the weather in Paris.", " <need_tool>").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":`, `"Paris"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("It is sunny in Paris, 22 °C.").Finish("stop"),
 	)
 	return srv
 }

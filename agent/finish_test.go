@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 // ends renders the round_end and warning chunks of a run compactly:
@@ -35,8 +35,8 @@ func TestRoundEndCarriesFinishReason(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Sunny.").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Sunny.").Finish("stop"),
 	)
 	chunks, err := collect(newAgent(t, srv, nil, weatherTool()).Run(context.Background(), agent.Input{Message: "Paris?"}))
 	require.NoError(t, err)
@@ -49,39 +49,39 @@ func TestRoundEndCarriesFinishReason(t *testing.T) {
 func TestLengthAndContentFilterAreWarnings(t *testing.T) {
 	tests := []struct {
 		name   string
-		script []scripted.Response
+		script []agenttest.Response
 		want   []string
 	}{
 		{
 			name: "planning round cut at the token limit",
-			script: []scripted.Response{
-				scripted.Reply().Text("Let me think about th").Finish("length"),
-				scripted.Reply().Text("Done.").Finish("stop"),
+			script: []agenttest.Response{
+				agenttest.Reply().Text("Let me think about th").Finish("length"),
+				agenttest.Reply().Text("Done.").Finish("stop"),
 			},
 			want: []string{"warning:0:length", "round_end:0:length", "round_end:1:stop"},
 		},
 		{
 			name: "tool call cut at the token limit",
-			script: []scripted.Response{
+			script: []agenttest.Response{
 				planNeedTool(),
-				scripted.Reply().Call(0, "call_1", "get_weather", `{"ci`).Finish("length"),
-				scripted.Reply().Text("Sorry.").Finish("stop"),
+				agenttest.Reply().Call(0, "call_1", "get_weather", `{"ci`).Finish("length"),
+				agenttest.Reply().Text("Sorry.").Finish("stop"),
 			},
 			want: []string{"round_end:0:stop", "warning:1:length", "round_end:1:length", "round_end:2:stop"},
 		},
 		{
 			name: "final answer filtered",
-			script: []scripted.Response{
+			script: []agenttest.Response{
 				planNoTool(),
-				scripted.Reply().Text("I can").Finish("content_filter"),
+				agenttest.Reply().Text("I can").Finish("content_filter"),
 			},
 			want: []string{"round_end:0:stop", "warning:1:content_filter", "round_end:1:content_filter"},
 		},
 		{
 			name: "tool loop answer filtered",
-			script: []scripted.Response{
+			script: []agenttest.Response{
 				planNeedTool(),
-				scripted.Reply().Text("Here").Finish("content_filter"),
+				agenttest.Reply().Text("Here").Finish("content_filter"),
 			},
 			want: []string{"round_end:0:stop", "warning:1:content_filter", "round_end:1:content_filter"},
 		},
@@ -112,7 +112,7 @@ func TestLengthAndContentFilterAreWarnings(t *testing.T) {
 func TestStopAtWarningKeepsTheReply(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("The answer is").Finish("length"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("The answer is").Finish("length"))
 	turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "go"})
 	var warned bool
 	for c, err := range turn.Run(context.Background()) {

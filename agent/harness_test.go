@@ -17,15 +17,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
 // newServer starts a scripted server that enforces serverChecks.
-func newServer(t *testing.T) *scripted.Server {
+func newServer(t *testing.T) *agenttest.Server {
 	t.Helper()
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	srv.Enforce(serverChecks())
 	t.Cleanup(func() {
 		srv.Client().CloseIdleConnections()
@@ -40,7 +40,7 @@ func newServer(t *testing.T) *scripted.Server {
 // newAgent returns an agent on srv with tools that approves every call,
 // shaped for the strict pass when it runs; mut, if not nil, edits the
 // Config first.
-func newAgent(t *testing.T, srv *scripted.Server, mut func(*agent.Config), tools ...agent.Tool) *agent.Agent {
+func newAgent(t *testing.T, srv *agenttest.Server, mut func(*agent.Config), tools ...agent.Tool) *agent.Agent {
 	t.Helper()
 	reg, err := agent.NewToolRegistry(tools...)
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ func newAgent(t *testing.T, srv *scripted.Server, mut func(*agent.Config), tools
 // agent's request shape puts it (a system message at the end, or in the
 // strict pass the end of the last user message) and returns req's messages
 // without it.
-func withPrompt(t *testing.T, req *scripted.Request, want string) []scripted.Message {
+func withPrompt(t *testing.T, req *agenttest.Request, want string) []agenttest.Message {
 	t.Helper()
 	msgs := slices.Clone(req.Messages)
 	n := len(msgs)
@@ -157,12 +157,12 @@ func text(chunks []agent.Chunk, round int) string {
 
 // planNeedTool and planNoTool are planning replies with the tag split
 // across deltas.
-func planNeedTool() scripted.Response {
-	return scripted.Reply().Text("Let me look ", "that up. <need", "_tool>").Usage(10, 4).Finish("stop")
+func planNeedTool() agenttest.Response {
+	return agenttest.Reply().Text("Let me look ", "that up. <need", "_tool>").Usage(10, 4).Finish("stop")
 }
 
-func planNoTool() scripted.Response {
-	return scripted.Reply().Text("Hello! I can ", "answer that.<no_", "tool>").Finish("stop")
+func planNoTool() agenttest.Response {
+	return agenttest.Reply().Text("Hello! I can ", "answer that.<no_", "tool>").Finish("stop")
 }
 
 // weatherTool is get_weather: it needs approval and answers "sunny in"

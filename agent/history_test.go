@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 // TestHistoryFromChunksMatchesTurnMessages runs scenarios that end in every
@@ -19,23 +19,23 @@ func TestHistoryFromChunksMatchesTurnMessages(t *testing.T) {
 	})
 	tests := []struct {
 		name    string
-		script  []scripted.Response
+		script  []agenttest.Response
 		mut     func(*agent.Config)
 		wantErr bool
 	}{
-		{"no tool", []scripted.Response{planNoTool(), scripted.Reply().Text("Fine.").Finish("stop")}, nil, false},
-		{"tool loop", []scripted.Response{
+		{"no tool", []agenttest.Response{planNoTool(), agenttest.Reply().Text("Fine.").Finish("stop")}, nil, false},
+		{"tool loop", []agenttest.Response{
 			planNeedTool(),
-			scripted.Reply().Text("Looking.").Call(0, "c1", "get_weather", `{"city": "Oslo"}`).Call(1, "c2", "nope", `{}`).Call(2, "c3", "get_weather", `{"city":`).Finish("tool_calls"),
-			scripted.Reply().Text("Done.").Finish("stop"),
+			agenttest.Reply().Text("Looking.").Call(0, "c1", "get_weather", `{"city": "Oslo"}`).Call(1, "c2", "nope", `{}`).Call(2, "c3", "get_weather", `{"city":`).Finish("tool_calls"),
+			agenttest.Reply().Text("Done.").Finish("stop"),
 		}, nil, false},
-		{"rejected ends run", []scripted.Response{
+		{"rejected ends run", []agenttest.Response{
 			planNeedTool(),
-			scripted.Reply().Call(0, "c1", "get_weather", `{"city":"Oslo"}`).Call(1, "c2", "get_weather", `{"city":"Rome"}`).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "c1", "get_weather", `{"city":"Oslo"}`).Call(1, "c2", "get_weather", `{"city":"Rome"}`).Finish("tool_calls"),
 		}, func(c *agent.Config) { c.Approver = reject }, false},
-		{"cut mid call", []scripted.Response{
+		{"cut mid call", []agenttest.Response{
 			planNeedTool(),
-			scripted.Reply().Text("Calling").Call(0, "c1", "get_weather", `{"ci`, `ty":"Oslo"}`).Finish("tool_calls").CutAfter(3),
+			agenttest.Reply().Text("Calling").Call(0, "c1", "get_weather", `{"ci`, `ty":"Oslo"}`).Finish("tool_calls").CutAfter(3),
 		}, nil, true},
 	}
 	for _, tt := range tests {

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 func TestInterruptDuringApproval(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := &preparer{decide: func(ctx context.Context) (agent.Decision, error) {
@@ -40,7 +40,7 @@ func TestInterruptDuringApproval(t *testing.T) {
 func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "tail", `{}`).Finish("tool_calls"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "tail", `{}`).Finish("tool_calls"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tail := agent.FuncTool{
@@ -87,7 +87,7 @@ func TestInterruptDuringStreaming(t *testing.T) {
 	srv := newServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv.Enqueue(scripted.Reply().Text("Thinking ", "about ", "it").Finish("stop").HoldAfter(2))
+	srv.Enqueue(agenttest.Reply().Text("Thinking ", "about ", "it").Finish("stop").HoldAfter(2))
 	a := newAgent(t, srv, nil)
 	turn := a.NewTurn(agent.Input{Message: "go"})
 	var chunks []agent.Chunk
@@ -122,7 +122,7 @@ func TestInterruptBetweenCallsAsksNoMore(t *testing.T) {
 			if parallel {
 				first = "no_such_tool"
 			}
-			srv.Enqueue(planNeedTool(), scripted.Reply().
+			srv.Enqueue(planNeedTool(), agenttest.Reply().
 				Call(0, "call_1", first, `{"city":"Oslo"}`).
 				Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
 				Call(2, "call_3", "show_card", `{}`).

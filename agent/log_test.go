@@ -11,12 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 func TestOneLogRecordPerModelCall(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Usage(7, 2).Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Usage(7, 2).Finish("stop"))
 	var buf strings.Builder
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	a := newAgent(t, srv, func(c *agent.Config) { c.Logger = logger })

@@ -6,11 +6,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
 // strict is set for the second pass of the suite: every test runs again
-// against servers that enforce a strict chat template (scripted.CheckAll),
+// against servers that enforce a strict chat template (agenttest.CheckAll),
 // with agents configured to satisfy it (see newServer and newAgent).
 var strict bool
 
@@ -31,9 +31,9 @@ func TestMain(m *testing.M) {
 // serverChecks are the checks a test server enforces: what every request
 // must satisfy whatever the shape, and in the strict pass a strict chat
 // template too.
-func serverChecks() scripted.Check {
+func serverChecks() agenttest.Check {
 	if strict {
-		return scripted.CheckAll
+		return agenttest.CheckAll
 	}
-	return scripted.CheckArguments | scripted.CheckEmptyAssistant
+	return agenttest.CheckArguments | agenttest.CheckEmptyAssistant
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 func TestParallelToolsRunConcurrentlyInCallOrder(t *testing.T) {
@@ -42,8 +42,8 @@ func TestParallelToolsRunConcurrentlyInCallOrder(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_l", "left", `{}`).Call(1, "call_r", "right", `{}`).Finish("tool_calls"),
-		scripted.Reply().Text("both done").Finish("stop"),
+		agenttest.Reply().Call(0, "call_l", "left", `{}`).Call(1, "call_r", "right", `{}`).Finish("tool_calls"),
+		agenttest.Reply().Text("both done").Finish("stop"),
 	)
 	a := newAgent(t, srv, func(c *agent.Config) { c.ParallelTools = true }, mk("left"), mk("right"))
 	turn := a.NewTurn(agent.Input{Message: "go"})
@@ -90,8 +90,8 @@ func TestProgressOfAQuickToolIsAlwaysYielded(t *testing.T) {
 		srv := newServer(t)
 		srv.Enqueue(
 			planNeedTool(),
-			scripted.Reply().Call(0, "call_1", "first", `{}`).Call(1, "call_2", "second", `{}`).Finish("tool_calls"),
-			scripted.Reply().Text("ok").Finish("stop"),
+			agenttest.Reply().Call(0, "call_1", "first", `{}`).Call(1, "call_2", "second", `{}`).Finish("tool_calls"),
+			agenttest.Reply().Text("ok").Finish("stop"),
 		)
 		a := newAgent(t, srv, func(c *agent.Config) { c.ParallelTools = true }, mk("first", secondDone, nil), mk("second", nil, secondDone))
 		chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "go"}))
@@ -126,7 +126,7 @@ func TestParallelToolsInterrupted(t *testing.T) {
 		}
 	}
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_l", "left", `{}`).Call(1, "call_r", "right", `{}`).Finish("tool_calls"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_l", "left", `{}`).Call(1, "call_r", "right", `{}`).Finish("tool_calls"))
 	a := newAgent(t, srv, func(c *agent.Config) { c.ParallelTools = true }, mk("left"), mk("right"))
 	turn := a.NewTurn(agent.Input{Message: "go"})
 	chunks, err := collect(turn.Run(ctx))
@@ -178,7 +178,7 @@ func TestParallelInterruptKeepsCompletedResults(t *testing.T) {
 		},
 	}
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_s", "slow", `{}`).Call(1, "call_q", "quick", `{}`).Finish("tool_calls"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_s", "slow", `{}`).Call(1, "call_q", "quick", `{}`).Finish("tool_calls"))
 	a := newAgent(t, srv, func(c *agent.Config) { c.ParallelTools = true }, slow, quick)
 	turn := a.NewTurn(agent.Input{Message: "go"})
 	var chunks []agent.Chunk

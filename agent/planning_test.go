@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -23,8 +23,8 @@ func TestPlanningRoundNeedToolRunsToolLoop(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Pa`, `ris"}`).Finish("tool_calls"),
-		scripted.Reply().Text("It is sunny in Paris.").Usage(30, 6).Finish("stop"),
+		agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Pa`, `ris"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("It is sunny in Paris.").Usage(30, 6).Finish("stop"),
 	)
 	a := newAgent(t, srv, nil, weatherTool())
 	turn := a.NewTurn(agent.Input{Message: "Weather in Paris?"})
@@ -93,7 +93,7 @@ func TestPlanningRoundNeedToolRunsToolLoop(t *testing.T) {
 func TestPlanningRoundNoToolContinues(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("The answer ", "is 42.").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("The answer ", "is 42.").Finish("stop"))
 	a := newAgent(t, srv, nil, weatherTool())
 	turn := a.NewTurn(agent.Input{Message: "What is the answer?"})
 	chunks, err := collect(turn.Run(context.Background()))
@@ -124,8 +124,8 @@ func TestPlanningRoundNoToolContinues(t *testing.T) {
 func TestPlanningRoundWithoutTagRunsToolLoop(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
-		scripted.Reply().Text("Sure.").Finish("stop"),
-		scripted.Reply().Text("Done.").Finish("stop"),
+		agenttest.Reply().Text("Sure.").Finish("stop"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	a := newAgent(t, srv, nil, weatherTool())
 	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
@@ -140,8 +140,8 @@ func TestPlanningRoundWithoutTagRunsToolLoop(t *testing.T) {
 func TestPlanningRoundIgnoresToolCalls(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
-		scripted.Reply().Text("On it. <need_tool>").Call(0, "call_p", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Done.").Finish("stop"),
+		agenttest.Reply().Text("On it. <need_tool>").Call(0, "call_p", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	var ran atomic.Bool
 	tool := agent.FuncTool{
@@ -171,8 +171,8 @@ func TestPlanningOffStartsWithToolLoop(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
 	srv.Enqueue(
-		scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
-		scripted.Reply().Text("It is sunny in Paris.").Finish("stop"),
+		agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("It is sunny in Paris.").Finish("stop"),
 	)
 	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, weatherTool())
 	turn := a.NewTurn(agent.Input{Message: "Weather in Paris?"})
@@ -192,7 +192,7 @@ func TestPlanningOffStartsWithToolLoop(t *testing.T) {
 	require.Len(t, reqs, 2)
 	first := reqs[0]
 	assert.True(t, first.HasTools(), "the first request is a tool round")
-	assert.Equal(t, scripted.Message{Role: "user", Content: "Weather in Paris?"}, first.LastMessage(), "no temporary prompt")
+	assert.Equal(t, agenttest.Message{Role: "user", Content: "Weather in Paris?"}, first.LastMessage(), "no temporary prompt")
 	for _, req := range reqs {
 		for _, m := range req.Messages {
 			assert.NotContains(t, m.Content, intent.DefaultDictionary().PlanningPrompt())
@@ -210,7 +210,7 @@ func TestPlanningOffStartsWithToolLoop(t *testing.T) {
 // planning round answers in one request.
 func TestPlanningOffWithoutTools(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(scripted.Reply().Text("Hello!").Finish("stop"))
+	srv.Enqueue(agenttest.Reply().Text("Hello!").Finish("stop"))
 	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true })
 	turn := a.NewTurn(agent.Input{Message: "hi"})
 	chunks, err := collect(turn.Run(context.Background()))
@@ -226,7 +226,7 @@ func TestPlanningOffWithoutTools(t *testing.T) {
 // the planning round) left in the history do not reach the tool loop.
 func TestPlanningOffStripsEarlierTags(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(scripted.Reply().Text("Fine.").Finish("stop"))
+	srv.Enqueue(agenttest.Reply().Text("Fine.").Finish("stop"))
 	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true })
 	history := []memory.Message{
 		{Role: memory.RoleUser, Content: "hi"},
@@ -246,7 +246,7 @@ func TestPlanningOffStripsEarlierTags(t *testing.T) {
 func TestPlanningOffMaxToolRounds(t *testing.T) {
 	srv := newServer(t)
 	for i := range 2 {
-		srv.Enqueue(scripted.Reply().Call(0, fmt.Sprintf("call_%d", i), "show_card", `{}`).Finish("tool_calls"))
+		srv.Enqueue(agenttest.Reply().Call(0, fmt.Sprintf("call_%d", i), "show_card", `{}`).Finish("tool_calls"))
 	}
 	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true; c.MaxToolRounds = 2 }, cardTool())
 	turn := a.NewTurn(agent.Input{Message: "loop"})
@@ -269,9 +269,9 @@ func TestPlanningOffWithStore(t *testing.T) {
 			st := newStore(t)
 			srv := newServer(t)
 			srv.Enqueue(
-				scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
-				scripted.Reply().Text("Sunny in Lima.").Finish("stop"),
-				scripted.Reply().Text("You asked about Lima.").Finish("stop"),
+				agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Sunny in Lima.").Finish("stop"),
+				agenttest.Reply().Text("You asked about Lima.").Finish("stop"),
 			)
 			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.DisablePlanning = true }, weatherTool())
 			ctx := context.Background()
@@ -304,7 +304,7 @@ func TestPlanningOffWithStore(t *testing.T) {
 }
 
 // contentsOf renders request messages as "role:content".
-func contentsOf(msgs []scripted.Message) []string {
+func contentsOf(msgs []agenttest.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Role + ":" + m.Content
@@ -316,10 +316,10 @@ func contentsOf(msgs []scripted.Message) []string {
 // planning round, whose answer the token limit cuts, after chunk 1, 2, ...
 // N: no leak, valid history that keeps all the text the consumer saw.
 func TestPlanningOffBreakAfterEveryChunk(t *testing.T) {
-	script := func(srv *scripted.Server) {
+	script := func(srv *agenttest.Server) {
 		srv.Enqueue(
-			scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
-			scripted.Reply().Text("Sunny, ", "22").Finish("length"),
+			agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
+			agenttest.Reply().Text("Sunny, ", "22").Finish("length"),
 		)
 	}
 	mut := func(c *agent.Config) { c.DisablePlanning = true }

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -28,9 +28,9 @@ func TestRunKeepsItsTools(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.Reply().Call(0, "call_2", "show_card", `{}`).Call(1, "call_3", "get_weather", `{"city":"Rome"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Done.").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Call(0, "call_2", "show_card", `{}`).Call(1, "call_3", "get_weather", `{"city":"Rome"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	reg, err := agent.NewToolRegistry(weatherTool(), cardTool())
 	require.NoError(t, err)
@@ -72,8 +72,8 @@ func TestRunKeepsItsTools(t *testing.T) {
 	// The next run sees the changes.
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_4", "get_weather", `{"city":"Lima"}`).Call(1, "call_5", "show_card", `{}`).Finish("tool_calls"),
-		scripted.Reply().Text("Done.").Finish("stop"),
+		agenttest.Reply().Call(0, "call_4", "get_weather", `{"city":"Lima"}`).Call(1, "call_5", "show_card", `{}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	asked = nil
 	chunks, err = collect(a.Run(context.Background(), agent.Input{Message: "again"}))
@@ -88,7 +88,7 @@ func TestRunKeepsItsTools(t *testing.T) {
 // after New is kept whole in the requests of the runs that have it.
 func TestNoTruncateToolAddedAfterNew(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	long := strings.Repeat("x", 1000)
 	history := []memory.Message{
 		{Role: memory.RoleUser, Content: "before"},
@@ -120,15 +120,15 @@ func TestRegistryChangedDuringRuns(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
 	srv.KeepRequests(0)
-	srv.Respond(func(req *scripted.Request) scripted.Response {
+	srv.Respond(func(req *agenttest.Request) agenttest.Response {
 		switch {
 		case !req.HasTools():
-			return scripted.Reply().Text("<need_tool>").Finish("stop")
+			return agenttest.Reply().Text("<need_tool>").Finish("stop")
 		case req.LastMessage().Role == "tool":
-			return scripted.Reply().Text("Done.").Finish("stop")
+			return agenttest.Reply().Text("Done.").Finish("stop")
 		}
 		// The model calls every tool it is offered.
-		b := scripted.Reply()
+		b := agenttest.Reply()
 		for i, name := range req.ToolNames() {
 			args := `{}`
 			if name == "get_weather" {

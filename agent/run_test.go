@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -21,15 +21,15 @@ import (
 // no panic, no leaked goroutine, valid history that keeps everything the
 // consumer saw, and every prepared approval answered.
 func TestBreakAfterEveryChunk(t *testing.T) {
-	script := func(srv *scripted.Server) {
+	script := func(srv *agenttest.Server) {
 		srv.Enqueue(
 			planNeedTool(),
-			scripted.Reply().Text("Checking.").
+			agenttest.Reply().Text("Checking.").
 				Call(0, "call_1", "get_weather", `{"city":"Paris"}`).
 				Call(1, "call_2", "tail", `{}`).
 				Call(2, "call_3", "get_weather", `{"city":"Rome"}`).
 				Finish("tool_calls"),
-			scripted.Reply().Text("Done.").Finish("stop"),
+			agenttest.Reply().Text("Done.").Finish("stop"),
 		)
 	}
 	tail := agent.FuncTool{
@@ -99,7 +99,7 @@ func TestBreakAfterEveryChunk(t *testing.T) {
 
 func TestRunTwiceYieldsErrTurnUsed(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "hi"})
 	_, err := collect(turn.Run(context.Background()))
 	require.NoError(t, err)

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -23,7 +23,7 @@ var settingKeys = []string{
 
 // body decodes the fields of a recorded request that settings set, each as
 // compact JSON; absent fields are absent from the map.
-func body(t *testing.T, req *scripted.Request) map[string]string {
+func body(t *testing.T, req *agenttest.Request) map[string]string {
 	t.Helper()
 	var all map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(req.Raw, &all))
@@ -56,8 +56,8 @@ func TestSettingsReachTheRequests(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
-		scripted.Reply().Text(`{"city":"Paris","temp_c":22}`).Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Finish("tool_calls"),
+		agenttest.Reply().Text(`{"city":"Paris","temp_c":22}`).Finish("stop"),
 	)
 	format := agent.JSONSchema[weatherAnswer]("weather")
 	format.Strict = true
@@ -113,7 +113,7 @@ func TestSettingsReachTheRequests(t *testing.T) {
 // one of them to the provider.
 func TestSettingsUnsetSendNothing(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	_, err := collect(newAgent(t, srv, nil, weatherTool()).Run(context.Background(), agent.Input{Message: "hi"}))
 	require.NoError(t, err)
 	for _, req := range srv.Requests() {
@@ -128,8 +128,8 @@ func TestSettingsUnsetSendNothing(t *testing.T) {
 func TestInputSettingsOverrideFieldByField(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
-		scripted.Reply().Text("one").Finish("stop"),
-		scripted.Reply().Text("two").Finish("stop"),
+		agenttest.Reply().Text("one").Finish("stop"),
+		agenttest.Reply().Text("two").Finish("stop"),
 	)
 	cfg := agent.ModelSettings{
 		Temperature:    new(0.2),
@@ -184,10 +184,10 @@ func TestSummaryGetsConfigSettings(t *testing.T) {
 		c.SummarizeAt = 5
 		c.Settings = agent.ModelSettings{Temperature: new(0.3), ResponseFormat: agent.JSONSchema[weatherAnswer]("weather")}
 	})
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
 	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
 	require.NoError(t, err)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"), scripted.Reply().Text("They said hello.").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"), agenttest.Reply().Text("They said hello.").Finish("stop"))
 	_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
 	require.NoError(t, err)
 	reqs := srv.Requests()
@@ -243,7 +243,7 @@ func TestSettingsAreValidated(t *testing.T) {
 // after New does not change the agent's requests.
 func TestConfigSettingsAreCopied(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(agenttest.Reply().Text("ok").Finish("stop"))
 	temp := 0.2
 	format := agent.JSONSchema[weatherAnswer]("weather")
 	settings := agent.ModelSettings{Temperature: &temp, Stop: []string{"END"}, ResponseFormat: format, ExtraBody: map[string]any{"x_custom": 1}}

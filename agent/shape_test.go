@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -30,16 +30,16 @@ func TestRequestShapes(t *testing.T) {
 		{Role: memory.RoleTool, ToolCallID: "c0", Name: "get_weather", Content: "tool call interrupted"},
 		{Role: memory.RoleUser, Content: "Never mind."},
 	}
-	script := func(srv *scripted.Server) {
+	script := func(srv *agenttest.Server) {
 		srv.Enqueue(
 			planNeedTool(),
-			scripted.Reply().Text("Checking Lima.").Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
-			scripted.Reply().Text("Sunny in Lima.").Finish("stop"),
+			agenttest.Reply().Text("Checking Lima.").Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+			agenttest.Reply().Text("Sunny in Lima.").Finish("stop"),
 		)
 	}
-	run := func(t *testing.T, shape agent.RequestShape) (*scripted.Server, error) {
+	run := func(t *testing.T, shape agent.RequestShape) (*agenttest.Server, error) {
 		srv := newServer(t)
-		srv.Enforce(scripted.CheckAll)
+		srv.Enforce(agenttest.CheckAll)
 		script(srv)
 		a := newAgent(t, srv, func(c *agent.Config) {
 			c.RequestShape = shape
@@ -64,7 +64,7 @@ func TestRequestShapes(t *testing.T) {
 		require.Len(t, reqs, 3, "every round accepted")
 
 		type msg struct{ Role, Content string }
-		layout := func(req *scripted.Request) []msg {
+		layout := func(req *agenttest.Request) []msg {
 			var out []msg
 			for _, m := range req.Messages {
 				out = append(out, msg{m.Role, m.Content})
@@ -107,7 +107,7 @@ func TestStrictShapeForEveryEnding(t *testing.T) {
 	leaktest.Check(t)
 	st := &memory.MemStore{}
 	srv := newServer(t)
-	srv.Enforce(scripted.CheckAll)
+	srv.Enforce(agenttest.CheckAll)
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.RequestShape = agent.ShapeStrict
 		c.Store = st
@@ -117,12 +117,12 @@ func TestStrictShapeForEveryEnding(t *testing.T) {
 		})
 	}, weatherTool())
 	ctx := context.Background()
-	turns := []scripted.Response{
-		scripted.Reply().Text("<need_tool>").Finish("stop"), // a tag only
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+	turns := []agenttest.Response{
+		agenttest.Reply().Text("<need_tool>").Finish("stop"), // a tag only
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
 		// The rejection ended the turn after a tool message.
-		scripted.Reply().Text("Sure. <no_tool>").Finish("stop"),
-		scripted.Reply().Text("Done.").Finish("stop"),
+		agenttest.Reply().Text("Sure. <no_tool>").Finish("stop"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
 	}
 	srv.Enqueue(turns[:2]...)
 	_, err := collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "one"}))

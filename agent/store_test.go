@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 )
@@ -27,10 +27,10 @@ func TestStoreKeepsTheConversation(t *testing.T) {
 			srv := newServer(t)
 			srv.Enqueue(
 				planNeedTool(),
-				scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
-				scripted.Reply().Text("Sunny in Lima.").Finish("stop"),
+				agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Sunny in Lima.").Finish("stop"),
 				planNoTool(),
-				scripted.Reply().Text("You asked about Lima.").Finish("stop"),
+				agenttest.Reply().Text("You asked about Lima.").Finish("stop"),
 			)
 			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool())
 			ctx := context.Background()
@@ -73,7 +73,7 @@ func TestStorePersistsInterruptedTurn(t *testing.T) {
 	leaktest.Check(t)
 	st := &memory.MemStore{}
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := newAgent(t, srv, func(c *agent.Config) {
@@ -95,7 +95,7 @@ func TestStorePersistsInterruptedTurn(t *testing.T) {
 
 func TestOldToolResultsAreTruncatedInRequests(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	long := strings.Repeat("x", 1000)
 	history := []memory.Message{
 		{Role: memory.RoleUser, Content: "before"},
@@ -121,9 +121,9 @@ func TestSummarizeAtMovesOldMessagesToSummary(t *testing.T) {
 	ctx := context.Background()
 	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.SummarizeAt = 6 })
 	for i := range 2 {
-		srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"))
+		srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
 		if i == 1 {
-			srv.Enqueue(scripted.Reply().Text("The user said hello twice.").Finish("stop"))
+			srv.Enqueue(agenttest.Reply().Text("The user said hello twice.").Finish("stop"))
 		}
 		_, err := collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "hello"}))
 		require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestSummarizeAtMovesOldMessagesToSummary(t *testing.T) {
 	assert.Less(t, len(active), 6)
 
 	// The next run sees the summary as a system block.
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	_, err = collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "again"}))
 	require.NoError(t, err)
 	reqs := srv.Requests()
@@ -157,10 +157,10 @@ func TestSummaryFailureIsAWarning(t *testing.T) {
 	st := &memory.MemStore{}
 	srv := newServer(t)
 	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.SummarizeAt = 5 })
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
 	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
 	require.NoError(t, err)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"), scripted.HTTPError(500, "summary down"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"), agenttest.HTTPError(500, "summary down"))
 	chunks, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
 	require.NoError(t, err)
 	last := chunks[len(chunks)-1]
@@ -185,13 +185,13 @@ func TestInterruptDuringSummaryEndsTheRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.SummarizeAt = 5 })
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
 	_, err := collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "hello"}))
 	require.NoError(t, err)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("answer").Finish("stop"),
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"),
 		// The summary never ends by itself; the user presses stop once it
 		// has begun.
-		scripted.Reply().Text("The user ", "said hello.").Finish("stop").HoldAfter(1).OnFlush(func(int) { cancel() }))
+		agenttest.Reply().Text("The user ", "said hello.").Finish("stop").HoldAfter(1).OnFlush(func(int) { cancel() }))
 
 	type result struct {
 		chunks []agent.Chunk
@@ -226,9 +226,9 @@ func TestInterruptDuringSummaryEndsTheRun(t *testing.T) {
 func TestNothingAfterInterrupted(t *testing.T) {
 	st := &memory.MemStore{}
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.HTTPError(500, "summary down"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.HTTPError(500, "summary down"))
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.Store = st
 		c.SummarizeAt = 5
@@ -247,7 +247,7 @@ func TestNothingAfterInterrupted(t *testing.T) {
 // answers a turn that has no session (Input.History).
 func TestSummarizeAtWithoutSession(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	a := newAgent(t, srv, func(c *agent.Config) { c.Store = &memory.MemStore{}; c.SummarizeAt = 4 })
 	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
 	require.NoError(t, err)
@@ -313,8 +313,8 @@ func TestStoreAppendFails(t *testing.T) {
 // with the store's error as the last pair, once; a consumer that broke out
 // is not called again (a late yield would panic).
 func TestStoreAppendFailsAtTheEnd(t *testing.T) {
-	script := func(srv *scripted.Server) {
-		srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	script := func(srv *agenttest.Server) {
+		srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	}
 	srv := newServer(t)
 	script(srv)
@@ -362,20 +362,20 @@ func TestStoreAppendFailsAtTheEnd(t *testing.T) {
 func TestUserMessageSavedWhenTurnStarts(t *testing.T) {
 	tests := []struct {
 		name   string
-		script []scripted.Response
+		script []agenttest.Response
 		// stopAt, when set, says at which chunk to look at the file and
 		// then interrupt the run.
 		stopAt func(c agent.Chunk) bool
 		look   bool // look from inside the Approver, then approve
 		want   []string
 	}{
-		{"mid-stream", []scripted.Response{scripted.Reply().Text("Thinking ", "about ", "it").Finish("stop").HoldAfter(1)},
+		{"mid-stream", []agenttest.Response{agenttest.Reply().Text("Thinking ", "about ", "it").Finish("stop").HoldAfter(1)},
 			func(c agent.Chunk) bool { return c.Kind == agent.KindText }, false,
 			[]string{"user:Weather in Lima?", "assistant:Thinking "}},
-		{"at an approval", []scripted.Response{
+		{"at an approval", []agenttest.Response{
 			planNeedTool(),
-			scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
-			scripted.Reply().Text("Sunny in Lima.").Finish("stop"),
+			agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+			agenttest.Reply().Text("Sunny in Lima.").Finish("stop"),
 		}, nil, true,
 			[]string{"user:Weather in Lima?", "assistant:Let me look that up. <need_tool>", "assistant:", "tool:sunny in Lima", "assistant:Sunny in Lima."}},
 	}
@@ -444,7 +444,7 @@ func TestTurnAfterACrash(t *testing.T) {
 	require.NoError(t, err)
 
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("Sunny.").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("Sunny.").Finish("stop"))
 	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st })
 	_, err = collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Are you there?"}))
 	require.NoError(t, err)

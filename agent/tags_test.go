@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -25,13 +25,13 @@ func TestTagOnlyPlanningReply(t *testing.T) {
 			leaktest.Check(t)
 			st := newStore(t)
 			srv := newServer(t)
-			srv.Enforce(serverChecks() | scripted.CheckEmptyAssistant)
+			srv.Enforce(serverChecks() | agenttest.CheckEmptyAssistant)
 			srv.Enqueue(
-				scripted.Reply().Text("<need_", "tool>").Finish("stop"),
-				scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-				scripted.Reply().Text("Sunny.").Finish("stop"),
-				scripted.Reply().Text(" <need_tool>\n").Finish("stop"),
-				scripted.Reply().Text("Still sunny.").Finish("stop"),
+				agenttest.Reply().Text("<need_", "tool>").Finish("stop"),
+				agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Sunny.").Finish("stop"),
+				agenttest.Reply().Text(" <need_tool>\n").Finish("stop"),
+				agenttest.Reply().Text("Still sunny.").Finish("stop"),
 			)
 			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool())
 			ctx := context.Background()
@@ -73,7 +73,7 @@ func TestCutTagNeverVisible(t *testing.T) {
 	t.Run("cut", func(t *testing.T) {
 		leaktest.Check(t)
 		srv := newServer(t)
-		srv.Enqueue(scripted.Reply().Text("Let me check. ", "<need_", "tool>").Finish("stop").CutAfter(2))
+		srv.Enqueue(agenttest.Reply().Text("Let me check. ", "<need_", "tool>").Finish("stop").CutAfter(2))
 		turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "go"})
 		chunks, err := collect(turn.Run(context.Background()))
 		require.Error(t, err)
@@ -86,7 +86,7 @@ func TestCutTagNeverVisible(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		// The reasoning delta after "<need_" tells when the agent has read it.
-		srv.Enqueue(scripted.Reply().Text("Let me check. ", "<need_").Reasoning("hmm").Text("tool>").Finish("stop").HoldAfter(3))
+		srv.Enqueue(agenttest.Reply().Text("Let me check. ", "<need_").Reasoning("hmm").Text("tool>").Finish("stop").HoldAfter(3))
 		turn := newAgent(t, srv, nil).NewTurn(agent.Input{Message: "go"})
 		var chunks []agent.Chunk
 		for c, err := range turn.Run(ctx) {
@@ -109,9 +109,9 @@ func TestToolRoundTextReachesLaterRequestsWithoutTags(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Text("Checking Oslo. <need_tool>").Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Now Lima.<need_tool>").Call(0, "call_2", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
-		scripted.Reply().Text("Both sunny.").Finish("stop"),
+		agenttest.Reply().Text("Checking Oslo. <need_tool>").Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Now Lima.<need_tool>").Call(0, "call_2", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Both sunny.").Finish("stop"),
 	)
 	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "Oslo and Lima?"})
 	_, err := collect(turn.Run(context.Background()))
@@ -137,7 +137,7 @@ func TestToolRoundTextReachesLaterRequestsWithoutTags(t *testing.T) {
 
 func TestHistoryTagsStrippedAfterPlanning(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 	a := newAgent(t, srv, nil)
 	history := []memory.Message{
 		{Role: memory.RoleUser, Content: "earlier"},
@@ -151,5 +151,52 @@ func TestHistoryTagsStrippedAfterPlanning(t *testing.T) {
 		if m.Role == "assistant" {
 			assert.NotContains(t, m.Content, "<no_tool>")
 		}
+	}
+}
+
+// TestVisibleTextIsWhatTheStreamShowed: VisibleText shows a stored reply as
+// the run's text chunks showed it live: without the voice tag and the
+// agent's own intent tags (a custom dictionary's, not the default ones),
+// split across deltas, in the middle or cut short at the end.
+func TestVisibleTextIsWhatTheStreamShowed(t *testing.T) {
+	custom, err := intent.NewDictionary(
+		intent.Tag{Name: "<chat>", SkipTools: true, Description: "you answered in words"},
+		intent.Tag{Name: "<act>", Description: "you need a tool"},
+	)
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name    string
+		dict    intent.Dictionary
+		replies []agenttest.Response
+	}{
+		{"default", intent.DefaultDictionary(), []agenttest.Response{
+			agenttest.Reply().Text("<voice>Hello! I can ", "answer that.<no_", "tool>").Finish("stop"),
+			agenttest.Reply().Text("Here <need_tool>it is, <chat>. <no_").Finish("stop"),
+		}},
+		{"custom", custom, []agenttest.Response{
+			agenttest.Reply().Text("<voice>Sure <need_tool> thing. <ch", "at>").Finish("stop"),
+			agenttest.Reply().Text("Done <act>now.", " <no_tool> <a").Finish("stop"),
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(tt.replies...)
+			a := newAgent(t, srv, func(c *agent.Config) { c.Intents = tt.dict })
+			turn := a.NewTurn(agent.Input{Message: "hi"})
+			chunks, err := collect(turn.Run(context.Background()))
+			require.NoError(t, err)
+			var round int
+			for _, m := range turn.Messages() {
+				if m.Role != memory.RoleAssistant {
+					continue
+				}
+				live := text(chunks, round)
+				assert.Equal(t, live, a.VisibleText(m.Content), "round %d, stored %q", round, m.Content)
+				round++
+			}
+			require.Equal(t, 2, round, "two assistant messages")
+			assert.NotContains(t, a.VisibleText(turn.Messages()[1].Content), "<voice>")
+		})
 	}
 }

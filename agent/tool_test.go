@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 // forecastArgs has a field of every kind the inferred schema treats
@@ -46,7 +46,7 @@ func forecastTool(opts ...agent.ToolOption) agent.Tool {
 // empty object.
 func TestNewToolSchema(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Text("No tool needed.").Finish("stop"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Text("No tool needed.").Finish("stop"))
 	ping := agent.NewTool("ping", "Answers pong.", func(context.Context, struct{}, agent.Progress) (string, error) {
 		return "pong", nil
 	}, agent.WithSkipApproval(), agent.WithNoTruncate())
@@ -122,11 +122,11 @@ func TestArgumentsCheckedBeforeApproval(t *testing.T) {
 				srv := newServer(t)
 				srv.Enqueue(
 					planNeedTool(),
-					scripted.Reply().
+					agenttest.Reply().
 						Call(0, "call_bad", tt.tool, tt.args).
 						Call(1, "call_ok", "forecast", `{"city":"Oslo","days":null,"detail":{"step":3}}`).
 						Finish("tool_calls"),
-					scripted.Reply().Text("Let me fix that.").Finish("stop"),
+					agenttest.Reply().Text("Let me fix that.").Finish("stop"),
 				)
 				var mu sync.Mutex
 				var asked []string
@@ -259,9 +259,9 @@ func TestCallFromContext(t *testing.T) {
 			srv := newServer(t)
 			srv.Enqueue(
 				planNeedTool(),
-				scripted.Reply().Call(0, "call_1", "deploy", `{}`).Call(1, "call_2", "show", `{}`).Finish("tool_calls"),
-				scripted.Reply().Call(0, "call_3", "deploy", `{}`).Finish("tool_calls"),
-				scripted.Reply().Text("Done.").Finish("stop"),
+				agenttest.Reply().Call(0, "call_1", "deploy", `{}`).Call(1, "call_2", "show", `{}`).Finish("tool_calls"),
+				agenttest.Reply().Call(0, "call_3", "deploy", `{}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Done.").Finish("stop"),
 			)
 			deploy := &callRecorder{name: "deploy"}
 			show := &callRecorder{name: "show", skip: true}
@@ -302,8 +302,8 @@ func TestCallFromContextInSubAgent(t *testing.T) {
 	innerSrv := newServer(t)
 	innerSrv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "inner_1", "leaf", `{}`).Finish("tool_calls"),
-		scripted.Reply().Text("Inner done.").Finish("stop"),
+		agenttest.Reply().Call(0, "inner_1", "leaf", `{}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Inner done.").Finish("stop"),
 	)
 	leaf := &callRecorder{name: "leaf", skip: true}
 	inner := newAgent(t, innerSrv, nil, leaf)
@@ -327,8 +327,8 @@ func TestCallFromContextInSubAgent(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "outer_1", "delegate", `{"task":"do it"}`).Finish("tool_calls"),
-		scripted.Reply().Text("All done.").Finish("stop"),
+		agenttest.Reply().Call(0, "outer_1", "delegate", `{"task":"do it"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("All done.").Finish("stop"),
 	)
 	chunks, err := collect(newAgent(t, srv, nil, delegate).Run(context.Background(), agent.Input{SessionID: "s1", Message: "go"}))
 	require.NoError(t, err)

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 )
 
@@ -22,12 +22,12 @@ import (
 func TestCallsWithoutIndex(t *testing.T) {
 	tests := []struct {
 		name  string
-		reply scripted.Response
+		reply agenttest.Response
 		want  []string // results in call order
 	}{
 		{
 			name: "interleaved fragments with ids",
-			reply: scripted.Reply().OmitIndex().IDOnEveryFragment().
+			reply: agenttest.Reply().OmitIndex().IDOnEveryFragment().
 				Fragment(0, "call_a", "get_weather", "").
 				Fragment(0, "call_b", "get_weather", "").
 				Fragment(0, "call_a", "", `{"city":`).
@@ -39,7 +39,7 @@ func TestCallsWithoutIndex(t *testing.T) {
 		},
 		{
 			name: "whole calls with neither index nor id",
-			reply: scripted.Reply().OmitIndex().WholeCalls().
+			reply: agenttest.Reply().OmitIndex().WholeCalls().
 				Call(0, "", "get_weather", `{"city":"Oslo"}`).
 				Call(0, "", "get_weather", `{"city":"Lima"}`).
 				Finish("tool_calls"),
@@ -50,7 +50,7 @@ func TestCallsWithoutIndex(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			leaktest.Check(t)
 			srv := newServer(t)
-			srv.Enqueue(planNeedTool(), tt.reply, scripted.Reply().Text("Done.").Finish("stop"))
+			srv.Enqueue(planNeedTool(), tt.reply, agenttest.Reply().Text("Done.").Finish("stop"))
 			turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "weather?"})
 			chunks, err := collect(turn.Run(context.Background()))
 			require.NoError(t, err)
@@ -87,17 +87,17 @@ func TestMalformedArgumentsNeverReachTheHistory(t *testing.T) {
 			leaktest.Check(t)
 			st := newStore(t)
 			srv := newServer(t)
-			srv.Enforce(serverChecks() | scripted.CheckArguments)
+			srv.Enforce(serverChecks() | agenttest.CheckArguments)
 			srv.Enqueue(
 				planNeedTool(),
-				scripted.Reply().
+				agenttest.Reply().
 					Call(0, "call_cut", "get_weather", `{"city": "Par`).
 					Call(1, "call_arr", "get_weather", `["Paris"]`).
 					Call(2, "call_str", "get_weather", `"Paris"`).
 					Finish("tool_calls"),
-				scripted.Reply().Text("Sorry, let me retry.").Finish("stop"),
+				agenttest.Reply().Text("Sorry, let me retry.").Finish("stop"),
 				planNoTool(),
-				scripted.Reply().Text("Fine.").Finish("stop"),
+				agenttest.Reply().Text("Fine.").Finish("stop"),
 			)
 			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool())
 			ctx := context.Background()
@@ -160,7 +160,7 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 		{Role: memory.RoleTool, ToolCallID: "c3", Name: "get_weather", Content: "sunny"},
 		{Role: memory.RoleAssistant, Content: "Done."},
 	}
-	check := func(t *testing.T, srv *scripted.Server) {
+	check := func(t *testing.T, srv *agenttest.Server) {
 		t.Helper()
 		for _, req := range srv.Requests() {
 			for _, m := range req.Messages {
@@ -172,8 +172,8 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 	}
 	t.Run("Input.History", func(t *testing.T) {
 		srv := newServer(t)
-		srv.Enforce(serverChecks() | scripted.CheckArguments)
-		srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+		srv.Enforce(serverChecks() | agenttest.CheckArguments)
+		srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 		_, err := collect(newAgent(t, srv, nil).Run(context.Background(), agent.Input{History: old, Message: "again"}))
 		require.NoError(t, err)
 		check(t, srv)
@@ -187,8 +187,8 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 			_, err = st.Append(ctx, "s", old...)
 			require.NoError(t, err)
 			srv := newServer(t)
-			srv.Enforce(serverChecks() | scripted.CheckArguments)
-			srv.Enqueue(planNoTool(), scripted.Reply().Text("ok").Finish("stop"))
+			srv.Enforce(serverChecks() | agenttest.CheckArguments)
+			srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
 			_, err = collect(newAgent(t, srv, func(c *agent.Config) { c.Store = st }).Run(ctx, agent.Input{SessionID: "s", Message: "again"}))
 			require.NoError(t, err)
 			check(t, srv)
@@ -201,11 +201,11 @@ func TestInvalidArgumentsAndUnknownToolAreToolErrors(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().
+		agenttest.Reply().
 			Call(0, "call_bad", "get_weather", `{"city": "Par`).
 			Call(1, "call_unknown", "launch_rockets", `{}`).
 			Finish("tool_calls"),
-		scripted.Reply().Text("Sorry.").Finish("stop"),
+		agenttest.Reply().Text("Sorry.").Finish("stop"),
 	)
 	var asked atomic.Int32
 	a := newAgent(t, srv, func(c *agent.Config) {
@@ -249,8 +249,8 @@ func TestCallWithoutNameIsDropped(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Fragment(1, "", "", `{"x":1}`).Finish("tool_calls"),
-		scripted.Reply().Text("done").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Fragment(1, "", "", `{"x":1}`).Finish("tool_calls"),
+		agenttest.Reply().Text("done").Finish("stop"),
 	)
 	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "go"})
 	chunks, err := collect(turn.Run(context.Background()))

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 // TestToolAddedWithoutApprover: a registry shared with a running agent that
@@ -30,8 +30,8 @@ func TestToolAddedWithoutApprover(t *testing.T) {
 				srv := newServer(t)
 				srv.Enqueue(
 					planNeedTool(),
-					scripted.Reply().Call(0, "call_1", "show_card", `{}`).Call(1, "call_2", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
-					scripted.Reply().Text("I may not look that up.").Finish("stop"),
+					agenttest.Reply().Call(0, "call_1", "show_card", `{}`).Call(1, "call_2", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+					agenttest.Reply().Text("I may not look that up.").Finish("stop"),
 				)
 				reg, err := agent.NewToolRegistry(cardTool())
 				require.NoError(t, err)
@@ -97,8 +97,8 @@ func TestSideMessagePanicIsRecovered(t *testing.T) {
 			srv := newServer(t)
 			srv.Enqueue(
 				planNeedTool(),
-				scripted.Reply().Call(0, "call_1", "ask_user_question", `{"q":"Color?"}`).Finish("tool_calls"),
-				scripted.Reply().Text("ok").Finish("stop"),
+				agenttest.Reply().Call(0, "call_1", "ask_user_question", `{"q":"Color?"}`).Finish("tool_calls"),
+				agenttest.Reply().Text("ok").Finish("stop"),
 			)
 			var logs logBuffer
 			tool := &sidePanics{}
@@ -137,8 +137,8 @@ func TestSideMessagePanicIsRecovered(t *testing.T) {
 // rejection that ends the run still runs the calls approved before it, so
 // the history is the one a sequential run records.
 func TestParallelRejectionEndingTheRunRunsApprovedCalls(t *testing.T) {
-	script := func(srv *scripted.Server) {
-		srv.Enqueue(planNeedTool(), scripted.Reply().
+	script := func(srv *agenttest.Server) {
+		srv.Enqueue(planNeedTool(), agenttest.Reply().
 			Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
 			Call(1, "call_2", "show_card", `{}`).
 			Call(2, "call_3", "get_weather", `{"city":"Rome"}`).
@@ -209,8 +209,8 @@ func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 // each chunk of a parallel round whose second call is rejected and ends the
 // run: no panic, no leaked goroutine, valid history.
 func TestParallelRejectionBreakAfterEveryChunk(t *testing.T) {
-	script := func(srv *scripted.Server) {
-		srv.Enqueue(planNeedTool(), scripted.Reply().
+	script := func(srv *agenttest.Server) {
+		srv.Enqueue(planNeedTool(), agenttest.Reply().
 			Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
 			Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
 			Call(2, "call_3", "show_card", `{}`).
@@ -253,8 +253,8 @@ func TestToolPanicIsRecovered(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Call(0, "call_1", "boom", `{}`).Finish("tool_calls"),
-		scripted.Reply().Text("It broke.").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "boom", `{}`).Finish("tool_calls"),
+		agenttest.Reply().Text("It broke.").Finish("stop"),
 	)
 	boom := agent.FuncTool{
 		Def: agent.ToolDefinition{Name: "boom", SkipApproval: true},
@@ -280,7 +280,7 @@ func TestMaxToolRounds(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(planNeedTool())
 	for i := range 2 {
-		srv.Enqueue(scripted.Reply().Call(0, fmt.Sprintf("call_%d", i), "show_card", `{}`).Finish("tool_calls"))
+		srv.Enqueue(agenttest.Reply().Call(0, fmt.Sprintf("call_%d", i), "show_card", `{}`).Finish("tool_calls"))
 	}
 	a := newAgent(t, srv, func(c *agent.Config) { c.MaxToolRounds = 2 }, cardTool())
 	turn := a.NewTurn(agent.Input{Message: "loop"})
@@ -297,7 +297,7 @@ func TestMaxToolRounds(t *testing.T) {
 
 func TestSideMessageComesRightAfterExecuting(t *testing.T) {
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Call(0, "call_1", "ask_user_question", `{"q":"Color?"}`).Finish("tool_calls"), scripted.Reply().Text("ok").Finish("stop"))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "ask_user_question", `{"q":"Color?"}`).Finish("tool_calls"), agenttest.Reply().Text("ok").Finish("stop"))
 	var ranAfterSide atomic.Bool
 	ask := &askTool{ran: &ranAfterSide}
 	chunks, err := collect(newAgent(t, srv, nil, ask).Run(context.Background(), agent.Input{Message: "ask me"}))
@@ -366,7 +366,7 @@ func TestEveryCardIsClosed(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				srv := newServer(t)
-				srv.Enqueue(planNeedTool(), scripted.Reply().
+				srv.Enqueue(planNeedTool(), agenttest.Reply().
 					Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
 					Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
 					Call(2, "call_3", "get_weather", `{"city":"Lima"}`).

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 // A TCP connection cut or reset in the middle of a response is truncation,
@@ -21,16 +21,16 @@ import (
 func TestCutConnectionIsTruncated(t *testing.T) {
 	tests := []struct {
 		name  string
-		resps []scripted.Response
+		resps []agenttest.Response
 		tools []agent.Tool
 		cause error
 	}{
-		{"closed mid-text", []scripted.Response{scripted.Reply().Text("Hel", "lo ", "there").Finish("stop").CutAfter(2)}, nil, io.ErrUnexpectedEOF},
-		{"reset mid-text", []scripted.Response{scripted.Reply().Text("Hel", "lo ", "there").Finish("stop").ResetAfter(2)}, nil, syscall.ECONNRESET},
-		{"closed in a call's arguments", []scripted.Response{planNeedTool(),
-			scripted.Reply().Text("Calling").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Finish("tool_calls").CutAfter(3)},
+		{"closed mid-text", []agenttest.Response{agenttest.Reply().Text("Hel", "lo ", "there").Finish("stop").CutAfter(2)}, nil, io.ErrUnexpectedEOF},
+		{"reset mid-text", []agenttest.Response{agenttest.Reply().Text("Hel", "lo ", "there").Finish("stop").ResetAfter(2)}, nil, syscall.ECONNRESET},
+		{"closed in a call's arguments", []agenttest.Response{planNeedTool(),
+			agenttest.Reply().Text("Calling").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Finish("tool_calls").CutAfter(3)},
 			[]agent.Tool{weatherTool()}, io.ErrUnexpectedEOF},
-		{"closed before the finish", []scripted.Response{scripted.Reply().Text("Hel", "lo").Finish("stop").CutAfter(2)}, nil, io.ErrUnexpectedEOF},
+		{"closed before the finish", []agenttest.Response{agenttest.Reply().Text("Hel", "lo").Finish("stop").CutAfter(2)}, nil, io.ErrUnexpectedEOF},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,16 +55,16 @@ func TestCutConnectionIsTruncated(t *testing.T) {
 // usage chunk), loses nothing: the response was complete, so its tool call
 // runs and the turn goes on.
 func TestCutAfterFinishKeepsTheResponse(t *testing.T) {
-	call := scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Usage(5, 3).Finish("tool_calls")
+	call := agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Usage(5, 3).Finish("tool_calls")
 	n := call.NumFrames() // text, header, two fragments, finish, usage
-	for name, resp := range map[string]scripted.Response{
+	for name, resp := range map[string]agenttest.Response{
 		"before done":  call.CutAfter(n),
 		"before usage": call.CutAfter(n - 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			leaktest.Check(t)
 			srv := newServer(t)
-			srv.Enqueue(planNeedTool(), resp, scripted.Reply().Text("Sunny.").Finish("stop").CutAfter(3))
+			srv.Enqueue(planNeedTool(), resp, agenttest.Reply().Text("Sunny.").Finish("stop").CutAfter(3))
 			turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "Weather in Paris?"})
 			chunks, err := collect(turn.Run(context.Background()))
 			require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestNotAnEventStream(t *testing.T) {
 	t.Run("error object", func(t *testing.T) {
 		leaktest.Check(t)
 		srv := newServer(t)
-		srv.Enqueue(scripted.Body(200, "application/json", `{"error":{"message":"model `+"`gpt-x`"+` does not exist","type":"invalid_request_error","code":"model_not_found"}}`))
+		srv.Enqueue(agenttest.Body(200, "application/json", `{"error":{"message":"model `+"`gpt-x`"+` does not exist","type":"invalid_request_error","code":"model_not_found"}}`))
 		_, err := collect(newAgent(t, srv, nil).Run(context.Background(), agent.Input{Message: "hi"}))
 		require.Error(t, err)
 		assert.NotErrorIs(t, err, agent.ErrTruncated)
@@ -101,14 +101,14 @@ func TestNotAnEventStream(t *testing.T) {
 		assert.Contains(t, err.Error(), "model `gpt-x` does not exist")
 	})
 	for name, tt := range map[string]struct {
-		resp scripted.Response
+		resp agenttest.Response
 		want []string
 	}{
-		"html": {scripted.Body(200, "text/html; charset=utf-8", "<!DOCTYPE html>\n<html><body>Please sign in</body></html>"),
+		"html": {agenttest.Body(200, "text/html; charset=utf-8", "<!DOCTYPE html>\n<html><body>Please sign in</body></html>"),
 			[]string{"200 OK", `"text/html; charset=utf-8"`, "<html><body>Please sign in"}},
-		"other json": {scripted.Body(200, "application/json", `{"detail":"Not Found"}`),
+		"other json": {agenttest.Body(200, "application/json", `{"detail":"Not Found"}`),
 			[]string{"200 OK", `"application/json"`, `{"detail":"Not Found"}`}},
-		"plain text, no content type": {scripted.Body(200, "", "upstream unavailable"),
+		"plain text, no content type": {agenttest.Body(200, "", "upstream unavailable"),
 			[]string{"200 OK", "no Content-Type", "upstream unavailable"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -136,8 +136,8 @@ func TestServerThatIgnoresStream(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool().IgnoreStream(),
-		scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Usage(20, 5).Finish("tool_calls").IgnoreStream(),
-		scripted.Reply().Text("It is sunny in Paris.").Finish("stop").IgnoreStream(),
+		agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Usage(20, 5).Finish("tool_calls").IgnoreStream(),
+		agenttest.Reply().Text("It is sunny in Paris.").Finish("stop").IgnoreStream(),
 	)
 	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "Weather in Paris?"})
 	chunks, err := collect(turn.Run(context.Background()))
@@ -165,7 +165,7 @@ func TestEventStreamWithOddContentType(t *testing.T) {
 	srv := newServer(t)
 	a := newAgent(t, srv, nil)
 	for _, cts := range [][2]string{{"text/plain", ""}, {"application/json", "text/html"}} {
-		srv.Enqueue(planNoTool().WithHeader("Content-Type", cts[0]), scripted.Reply().Text("Fine.").Finish("stop").WithHeader("Content-Type", cts[1]))
+		srv.Enqueue(planNoTool().WithHeader("Content-Type", cts[0]), agenttest.Reply().Text("Fine.").Finish("stop").WithHeader("Content-Type", cts[1]))
 		chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
 		require.NoError(t, err, "Content-Types %q", cts)
 		assert.Equal(t, "Fine.", text(chunks, 1))
@@ -177,24 +177,24 @@ func TestEventStreamWithOddContentType(t *testing.T) {
 func TestProviderErrorCarriesTheMessage(t *testing.T) {
 	tests := []struct {
 		name  string
-		resp  scripted.Response
+		resp  agenttest.Response
 		want  agent.ProviderError // Err is not compared
 		text  string              // in err.Error()
 		apiOK bool                // errors.As finds an *openai.Error too
 	}{
-		{"openai 404", scripted.HTTPError(404, "The model `gpt-x` does not exist or you do not have access to it."),
+		{"openai 404", agenttest.HTTPError(404, "The model `gpt-x` does not exist or you do not have access to it."),
 			agent.ProviderError{StatusCode: 404, Message: "The model `gpt-x` does not exist or you do not have access to it.", Type: "invalid_request_error"},
 			"404 Not Found: The model `gpt-x` does not exist or you do not have access to it.", true},
-		{"openai 401 with code", scripted.Body(401, "application/json", `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`),
+		{"openai 401 with code", agenttest.Body(401, "application/json", `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`),
 			agent.ProviderError{StatusCode: 401, Message: "Incorrect API key provided", Type: "invalid_request_error", Code: "invalid_api_key"},
 			"401 Unauthorized: Incorrect API key provided (type invalid_request_error, code invalid_api_key)", true},
-		{"ollama error string", scripted.Body(404, "application/json", `{"error":"model \"llama9\" not found, try pulling it first"}`),
+		{"ollama error string", agenttest.Body(404, "application/json", `{"error":"model \"llama9\" not found, try pulling it first"}`),
 			agent.ProviderError{StatusCode: 404, Message: `model "llama9" not found, try pulling it first`},
 			`404 Not Found: model "llama9" not found, try pulling it first`, false},
-		{"proxy html page", scripted.Body(502, "text/html", "<html>\n<body><h1>502 Bad Gateway</h1></body>\n</html>\n"),
+		{"proxy html page", agenttest.Body(502, "text/html", "<html>\n<body><h1>502 Bad Gateway</h1></body>\n</html>\n"),
 			agent.ProviderError{StatusCode: 502, Message: "<html> <body><h1>502 Bad Gateway</h1></body> </html>"},
 			"502 Bad Gateway: <html> <body><h1>502 Bad Gateway</h1></body> </html>", true},
-		{"error inside the stream", scripted.Reply().Text("Hel", "lo").Finish("stop").ErrorAfter(1, "model overloaded"),
+		{"error inside the stream", agenttest.Reply().Text("Hel", "lo").Finish("stop").ErrorAfter(1, "model overloaded"),
 			agent.ProviderError{StatusCode: 200, Message: "model overloaded", Type: "server_error"},
 			"model overloaded (type server_error)", false},
 	}
@@ -227,10 +227,10 @@ func TestOneConnectionPerTurn(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		planNeedTool(),
-		scripted.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Usage(5, 3).Finish("tool_calls"),
-		scripted.Reply().Text("It is sunny in Paris.").Finish("stop"),
+		agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Paris"}`).Usage(5, 3).Finish("tool_calls"),
+		agenttest.Reply().Text("It is sunny in Paris.").Finish("stop"),
 		// A second turn on the same agent reuses it too.
-		planNoTool(), scripted.Reply().Text("Bye.").Finish("stop"),
+		planNoTool(), agenttest.Reply().Text("Bye.").Finish("stop"),
 	)
 	a := newAgent(t, srv, nil, weatherTool())
 	_, err := collect(a.Run(context.Background(), agent.Input{Message: "Weather in Paris?"}))
@@ -247,8 +247,8 @@ func TestOneConnectionPerTurn(t *testing.T) {
 func TestServerHoldingTheBodyAfterDone(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	plan := scripted.Raw([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi.<no_tool>\"}}]}\n\ndata: [DONE]\n\n"))
-	srv.Enqueue(plan.HoldAfter(plan.NumFrames()), scripted.Reply().Text("Hello.").Finish("stop"))
+	plan := agenttest.Raw([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi.<no_tool>\"}}]}\n\ndata: [DONE]\n\n"))
+	srv.Enqueue(plan.HoldAfter(plan.NumFrames()), agenttest.Reply().Text("Hello.").Finish("stop"))
 	chunks, err := collect(newAgent(t, srv, nil).Run(context.Background(), agent.Input{Message: "hi"}))
 	require.NoError(t, err)
 	assert.Equal(t, "Hello.", text(chunks, 1))
@@ -258,26 +258,26 @@ func TestServerHoldingTheBodyAfterDone(t *testing.T) {
 func TestProviderErrors(t *testing.T) {
 	tests := []struct {
 		name  string
-		resp  scripted.Response
+		resp  agenttest.Response
 		check func(t *testing.T, err error)
 	}{
-		{"429", scripted.HTTPError(429, "slow down"), func(t *testing.T, err error) {
+		{"429", agenttest.HTTPError(429, "slow down"), func(t *testing.T, err error) {
 			var apiErr *openai.Error
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, 429, apiErr.StatusCode)
 		}},
-		{"500", scripted.HTTPError(500, "boom"), func(t *testing.T, err error) {
+		{"500", agenttest.HTTPError(500, "boom"), func(t *testing.T, err error) {
 			var apiErr *openai.Error
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, 500, apiErr.StatusCode)
 		}},
-		{"cut", scripted.Reply().Text("Hel", "lo ", "there").Finish("stop").CutAfter(2), func(t *testing.T, err error) {
+		{"cut", agenttest.Reply().Text("Hel", "lo ", "there").Finish("stop").CutAfter(2), func(t *testing.T, err error) {
 			assert.ErrorContains(t, err, "round 0")
 		}},
-		{"no done no finish", scripted.Frames(`{"choices":[{"index":0,"delta":{"content":"Hel"}}]}`), func(t *testing.T, err error) {
+		{"no done no finish", agenttest.Frames(`{"choices":[{"index":0,"delta":{"content":"Hel"}}]}`), func(t *testing.T, err error) {
 			assert.ErrorIs(t, err, agent.ErrTruncated)
 		}},
-		{"error frame", scripted.Reply().Text("Hel", "lo").Finish("stop").ErrorAfter(1, "model overloaded"), func(t *testing.T, err error) {
+		{"error frame", agenttest.Reply().Text("Hel", "lo").Finish("stop").ErrorAfter(1, "model overloaded"), func(t *testing.T, err error) {
 			assert.ErrorContains(t, err, "model overloaded")
 		}},
 	}
@@ -301,7 +301,7 @@ func TestProviderErrors(t *testing.T) {
 func TestCutStreamInToolRoundKeepsHistoryValid(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	srv.Enqueue(planNeedTool(), scripted.Reply().Text("Calling").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Finish("tool_calls").CutAfter(3))
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Text("Calling").Call(0, "call_1", "get_weather", `{"ci`, `ty":"Paris"}`).Finish("tool_calls").CutAfter(3))
 	turn := newAgent(t, srv, nil, weatherTool()).NewTurn(agent.Input{Message: "go"})
 	_, err := collect(turn.Run(context.Background()))
 	require.Error(t, err)

@@ -84,7 +84,7 @@ func (a *Accumulator) Add(d ToolCallDelta) (slot int, started bool) {
 		c.index = max(d.Index, NoIndex)
 		c.wire, c.id = d.ID, d.ID
 		if d.ID == "" || a.taken(d.ID, slot) {
-			c.id = NewCallID()
+			c.id = newCallID()
 		}
 	}
 	c := a.calls[slot]
@@ -171,8 +171,8 @@ func (a *Accumulator) Reset() {
 	a.n = 0
 }
 
-// NewCallID returns a fresh tool-call id: "call_" and 24 random hex digits.
-func NewCallID() string {
+// newCallID returns a fresh tool-call id: "call_" and 24 random hex digits.
+func newCallID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return "call_" + hex.EncodeToString(b[:])

@@ -217,7 +217,7 @@ func TestAccumulatorResetAndBounds(t *testing.T) {
 	if kept != (Call{0, "a", "f", "{}"}) {
 		t.Errorf("a Call taken before Reset changed: %+v", kept)
 	}
-	if id1, id2 := NewCallID(), NewCallID(); id1 == id2 {
-		t.Errorf("NewCallID twice = %q", id1)
+	if id1, id2 := newCallID(), newCallID(); id1 == id2 {
+		t.Errorf("newCallID twice = %q", id1)
 	}
 }

@@ -12,7 +12,7 @@
 // # Text
 //
 // A [Parser] consumes Delta.Content. Its raw text keeps the control tags
-// (by default [DefaultTags]: <voice>, <no_tool>, <need_tool>); the visible
+// (by default <voice>, <no_tool> and <need_tool>; see [Config]); the visible
 // text of each [Piece] has them stripped. A tag split across deltas, even
 // one byte at a time, never shows in the visible text, nor does a tag that
 // closes up when another inside it is removed ("<no_<need_tool>tool>") or a

@@ -124,11 +124,11 @@ func FuzzParser(f *testing.F) {
 		if p.Raw() != text {
 			t.Fatalf("Raw() = %q, want %q", p.Raw(), text)
 		}
-		want := stripTags(text, DefaultTags)
+		want := stripTags(text, defaultTags)
 		if got := joinText(ps); got != want {
 			t.Fatalf("text = %q, want %q (deltas %q)", got, want, deltas)
 		}
-		voice := refVoice(text, DefaultTags)
+		voice := refVoice(text, defaultTags)
 		if p.Voice() != voice {
 			t.Fatalf("Voice() = %v, want %v", p.Voice(), voice)
 		}
@@ -140,7 +140,7 @@ func FuzzParser(f *testing.F) {
 			if i == len(ps)-1 {
 				ref = stripTags
 			}
-			if got := ref(pc.Raw, DefaultTags); got != pc.Text {
+			if got := ref(pc.Raw, defaultTags); got != pc.Text {
 				t.Fatalf("piece %d: Text %q, but Raw %q strips to %q (deltas %q)", i, pc.Text, pc.Raw, got, deltas)
 			}
 			if pc.Voice != voice {

@@ -26,16 +26,19 @@ const (
 // for speech.
 const VoiceTag = "<voice>"
 
-// DefaultTags are the control tags a [Parser] strips when [Config.Tags] is
-// nil: the voice tag and the two intent tags of the planning round.
-var DefaultTags = []string{VoiceTag, "<no_tool>", "<need_tool>"}
+// defaultTags are the control tags a [Parser] strips when [Config.Tags] is
+// nil: the voice tag and the tags of the default intent dictionary (a test
+// holds them equal).
+var defaultTags = []string{VoiceTag, "<no_tool>", "<need_tool>"}
 
-// Config configures a [Parser]. The zero Config strips [DefaultTags] in
-// [ModeDeltas].
+// Config configures a [Parser]. The zero Config strips <voice>, <no_tool>
+// and <need_tool> in [ModeDeltas].
 type Config struct {
 	// Tags are the control tags to strip from the visible text. nil means
-	// DefaultTags; an empty non-nil slice strips nothing. Empty strings are
-	// ignored. The voice flag works only when VoiceTag is among the tags.
+	// [VoiceTag] and the default intent tags, <no_tool> and <need_tool>;
+	// an empty non-nil slice strips nothing. Empty strings are ignored.
+	// The voice flag works only when VoiceTag is among the tags. An agent
+	// strips the voice tag and its own intent tags.
 	Tags []string
 	// Mode is how visible text is cut into pieces.
 	Mode Mode
@@ -152,7 +155,7 @@ func NewParser(cfg Config) *Parser {
 	p := &Parser{mode: cfg.Mode, onlyLT: true}
 	tags := cfg.Tags
 	if tags == nil {
-		tags = DefaultTags
+		tags = defaultTags
 	}
 	for _, t := range tags {
 		if t == "" {

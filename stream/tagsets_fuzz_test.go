@@ -10,7 +10,7 @@ import (
 // that is a prefix of another, tags that start with white space or with a
 // sentence end, and a non-ASCII tag.
 var fuzzTagSets = [][]string{
-	DefaultTags,
+	defaultTags,
 	{"<no_tool>", "<no_tools_at_all>", VoiceTag},
 	{"[[stop]]", VoiceTag, "||"},
 	{"<a>", "<a>b>", "a", VoiceTag},

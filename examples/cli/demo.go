@@ -2,18 +2,20 @@ package main
 
 import (
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/demo"
 )
 
 // demoModel is the built-in demo model; it streams at a pace a person can
 // follow (tests set Delay to zero).
 var demoModel = demo.Model{Delay: demo.DefaultDelay}
 
-// startDemo starts the demo model on 127.0.0.1 and returns its base URL,
-// the API key it requires and the function that stops it.
-func startDemo() (baseURL, apiKey string, stop func()) {
-	srv := demoModel.NewServer()
-	return srv.URL(), srv.APIKey(), srv.Close
+// useDemo points cfg at the demo model, which answers in process: no
+// network, no listening port.
+func useDemo(cfg *agent.Config) {
+	cfg.BaseURL, cfg.APIKey, cfg.HTTPClient = demo.BaseURL, "", demoModel.Client()
+	if cfg.Model == "" {
+		cfg.Model = demo.ModelName
+	}
 }
 
 // demoTools are the tools the CLI offers: get_weather, get_time,

@@ -182,12 +182,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	tools := demoTools()
 	if opts.demo() {
-		url, key, stop := startDemo()
-		defer stop()
-		cfg.BaseURL, cfg.APIKey = url, key
-		if cfg.Model == "" {
-			cfg.Model = "demo"
-		}
+		useDemo(&cfg)
 		fmt.Fprintln(stderr, "cli: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
 	}
 	if cfg.Tools, err = agent.NewToolRegistry(tools...); err != nil {

@@ -22,9 +22,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 )
@@ -321,9 +321,9 @@ func TestRunCommandShowsPartialOutput(t *testing.T) {
 func TestModelErrorExitsOne(t *testing.T) {
 	leaktest.Check(t)
 	noModelEnv(t)
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	t.Cleanup(srv.Close)
-	srv.Enqueue(scripted.HTTPError(500, "the model is on fire"))
+	srv.Enqueue(agenttest.HTTPError(500, "the model is on fire"))
 
 	r := runCLI(t, "", "-json", "-retries", "0", "-base-url", srv.URL(), "-model", "m", helloPrompt)
 	assert.Equal(t, 1, r.code)
@@ -338,10 +338,10 @@ func TestModelErrorExitsOne(t *testing.T) {
 func TestProviderMessageIsShown(t *testing.T) {
 	leaktest.Check(t)
 	noModelEnv(t)
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	t.Cleanup(srv.Close)
 	const msg = "The model `gpt-x` does not exist or you do not have access to it."
-	srv.Enqueue(scripted.HTTPError(404, msg), scripted.Body(200, "text/html", "<html><body>Please sign in</body></html>"))
+	srv.Enqueue(agenttest.HTTPError(404, msg), agenttest.Body(200, "text/html", "<html><body>Please sign in</body></html>"))
 
 	r := runCLI(t, "", "-retries", "0", "-base-url", srv.URL(), "-model", "gpt-x", helloPrompt)
 	assert.Equal(t, 1, r.code)
@@ -376,9 +376,9 @@ func TestVerboseLogLinesStartOnTheirOwnLine(t *testing.T) {
 func TestModelErrorMidStreamKeepsWhatArrived(t *testing.T) {
 	leaktest.Check(t)
 	noModelEnv(t)
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	t.Cleanup(srv.Close)
-	srv.Enqueue(scripted.Reply().Text("Hello ", "there").Finish("stop").ErrorAfter(2, "overloaded"))
+	srv.Enqueue(agenttest.Reply().Text("Hello ", "there").Finish("stop").ErrorAfter(2, "overloaded"))
 
 	r := runCLI(t, "", "-base-url", srv.URL(), "-model", "m", helloPrompt)
 	assert.Equal(t, 1, r.code)
@@ -451,12 +451,12 @@ func TestBadFlagsExitTwo(t *testing.T) {
 func TestInteractiveLoopKeepsHistory(t *testing.T) {
 	leaktest.Check(t)
 	noModelEnv(t)
-	srv := scripted.NewServer()
+	srv := agenttest.NewServer()
 	t.Cleanup(srv.Close)
-	plan := func(s string) scripted.Response { return scripted.Reply().Text(s, "<no_tool>").Finish("stop") }
+	plan := func(s string) agenttest.Response { return agenttest.Reply().Text(s, "<no_tool>").Finish("stop") }
 	srv.Enqueue(
-		plan("Hi."), scripted.Reply().Text("I am here.").Finish("stop"),
-		plan("Sure."), scripted.Reply().Text("You said hello.").Finish("stop"),
+		plan("Hi."), agenttest.Reply().Text("I am here.").Finish("stop"),
+		plan("Sure."), agenttest.Reply().Text("You said hello.").Finish("stop"),
 	)
 
 	// Blank lines are skipped; "quit" ends the loop before "never".

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/stream"
 )
 
 // subscriberBuffer is how many events an event stream may fall behind
@@ -177,16 +176,4 @@ func writeEvent(w http.ResponseWriter, ev event) {
 	b.Write(ev.data)
 	b.WriteString("\n\n")
 	w.Write([]byte(b.String())) //nolint:errcheck // seen by Flush
-}
-
-// displayText is a stored assistant message's content as the page shows
-// it: the control tags (<voice>, intent tags) removed the way the live
-// stream removes them.
-func displayText(raw string) string {
-	p := stream.NewParser(stream.Config{Tags: stream.DefaultTags})
-	var b strings.Builder
-	emit := func(pc stream.Piece) { b.WriteString(pc.Text) }
-	p.Write(raw, emit)
-	p.Flush(emit)
-	return b.String()
 }

@@ -75,7 +75,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/approval"
-	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/demo"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
@@ -122,9 +122,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		SystemPrompt:    *system,
 	}
 	if o.BaseURL == "" && o.APIKey == "" {
-		model := demo.NewServer()
-		defer model.Close()
-		o.BaseURL, o.APIKey, o.Model, o.ModelLabel = model.URL(), model.APIKey(), "planround-demo", "built-in demo model"
+		// The demo model answers in process: no network, no listening port.
+		o.BaseURL, o.HTTPClient = demo.BaseURL, demo.Model{Delay: demo.DefaultDelay}.Client()
+		o.Model, o.ModelLabel = demo.ModelName, "built-in demo model"
 		fmt.Fprintln(stderr, "webchat: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
 	} else if o.Model == "" {
 		fmt.Fprintln(stderr, "webchat: no model: set OPENAI_MODEL")

@@ -7,18 +7,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/demo"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 // A run that fails shows the provider's message in the browser (the
 // run_done event's error), not only the HTTP status.
 func TestProviderMessageReachesTheBrowser(t *testing.T) {
 	leaktest.Check(t)
-	model := scripted.NewServer()
+	model := agenttest.NewServer()
 	const msg = "The model `gpt-x` does not exist or you do not have access to it."
-	model.Enqueue(scripted.HTTPError(404, msg))
+	model.Enqueue(agenttest.HTTPError(404, msg))
 	srv, err := NewServer(Options{BaseURL: model.URL(), Model: "gpt-x", Tools: demo.Tools()})
 	require.NoError(t, err)
 	h := &harness{srv: srv, ts: httptest.NewServer(srv), model: model}

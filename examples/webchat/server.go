@@ -22,6 +22,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/intent"
 	"github.com/planround/planround/memory"
 )
 
@@ -58,6 +59,10 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// SystemPrompt is the agent's system prompt.
 	SystemPrompt string
+	// Intents is the agent's intent tag dictionary; the zero value is
+	// intent.DefaultDictionary(). Stored replies are shown without its
+	// tags, as the live stream shows them.
+	Intents intent.Dictionary
 
 	// Token, when not empty, is asked of every request: a browser opens
 	// the page once with ?token=<Token>, which sets a cookie; other
@@ -161,6 +166,7 @@ func NewServer(o Options) (*Server, error) {
 		HTTPClient:   o.HTTPClient,
 		Model:        o.Model,
 		SystemPrompt: o.SystemPrompt,
+		Intents:      o.Intents,
 		Tools:        tools,
 		Approver:     mgr,
 		Store:        o.Store,
@@ -518,7 +524,7 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		e := historyEntry{Message: m}
 		if m.Role == memory.RoleAssistant {
-			e.Text = displayText(m.Content)
+			e.Text = s.agent.VisibleText(m.Content)
 		}
 		out = append(out, e)
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
-	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/demo"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 )
@@ -35,7 +35,7 @@ const waitLimit = 15 * time.Second
 type harness struct {
 	srv   *Server
 	ts    *httptest.Server
-	model interface{ Close() }
+	model interface{ Close() } // a model server of the test's own; nil for the demo model
 	// client is the browser: it loaded the page and holds the owner
 	// cookie.
 	client *http.Client
@@ -46,15 +46,15 @@ type harness struct {
 // Call leaktest.Check before it.
 func newHarness(t *testing.T, o Options) *harness {
 	t.Helper()
-	model := demo.Model{}.NewServer()
-	o.BaseURL, o.APIKey, o.Model, o.ModelLabel = model.URL(), model.APIKey(), "planround-demo", "built-in demo model"
+	o.BaseURL, o.HTTPClient = demo.BaseURL, demo.Model{}.Client()
+	o.Model, o.ModelLabel = demo.ModelName, "built-in demo model"
 	if o.Tools == nil {
 		o.Tools = demo.Tools()
 	}
 	srv, err := NewServer(o)
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv) // 127.0.0.1
-	h := &harness{srv: srv, ts: ts, model: model, token: o.Token}
+	h := &harness{srv: srv, ts: ts, token: o.Token}
 	t.Cleanup(h.close)
 	h.client = h.newBrowser(t)
 	return h
@@ -99,7 +99,9 @@ func (h *harness) newSession(t *testing.T) string {
 func (h *harness) close() {
 	h.srv.Close()
 	h.ts.Close()
-	h.model.Close()
+	if h.model != nil {
+		h.model.Close()
+	}
 }
 
 // post sends body to path and decodes the JSON answer.

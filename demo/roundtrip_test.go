@@ -1,6 +1,7 @@
 package demo_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,13 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/demo"
+	"github.com/planround/planround/internal/leaktest"
 )
 
-// post sends a chat-completions request for msgs to the server at baseURL
-// with key as the bearer token ("" sends none) and returns the status and
-// the number of body bytes.
-func post(t *testing.T, baseURL, key string, stream bool, tools []string, msgs ...map[string]string) (int, int64) {
+// post sends a chat-completions request for msgs to m, through an HTTP
+// client whose transport m is, and returns the status and the number of
+// body bytes.
+func post(t *testing.T, m demo.Model, stream bool, tools []string, msgs ...map[string]string) (int, int64) {
 	t.Helper()
 	body := map[string]any{"model": "demo", "messages": msgs, "stream": stream}
 	var defs []map[string]any
@@ -29,15 +32,12 @@ func post(t *testing.T, baseURL, key string, stream bool, tools []string, msgs .
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/chat/completions", strings.NewReader(string(b)))
+	req, err := http.NewRequest(http.MethodPost, demo.BaseURL+"/chat/completions", strings.NewReader(string(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	resp, err := m.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,16 +61,15 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
-// TestServerKeepsNoRequests: the demo model answers turn after turn of a
+// TestModelKeepsNoRequests: the demo model answers turn after turn of a
 // long-running web chat without keeping the requests it answered.
-func TestServerKeepsNoRequests(t *testing.T) {
-	s := demo.Model{}.NewServer()
-	defer s.Close()
+func TestModelKeepsNoRequests(t *testing.T) {
+	leaktest.Check(t)
 	const turns, size = 300, 64 << 10 // 19 MB of requests in all
 	filler := strings.Repeat("x", size)
 	before := heapAlloc()
 	for i := range turns {
-		status, _ := post(t, s.URL(), s.APIKey(), true, nil, msg("user", fmt.Sprintf("hello %d %s", i, filler)))
+		status, _ := post(t, demo.Model{}, true, nil, msg("user", fmt.Sprintf("hello %d %s", i, filler)))
 		if status != http.StatusOK {
 			t.Fatalf("turn %d: status %d", i, status)
 		}
@@ -84,8 +83,6 @@ func TestServerKeepsNoRequests(t *testing.T) {
 // TestRepliesToHugeMessagesAreBounded: a message of a megabyte gets a reply
 // of a few kilobytes, whatever the reply quotes of it.
 func TestRepliesToHugeMessagesAreBounded(t *testing.T) {
-	s := demo.Model{}.NewServer()
-	defer s.Close()
 	huge := strings.Repeat("blah ", 200<<10) // 1 MB
 	const limit = 32 << 10
 	for _, tc := range []struct {
@@ -98,7 +95,7 @@ func TestRepliesToHugeMessagesAreBounded(t *testing.T) {
 		{"tool calls", []string{"run_command", "show_card"}, []map[string]string{msg("user", "run `"+huge+"` and show a card about "+huge), msg("assistant", "ok <need_tool>"), msg("user", "[continue]")}},
 	} {
 		for _, stream := range []bool{true, false} {
-			status, n := post(t, s.URL(), s.APIKey(), stream, tc.tools, tc.msgs...)
+			status, n := post(t, demo.Model{}, stream, tc.tools, tc.msgs...)
 			if status != http.StatusOK {
 				t.Fatalf("%s (stream %v): status %d", tc.name, stream, status)
 			}
@@ -109,23 +106,46 @@ func TestRepliesToHugeMessagesAreBounded(t *testing.T) {
 	}
 }
 
-// TestServerAnswersOnlyItsKey: the demo model's port on 127.0.0.1 refuses
-// requests that do not carry its random key, so other local processes
-// cannot use it.
-func TestServerAnswersOnlyItsKey(t *testing.T) {
-	s := demo.Model{}.NewServer()
-	defer s.Close()
-	other := demo.Model{}.NewServer()
-	other.Close()
-	if s.APIKey() == "" || s.APIKey() == other.APIKey() {
-		t.Fatalf("APIKey %q: want a fresh random key per server", s.APIKey())
+// TestAgentRunsOnTheModel: an agent whose HTTP client is the demo model's
+// runs a turn with the demo tools, run_command included, without a
+// network: the base URL does not resolve. Nothing outlives the run.
+func TestAgentRunsOnTheModel(t *testing.T) {
+	leaktest.Check(t)
+	tools, err := agent.NewToolRegistry(demo.Tools()...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, key := range []string{"", "k", s.APIKey() + "x"} {
-		if status, _ := post(t, s.URL(), key, true, nil, msg("user", "hello")); status != http.StatusUnauthorized {
-			t.Errorf("key %q: status %d, want 401", key, status)
+	a, err := agent.New(agent.Config{
+		BaseURL:    demo.BaseURL,
+		HTTPClient: demo.Model{}.Client(),
+		Model:      demo.ModelName,
+		Tools:      tools,
+		Approver:   approveAll,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]string{}
+	var final strings.Builder
+	for c, err := range a.Run(t.Context(), agent.Input{Message: "What's the weather in Oslo? And run `echo from-the-shell`."}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult:
+			results[c.Tool.Name] = c.Tool.Result
+		case c.Kind == agent.KindText && c.Round == 2:
+			final.WriteString(c.Text)
 		}
 	}
-	if status, _ := post(t, s.URL(), s.APIKey(), true, nil, msg("user", "hello")); status != http.StatusOK {
-		t.Errorf("the server's own key: status %d, want 200", status)
+	if !strings.HasPrefix(results["get_weather"], "Oslo: ") || strings.TrimSpace(results["run_command"]) != "from-the-shell" {
+		t.Errorf("results = %q", results)
+	}
+	if !strings.Contains(final.String(), "from-the-shell") {
+		t.Errorf("the answer does not quote the results: %q", final.String())
 	}
 }
+
+var approveAll = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+	return agent.Decision{Approved: true}, nil
+})

@@ -1,4 +1,4 @@
-package scripted
+package agenttest
 
 import (
 	"encoding/json"
@@ -58,11 +58,11 @@ type fragment struct {
 var responseSeq atomic.Int64
 
 // Reply starts a [Builder] with a fresh chatcmpl id and the model name
-// "scripted".
+// "agenttest".
 func Reply() *Builder {
 	return &Builder{
-		id:      fmt.Sprintf("chatcmpl-scripted%d", responseSeq.Add(1)),
-		model:   "scripted",
+		id:      fmt.Sprintf("chatcmpl-agenttest%d", responseSeq.Add(1)),
+		model:   "agenttest",
 		created: time.Now().Unix(),
 	}
 }
@@ -295,7 +295,7 @@ func (b *Builder) completion(reason string) []byte {
 func renderFrame(c *chunkJSON) []byte {
 	b, err := json.Marshal(c)
 	if err != nil { // only strings and numbers: cannot fail
-		b = errorBody("scripted: cannot render chunk: "+err.Error(), "server_error", "")
+		b = errorBody("agenttest: cannot render chunk: "+err.Error(), "server_error", "")
 	}
 	out := make([]byte, 0, len(b)+8)
 	out = append(out, "data: "...)

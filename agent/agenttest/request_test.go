@@ -1,4 +1,4 @@
-package scripted
+package agenttest
 
 import (
 	"net/http"

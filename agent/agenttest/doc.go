@@ -1,6 +1,11 @@
-// Package scripted is an OpenAI-compatible chat-completions server that
-// answers from a script. Tests, benchmarks and demos use it to stand in for
-// a model provider.
+// Package agenttest provides a fake model for testing code built on package
+// agent: an OpenAI-compatible chat-completions server that answers from a
+// script, in the spirit of net/http/httptest.
+//
+// A test starts a [Server], enqueues the answers the model should stream,
+// points an agent at it (Config.BaseURL and Config.HTTPClient) and checks
+// what the agent did and what it sent; the package example shows a whole
+// turn.
 //
 // A [Server] listens on 127.0.0.1 and serves POST /v1/chat/completions. Each
 // request takes the next [Response] from a FIFO filled with
@@ -8,6 +13,9 @@
 // [Server.Respond] answers instead. With neither, the server replies HTTP 500
 // with an OpenAI-style error saying the script is exhausted, so a test that
 // makes one request too many fails clearly.
+//
+// A [RespondFunc] answers in process instead, without a listening port: it
+// is an [http.RoundTripper] for the HTTPClient of an agent's configuration.
 //
 // # Responses
 //
@@ -53,4 +61,4 @@
 // ([Server.Requests]): model, messages, tools, stream options, the raw body
 // and the headers. [Server.Conns] counts the TCP connections the server
 // accepted, so a test can see whether a client reuses its connections.
-package scripted
+package agenttest

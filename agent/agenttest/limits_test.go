@@ -1,4 +1,4 @@
-package scripted_test
+package agenttest_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 func TestKeepRequests(t *testing.T) {
 	leaktest.Check(t)
-	s := scripted.NewServer()
+	s := agenttest.NewServer()
 	defer s.Close()
-	s.Respond(func(*scripted.Request) scripted.Response { return scripted.Reply().Text("ok").Finish("stop") })
+	s.Respond(func(*agenttest.Request) agenttest.Response { return agenttest.Reply().Text("ok").Finish("stop") })
 	c := newClient(s)
 	ask := func(n int) {
 		for range n {
@@ -44,9 +44,9 @@ func TestKeepRequests(t *testing.T) {
 
 func TestRequireAPIKey(t *testing.T) {
 	leaktest.Check(t)
-	s := scripted.NewServer()
+	s := agenttest.NewServer()
 	defer s.Close()
-	s.Respond(func(*scripted.Request) scripted.Response { return scripted.Reply().Text("ok").Finish("stop") })
+	s.Respond(func(*agenttest.Request) agenttest.Response { return agenttest.Reply().Text("ok").Finish("stop") })
 	s.RequireAPIKey("secret")
 	for _, key := range []string{"k", "secretx", "secre"} {
 		c := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey(key), option.WithHTTPClient(s.Client()), option.WithMaxRetries(0))

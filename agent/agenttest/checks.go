@@ -1,4 +1,4 @@
-package scripted
+package agenttest
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func check(c Check, req *Request) error {
 		for i, m := range req.Messages {
 			for _, tc := range m.ToolCalls {
 				if !isObject(tc.Arguments) {
-					return fmt.Errorf("scripted: messages[%d]: tool call %q: arguments are not a JSON object (vLLM and llama.cpp parse them): %.80q", i, tc.ID, tc.Arguments)
+					return fmt.Errorf("agenttest: messages[%d]: tool call %q: arguments are not a JSON object (vLLM and llama.cpp parse them): %.80q", i, tc.ID, tc.Arguments)
 				}
 			}
 		}
@@ -57,13 +57,13 @@ func check(c Check, req *Request) error {
 	if c&CheckEmptyAssistant != 0 {
 		for i, m := range req.Messages {
 			if m.Role == "assistant" && m.Content == "" && len(m.ToolCalls) == 0 && len(m.Parts) == 0 {
-				return fmt.Errorf("scripted: messages[%d]: Assistant message must have either content or tool_calls", i)
+				return fmt.Errorf("agenttest: messages[%d]: Assistant message must have either content or tool_calls", i)
 			}
 		}
 	}
 	if c&CheckTemplate != 0 {
 		if err := checkTemplate(req.Messages); err != nil {
-			return fmt.Errorf("scripted: strict chat template: %w", err)
+			return fmt.Errorf("agenttest: strict chat template: %w", err)
 		}
 	}
 	return nil

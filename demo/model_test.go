@@ -4,14 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/planround/planround/internal/demo"
+	"github.com/planround/planround/demo"
 )
 
 type call struct{ id, name, args string }
@@ -26,17 +28,20 @@ type reply struct {
 }
 
 // ask sends msgs (with the demo tools named in tools) to a zero-delay
-// demo server through openai-go's streaming client.
+// demo model through openai-go's streaming client.
 func ask(t *testing.T, msgs []openai.ChatCompletionMessageParamUnion, tools ...string) reply {
 	t.Helper()
-	s := demo.Model{}.NewServer()
-	defer s.Close()
-	return askServer(t, s, msgs, tools...)
+	return askModel(t, demo.Model{}, msgs, tools...)
 }
 
-func askServer(t *testing.T, s *demo.Server, msgs []openai.ChatCompletionMessageParamUnion, tools ...string) reply {
+// client returns an openai-go client whose requests m answers.
+func client(m demo.Model) openai.Client {
+	return openai.NewClient(option.WithBaseURL(demo.BaseURL), option.WithHTTPClient(m.Client()), option.WithMaxRetries(0))
+}
+
+func askModel(t *testing.T, m demo.Model, msgs []openai.ChatCompletionMessageParamUnion, tools ...string) reply {
 	t.Helper()
-	c := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey(s.APIKey()), option.WithMaxRetries(0))
+	c := client(m)
 	p := openai.ChatCompletionNewParams{Model: "demo", Messages: msgs}
 	p.StreamOptions.IncludeUsage = openai.Bool(true)
 	for _, tool := range demo.Tools() {
@@ -256,9 +261,7 @@ func TestFinalAnswer(t *testing.T) {
 }
 
 func TestNonStreaming(t *testing.T) {
-	s := demo.Model{}.NewServer()
-	defer s.Close()
-	c := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey(s.APIKey()), option.WithMaxRetries(0))
+	c := client(demo.Model{})
 	got, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model:    "demo",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("weather in Paris"), openai.SystemMessage("Summarise.")},
@@ -271,12 +274,13 @@ func TestNonStreaming(t *testing.T) {
 	}
 }
 
-func TestNewServerStreams(t *testing.T) {
-	s := demo.NewServer()
-	defer s.Close()
-	r := askServer(t, s, planning("hi"))
-	if !strings.HasSuffix(r.text, "<no_tool>") {
-		t.Errorf("plan = %q", r.text)
+// TestDelayStreams: a model with a delay streams the same reply, in the
+// same deltas.
+func TestDelayStreams(t *testing.T) {
+	want := ask(t, planning("hi"))
+	r := askModel(t, demo.Model{Delay: time.Millisecond}, planning("hi"))
+	if !strings.HasSuffix(r.text, "<no_tool>") || !slices.Equal(r.deltas, want.deltas) {
+		t.Errorf("plan = %q, want %q", r.deltas, want.deltas)
 	}
 }
 

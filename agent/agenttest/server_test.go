@@ -1,4 +1,4 @@
-package scripted_test
+package agenttest_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/scripted"
 )
 
 // call is a tool call assembled from stream fragments.
@@ -37,7 +37,7 @@ type result struct {
 	err       error
 }
 
-func newClient(s *scripted.Server) openai.Client {
+func newClient(s *agenttest.Server) openai.Client {
 	return openai.NewClient(
 		option.WithBaseURL(s.URL()),
 		option.WithAPIKey("k"),
@@ -102,10 +102,10 @@ func read(ctx context.Context, c openai.Client, p openai.ChatCompletionNewParams
 
 // newServer starts a server that is closed, and whose goroutines are
 // checked to be gone, when the test ends.
-func newServer(t *testing.T) (*scripted.Server, openai.Client) {
+func newServer(t *testing.T) (*agenttest.Server, openai.Client) {
 	t.Helper()
 	checkGoroutines(t)
-	s := scripted.NewServer()
+	s := agenttest.NewServer()
 	t.Cleanup(s.Close)
 	return s, newClient(s)
 }
@@ -121,7 +121,7 @@ func checkGoroutines(t *testing.T) {
 
 func TestText(t *testing.T) {
 	s, c := newServer(t)
-	s.Enqueue(scripted.Reply().Text("Hel", "lo <no_", "tool>").Usage(12, 5).Finish("stop"))
+	s.Enqueue(agenttest.Reply().Text("Hel", "lo <no_", "tool>").Usage(12, 5).Finish("stop"))
 	r := read(t.Context(), c, params())
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -145,33 +145,33 @@ func TestShapes(t *testing.T) {
 	weather := []string{`{"ci`, `ty":"Pa`, `ris"}`}
 	tests := []struct {
 		name  string
-		b     *scripted.Builder
+		b     *agenttest.Builder
 		calls []call // want
 	}{
-		{"split", scripted.Reply().Text("Checking.").
+		{"split", agenttest.Reply().Text("Checking.").
 			Call(0, "call_1", "get_weather", weather...).
 			Call(1, "call_2", "get_time", `{"tz":`, `"CET"}`),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}, {"call_2", "get_time", `{"tz":"CET"}`}}},
-		{"whole", scripted.Reply().WholeCalls().
+		{"whole", agenttest.Reply().WholeCalls().
 			Call(0, "call_1", "get_weather", weather...).
 			Call(1, "call_2", "get_time", `{"tz":`, `"CET"}`),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}, {"call_2", "get_time", `{"tz":"CET"}`}}},
-		{"interleaved", scripted.Reply().
+		{"interleaved", agenttest.Reply().
 			Fragment(0, "call_1", "get_weather", "").
 			Fragment(1, "call_2", "get_time", `{"tz"`).
 			Fragment(0, "", "", `{"city":`).
 			Fragment(1, "", "", `:"CET"}`).
 			Fragment(0, "", "", `"Paris"}`),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}, {"call_2", "get_time", `{"tz":"CET"}`}}},
-		{"no index", scripted.Reply().OmitIndex().Call(0, "call_1", "get_weather", weather...),
+		{"no index", agenttest.Reply().OmitIndex().Call(0, "call_1", "get_weather", weather...),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}}},
-		{"id every fragment", scripted.Reply().IDOnEveryFragment().Call(0, "call_1", "get_weather", weather...),
+		{"id every fragment", agenttest.Reply().IDOnEveryFragment().Call(0, "call_1", "get_weather", weather...),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}}},
-		{"finish with last", scripted.Reply().FinishWithLast().Call(0, "call_1", "get_weather", weather...),
+		{"finish with last", agenttest.Reply().FinishWithLast().Call(0, "call_1", "get_weather", weather...),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}}},
-		{"usage in finish", scripted.Reply().UsageInFinish().Usage(3, 4).Call(0, "call_1", "get_weather", weather...),
+		{"usage in finish", agenttest.Reply().UsageInFinish().Usage(3, 4).Call(0, "call_1", "get_weather", weather...),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}}},
-		{"azure first chunk", scripted.Reply().EmptyFirstChunk().Usage(3, 4).Call(0, "call_1", "get_weather", weather...),
+		{"azure first chunk", agenttest.Reply().EmptyFirstChunk().Usage(3, 4).Call(0, "call_1", "get_weather", weather...),
 			[]call{{"call_1", "get_weather", `{"city":"Paris"}`}}},
 	}
 	for _, tt := range tests {
@@ -201,32 +201,32 @@ func TestShapes(t *testing.T) {
 func TestShapesOnTheWire(t *testing.T) {
 	tests := []struct {
 		name       string
-		r          scripted.Response
+		r          agenttest.Response
 		want, nope []string
 	}{
-		{"openai", scripted.Reply().Text("a").Call(0, "c1", "f", `{}`).Usage(1, 2).Finish("tool_calls"),
+		{"openai", agenttest.Reply().Text("a").Call(0, "c1", "f", `{}`).Usage(1, 2).Finish("tool_calls"),
 			[]string{`"role":"assistant","content":"a"`, `"finish_reason":null`, `{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}}`,
 				`{"index":0,"function":{"arguments":"{}"}}`, `"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}`, "data: [DONE]\n\n"},
 			nil},
-		{"whole", scripted.Reply().WholeCalls().Call(0, "c1", "f", `{"a"`, `:1}`).Finish("tool_calls"),
+		{"whole", agenttest.Reply().WholeCalls().Call(0, "c1", "f", `{"a"`, `:1}`).Finish("tool_calls"),
 			[]string{`{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}`}, nil},
-		{"no index", scripted.Reply().OmitIndex().Call(0, "c1", "f", `{}`).Finish("tool_calls"),
+		{"no index", agenttest.Reply().OmitIndex().Call(0, "c1", "f", `{}`).Finish("tool_calls"),
 			[]string{`{"id":"c1","type":"function","function":{"name":"f","arguments":""}}`}, []string{`"index":0,"id"`}},
-		{"id every fragment", scripted.Reply().IDOnEveryFragment().Call(0, "c1", "f", `{}`).Finish("tool_calls"),
+		{"id every fragment", agenttest.Reply().IDOnEveryFragment().Call(0, "c1", "f", `{}`).Finish("tool_calls"),
 			[]string{`{"index":0,"id":"c1","type":"function","function":{"arguments":"{}"}}`}, nil},
-		{"finish with last", scripted.Reply().FinishWithLast().Text("a", "b").Finish("stop"),
+		{"finish with last", agenttest.Reply().FinishWithLast().Text("a", "b").Finish("stop"),
 			[]string{`"content":"b"},"finish_reason":"stop"`}, []string{`"delta":{},"finish_reason"`}},
-		{"usage in finish", scripted.Reply().UsageInFinish().Text("a").Usage(1, 2).Finish("stop"),
+		{"usage in finish", agenttest.Reply().UsageInFinish().Text("a").Usage(1, 2).Finish("stop"),
 			[]string{`"delta":{},"finish_reason":"stop"}],"usage":{`}, []string{`"choices":[],"usage"`}},
-		{"azure", scripted.Reply().EmptyFirstChunk().Text("a").Finish("stop"),
+		{"azure", agenttest.Reply().EmptyFirstChunk().Text("a").Finish("stop"),
 			[]string{`"prompt_filter_results":[{`, `"choices":[]}`}, nil},
-		{"no finish", scripted.Reply().Text("a").Finish(""),
+		{"no finish", agenttest.Reply().Text("a").Finish(""),
 			[]string{"data: [DONE]"}, []string{`"finish_reason":"`}},
-		{"reasoning", scripted.Reply().Reasoning("hmm").Text("a").Finish("stop"),
+		{"reasoning", agenttest.Reply().Reasoning("hmm").Text("a").Finish("stop"),
 			[]string{`"delta":{"role":"assistant","reasoning_content":"hmm"}`}, nil},
-		{"no done", scripted.Reply().Text("a").Finish("stop").NoDone(), nil, []string{"[DONE]"}},
-		{"keep-alive", scripted.Reply().Text("a", "b").Finish("stop").KeepAlive(), []string{"\n\n: keep-alive\n\ndata: "}, nil},
-		{"frames", scripted.Frames(`{"x":1}`, "[DONE]"), []string{"data: {\"x\":1}\n\ndata: [DONE]\n\n"}, nil},
+		{"no done", agenttest.Reply().Text("a").Finish("stop").NoDone(), nil, []string{"[DONE]"}},
+		{"keep-alive", agenttest.Reply().Text("a", "b").Finish("stop").KeepAlive(), []string{"\n\n: keep-alive\n\ndata: "}, nil},
+		{"frames", agenttest.Frames(`{"x":1}`, "[DONE]"), []string{"data: {\"x\":1}\n\ndata: [DONE]\n\n"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,7 +249,7 @@ func TestShapesOnTheWire(t *testing.T) {
 
 // post sends body to the server with a plain HTTP client and returns the
 // response body, failing unless the status is want.
-func post(t *testing.T, s *scripted.Server, body string, want int) string {
+func post(t *testing.T, s *agenttest.Server, body string, want int) string {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -272,7 +272,7 @@ func post(t *testing.T, s *scripted.Server, body string, want int) string {
 
 func TestReasoning(t *testing.T) {
 	s, c := newServer(t)
-	s.Enqueue(scripted.Reply().Reasoning("think", "ing").Text("done").Finish("stop"))
+	s.Enqueue(agenttest.Reply().Reasoning("think", "ing").Text("done").Finish("stop"))
 	r := read(t.Context(), c, params())
 	if r.err != nil || r.reasoning != "thinking" || r.text != "done" {
 		t.Errorf("got reasoning %q text %q err %v", r.reasoning, r.text, r.err)
@@ -292,7 +292,7 @@ func TestHTTPErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
 			s, c := newServer(t)
-			s.Enqueue(scripted.HTTPError(tt.status, "nope").RetryAfter(1500 * time.Millisecond))
+			s.Enqueue(agenttest.HTTPError(tt.status, "nope").RetryAfter(1500 * time.Millisecond))
 			r := read(t.Context(), c, params())
 			var apiErr *openai.Error
 			if !errors.As(r.err, &apiErr) {
@@ -310,7 +310,7 @@ func TestHTTPErrors(t *testing.T) {
 		})
 	}
 	t.Run("non-error status", func(t *testing.T) {
-		if got := scripted.HTTPError(200, "x").Status(); got != http.StatusInternalServerError {
+		if got := agenttest.HTTPError(200, "x").Status(); got != http.StatusInternalServerError {
 			t.Errorf("status = %d, want 500", got)
 		}
 	})
@@ -318,7 +318,7 @@ func TestHTTPErrors(t *testing.T) {
 
 func TestCutAfter(t *testing.T) {
 	s, c := newServer(t)
-	r0 := scripted.Reply().Text("a", "b", "c", "d").Finish("stop")
+	r0 := agenttest.Reply().Text("a", "b", "c", "d").Finish("stop")
 	s.Enqueue(r0.CutAfter(2))
 	r := read(t.Context(), c, params())
 	if r.err == nil || !errors.Is(r.err, io.ErrUnexpectedEOF) {
@@ -338,7 +338,7 @@ func TestNoDone(t *testing.T) {
 	for _, reason := range []string{"stop", ""} {
 		t.Run("finish="+reason, func(t *testing.T) {
 			s, c := newServer(t)
-			s.Enqueue(scripted.Reply().Text("a", "b").Finish(reason).NoDone())
+			s.Enqueue(agenttest.Reply().Text("a", "b").Finish(reason).NoDone())
 			r := read(t.Context(), c, params())
 			if r.err != nil || r.text != "ab" || r.finish != reason {
 				t.Errorf("err %v text %q finish %q, want nil ab %q", r.err, r.text, r.finish, reason)
@@ -349,7 +349,7 @@ func TestNoDone(t *testing.T) {
 
 func TestKeepAliveAndDelay(t *testing.T) {
 	s, c := newServer(t)
-	s.Enqueue(scripted.Reply().Text("a", "b", "c").Finish("stop").KeepAlive().Delay(time.Millisecond))
+	s.Enqueue(agenttest.Reply().Text("a", "b", "c").Finish("stop").KeepAlive().Delay(time.Millisecond))
 	r := read(t.Context(), c, params())
 	if r.err != nil || r.text != "abc" || r.finish != "stop" {
 		t.Errorf("err %v text %q finish %q", r.err, r.text, r.finish)
@@ -358,7 +358,7 @@ func TestKeepAliveAndDelay(t *testing.T) {
 
 func TestErrorFrame(t *testing.T) {
 	s, c := newServer(t)
-	s.Enqueue(scripted.Reply().Text("a", "b", "c").Finish("stop").ErrorAfter(1, "overloaded"))
+	s.Enqueue(agenttest.Reply().Text("a", "b", "c").Finish("stop").ErrorAfter(1, "overloaded"))
 	r := read(t.Context(), c, params())
 	var se *ssestream.StreamError
 	if !errors.As(r.err, &se) || !strings.Contains(se.Message, "overloaded") {
@@ -372,10 +372,10 @@ func TestErrorFrame(t *testing.T) {
 // TestCancelMidStream cancels the client once a frame has been flushed,
 // on a stream that holds and on one with a long delay.
 func TestCancelMidStream(t *testing.T) {
-	base := scripted.Reply().Text("a", "b", "c").Finish("stop")
+	base := agenttest.Reply().Text("a", "b", "c").Finish("stop")
 	tests := []struct {
 		name string
-		r    scripted.Response
+		r    agenttest.Response
 		at   int // frame after which to cancel
 		text string
 	}{
@@ -408,10 +408,10 @@ func TestCancelMidStream(t *testing.T) {
 // TestCloseEndsHold checks that Close returns while a stream holds.
 func TestCloseEndsHold(t *testing.T) {
 	checkGoroutines(t)
-	s := scripted.NewServer()
+	s := agenttest.NewServer()
 	c := newClient(s)
 	flushed := make(chan struct{})
-	s.Enqueue(scripted.Reply().Text("a", "b").Finish("stop").HoldAfter(1).OnFlush(func(int) { close(flushed) }))
+	s.Enqueue(agenttest.Reply().Text("a", "b").Finish("stop").HoldAfter(1).OnFlush(func(int) { close(flushed) }))
 	done := make(chan result, 1)
 	go func() { done <- read(context.Background(), c, params()) }()
 	<-flushed
@@ -436,10 +436,10 @@ func TestExhausted(t *testing.T) {
 
 func TestRespond(t *testing.T) {
 	s, c := newServer(t)
-	s.Respond(func(req *scripted.Request) scripted.Response {
-		return scripted.Reply().Text("dynamic ", req.LastMessage().Content).Finish("stop")
+	s.Respond(func(req *agenttest.Request) agenttest.Response {
+		return agenttest.Reply().Text("dynamic ", req.LastMessage().Content).Finish("stop")
 	})
-	s.Enqueue(scripted.Reply().Text("queued").Finish("stop"))
+	s.Enqueue(agenttest.Reply().Text("queued").Finish("stop"))
 	if r := read(t.Context(), c, params()); r.text != "queued" {
 		t.Errorf("first = %q, want the queued response", r.text)
 	}
@@ -454,8 +454,8 @@ func TestRespond(t *testing.T) {
 
 func TestConcurrentRequests(t *testing.T) {
 	s, c := newServer(t)
-	s.Respond(func(req *scripted.Request) scripted.Response {
-		return scripted.Reply().Text(req.LastMessage().Content).Finish("stop")
+	s.Respond(func(req *agenttest.Request) agenttest.Response {
+		return agenttest.Reply().Text(req.LastMessage().Content).Finish("stop")
 	})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -492,7 +492,7 @@ func TestReplayStreams(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s, c := newServer(t)
-			resp, err := scripted.ReplayFile(f)
+			resp, err := agenttest.ReplayFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -521,14 +521,14 @@ func TestReplayStreams(t *testing.T) {
 			}
 		})
 	}
-	if _, err := scripted.ReplayFile("testdata/missing.sse"); err == nil {
+	if _, err := agenttest.ReplayFile("testdata/missing.sse"); err == nil {
 		t.Error("ReplayFile of a missing file: no error")
 	}
 }
 
 func TestNonStreaming(t *testing.T) {
 	s, c := newServer(t)
-	s.Enqueue(scripted.Reply().Text("Hel", "lo").Call(0, "call_1", "f", `{"a"`, `:1}`).Usage(2, 3).Finish("tool_calls"))
+	s.Enqueue(agenttest.Reply().Text("Hel", "lo").Call(0, "call_1", "f", `{"a"`, `:1}`).Usage(2, 3).Finish("tool_calls"))
 	got, err := c.Chat.Completions.New(t.Context(), params("f"))
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +541,7 @@ func TestNonStreaming(t *testing.T) {
 	if s.Requests()[0].Stream {
 		t.Error("request recorded as streaming")
 	}
-	s.Enqueue(scripted.Frames("[DONE]"))
+	s.Enqueue(agenttest.Frames("[DONE]"))
 	if _, err := c.Chat.Completions.New(t.Context(), params()); err == nil {
 		t.Error("non-streaming request on a Frames response: no error")
 	}
@@ -549,7 +549,7 @@ func TestNonStreaming(t *testing.T) {
 
 func TestRequestRecord(t *testing.T) {
 	s, c := newServer(t)
-	s.Enqueue(scripted.Reply().Finish("stop"), scripted.Reply().Finish("stop"))
+	s.Enqueue(agenttest.Reply().Finish("stop"), agenttest.Reply().Finish("stop"))
 
 	// Without tools.
 	p := params()
@@ -615,7 +615,7 @@ func TestRequestRecord(t *testing.T) {
 	if user.Content != "look" || len(user.Parts) != 2 || user.Parts[1].Type != "image_url" || user.Parts[1].ImageURL == "" {
 		t.Errorf("user = %+v", user)
 	}
-	if asst.Role != "assistant" || len(asst.ToolCalls) != 1 || asst.ToolCalls[0] != (scripted.ToolCall{ID: "call_1", Type: "function", Name: "get_weather", Arguments: `{"city":"Paris"}`}) {
+	if asst.Role != "assistant" || len(asst.ToolCalls) != 1 || asst.ToolCalls[0] != (agenttest.ToolCall{ID: "call_1", Type: "function", Name: "get_weather", Arguments: `{"city":"Paris"}`}) {
 		t.Errorf("assistant = %+v", asst)
 	}
 	if tool.Role != "tool" || tool.ToolCallID != "call_1" || tool.Content != "sunny" {
@@ -627,7 +627,7 @@ func TestRequestRecord(t *testing.T) {
 	if !json.Valid(r1.Raw) || !strings.Contains(string(r1.Raw), `"tool_call_id":"call_1"`) {
 		t.Errorf("raw body %s", r1.Raw)
 	}
-	var empty scripted.Request
+	var empty agenttest.Request
 	if m := empty.LastMessage(); m.Role != "" {
 		t.Errorf("LastMessage of an empty request = %+v", m)
 	}
@@ -655,7 +655,7 @@ func TestBadRequests(t *testing.T) {
 		var e struct {
 			Error struct{ Message string } `json:"error"`
 		}
-		if resp.StatusCode != tt.status || json.Unmarshal(b, &e) != nil || !strings.HasPrefix(e.Error.Message, "scripted: ") {
+		if resp.StatusCode != tt.status || json.Unmarshal(b, &e) != nil || !strings.HasPrefix(e.Error.Message, "agenttest: ") {
 			t.Errorf("%s %s %q: status %d body %s, want %d", tt.method, tt.path, tt.body, resp.StatusCode, b, tt.status)
 		}
 	}
@@ -669,10 +669,10 @@ func BenchmarkStream10k(b *testing.B) {
 	for i := range pieces {
 		pieces[i] = "tok"
 	}
-	resp := scripted.Reply().Text(pieces...).Finish("stop")
-	s := scripted.NewServer()
+	resp := agenttest.Reply().Text(pieces...).Finish("stop")
+	s := agenttest.NewServer()
 	defer s.Close()
-	s.Respond(func(*scripted.Request) scripted.Response { return resp })
+	s.Respond(func(*agenttest.Request) agenttest.Response { return resp })
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	b.ReportAllocs()
 	for b.Loop() {
@@ -689,7 +689,7 @@ func BenchmarkStream10k(b *testing.B) {
 
 func TestResetAfter(t *testing.T) {
 	s, c := newServer(t)
-	s.Enqueue(scripted.Reply().Text("a", "b", "c").Finish("stop").ResetAfter(2))
+	s.Enqueue(agenttest.Reply().Text("a", "b", "c").Finish("stop").ResetAfter(2))
 	r := read(t.Context(), c, params())
 	if r.err == nil || !errors.Is(r.err, syscall.ECONNRESET) {
 		t.Fatalf("err = %v, want connection reset", r.err)
@@ -700,7 +700,7 @@ func TestResetAfter(t *testing.T) {
 }
 
 // rawPost posts a streaming request and returns the answer as it came.
-func rawPost(t *testing.T, s *scripted.Server) (*http.Response, string) {
+func rawPost(t *testing.T, s *agenttest.Server) (*http.Response, string) {
 	t.Helper()
 	resp, err := s.Client().Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {
@@ -717,15 +717,15 @@ func rawPost(t *testing.T, s *scripted.Server) (*http.Response, string) {
 func TestBody(t *testing.T) {
 	tests := []struct {
 		name     string
-		resp     scripted.Response
+		resp     agenttest.Response
 		status   int
 		ct, body string
 		noCT     bool
 	}{
-		{"html page", scripted.Body(502, "text/html", "<html>bad gateway</html>"), 502, "text/html", "<html>bad gateway</html>", false},
-		{"json where a stream was asked", scripted.Body(200, "application/json", `{"error":{"message":"no"}}`), 200, "application/json", `{"error":{"message":"no"}}`, false},
-		{"no content type", scripted.Body(200, "", "plain words"), 200, "", "plain words", true},
-		{"bad status", scripted.Body(42, "text/plain", "x"), 500, "application/json", "", false},
+		{"html page", agenttest.Body(502, "text/html", "<html>bad gateway</html>"), 502, "text/html", "<html>bad gateway</html>", false},
+		{"json where a stream was asked", agenttest.Body(200, "application/json", `{"error":{"message":"no"}}`), 200, "application/json", `{"error":{"message":"no"}}`, false},
+		{"no content type", agenttest.Body(200, "", "plain words"), 200, "", "plain words", true},
+		{"bad status", agenttest.Body(42, "text/plain", "x"), 500, "application/json", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -747,7 +747,7 @@ func TestBody(t *testing.T) {
 
 func TestIgnoreStream(t *testing.T) {
 	s, _ := newServer(t)
-	s.Enqueue(scripted.Reply().Text("Hi ", "there").Usage(3, 2).Finish("stop").IgnoreStream())
+	s.Enqueue(agenttest.Reply().Text("Hi ", "there").Usage(3, 2).Finish("stop").IgnoreStream())
 	resp, body := rawPost(t, s)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json", ct)
@@ -763,7 +763,7 @@ func TestIgnoreStream(t *testing.T) {
 
 func TestStreamContentTypeOverride(t *testing.T) {
 	s, _ := newServer(t)
-	s.Enqueue(scripted.Reply().Text("a").Finish("stop").WithHeader("Content-Type", "text/plain"))
+	s.Enqueue(agenttest.Reply().Text("a").Finish("stop").WithHeader("Content-Type", "text/plain"))
 	resp, body := rawPost(t, s)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/plain" {
 		t.Errorf("Content-Type = %q, want text/plain", ct)
@@ -771,7 +771,7 @@ func TestStreamContentTypeOverride(t *testing.T) {
 	if !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Errorf("body = %q, want a stream", body)
 	}
-	s.Enqueue(scripted.Reply().Text("a").Finish("stop").WithHeader("Content-Type", ""))
+	s.Enqueue(agenttest.Reply().Text("a").Finish("stop").WithHeader("Content-Type", ""))
 	if resp, _ := rawPost(t, s); resp.Header["Content-Type"] != nil {
 		t.Errorf("Content-Type = %q, want none", resp.Header["Content-Type"])
 	}
@@ -779,7 +779,7 @@ func TestStreamContentTypeOverride(t *testing.T) {
 
 func TestConns(t *testing.T) {
 	s, _ := newServer(t)
-	s.Enqueue(scripted.Reply().Text("a").Finish("stop"), scripted.Reply().Text("b").Finish("stop"))
+	s.Enqueue(agenttest.Reply().Text("a").Finish("stop"), agenttest.Reply().Text("b").Finish("stop"))
 	// A client that reads each body to its end reuses the connection.
 	for range 2 {
 		rawPost(t, s)
@@ -788,13 +788,13 @@ func TestConns(t *testing.T) {
 		t.Errorf("Conns = %d after two requests read to their end, want 1", n)
 	}
 	// One that closes the body early cannot.
-	s.Enqueue(scripted.Reply().Text("c").Finish("stop"))
+	s.Enqueue(agenttest.Reply().Text("c").Finish("stop"))
 	resp, err := s.Client().Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	s.Enqueue(scripted.Reply().Text("d").Finish("stop"))
+	s.Enqueue(agenttest.Reply().Text("d").Finish("stop"))
 	rawPost(t, s)
 	if n := s.Conns(); n != 2 {
 		t.Errorf("Conns = %d, want 2 after a body closed before its end", n)

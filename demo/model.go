@@ -3,18 +3,27 @@ package demo
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/planround/planround/internal/scripted"
+	"github.com/planround/planround/agent/agenttest"
 )
 
-// DefaultDelay is the pause between streamed deltas of [Respond] and
-// [NewServer]: short, but long enough for a person to see text stream.
+// DefaultDelay is a pause between streamed deltas short enough not to
+// slow anyone down, but long enough for a person to see text stream.
 const DefaultDelay = 15 * time.Millisecond
+
+// BaseURL is a base URL for an agent that talks to the demo model through
+// [Model.Client]. Its host never resolves (.invalid), so a request that
+// misses the model's client fails rather than reaching a real provider.
+const BaseURL = "http://planround-demo.invalid/v1"
+
+// ModelName is the model name the demo model reports in its replies.
+const ModelName = "planround-demo"
 
 // continueMarker is the transition user message of the planning protocol.
 const continueMarker = "[continue]"
@@ -30,27 +39,19 @@ const (
 )
 
 // Model is the deterministic demo model. Its zero value streams without
-// delay between deltas.
+// delay between deltas. A Model is an [http.RoundTripper]: it answers in
+// process, with no listening port, so only the client it is given to can
+// use it. It keeps nothing from the requests it answered, and is safe for
+// concurrent use.
 type Model struct {
 	// Delay is the pause between streamed deltas.
 	Delay time.Duration
 }
 
-// Respond answers req with the demo model streaming at [DefaultDelay].
-func Respond(req *scripted.Request) scripted.Response {
-	return Model{Delay: DefaultDelay}.Respond(req)
-}
-
-// NewServer starts a [Server] that answers every request with [Respond].
-// Call Close when done.
-func NewServer() *Server {
-	return Model{Delay: DefaultDelay}.NewServer()
-}
-
 // Respond answers req following the rules in the package documentation.
-func (m Model) Respond(req *scripted.Request) scripted.Response {
+func (m Model) Respond(req *agenttest.Request) agenttest.Response {
 	t := readTurn(req)
-	b := scripted.Reply().Model("planround-demo")
+	b := agenttest.Reply().Model(ModelName)
 	var out string
 	finish := "stop"
 	switch {
@@ -96,10 +97,22 @@ func (m Model) Respond(req *scripted.Request) scripted.Response {
 	return b.Finish(finish).Delay(m.Delay)
 }
 
+// RoundTrip answers a chat-completions request (a POST to any URL whose
+// path ends in /chat/completions) with [Model.Respond], in process; see
+// [agenttest.RespondFunc] for the details. The caller must close the
+// response's body.
+func (m Model) RoundTrip(r *http.Request) (*http.Response, error) {
+	return agenttest.RespondFunc(m.Respond).RoundTrip(r)
+}
+
+// Client returns an HTTP client whose requests m answers, for an agent's
+// Config.HTTPClient (with [BaseURL] as Config.BaseURL).
+func (m Model) Client() *http.Client { return &http.Client{Transport: m} }
+
 // turn is what the model reads from a request.
 type turn struct {
 	user    string            // the latest real user message ("" if none)
-	last    scripted.Message  // the last non-system message
+	last    agenttest.Message // the last non-system message
 	results []result          // the tool results after the latest user message
 	names   map[string]string // tool call id → tool name
 }
@@ -108,7 +121,7 @@ type result struct{ name, content string }
 
 func isContinue(s string) bool { return strings.TrimSpace(s) == continueMarker }
 
-func readTurn(req *scripted.Request) turn {
+func readTurn(req *agenttest.Request) turn {
 	t := turn{names: map[string]string{}}
 	start := 0
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -368,7 +381,7 @@ func final(t turn) string {
 
 // summary answers a request that did not ask for a stream (such as a
 // summarisation request): the user's messages, briefly.
-func summary(req *scripted.Request) string {
+func summary(req *agenttest.Request) string {
 	var topics []string
 	for _, m := range req.Messages {
 		if m.Role == "user" && !isContinue(m.Content) {
@@ -448,7 +461,7 @@ func splitN(s string, n int) []string {
 }
 
 // promptSize is the number of bytes of the request's messages.
-func promptSize(req *scripted.Request) int {
+func promptSize(req *agenttest.Request) int {
 	n := 0
 	for _, m := range req.Messages {
 		n += len(m.Content)

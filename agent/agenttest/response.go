@@ -1,4 +1,4 @@
-package scripted
+package agenttest
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func HTTPError(status int, message string) Response {
 	if status < 400 || status > 599 {
 		// Not an error status: answer 500 and say why rather than
 		// sending a confusing success.
-		message = fmt.Sprintf("scripted: HTTPError called with non-error status %d: %s", status, message)
+		message = fmt.Sprintf("agenttest: HTTPError called with non-error status %d: %s", status, message)
 		status = http.StatusInternalServerError
 	}
 	typ, code := "invalid_request_error", ""
@@ -85,7 +85,7 @@ func HTTPError(status int, message string) Response {
 // sends no Content-Type header.
 func Body(status int, contentType, body string) Response {
 	if status < 100 || status > 599 {
-		body = string(errorBody(fmt.Sprintf("scripted: Body called with status %d", status), "server_error", ""))
+		body = string(errorBody(fmt.Sprintf("agenttest: Body called with status %d", status), "server_error", ""))
 		status, contentType = http.StatusInternalServerError, "application/json"
 	}
 	return Response{status: status, body: []byte(body), contentType: contentType}
@@ -104,7 +104,7 @@ func errorBody(message, typ, code string) []byte {
 	}
 	b, err := json.Marshal(map[string]any{"error": e})
 	if err != nil { // cannot happen for strings
-		return []byte(`{"error":{"message":"scripted: cannot render error"}}`)
+		return []byte(`{"error":{"message":"agenttest: cannot render error"}}`)
 	}
 	return b
 }
@@ -121,7 +121,7 @@ func Raw(body []byte) Response {
 func ReplayFile(path string) (Response, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Response{}, fmt.Errorf("scripted: replay: %w", err)
+		return Response{}, fmt.Errorf("agenttest: replay: %w", err)
 	}
 	return Raw(b), nil
 }

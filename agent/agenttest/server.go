@@ -1,4 +1,4 @@
-package scripted
+package agenttest
 
 import (
 	"context"
@@ -172,29 +172,19 @@ func (s *Server) next(req *Request) (resp Response, ok bool, err error) {
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != Path && r.URL.Path != Path+"/" {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("scripted: no route for %s %s; the server answers POST %s", r.Method, r.URL.Path, Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("agenttest: no route for %s %s; the server answers POST %s", r.Method, r.URL.Path, Path))
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "scripted: method "+r.Method+" not allowed; use POST")
+		writeError(w, http.StatusMethodNotAllowed, "agenttest: method "+r.Method+" not allowed; use POST")
 		return
 	}
 	if !s.authorized(r) {
-		writeError(w, http.StatusUnauthorized, "scripted: missing or wrong API key")
+		writeError(w, http.StatusUnauthorized, "agenttest: missing or wrong API key")
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "scripted: reading request body: "+err.Error())
-		return
-	}
-	if len(body) > maxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "scripted: request body too large")
-		return
-	}
-	req, err := decodeRequest(body, r.Header.Clone())
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "scripted: "+err.Error())
+	req, ok := readRequest(w, r)
+	if !ok {
 		return
 	}
 	resp, ok, err := s.next(req)
@@ -204,9 +194,35 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf(
-			"scripted: script exhausted: request %d arrived with no response enqueued and no Respond func set", req.Seq))
+			"agenttest: script exhausted: request %d arrived with no response enqueued and no Respond func set", req.Seq))
 		return
 	}
+	writeResponse(w, r, req, resp, s.closing)
+}
+
+// readRequest reads and decodes r's body. On failure it writes the error
+// answer and returns false.
+func readRequest(w http.ResponseWriter, r *http.Request) (*Request, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "agenttest: reading request body: "+err.Error())
+		return nil, false
+	}
+	if len(body) > maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "agenttest: request body too large")
+		return nil, false
+	}
+	req, err := decodeRequest(body, r.Header.Clone())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "agenttest: "+err.Error())
+		return nil, false
+	}
+	return req, true
+}
+
+// writeResponse answers req with resp. Delays and holds end early when
+// closing is closed.
+func writeResponse(w http.ResponseWriter, r *http.Request, req *Request, resp Response, closing <-chan struct{}) {
 	for k, v := range resp.header {
 		w.Header()[k] = v
 	}
@@ -217,13 +233,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(resp.body)
 	case !req.Stream || resp.ignoreStream:
 		if resp.completion == nil {
-			writeError(w, http.StatusInternalServerError, "scripted: the request asked for no stream, but this response has only a streaming form (use Reply)")
+			writeError(w, http.StatusInternalServerError, "agenttest: the request asked for no stream, but this response has only a streaming form (use Reply)")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(resp.completion)
 	default:
-		s.stream(r.Context(), w, resp)
+		stream(r.Context(), w, resp, closing)
 	}
 }
 
@@ -238,7 +254,7 @@ func setContentType(h http.Header, ct string) {
 }
 
 // stream writes resp's frames one by one, flushing each.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, resp Response) {
+func stream(ctx context.Context, w http.ResponseWriter, resp Response, closing <-chan struct{}) {
 	h := w.Header()
 	if _, ok := resp.header["Content-Type"]; ok {
 		setContentType(h, resp.header.Get("Content-Type"))
@@ -269,13 +285,13 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, resp Respons
 			return true
 		case <-ctx.Done():
 			return false
-		case <-s.closing:
+		case <-closing:
 			return false
 		}
 	}
 	for i, f := range resp.frames {
 		if resp.fault != faultNone && i == resp.faultAt {
-			s.fault(ctx, w, rc, resp)
+			fault(ctx, w, rc, resp, closing)
 			return
 		}
 		if i > 0 {
@@ -296,7 +312,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, resp Respons
 		}
 	}
 	if resp.fault != faultNone {
-		s.fault(ctx, w, rc, resp)
+		fault(ctx, w, rc, resp, closing)
 		return
 	}
 	if resp.done {
@@ -310,7 +326,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, resp Respons
 }
 
 // fault performs resp's fault after its frames so far were written.
-func (s *Server) fault(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, resp Response) {
+func fault(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, resp Response, closing <-chan struct{}) {
 	switch resp.fault {
 	case faultErrorFrame:
 		frame := append(append([]byte("data: "), errorBody(resp.errMsg, "server_error", "")...), "\n\n"...)
@@ -320,9 +336,13 @@ func (s *Server) fault(ctx context.Context, w http.ResponseWriter, rc *http.Resp
 	case faultHold:
 		select {
 		case <-ctx.Done():
-		case <-s.closing:
+		case <-closing:
 		}
 	case faultCut, faultReset:
+		if pw, ok := w.(*pipeWriter); ok { // in process: no connection
+			pw.abort(resp.fault == faultReset)
+			return
+		}
 		conn, _, err := rc.Hijack()
 		if err != nil {
 			// Without a connection to close, abort the handler: the

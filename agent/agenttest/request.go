@@ -1,4 +1,4 @@
-package scripted
+package agenttest
 
 import (
 	"bytes"
@@ -37,6 +37,7 @@ type Request struct {
 
 // StreamOptions is the stream_options object of a request.
 type StreamOptions struct {
+	// IncludeUsage asks for a final chunk with the token usage.
 	IncludeUsage bool `json:"include_usage"`
 }
 
@@ -69,17 +70,23 @@ type ContentPart struct {
 
 // ToolCall is one call of an assistant message.
 type ToolCall struct {
-	ID        string
-	Type      string
-	Name      string
+	// ID names the call; the tool message that answers it repeats it.
+	ID string
+	// Type is "function" for function calls.
+	Type string
+	// Name is the function's name.
+	Name string
+	// Arguments is the arguments' JSON text as the client sent it.
 	Arguments string
 }
 
 // Tool is one tool of a request.
 type Tool struct {
 	// Type is "function" for function tools.
-	Type        string
-	Name        string
+	Type string
+	// Name is the function's name.
+	Name string
+	// Description tells the model what the tool does.
 	Description string
 	// Parameters is the raw JSON schema, nil when absent.
 	Parameters json.RawMessage

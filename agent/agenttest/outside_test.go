@@ -1,0 +1,195 @@
+package agenttest_test
+
+import (
+	"context"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// outsideLimit bounds the build of the outside module and the runs of its
+// programs, together. A build with a warm cache takes seconds; a cold one
+// compiles the SQLite driver.
+const outsideLimit = 5 * time.Minute
+
+// TestOutsideModule: a module of its own, outside the repository (its
+// go.mod replaces planround with this checkout), builds copies of
+// examples/cli and examples/webchat and a program that uses only agent and
+// agent/agenttest. Go refuses an internal package to another module, so
+// this fails as soon as an example, or what a test needs of the fake
+// model, depends on one. The programs then run: the kit program runs a
+// turn against the scripted server and one in process, and the CLI answers
+// a prompt on the built-in demo model.
+//
+// The build runs offline (GOPROXY=off): everything comes from the module
+// cache the repository's own build filled, checked against its go.sum.
+func TestOutsideModule(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
+			t.Fatal("go is not on PATH (PLANROUND_REQUIRE_ALL=1): cannot build the outside module")
+		}
+		t.Skip("go is not on PATH: cannot build the outside module")
+	}
+	deadline := time.Now().Add(outsideLimit)
+	if d, ok := t.Deadline(); ok && d.Add(-30*time.Second).Before(deadline) {
+		deadline = d.Add(-30 * time.Second) // fail with the build's output, not a test timeout
+	}
+	ctx, cancel := context.WithDeadline(t.Context(), deadline)
+	defer cancel()
+
+	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	repo := filepath.Dir(strings.TrimSpace(string(out)))
+	if _, err := os.Stat(filepath.Join(repo, "examples", "cli")); err != nil {
+		t.Fatalf("the repository at %s has no examples/cli: %v", repo, err)
+	}
+
+	dir := t.TempDir()
+	gomod := "module example.com/outside\n\ngo 1.26.0\n\n" +
+		"require github.com/planround/planround v0.0.0-00010101000000-000000000000\n\n" +
+		"replace github.com/planround/planround => " + repo + "\n"
+	write(t, filepath.Join(dir, "go.mod"), gomod)
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "go.sum"), string(sum))
+	copyProgram(t, filepath.Join(repo, "examples", "cli"), filepath.Join(dir, "cli"))
+	copyProgram(t, filepath.Join(repo, "examples", "webchat"), filepath.Join(dir, "webchat"))
+	copyProgram(t, filepath.Join("testdata", "outside", "kit"), filepath.Join(dir, "kit"))
+
+	env := append(os.Environ(),
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"),
+		"GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local",
+		// The CLI must choose its demo model.
+		"OPENAI_BASE_URL=", "OPENAI_API_KEY=", "OPENAI_MODEL=",
+	)
+	bin := filepath.Join(dir, "bin")
+	args := []string{"build", "-o", bin + string(filepath.Separator)}
+	if raceEnabled {
+		args = append(args, "-race") // reuses the packages the race build of the tests compiled
+	}
+	build := exec.CommandContext(ctx, goBin, append(args, "./...")...)
+	build.Dir, build.Env = dir, env
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build in a module outside the repository: %v\n%s", err, out)
+	}
+
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %q: %v\n%s", name, args, err, out)
+		}
+		return string(out)
+	}
+	got := run("kit")
+	for _, want := range []string{
+		"server: add = 5\nserver: 2 + 3 = 5.\nserver requests: 3\n",
+		"in process: add = 5\nin process: 2 + 3 = 5.\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("kit printed\n%s\nwant it to contain\n%s", got, want)
+		}
+	}
+	got = run("cli", "-yes", "-json", "What's the weather in Paris?")
+	if !strings.Contains(got, `"name":"get_weather","state":"result"`) || !strings.Contains(got, "demo data") {
+		t.Errorf("cli on the demo model printed\n%s", got)
+	}
+}
+
+// TestExamplesImportOnlyPublicPackages: a file that holds Example
+// functions imports no internal package, so that what the documentation
+// shows can be copied into another module.
+func TestExamplesImportOnlyPublicPackages(t *testing.T) {
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != repo {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(src), "\nfunc Example") {
+			return nil
+		}
+		files++
+		for _, imp := range f.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); strings.Contains(p+"/", "/internal/") {
+				rel, _ := filepath.Rel(repo, path)
+				t.Errorf("%s holds Example functions and imports %s", rel, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatalf("no file with Example functions under %s", repo)
+	}
+}
+
+// write writes a file, failing t on error.
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyProgram copies the directory tree at src to dst, without test files:
+// what a user copies to start a program of their own.
+func copyProgram(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copying %s: %v", src, err)
+	}
+}
