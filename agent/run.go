@@ -220,6 +220,18 @@ func (r *run) record(msgs ...memory.Message) {
 	}
 }
 
+// stripTags removes the intent tags from the text of every assistant
+// message of the working list, so that later rounds do not see, and
+// imitate, them. The working list holds copies: the turn's messages keep
+// their raw text.
+func (r *run) stripTags() {
+	for i := range r.working {
+		if m := &r.working[i]; m.Role == memory.RoleAssistant {
+			m.Content = r.a.cfg.Intents.Strip(m.Content)
+		}
+	}
+}
+
 func (r *run) do() {
 	// A run interrupted before its first request did nothing: it loads,
 	// sends and records nothing, and ends like any interrupted run.
@@ -273,7 +285,7 @@ func (r *run) do() {
 	if !r.emit(Chunk{Kind: KindRoundEnd, Round: 0, Intent: in, Usage: res.usage}) {
 		return
 	}
-	r.working = r.a.cfg.Intents.StripMessages(r.working)
+	r.stripTags()
 
 	if det.SkipTools {
 		r.round = 1

@@ -132,3 +132,16 @@ func TestStrictShapeForEveryEnding(t *testing.T) {
 	require.NoError(t, err, "the turn after a rejection is accepted")
 	require.Len(t, srv.Requests(), 4)
 }
+
+// The placeholder memory.Strict puts between two assistant messages is the
+// transition message the agent itself puts after a planning reply, so the
+// strict shape of a stored turn reads like the run that wrote it.
+func TestStrictPlaceholderIsContinueMessage(t *testing.T) {
+	got := memory.Strict([]memory.Message{
+		{Role: memory.RoleUser, Content: "q"},
+		{Role: memory.RoleAssistant, Content: "a"},
+		{Role: memory.RoleAssistant, Content: "b"},
+	})
+	require.Len(t, got, 4)
+	assert.Equal(t, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage}, got[2])
+}

@@ -25,8 +25,12 @@
 // else); then the session's active messages, made valid for the API with
 // [Repair] and with old tool traffic shortened by [Truncate]. [Strict]
 // lays messages out for strict chat templates (one leading system message,
-// alternating user and assistant turns). [ToParams] turns the result into
-// openai-go request messages; [FromParams] goes the other way.
+// alternating user and assistant turns).
+//
+// The package imports only the standard library: a Store implementation
+// pulls in no provider SDK. The conversion to and from openai-go's request
+// messages lives beside its one caller, in package agent (agent.ToParams,
+// agent.FromParams).
 //
 // # Summarisation
 //

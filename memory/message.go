@@ -15,8 +15,9 @@ const (
 	RoleTool      Role = "tool"
 )
 
-// Message is one message of a conversation, in the SDK's own vocabulary.
-// [ToParams] turns a list of them into an OpenAI chat-completions request.
+// Message is one message of a conversation, in the SDK's own vocabulary,
+// free of any provider's types (package agent converts it for the
+// chat-completions API).
 type Message struct {
 	// ID is assigned by the [Store] on append; zero before.
 	ID int64 `json:"id,omitempty"`

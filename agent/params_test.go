@@ -1,4 +1,4 @@
-package memory_test
+package agent_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/memory"
 )
 
@@ -18,7 +19,7 @@ func TestFromParamsRoundTrip(t *testing.T) {
 		{Role: memory.RoleTool, ToolCallID: "c1", Content: "result"},
 		{Role: memory.RoleAssistant, Content: "done"},
 	}
-	got, err := memory.FromParams(memory.ToParams(msgs))
+	got, err := agent.FromParams(agent.ToParams(msgs))
 	require.NoError(t, err)
 	assert.Equal(t, msgs, got)
 }
@@ -27,7 +28,7 @@ func TestFromParamsUnsupported(t *testing.T) {
 	img := openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
 		openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "https://example.com/a.png"}),
 	})
-	_, err := memory.FromParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage("ok"), img})
+	_, err := agent.FromParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage("ok"), img})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "message 1")
 	assert.Contains(t, err.Error(), "image_url")
