@@ -39,7 +39,7 @@ func toParam(m memory.Message) openai.ChatCompletionMessageParamUnion {
 			a.Content.OfString = openai.String(m.Content)
 		}
 		for _, c := range m.ToolCalls {
-			args := c.Arguments
+			args := string(c.Arguments)
 			if args == "" {
 				args = "{}"
 			}
@@ -62,8 +62,9 @@ func toParam(m memory.Message) openai.ChatCompletionMessageParamUnion {
 // FromParams converts openai-go request messages to the SDK's messages, for
 // a host that already holds a conversation in openai-go's types (to pass as
 // [Input.History], say). It is [ToParams]'s inverse for the messages
-// ToParams writes; developer messages become system messages and text parts
-// are joined. Content the SDK's messages cannot represent (images, audio,
+// ToParams writes; developer messages become system messages, text parts
+// are joined, and tool-call arguments that are not a JSON object are
+// wrapped by [memory.ValidArguments]. Content the SDK's messages cannot represent (images, audio,
 // refusals, custom tool calls, legacy function messages) is an error naming
 // the message's position.
 func FromParams(ps []openai.ChatCompletionMessageParamUnion) ([]memory.Message, error) {
@@ -127,7 +128,7 @@ func fromParam(p openai.ChatCompletionMessageParamUnion) (memory.Message, error)
 				return memory.Message{}, errors.New("agent: assistant tool call other than a function call is not supported")
 			}
 			f := c.OfFunction
-			m.ToolCalls = append(m.ToolCalls, memory.ToolCall{ID: f.ID, Name: f.Function.Name, Arguments: f.Function.Arguments})
+			m.ToolCalls = append(m.ToolCalls, memory.ToolCall{ID: f.ID, Name: f.Function.Name, Arguments: memory.ValidArguments([]byte(f.Function.Arguments))})
 		}
 		return m, nil
 	}

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -15,7 +16,7 @@ func TestFromParamsRoundTrip(t *testing.T) {
 	msgs := []memory.Message{
 		{Role: memory.RoleSystem, Content: "sys"},
 		{Role: memory.RoleUser, Content: "hi"},
-		{Role: memory.RoleAssistant, Content: "let me look", ToolCalls: []memory.ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`}}},
+		{Role: memory.RoleAssistant, Content: "let me look", ToolCalls: []memory.ToolCall{{ID: "c1", Name: "f", Arguments: json.RawMessage(`{"a":1}`)}}},
 		{Role: memory.RoleTool, ToolCallID: "c1", Content: "result"},
 		{Role: memory.RoleAssistant, Content: "done"},
 	}

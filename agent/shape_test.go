@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,7 +27,7 @@ func TestRequestShapes(t *testing.T) {
 		{Role: memory.RoleAssistant, Content: "Hello!<no_tool>"},
 		{Role: memory.RoleAssistant, Content: "How can I help?"},
 		{Role: memory.RoleUser, Content: "Weather in Oslo?"},
-		{Role: memory.RoleAssistant, Content: "Checking.", ToolCalls: []memory.ToolCall{{ID: "c0", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}},
+		{Role: memory.RoleAssistant, Content: "Checking.", ToolCalls: []memory.ToolCall{{ID: "c0", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Oslo"}`)}}},
 		{Role: memory.RoleTool, ToolCallID: "c0", Name: "get_weather", Content: "tool call interrupted"},
 		{Role: memory.RoleUser, Content: "Never mind."},
 	}

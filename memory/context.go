@@ -97,13 +97,13 @@ func Truncate(msgs []Message, opts TruncateOptions) []Message {
 		case m.Role == RoleAssistant:
 			last = msgs[i].ToolCalls
 			for k, c := range m.ToolCalls {
-				if slices.Contains(opts.Keep, c.Name) || utf8.RuneCountInString(c.Arguments) <= limit {
+				if slices.Contains(opts.Keep, c.Name) || utf8.RuneCount(c.Arguments) <= limit {
 					continue
 				}
 				b, _ := json.Marshal(struct {
 					Truncated string `json:"truncated"`
-				}{cut(c.Arguments, limit)}) // a struct of a string cannot fail
-				m.ToolCalls[k].Arguments = string(b)
+				}{cut(string(c.Arguments), limit)}) // a struct of a string cannot fail
+				m.ToolCalls[k].Arguments = b
 			}
 		}
 	}

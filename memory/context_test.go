@@ -14,7 +14,7 @@ import (
 )
 
 func call(id, name, args string) memory.ToolCall {
-	return memory.ToolCall{ID: id, Name: name, Arguments: args}
+	return memory.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
 }
 
 func asst(text string, calls ...memory.ToolCall) memory.Message {
@@ -105,9 +105,9 @@ func TestTruncate(t *testing.T) {
 		{"kept tool result", got[3].Content, long},
 		{"kept by name", got[4].Content, long},
 		{"assistant text", got[5].Content, long},
-		{"kept tool arguments", got[1].ToolCalls[1].Arguments, `{"name":"` + long + `"}`},
+		{"kept tool arguments", string(got[1].ToolCalls[1].Arguments), `{"name":"` + long + `"}`},
 		{"current turn user", got[6].Content, "current " + long},
-		{"current turn arguments", got[7].ToolCalls[0].Arguments, `{"q":"` + long + `"}`},
+		{"current turn arguments", string(got[7].ToolCalls[0].Arguments), `{"q":"` + long + `"}`},
 		{"current turn result", got[8].Content, long},
 	}
 	for _, tt := range tests {
@@ -120,7 +120,7 @@ func TestTruncate(t *testing.T) {
 	t.Run("old arguments stay JSON", func(t *testing.T) {
 		args := got[1].ToolCalls[0].Arguments
 		var v struct{ Truncated string }
-		require.NoError(t, json.Unmarshal([]byte(args), &v), "arguments %q", args)
+		require.NoError(t, json.Unmarshal(args, &v), "arguments %q", args)
 		assert.Equal(t, `{"q":…[truncated 23 chars]`, v.Truncated)
 	})
 	t.Run("default limit", func(t *testing.T) {
@@ -281,8 +281,8 @@ func TestValidArguments(t *testing.T) {
 		{"\xff", `{"invalid_arguments":"\ufffd"}`},
 	}
 	for _, tt := range tests {
-		got := memory.ValidArguments(tt.in)
-		assert.Equal(t, tt.want, got, "ValidArguments(%q)", tt.in)
+		got := memory.ValidArguments([]byte(tt.in))
+		assert.Equal(t, tt.want, string(got), "ValidArguments(%q)", tt.in)
 		assert.True(t, memory.IsObject(got), "ValidArguments(%q) = %q is not an object", tt.in, got)
 		assert.Equal(t, got, memory.ValidArguments(got), "not a fixed point")
 	}

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -14,7 +15,7 @@ func ExampleContext_Build() {
 	st.CreateSession(ctx, memory.Session{ID: "demo"})
 	st.Append(ctx, "demo",
 		memory.Message{Role: memory.RoleUser, Content: "Read the log."},
-		memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"app.log"}`}}},
+		memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"app.log"}`)}}},
 		memory.Message{Role: memory.RoleTool, ToolCallID: "c1", Content: strings.Repeat("line\n", 100)},
 		memory.Message{Role: memory.RoleUser, Content: "Any errors?"},
 	)
@@ -44,7 +45,7 @@ func ExampleRepair() {
 	msgs := []memory.Message{
 		{Role: memory.RoleUser, Content: "list files"},
 		// The run was interrupted before the tool answered.
-		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "ls", Arguments: "{}"}}},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "ls", Arguments: json.RawMessage("{}")}}},
 		{Role: memory.RoleUser, Content: "never mind"},
 		// A tool message whose call is gone.
 		{Role: memory.RoleTool, ToolCallID: "c0", Content: "stale"},
@@ -105,5 +106,5 @@ func ExampleExport() {
 	fmt.Println(err)
 	// Output:
 	// trip Trip <nil>
-	// memory: invalid session export: format "planround.session/v9", want "planround.session/v1"
+	// memory: invalid session export: format "planround.session/v9", want "planround.session/v2" (or "planround.session/v1")
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -51,11 +52,15 @@ type ToolCall struct {
 	ID string `json:"id"`
 	// Name is the tool's name.
 	Name string `json:"name"`
-	// Arguments is the JSON object the model wrote. The agent records
-	// arguments that are not a JSON object wrapped by [ValidArguments], and
-	// [Repair] wraps them in older history, so that every request holds an
-	// object here.
-	Arguments string `json:"arguments"`
+	// Arguments is the JSON object the model wrote, of the same type as
+	// the arguments a chunk of package agent shows, and marshalled as the
+	// object itself. The agent records arguments that are not a JSON
+	// object wrapped by [ValidArguments], and [Repair] wraps them in older
+	// history, so that every request holds an object here; a [Store]
+	// refuses anything else. Empty means no arguments ("{}"). The bytes
+	// are not significant: a store or an export may reformat the object
+	// (white space, escapes, a database's key order).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Session is one conversation.

@@ -48,12 +48,19 @@ const sqliteAppID = 0x706c726e
 // another process before it reports SQLITE_BUSY.
 const sqliteBusyTimeout = 10 * time.Second
 
+// migration is one schema change: its SQL, then its Go step, when it has
+// one, in the same transaction.
+type migration struct {
+	sql string
+	fn  func(ctx context.Context, tx *sql.Tx) error
+}
+
 // migrations are the schema changes, in order: migrations[i] takes the
 // schema from version i to version i+1 (PRAGMA user_version). Append new
 // ones; never edit a released one.
-var migrations = []string{
+var migrations = []migration{
 	// 1: sessions, messages, summaries.
-	`CREATE TABLE sessions (
+	{sql: `CREATE TABLE sessions (
 		id         TEXT PRIMARY KEY,
 		title      TEXT NOT NULL DEFAULT '',
 		created_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
@@ -82,7 +89,59 @@ var migrations = []string{
 		created_at   INTEGER NOT NULL
 	) STRICT;
 	CREATE INDEX messages_session ON messages (session_id, id);
-	CREATE INDEX messages_active ON messages (session_id, id) WHERE summary_id IS NULL;`,
+	CREATE INDEX messages_active ON messages (session_id, id) WHERE summary_id IS NULL;`},
+	// 2: tool-call arguments are JSON objects in tool_calls, no longer
+	// strings holding JSON text; arguments that were no object are
+	// wrapped by memory.ValidArguments.
+	{fn: argumentsAsObjects},
+}
+
+// argumentsAsObjects rewrites the tool calls of version 1, whose arguments
+// were strings, with the arguments as JSON objects.
+func argumentsAsObjects(ctx context.Context, tx *sql.Tx) error {
+	type row struct {
+		id    int64
+		calls string
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT id, tool_calls FROM messages WHERE tool_calls IS NOT NULL")
+	if err != nil {
+		return err
+	}
+	var todo []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.calls); err != nil {
+			rows.Close()
+			return err
+		}
+		todo = append(todo, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range todo {
+		var old []struct {
+			ID        string `json:"id"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		}
+		if err := json.Unmarshal([]byte(r.calls), &old); err != nil {
+			return fmt.Errorf("message %d: tool calls: %w", r.id, err)
+		}
+		calls := make([]memory.ToolCall, len(old))
+		for i, c := range old {
+			calls[i] = memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: memory.ValidArguments([]byte(c.Arguments))}
+		}
+		b, err := encodeCalls(calls)
+		if err != nil {
+			return fmt.Errorf("message %d: tool calls: %w", r.id, err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE messages SET tool_calls = ? WHERE id = ?", b, r.id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrSchemaTooNew is returned (wrapped) by [Open] for a database
@@ -239,8 +298,16 @@ func (st *Store) migrateStep(ctx context.Context) (done bool, err error) {
 	case version == int64(len(migrations)):
 		return true, nil
 	}
-	if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
-		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	m := migrations[version]
+	if m.sql != "" {
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return false, fmt.Errorf("migration %d: %w", version+1, err)
+		}
+	}
+	if m.fn != nil {
+		if err := m.fn(ctx, tx); err != nil {
+			return false, fmt.Errorf("migration %d: %w", version+1, err)
+		}
 	}
 	// PRAGMA values cannot be bound parameters; both are our own integers.
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d; PRAGMA application_id = %d", version+1, sqliteAppID)); err != nil {
@@ -414,11 +481,11 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	for i := range out {
 		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
 		if len(out[i].ToolCalls) > 0 {
-			b, err := json.Marshal(out[i].ToolCalls)
+			b, err := encodeCalls(out[i].ToolCalls)
 			if err != nil {
 				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
-			calls[i] = string(b)
+			calls[i] = b
 		}
 	}
 	err := st.write(ctx, func(tx *sql.Tx) error {
@@ -588,12 +655,28 @@ func normTime(t, now time.Time) time.Time {
 	return t.UTC()
 }
 
+// encodeCalls returns the JSON of the tool_calls column. Characters that
+// json.Marshal escapes for HTML are kept as they are, so compact arguments
+// read back byte for byte.
+func encodeCalls(calls []memory.ToolCall) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(calls); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
 // cloneMessages returns a copy of msgs that shares no memory with it.
 func cloneMessages(msgs []memory.Message) []memory.Message {
 	out := make([]memory.Message, len(msgs))
 	for i, m := range msgs {
 		if m.ToolCalls != nil {
 			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
+			for k, c := range m.ToolCalls {
+				m.ToolCalls[k].Arguments = bytes.Clone(c.Arguments)
+			}
 		}
 		out[i] = m
 	}

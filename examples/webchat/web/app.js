@@ -615,7 +615,7 @@
         if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
         for (const tc of m.tool_calls || []) {
           const k = newCard(turn, tc.id, tc.name);
-          try { k.args = JSON.parse(tc.arguments); } catch { k.argsRaw = tc.arguments || ''; }
+          if (tc.arguments !== undefined) k.args = tc.arguments; // the JSON object itself
           k.result = '';
           setState(k, 'done');
           cards.set(tc.id, k);
