@@ -239,7 +239,7 @@ func (r *run) do() {
 		r.emit(Chunk{Kind: KindInterrupted})
 		return
 	}
-	history, err := r.load()
+	history, err := r.load(true)
 	if err != nil {
 		r.failOrInterrupt(err)
 		return
@@ -248,17 +248,13 @@ func (r *run) do() {
 		r.failOrInterrupt(err)
 		return
 	}
-	user := memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()}
+	user := r.userMessage()
 	if err := r.saveUser(user); err != nil {
 		r.failOrInterrupt(err)
 		return
 	}
 	defer r.persist()
-	r.working = history
-	r.record(user)
-	// Everything before the new user message is old: its tool traffic is
-	// shortened once, here, for every request of the run.
-	r.working = memory.Truncate(r.working, r.a.truncate)
+	r.begin(history, user)
 	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
 
 	// Round 0: planning, without tools.
@@ -323,14 +319,58 @@ func (r *run) do() {
 	r.emit(Chunk{Kind: KindWarning, Round: r.round, Text: WarnMaxToolRounds})
 }
 
-// load returns the conversation so far.
-func (r *run) load() ([]memory.Message, error) {
+// Preview returns the messages of the first request (the planning round)
+// that a turn with in would send, as the model would receive them: the
+// system prompt and the blocks of the context layers, the conversation so
+// far made valid ([memory.Repair]) with old tool traffic shortened
+// ([Config.Truncate]), the new user message and the planning prompt, laid
+// out as [Config.RequestShape] says. It is the same assembly a run uses,
+// for a host that shows what the model will see or counts its tokens.
+//
+// Preview changes nothing and sends nothing: it reads the session from the
+// Store (a session that does not exist has no history and is not created)
+// and asks the layers for their blocks, as a run does. Its errors are
+// those a run would end with before its first request.
+func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error) {
+	r := &run{t: &Turn{a: a, in: in}, a: a, ctx: ctx}
+	history, err := r.load(false)
+	if err != nil {
+		return nil, err
+	}
+	if r.prefix, err = r.contextPrefix(); err != nil {
+		return nil, err
+	}
+	r.begin(history, r.userMessage())
+	return r.requestMessages(a.cfg.PlanningPrompt), nil
+}
+
+// userMessage returns the turn's user message.
+func (r *run) userMessage() memory.Message {
+	return memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()}
+}
+
+// begin sets the working list to history followed by the user's message,
+// and records the user's message as the turn's first.
+func (r *run) begin(history []memory.Message, user memory.Message) {
+	r.working = history
+	r.record(user)
+	// Everything before the new user message is old: its tool traffic is
+	// shortened once, here, for every request of the run.
+	r.working = memory.Truncate(r.working, r.a.truncate)
+}
+
+// load returns the conversation so far. With create, a session the Store
+// does not have is created; without, it has no history.
+func (r *run) load(create bool) ([]memory.Message, error) {
 	in := r.t.in
 	st := r.a.cfg.Store
 	if st == nil || in.SessionID == "" {
 		return memory.Repair(in.History), nil
 	}
 	if _, err := st.Session(r.ctx, in.SessionID); errors.Is(err, memory.ErrNotFound) {
+		if !create {
+			return nil, nil
+		}
 		if _, err := st.CreateSession(r.ctx, memory.Session{ID: in.SessionID}); err != nil {
 			return nil, fmt.Errorf("agent: creating session %q: %w", in.SessionID, err)
 		}
@@ -520,19 +560,22 @@ func (r *run) recordPartial(withTools bool) {
 }
 
 // contextPrefix returns the system prompt and the blocks of the context
-// layers, asked once per run.
+// layers as system messages, asked once per run. Blocks that are empty or
+// only white space are left out. A layer's error is returned with the
+// layer's position in Config.Layers (the summary layer of
+// Config.SummarizeAt comes after them).
 func (r *run) contextPrefix() ([]memory.Message, error) {
 	var msgs []memory.Message
 	if p := r.a.cfg.SystemPrompt; p != "" {
 		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: p})
 	}
-	for _, l := range r.a.layers {
+	for i, l := range r.a.layers {
 		blocks, err := l.Blocks(r.ctx, r.t.in.SessionID)
 		if err != nil {
-			return nil, fmt.Errorf("agent: context layer: %w", err)
+			return nil, fmt.Errorf("agent: context layer %d: %w", i, err)
 		}
 		for _, b := range blocks {
-			if b != "" {
+			if strings.TrimSpace(b) != "" {
 				msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: b})
 			}
 		}

@@ -72,7 +72,7 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkLoad measures loading the active messages of a session holding
-// n messages, as Context.Build does before every request.
+// n messages, as the agent does at the start of every run.
 func BenchmarkLoad(b *testing.B) {
 	for _, s := range benchStores {
 		for _, n := range benchSizes {

@@ -137,10 +137,12 @@ func cut(s string, limit int) string {
 
 // Layer adds system blocks to the context before the history: a list of
 // known documents, skill descriptions, summaries of earlier conversation.
+// The agent (package agent, Config.Layers) asks its layers once per run, and
+// sends each block as a system message after the system prompt.
 //
-// Blocks is called once per [Context.Build] for the session being built,
-// possibly from several goroutines at once for different sessions. Empty
-// blocks are skipped. An error fails the build.
+// Blocks is called for the session of the run, possibly from several
+// goroutines at once for different sessions. Blocks that are empty or only
+// white space are left out. An error ends the run before its first request.
 type Layer interface {
 	Blocks(ctx context.Context, sessionID string) ([]string, error)
 }
@@ -195,55 +197,4 @@ func (l SummaryLayer) Blocks(ctx context.Context, sessionID string) ([]string, e
 		b.WriteString(s.Content)
 	}
 	return []string{b.String()}, nil
-}
-
-// Context assembles the messages of the next request from a session's
-// stored history. The zero Truncate options mean the defaults
-// ([DefaultTruncateLimit], nothing kept whole). A Context holds no state of
-// its own: it is safe for concurrent use when its Store and Layers are.
-type Context struct {
-	// Store holds the session.
-	Store Store
-	// Layers add system blocks between the system prompt and the history,
-	// in order.
-	Layers []Layer
-	// Truncate says how old tool traffic is shortened.
-	Truncate TruncateOptions
-}
-
-// Build returns the messages for the next request of a session, in this
-// order: the system prompt (when not empty), each layer's blocks as system
-// messages, then the session's active messages made valid with [Repair] and
-// shortened with [Truncate]. Archived messages are not included; bring them
-// back through their summaries with a [SummaryLayer].
-//
-// For a model with a strict chat template, pass the result through
-// [Strict].
-//
-// An unknown session is an error wrapping [ErrNotFound]; a layer's error is
-// returned wrapped with the layer's position.
-func (c Context) Build(ctx context.Context, sessionID, systemPrompt string) ([]Message, error) {
-	if c.Store == nil {
-		return nil, errors.New("memory: Context has no Store")
-	}
-	history, err := c.Store.Messages(ctx, sessionID, false)
-	if err != nil {
-		return nil, err
-	}
-	var out []Message
-	if systemPrompt != "" {
-		out = append(out, Message{Role: RoleSystem, Content: systemPrompt})
-	}
-	for i, l := range c.Layers {
-		blocks, err := l.Blocks(ctx, sessionID)
-		if err != nil {
-			return nil, fmt.Errorf("memory: context layer %d: %w", i, err)
-		}
-		for _, b := range blocks {
-			if strings.TrimSpace(b) != "" {
-				out = append(out, Message{Role: RoleSystem, Content: b})
-			}
-		}
-	}
-	return append(out, Truncate(Repair(history), c.Truncate)...), nil
 }

@@ -9,32 +9,18 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-func ExampleContext_Build() {
-	ctx := context.Background()
-	st := new(memory.MemStore)
-	st.CreateSession(ctx, memory.Session{ID: "demo"})
-	st.Append(ctx, "demo",
-		memory.Message{Role: memory.RoleUser, Content: "Read the log."},
-		memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"app.log"}`)}}},
-		memory.Message{Role: memory.RoleTool, ToolCallID: "c1", Content: strings.Repeat("line\n", 100)},
-		memory.Message{Role: memory.RoleUser, Content: "Any errors?"},
-	)
-	c := memory.Context{
-		Store:    st,
-		Layers:   []memory.Layer{memory.TextLayer{"Known documents: app.log"}, memory.SummaryLayer{Store: st}},
-		Truncate: memory.TruncateOptions{Limit: 10},
+func ExampleTruncate() {
+	msgs := []memory.Message{
+		{Role: memory.RoleUser, Content: "Read the log."},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"app.log"}`)}}},
+		{Role: memory.RoleTool, ToolCallID: "c1", Content: strings.Repeat("line\n", 100)},
+		// The current turn starts here: it is never shortened.
+		{Role: memory.RoleUser, Content: "Any errors?"},
 	}
-	msgs, err := c.Build(ctx, "demo", "You are a helpful agent.")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, m := range msgs {
+	for _, m := range memory.Truncate(msgs, memory.TruncateOptions{Limit: 10}) {
 		fmt.Printf("%s: %q\n", m.Role, m.Content)
 	}
 	// Output:
-	// system: "You are a helpful agent."
-	// system: "Known documents: app.log"
 	// user: "Read the log."
 	// assistant: ""
 	// tool: "line\nline\n…[truncated 490 chars]"
