@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -55,18 +56,55 @@ func toParam(m memory.Message) openai.ChatCompletionMessageParamUnion {
 		}
 		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 	default:
-		return openai.UserMessage(m.Content)
+		if len(m.Images) == 0 {
+			return openai.UserMessage(m.Content)
+		}
+		// The text, then the images, as content parts.
+		parts := make([]openai.ChatCompletionContentPartUnionParam, 0, len(m.Images)+1)
+		if m.Content != "" {
+			parts = append(parts, openai.TextContentPart(m.Content))
+		}
+		for _, img := range m.Images {
+			parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: imageURL(img)}))
+		}
+		return openai.UserMessage(parts)
 	}
+}
+
+// imageURL returns the URL a request gives for img: its URL, or its bytes
+// as a data: URL.
+func imageURL(img memory.Image) string {
+	if img.URL != "" {
+		return img.URL
+	}
+	return "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
+}
+
+// imageFromURL is imageURL's inverse: a base64 data: URL gives the bytes
+// and their MIME type, any other URL stays a URL.
+func imageFromURL(u string) memory.Image {
+	if rest, ok := strings.CutPrefix(u, "data:"); ok {
+		head, payload, _ := strings.Cut(rest, ",")
+		if mt, ok := strings.CutSuffix(head, ";base64"); ok && mt != "" {
+			if b, err := base64.StdEncoding.DecodeString(payload); err == nil {
+				return memory.Image{MIMEType: mt, Data: b}
+			}
+		}
+	}
+	return memory.Image{URL: u}
 }
 
 // FromParams converts openai-go request messages to the SDK's messages, for
 // a host that already holds a conversation in openai-go's types (to pass as
 // [Input.History], say). It is [ToParams]'s inverse for the messages
 // ToParams writes; developer messages become system messages, text parts
-// are joined, and tool-call arguments that are not a JSON object are
-// wrapped by [memory.ValidArguments]. Content the SDK's messages cannot represent (images, audio,
-// refusals, custom tool calls, legacy function messages) is an error naming
-// the message's position.
+// are joined (images of a user message follow its text, wherever the parts
+// stood), image parts become [memory.Image] values (bytes and MIME type for
+// a base64 data: URL; the detail setting is dropped), and tool-call
+// arguments that are not a JSON object are wrapped by
+// [memory.ValidArguments]. Content the SDK's messages cannot represent
+// (audio, files, refusals, custom tool calls, legacy function messages) is
+// an error naming the message's position.
 func FromParams(ps []openai.ChatCompletionMessageParamUnion) ([]memory.Message, error) {
 	out := make([]memory.Message, 0, len(ps))
 	for i, p := range ps {
@@ -106,7 +144,7 @@ func fromParam(p openai.ChatCompletionMessageParamUnion) (memory.Message, error)
 			case part.OfText != nil:
 				m.Content += part.OfText.Text
 			case part.OfImageURL != nil:
-				return memory.Message{}, errors.New("agent: user content part of type image_url is not supported")
+				m.Images = append(m.Images, imageFromURL(part.OfImageURL.ImageURL.URL))
 			case part.OfInputAudio != nil:
 				return memory.Message{}, errors.New("agent: user content part of type input_audio is not supported")
 			default:

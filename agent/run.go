@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,16 @@ type Input struct {
 	History []memory.Message
 	// Message is the user's new message.
 	Message string
+	// Images go with Message, after its text: each is an http or https
+	// URL the provider fetches, or bytes with their MIME type, which are
+	// sent as a data: URL (see [memory.Image]; [memory.ValidateImage] says
+	// what is accepted, an image of at most [memory.MaxImageSize] bytes).
+	// The model needs to accept images. They are sent in every request of
+	// the turn and saved with the user message; later turns send a line
+	// of text in their place unless Config.Truncate.KeepImages is set. The
+	// run reads Data without copying it: do not change it until the turn
+	// has ended.
+	Images []memory.Image
 }
 
 // Turn is one user turn, ready to run. It records the messages the turn adds
@@ -108,7 +119,8 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // run, releases everything it holds and persists the turn.
 //
 // Chunks come in order; the last pair carries the error, if any, with a zero
-// Chunk. Model and transport failures (HTTP errors, a cut stream, an error
+// Chunk. An Input the model cannot be sent (an invalid image) ends the run
+// with an error before anything else happens. Model and transport failures (HTTP errors, a cut stream, an error
 // frame) and store failures are errors; a tool's failure is not (the model
 // reads it). Cancelling ctx interrupts the run: it ends with an interrupted
 // chunk and a nil error. With a Store, the user's message is saved before
@@ -239,6 +251,10 @@ func (r *run) do() {
 		r.emit(Chunk{Kind: KindInterrupted})
 		return
 	}
+	if err := r.t.in.check(); err != nil {
+		r.fail(err)
+		return
+	}
 	history, err := r.load(true)
 	if err != nil {
 		r.failOrInterrupt(err)
@@ -332,6 +348,9 @@ func (r *run) do() {
 // and asks the layers for their blocks, as a run does. Its errors are
 // those a run would end with before its first request.
 func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error) {
+	if err := in.check(); err != nil {
+		return nil, err
+	}
 	r := &run{t: &Turn{a: a, in: in}, a: a, ctx: ctx}
 	history, err := r.load(false)
 	if err != nil {
@@ -344,9 +363,19 @@ func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error)
 	return r.requestMessages(a.cfg.PlanningPrompt), nil
 }
 
+// check reports whether the input can be sent: its images are valid.
+func (in Input) check() error {
+	for i, img := range in.Images {
+		if err := memory.ValidateImage(img); err != nil {
+			return fmt.Errorf("agent: Input.Images[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // userMessage returns the turn's user message.
 func (r *run) userMessage() memory.Message {
-	return memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()}
+	return memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, Images: slices.Clone(r.t.in.Images), CreatedAt: time.Now()}
 }
 
 // begin sets the working list to history followed by the user's message,

@@ -47,7 +47,8 @@ func normTime(t, now time.Time) time.Time {
 // ValidateMessages reports whether msgs may be appended: each has a known
 // role, no SummaryID (messages are archived by Summarize, never appended
 // archived), tool-call arguments that are empty or a JSON object (see
-// [ValidArguments]) and a CreatedAt a store can keep. Store implementations
+// [ValidArguments]), images only on a user message and each valid (see
+// [ValidateImage]), and a CreatedAt a store can keep. Store implementations
 // call it first in Append, so that every store refuses the same input.
 func ValidateMessages(msgs []Message) error {
 	for i, m := range msgs {
@@ -62,8 +63,24 @@ func ValidateMessages(msgs []Message) error {
 				return fmt.Errorf("message %d: tool call %d (%q): arguments are not a JSON object (ValidArguments makes them one): %.40q", i, k, c.ID, c.Arguments)
 			}
 		}
+		if err := checkImages(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
 		if err := checkTime(fmt.Sprintf("message %d: created_at", i), m.CreatedAt); !m.CreatedAt.IsZero() && err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkImages reports whether m's images are valid and on a user message.
+func checkImages(m Message) error {
+	if len(m.Images) > 0 && m.Role != RoleUser {
+		return fmt.Errorf("images on a %s message: only user messages carry images", m.Role)
+	}
+	for k, img := range m.Images {
+		if err := ValidateImage(img); err != nil {
+			return fmt.Errorf("image %d: %w", k, err)
 		}
 	}
 	return nil
@@ -125,5 +142,6 @@ func (m Message) clone() Message {
 			m.ToolCalls[i].Arguments = bytes.Clone(c.Arguments)
 		}
 	}
+	m.Images = cloneImages(m.Images)
 	return m
 }

@@ -14,17 +14,22 @@ import (
 // results are cut to when [TruncateOptions.Limit] is zero.
 const DefaultTruncateLimit = 300
 
-// TruncateOptions say how [Truncate] shortens old tool traffic. The zero
-// value truncates at [DefaultTruncateLimit] characters and keeps no tool
-// whole.
+// TruncateOptions say how [Truncate] shortens old tool traffic and old
+// images. The zero value truncates at [DefaultTruncateLimit] characters,
+// keeps no tool whole and sends no image of an earlier turn again.
 type TruncateOptions struct {
 	// Limit is the number of characters (runes) kept of an old tool
 	// result or tool-call arguments text. Zero means DefaultTruncateLimit;
-	// a negative Limit turns truncation off.
+	// a negative Limit turns the truncation of text off.
 	Limit int
 	// Keep names tools whose arguments and results are never truncated,
 	// such as "get_skill".
 	Keep []string
+	// KeepImages sends the images of earlier turns again with every
+	// request, so the model can look at them again; each costs its tokens
+	// (and its bytes) in every request. By default they are replaced by a
+	// line of text.
+	KeepImages bool
 }
 
 // limit returns the effective limit, or -1 when truncation is off.
@@ -50,9 +55,13 @@ func CurrentTurn(msgs []Message) int {
 	return 0
 }
 
-// Truncate returns msgs with old tool traffic shortened for the next
-// request. Old means before the current turn (see [CurrentTurn]); the
-// current turn's messages are never touched.
+// Truncate returns msgs with old tool traffic shortened, and old images
+// left out, for the next request. Old means before the current turn (see
+// [CurrentTurn]); the current turn's messages are never touched.
+//
+// An old message's images, unless opts.KeepImages, are replaced by one line
+// each at the end of its content, such as "[earlier image: image/png, 48
+// KB]" (see [Image.String]), so the model knows they were there.
 //
 // A tool message's content longer than the limit keeps its first Limit
 // characters followed by "…[truncated N chars]". Tool-call arguments longer
@@ -64,7 +73,20 @@ func CurrentTurn(msgs []Message) int {
 //
 // Truncate never changes msgs; the result shares no memory with it.
 func Truncate(msgs []Message, opts TruncateOptions) []Message {
-	out := cloneMessages(msgs)
+	end := CurrentTurn(msgs)
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		if i < end && !opts.KeepImages && len(m.Images) > 0 {
+			// Replaced before the copy: old image bytes are not copied.
+			lines := make([]string, len(m.Images))
+			for k, img := range m.Images {
+				lines[k] = imagePlaceholder(img)
+			}
+			m.Content = joinContent(m.Content, strings.Join(lines, "\n"))
+			m.Images = nil
+		}
+		out[i] = m.clone()
+	}
 	limit := opts.limit()
 	if limit < 0 {
 		return out
@@ -75,7 +97,6 @@ func Truncate(msgs []Message, opts TruncateOptions) []Message {
 			names[c.ID] = c.Name
 		}
 	}
-	end := CurrentTurn(msgs)
 	var last []ToolCall // the calls of the latest assistant message
 	for i := range out[:end] {
 		m := &out[i]

@@ -12,6 +12,11 @@
 // memory/storetest. Every store is safe for concurrent use, appends
 // atomically, and returns copies.
 //
+// A user message may carry images ([Image]: a URL, or bytes with their MIME
+// type, at most [MaxImageSize] each). Stores keep them whole, so a session
+// that holds many grows by their size, and loading it reads them all;
+// requests send only the current turn's images by default ([Truncate]).
+//
 // Messages are never deleted one by one: a session's old messages are
 // archived into a [Summary]. Archived messages leave the model's context
 // and later summaries but stay readable with Messages(ctx, id, true), for

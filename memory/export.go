@@ -36,8 +36,9 @@ type export struct {
 }
 
 // Export returns a session as a JSON document of [ExportFormat]: the session,
-// every message (archived ones included, with their summary_id) and every
-// summary, with their ids and times. [Import] reads it back.
+// every message (archived ones included, with their summary_id, and their
+// images, bytes in base64) and every summary, with their ids and times.
+// [Import] reads it back.
 //
 // Export reads the session in several calls; a session being summarised at
 // the same moment may read inconsistently, which Export detects: it retries
@@ -250,6 +251,9 @@ func (doc export) check() error {
 			if len(c.Arguments) > 0 && !IsObject(c.Arguments) {
 				return fmt.Errorf("message %d: tool call %d: arguments are not a JSON object", i, k)
 			}
+		}
+		if err := checkImages(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
 		}
 		if m.CreatedAt.IsZero() {
 			return fmt.Errorf("message %d: no created_at", i)

@@ -22,7 +22,7 @@ func fixture(t *testing.T, st memory.Store) {
 	_, err := st.CreateSession(ctx, memory.Session{ID: "s", Title: "Trip", CreatedAt: time.Date(2025, 3, 4, 5, 6, 7, 891011121, time.UTC)})
 	require.NoError(t, err)
 	m, err := st.Append(ctx, "s",
-		userMsg("weather?"),
+		userWith("weather? <b>here</b>", png, catURL),
 		asst("checking", call("c1", "get_weather", `{"city":"Paris"}`)),
 		toolMsg("c1", "sunny"),
 		asst("It is sunny. <no_tool>"),
@@ -144,6 +144,8 @@ func TestImportInvalid(t *testing.T) {
 		{"trailing data", append(append([]byte(nil), good...), []byte(" {}")...), "after top-level value"},
 		{"no session id", edit(func(d map[string]any) { d["session"].(map[string]any)["id"] = "" }), "no id"},
 		{"bad role", edit(func(d map[string]any) { msg(d, 0)["role"] = "robot" }), "invalid role"},
+		{"bad image", edit(func(d map[string]any) { msg(d, 0)["images"] = []any{map[string]any{"url": "file:///etc/passwd"}} }), "image 0"},
+		{"image on an assistant message", edit(func(d map[string]any) { msg(d, 1)["images"] = msg(d, 0)["images"] }), "only user messages"},
 		{"ids out of order", edit(func(d map[string]any) { msg(d, 1)["id"] = 0.5 }), "invalid"},
 		{"summary link broken", edit(func(d map[string]any) { msg(d, 0)["summary_id"] = sum(d, 1)["id"] }), "summary_id"},
 		{"archived flag dropped", edit(func(d map[string]any) { delete(msg(d, 4), "summary_id") }), "summary_id"},

@@ -26,6 +26,9 @@ type Message struct {
 	Role Role `json:"role"`
 	// Content is the text. Assistant text keeps its raw control tags.
 	Content string `json:"content,omitempty"`
+	// Images go with the text of a user message (no other role has
+	// them); see [Image].
+	Images []Image `json:"images,omitempty"`
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID names the call a tool message answers.

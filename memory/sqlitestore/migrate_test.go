@@ -101,13 +101,21 @@ func TestOpenMigratesVersion1(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"arguments":{"city":"Paris"}`)
 
-	// The database is current and writable.
-	_, err = st.Append(ctx, "s", userMsg("and tomorrow?"))
+	for i, m := range got {
+		assert.Nil(t, m.Images, "message %d: rows of version 1 have no images", i)
+	}
+
+	// The database is current and writable, images included.
+	img := memory.Image{MIMEType: "image/png", Data: []byte("\x89PNG")}
+	_, err = st.Append(ctx, "s", memory.Message{Role: memory.RoleUser, Content: "and this?", Images: []memory.Image{img}})
 	require.NoError(t, err)
+	got, err = st.Messages(ctx, "s", false)
+	require.NoError(t, err)
+	assert.Equal(t, []memory.Image{img}, got[len(got)-1].Images)
 	var version int
 	require.NoError(t, rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&version))
 	assert.Equal(t, currentVersion, version)
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 2
+const currentVersion = 3

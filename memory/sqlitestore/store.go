@@ -94,6 +94,8 @@ var migrations = []migration{
 	// strings holding JSON text; arguments that were no object are
 	// wrapped by memory.ValidArguments.
 	{fn: argumentsAsObjects},
+	// 3: the images of user messages. Older rows have none.
+	{sql: `ALTER TABLE messages ADD COLUMN images TEXT; -- JSON array of memory.Image, NULL when none`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments
@@ -133,7 +135,7 @@ func argumentsAsObjects(ctx context.Context, tx *sql.Tx) error {
 		for i, c := range old {
 			calls[i] = memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: memory.ValidArguments([]byte(c.Arguments))}
 		}
-		b, err := encodeCalls(calls)
+		b, err := encodeJSON(calls)
 		if err != nil {
 			return fmt.Errorf("message %d: tool calls: %w", r.id, err)
 		}
@@ -477,15 +479,23 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	}
 	out := cloneMessages(msgs)
 	t := now()
-	calls := make([]any, len(out)) // encoded before the transaction starts
+	// Encoded before the transaction starts.
+	calls, images := make([]any, len(out)), make([]any, len(out))
 	for i := range out {
 		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
 		if len(out[i].ToolCalls) > 0 {
-			b, err := encodeCalls(out[i].ToolCalls)
+			b, err := encodeJSON(out[i].ToolCalls)
 			if err != nil {
 				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
 			calls[i] = b
+		}
+		if len(out[i].Images) > 0 {
+			b, err := encodeJSON(out[i].Images)
+			if err != nil {
+				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
+			}
+			images[i] = b
 		}
 	}
 	err := st.write(ctx, func(tx *sql.Tx) error {
@@ -502,15 +512,15 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 			return nil
 		}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages
-			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at, images)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 		}
 		defer stmt.Close()
 		for i, m := range out {
 			err := stmt.QueryRowContext(ctx, sessionID, string(m.Role), m.Content, calls[i],
-				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano()).Scan(&out[i].ID)
+				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano(), images[i]).Scan(&out[i].ID)
 			if err != nil {
 				return fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
@@ -535,7 +545,7 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 	if err := exists(ctx, tx, "messages of", sessionID); err != nil {
 		return nil, err
 	}
-	q := `SELECT id, role, content, tool_calls, tool_call_id, name, hook, summary_id, created_at
+	q := `SELECT id, role, content, tool_calls, tool_call_id, name, hook, summary_id, created_at, images
 		FROM messages WHERE session_id = ? AND summary_id IS NULL ORDER BY id`
 	if all {
 		q = strings.Replace(q, " AND summary_id IS NULL", "", 1)
@@ -553,14 +563,20 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 			calls   sql.NullString
 			summary sql.NullInt64
 			created int64
+			images  sql.NullString
 		)
-		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created); err != nil {
+		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images); err != nil {
 			return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 		}
 		m.Role, m.SummaryID, m.CreatedAt = memory.Role(role), summary.Int64, fromNanos(created)
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("sqlitestore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
+			}
+		}
+		if images.Valid {
+			if err := json.Unmarshal([]byte(images.String), &m.Images); err != nil {
+				return nil, fmt.Errorf("sqlitestore: messages of %q: message %d: images: %w", sessionID, m.ID, err)
 			}
 		}
 		out = append(out, m)
@@ -655,14 +671,14 @@ func normTime(t, now time.Time) time.Time {
 	return t.UTC()
 }
 
-// encodeCalls returns the JSON of the tool_calls column. Characters that
-// json.Marshal escapes for HTML are kept as they are, so compact arguments
-// read back byte for byte.
-func encodeCalls(calls []memory.ToolCall) (string, error) {
+// encodeJSON returns the JSON of a tool_calls or images column. Characters
+// that json.Marshal escapes for HTML are kept as they are, so compact
+// tool-call arguments read back byte for byte.
+func encodeJSON(v any) (string, error) {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(calls); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return "", err
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
@@ -676,6 +692,12 @@ func cloneMessages(msgs []memory.Message) []memory.Message {
 			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
 			for k, c := range m.ToolCalls {
 				m.ToolCalls[k].Arguments = bytes.Clone(c.Arguments)
+			}
+		}
+		if m.Images != nil {
+			m.Images = append([]memory.Image(nil), m.Images...)
+			for k, img := range m.Images {
+				m.Images[k].Data = bytes.Clone(img.Data)
 			}
 		}
 		out[i] = m

@@ -8,13 +8,15 @@
 //	}
 //
 // The suite checks the contract written on [memory.Store]: session CRUD,
-// [memory.ErrNotFound] on every method, atomic and ordered appends,
+// [memory.ErrNotFound] on every method, atomic and ordered appends, messages
+// that come back whole (tool calls, images),
 // active versus archived messages, summarisation, copies instead of
 // aliases, concurrent appends and cancelled contexts. It runs in bounded
 // time and starts no goroutine that outlives it.
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -215,6 +217,9 @@ func testAppendInvalid(t *testing.T, st memory.Store) {
 		{"archived", []memory.Message{user("ok"), {Role: memory.RoleUser, Content: "x", SummaryID: 7}}},
 		{"arguments cut short", []memory.Message{user("ok"), {Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f", Arguments: json.RawMessage(`{"city": "Par`)}}}}},
 		{"arguments not an object", []memory.Message{{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f", Arguments: json.RawMessage(`["x"]`)}}}}},
+		{"image without data", []memory.Message{user("ok"), {Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: []byte{}}}}}},
+		{"image on an assistant message", []memory.Message{user("ok"), {Role: memory.RoleAssistant, Images: []memory.Image{{URL: "https://example.com/a.png"}}}}},
+		{"image too large", []memory.Message{{Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: make([]byte, memory.MaxImageSize+1)}}}}},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {
@@ -245,6 +250,13 @@ func testRoundTrip(t *testing.T, st memory.Store) {
 		{Role: memory.RoleTool, ToolCallID: "c3", Name: "wrapped", Content: "invalid"},
 		{Role: memory.RoleTool, ToolCallID: "c4", Name: "none", Content: "ok"},
 		{Role: memory.RoleUser, Content: "[hook]", Hook: true},
+		{Role: memory.RoleUser, Content: "what is this?", Images: []memory.Image{
+			{MIMEType: "image/png", Data: []byte("\x89PNG\r\n\x1a\n\x00\xff bytes")},
+			{URL: "https://example.com/cat.jpg"},
+			{URL: "https://example.com/dog", MIMEType: "image/webp"},
+			{URL: "data:image/gif;base64,R0lGODlhAQABAAAAACw="},
+		}},
+		{Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/jpeg", Data: []byte{0}}}},
 	}
 	out := appendMsgs(t, st, "s", in...)
 	got := messages(t, st, "s", true)
@@ -277,9 +289,15 @@ func testRoundTrip(t *testing.T, st memory.Store) {
 // may reformat them).
 func equalMessage(a, b memory.Message) bool {
 	return a.ID == b.ID && a.Role == b.Role && a.Content == b.Content &&
-		slices.EqualFunc(a.ToolCalls, b.ToolCalls, equalCall) && a.ToolCallID == b.ToolCallID &&
+		slices.EqualFunc(a.ToolCalls, b.ToolCalls, equalCall) && slices.EqualFunc(a.Images, b.Images, equalImage) &&
+		a.ToolCallID == b.ToolCallID &&
 		a.Name == b.Name && a.CreatedAt.Equal(b.CreatedAt) && a.Hook == b.Hook &&
 		a.SummaryID == b.SummaryID
+}
+
+// equalImage compares images, their bytes exactly.
+func equalImage(a, b memory.Image) bool {
+	return a.URL == b.URL && a.MIMEType == b.MIMEType && bytes.Equal(a.Data, b.Data)
 }
 
 // equalCall compares tool calls, their arguments as JSON values; empty
@@ -418,20 +436,30 @@ func testDelete(t *testing.T, st memory.Store) {
 
 func testCopies(t *testing.T, st memory.Store) {
 	create(t, st, "s")
-	in := []memory.Message{{Role: memory.RoleAssistant, Content: "a", ToolCalls: []memory.ToolCall{{ID: "c", Name: "n", Arguments: json.RawMessage(`{"k":"v"}`)}}}}
+	in := []memory.Message{
+		{Role: memory.RoleAssistant, Content: "a", ToolCalls: []memory.ToolCall{{ID: "c", Name: "n", Arguments: json.RawMessage(`{"k":"v"}`)}}},
+		{Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: []byte("png")}}},
+	}
 	out := appendMsgs(t, st, "s", in...)
 	in[0].Content = "changed"
 	in[0].ToolCalls[0].Name = "changed"
 	in[0].ToolCalls[0].Arguments[6] = 'X'
+	in[1].Images[0].Data[0] = 'X'
 	out[0].ToolCalls[0].Name = "changed"
 	out[0].ToolCalls[0].Arguments[6] = 'Y'
+	out[1].Images[0].Data[0] = 'Y'
 	got := messages(t, st, "s", false)
 	got[0].ToolCalls[0].Name = "changed"
 	got[0].ToolCalls[0].Arguments[6] = 'Z'
 	got[0].Content = "changed"
+	got[1].Images[0].Data[0] = 'Z'
+	got[1].Images[0].MIMEType = "image/gif"
 	again := messages(t, st, "s", false)
 	if again[0].Content != "a" || again[0].ToolCalls[0].Name != "n" || !equalCall(again[0].ToolCalls[0], memory.ToolCall{ID: "c", Name: "n", Arguments: json.RawMessage(`{"k":"v"}`)}) {
 		t.Errorf("stored message changed through a caller's copy: %+v", again[0])
+	}
+	if !equalImage(again[1].Images[0], memory.Image{MIMEType: "image/png", Data: []byte("png")}) {
+		t.Errorf("stored image changed through a caller's copy: %+v", again[1].Images[0])
 	}
 }
 

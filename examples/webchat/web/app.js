@@ -92,8 +92,11 @@
 
   // ---- messages -----------------------------------------------------------
 
-  function addUser(text) {
-    add(el('div', 'msg user', text));
+  // addUser shows a user message; images, from the history, are
+  // descriptions shown as placeholders.
+  function addUser(text, images) {
+    const m = add(el('div', 'msg user', text));
+    for (const desc of images || []) m.append(el('div', 'attachment', '[image: ' + desc + ']'));
   }
 
   // system shows one of the page's system messages. kind is interrupted,
@@ -606,7 +609,7 @@
     const cards = new Map();
     for (const m of msgs) {
       if (m.role === 'user') {
-        addUser(m.content || '');
+        addUser(m.content || '', m.images);
         turn = null;
         continue;
       }
