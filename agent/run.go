@@ -119,10 +119,10 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // run, releases everything it holds and persists the turn.
 //
 // Chunks come in order; the last pair carries the error, if any, with a zero
-// Chunk. An Input the model cannot be sent (an invalid image) ends the run
-// with an error before anything else happens. Model and transport failures (HTTP errors, a cut stream, an error
-// frame) and store failures are errors; a tool's failure is not (the model
-// reads it). Cancelling ctx interrupts the run: it ends with an interrupted
+// Chunk. An Input that cannot be sent (an invalid image) ends the run with
+// an error before anything else happens. Model and transport failures (HTTP
+// errors, a cut stream, an error frame) and store failures are errors; a
+// tool's failure is not (the model reads it). Cancelling ctx interrupts the run: it ends with an interrupted
 // chunk and a nil error. With a Store, the user's message is saved before
 // the first model request (if that fails, the run ends with the store's
 // error and nothing else happens), so a process that dies during the turn
