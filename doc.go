@@ -32,9 +32,10 @@
 //   - stream: the incremental parser of model text (control tags, voice flag,
 //     sentences) and the tool-call delta accumulator.
 //   - intent: intent tags, the default planning and continuation prompts and
-//     tag clean-up of history.
-//   - memory: the Store interface, in-memory and SQLite stores, context
-//     building, summarisation and export.
+//     tag clean-up of text.
+//   - memory: the Store interface, in-memory and SQLite stores, the pieces
+//     of each request (history repair, truncation, context layers),
+//     summarisation and export.
 //
 // The examples directory holds runnable programs; examples/cli is a terminal
 // agent that works without an API key on a built-in demo model.

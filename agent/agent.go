@@ -141,7 +141,9 @@ type Config struct {
 	Store memory.Store
 
 	// Layers add system blocks after SystemPrompt and before the history
-	// (documents, skill descriptions, ...). They are asked once per run.
+	// (documents, skill descriptions, ...). They are asked once per run;
+	// blocks that are empty or only white space are left out, and a
+	// layer's error ends the run before its first request.
 	Layers []memory.Layer
 	// Truncate says how the tool arguments and results of earlier turns are
 	// shortened in requests: the zero value cuts them at

@@ -15,6 +15,9 @@
 //		send(c) // json.Marshal(c) is the stable wire schema
 //	}
 //
+// [Input.Images] go beside the text of the user's message (URLs, or bytes
+// sent as data: URLs) for models that read images.
+//
 // Round 0 is the planning round: the request carries no tools, and a
 // temporary planning prompt asks the model to answer in words and end with
 // an intent tag (see package intent). The tag never reaches [Chunk.Text],

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 
 	"github.com/planround/planround/memory"
@@ -71,9 +73,9 @@ func History(chunks []Chunk) []memory.Message {
 		}
 		switch {
 		case t.Arguments != nil:
-			c.args = string(t.Arguments)
+			c.args = bytes.Clone(t.Arguments)
 		case t.ArgumentsRaw != "":
-			c.args = memory.ValidArguments(t.ArgumentsRaw)
+			c.args = memory.ValidArguments([]byte(t.ArgumentsRaw))
 		}
 		return c
 	}
@@ -112,8 +114,9 @@ func History(chunks []Chunk) []memory.Message {
 }
 
 type historyCall struct {
-	id, name, args string
-	content        string
-	done           bool
-	incomplete     bool
+	id, name   string
+	args       json.RawMessage
+	content    string
+	done       bool
+	incomplete bool
 }

@@ -60,7 +60,7 @@ type request struct {
 func (m *model) open(ctx context.Context, req request) (*wire.Reader, *http.Response, error) {
 	params := openai.ChatCompletionNewParams{
 		Model:         shared.ChatModel(m.name),
-		Messages:      memory.ToParams(req.messages),
+		Messages:      ToParams(req.messages),
 		Tools:         req.tools,
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}

@@ -92,7 +92,7 @@ func TestNoTruncateToolAddedAfterNew(t *testing.T) {
 	long := strings.Repeat("x", 1000)
 	history := []memory.Message{
 		{Role: memory.RoleUser, Content: "before"},
-		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "get_skill", Arguments: `{}`}}},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "get_skill", Arguments: json.RawMessage(`{}`)}}},
 		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_skill", Content: long},
 		{Role: memory.RoleAssistant, Content: "done"},
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,16 @@ type Input struct {
 	// Settings override the agent's Config.Settings for this run, field by
 	// field: what it sets wins, what it leaves unset is the Config's.
 	Settings ModelSettings
+	// Images go with Message, after its text: each is an http or https
+	// URL the provider fetches, or bytes with their MIME type, which are
+	// sent as a data: URL (see [memory.Image]; [memory.ValidateImage] says
+	// what is accepted, an image of at most [memory.MaxImageSize] bytes).
+	// The model needs to accept images. They are sent in every request of
+	// the turn and saved with the user message; later turns send a line
+	// of text in their place unless Config.Truncate.KeepImages is set. The
+	// run reads Data without copying it: do not change it until the turn
+	// has ended.
+	Images []memory.Image
 }
 
 // Turn is one user turn, ready to run. It records the messages the turn adds
@@ -107,9 +118,10 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // run, releases everything it holds and persists the turn.
 //
 // Chunks come in order; the last pair carries the error, if any, with a zero
-// Chunk. Model and transport failures (HTTP errors, a cut stream, an error
-// frame) and store failures are errors; a tool's failure is not (the model
-// reads it). Cancelling ctx interrupts the run: it ends with an interrupted
+// Chunk. An Input that cannot be sent (an invalid image) ends the run with
+// an error before anything else happens. Model and transport failures (HTTP
+// errors, a cut stream, an error frame) and store failures are errors; a
+// tool's failure is not (the model reads it). Cancelling ctx interrupts the run: it ends with an interrupted
 // chunk and a nil error. With a Store, the user's message is saved before
 // the first model request (if that fails, the run ends with the store's
 // error and nothing else happens), so a process that dies during the turn
@@ -227,6 +239,18 @@ func (r *run) record(msgs ...memory.Message) {
 	}
 }
 
+// stripTags removes the intent tags from the text of every assistant
+// message of the working list, so that later rounds do not see, and
+// imitate, them. The working list holds copies: the turn's messages keep
+// their raw text.
+func (r *run) stripTags() {
+	for i := range r.working {
+		if m := &r.working[i]; m.Role == memory.RoleAssistant {
+			m.Content = r.a.cfg.Intents.Strip(m.Content)
+		}
+	}
+}
+
 func (r *run) do() {
 	if err := r.t.in.Settings.check("Input.Settings"); err != nil {
 		r.fail(err)
@@ -239,7 +263,11 @@ func (r *run) do() {
 		r.emit(Chunk{Kind: KindInterrupted})
 		return
 	}
-	history, err := r.load()
+	if err := r.t.in.check(); err != nil {
+		r.fail(err)
+		return
+	}
+	history, err := r.load(true)
 	if err != nil {
 		r.failOrInterrupt(err)
 		return
@@ -248,24 +276,20 @@ func (r *run) do() {
 		r.failOrInterrupt(err)
 		return
 	}
-	user := memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, CreatedAt: time.Now()}
+	user := r.userMessage()
 	if err := r.saveUser(user); err != nil {
 		r.failOrInterrupt(err)
 		return
 	}
 	defer r.persist()
-	r.working = history
-	r.record(user)
-	// Everything before the new user message is old: its tool traffic is
-	// shortened once, here, for every request of the run.
-	r.working = memory.Truncate(r.working, r.tools.truncate(r.a.truncate))
+	r.begin(history, user)
 	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
 
 	skipTools := false
 	if r.a.cfg.DisablePlanning {
 		// The rounds after planning never see intent tags: those of earlier
 		// turns' replies go here.
-		r.working = r.a.cfg.Intents.StripMessages(r.working)
+		r.stripTags()
 	} else {
 		var ok bool
 		if skipTools, ok = r.planningRound(); !ok {
@@ -335,7 +359,7 @@ func (r *run) planningRound() (skipTools, ok bool) {
 	if !r.endRound(res, in) {
 		return false, false
 	}
-	r.working = r.a.cfg.Intents.StripMessages(r.working)
+	r.stripTags()
 	return det.SkipTools, true
 }
 
@@ -360,14 +384,75 @@ func (r *run) endRound(res roundResult, in Intent) bool {
 	return r.emit(Chunk{Kind: KindRoundEnd, Round: r.round, Intent: in, FinishReason: res.finish, Usage: res.usage})
 }
 
-// load returns the conversation so far.
-func (r *run) load() ([]memory.Message, error) {
+// Preview returns the messages of the first request (the planning round)
+// that a turn with in would send, as the model would receive them: the
+// system prompt and the blocks of the context layers, the conversation so
+// far made valid ([memory.Repair]) with old tool traffic shortened
+// ([Config.Truncate]), the new user message and the planning prompt (none when [Config.DisablePlanning] is set), laid
+// out as [Config.RequestShape] says. It is the same assembly a run uses,
+// for a host that shows what the model will see or counts its tokens.
+//
+// Preview changes nothing and sends nothing: it reads the session from the
+// Store (a session that does not exist has no history and is not created)
+// and asks the layers for their blocks, as a run does. Its errors are
+// those a run would end with before its first request.
+func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error) {
+	if err := in.check(); err != nil {
+		return nil, err
+	}
+	r := &run{t: &Turn{a: a, in: in}, a: a, ctx: ctx, tools: a.cfg.Tools.tools()}
+	history, err := r.load(false)
+	if err != nil {
+		return nil, err
+	}
+	if r.prefix, err = r.contextPrefix(); err != nil {
+		return nil, err
+	}
+	r.begin(history, r.userMessage())
+	if a.cfg.DisablePlanning {
+		r.stripTags()
+		return r.requestMessages(""), nil
+	}
+	return r.requestMessages(a.cfg.PlanningPrompt), nil
+}
+
+// check reports whether the input can be sent: its images are valid.
+func (in Input) check() error {
+	for i, img := range in.Images {
+		if err := memory.ValidateImage(img); err != nil {
+			return fmt.Errorf("agent: Input.Images[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// userMessage returns the turn's user message.
+func (r *run) userMessage() memory.Message {
+	return memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, Images: slices.Clone(r.t.in.Images), CreatedAt: time.Now()}
+}
+
+// begin sets the working list to history followed by the user's message,
+// and records the user's message as the turn's first.
+func (r *run) begin(history []memory.Message, user memory.Message) {
+	r.working = history
+	r.record(user)
+	// Everything before the new user message is old: its tool traffic is
+	// shortened once, here, for every request of the run.
+	r.working = memory.Truncate(r.working, r.tools.truncate(r.a.truncate))
+}
+
+// load returns the conversation so far. With create, a session the Store
+// does not have is created; without, it has no history.
+func (r *run) load(create bool) ([]memory.Message, error) {
 	in := r.t.in
 	st := r.a.cfg.Store
 	if st == nil || in.SessionID == "" {
 		return memory.Repair(in.History), nil
 	}
 	if _, err := st.Session(r.ctx, in.SessionID); errors.Is(err, memory.ErrNotFound) {
+		if !create {
+			return nil, nil
+		}
 		if _, err := st.CreateSession(r.ctx, memory.Session{ID: in.SessionID}); err != nil {
 			return nil, fmt.Errorf("agent: creating session %q: %w", in.SessionID, err)
 		}
@@ -562,19 +647,22 @@ func (r *run) recordPartial(withTools bool) {
 }
 
 // contextPrefix returns the system prompt and the blocks of the context
-// layers, asked once per run.
+// layers as system messages, asked once per run. Blocks that are empty or
+// only white space are left out. A layer's error is returned with the
+// layer's position in Config.Layers (the summary layer of
+// Config.SummarizeAt comes after them).
 func (r *run) contextPrefix() ([]memory.Message, error) {
 	var msgs []memory.Message
 	if p := r.a.cfg.SystemPrompt; p != "" {
 		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: p})
 	}
-	for _, l := range r.a.layers {
+	for i, l := range r.a.layers {
 		blocks, err := l.Blocks(r.ctx, r.t.in.SessionID)
 		if err != nil {
-			return nil, fmt.Errorf("agent: context layer: %w", err)
+			return nil, fmt.Errorf("agent: context layer %d: %w", i, err)
 		}
 		for _, b := range blocks {
-			if b != "" {
+			if strings.TrimSpace(b) != "" {
 				msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: b})
 			}
 		}

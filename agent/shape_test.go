@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,7 +27,7 @@ func TestRequestShapes(t *testing.T) {
 		{Role: memory.RoleAssistant, Content: "Hello!<no_tool>"},
 		{Role: memory.RoleAssistant, Content: "How can I help?"},
 		{Role: memory.RoleUser, Content: "Weather in Oslo?"},
-		{Role: memory.RoleAssistant, Content: "Checking.", ToolCalls: []memory.ToolCall{{ID: "c0", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}},
+		{Role: memory.RoleAssistant, Content: "Checking.", ToolCalls: []memory.ToolCall{{ID: "c0", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Oslo"}`)}}},
 		{Role: memory.RoleTool, ToolCallID: "c0", Name: "get_weather", Content: "tool call interrupted"},
 		{Role: memory.RoleUser, Content: "Never mind."},
 	}
@@ -131,4 +132,17 @@ func TestStrictShapeForEveryEnding(t *testing.T) {
 	_, err = collect(a.Run(ctx, agent.Input{SessionID: "s", Message: "two"}))
 	require.NoError(t, err, "the turn after a rejection is accepted")
 	require.Len(t, srv.Requests(), 4)
+}
+
+// The placeholder memory.Strict puts between two assistant messages is the
+// transition message the agent itself puts after a planning reply, so the
+// strict shape of a stored turn reads like the run that wrote it.
+func TestStrictPlaceholderIsContinueMessage(t *testing.T) {
+	got := memory.Strict([]memory.Message{
+		{Role: memory.RoleUser, Content: "q"},
+		{Role: memory.RoleAssistant, Content: "a"},
+		{Role: memory.RoleAssistant, Content: "b"},
+	})
+	require.Len(t, got, 4)
+	assert.Equal(t, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage}, got[2])
 }

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -99,7 +100,7 @@ func TestOldToolResultsAreTruncatedInRequests(t *testing.T) {
 	long := strings.Repeat("x", 1000)
 	history := []memory.Message{
 		{Role: memory.RoleUser, Content: "before"},
-		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "get_weather", Arguments: `{}`}, {ID: "c2", Name: "get_skill", Arguments: `{}`}}},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "get_weather", Arguments: json.RawMessage(`{}`)}, {ID: "c2", Name: "get_skill", Arguments: json.RawMessage(`{}`)}}},
 		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_weather", Content: long},
 		{Role: memory.RoleTool, ToolCallID: "c2", Name: "get_skill", Content: long},
 		{Role: memory.RoleAssistant, Content: "done"},

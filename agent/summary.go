@@ -16,7 +16,7 @@ const SummaryPrompt = `You write the long-term memory of an assistant. Summarise
 
 // SummaryModel returns a [memory.SummaryModel] that asks the agent's model
 // (same API and model name) to summarise messages. Intent tags are removed
-// from the transcript it sends.
+// from the transcript it sends, and images are named, not sent.
 func (a *Agent) SummaryModel() memory.SummaryModel {
 	return memory.SummaryModelFunc(a.summarize)
 }
@@ -36,6 +36,9 @@ func (a *Agent) summarize(ctx context.Context, msgs []memory.Message) (string, e
 			}
 		default:
 			fmt.Fprintf(&tr, "%s: %s\n", m.Role, a.cfg.Intents.Strip(m.Content))
+			for _, img := range m.Images {
+				fmt.Fprintf(&tr, "%s sent an image: %s\n", m.Role, img)
+			}
 		}
 	}
 	settings := a.cfg.Settings

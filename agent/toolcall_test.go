@@ -145,15 +145,14 @@ func TestMalformedArgumentsNeverReachTheHistory(t *testing.T) {
 }
 
 // TestOldMalformedArgumentsAreWrapped: history saved before arguments were
-// wrapped (in a Store, or passed in Input.History) is made acceptable when
-// it is loaded.
+// wrapped, passed in Input.History, is made acceptable when it is loaded.
 func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 	old := []memory.Message{
 		{Role: memory.RoleUser, Content: "weather?"},
 		{Role: memory.RoleAssistant, Content: "Checking.", ToolCalls: []memory.ToolCall{
-			{ID: "c1", Name: "get_weather", Arguments: `{"city": "Par`},
-			{ID: "c2", Name: "get_weather", Arguments: "  "},
-			{ID: "c3", Name: "get_weather", Arguments: `{"city":"Rome"}`},
+			{ID: "c1", Name: "get_weather", Arguments: json.RawMessage(`{"city": "Par`)},
+			{ID: "c2", Name: "get_weather", Arguments: json.RawMessage("  ")},
+			{ID: "c3", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Rome"}`)},
 		}},
 		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_weather", Content: "error"},
 		{Role: memory.RoleTool, ToolCallID: "c2", Name: "get_weather", Content: "error"},
@@ -178,20 +177,15 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 		require.NoError(t, err)
 		check(t, srv)
 	})
+	// Stores refuse such arguments (memory.ValidateMessages), and the
+	// SQLite store wraps those of older databases when it opens them.
 	for name, newStore := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			st := newStore(t)
-			ctx := context.Background()
-			_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
+			_, err := st.CreateSession(t.Context(), memory.Session{ID: "s"})
 			require.NoError(t, err)
-			_, err = st.Append(ctx, "s", old...)
-			require.NoError(t, err)
-			srv := newServer(t)
-			srv.Enforce(serverChecks() | agenttest.CheckArguments)
-			srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
-			_, err = collect(newAgent(t, srv, func(c *agent.Config) { c.Store = st }).Run(ctx, agent.Input{SessionID: "s", Message: "again"}))
-			require.NoError(t, err)
-			check(t, srv)
+			_, err = st.Append(t.Context(), "s", old...)
+			require.ErrorContains(t, err, "not a JSON object")
 		})
 	}
 }
@@ -271,5 +265,52 @@ func TestCallWithoutNameIsDropped(t *testing.T) {
 		for _, c := range m.ToolCalls {
 			assert.NotEmpty(t, c.Name, "no nameless call in the next request")
 		}
+	}
+}
+
+// TestToolCallArgumentsOneType: a call's arguments are the same value, of
+// the same type, in its chunks, in the turn's history, in a store and in
+// the JSON of either, so a host moves them between the two without
+// converting.
+func TestToolCallArgumentsOneType(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		agenttest.Reply().Call(0, "c1", "get_weather", `{"city": "Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
+	)
+	st := new(memory.MemStore)
+	turn := newAgent(t, srv, func(c *agent.Config) { c.Store = st }, weatherTool()).NewTurn(agent.Input{SessionID: "s", Message: "go"})
+	chunks, err := collect(turn.Run(t.Context()))
+	require.NoError(t, err)
+	var shown *agent.ToolCall
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
+			shown = c.Tool
+		}
+	}
+	require.NotNil(t, shown)
+	stored, err := st.Messages(t.Context(), "s", false)
+	require.NoError(t, err)
+	for _, msgs := range [][]memory.Message{turn.Messages(), agent.History(chunks), stored} {
+		var call *memory.ToolCall
+		for _, m := range msgs {
+			if len(m.ToolCalls) > 0 {
+				call = &m.ToolCalls[0]
+			}
+		}
+		require.NotNil(t, call)
+		assert.Equal(t, shown.Arguments, call.Arguments)
+
+		// Both marshal the arguments as the object itself.
+		a, err := json.Marshal(shown)
+		require.NoError(t, err)
+		b, err := json.Marshal(call)
+		require.NoError(t, err)
+		var x, y struct{ Arguments any }
+		require.NoError(t, json.Unmarshal(a, &x))
+		require.NoError(t, json.Unmarshal(b, &y))
+		assert.Equal(t, map[string]any{"city": "Oslo"}, x.Arguments)
+		assert.Equal(t, x, y)
 	}
 }

@@ -49,19 +49,20 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 	tcs := make([]memory.ToolCall, len(res.calls))
 	for i, c := range res.calls {
 		cs := &callState{call: c, chunk: ToolCall{ID: c.ID, Name: c.Name}, record: &tcs[i]}
-		tcs[i] = memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+		tcs[i] = memory.ToolCall{ID: c.ID, Name: c.Name}
 		// Every chunk after start shows the arguments; valid ones are kept
-		// compact, in the chunks and in the history alike.
+		// compact, in the chunks and in the history alike (the history in
+		// bytes of its own).
 		if args, err := parseArgs(c.Arguments); err == nil {
 			cs.args = args
 			cs.chunk.Arguments = args
-			tcs[i].Arguments = string(args)
+			tcs[i].Arguments = bytes.Clone(args)
 		} else {
 			// The chunk shows what the model wrote; the history keeps it
 			// wrapped in an object, which every provider accepts back.
 			cs.argErr = err
 			cs.chunk.ArgumentsRaw = c.Arguments
-			tcs[i].Arguments = memory.ValidArguments(c.Arguments)
+			tcs[i].Arguments = memory.ValidArguments([]byte(c.Arguments))
 		}
 		calls[i] = cs
 	}
@@ -275,7 +276,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		}
 		cs.args = args
 		cs.chunk.Arguments = args
-		cs.record.Arguments = string(args) // the history shows what ran
+		cs.record.Arguments = bytes.Clone(args) // the history shows what ran
 	}
 	return true, true
 }

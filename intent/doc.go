@@ -16,11 +16,13 @@
 //
 // Either way the agent then appends the reply and a [ContinueMessage] user
 // message to its working list (no [ContinueMessage] when the reply was
-// only a tag) and runs [Dictionary.StripMessages] over it, so that later
-// rounds do not imitate the tags; the text of later rounds goes into the
-// list stripped too. The stream parser hides the tags from the text users
-// see, by the same rule as [Dictionary.Strip]; [Dictionary.Tags] lists
-// them for it.
+// only a tag) and removes the tags from the text of every assistant message
+// in it with [Dictionary.Strip], so that later rounds do not imitate the
+// tags; the text of later rounds goes into the list stripped too. The
+// stream parser hides the tags from the text users see, by the same rule as
+// [Dictionary.Strip]; [Dictionary.Tags] lists them for it.
+//
+// The package imports only the standard library.
 //
 // # Dictionaries
 //

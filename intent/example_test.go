@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/planround/planround/intent"
-	"github.com/planround/planround/memory"
 )
 
 func ExampleDictionary_Detect() {
@@ -35,23 +34,6 @@ func ExampleDictionary_Strip() {
 	// "I'll look up the forecast for you."
 	// "<voice>Sure!"
 	// "First then more."
-}
-
-func ExampleDictionary_StripMessages() {
-	msgs := []memory.Message{
-		{Role: memory.RoleUser, Content: "Weather in Paris?"},
-		{Role: memory.RoleAssistant, Content: "Let me check. <need_tool>"},
-		{Role: memory.RoleUser, Content: intent.ContinueMessage},
-	}
-	for _, m := range intent.DefaultDictionary().StripMessages(msgs) {
-		fmt.Printf("%s: %s\n", m.Role, m.Content)
-	}
-	fmt.Println("original:", msgs[1].Content)
-	// Output:
-	// user: Weather in Paris?
-	// assistant: Let me check.
-	// user: [continue]
-	// original: Let me check. <need_tool>
 }
 
 func ExampleNewDictionary() {

@@ -2,10 +2,7 @@ package intent
 
 import (
 	"bytes"
-	"slices"
 	"strings"
-
-	"github.com/planround/planround/memory"
 )
 
 // Strip returns text with every tag of the dictionary removed, and tidies
@@ -109,26 +106,3 @@ func containsAny(text string, tags []Tag) bool {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// StripMessages returns a copy of msgs in which the Content of every
-// assistant message has gone through [Dictionary.Strip]; messages of other
-// roles are copied as they are. msgs is never modified, and the copy shares
-// no slice with it (ToolCalls are copied too). A nil msgs gives nil.
-//
-// The agent calls it on the working message list after the planning
-// round, so that later rounds do not see, and imitate, intent tags.
-// Persisted history keeps the raw tags.
-func (d Dictionary) StripMessages(msgs []memory.Message) []memory.Message {
-	if msgs == nil {
-		return nil
-	}
-	out := make([]memory.Message, len(msgs))
-	for i, m := range msgs {
-		m.ToolCalls = slices.Clone(m.ToolCalls)
-		if m.Role == memory.RoleAssistant {
-			m.Content = d.Strip(m.Content)
-		}
-		out[i] = m
-	}
-	return out
-}

@@ -1,10 +1,7 @@
 package intent
 
 import (
-	"reflect"
 	"testing"
-
-	"github.com/planround/planround/memory"
 )
 
 func TestStrip(t *testing.T) {
@@ -77,76 +74,5 @@ func TestStripCustom(t *testing.T) {
 				t.Errorf("Strip(%q) = %q, want %q", tc.text, got, tc.want)
 			}
 		})
-	}
-}
-
-func TestStripMessages(t *testing.T) {
-	in := []memory.Message{
-		{Role: memory.RoleSystem, Content: "Say <no_tool> when done."},
-		{Role: memory.RoleUser, Content: "What is <need_tool>?"},
-		{Role: memory.RoleAssistant, Content: "Let me look. <need_tool>", ToolCalls: []memory.ToolCall{{ID: "c1", Name: "search", Arguments: `{"q":"x"}`}}},
-		{Role: memory.RoleTool, Content: "result <no_tool>", ToolCallID: "c1", Name: "search"},
-		{Role: memory.RoleAssistant, Content: "<voice>Done. <no_tool>", ID: 7, Hook: true},
-		{Role: memory.RoleUser, Content: ContinueMessage},
-		{Role: memory.RoleAssistant, Content: "No tag here.\n"},
-	}
-	want := []memory.Message{
-		{Role: memory.RoleSystem, Content: "Say <no_tool> when done."},
-		{Role: memory.RoleUser, Content: "What is <need_tool>?"},
-		{Role: memory.RoleAssistant, Content: "Let me look.", ToolCalls: []memory.ToolCall{{ID: "c1", Name: "search", Arguments: `{"q":"x"}`}}},
-		{Role: memory.RoleTool, Content: "result <no_tool>", ToolCallID: "c1", Name: "search"},
-		{Role: memory.RoleAssistant, Content: "<voice>Done.", ID: 7, Hook: true},
-		{Role: memory.RoleUser, Content: ContinueMessage},
-		{Role: memory.RoleAssistant, Content: "No tag here.\n"},
-	}
-	before := cloneMessages(in)
-
-	got := DefaultDictionary().StripMessages(in)
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("StripMessages:\n got %+v\nwant %+v", got, want)
-	}
-	if !reflect.DeepEqual(in, before) {
-		t.Errorf("StripMessages modified its input:\n got %+v\nwant %+v", in, before)
-	}
-
-	// The copy shares nothing with the input.
-	got[2].ToolCalls[0].Name = "changed"
-	got[0].Content = "changed"
-	if !reflect.DeepEqual(in, before) {
-		t.Errorf("changing the result changed the input:\n got %+v\nwant %+v", in, before)
-	}
-}
-
-func TestStripMessagesEmpty(t *testing.T) {
-	d := DefaultDictionary()
-	if got := d.StripMessages(nil); got != nil {
-		t.Errorf("StripMessages(nil) = %#v, want nil", got)
-	}
-	if got := d.StripMessages([]memory.Message{}); got == nil || len(got) != 0 {
-		t.Errorf("StripMessages(empty) = %#v, want an empty non-nil slice", got)
-	}
-}
-
-func cloneMessages(msgs []memory.Message) []memory.Message {
-	out := make([]memory.Message, len(msgs))
-	for i, m := range msgs {
-		if m.ToolCalls != nil {
-			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
-		}
-		out[i] = m
-	}
-	return out
-}
-
-// The placeholder memory.Strict puts between two assistant messages is the
-// transition message the agent uses within a run.
-func TestStrictPlaceholderIsContinueMessage(t *testing.T) {
-	got := memory.Strict([]memory.Message{
-		{Role: memory.RoleUser, Content: "q"},
-		{Role: memory.RoleAssistant, Content: "a"},
-		{Role: memory.RoleAssistant, Content: "b"},
-	})
-	if len(got) != 4 || got[2].Role != memory.RoleUser || got[2].Content != ContinueMessage {
-		t.Errorf("Strict inserted %+v, want a user message %q", got, ContinueMessage)
 	}
 }

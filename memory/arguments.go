@@ -3,7 +3,6 @@ package memory
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 )
 
 // InvalidArgumentsKey is the key under which [ValidArguments] keeps
@@ -19,23 +18,23 @@ const InvalidArgumentsKey = "invalid_arguments"
 // chat template (vLLM, llama.cpp) refuse a request whose history holds
 // anything else, and keep refusing every later request of the
 // conversation. Invalid UTF-8 in args becomes U+FFFD in the wrapper.
-func ValidArguments(args string) string {
+func ValidArguments(args []byte) json.RawMessage {
 	if IsObject(args) {
 		return args
 	}
-	if strings.TrimSpace(args) == "" {
-		return "{}"
+	if len(bytes.TrimSpace(args)) == 0 {
+		return json.RawMessage("{}")
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(map[string]string{InvalidArgumentsKey: args}) // a map of strings cannot fail
-	return strings.TrimSuffix(b.String(), "\n")
+	_ = enc.Encode(map[string]string{InvalidArgumentsKey: string(args)}) // a map of strings cannot fail
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-// IsObject reports whether s is a JSON object (white space around it
+// IsObject reports whether b is a JSON object (white space around it
 // allowed).
-func IsObject(s string) bool {
-	b := bytes.TrimSpace([]byte(s))
+func IsObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
 	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }

@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -30,7 +31,7 @@ func benchMessage(i int) memory.Message {
 		return memory.Message{Role: memory.RoleUser, Content: fmt.Sprintf("question %d: what is the weather in Paris today?", i)}
 	case 1:
 		return memory.Message{Role: memory.RoleAssistant, Content: "Let me check. <need_tool>",
-			ToolCalls: []memory.ToolCall{{ID: fmt.Sprint("call_", i), Name: "get_weather", Arguments: `{"city":"Paris","unit":"C"}`}}}
+			ToolCalls: []memory.ToolCall{{ID: fmt.Sprint("call_", i), Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris","unit":"C"}`)}}}
 	case 2:
 		return memory.Message{Role: memory.RoleTool, ToolCallID: fmt.Sprint("call_", i-1), Name: "get_weather", Content: "sunny, 22 C, light wind from the west"}
 	default:
@@ -71,7 +72,7 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkLoad measures loading the active messages of a session holding
-// n messages, as Context.Build does before every request.
+// n messages, as the agent does at the start of every run.
 func BenchmarkLoad(b *testing.B) {
 	for _, s := range benchStores {
 		for _, n := range benchSizes {

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -45,8 +46,10 @@ func normTime(t, now time.Time) time.Time {
 
 // ValidateMessages reports whether msgs may be appended: each has a known
 // role, no SummaryID (messages are archived by Summarize, never appended
-// archived) and a CreatedAt a store can keep. Store implementations call it
-// first in Append, so that every store refuses the same input.
+// archived), tool-call arguments that are empty or a JSON object (see
+// [ValidArguments]), images only on a user message and each valid (see
+// [ValidateImage]), and a CreatedAt a store can keep. Store implementations
+// call it first in Append, so that every store refuses the same input.
 func ValidateMessages(msgs []Message) error {
 	for i, m := range msgs {
 		if !validRole(m.Role) {
@@ -55,8 +58,29 @@ func ValidateMessages(msgs []Message) error {
 		if m.SummaryID != 0 {
 			return fmt.Errorf("message %d: SummaryID is set; messages are archived by Summarize, not appended archived", i)
 		}
+		for k, c := range m.ToolCalls {
+			if len(c.Arguments) > 0 && !IsObject(c.Arguments) {
+				return fmt.Errorf("message %d: tool call %d (%q): arguments are not a JSON object (ValidArguments makes them one): %.40q", i, k, c.ID, c.Arguments)
+			}
+		}
+		if err := checkImages(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
 		if err := checkTime(fmt.Sprintf("message %d: created_at", i), m.CreatedAt); !m.CreatedAt.IsZero() && err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkImages reports whether m's images are valid and on a user message.
+func checkImages(m Message) error {
+	if len(m.Images) > 0 && m.Role != RoleUser {
+		return fmt.Errorf("images on a %s message: only user messages carry images", m.Role)
+	}
+	for k, img := range m.Images {
+		if err := ValidateImage(img); err != nil {
+			return fmt.Errorf("image %d: %w", k, err)
 		}
 	}
 	return nil
@@ -114,6 +138,10 @@ func cloneMessages(msgs []Message) []Message {
 func (m Message) clone() Message {
 	if m.ToolCalls != nil {
 		m.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+		for i, c := range m.ToolCalls {
+			m.ToolCalls[i].Arguments = bytes.Clone(c.Arguments)
+		}
 	}
+	m.Images = cloneImages(m.Images)
 	return m
 }

@@ -14,17 +14,22 @@ import (
 // results are cut to when [TruncateOptions.Limit] is zero.
 const DefaultTruncateLimit = 300
 
-// TruncateOptions say how [Truncate] shortens old tool traffic. The zero
-// value truncates at [DefaultTruncateLimit] characters and keeps no tool
-// whole.
+// TruncateOptions say how [Truncate] shortens old tool traffic and old
+// images. The zero value truncates at [DefaultTruncateLimit] characters,
+// keeps no tool whole and sends no image of an earlier turn again.
 type TruncateOptions struct {
 	// Limit is the number of characters (runes) kept of an old tool
 	// result or tool-call arguments text. Zero means DefaultTruncateLimit;
-	// a negative Limit turns truncation off.
+	// a negative Limit turns the truncation of text off.
 	Limit int
 	// Keep names tools whose arguments and results are never truncated,
 	// such as "get_skill".
 	Keep []string
+	// KeepImages sends the images of earlier turns again with every
+	// request, so the model can look at them again; each costs its tokens
+	// (and its bytes) in every request. By default they are replaced by a
+	// line of text.
+	KeepImages bool
 }
 
 // limit returns the effective limit, or -1 when truncation is off.
@@ -50,9 +55,13 @@ func CurrentTurn(msgs []Message) int {
 	return 0
 }
 
-// Truncate returns msgs with old tool traffic shortened for the next
-// request. Old means before the current turn (see [CurrentTurn]); the
-// current turn's messages are never touched.
+// Truncate returns msgs with old tool traffic shortened, and old images
+// left out, for the next request. Old means before the current turn (see
+// [CurrentTurn]); the current turn's messages are never touched.
+//
+// An old message's images, unless opts.KeepImages, are replaced by one line
+// each at the end of its content, such as "[earlier image: image/png, 48
+// KB]" (see [Image.String]), so the model knows they were there.
 //
 // A tool message's content longer than the limit keeps its first Limit
 // characters followed by "…[truncated N chars]". Tool-call arguments longer
@@ -64,7 +73,20 @@ func CurrentTurn(msgs []Message) int {
 //
 // Truncate never changes msgs; the result shares no memory with it.
 func Truncate(msgs []Message, opts TruncateOptions) []Message {
-	out := cloneMessages(msgs)
+	end := CurrentTurn(msgs)
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		if i < end && !opts.KeepImages && len(m.Images) > 0 {
+			// Replaced before the copy: old image bytes are not copied.
+			lines := make([]string, len(m.Images))
+			for k, img := range m.Images {
+				lines[k] = imagePlaceholder(img)
+			}
+			m.Content = joinContent(m.Content, strings.Join(lines, "\n"))
+			m.Images = nil
+		}
+		out[i] = m.clone()
+	}
 	limit := opts.limit()
 	if limit < 0 {
 		return out
@@ -75,7 +97,6 @@ func Truncate(msgs []Message, opts TruncateOptions) []Message {
 			names[c.ID] = c.Name
 		}
 	}
-	end := CurrentTurn(msgs)
 	var last []ToolCall // the calls of the latest assistant message
 	for i := range out[:end] {
 		m := &out[i]
@@ -97,13 +118,13 @@ func Truncate(msgs []Message, opts TruncateOptions) []Message {
 		case m.Role == RoleAssistant:
 			last = msgs[i].ToolCalls
 			for k, c := range m.ToolCalls {
-				if slices.Contains(opts.Keep, c.Name) || utf8.RuneCountInString(c.Arguments) <= limit {
+				if slices.Contains(opts.Keep, c.Name) || utf8.RuneCount(c.Arguments) <= limit {
 					continue
 				}
 				b, _ := json.Marshal(struct {
 					Truncated string `json:"truncated"`
-				}{cut(c.Arguments, limit)}) // a struct of a string cannot fail
-				m.ToolCalls[k].Arguments = string(b)
+				}{cut(string(c.Arguments), limit)}) // a struct of a string cannot fail
+				m.ToolCalls[k].Arguments = b
 			}
 		}
 	}
@@ -137,10 +158,12 @@ func cut(s string, limit int) string {
 
 // Layer adds system blocks to the context before the history: a list of
 // known documents, skill descriptions, summaries of earlier conversation.
+// The agent (package agent, Config.Layers) asks its layers once per run, and
+// sends each block as a system message after the system prompt.
 //
-// Blocks is called once per [Context.Build] for the session being built,
-// possibly from several goroutines at once for different sessions. Empty
-// blocks are skipped. An error fails the build.
+// Blocks is called for the session of the run, possibly from several
+// goroutines at once for different sessions. Blocks that are empty or only
+// white space are left out. An error ends the run before its first request.
 type Layer interface {
 	Blocks(ctx context.Context, sessionID string) ([]string, error)
 }
@@ -195,55 +218,4 @@ func (l SummaryLayer) Blocks(ctx context.Context, sessionID string) ([]string, e
 		b.WriteString(s.Content)
 	}
 	return []string{b.String()}, nil
-}
-
-// Context assembles the messages of the next request from a session's
-// stored history. The zero Truncate options mean the defaults
-// ([DefaultTruncateLimit], nothing kept whole). A Context holds no state of
-// its own: it is safe for concurrent use when its Store and Layers are.
-type Context struct {
-	// Store holds the session.
-	Store Store
-	// Layers add system blocks between the system prompt and the history,
-	// in order.
-	Layers []Layer
-	// Truncate says how old tool traffic is shortened.
-	Truncate TruncateOptions
-}
-
-// Build returns the messages for the next request of a session, in this
-// order: the system prompt (when not empty), each layer's blocks as system
-// messages, then the session's active messages made valid with [Repair] and
-// shortened with [Truncate]. Archived messages are not included; bring them
-// back through their summaries with a [SummaryLayer].
-//
-// For a model with a strict chat template, pass the result through
-// [Strict].
-//
-// An unknown session is an error wrapping [ErrNotFound]; a layer's error is
-// returned wrapped with the layer's position.
-func (c Context) Build(ctx context.Context, sessionID, systemPrompt string) ([]Message, error) {
-	if c.Store == nil {
-		return nil, errors.New("memory: Context has no Store")
-	}
-	history, err := c.Store.Messages(ctx, sessionID, false)
-	if err != nil {
-		return nil, err
-	}
-	var out []Message
-	if systemPrompt != "" {
-		out = append(out, Message{Role: RoleSystem, Content: systemPrompt})
-	}
-	for i, l := range c.Layers {
-		blocks, err := l.Blocks(ctx, sessionID)
-		if err != nil {
-			return nil, fmt.Errorf("memory: context layer %d: %w", i, err)
-		}
-		for _, b := range blocks {
-			if strings.TrimSpace(b) != "" {
-				out = append(out, Message{Role: RoleSystem, Content: b})
-			}
-		}
-	}
-	return append(out, Truncate(Repair(history), c.Truncate)...), nil
 }

@@ -1,9 +1,7 @@
 package memory_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
@@ -14,7 +12,7 @@ import (
 )
 
 func call(id, name, args string) memory.ToolCall {
-	return memory.ToolCall{ID: id, Name: name, Arguments: args}
+	return memory.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
 }
 
 func asst(text string, calls ...memory.ToolCall) memory.Message {
@@ -105,9 +103,9 @@ func TestTruncate(t *testing.T) {
 		{"kept tool result", got[3].Content, long},
 		{"kept by name", got[4].Content, long},
 		{"assistant text", got[5].Content, long},
-		{"kept tool arguments", got[1].ToolCalls[1].Arguments, `{"name":"` + long + `"}`},
+		{"kept tool arguments", string(got[1].ToolCalls[1].Arguments), `{"name":"` + long + `"}`},
 		{"current turn user", got[6].Content, "current " + long},
-		{"current turn arguments", got[7].ToolCalls[0].Arguments, `{"q":"` + long + `"}`},
+		{"current turn arguments", string(got[7].ToolCalls[0].Arguments), `{"q":"` + long + `"}`},
 		{"current turn result", got[8].Content, long},
 	}
 	for _, tt := range tests {
@@ -120,7 +118,7 @@ func TestTruncate(t *testing.T) {
 	t.Run("old arguments stay JSON", func(t *testing.T) {
 		args := got[1].ToolCalls[0].Arguments
 		var v struct{ Truncated string }
-		require.NoError(t, json.Unmarshal([]byte(args), &v), "arguments %q", args)
+		require.NoError(t, json.Unmarshal(args, &v), "arguments %q", args)
 		assert.Equal(t, `{"q":…[truncated 23 chars]`, v.Truncated)
 	})
 	t.Run("default limit", func(t *testing.T) {
@@ -138,61 +136,40 @@ func TestTruncate(t *testing.T) {
 	})
 }
 
-func TestContextBuild(t *testing.T) {
+func TestLayers(t *testing.T) {
 	ctx := t.Context()
 	st := new(memory.MemStore)
 	_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
 	require.NoError(t, err)
-	m, err := st.Append(ctx, "s",
-		userMsg("old question"), asst("old answer"),
-		userMsg("look it up"), asst("", call("a", "search", `{}`)), toolMsg("a", strings.Repeat("r", 50)),
-		asst("", call("b", "search", `{}`)), // interrupted: no result stored
-		userMsg("now"))
+	m, err := st.Append(ctx, "s", userMsg("q1"), asst("a1"), userMsg("q2"), asst("a2"), userMsg("now"))
 	require.NoError(t, err)
+
+	sl := memory.SummaryLayer{Store: st}
+	blocks, err := sl.Blocks(ctx, "s")
+	require.NoError(t, err)
+	assert.Empty(t, blocks, "no summaries, no block")
+
 	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "they talked", FirstID: m[0].ID, LastID: m[1].ID})
 	require.NoError(t, err)
-
-	c := memory.Context{
-		Store: st,
-		Layers: []memory.Layer{
-			memory.TextLayer{"Documents: a.md", ""},
-			memory.SummaryLayer{Store: st},
-		},
-		Truncate: memory.TruncateOptions{Limit: 30},
-	}
-	got, err := c.Build(ctx, "s", "You are helpful.")
+	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "and again", FirstID: m[2].ID, LastID: m[3].ID})
 	require.NoError(t, err)
-	var lines []string
-	for _, m := range got {
-		lines = append(lines, string(m.Role)+": "+m.Content)
-	}
-	want := []string{
-		"system: You are helpful.",
-		"system: Documents: a.md",
-		"system: Summary of earlier conversation:\n\nthey talked",
-		"user: look it up",
-		"assistant: ",
-		"tool: " + strings.Repeat("r", 30) + "…[truncated 20 chars]",
-		"assistant: ",
-		"tool: " + memory.IncompleteToolCall,
-		"user: now",
-	}
-	assert.Equal(t, want, lines)
+	blocks, err = sl.Blocks(ctx, "s")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Summary of earlier conversation:\n\nthey talked\n\nand again"}, blocks)
+	blocks, err = memory.SummaryLayer{Store: st, Prefix: "Before:"}.Blocks(ctx, "s")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Before:\n\nthey talked\n\nand again"}, blocks)
 
-	t.Run("unknown session", func(t *testing.T) {
-		_, err := c.Build(ctx, "nope", "")
-		assert.ErrorIs(t, err, memory.ErrNotFound)
-	})
-	t.Run("layer error", func(t *testing.T) {
-		boom := errors.New("boom")
-		c := memory.Context{Store: st, Layers: []memory.Layer{memory.LayerFunc(func(context.Context, string) ([]string, error) { return nil, boom })}}
-		_, err := c.Build(ctx, "s", "")
-		assert.ErrorIs(t, err, boom)
-	})
-	t.Run("no store", func(t *testing.T) {
-		_, err := memory.Context{}.Build(ctx, "s", "")
-		assert.Error(t, err)
-	})
+	_, err = sl.Blocks(ctx, "nope")
+	assert.ErrorIs(t, err, memory.ErrNotFound)
+	_, err = memory.SummaryLayer{}.Blocks(ctx, "s")
+	assert.Error(t, err)
+
+	tl := memory.TextLayer{"Documents: a.md", ""}
+	blocks, err = tl.Blocks(ctx, "s")
+	require.NoError(t, err)
+	blocks[0] = "changed"
+	assert.Equal(t, "Documents: a.md", tl[0], "TextLayer returns a copy")
 }
 
 // Servers that number calls per response (call_0, call_1, ...) reuse ids
@@ -281,8 +258,8 @@ func TestValidArguments(t *testing.T) {
 		{"\xff", `{"invalid_arguments":"\ufffd"}`},
 	}
 	for _, tt := range tests {
-		got := memory.ValidArguments(tt.in)
-		assert.Equal(t, tt.want, got, "ValidArguments(%q)", tt.in)
+		got := memory.ValidArguments([]byte(tt.in))
+		assert.Equal(t, tt.want, string(got), "ValidArguments(%q)", tt.in)
 		assert.True(t, memory.IsObject(got), "ValidArguments(%q) = %q is not an object", tt.in, got)
 		assert.Equal(t, got, memory.ValidArguments(got), "not a fixed point")
 	}

@@ -12,21 +12,31 @@
 // memory/storetest. Every store is safe for concurrent use, appends
 // atomically, and returns copies.
 //
+// A user message may carry images ([Image]: a URL, or bytes with their MIME
+// type, at most [MaxImageSize] each). Stores keep them whole, so a session
+// that holds many grows by their size, and loading it reads them all;
+// requests send only the current turn's images by default ([Truncate]).
+//
 // Messages are never deleted one by one: a session's old messages are
 // archived into a [Summary]. Archived messages leave the model's context
 // and later summaries but stay readable with Messages(ctx, id, true), for
 // history display and [Export].
 //
-// # Building the next request
+// # The pieces of the next request
 //
-// [Context.Build] assembles, in this order: the system prompt; the blocks
-// of each [Layer] as system messages (a [SummaryLayer] brings the
-// summaries back, a [TextLayer] adds fixed text, a [LayerFunc] anything
-// else); then the session's active messages, made valid for the API with
-// [Repair] and with old tool traffic shortened by [Truncate]. [Strict]
+// The agent (package agent) assembles each request; this package gives it
+// the pieces, each usable on its own: [Repair] makes a stored history valid
+// for the API, [Truncate] shortens old tool traffic, a [Layer] adds system
+// blocks before the history (a [SummaryLayer] brings the summaries back, a
+// [TextLayer] adds fixed text, a [LayerFunc] anything else), and [Strict]
 // lays messages out for strict chat templates (one leading system message,
-// alternating user and assistant turns). [ToParams] turns the result into
-// openai-go request messages; [FromParams] goes the other way.
+// alternating user and assistant turns). agent.Agent.Preview shows the
+// result: the messages the model will receive.
+//
+// The package imports only the standard library: a Store implementation
+// pulls in no provider SDK. The conversion to and from openai-go's request
+// messages lives beside its one caller, in package agent (agent.ToParams,
+// agent.FromParams).
 //
 // # Summarisation
 //

@@ -2,38 +2,25 @@ package memory_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/planround/planround/memory"
 )
 
-func ExampleContext_Build() {
-	ctx := context.Background()
-	st := new(memory.MemStore)
-	st.CreateSession(ctx, memory.Session{ID: "demo"})
-	st.Append(ctx, "demo",
-		memory.Message{Role: memory.RoleUser, Content: "Read the log."},
-		memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"app.log"}`}}},
-		memory.Message{Role: memory.RoleTool, ToolCallID: "c1", Content: strings.Repeat("line\n", 100)},
-		memory.Message{Role: memory.RoleUser, Content: "Any errors?"},
-	)
-	c := memory.Context{
-		Store:    st,
-		Layers:   []memory.Layer{memory.TextLayer{"Known documents: app.log"}, memory.SummaryLayer{Store: st}},
-		Truncate: memory.TruncateOptions{Limit: 10},
+func ExampleTruncate() {
+	msgs := []memory.Message{
+		{Role: memory.RoleUser, Content: "Read the log."},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"app.log"}`)}}},
+		{Role: memory.RoleTool, ToolCallID: "c1", Content: strings.Repeat("line\n", 100)},
+		// The current turn starts here: it is never shortened.
+		{Role: memory.RoleUser, Content: "Any errors?"},
 	}
-	msgs, err := c.Build(ctx, "demo", "You are a helpful agent.")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, m := range msgs {
+	for _, m := range memory.Truncate(msgs, memory.TruncateOptions{Limit: 10}) {
 		fmt.Printf("%s: %q\n", m.Role, m.Content)
 	}
 	// Output:
-	// system: "You are a helpful agent."
-	// system: "Known documents: app.log"
 	// user: "Read the log."
 	// assistant: ""
 	// tool: "line\nline\n…[truncated 490 chars]"
@@ -44,7 +31,7 @@ func ExampleRepair() {
 	msgs := []memory.Message{
 		{Role: memory.RoleUser, Content: "list files"},
 		// The run was interrupted before the tool answered.
-		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "ls", Arguments: "{}"}}},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "ls", Arguments: json.RawMessage("{}")}}},
 		{Role: memory.RoleUser, Content: "never mind"},
 		// A tool message whose call is gone.
 		{Role: memory.RoleTool, ToolCallID: "c0", Content: "stale"},
@@ -105,5 +92,5 @@ func ExampleExport() {
 	fmt.Println(err)
 	// Output:
 	// trip Trip <nil>
-	// memory: invalid session export: format "planround.session/v9", want "planround.session/v1"
+	// memory: invalid session export: format "planround.session/v9", want "planround.session/v2" (or "planround.session/v1")
 }

@@ -12,7 +12,15 @@ import (
 
 // ExportFormat names the JSON format written by [Export] and read by
 // [Import].
-const ExportFormat = "planround.session/v1"
+//
+// Version 2 writes tool-call arguments as JSON objects. [Import] also reads
+// version 1 ("planround.session/v1"), whose arguments were strings holding
+// JSON text: they come back as objects, wrapped by [ValidArguments] where
+// they were none.
+const ExportFormat = "planround.session/v2"
+
+// exportFormatV1 is the first format, still read by Import.
+const exportFormatV1 = "planround.session/v1"
 
 // ErrInvalidExport is returned (wrapped) by [Import] for data that is not a
 // valid session export: not JSON, another format or version, or contents
@@ -28,8 +36,9 @@ type export struct {
 }
 
 // Export returns a session as a JSON document of [ExportFormat]: the session,
-// every message (archived ones included, with their summary_id) and every
-// summary, with their ids and times. [Import] reads it back.
+// every message (archived ones included, with their summary_id, and their
+// images, bytes in base64) and every summary, with their ids and times.
+// [Import] reads it back.
 //
 // Export reads the session in several calls; a session being summarised at
 // the same moment may read inconsistently, which Export detects: it retries
@@ -42,10 +51,24 @@ func Export(ctx context.Context, st Store, sessionID string) ([]byte, error) {
 			return nil, err
 		}
 		if err = doc.check(); err == nil {
-			return json.MarshalIndent(doc, "", "  ")
+			return marshalExport(doc)
 		}
 	}
 	return nil, fmt.Errorf("memory: export %q: session changed while it was read: %w", sessionID, err)
+}
+
+// marshalExport writes doc indented, without escaping HTML characters:
+// tool-call arguments keep their bytes apart from white space, which
+// Import removes again.
+func marshalExport(doc export) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 func readExport(ctx context.Context, st Store, sessionID string) (export, error) {
@@ -78,8 +101,9 @@ func Import(ctx context.Context, st Store, data []byte) (Session, error) {
 // ImportAs adds the session in data, a document written by [Export], to st
 // under the id newID (the exported id when newID is empty) and returns it.
 //
-// Titles, creation times, message contents, tool calls, flags and times,
-// and summaries come back exactly. Message and summary ids are the store's
+// Titles, creation times, message contents, tool calls (their arguments as
+// the same JSON, compacted), flags and times, and summaries come back
+// exactly. Message and summary ids are the store's
 // new ones, so they usually differ from the export's; each archived message
 // is linked to the new id of the summary it was archived into, and each
 // summary's FirstID and LastID name the new ids of the same messages. The
@@ -158,8 +182,8 @@ func parseExport(data []byte) (export, error) {
 	switch {
 	case probe.Format == nil:
 		return export{}, fmt.Errorf("%w: no \"format\" field", ErrInvalidExport)
-	case *probe.Format != ExportFormat:
-		return export{}, fmt.Errorf("%w: format %q, want %q", ErrInvalidExport, *probe.Format, ExportFormat)
+	case *probe.Format != ExportFormat && *probe.Format != exportFormatV1:
+		return export{}, fmt.Errorf("%w: format %q, want %q (or %q)", ErrInvalidExport, *probe.Format, ExportFormat, exportFormatV1)
 	}
 	var doc export
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -170,10 +194,40 @@ func parseExport(data []byte) (export, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return export{}, fmt.Errorf("%w: data after the document", ErrInvalidExport)
 	}
+	if err := doc.readArguments(*probe.Format == exportFormatV1); err != nil {
+		return export{}, fmt.Errorf("%w: %v", ErrInvalidExport, err)
+	}
 	if err := doc.check(); err != nil {
 		return export{}, fmt.Errorf("%w: %v", ErrInvalidExport, err)
 	}
 	return doc, nil
+}
+
+// readArguments turns the tool-call arguments of a decoded document into
+// what a store keeps: in version 1 they are JSON strings holding the text,
+// made objects with ValidArguments; in version 2 they are objects. Both are
+// compacted (Export indents them).
+func (doc export) readArguments(v1 bool) error {
+	for i := range doc.Messages {
+		for k := range doc.Messages[i].ToolCalls {
+			c := &doc.Messages[i].ToolCalls[k]
+			if len(c.Arguments) == 0 {
+				continue
+			}
+			if v1 {
+				var text string
+				if err := json.Unmarshal(c.Arguments, &text); err != nil {
+					return fmt.Errorf("message %d: tool call %d: arguments: want a string in %s: %v", i, k, exportFormatV1, err)
+				}
+				c.Arguments = ValidArguments([]byte(text))
+			}
+			var b bytes.Buffer
+			if json.Compact(&b, c.Arguments) == nil {
+				c.Arguments = b.Bytes()
+			}
+		}
+	}
+	return nil
 }
 
 // check verifies that the document is whole and consistent: what a store
@@ -192,6 +246,14 @@ func (doc export) check() error {
 		}
 		if !validRole(m.Role) {
 			return fmt.Errorf("message %d: invalid role %q", i, m.Role)
+		}
+		for k, c := range m.ToolCalls {
+			if len(c.Arguments) > 0 && !IsObject(c.Arguments) {
+				return fmt.Errorf("message %d: tool call %d: arguments are not a JSON object", i, k)
+			}
+		}
+		if err := checkImages(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
 		}
 		if m.CreatedAt.IsZero() {
 			return fmt.Errorf("message %d: no created_at", i)

@@ -22,7 +22,7 @@ func fixture(t *testing.T, st memory.Store) {
 	_, err := st.CreateSession(ctx, memory.Session{ID: "s", Title: "Trip", CreatedAt: time.Date(2025, 3, 4, 5, 6, 7, 891011121, time.UTC)})
 	require.NoError(t, err)
 	m, err := st.Append(ctx, "s",
-		userMsg("weather?"),
+		userWith("weather? <b>here</b>", png, catURL),
 		asst("checking", call("c1", "get_weather", `{"city":"Paris"}`)),
 		toolMsg("c1", "sunny"),
 		asst("It is sunny. <no_tool>"),
@@ -80,7 +80,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 
 				data, err := memory.Export(ctx, src, "s")
 				require.NoError(t, err)
-				assert.Contains(t, string(data), `"format": "planround.session/v1"`)
+				assert.Contains(t, string(data), `"format": "planround.session/v2"`)
 				sess, err := memory.Import(ctx, dst, data)
 				require.NoError(t, err)
 
@@ -136,11 +136,16 @@ func TestImportInvalid(t *testing.T) {
 		{"truncated", good[:len(good)/2], "invalid"},
 		{"empty", nil, "invalid"},
 		{"no format", []byte(`{"session":{"id":"x"}}`), `no "format"`},
-		{"future version", edit(func(d map[string]any) { d["format"] = "planround.session/v2" }), `"planround.session/v2"`},
+		{"future version", edit(func(d map[string]any) { d["format"] = "planround.session/v3" }), `"planround.session/v3"`},
+		{"arguments a string", edit(func(d map[string]any) {
+			msg(d, 1)["tool_calls"].([]any)[0].(map[string]any)["arguments"] = `{"city":"Paris"}`
+		}), "not a JSON object"},
 		{"unknown field", edit(func(d map[string]any) { d["extra"] = 1 }), "unknown field"},
 		{"trailing data", append(append([]byte(nil), good...), []byte(" {}")...), "after top-level value"},
 		{"no session id", edit(func(d map[string]any) { d["session"].(map[string]any)["id"] = "" }), "no id"},
 		{"bad role", edit(func(d map[string]any) { msg(d, 0)["role"] = "robot" }), "invalid role"},
+		{"bad image", edit(func(d map[string]any) { msg(d, 0)["images"] = []any{map[string]any{"url": "file:///etc/passwd"}} }), "image 0"},
+		{"image on an assistant message", edit(func(d map[string]any) { msg(d, 1)["images"] = msg(d, 0)["images"] }), "only user messages"},
 		{"ids out of order", edit(func(d map[string]any) { msg(d, 1)["id"] = 0.5 }), "invalid"},
 		{"summary link broken", edit(func(d map[string]any) { msg(d, 0)["summary_id"] = sum(d, 1)["id"] }), "summary_id"},
 		{"archived flag dropped", edit(func(d map[string]any) { delete(msg(d, 4), "summary_id") }), "summary_id"},
@@ -179,4 +184,48 @@ func TestExportUnknownSession(t *testing.T) {
 	_, err := memory.Export(t.Context(), new(memory.MemStore), "nope")
 	assert.ErrorIs(t, err, memory.ErrNotFound)
 	assert.True(t, strings.Contains(err.Error(), "nope"))
+}
+
+// TestImportVersion1: a document of the first format, whose tool-call
+// arguments are strings holding JSON text (not always an object), imports
+// with the arguments as objects.
+func TestImportVersion1(t *testing.T) {
+	data := []byte(`{
+  "format": "planround.session/v1",
+  "session": {"id": "old", "title": "Old", "created_at": "2025-01-02T03:04:05Z"},
+  "messages": [
+    {"id": 1, "role": "user", "content": "weather?", "created_at": "2025-01-02T03:04:05Z"},
+    {"id": 2, "role": "assistant", "content": "checking", "tool_calls": [
+      {"id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris <1>\"}"},
+      {"id": "c2", "name": "get_weather", "arguments": "{\"city\": \"Par"},
+      {"id": "c3", "name": "ls", "arguments": ""}
+    ], "created_at": "2025-01-02T03:04:06Z"},
+    {"id": 3, "role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "get_weather", "created_at": "2025-01-02T03:04:07Z"},
+    {"id": 4, "role": "tool", "content": "bad", "tool_call_id": "c2", "name": "get_weather", "created_at": "2025-01-02T03:04:07Z"},
+    {"id": 5, "role": "tool", "content": "", "tool_call_id": "c3", "name": "ls", "created_at": "2025-01-02T03:04:07Z"}
+  ],
+  "summaries": []
+}`)
+	for _, st := range []memory.Store{new(memory.MemStore), openSQLite(t, filepath.Join(t.TempDir(), "db"))} {
+		_, err := memory.Import(t.Context(), st, data)
+		require.NoError(t, err)
+		msgs, err := st.Messages(t.Context(), "old", true)
+		require.NoError(t, err)
+		require.Len(t, msgs, 5)
+		calls := msgs[1].ToolCalls
+		require.Len(t, calls, 3)
+		assert.Equal(t, `{"city":"Paris <1>"}`, string(calls[0].Arguments))
+		assert.JSONEq(t, `{"invalid_arguments": "{\"city\": \"Par"}`, string(calls[1].Arguments))
+		assert.JSONEq(t, `{}`, string(calls[2].Arguments))
+
+		// Exported again, it is the current format, and reads back the same.
+		again, err := memory.Export(t.Context(), st, "old")
+		require.NoError(t, err)
+		assert.Contains(t, string(again), `"format": "planround.session/v2"`)
+		_, err = memory.ImportAs(t.Context(), st, again, "copy")
+		require.NoError(t, err)
+		copied, err := st.Messages(t.Context(), "copy", true)
+		require.NoError(t, err)
+		assert.Equal(t, calls, copied[1].ToolCalls)
+	}
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -15,8 +16,9 @@ const (
 	RoleTool      Role = "tool"
 )
 
-// Message is one message of a conversation, in the SDK's own vocabulary.
-// [ToParams] turns a list of them into an OpenAI chat-completions request.
+// Message is one message of a conversation, in the SDK's own vocabulary,
+// free of any provider's types (package agent converts it for the
+// chat-completions API).
 type Message struct {
 	// ID is assigned by the [Store] on append; zero before.
 	ID int64 `json:"id,omitempty"`
@@ -24,6 +26,9 @@ type Message struct {
 	Role Role `json:"role"`
 	// Content is the text. Assistant text keeps its raw control tags.
 	Content string `json:"content,omitempty"`
+	// Images go with the text of a user message (no other role has
+	// them); see [Image].
+	Images []Image `json:"images,omitempty"`
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID names the call a tool message answers.
@@ -50,11 +55,15 @@ type ToolCall struct {
 	ID string `json:"id"`
 	// Name is the tool's name.
 	Name string `json:"name"`
-	// Arguments is the JSON object the model wrote. The agent records
-	// arguments that are not a JSON object wrapped by [ValidArguments], and
-	// [Repair] wraps them in older history, so that every request holds an
-	// object here.
-	Arguments string `json:"arguments"`
+	// Arguments is the JSON object the model wrote, of the same type as
+	// the arguments a chunk of package agent shows, and marshalled as the
+	// object itself. The agent records arguments that are not a JSON
+	// object wrapped by [ValidArguments], and [Repair] wraps them in older
+	// history, so that every request holds an object here; a [Store]
+	// refuses anything else. Empty means no arguments ("{}"). The bytes
+	// are not significant: a store or an export may reformat the object
+	// (white space, escapes, a database's key order).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Session is one conversation.

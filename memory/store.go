@@ -40,8 +40,9 @@ type Store interface {
 	// Append adds messages at the end of a session, atomically: all of them
 	// or none. It returns them with ID (increasing in append order, never
 	// reused) and CreatedAt (when zero) filled in, and sets the session's
-	// UpdatedAt. A message with an invalid Role or a non-zero SummaryID is
-	// an error (archiving is [Store.Summarize]'s job); the ID of the
+	// UpdatedAt. What [ValidateMessages] refuses is an error: an invalid
+	// Role, a non-zero SummaryID (archiving is [Store.Summarize]'s job),
+	// tool-call arguments that are not a JSON object. The ID of the
 	// messages passed in is ignored.
 	Append(ctx context.Context, sessionID string, msgs ...Message) ([]Message, error)
 	// Messages returns a session's messages in append order: only the

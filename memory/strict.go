@@ -20,7 +20,7 @@ const (
 //   - the content of every system message, in order, becomes one system
 //     message, the first (none when there is no system content);
 //   - consecutive user messages become one, their contents joined by a
-//     blank line;
+//     blank line and their images kept in order;
 //   - between two assistant messages (a planning reply and the answer that
 //     followed it) comes a user message "[continue]", as between the rounds
 //     that wrote them, and before an assistant message that would come
@@ -52,6 +52,7 @@ func Strict(msgs []Message) []Message {
 		case RoleUser:
 			if prev != nil && prev.Role == RoleUser {
 				prev.Content = joinContent(prev.Content, m.Content)
+				prev.Images = append(prev.Images, m.Images...)
 				continue
 			}
 			if prev != nil && prev.Role == RoleTool {

@@ -174,6 +174,8 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, 8, reloaded.Users)
 	assert.Contains(t, reloaded.Text, "Here is what I found")
 	assert.NotContains(t, reloaded.Text, "<need_tool>", "control tags are not shown")
+	assert.Contains(t, reloaded.Text, `"city": "Paris"`, "a reloaded card shows its arguments")
+	assert.NotContains(t, reloaded.Text, "[object Object]")
 	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#messages img').length)`))
 
 	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")

@@ -499,6 +499,10 @@ type historyEntry struct {
 	// Text is an assistant message's content with its control tags
 	// removed, as the page shows it.
 	Text string `json:"text,omitempty"`
+	// Images describe a user message's images ("image/png, 48 KB", or the
+	// URL), which the page shows as placeholders: their bytes stay on the
+	// server. It hides Message.Images in the JSON.
+	Images []string `json:"images,omitempty"`
 }
 
 // handleHistory answers GET /api/history?session_id=... with the session's
@@ -525,6 +529,9 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		e := historyEntry{Message: m}
 		if m.Role == memory.RoleAssistant {
 			e.Text = s.agent.VisibleText(m.Content)
+		}
+		for _, img := range m.Images {
+			e.Images = append(e.Images, img.String())
 		}
 		out = append(out, e)
 	}

@@ -48,12 +48,19 @@ const sqliteAppID = 0x706c726e
 // another process before it reports SQLITE_BUSY.
 const sqliteBusyTimeout = 10 * time.Second
 
+// migration is one schema change: its SQL, then its Go step, when it has
+// one, in the same transaction.
+type migration struct {
+	sql string
+	fn  func(ctx context.Context, tx *sql.Tx) error
+}
+
 // migrations are the schema changes, in order: migrations[i] takes the
 // schema from version i to version i+1 (PRAGMA user_version). Append new
 // ones; never edit a released one.
-var migrations = []string{
+var migrations = []migration{
 	// 1: sessions, messages, summaries.
-	`CREATE TABLE sessions (
+	{sql: `CREATE TABLE sessions (
 		id         TEXT PRIMARY KEY,
 		title      TEXT NOT NULL DEFAULT '',
 		created_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
@@ -82,7 +89,61 @@ var migrations = []string{
 		created_at   INTEGER NOT NULL
 	) STRICT;
 	CREATE INDEX messages_session ON messages (session_id, id);
-	CREATE INDEX messages_active ON messages (session_id, id) WHERE summary_id IS NULL;`,
+	CREATE INDEX messages_active ON messages (session_id, id) WHERE summary_id IS NULL;`},
+	// 2: tool-call arguments are JSON objects in tool_calls, no longer
+	// strings holding JSON text; arguments that were no object are
+	// wrapped by memory.ValidArguments.
+	{fn: argumentsAsObjects},
+	// 3: the images of user messages. Older rows have none.
+	{sql: `ALTER TABLE messages ADD COLUMN images TEXT; -- JSON array of memory.Image, NULL when none`},
+}
+
+// argumentsAsObjects rewrites the tool calls of version 1, whose arguments
+// were strings, with the arguments as JSON objects.
+func argumentsAsObjects(ctx context.Context, tx *sql.Tx) error {
+	type row struct {
+		id    int64
+		calls string
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT id, tool_calls FROM messages WHERE tool_calls IS NOT NULL")
+	if err != nil {
+		return err
+	}
+	var todo []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.calls); err != nil {
+			rows.Close()
+			return err
+		}
+		todo = append(todo, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range todo {
+		var old []struct {
+			ID        string `json:"id"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		}
+		if err := json.Unmarshal([]byte(r.calls), &old); err != nil {
+			return fmt.Errorf("message %d: tool calls: %w", r.id, err)
+		}
+		calls := make([]memory.ToolCall, len(old))
+		for i, c := range old {
+			calls[i] = memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: memory.ValidArguments([]byte(c.Arguments))}
+		}
+		b, err := encodeJSON(calls)
+		if err != nil {
+			return fmt.Errorf("message %d: tool calls: %w", r.id, err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE messages SET tool_calls = ? WHERE id = ?", b, r.id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrSchemaTooNew is returned (wrapped) by [Open] for a database
@@ -239,8 +300,16 @@ func (st *Store) migrateStep(ctx context.Context) (done bool, err error) {
 	case version == int64(len(migrations)):
 		return true, nil
 	}
-	if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
-		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	m := migrations[version]
+	if m.sql != "" {
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return false, fmt.Errorf("migration %d: %w", version+1, err)
+		}
+	}
+	if m.fn != nil {
+		if err := m.fn(ctx, tx); err != nil {
+			return false, fmt.Errorf("migration %d: %w", version+1, err)
+		}
 	}
 	// PRAGMA values cannot be bound parameters; both are our own integers.
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d; PRAGMA application_id = %d", version+1, sqliteAppID)); err != nil {
@@ -410,15 +479,23 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	}
 	out := cloneMessages(msgs)
 	t := now()
-	calls := make([]any, len(out)) // encoded before the transaction starts
+	// Encoded before the transaction starts.
+	calls, images := make([]any, len(out)), make([]any, len(out))
 	for i := range out {
 		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
 		if len(out[i].ToolCalls) > 0 {
-			b, err := json.Marshal(out[i].ToolCalls)
+			b, err := encodeJSON(out[i].ToolCalls)
 			if err != nil {
 				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
-			calls[i] = string(b)
+			calls[i] = b
+		}
+		if len(out[i].Images) > 0 {
+			b, err := encodeJSON(out[i].Images)
+			if err != nil {
+				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
+			}
+			images[i] = b
 		}
 	}
 	err := st.write(ctx, func(tx *sql.Tx) error {
@@ -435,15 +512,15 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 			return nil
 		}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages
-			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at, images)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 		}
 		defer stmt.Close()
 		for i, m := range out {
 			err := stmt.QueryRowContext(ctx, sessionID, string(m.Role), m.Content, calls[i],
-				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano()).Scan(&out[i].ID)
+				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano(), images[i]).Scan(&out[i].ID)
 			if err != nil {
 				return fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
@@ -468,7 +545,7 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 	if err := exists(ctx, tx, "messages of", sessionID); err != nil {
 		return nil, err
 	}
-	q := `SELECT id, role, content, tool_calls, tool_call_id, name, hook, summary_id, created_at
+	q := `SELECT id, role, content, tool_calls, tool_call_id, name, hook, summary_id, created_at, images
 		FROM messages WHERE session_id = ? AND summary_id IS NULL ORDER BY id`
 	if all {
 		q = strings.Replace(q, " AND summary_id IS NULL", "", 1)
@@ -486,14 +563,20 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 			calls   sql.NullString
 			summary sql.NullInt64
 			created int64
+			images  sql.NullString
 		)
-		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created); err != nil {
+		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images); err != nil {
 			return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 		}
 		m.Role, m.SummaryID, m.CreatedAt = memory.Role(role), summary.Int64, fromNanos(created)
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("sqlitestore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
+			}
+		}
+		if images.Valid {
+			if err := json.Unmarshal([]byte(images.String), &m.Images); err != nil {
+				return nil, fmt.Errorf("sqlitestore: messages of %q: message %d: images: %w", sessionID, m.ID, err)
 			}
 		}
 		out = append(out, m)
@@ -588,12 +671,34 @@ func normTime(t, now time.Time) time.Time {
 	return t.UTC()
 }
 
+// encodeJSON returns the JSON of a tool_calls or images column. Characters
+// that json.Marshal escapes for HTML are kept as they are, so compact
+// tool-call arguments read back byte for byte.
+func encodeJSON(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
 // cloneMessages returns a copy of msgs that shares no memory with it.
 func cloneMessages(msgs []memory.Message) []memory.Message {
 	out := make([]memory.Message, len(msgs))
 	for i, m := range msgs {
 		if m.ToolCalls != nil {
 			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
+			for k, c := range m.ToolCalls {
+				m.ToolCalls[k].Arguments = bytes.Clone(c.Arguments)
+			}
+		}
+		if m.Images != nil {
+			m.Images = append([]memory.Image(nil), m.Images...)
+			for k, img := range m.Images {
+				m.Images[k].Data = bytes.Clone(img.Data)
+			}
 		}
 		out[i] = m
 	}

@@ -93,7 +93,7 @@ func TestOpenSQLiteSchema(t *testing.T) {
 		db := rawDB(t, path)
 		require.NoError(t, db.QueryRow("PRAGMA user_version").Scan(&version))
 		require.NoError(t, db.QueryRow("PRAGMA journal_mode").Scan(&mode))
-		assert.Equal(t, 1, version)
+		assert.Equal(t, currentVersion, version)
 		assert.Equal(t, "wal", mode)
 		db.Close()
 

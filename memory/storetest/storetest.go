@@ -8,16 +8,20 @@
 //	}
 //
 // The suite checks the contract written on [memory.Store]: session CRUD,
-// [memory.ErrNotFound] on every method, atomic and ordered appends,
+// [memory.ErrNotFound] on every method, atomic and ordered appends, messages
+// that come back whole (tool calls, images),
 // active versus archived messages, summarisation, copies instead of
 // aliases, concurrent appends and cancelled contexts. It runs in bounded
 // time and starts no goroutine that outlives it.
 package storetest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -211,6 +215,11 @@ func testAppendInvalid(t *testing.T, st memory.Store) {
 		{"role", []memory.Message{user("ok"), {Role: "robot", Content: "x"}}},
 		{"empty role", []memory.Message{{Content: "x"}}},
 		{"archived", []memory.Message{user("ok"), {Role: memory.RoleUser, Content: "x", SummaryID: 7}}},
+		{"arguments cut short", []memory.Message{user("ok"), {Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f", Arguments: json.RawMessage(`{"city": "Par`)}}}}},
+		{"arguments not an object", []memory.Message{{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f", Arguments: json.RawMessage(`["x"]`)}}}}},
+		{"image without data", []memory.Message{user("ok"), {Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: []byte{}}}}}},
+		{"image on an assistant message", []memory.Message{user("ok"), {Role: memory.RoleAssistant, Images: []memory.Image{{URL: "https://example.com/a.png"}}}}},
+		{"image too large", []memory.Message{{Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: make([]byte, memory.MaxImageSize+1)}}}}},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {
@@ -231,12 +240,23 @@ func testRoundTrip(t *testing.T, st memory.Store) {
 		{Role: memory.RoleSystem, Content: "sys"},
 		{Role: memory.RoleUser, Content: "héllo 世界 \x00 \"quoted\"", CreatedAt: at},
 		{Role: memory.RoleAssistant, Content: "calling <need_tool>", ToolCalls: []memory.ToolCall{
-			{ID: "c1", Name: "get_weather", Arguments: `{"city":"Paris"}`},
-			{ID: "c2", Name: "broken", Arguments: `{"unterminated`},
+			{ID: "c1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
+			{ID: "c2", Name: "run", Arguments: json.RawMessage(` {"cmd": "a <b> && c", "n": [1, 2.5e3, null], "é": {}} `)},
+			{ID: "c3", Name: "wrapped", Arguments: memory.ValidArguments([]byte(`{"unterminated`))},
+			{ID: "c4", Name: "none"},
 		}},
 		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_weather", Content: "sunny"},
-		{Role: memory.RoleTool, ToolCallID: "c2", Name: "broken", Content: ""},
+		{Role: memory.RoleTool, ToolCallID: "c2", Name: "run", Content: ""},
+		{Role: memory.RoleTool, ToolCallID: "c3", Name: "wrapped", Content: "invalid"},
+		{Role: memory.RoleTool, ToolCallID: "c4", Name: "none", Content: "ok"},
 		{Role: memory.RoleUser, Content: "[hook]", Hook: true},
+		{Role: memory.RoleUser, Content: "what is this?", Images: []memory.Image{
+			{MIMEType: "image/png", Data: []byte("\x89PNG\r\n\x1a\n\x00\xff bytes")},
+			{URL: "https://example.com/cat.jpg"},
+			{URL: "https://example.com/dog", MIMEType: "image/webp"},
+			{URL: "data:image/gif;base64,R0lGODlhAQABAAAAACw="},
+		}},
+		{Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/jpeg", Data: []byte{0}}}},
 	}
 	out := appendMsgs(t, st, "s", in...)
 	got := messages(t, st, "s", true)
@@ -264,13 +284,33 @@ func testRoundTrip(t *testing.T, st memory.Store) {
 	}
 }
 
-// equalMessage compares messages with time.Time.Equal and nil and empty
-// tool-call lists as equal.
+// equalMessage compares messages with time.Time.Equal, nil and empty
+// tool-call lists as equal, and tool-call arguments as JSON values (a store
+// may reformat them).
 func equalMessage(a, b memory.Message) bool {
 	return a.ID == b.ID && a.Role == b.Role && a.Content == b.Content &&
-		slices.Equal(a.ToolCalls, b.ToolCalls) && a.ToolCallID == b.ToolCallID &&
+		slices.EqualFunc(a.ToolCalls, b.ToolCalls, equalCall) && slices.EqualFunc(a.Images, b.Images, equalImage) &&
+		a.ToolCallID == b.ToolCallID &&
 		a.Name == b.Name && a.CreatedAt.Equal(b.CreatedAt) && a.Hook == b.Hook &&
 		a.SummaryID == b.SummaryID
+}
+
+// equalImage compares images, their bytes exactly.
+func equalImage(a, b memory.Image) bool {
+	return a.URL == b.URL && a.MIMEType == b.MIMEType && bytes.Equal(a.Data, b.Data)
+}
+
+// equalCall compares tool calls, their arguments as JSON values; empty
+// arguments equal only empty ones.
+func equalCall(a, b memory.ToolCall) bool {
+	if a.ID != b.ID || a.Name != b.Name || (len(a.Arguments) == 0) != (len(b.Arguments) == 0) {
+		return false
+	}
+	if len(a.Arguments) == 0 {
+		return true
+	}
+	var x, y any
+	return json.Unmarshal(a.Arguments, &x) == nil && json.Unmarshal(b.Arguments, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 func testSummarize(t *testing.T, st memory.Store) {
@@ -396,17 +436,30 @@ func testDelete(t *testing.T, st memory.Store) {
 
 func testCopies(t *testing.T, st memory.Store) {
 	create(t, st, "s")
-	in := []memory.Message{{Role: memory.RoleAssistant, Content: "a", ToolCalls: []memory.ToolCall{{ID: "c", Name: "n", Arguments: "{}"}}}}
+	in := []memory.Message{
+		{Role: memory.RoleAssistant, Content: "a", ToolCalls: []memory.ToolCall{{ID: "c", Name: "n", Arguments: json.RawMessage(`{"k":"v"}`)}}},
+		{Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: []byte("png")}}},
+	}
 	out := appendMsgs(t, st, "s", in...)
 	in[0].Content = "changed"
 	in[0].ToolCalls[0].Name = "changed"
+	in[0].ToolCalls[0].Arguments[6] = 'X'
+	in[1].Images[0].Data[0] = 'X'
 	out[0].ToolCalls[0].Name = "changed"
+	out[0].ToolCalls[0].Arguments[6] = 'Y'
+	out[1].Images[0].Data[0] = 'Y'
 	got := messages(t, st, "s", false)
 	got[0].ToolCalls[0].Name = "changed"
+	got[0].ToolCalls[0].Arguments[6] = 'Z'
 	got[0].Content = "changed"
+	got[1].Images[0].Data[0] = 'Z'
+	got[1].Images[0].MIMEType = "image/gif"
 	again := messages(t, st, "s", false)
-	if again[0].Content != "a" || again[0].ToolCalls[0].Name != "n" {
+	if again[0].Content != "a" || again[0].ToolCalls[0].Name != "n" || !equalCall(again[0].ToolCalls[0], memory.ToolCall{ID: "c", Name: "n", Arguments: json.RawMessage(`{"k":"v"}`)}) {
 		t.Errorf("stored message changed through a caller's copy: %+v", again[0])
+	}
+	if !equalImage(again[1].Images[0], memory.Image{MIMEType: "image/png", Data: []byte("png")}) {
+		t.Errorf("stored image changed through a caller's copy: %+v", again[1].Images[0])
 	}
 }
 

@@ -92,8 +92,11 @@
 
   // ---- messages -----------------------------------------------------------
 
-  function addUser(text) {
-    add(el('div', 'msg user', text));
+  // addUser shows a user message; images, from the history, are
+  // descriptions shown as placeholders.
+  function addUser(text, images) {
+    const m = add(el('div', 'msg user', text));
+    for (const desc of images || []) m.append(el('div', 'attachment', '[image: ' + desc + ']'));
   }
 
   // system shows one of the page's system messages. kind is interrupted,
@@ -606,7 +609,7 @@
     const cards = new Map();
     for (const m of msgs) {
       if (m.role === 'user') {
-        addUser(m.content || '');
+        addUser(m.content || '', m.images);
         turn = null;
         continue;
       }
@@ -615,7 +618,7 @@
         if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
         for (const tc of m.tool_calls || []) {
           const k = newCard(turn, tc.id, tc.name);
-          try { k.args = JSON.parse(tc.arguments); } catch { k.argsRaw = tc.arguments || ''; }
+          if (tc.arguments !== undefined) k.args = tc.arguments; // the JSON object itself
           k.result = '';
           setState(k, 'done');
           cards.set(tc.id, k);
