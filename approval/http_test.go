@@ -42,10 +42,10 @@ func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) approval.Respo
 func TestApproveHandler(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	h := m.ApproveHandler(approval.HandlerConfig{})
-	prepare := func() string {
-		id, err := m.Prepare(context.Background(), request("s1", 1))
+	register := func() agent.Ticket {
+		tk, err := m.Request(context.Background(), request("s1", 1))
 		require.NoError(t, err)
-		return id
+		return tk
 	}
 	tests := []struct {
 		name        string
@@ -97,8 +97,8 @@ func TestApproveHandler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			id := prepare()
-			rec := serve(h, tt.method, tt.body(id))
+			tk := register()
+			rec := serve(h, tt.method, tt.body(tk.ApprovalID()))
 			if rec.Code != tt.wantStatus {
 				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.wantStatus, rec.Body.String())
 			}
@@ -117,7 +117,7 @@ func TestApproveHandler(t *testing.T) {
 				t.Errorf("still pending = %v, want %v", stillPending, tt.wantPending)
 			}
 			m.CancelSession("s1")
-			d, err := m.Approve(context.Background(), agent.ApprovalRequest{SessionID: "s1", ApprovalID: id})
+			d, err := tk.Wait(context.Background())
 			require.NoError(t, err)
 			if tt.wantD != nil {
 				assert.Equal(t, tt.wantD.Approved, d.Approved)
@@ -140,8 +140,9 @@ func TestInterruptHandler(t *testing.T) {
 		delete(active, sessionID)
 		return was
 	}, approval.HandlerConfig{})
-	_, err := m.Prepare(context.Background(), request("registered", 1)) // registered, not yet waited
+	tk, err := m.Request(context.Background(), request("registered", 1)) // registered, not yet waited
 	require.NoError(t, err)
+	defer tk.Wait(context.Background()) //nolint:errcheck // the release
 
 	tests := []struct {
 		name          string
@@ -197,13 +198,12 @@ func TestApproveOverHTTP(t *testing.T) {
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
 
-	req := request("s1", 1)
-	id, err := m.Prepare(context.Background(), req)
+	tk, err := m.Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	req.ApprovalID = id
+	id := tk.ApprovalID()
 	done := make(chan outcome, 1)
 	go func() {
-		d, err := m.Approve(context.Background(), req)
+		d, err := tk.Wait(context.Background())
 		done <- outcome{d, err}
 	}()
 	post := func() approval.Response {

@@ -25,13 +25,10 @@ import (
 // the agent got.
 func decideThroughList(t *testing.T, m *approval.Manager, l *approval.AllowList, answer func(id string) int) agent.Decision {
 	t.Helper()
-	ap := l.Wrap(m)
-	req := request("s1", 1)
-	id, err := ap.(agent.Preparer).Prepare(context.Background(), req)
+	tk, err := l.Wrap(m).Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	req.ApprovalID = id
-	require.Equal(t, 200, answer(id))
-	d, err := ap.Approve(context.Background(), req)
+	require.Equal(t, 200, answer(tk.ApprovalID()))
+	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
 	return d
 }
@@ -100,9 +97,10 @@ func TestAuthorize(t *testing.T) {
 		return rec.Code, decodeResponse(t, rec)
 	}
 
-	id, err := m.Prepare(context.Background(), request("s1", 1))
+	tk, err := m.Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	decide := `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+	defer tk.Wait(context.Background()) //nolint:errcheck // takes the decision
+	decide := `{"session_id":"s1","task_id":"` + tk.ApprovalID() + `","approved":true}`
 	for _, tc := range []struct {
 		cookie  string
 		status  int

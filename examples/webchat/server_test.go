@@ -378,7 +378,7 @@ func TestRejectEndsTheRun(t *testing.T) {
 
 	assert.Equal(t, true, h.decide(t, s1, call.ApprovalID, false)["success"])
 	done, chunks := ev.runDone(t)
-	assert.Equal(t, runDone{Status: "rejected", Reason: agent.ReasonRejected}, done)
+	assert.Equal(t, runDone{Status: "rejected", Reason: agent.ReasonRejected, Cause: agent.CauseUser}, done)
 	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonRejected, "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
 }
@@ -446,8 +446,8 @@ func TestApprovalTimeout(t *testing.T) {
 
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, "rejected", done.Status)
-	assert.True(t, done.TimedOut, "timed_out: %+v", done)
-	assert.True(t, approval.IsTimeout(done.Reason), "reason %q", done.Reason)
+	assert.Equal(t, agent.CauseTimeout, done.Cause, "%+v", done)
+	assert.Equal(t, "approval timed out after 50ms", done.Reason)
 	assert.Equal(t, []string{"text", "round_end", "reasoning", "text", "start get_weather", "approval_required get_weather",
 		"rejected get_weather: " + done.Reason, "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
