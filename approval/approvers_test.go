@@ -127,7 +127,7 @@ func TestWrappersPassTheTicket(t *testing.T) {
 			_, decided = tk.Decision()
 			require.False(t, decided)
 			require.Len(t, m.Pending("s"), 1)
-			assert.Equal(t, m.Pending("s")[0].ID, tk.ApprovalID(), "the Manager's approval id")
+			assert.Equal(t, m.Pending("s")[0].ApprovalID, tk.ApprovalID(), "the Manager's approval id")
 			pending, err := m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true, Scope: agent.ScopeAlways})
 			require.NoError(t, err)
 			require.True(t, pending)

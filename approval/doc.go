@@ -15,7 +15,7 @@
 // front end answers with it through [Manager.Respond] or the handler of
 // [Manager.ApproveHandler]:
 //
-//	POST /api/tool-approve {"session_id":"s1","task_id":"<approval id>","approved":true}
+//	POST /api/tool-approve {"session_id":"s1","approval_id":"<approval id>","approved":true}
 //
 // Approvals belong to a session: a run needs an agent.Input.SessionID, and
 // one without is refused at once ([ErrNoSession]) rather than left to time

@@ -42,7 +42,7 @@ func ExampleManager() {
 
 	// The browser approves at once (an auto-approve hit), before the agent
 	// waits: the decision is kept.
-	body := fmt.Sprintf(`{"session_id":"s1","task_id":%q,"approved":true}`, ticket.ApprovalID())
+	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"approved":true}`, ticket.ApprovalID())
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, post(body))
 	fmt.Print(rec.Code, " ", rec.Body.String())
@@ -83,7 +83,7 @@ func ExampleHandlerConfig() {
 
 	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
 	ticket, _ := m.Request(context.Background(), req)
-	body := fmt.Sprintf(`{"session_id":"s1","task_id":%q,"approved":true}`, ticket.ApprovalID())
+	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"approved":true}`, ticket.ApprovalID())
 	for _, owner := range []string{"", "mallory", "alice"} {
 		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")

@@ -69,9 +69,9 @@ const errStale = "approval is not pending (answered, timed out, cancelled, or lo
 type ApproveRequest struct {
 	// SessionID is the session of the run (required).
 	SessionID string `json:"session_id"`
-	// TaskID is the approval id of the approval_required chunk,
+	// ApprovalID is the approval id of the approval_required chunk,
 	// agent.ToolCall.ApprovalID (required).
-	TaskID string `json:"task_id"`
+	ApprovalID string `json:"approval_id"`
 	// Approved is the decision (required).
 	Approved *bool `json:"approved"`
 	// Reason optionally says why.
@@ -144,8 +144,8 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 			return
 		}
 		switch {
-		case req.TaskID == "":
-			writeError(w, http.StatusBadRequest, "missing task_id")
+		case req.ApprovalID == "":
+			writeError(w, http.StatusBadRequest, "missing approval_id")
 			return
 		case req.Approved == nil:
 			writeError(w, http.StatusBadRequest, "missing approved")
@@ -163,7 +163,7 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 		if len(req.Arguments) > 0 && !bytes.Equal(req.Arguments, []byte("null")) {
 			d.Arguments = req.Arguments
 		}
-		pending, err := m.Respond(req.SessionID, req.TaskID, d)
+		pending, err := m.Respond(req.SessionID, req.ApprovalID, d)
 		switch {
 		case errors.Is(err, ErrWrongSession):
 			writeError(w, http.StatusForbidden, err.Error())

@@ -58,41 +58,41 @@ func TestApproveHandler(t *testing.T) {
 		wantD       *agent.Decision
 	}{
 		{"approve", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true}`
 		}, 200, true, "", false, &agent.Decision{Approved: true}},
 		{"reject with reason, edit and scope", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":false,"reason":"no","arguments":{"n":2},"scope":"session"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":false,"reason":"no","arguments":{"n":2},"scope":"session"}`
 		}, 200, true, "", false, &agent.Decision{Reason: "no", Arguments: json.RawMessage(`{"n":2}`), Scope: agent.ScopeSession}},
 		{"null arguments mean none", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"arguments":null,"scope":"always"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"arguments":null,"scope":"always"}`
 		}, 200, true, "", false, &agent.Decision{Approved: true, Scope: agent.ScopeSession}}, // "always" is capped
 		{"stale key", "POST", func(string) string {
-			return `{"session_id":"s1","task_id":"0123456789abcdef0123456789abcdef","approved":true}`
+			return `{"session_id":"s1","approval_id":"0123456789abcdef0123456789abcdef","approved":true}`
 		}, 200, false, "not pending", true, nil},
 		{"another session", "POST", func(id string) string {
-			return `{"session_id":"s2","task_id":"` + id + `","approved":true}`
+			return `{"session_id":"s2","approval_id":"` + id + `","approved":true}`
 		}, 403, false, "another session", true, nil},
 		{"arguments not an object", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"arguments":[1]}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"arguments":[1]}`
 		}, 400, false, "JSON object", true, nil},
 		{"unknown scope", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"scope":"forever"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"scope":"forever"}`
 		}, 400, false, "scope", true, nil},
-		{"missing session_id", "POST", func(id string) string { return `{"task_id":"` + id + `","approved":true}` }, 400, false, "session_id", true, nil},
-		{"missing task_id", "POST", func(string) string { return `{"session_id":"s1","approved":true}` }, 400, false, "task_id", true, nil},
-		{"missing approved", "POST", func(id string) string { return `{"session_id":"s1","task_id":"` + id + `"}` }, 400, false, "approved", true, nil},
+		{"missing session_id", "POST", func(id string) string { return `{"approval_id":"` + id + `","approved":true}` }, 400, false, "session_id", true, nil},
+		{"missing approval_id", "POST", func(string) string { return `{"session_id":"s1","approved":true}` }, 400, false, "approval_id", true, nil},
+		{"missing approved", "POST", func(id string) string { return `{"session_id":"s1","approval_id":"` + id + `"}` }, 400, false, "approved", true, nil},
 		{"malformed JSON", "POST", func(string) string { return `{"session_id":` }, 400, false, "malformed", true, nil},
 		{"wrong type", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":"yes"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":"yes"}`
 		}, 400, false, "malformed", true, nil},
 		{"trailing data", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true} {}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true} {}`
 		}, 400, false, "after the JSON", true, nil},
 		{"empty body", "POST", func(string) string { return "" }, 400, false, "empty", true, nil},
 		{"JSON null", "POST", func(string) string { return "null" }, 400, false, "session_id", true, nil},
 		{"wrong method", "GET", func(string) string { return "" }, 405, false, "POST", true, nil},
 		{"oversized body", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"reason":"` + strings.Repeat("x", approval.MaxBodyBytes) + `"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"reason":"` + strings.Repeat("x", approval.MaxBodyBytes) + `"}`
 		}, 413, false, "larger", true, nil},
 	}
 	for _, tt := range tests {
@@ -207,7 +207,7 @@ func TestApproveOverHTTP(t *testing.T) {
 		done <- outcome{d, err}
 	}()
 	post := func() approval.Response {
-		body := `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+		body := `{"session_id":"s1","approval_id":"` + id + `","approved":true}`
 		resp, err := srv.Client().Post(srv.URL+"/api/tool-approve", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		defer resp.Body.Close()

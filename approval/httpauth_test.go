@@ -53,7 +53,7 @@ func TestClientGrantStaysInItsSession(t *testing.T) {
 			l := approval.NewAllowList()
 			h := m.ApproveHandler(tc.cfg)
 			d := decideThroughList(t, m, l, func(id string) int {
-				return serve(h, "POST", `{"session_id":"s1","task_id":"`+id+`","approved":true,"scope":"`+tc.scope+`"}`).Code
+				return serve(h, "POST", `{"session_id":"s1","approval_id":"`+id+`","approved":true,"scope":"`+tc.scope+`"}`).Code
 			})
 			assert.True(t, d.Approved)
 			assert.Equal(t, tc.wantScope, d.Scope)
@@ -100,7 +100,7 @@ func TestAuthorize(t *testing.T) {
 	tk, err := m.Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
 	defer tk.Wait(context.Background()) //nolint:errcheck // takes the decision
-	decide := `{"session_id":"s1","task_id":"` + tk.ApprovalID() + `","approved":true}`
+	decide := `{"session_id":"s1","approval_id":"` + tk.ApprovalID() + `","approved":true}`
 	for _, tc := range []struct {
 		cookie  string
 		status  int

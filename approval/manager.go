@@ -73,8 +73,9 @@ type ManagerConfig struct {
 // PendingApproval describes an approval that waits for a decision, as
 // [Manager.Pending] lists it.
 type PendingApproval struct {
-	// ID is the approval id a front end answers with ("task_id").
-	ID string `json:"id"`
+	// ApprovalID is the approval id a front end answers with, as on the
+	// approval_required chunk (agent.ToolCall.ApprovalID).
+	ApprovalID string `json:"approval_id"`
 	// SessionID is the run's session.
 	SessionID string `json:"session_id"`
 	// Round is the tool round of the call.
@@ -237,7 +238,7 @@ func (m *Manager) register(req agent.ApprovalRequest) *entry {
 }
 
 func (e *entry) pending() PendingApproval {
-	return PendingApproval{ID: e.id, SessionID: e.session, Round: e.round, Call: e.call, Created: e.created}
+	return PendingApproval{ApprovalID: e.id, SessionID: e.session, Round: e.round, Call: e.call, Created: e.created}
 }
 
 // remove deletes e from both indexes. m.mu must be held.

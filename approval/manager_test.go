@@ -447,7 +447,7 @@ func TestOnRegisterAutoApprove(t *testing.T) {
 	var seen []approval.PendingApproval
 	m = newManager(t, approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
 		seen = append(seen, p)
-		if _, err := m.Respond(p.SessionID, p.ID, agent.Decision{Approved: true}); err != nil {
+		if _, err := m.Respond(p.SessionID, p.ApprovalID, agent.Decision{Approved: true}); err != nil {
 			t.Errorf("Respond from OnRegister: %v", err)
 		}
 	}})
@@ -458,8 +458,8 @@ func TestOnRegisterAutoApprove(t *testing.T) {
 	assert.True(t, d.Approved)
 	require.Len(t, seen, 1)
 	assert.Equal(t, "run_command", seen[0].Call.Name)
-	assert.Equal(t, seen[0].ID, seen[0].Call.ApprovalID)
-	assert.Equal(t, tk.ApprovalID(), seen[0].ID)
+	assert.Equal(t, seen[0].ApprovalID, seen[0].Call.ApprovalID)
+	assert.Equal(t, tk.ApprovalID(), seen[0].ApprovalID)
 	assert.Equal(t, 0, m.Len())
 }
 
@@ -481,7 +481,7 @@ func TestPendingListing(t *testing.T) {
 		got := m.Pending("s")
 		require.Len(t, got, 2)
 		for i, want := range []int{0, 2} {
-			assert.Equal(t, ids[want], got[i].ID)
+			assert.Equal(t, ids[want], got[i].ApprovalID)
 			assert.Equal(t, "s", got[i].SessionID)
 			assert.Equal(t, 1, got[i].Round)
 			assert.Equal(t, request("s", want).Call.ID, got[i].Call.ID)
@@ -500,3 +500,19 @@ func TestPendingListing(t *testing.T) {
 
 // cancelledDecision is what the Wait of a cancelled approval returns.
 var cancelledDecision = agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted}
+
+// TestPendingApprovalJSON: a listed approval names its id approval_id, as
+// the chunks and the approval handler's body do.
+func TestPendingApprovalJSON(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	tk, err := m.Request(t.Context(), request("s", 1))
+	require.NoError(t, err)
+	defer tk.Wait(context.Background()) //nolint:errcheck // releases the entry after CancelSession
+	defer m.CancelSession("s")
+	b, err := json.Marshal(m.Pending("s")[0])
+	require.NoError(t, err)
+	var got map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.JSONEq(t, `"`+tk.ApprovalID()+`"`, string(got["approval_id"]), "%s", b)
+	assert.NotContains(t, got, "id")
+}

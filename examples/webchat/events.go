@@ -124,7 +124,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		call := p.Call
 		call.State = agent.StateApprovalRequired
 		call.ApprovalRequired = true
-		call.ApprovalID = p.ID
+		call.ApprovalID = p.ApprovalID
 		writeEvent(w, event{data: mustJSON(agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})})
 	}
 	if rc.Flush() != nil {

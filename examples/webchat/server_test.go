@@ -128,7 +128,7 @@ func (h *harness) chat(t *testing.T, session, message string) {
 
 func (h *harness) decide(t *testing.T, session, approvalID string, approved bool) map[string]any {
 	t.Helper()
-	status, out := h.post(t, "/api/tool-approve", mustString(map[string]any{"session_id": session, "task_id": approvalID, "approved": approved}))
+	status, out := h.post(t, "/api/tool-approve", mustString(map[string]any{"session_id": session, "approval_id": approvalID, "approved": approved}))
 	require.Equal(t, http.StatusOK, status, "tool-approve: %v", out)
 	return out
 }
@@ -508,7 +508,7 @@ func TestSecondChatInBusySessionIs409(t *testing.T) {
 	redraw := ev3.next(t).chunk(t)
 	require.Equal(t, agent.KindToolCall, redraw.Kind)
 	assert.Equal(t, agent.StateApprovalRequired, redraw.Tool.State)
-	assert.Equal(t, h.srv.approvals.Pending(s1)[0].ID, redraw.Tool.ApprovalID)
+	assert.Equal(t, h.srv.approvals.Pending(s1)[0].ApprovalID, redraw.Tool.ApprovalID)
 	assert.JSONEq(t, `{"city":"Paris"}`, string(redraw.Tool.Arguments))
 
 	status, _ = h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
@@ -541,7 +541,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"/api/chat", `{"session_id":1,"message":"hi"}`, http.StatusBadRequest},
 		{"/api/tool-approve", `{`, http.StatusBadRequest},
 		{"/api/tool-approve", `{}`, http.StatusBadRequest},
-		{"/api/tool-approve", `{"session_id":"` + s1 + `","task_id":"x"}`, http.StatusBadRequest},
+		{"/api/tool-approve", `{"session_id":"` + s1 + `","approval_id":"x"}`, http.StatusBadRequest},
 		{"/api/interrupt", `{`, http.StatusBadRequest},
 		{"/api/interrupt", `{}`, http.StatusBadRequest},
 		{"/api/chat", `{"session_id":"` + s1 + `","message":"` + strings.Repeat("x", maxBody) + `"}`, http.StatusRequestEntityTooLarge},

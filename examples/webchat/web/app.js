@@ -383,7 +383,7 @@
     if (k.state === 'approval') render(k);
     let res;
     try {
-      res = await post('/api/tool-approve', { session_id: st.sessionId, task_id: k.approvalId, approved });
+      res = await post('/api/tool-approve', { session_id: st.sessionId, approval_id: k.approvalId, approved });
     } catch (e) {
       k.busy = false;
       if (k.state === 'approval' || k.auto) setState(k, 'approval');
