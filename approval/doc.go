@@ -34,9 +34,10 @@
 // The session id in a request body is no credential: whoever can reach the
 // handlers could decide any session's calls. A [HandlerConfig] binds them
 // to the host's authentication (Authorize: may this request act on this
-// session?) and says how far a client's grant may reach: a decision with
-// the scope "always" is taken as "session" unless the host sets
-// AllowAlways.
+// session?); the handlers refuse to work without it, unless the host says
+// [AllowAnyCaller] (a single-user tool on the loopback interface). It also
+// says how far a client's grant may reach: a decision with the scope
+// "always" is taken as "session" unless the host sets AllowAlways.
 //
 // Waiting costs no goroutine and a few hundred bytes per approval; see
 // BENCHMARKS.md at the root of the module.

@@ -26,7 +26,8 @@ func ExampleManager() {
 	// checking that the caller owns the session (see HandlerConfig),
 	//   mux.Handle("POST /api/tool-approve", m.ApproveHandler(cfg))
 	//   mux.Handle("POST /api/interrupt", m.InterruptHandler(cancelRun, cfg))
-	handler := m.ApproveHandler(approval.HandlerConfig{})
+	// This example has one user and no network: anyone may decide.
+	handler := m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
 	post := func(body string) *http.Request {
 		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")

@@ -41,7 +41,7 @@ func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) approval.Respo
 
 func TestApproveHandler(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
-	h := m.ApproveHandler(approval.HandlerConfig{})
+	h := m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
 	register := func() agent.Ticket {
 		tk, err := m.Request(context.Background(), request("s1", 1))
 		require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestInterruptHandler(t *testing.T) {
 		was := active[sessionID]
 		delete(active, sessionID)
 		return was
-	}, approval.HandlerConfig{})
+	}, approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
 	tk, err := m.Request(context.Background(), request("registered", 1)) // registered, not yet waited
 	require.NoError(t, err)
 	defer tk.Wait(context.Background()) //nolint:errcheck // the release
@@ -183,7 +183,7 @@ func TestInterruptHandler(t *testing.T) {
 	assert.Equal(t, []string{"running", "registered", "nobody", "running"}, interrupted)
 
 	// A nil interrupt func only cancels approvals.
-	rec := serve(m.InterruptHandler(nil, approval.HandlerConfig{}), "POST", `{"session_id":"x"}`)
+	rec := serve(m.InterruptHandler(nil, approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), "POST", `{"session_id":"x"}`)
 	assert.Equal(t, 404, rec.Code)
 }
 
@@ -193,7 +193,7 @@ func TestApproveOverHTTP(t *testing.T) {
 	leaktest.Check(t)
 	m := newManager(t, approval.ManagerConfig{})
 	mux := http.NewServeMux()
-	mux.Handle("POST /api/tool-approve", m.ApproveHandler(approval.HandlerConfig{}))
+	mux.Handle("POST /api/tool-approve", m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
@@ -223,4 +223,41 @@ func TestApproveOverHTTP(t *testing.T) {
 	r := post()
 	assert.False(t, r.Success, "a second answer finds a stale card")
 	assert.Equal(t, 0, m.Len())
+}
+
+// TestHandlersNeedAuthorize: the session id in a body is no credential, so
+// a handler whose config has no Authorize acts on nothing and says why; a
+// host that means "anyone" says so with AllowAnyCaller.
+func TestHandlersNeedAuthorize(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	tk, err := m.Request(context.Background(), request("s1", 1))
+	require.NoError(t, err)
+	interrupted := false
+	handlers := map[string]struct {
+		h    func(approval.HandlerConfig) http.Handler
+		body string
+	}{
+		"approve": {m.ApproveHandler, `{"session_id":"s1","approval_id":"` + tk.ApprovalID() + `","approved":true}`},
+		"interrupt": {func(c approval.HandlerConfig) http.Handler {
+			return m.InterruptHandler(func(string) bool { interrupted = true; return true }, c)
+		}, `{"session_id":"s1"}`},
+	}
+	for name, tt := range handlers {
+		t.Run(name, func(t *testing.T) {
+			for _, body := range []string{tt.body, `{`} {
+				rec := serve(tt.h(approval.HandlerConfig{AllowAlways: true}), "POST", body)
+				require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+				r := decodeResponse(t, rec)
+				assert.Contains(t, r.Error, "HandlerConfig.Authorize")
+				assert.Contains(t, r.Error, "AllowAnyCaller")
+			}
+			assert.Len(t, m.Pending("s1"), 1, "nothing was decided or cancelled")
+			assert.False(t, interrupted)
+		})
+	}
+	rec := serve(m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), "POST", handlers["approve"].body)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	d, err := tk.Wait(context.Background())
+	require.NoError(t, err)
+	assert.True(t, d.Approved)
 }

@@ -44,9 +44,9 @@ func TestClientGrantStaysInItsSession(t *testing.T) {
 		wantScope   agent.Scope
 		otherAllows bool
 	}{
-		{"always is capped", approval.HandlerConfig{}, "always", agent.ScopeSession, false},
-		{"session", approval.HandlerConfig{}, "session", agent.ScopeSession, false},
-		{"always allowed by the host", approval.HandlerConfig{AllowAlways: true}, "always", agent.ScopeAlways, true},
+		{"always is capped", approval.HandlerConfig{Authorize: approval.AllowAnyCaller}, "always", agent.ScopeSession, false},
+		{"session", approval.HandlerConfig{Authorize: approval.AllowAnyCaller}, "session", agent.ScopeSession, false},
+		{"always allowed by the host", approval.HandlerConfig{Authorize: approval.AllowAnyCaller, AllowAlways: true}, "always", agent.ScopeAlways, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newManager(t, approval.ManagerConfig{})
@@ -133,7 +133,7 @@ func TestAuthorize(t *testing.T) {
 // with 415 before it is read (a form post from another site cannot be one).
 func TestHandlersWantJSON(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
-	for _, h := range []http.Handler{m.ApproveHandler(approval.HandlerConfig{}), m.InterruptHandler(nil, approval.HandlerConfig{})} {
+	for _, h := range []http.Handler{m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), m.InterruptHandler(nil, approval.HandlerConfig{Authorize: approval.AllowAnyCaller})} {
 		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonx"} {
 			req := httptest.NewRequest("POST", "/api/x", strings.NewReader(`{"session_id":"s1"}`))
 			if ct != "" {
@@ -157,7 +157,7 @@ func TestHandlersWantJSON(t *testing.T) {
 func TestSlowBodyTimesOut(t *testing.T) {
 	leaktest.Check(t)
 	m := newManager(t, approval.ManagerConfig{})
-	srv := httptest.NewUnstartedServer(m.ApproveHandler(approval.HandlerConfig{}))
+	srv := httptest.NewUnstartedServer(m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}))
 	srv.Config.ReadTimeout = 200 * time.Millisecond
 	srv.Start()
 	defer srv.Close()
