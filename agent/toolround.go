@@ -306,6 +306,7 @@ func rejectionCause(d Decision, decided bool) Cause {
 func interruptedApproval(d Decision, err error, decided bool) (Cause, string) {
 	switch {
 	case err != nil || d.Cause == CauseApprovalInterrupted:
+		// The approver gave up with the context: still pending.
 	case d.Approved:
 		return CauseNotRun, ReasonNotRun
 	case d.Reason != "" || decided:
