@@ -96,9 +96,11 @@ type Config struct {
 	// Approver decides on tool calls that do not skip approval. Required
 	// when Tools holds such a tool. A tool that needs approval and is added
 	// to Tools after New, on an agent without an Approver, never runs: its
-	// calls are rejected with ReasonNoApprover.
+	// calls are rejected with CauseNoApprover.
 	Approver Approver
-	// OnReject says what a rejection does; the default ends the run.
+	// OnReject says what a rejection does; the default ends the run. A
+	// call of an unknown tool or with invalid arguments is rejected too,
+	// but never ends the run: the model reads why and may call again.
 	OnReject RejectAction
 	// ParallelTools lets approved calls of one round execute concurrently:
 	// every approval of the round is asked first, in call order, then the

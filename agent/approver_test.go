@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func TestInterruptDuringApprovalSaysWhatHappened(t *testing.T) {
 				return fn(ctx, args, p)
 			}
 			a := newAgent(t, srv, func(c *agent.Config) {
-				c.Approver = agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
+				c.Approver = personFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
 					cancel() // the user presses stop while the card is shown
 					return tt.decide(ctx)
 				})
@@ -246,7 +247,7 @@ func TestParallelCallsAndSkipApproval(t *testing.T) {
 	)
 	var asked []string
 	a := newAgent(t, srv, func(c *agent.Config) {
-		c.Approver = agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
 			asked = append(asked, r.Call.Name)
 			return agent.Decision{Approved: true}, nil
 		})
@@ -273,7 +274,7 @@ func TestRejectionEndsRunByDefault(t *testing.T) {
 		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Call(1, "call_2", "get_weather", `{"city":"Bergen"}`).Finish("tool_calls"),
 	)
 	a := newAgent(t, srv, func(c *agent.Config) {
-		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{Approved: false, Reason: "not now"}, nil
 		})
 	}, weatherTool())
@@ -301,7 +302,7 @@ func TestRejectionContinueTellsModel(t *testing.T) {
 	)
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.OnReject = agent.RejectContinue
-		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{}, nil
 		})
 	}, weatherTool())
@@ -324,7 +325,7 @@ func TestEditedArguments(t *testing.T) {
 		agenttest.Reply().Text("ok").Finish("stop"),
 	)
 	a := newAgent(t, srv, func(c *agent.Config) {
-		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{Approved: true, Arguments: json.RawMessage(`{"city":"Tromsø"}`)}, nil
 		})
 	}, weatherTool())
@@ -339,28 +340,34 @@ func TestEditedArguments(t *testing.T) {
 	assert.Equal(t, "sunny in Tromsø", result)
 }
 
-func TestPreparerIsCalledBeforeTheChunk(t *testing.T) {
+// TestRequestComesBeforeTheChunk: a person's approval is registered
+// (Request) before its approval_required chunk is yielded, the chunk carries
+// the ticket's id, and the ticket is waited for once.
+func TestRequestComesBeforeTheChunk(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
 	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), agenttest.Reply().Text("ok").Finish("stop"))
-	p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+	p := &recorder{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
 	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = p }, weatherTool())
 	for c, err := range a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "go"}) {
 		require.NoError(t, err)
 		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
-			assert.Equal(t, int32(1), p.prepared.Load(), "registered before the chunk is yielded")
+			assert.Equal(t, int32(1), p.requested.Load(), "registered before the chunk is yielded")
 			assert.Equal(t, "key-1", c.Tool.ApprovalID)
 			assert.True(t, c.Tool.ApprovalRequired)
 		}
 	}
-	assert.Equal(t, int32(1), p.approved.Load())
+	assert.Equal(t, int32(1), p.waited.Load())
 }
 
-func TestBreakAfterApprovalRequiredReleasesPreparedApproval(t *testing.T) {
+// TestBreakAfterApprovalRequiredReleasesThePendingApproval: a consumer that
+// stops at the card leaves a ticket nobody waits for; the agent still calls
+// its Wait once, with a cancelled context, so the approver releases it.
+func TestBreakAfterApprovalRequiredReleasesThePendingApproval(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
 	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
-	p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+	p := &recorder{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
 	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = p }, weatherTool())
 	turn := a.NewTurn(agent.Input{Message: "go"})
 	for c, err := range turn.Run(context.Background()) {
@@ -369,36 +376,180 @@ func TestBreakAfterApprovalRequiredReleasesPreparedApproval(t *testing.T) {
 			break
 		}
 	}
-	assert.Equal(t, int32(1), p.approved.Load(), "Approve is called exactly once after Prepare")
-	assert.Equal(t, int32(1), p.cancelledApprove.Load(), "with a cancelled context")
+	assert.Equal(t, int32(1), p.waited.Load(), "Wait is called exactly once after Request")
+	assert.Equal(t, int32(1), p.released.Load(), "with a cancelled context")
 	validHistory(t, turn.Messages())
 }
 
-// TestApproverErrorIsARejection: an Approver's error rejects the call with
-// the error's text as reason, or the default reason when the text is empty;
-// the run does not fail.
-func TestApproverErrorIsARejection(t *testing.T) {
-	for _, msg := range []string{"approval service down", ""} {
-		t.Run(fmt.Sprintf("%q", msg), func(t *testing.T) {
+// TestInterruptDuringRequestShowsNoCard: a run interrupted while the
+// Approver registered the call shows no card for it; the ticket is still
+// waited for once (the release), and the call is rejected as interrupted.
+func TestInterruptDuringRequestShowsNoCard(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &recorder{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+			t, err := p.Request(ctx, req)
+			cancel() // the user presses stop while the call is registered
+			return t, err
+		})
+	}, weatherTool())
+	turn := a.NewTurn(agent.Input{Message: "go"})
+	chunks, err := collect(turn.Run(ctx))
+	require.NoError(t, err)
+	tr := trace(chunks)
+	assert.NotContains(t, tr, "tool:approval_required:get_weather")
+	assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonApprovalInterrupted, "interrupted"}, tr[len(tr)-2:])
+	assert.Equal(t, agent.CauseApprovalInterrupted, rejection(t, chunks, "call_1").Cause)
+	assert.Equal(t, int32(1), p.waited.Load(), "the ticket is waited for once")
+	assert.Equal(t, int32(1), p.released.Load(), "with a cancelled context")
+	validHistory(t, turn.Messages())
+}
+
+// logging is a wrapper as a host writes one: it logs every request and
+// passes the ticket of the approver it wraps through.
+type logging struct {
+	next agent.Approver
+	log  []string
+}
+
+func (l *logging) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	t, err := l.next.Request(ctx, req)
+	l.log = append(l.log, req.Call.ID+" "+t.ApprovalID())
+	return t, err
+}
+
+// metrics is a wrapper that looks at decisions: it returns a ticket of its
+// own that waits with the wrapped one's.
+type metrics struct {
+	next     agent.Approver
+	approved atomic.Int32
+}
+
+func (m *metrics) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	t, err := m.next.Request(ctx, req)
+	if _, decided := t.Decision(); err != nil || decided {
+		return t, err
+	}
+	return agent.Pending(t.ApprovalID(), func(ctx context.Context) (agent.Decision, error) {
+		d, err := t.Wait(ctx)
+		if err == nil && d.Approved {
+			m.approved.Add(1)
+		}
+		return d, err
+	}), nil
+}
+
+// TestWrappedManagerKeepsEarlyDecision: an approver that wraps a Manager
+// (to log, to count, with ready wrappers around it) keeps the Manager's
+// registration, so a decision sent the moment the card shows (here from the
+// range loop, before the agent waits) is taken, and the chunk carries the
+// Manager's approval id.
+func TestWrappedManagerKeepsEarlyDecision(t *testing.T) {
+	m, err := approval.NewManager(approval.ManagerConfig{Timeout: time.Minute})
+	require.NoError(t, err)
+	log := &logging{next: m}
+	count := &metrics{next: log}
+	wrappers := map[string]agent.Approver{
+		"logging":             log,
+		"metrics":             count,
+		"in ready wrappers":   approval.WithTimeout(approval.Chain(count, approval.DenyTools("", "rm")), time.Minute),
+		"around ready ones":   &logging{next: approval.NewAllowList().Wrap(m)},
+		"in a wrapper's wait": &metrics{next: approval.WithTimeout(m, time.Minute)},
+	}
+	for name, ap := range wrappers {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
 			srv := newServer(t)
 			srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), agenttest.Reply().Text("ok").Finish("stop"))
-			a := newAgent(t, srv, func(c *agent.Config) {
-				c.OnReject = agent.RejectContinue
-				c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
-					return agent.Decision{Approved: true}, errors.New(msg)
-				})
-			}, weatherTool())
-			turn := a.NewTurn(agent.Input{Message: "go"})
-			chunks, err := collect(turn.Run(context.Background()))
-			require.NoError(t, err)
-			want := msg
-			if want == "" {
-				want = agent.ReasonRejected
+			a := newAgent(t, srv, func(c *agent.Config) { c.Approver = ap }, weatherTool())
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var chunks []agent.Chunk
+			responded := false
+			for c, err := range a.Run(ctx, agent.Input{SessionID: "s1", Message: "go"}) {
+				require.NoError(t, err)
+				chunks = append(chunks, c)
+				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+					responded, err = m.Respond("s1", c.Tool.ApprovalID, agent.Decision{Approved: true})
+					require.NoError(t, err)
+				}
 			}
-			assert.Contains(t, trace(chunks), "rejected:get_weather:"+want)
-			msgs := turn.Messages()
-			validHistory(t, msgs)
-			assert.Equal(t, want, msgs[len(msgs)-2].Content)
+			assert.True(t, responded, "the decision sent as the card showed found its approval")
+			assert.Equal(t, "sunny in Oslo", results(chunks)["call_1"])
+			assert.Zero(t, m.Len())
 		})
 	}
+	assert.NotEmpty(t, log.log)
+	assert.Equal(t, int32(2), count.approved.Load(), "the metrics wrapper saw its decisions")
+}
+
+// TestApproverErrorIsARejection: an Approver's error, from Request or from
+// Wait, rejects the call with the cause approval_failed and the error's text
+// as reason (a default one when the text is empty); the run does not fail.
+func TestApproverErrorIsARejection(t *testing.T) {
+	approvers := map[string]func(err error) agent.Approver{
+		"Wait": func(err error) agent.Approver {
+			return personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+				return agent.Decision{Approved: true}, err
+			})
+		},
+		"Request": func(err error) agent.Approver {
+			return approverFunc(func(context.Context, agent.ApprovalRequest) (agent.Ticket, error) {
+				return agent.Decided(agent.Decision{Approved: true}), err
+			})
+		},
+		"a Pending ticket without a wait": func(error) agent.Approver {
+			return approverFunc(func(context.Context, agent.ApprovalRequest) (agent.Ticket, error) {
+				return agent.Pending("id", nil), nil
+			})
+		},
+	}
+	for _, msg := range []string{"approval service down", ""} {
+		for from, approver := range approvers {
+			t.Run(fmt.Sprintf("%s/%q", from, msg), func(t *testing.T) {
+				srv := newServer(t)
+				srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"), agenttest.Reply().Text("ok").Finish("stop"))
+				a := newAgent(t, srv, func(c *agent.Config) {
+					c.OnReject = agent.RejectContinue
+					c.Approver = approver(errors.New(msg))
+				}, weatherTool())
+				turn := a.NewTurn(agent.Input{Message: "go"})
+				chunks, err := collect(turn.Run(context.Background()))
+				require.NoError(t, err)
+				rej := rejection(t, chunks, "call_1")
+				assert.Equal(t, agent.CauseApprovalFailed, rej.Cause)
+				if from != "a Pending ticket without a wait" {
+					assert.Contains(t, rej.Reason, msg)
+				}
+				assert.NotEmpty(t, rej.Reason)
+				msgs := turn.Messages()
+				validHistory(t, msgs)
+				assert.Equal(t, rej.Reason, msgs[len(msgs)-2].Content)
+			})
+		}
+	}
+}
+
+// approverFunc adapts a function to agent.Approver.
+type approverFunc func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error)
+
+func (f approverFunc) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	return f(ctx, req)
+}
+
+// rejection returns the rejected chunk's call of call id.
+func rejection(t *testing.T, chunks []agent.Chunk, id string) *agent.ToolCall {
+	t.Helper()
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolRejected && c.Tool.ID == id {
+			return c.Tool
+		}
+	}
+	t.Fatalf("no rejected chunk for %s: %v", id, trace(chunks))
+	return nil
 }

@@ -21,8 +21,9 @@ const (
 	KindReasoning
 	// KindToolCall is a tool call changing state (Tool).
 	KindToolCall
-	// KindToolRejected is a tool call that was rejected, timed out or
-	// interrupted (Tool, with Tool.State == StateRejected).
+	// KindToolRejected is a tool call that was rejected, timed out,
+	// interrupted or could not run (Tool, with Tool.State ==
+	// StateRejected; Tool.Cause says which).
 	KindToolRejected
 	// KindSide is a side message of a tool, right after its executing
 	// chunk (Tool, Side).
@@ -154,13 +155,17 @@ type ToolCall struct {
 	ArgumentsRaw string `json:"arguments_raw,omitempty"`
 	// ApprovalRequired is true on the approval_required chunk.
 	ApprovalRequired bool `json:"approval_required,omitempty"`
-	// ApprovalID is the id a Preparer gave the pending approval; a front end
-	// answers the approval with it.
+	// ApprovalID is the id of the pending approval (its [Ticket]'s), on the
+	// approval_required chunk; a front end answers the approval with it.
 	ApprovalID string `json:"approval_id,omitempty"`
 	// Result is the tool's result (state result).
 	Result string `json:"result,omitempty"`
-	// Reason says why a call was rejected (state rejected).
+	// Reason says why a call was rejected (state rejected), in words for
+	// people and for the model.
 	Reason string `json:"reason,omitempty"`
+	// Cause is the kind of the rejection (state rejected): who or what
+	// rejected the call, or why it could not run.
+	Cause Cause `json:"cause,omitempty"`
 	// PartialResult is what the tool wrote to its Progress before it was
 	// interrupted (state rejected).
 	PartialResult string `json:"partial_result,omitempty"`

@@ -58,12 +58,13 @@
 // Each call is a [ToolCall] that moves through the states start (as soon as
 // its name streams in), approval_required, executing (repeated with
 // [ToolCall.PartialResult] while the tool writes to its [Progress]) and
-// result, or ends rejected. Tools registered with
-// [ToolDefinition.SkipApproval] go from start to executing. Arguments that
-// are not a JSON object, or do not match the tool's schema, and unknown
-// tools never reach the [Approver] or a tool: the model reads an error tool
-// message and the loop goes on. Arguments that are not a JSON object are
-// kept in the history wrapped in one (see
+// result, or ends rejected, with a [Cause] that says why beside the reason
+// in words. Tools registered with [ToolDefinition.SkipApproval] go from
+// start to executing. Arguments that are not a JSON object, or do not match
+// the tool's schema, and unknown tools never reach the [Approver] or a tool:
+// the call is rejected ([CauseInvalidArguments], [CauseUnknownTool]), the
+// model reads why, and the loop goes on. Arguments that are not a JSON
+// object are kept in the history wrapped in one (see
 // [memory.ValidArguments]), because some providers refuse a conversation
 // whose earlier arguments they cannot parse; the chunks show the raw text
 // in [ToolCall.ArgumentsRaw]. A tool that fails
@@ -74,17 +75,20 @@
 // arrive decoded. A running tool finds its session, call and round with
 // [CallFromContext].
 //
-// An [Approver] decides on each call. One whose decisions come from
-// elsewhere (a browser) also implements [Preparer]: the agent calls Prepare
-// before it yields approval_required, so a decision can never arrive too
-// early, and always answers a prepared approval, so none is left pending.
-// Package approval has a ready Manager and composable approvers.
+// An [Approver] decides on each call. Its Request registers the call before
+// anything is shown and returns a [Ticket]: a decision taken at once by a
+// policy ([Decided]; no approval_required chunk, a rejection has
+// [CausePolicy]), or a pending approval ([Pending]) that the agent shows as
+// approval_required, with the ticket's approval id, and then waits for. A
+// decision can therefore never arrive too early, and the agent waits for
+// every pending ticket, also when the run ended first, so none is left
+// pending. Package approval has a ready Manager and composable approvers.
 //
 // # Stopping
 //
 // Cancelling ctx interrupts the run wherever it is: a pending approval ends
-// as rejected ("interrupted while waiting for approval"), a running tool as
-// rejected ("tool call interrupted") with the output it wrote so far, then an
+// as rejected ([CauseApprovalInterrupted]), a running tool as rejected
+// ([CauseInterrupted]) with the output it wrote so far, then an
 // interrupted chunk ends the run and the iterator returns nil. Breaking out
 // of the loop ends the run too: running tools are cancelled and waited for,
 // nothing is yielded again. No goroutine started by a run outlives it.

@@ -80,7 +80,6 @@ func ExampleAgent_Run() {
 	// text " "
 	// round_end 0 need_tool
 	// tool get_weather start
-	// tool get_weather approval_required
 	// tool get_weather executing
 	// tool get_weather result sunny, 22 C in Paris
 	// round_end 1
@@ -89,7 +88,8 @@ func ExampleAgent_Run() {
 }
 
 // A custom Approver: a policy that lets read-only tools run and refuses the
-// rest with a reason the model reads.
+// rest with a reason the model reads. A policy decides at once, so the agent
+// shows no approval card for its calls.
 func ExampleApproverFunc() {
 	readOnly := map[string]bool{"get_weather": true, "get_time": true}
 	policy := agent.ApproverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
@@ -100,12 +100,13 @@ func ExampleApproverFunc() {
 	})
 
 	for _, name := range []string{"get_weather", "run_command"} {
-		d, _ := policy.Approve(context.Background(), agent.ApprovalRequest{Call: agent.ToolCall{Name: name}})
-		fmt.Printf("%s %v %q\n", name, d.Approved, d.Reason)
+		ticket, _ := policy.Request(context.Background(), agent.ApprovalRequest{Call: agent.ToolCall{Name: name}})
+		d, decided := ticket.Decision()
+		fmt.Printf("%s decided=%v approved=%v %q\n", name, decided, d.Approved, d.Reason)
 	}
 	// Output:
-	// get_weather true ""
-	// run_command false "run_command is not allowed here"
+	// get_weather decided=true approved=true ""
+	// run_command decided=true approved=false "run_command is not allowed here"
 }
 
 // A custom Tool that reports partial output while it works; the agent shows

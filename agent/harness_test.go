@@ -51,7 +51,7 @@ func newAgent(t *testing.T, srv *agenttest.Server, mut func(*agent.Config), tool
 		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
 		Model:          "test-model",
 		Tools:          reg,
-		Approver:       agent.ApproverFunc(approveAll),
+		Approver:       approveAll,
 	}
 	if strict {
 		cfg.RequestShape = agent.ShapeStrict
@@ -91,10 +91,20 @@ func withPrompt(t *testing.T, req *agenttest.Request, want string) []agenttest.M
 	return msgs
 }
 
-// approveAll is the default Approver of newAgent: it approves every call.
-func approveAll(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
-	return agent.Decision{Approved: true}, nil
+// personFunc is an Approver that asks a person: its tickets are pending, so
+// the agent shows the approval_required chunk, and the decision is the
+// function's, taken when the agent waits.
+type personFunc func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error)
+
+func (f personFunc) Request(_ context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) { return f(ctx, req) }), nil
 }
+
+// approveAll is the default Approver of newAgent: a person who approves
+// every call as soon as it is shown.
+var approveAll = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+	return agent.Decision{Approved: true}, nil
+})
 
 // collect runs seq to its end and returns its chunks, stopping at the
 // first error.
@@ -294,25 +304,27 @@ func stores(t *testing.T) map[string]func(t *testing.T) memory.Store {
 	}
 }
 
-// preparer records the Prepare/Approve protocol.
-type preparer struct {
-	prepared, approved atomic.Int32
-	cancelledApprove   atomic.Int32
-	decide             func(ctx context.Context) (agent.Decision, error)
+// recorder is an Approver that asks a person and records the protocol: its
+// tickets have the approval ids "key-1", "key-2", ...; it counts the
+// requests, the waits, and the waits that came with an already cancelled
+// context (the releases the agent owes).
+type recorder struct {
+	requested, waited, released atomic.Int32
+	decide                      func(ctx context.Context) (agent.Decision, error)
 }
 
-func (p *preparer) Prepare(ctx context.Context, req agent.ApprovalRequest) (string, error) {
-	return fmt.Sprintf("key-%d", p.prepared.Add(1)), nil
-}
-
-func (p *preparer) Approve(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
-	p.approved.Add(1)
-	if req.ApprovalID == "" {
-		return agent.Decision{}, errors.New("approve without prepare")
-	}
-	if ctx.Err() != nil {
-		p.cancelledApprove.Add(1)
-		return agent.Decision{}, ctx.Err()
-	}
-	return p.decide(ctx)
+func (p *recorder) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	id := fmt.Sprintf("key-%d", p.requested.Add(1))
+	var once atomic.Bool
+	return agent.Pending(id, func(ctx context.Context) (agent.Decision, error) {
+		if once.Swap(true) {
+			return agent.Decision{}, errors.New("Wait called twice")
+		}
+		p.waited.Add(1)
+		if ctx.Err() != nil {
+			p.released.Add(1)
+			return agent.Decision{}, ctx.Err()
+		}
+		return p.decide(ctx)
+	}), nil
 }

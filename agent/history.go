@@ -18,7 +18,7 @@ import (
 //     message with content and tool calls, then one tool message per call
 //     (its result, or its rejection reason after any partial output);
 //   - calls whose arguments were still streaming when the run ended
-//     ([ReasonIncomplete]) are left out: they never ran;
+//     ([CauseIncomplete]) are left out: they never ran;
 //   - reasoning, side messages and warnings are not history.
 //
 // For the chunks of one complete run, History returns the same messages as
@@ -100,7 +100,7 @@ func History(chunks []Chunk) []memory.Message {
 				continue
 			}
 			c := call(ch.Tool)
-			if ch.Tool.Reason == ReasonIncomplete {
+			if ch.Tool.Cause == CauseIncomplete {
 				c.incomplete = true
 				continue
 			}

@@ -14,7 +14,7 @@ import (
 // TestHistoryFromChunksMatchesTurnMessages runs scenarios that end in every
 // way and checks that History(chunks) rebuilds exactly what the run recorded.
 func TestHistoryFromChunksMatchesTurnMessages(t *testing.T) {
-	reject := agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+	reject := personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 		return agent.Decision{Reason: "no"}, nil
 	})
 	tests := []struct {

@@ -21,7 +21,7 @@ func TestInterruptDuringApproval(t *testing.T) {
 	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := &preparer{decide: func(ctx context.Context) (agent.Decision, error) {
+	p := &recorder{decide: func(ctx context.Context) (agent.Decision, error) {
 		cancel() // the user presses stop while the card waits
 		<-ctx.Done()
 		return agent.Decision{}, ctx.Err()
@@ -127,7 +127,7 @@ func TestInterruptBetweenCallsAsksNoMore(t *testing.T) {
 				Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
 				Call(2, "call_3", "show_card", `{}`).
 				Finish("tool_calls"))
-			p := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+			p := &recorder{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
 			a := newAgent(t, srv, func(c *agent.Config) {
 				c.ParallelTools = parallel
 				c.Approver = p
@@ -137,23 +137,27 @@ func TestInterruptBetweenCallsAsksNoMore(t *testing.T) {
 			for c, err := range turn.Run(ctx) {
 				require.NoError(t, err)
 				chunks = append(chunks, c)
-				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult && c.Tool.ID == "call_1" {
+				if c.Tool != nil && c.Tool.ID == "call_1" && (c.Kind == agent.KindToolRejected || c.Tool.State == agent.StateResult) {
 					cancel() // the user presses stop as the first result shows
 				}
 			}
 			tr := trace(chunks)
+			firstEnd := "tool:result:get_weather"
+			if parallel {
+				firstEnd = `rejected:no_such_tool:error: unknown tool "no_such_tool"`
+			}
 			assert.Equal(t, []string{
-				"tool:result:" + first,
+				firstEnd,
 				"rejected:get_weather:" + agent.ReasonNotRun,
 				"rejected:show_card:" + agent.ReasonNotRun,
 				"interrupted",
 			}, tr[len(tr)-4:])
 			if parallel {
-				assert.Zero(t, p.prepared.Load(), "no approval prepared after the interrupt")
+				assert.Zero(t, p.requested.Load(), "no approval prepared after the interrupt")
 			} else {
-				assert.Equal(t, int32(1), p.prepared.Load(), "no approval prepared after the interrupt")
+				assert.Equal(t, int32(1), p.requested.Load(), "no approval prepared after the interrupt")
 			}
-			assert.Equal(t, p.prepared.Load(), p.approved.Load())
+			assert.Equal(t, p.requested.Load(), p.waited.Load())
 			closedCards(t, chunks)
 			validHistory(t, turn.Messages())
 			assert.Equal(t, strip(turn.Messages()[1:]), strip(agent.History(chunks)))

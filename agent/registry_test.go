@@ -81,7 +81,9 @@ func TestRunKeepsItsTools(t *testing.T) {
 	assert.Equal(t, []string{"get_weather", "ping"}, srv.Requests()[5].ToolNames())
 	assert.Empty(t, asked, "get_weather skips approval now")
 	assert.Equal(t, "sunny in Lima", results(chunks)["call_4"])
-	assert.Equal(t, `error: unknown tool "show_card"`, results(chunks)["call_5"])
+	rej := rejection(t, chunks, "call_5")
+	assert.Equal(t, agent.CauseUnknownTool, rej.Cause)
+	assert.Equal(t, `error: unknown tool "show_card"`, rej.Reason)
 }
 
 // TestNoTruncateToolAddedAfterNew: a NoTruncate tool added to the registry

@@ -27,10 +27,16 @@ var ErrTruncated = wire.ErrTruncated
 // ErrTurnUsed is returned by ranging a second time over [Turn.Run].
 var ErrTurnUsed = errors.New("agent: a Turn runs once")
 
-// Reasons given on rejected tool calls.
+// Reasons given on rejected tool calls, when nothing gave a better one. They
+// are text for people and for the model; a host tells rejections apart by
+// their [Cause].
 const (
-	// ReasonRejected is the reason of a call rejected without a reason.
+	// ReasonRejected is the reason of a call a person rejected without a
+	// reason.
 	ReasonRejected = "rejected by user"
+	// ReasonDenied is the reason of a call a policy rejected without a
+	// reason.
+	ReasonDenied = "denied by policy"
 	// ReasonApprovalInterrupted is the reason of a call whose approval was
 	// still pending when the run was interrupted. A call whose approval was
 	// decided just before the interrupt records the decision instead: an
@@ -642,7 +648,7 @@ func (r *run) recordPartial(withTools bool) {
 		if c.Name == "" {
 			continue
 		}
-		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateRejected, Reason: ReasonIncomplete}})
+		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateRejected, Reason: ReasonIncomplete, Cause: CauseIncomplete}})
 	}
 }
 

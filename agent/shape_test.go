@@ -113,7 +113,7 @@ func TestStrictShapeForEveryEnding(t *testing.T) {
 		c.RequestShape = agent.ShapeStrict
 		c.Store = st
 		c.OnReject = agent.RejectEndRun
-		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{Approved: false, Reason: "no"}, nil
 		})
 	}, weatherTool())

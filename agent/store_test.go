@@ -79,7 +79,7 @@ func TestStorePersistsInterruptedTurn(t *testing.T) {
 	defer cancel()
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.Store = st
-		c.Approver = agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
 			cancel()
 			<-ctx.Done()
 			return agent.Decision{}, ctx.Err()
@@ -233,7 +233,7 @@ func TestNothingAfterInterrupted(t *testing.T) {
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.Store = st
 		c.SummarizeAt = 5
-		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{Reason: "no"}, nil
 		})
 	}, weatherTool())
@@ -408,7 +408,7 @@ func TestUserMessageSavedWhenTurnStarts(t *testing.T) {
 			a := newAgent(t, srv, func(c *agent.Config) {
 				c.Store = st
 				if tt.look {
-					c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+					c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 						look()
 						return agent.Decision{Approved: true}, nil
 					})

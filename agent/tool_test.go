@@ -150,7 +150,9 @@ func TestArgumentsCheckedBeforeApproval(t *testing.T) {
 				msgs := srv.Requests()[2].Messages
 				bad := msgs[len(msgs)-2]
 				require.Equal(t, "call_bad", bad.ToolCallID)
-				assert.Equal(t, res["call_bad"], bad.Content, "the chunk shows what the model reads")
+				rej := rejection(t, chunks, "call_bad")
+				assert.Equal(t, agent.CauseInvalidArguments, rej.Cause)
+				assert.Equal(t, rej.Reason, bad.Content, "the chunk shows what the model reads")
 				assert.Contains(t, bad.Content, "the arguments of "+tt.tool+" do not fit its parameters")
 				for _, w := range tt.want {
 					assert.Contains(t, bad.Content, w)
@@ -265,7 +267,7 @@ func TestCallFromContext(t *testing.T) {
 			)
 			deploy := &callRecorder{name: "deploy"}
 			show := &callRecorder{name: "show", skip: true}
-			approver := &preparer{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
+			approver := &recorder{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
 			a := newAgent(t, srv, func(c *agent.Config) {
 				c.Approver = approver
 				c.ParallelTools = parallel

@@ -107,7 +107,8 @@ func TestMalformedArgumentsNeverReachTheHistory(t *testing.T) {
 
 			raw := map[string]string{}
 			for _, c := range chunks {
-				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
+				if c.Kind == agent.KindToolRejected {
+					assert.Equal(t, agent.CauseInvalidArguments, c.Tool.Cause)
 					raw[c.Tool.ID] = c.Tool.ArgumentsRaw
 					assert.Nil(t, c.Tool.Arguments)
 				}
@@ -190,7 +191,12 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 	}
 }
 
-func TestInvalidArgumentsAndUnknownToolAreToolErrors(t *testing.T) {
+// TestInvalidArgumentsAndUnknownToolAreRejected: a call with arguments that
+// are not a JSON object, or of a tool the agent does not have, never reaches
+// the Approver: it is rejected with its cause, the model reads why, and the
+// run goes on (also with the default OnReject, which ends the run on other
+// rejections).
+func TestInvalidArgumentsAndUnknownToolAreRejected(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
 	srv.Enqueue(
@@ -203,7 +209,7 @@ func TestInvalidArgumentsAndUnknownToolAreToolErrors(t *testing.T) {
 	)
 	var asked atomic.Int32
 	a := newAgent(t, srv, func(c *agent.Config) {
-		c.Approver = agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 			asked.Add(1)
 			return agent.Decision{Approved: true}, nil
 		})
@@ -212,27 +218,27 @@ func TestInvalidArgumentsAndUnknownToolAreToolErrors(t *testing.T) {
 	chunks, err := collect(turn.Run(context.Background()))
 	require.NoError(t, err)
 	assert.Zero(t, asked.Load(), "invalid calls never reach the Approver")
-	assert.Equal(t, []string{
-		"text", "round_end:0:need_tool",
-		"tool:start:get_weather", "tool:start:launch_rockets",
-		"tool:result:get_weather", "tool:result:launch_rockets",
-		"round_end:1", "text", "round_end:2",
-	}, trace(chunks))
-	var bad *agent.ToolCall
+	tr := trace(chunks)
+	assert.Equal(t, []string{"text", "round_end:0:need_tool", "tool:start:get_weather", "tool:start:launch_rockets"}, tr[:4])
+	assert.Equal(t, []string{"round_end:1", "text", "round_end:2"}, tr[6:])
+	rejected := map[string]*agent.ToolCall{}
 	for _, c := range chunks {
-		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult && c.Tool.Name == "get_weather" {
-			bad = c.Tool
+		if c.Kind == agent.KindToolRejected {
+			rejected[c.Tool.ID] = c.Tool
 		}
 	}
-	require.NotNil(t, bad)
+	require.Len(t, rejected, 2)
+	bad, unknown := rejected["call_bad"], rejected["call_unknown"]
+	assert.Equal(t, agent.CauseInvalidArguments, bad.Cause)
 	assert.Equal(t, `{"city": "Par`, bad.ArgumentsRaw)
-	assert.Contains(t, bad.Result, "not valid JSON")
+	assert.Contains(t, bad.Reason, "not valid JSON")
+	assert.Equal(t, agent.CauseUnknownTool, unknown.Cause)
+	assert.Contains(t, unknown.Reason, `unknown tool "launch_rockets"`)
 
 	tools := srv.Requests()[2].Messages
 	n := len(tools)
-	assert.Contains(t, tools[n-2].Content, "not valid JSON")
-	assert.Contains(t, tools[n-1].Content, `unknown tool "launch_rockets"`)
-	validHistory(t, turn.Messages())
+	assert.Equal(t, bad.Reason, tools[n-2].Content, "the model reads why")
+	assert.Equal(t, unknown.Reason, tools[n-1].Content)
 }
 
 // TestCallWithoutNameIsDropped: argument fragments that never got a function

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +31,8 @@ type callState struct {
 	args     json.RawMessage  // the arguments when they are a JSON object
 	argErr   error            // why they are not
 	chunk    ToolCall         // what the chunks show
-	approval string           // a Preparer's id, while Approve is still owed
+	approval Ticket           // the Approver's pending ticket
+	waitOwed bool             // approval's Wait is still owed to the Approver
 	out      outcome
 
 	// execution: written by the call's goroutine before it closes done
@@ -80,8 +82,8 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 			msgs = append(msgs, memory.Message{Role: memory.RoleTool, ToolCallID: cs.call.ID, Name: cs.call.Name, Content: content, CreatedAt: now})
 		}
 		r.record(msgs...)
-		// A prepared approval whose Approve is still owed (the consumer left
-		// after approval_required) is released now, per the Preparer contract.
+		// A pending approval whose Wait is still owed (the consumer left at
+		// approval_required) is released now, as the Approver contract says.
 		for _, cs := range calls {
 			r.releaseApproval(cs)
 		}
@@ -194,31 +196,33 @@ func (r *run) runApproved(approved []*callState) bool {
 
 // check validates a call before approval: a known tool and arguments that
 // are a JSON object matching its schema (and, for a tool made by NewTool,
-// that decode into its Args). A call that fails gets an error result the
-// model reads.
+// that decode into its Args). A call that fails is rejected with a message
+// the model reads.
 func (r *run) check(cs *callState) bool {
 	reg, ok := r.tools.byName[cs.call.Name]
 	if !ok {
-		return r.errorResult(cs, fmt.Sprintf("error: unknown tool %q", cs.call.Name))
+		return r.refuse(cs, CauseUnknownTool, fmt.Sprintf("error: unknown tool %q", cs.call.Name))
 	}
 	cs.tool, cs.def = reg.tool, reg.def
 	if cs.argErr != nil {
-		return r.errorResult(cs, fmt.Sprintf("error: the arguments of %s are not valid JSON (%v); call it again with a JSON object", cs.call.Name, cs.argErr))
+		return r.refuse(cs, CauseInvalidArguments, fmt.Sprintf("error: the arguments of %s are not valid JSON (%v); call it again with a JSON object", cs.call.Name, cs.argErr))
 	}
 	if err := reg.checkArgs(cs.args); err != nil {
-		return r.errorResult(cs, fmt.Sprintf("error: the arguments of %s do not fit its parameters (%v); call it again with arguments that match its schema", cs.call.Name, err))
+		return r.refuse(cs, CauseInvalidArguments, fmt.Sprintf("error: the arguments of %s do not fit its parameters (%v); call it again with arguments that match its schema", cs.call.Name, err))
 	}
 	return true
 }
 
-// errorResult ends a call with an error message for the model; it reports
-// false so the caller skips the call.
-func (r *run) errorResult(cs *callState, msg string) bool {
+// refuse rejects a call the agent cannot run, with a message for the model;
+// the run goes on whatever Config.OnReject says, so that the model can call
+// again. It reports false so the caller skips the call.
+func (r *run) refuse(cs *callState, cause Cause, msg string) bool {
 	cs.out = outcome{content: msg, done: true}
 	c := cs.chunk
-	c.State = StateResult
-	c.Result = msg
-	r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+	c.State = StateRejected
+	c.Reason = msg
+	c.Cause = cause
+	r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
 	return false
 }
 
@@ -233,46 +237,50 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		// shared and gained one since: reject its calls, never call a nil
 		// Approver.
 		r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool needs approval but the agent has no Approver", toolAttr(cs))
-		return false, r.reject(cs, ReasonNoApprover)
+		return false, r.reject(cs, CauseNoApprover, ReasonNoApprover)
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk}
-	if p, ok := r.a.cfg.Approver.(Preparer); ok {
-		id, err := p.Prepare(r.ctx, req)
-		if err != nil {
-			if r.ctx.Err() != nil {
-				return false, r.interrupted(cs, ReasonApprovalInterrupted, "")
+	t, err := r.a.cfg.Approver.Request(r.ctx, req)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return false, r.interrupted(cs, CauseApprovalInterrupted, ReasonApprovalInterrupted, "")
+		}
+		return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("approval could not be requested: %v", err))
+	}
+	d, decided := t.Decision()
+	if !decided {
+		// The request is registered: a decision that arrives as soon as the
+		// card below is shown lands in it.
+		if r.ctx.Err() == nil {
+			cs.approval, cs.waitOwed = t, true
+			cs.chunk.ApprovalID = t.ApprovalID()
+			c := cs.chunk
+			c.State = StateApprovalRequired
+			c.ApprovalRequired = true
+			if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
+				return false, false // the deferred release calls the owed Wait
 			}
-			return false, r.reject(cs, fmt.Sprintf("approval could not be requested: %v", err))
+			cs.waitOwed = false
 		}
-		cs.approval = id
-		req.ApprovalID = id
-		cs.chunk.ApprovalID = id
+		// Interrupted before the card was shown, Wait gets the cancelled
+		// context at once: it is the release.
+		d, err = t.Wait(r.ctx)
 	}
-	c := cs.chunk
-	c.State = StateApprovalRequired
-	c.ApprovalRequired = true
-	if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
-		return false, false // the deferred release answers the owed Approve
-	}
-	cs.approval = ""
-	d, err := r.a.cfg.Approver.Approve(r.ctx, req)
 	if r.ctx.Err() != nil {
-		return false, r.interrupted(cs, interruptedApproval(d, err), "")
+		cause, reason := interruptedApproval(d, err, decided)
+		return false, r.interrupted(cs, cause, reason, "")
 	}
-	if err != nil || !d.Approved {
-		reason := d.Reason
-		if err != nil {
-			reason = err.Error()
-		}
-		if reason == "" {
-			reason = ReasonRejected
-		}
-		return false, r.reject(cs, reason)
+	if err != nil {
+		return false, r.reject(cs, CauseApprovalFailed, cmp.Or(err.Error(), defaultReason(CauseApprovalFailed)))
+	}
+	if !d.Approved {
+		cause := rejectionCause(d, decided)
+		return false, r.reject(cs, cause, cmp.Or(d.Reason, defaultReason(cause)))
 	}
 	if d.Arguments != nil {
 		args, err := parseArgs(string(d.Arguments))
 		if err != nil {
-			return false, r.reject(cs, fmt.Sprintf("the approver's edited arguments are not a JSON object: %v", err))
+			return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments are not a JSON object: %v", err))
 		}
 		cs.args = args
 		cs.chunk.Arguments = args
@@ -281,42 +289,56 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	return true, true
 }
 
-// interruptedApproval is the reason recorded for a call whose run was
-// interrupted while its Approver was asked, given the Approver's answer: the
-// approval may have been decided just before the interrupt came. An approved
-// call never ran; a rejection that gives its reason keeps it; anything else
-// (the Approver gave up with the context, or rejected without a reason, which
-// cannot be told apart from an answer to the interrupt) was still pending.
-func interruptedApproval(d Decision, err error) string {
+// rejectionCause is the cause of the rejection d: its own, else the
+// policy's for a decision taken at once, the user's for one waited for.
+func rejectionCause(d Decision, decided bool) Cause {
 	switch {
-	case err != nil:
-		return ReasonApprovalInterrupted
-	case d.Approved:
-		return ReasonNotRun
-	case d.Reason != "":
-		return d.Reason
+	case d.Cause != "":
+		return d.Cause
+	case decided:
+		return CausePolicy
 	}
-	return ReasonApprovalInterrupted
+	return CauseUser
 }
 
-// releaseApproval answers an owed Approve with a cancelled context.
+// interruptedApproval is what is recorded for a call whose run was
+// interrupted while its approval was asked, given the answer: the approval
+// may have been decided just before the interrupt came. An approved call
+// never ran; a rejection that gives its reason, or a policy's, keeps it;
+// anything else (the approver gave up with the context, or a person's
+// rejection without a reason, which cannot be told apart from an answer to
+// the interrupt) was still pending.
+func interruptedApproval(d Decision, err error, decided bool) (Cause, string) {
+	switch {
+	case err != nil || d.Cause == CauseApprovalInterrupted:
+		// The approver gave up with the context: still pending.
+	case d.Approved:
+		return CauseNotRun, ReasonNotRun
+	case d.Reason != "" || decided:
+		cause := rejectionCause(d, decided)
+		return cause, cmp.Or(d.Reason, defaultReason(cause))
+	}
+	return CauseApprovalInterrupted, ReasonApprovalInterrupted
+}
+
+// releaseApproval calls an owed Wait with a cancelled context.
 func (r *run) releaseApproval(cs *callState) {
-	if cs.approval == "" {
+	if !cs.waitOwed {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.ctx))
 	cancel()
-	req := ApprovalRequest{SessionID: r.t.in.SessionID, ApprovalID: cs.approval, Round: r.round, Call: cs.chunk}
-	cs.approval = ""
-	_, _ = r.a.cfg.Approver.Approve(ctx, req)
+	cs.waitOwed = false
+	_, _ = cs.approval.Wait(ctx)
 }
 
 // reject records a rejection and reports whether the run goes on.
-func (r *run) reject(cs *callState, reason string) bool {
+func (r *run) reject(cs *callState, cause Cause, reason string) bool {
 	cs.out = outcome{content: reason, done: true}
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = reason
+	c.Cause = cause
 	if !r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c}) {
 		return false
 	}
@@ -325,11 +347,12 @@ func (r *run) reject(cs *callState, reason string) bool {
 
 // interrupted records a call stopped by the run's cancellation and ends the
 // run; it always reports false.
-func (r *run) interrupted(cs *callState, reason, partial string) bool {
+func (r *run) interrupted(cs *callState, cause Cause, reason, partial string) bool {
 	cs.out = outcome{content: joinPartial(partial, reason), done: true}
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = reason
+	c.Cause = cause
 	c.PartialResult = partial
 	r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
 	return false
@@ -346,6 +369,7 @@ func (r *run) endCalls(rest []*callState) {
 		c := cs.chunk
 		c.State = StateRejected
 		c.Reason = ReasonNotRun
+		c.Cause = CauseNotRun
 		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
 	}
 	r.emit(Chunk{Kind: KindInterrupted, Round: r.round})
@@ -438,7 +462,7 @@ wait:
 		}
 	}
 	if cs.cut {
-		return r.interrupted(cs, ReasonInterrupted, cs.partial())
+		return r.interrupted(cs, CauseInterrupted, ReasonInterrupted, cs.partial())
 	}
 	// Output written just before the tool returned is yielded too, so the
 	// chunks do not depend on which of done and signal the select saw first.

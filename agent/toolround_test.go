@@ -145,7 +145,7 @@ func TestParallelRejectionEndingTheRunRunsApprovedCalls(t *testing.T) {
 			Call(3, "call_4", "get_weather", `{"city":"Lima"}`).
 			Finish("tool_calls"))
 	}
-	rejectRome := agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+	rejectRome := personFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
 		return agent.Decision{Approved: r.Call.ID != "call_3", Reason: "not Rome"}, nil
 	})
 	run := func(t *testing.T, parallel bool) ([]agent.Chunk, *agent.Turn) {
@@ -218,7 +218,7 @@ func TestParallelRejectionBreakAfterEveryChunk(t *testing.T) {
 	}
 	mut := func(c *agent.Config) {
 		c.ParallelTools = true
-		c.Approver = agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+		c.Approver = personFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{Approved: r.Call.ID != "call_2", Reason: "not Rome"}, nil
 		})
 	}
@@ -342,12 +342,12 @@ func indexOf(s []string, v string) int {
 // the chunks is the turn's.
 func TestEveryCardIsClosed(t *testing.T) {
 	secondRejected := func(cancel context.CancelFunc) agent.Approver {
-		return agent.ApproverFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+		return personFunc(func(_ context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{Approved: r.Call.ID != "call_2", Reason: "not that one"}, nil
 		})
 	}
 	interruptedAtSecond := func(cancel context.CancelFunc) agent.Approver {
-		return agent.ApproverFunc(func(ctx context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
+		return personFunc(func(ctx context.Context, r agent.ApprovalRequest) (agent.Decision, error) {
 			if r.Call.ID != "call_2" {
 				return agent.Decision{Approved: true}, nil
 			}

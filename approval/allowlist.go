@@ -125,10 +125,9 @@ func (l *AllowList) Record(req agent.ApprovalRequest, d agent.Decision) {
 }
 
 // Wrap returns an [agent.Approver] that approves the calls the list allows
-// at once and asks next about the others, recording the grants of next's
-// decisions (see [AllowList.Record]). It is [Chain](next, l.Policy()) plus
-// the recording, and like Chain it implements [agent.Preparer] exactly when
-// next does, with the same fallback.
+// at once (no approval card) and asks next about the others, recording the
+// grants of next's decisions (see [AllowList.Record]). It is
+// [Chain](next, l.Policy()) plus the recording.
 func (l *AllowList) Wrap(next agent.Approver) agent.Approver {
-	return wrap(&chain{next: next, policies: []Policy{l.Policy()}, after: l.Record})
+	return &chain{next: next, policies: []Policy{l.Policy()}, after: l.Record}
 }

@@ -9,28 +9,23 @@ import (
 	"github.com/planround/planround/agent"
 )
 
-// ErrNilApprover is returned by the Approve method of a wrapper (such as
+// ErrNilApprover is returned by the Request method of a wrapper (such as
 // [Chain] or [WithTimeout]) that was given a nil [agent.Approver].
 var ErrNilApprover = errors.New("approval: nil Approver")
 
-// ReasonDenied is the reason [DenyAll] and [DenyTools] use when given an
-// empty one.
-const ReasonDenied = "denied by policy"
-
-// ApproveAll returns an [agent.Approver] that approves every call at once.
-// It suits tests and trusted tools only.
+// ApproveAll returns an [agent.Approver] that approves every call at once,
+// as a policy: the agent shows no approval card. It suits tests and trusted
+// tools only.
 func ApproveAll() agent.Approver {
 	return agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 		return agent.Decision{Approved: true}, nil
 	})
 }
 
-// DenyAll returns an [agent.Approver] that rejects every call at once with
-// reason ([ReasonDenied] when empty).
+// DenyAll returns an [agent.Approver] that rejects every call at once, as a
+// policy ([agent.CausePolicy]), with reason ([agent.ReasonDenied] when
+// empty).
 func DenyAll(reason string) agent.Approver {
-	if reason == "" {
-		reason = ReasonDenied
-	}
 	return agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 		return agent.Decision{Reason: reason}, nil
 	})
@@ -38,7 +33,8 @@ func DenyAll(reason string) agent.Approver {
 
 // A Policy decides a call on its own or abstains. decided is false when the
 // policy has no opinion; d is then ignored. A Policy must not block and must
-// be safe for concurrent use.
+// be safe for concurrent use. Its decisions are a policy's: the agent shows
+// no approval card for them, and a rejection has [agent.CausePolicy].
 type Policy func(ctx context.Context, req agent.ApprovalRequest) (d agent.Decision, decided bool)
 
 // AllowTools returns a [Policy] that approves calls of the named tools (for
@@ -52,11 +48,8 @@ func AllowTools(names ...string) Policy {
 }
 
 // DenyTools returns a [Policy] that rejects calls of the named tools with
-// reason ([ReasonDenied] when empty) and abstains on every other call.
+// reason ([agent.ReasonDenied] when empty) and abstains on every other call.
 func DenyTools(reason string, names ...string) Policy {
-	if reason == "" {
-		reason = ReasonDenied
-	}
 	set := toSet(names)
 	return func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
 		_, ok := set[req.Call.Name]
@@ -73,26 +66,20 @@ func toSet(names []string) map[string]struct{} {
 }
 
 // Chain returns an [agent.Approver] that asks the policies in order and
-// returns the decision of the first one that decides; when none does it asks
-// next. A nil policy is skipped. A nil next rejects the calls no policy
-// decided, with the error [ErrNilApprover].
+// returns the decision of the first one that decides, as a decided ticket
+// (no approval card); when none does it passes the request to next and
+// returns next's ticket. A nil policy is skipped. A nil next fails the
+// requests no policy decided with [ErrNilApprover].
 //
 // Use it for "approve the read-only tools, ask a person about the rest":
 //
 //	approval.Chain(manager, approval.AllowTools("read_file", "list_dir"))
 //
-// # Preparer
-//
-// The returned Approver implements [agent.Preparer] exactly when next does.
-// Prepare is then forwarded to next, so a decision for next (a browser's) is
-// never lost. When a policy decides a prepared call, Chain still calls
-// next.Approve once, with an already cancelled context, to release next's
-// entry, as the Preparer contract asks; its answer is discarded.
-//
-// The returned Approver is safe for concurrent use when the policies and next
-// are.
+// next is asked only about the calls no policy decided, so nothing is
+// registered with it for the others. The returned Approver is safe for
+// concurrent use when the policies and next are.
 func Chain(next agent.Approver, policies ...Policy) agent.Approver {
-	return wrap(&chain{next: next, policies: slices.Clone(policies)})
+	return &chain{next: next, policies: slices.Clone(policies)}
 }
 
 // chain is the Approver of [Chain], [AllowList.Wrap] and [WithTimeout].
@@ -106,99 +93,64 @@ type chain struct {
 	after func(agent.ApprovalRequest, agent.Decision)
 }
 
-func (c *chain) Approve(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 	for _, p := range c.policies {
 		if p == nil {
 			continue
 		}
 		if d, ok := p(ctx, req); ok {
-			c.release(req)
-			return d, nil
+			return agent.Decided(d), nil
 		}
 	}
 	if c.next == nil {
-		return agent.Decision{Reason: ErrNilApprover.Error()}, ErrNilApprover
+		return agent.Ticket{}, ErrNilApprover
 	}
-	d, err := c.ask(ctx, req)
+	t, err := c.next.Request(ctx, req)
+	if err != nil || (c.timeout <= 0 && c.after == nil) {
+		return t, err
+	}
+	if d, ok := t.Decision(); ok {
+		// next decided at once: there is nothing to wait for, or to time.
+		c.record(req, d, nil)
+		return t, nil
+	}
+	return agent.Pending(t.ApprovalID(), func(ctx context.Context) (agent.Decision, error) {
+		d, err := c.wait(ctx, t)
+		c.record(req, d, err)
+		return d, err
+	}), nil
+}
+
+// record shows c.after a decision next returned without error.
+func (c *chain) record(req agent.ApprovalRequest, d agent.Decision, err error) {
 	if err == nil && c.after != nil {
 		c.after(req, d)
 	}
-	return d, err
 }
 
-// ask asks next, within c.timeout when it is set.
-func (c *chain) ask(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+// wait waits for t, next's ticket, within c.timeout when it is set.
+func (c *chain) wait(ctx context.Context, t agent.Ticket) (agent.Decision, error) {
 	if c.timeout <= 0 {
-		return c.next.Approve(ctx, req)
+		return t.Wait(ctx)
 	}
-	errTimedOut := errors.New(TimeoutReason(c.timeout))
+	errTimedOut := errors.New("approval timed out")
 	tctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
 	defer cancel()
-	d, err := c.next.Approve(tctx, req)
-	if err != nil && ctx.Err() == nil && context.Cause(tctx) == errTimedOut {
+	d, err := t.Wait(tctx)
+	if ctx.Err() == nil && context.Cause(tctx) == errTimedOut && (err != nil || d.Cause == agent.CauseApprovalInterrupted) {
 		// Our timer, not the caller, ended the wait.
-		return agent.Decision{Reason: TimeoutReason(c.timeout)}, nil
+		return timedOut(c.timeout), nil
 	}
 	return d, err
-}
-
-// release keeps the Preparer promise for a prepared call that a policy
-// decided: next.Approve is called once with a cancelled context.
-func (c *chain) release(req agent.ApprovalRequest) {
-	if req.ApprovalID == "" || c.next == nil {
-		return
-	}
-	if _, ok := c.next.(agent.Preparer); !ok {
-		return
-	}
-	release(c.next, req)
-}
-
-// release calls a.Approve once with a cancelled context, going past the
-// policies and hooks of this package's own wrappers: a released entry's
-// decision is discarded, so it must not grant anything either.
-func release(a agent.Approver, req agent.ApprovalRequest) {
-	for {
-		switch c := a.(type) {
-		case preparingChain:
-			a = c.next
-			continue
-		case *chain:
-			a = c.next
-			continue
-		}
-		break
-	}
-	if a == nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	a.Approve(ctx, req) //nolint:errcheck // the answer to a release is meaningless
-}
-
-// preparingChain is a chain whose next is an agent.Preparer.
-type preparingChain struct{ *chain }
-
-func (c preparingChain) Prepare(ctx context.Context, req agent.ApprovalRequest) (string, error) {
-	return c.next.(agent.Preparer).Prepare(ctx, req)
-}
-
-// wrap returns c as an Approver that is a Preparer exactly when c.next is.
-func wrap(c *chain) agent.Approver {
-	if _, ok := c.next.(agent.Preparer); ok {
-		return preparingChain{c}
-	}
-	return c
 }
 
 // WithTimeout returns an [agent.Approver] that gives a its answer within d:
-// when a has not decided after d, the call is rejected with the reason
-// [TimeoutReason](d), which [IsTimeout] recognises. a must honour the end of
-// its context, as every Approver must. A non-positive d means no timeout.
+// when a pending ticket of a is not decided after d, the call is rejected
+// with [agent.CauseTimeout]. a must honour the end of its context, as every
+// Approver must. A non-positive d means no timeout.
 //
-// The returned Approver implements [agent.Preparer] exactly when a does, and
-// forwards Prepare to it; the time counts from the start of Approve.
+// The returned Approver passes a's tickets through; the time counts from the
+// start of their Wait.
 func WithTimeout(a agent.Approver, d time.Duration) agent.Approver {
-	return wrap(&chain{next: a, timeout: d})
+	return &chain{next: a, timeout: d}
 }

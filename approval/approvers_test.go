@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -31,29 +32,39 @@ func TestReadyApprovers(t *testing.T) {
 	}{
 		{"ApproveAll", approval.ApproveAll(), agent.Decision{Approved: true}},
 		{"DenyAll", approval.DenyAll("no tools today"), agent.Decision{Reason: "no tools today"}},
-		{"DenyAll default reason", approval.DenyAll(""), agent.Decision{Reason: approval.ReasonDenied}},
+		{"DenyAll default reason", approval.DenyAll(""), agent.Decision{}}, // the agent says agent.ReasonDenied
 		{"Chain without policies", approval.Chain(approval.ApproveAll()), agent.Decision{Approved: true}},
-		{"Chain nil next", approval.Chain(nil, approval.AllowTools("x")), agent.Decision{Reason: approval.ErrNilApprover.Error()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.a.Approve(context.Background(), call("s", "run_command"))
-			if tt.want.Reason == approval.ErrNilApprover.Error() {
-				assert.ErrorIs(t, err, approval.ErrNilApprover)
-			} else {
-				require.NoError(t, err)
-			}
+			tk, err := tt.a.Request(context.Background(), call("s", "run_command"))
+			require.NoError(t, err)
+			got, decided := tk.Decision()
+			assert.True(t, decided, "a policy decides at once")
 			assert.Equal(t, tt.want, got)
 		})
 	}
+	t.Run("Chain nil next", func(t *testing.T) {
+		_, err := approval.Chain(nil, approval.AllowTools("x")).Request(context.Background(), call("s", "run_command"))
+		assert.ErrorIs(t, err, approval.ErrNilApprover)
+	})
+}
+
+// counting counts the requests that reach a.
+type counting struct {
+	a agent.Approver
+	n atomic.Int32
+}
+
+func (c *counting) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	c.n.Add(1)
+	return c.a.Request(ctx, req)
 }
 
 func TestChainPolicies(t *testing.T) {
-	asked := 0
-	next := agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
-		asked++
+	next := &counting{a: person(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 		return agent.Decision{Reason: "asked a person"}, nil
-	})
+	})}
 	a := approval.Chain(next,
 		nil, // skipped
 		approval.DenyTools("never", "rm_rf"),
@@ -63,33 +74,34 @@ func TestChainPolicies(t *testing.T) {
 	tests := []struct {
 		tool      string
 		want      agent.Decision
-		wantAsked int
+		wantAsked bool
 	}{
-		{"read_file", agent.Decision{Approved: true}, 0},
-		{"list_dir", agent.Decision{Approved: true}, 0},
-		{"rm_rf", agent.Decision{Reason: "never"}, 0},
-		{"run_command", agent.Decision{Reason: "asked a person"}, 1},
+		{"read_file", agent.Decision{Approved: true}, false},
+		{"list_dir", agent.Decision{Approved: true}, false},
+		{"rm_rf", agent.Decision{Reason: "never"}, false},
+		{"run_command", agent.Decision{Reason: "asked a person"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
-			asked = 0
-			got, err := a.Approve(context.Background(), call("s", tt.tool))
+			next.n.Store(0)
+			tk, err := a.Request(context.Background(), call("s", tt.tool))
+			require.NoError(t, err)
+			_, decided := tk.Decision()
+			assert.Equal(t, !tt.wantAsked, decided, "a policy's decision is taken at once, a person's is pending")
+			got, err := tk.Wait(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
-			if asked != tt.wantAsked {
-				t.Errorf("next asked %d times, want %d", asked, tt.wantAsked)
-			}
+			assert.Equal(t, tt.wantAsked, next.n.Load() == 1, "next asked")
 		})
-	}
-	if _, ok := a.(agent.Preparer); ok {
-		t.Error("Chain over a non-Preparer must not be a Preparer")
 	}
 }
 
-// A Chain over a Manager forwards Prepare, and when a policy decides a
-// prepared call it still releases the Manager's entry.
-func TestChainForwardsPrepare(t *testing.T) {
+// The wrappers over a Manager pass its ticket through: a call no policy
+// decides is registered with the Manager before the agent shows it, so an
+// early decision lands; a call a policy decides registers nothing.
+func TestWrappersPassTheTicket(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
+	grants := approval.NewAllowList()
 	wrappers := []struct {
 		name string
 		a    agent.Approver
@@ -97,67 +109,44 @@ func TestChainForwardsPrepare(t *testing.T) {
 		{"Chain", approval.Chain(m, approval.AllowTools("read_file"))},
 		{"AllowList.Wrap", approval.NewAllowList("read_file").Wrap(m)},
 		{"WithTimeout", approval.WithTimeout(approval.Chain(m, approval.AllowTools("read_file")), time.Hour)},
+		{"Chain/AllowList.Wrap", approval.Chain(grants.Wrap(m), approval.AllowTools("read_file"))},
 	}
 	for _, w := range wrappers {
 		t.Run(w.name, func(t *testing.T) {
-			p, ok := w.a.(agent.Preparer)
-			require.True(t, ok, "must be a Preparer when it wraps one")
+			// A policy decides: nothing reaches the Manager.
+			tk, err := w.a.Request(context.Background(), call("s", "read_file"))
+			require.NoError(t, err)
+			d, decided := tk.Decision()
+			assert.True(t, decided && d.Approved, "decided at once: %+v", d)
+			assert.Equal(t, 0, m.Len(), "a policy's decision registers nothing")
 
-			// A policy decides: the Manager's entry is released.
-			req := call("s", "read_file")
-			id, err := p.Prepare(context.Background(), req)
+			// No policy decides: the Manager's ticket, and its early
+			// decision, come through.
+			tk, err = w.a.Request(context.Background(), call("s", "run_command"))
 			require.NoError(t, err)
-			require.Equal(t, 1, m.Len(), "Prepare reaches the Manager")
-			req.ApprovalID = id
-			d, err := w.a.Approve(context.Background(), req)
-			require.NoError(t, err)
-			assert.True(t, d.Approved)
-			assert.Equal(t, 0, m.Len(), "the policy's decision must release the Manager's entry")
-
-			// No policy decides: the Manager's decision, even an early one,
-			// comes through.
-			req = call("s", "run_command")
-			id, err = p.Prepare(context.Background(), req)
-			require.NoError(t, err)
-			req.ApprovalID = id
-			pending, err := m.Respond("s", id, agent.Decision{Reason: "browser says no"})
+			_, decided = tk.Decision()
+			require.False(t, decided)
+			require.Len(t, m.Pending("s"), 1)
+			assert.Equal(t, m.Pending("s")[0].ApprovalID, tk.ApprovalID(), "the Manager's approval id")
+			pending, err := m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true, Scope: agent.ScopeAlways})
 			require.NoError(t, err)
 			require.True(t, pending)
-			d, err = w.a.Approve(context.Background(), req)
+			d, err = tk.Wait(context.Background())
 			require.NoError(t, err)
-			assert.Equal(t, agent.Decision{Reason: "browser says no"}, d)
+			assert.Equal(t, agent.Decision{Approved: true, Scope: agent.ScopeAlways}, d)
 			assert.Equal(t, 0, m.Len())
 		})
 	}
-}
-
-// A decision that a release discards must not leave a grant behind: the
-// browser said "always" for a call a policy then decided.
-func TestChainReleaseGrantsNothing(t *testing.T) {
-	m := newManager(t, approval.ManagerConfig{})
-	grants := approval.NewAllowList()
-	a := approval.Chain(grants.Wrap(m), approval.DenyTools("no", "rm"))
-	p := a.(agent.Preparer)
-	req := call("s", "rm")
-	id, err := p.Prepare(context.Background(), req)
-	require.NoError(t, err)
-	req.ApprovalID = id
-	_, err = m.Respond("s", id, agent.Decision{Approved: true, Scope: agent.ScopeAlways})
-	require.NoError(t, err)
-	d, err := a.Approve(context.Background(), req)
-	require.NoError(t, err)
-	assert.Equal(t, agent.Decision{Reason: "no"}, d)
-	assert.Empty(t, grants.Tools("s"), "the discarded decision granted a tool")
-	assert.Equal(t, 0, m.Len())
+	assert.Equal(t, []string{"run_command"}, grants.Tools("other session"), "the wrapped AllowList saw the grant")
 }
 
 func TestWithTimeout(t *testing.T) {
-	wait := agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
+	wait := person(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
 		<-ctx.Done()
 		return agent.Decision{}, ctx.Err()
 	})
 	decideAfter := func(d time.Duration) agent.Approver {
-		return agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
+		return person(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
 			select {
 			case <-time.After(d):
 				return agent.Decision{Approved: true}, nil
@@ -175,11 +164,12 @@ func TestWithTimeout(t *testing.T) {
 		wantErr   error
 		wantAfter time.Duration
 	}{
-		{"times out", wait, time.Minute, 0, agent.Decision{Reason: "approval timed out after 1m0s"}, nil, time.Minute},
+		{"times out", wait, time.Minute, 0, agent.Decision{Reason: "approval timed out after 1m0s", Cause: agent.CauseTimeout}, nil, time.Minute},
 		{"decides in time", decideAfter(time.Second), time.Minute, 0, agent.Decision{Approved: true}, nil, time.Second},
 		{"caller ends first", wait, time.Minute, time.Second, agent.Decision{}, context.DeadlineExceeded, time.Second},
 		{"no timeout", decideAfter(time.Hour), 0, 0, agent.Decision{Approved: true}, nil, time.Hour},
-		{"nil approver", nil, time.Minute, 0, agent.Decision{Reason: approval.ErrNilApprover.Error()}, approval.ErrNilApprover, 0},
+		{"a policy passes through", approval.ApproveAll(), time.Minute, 0, agent.Decision{Approved: true}, nil, 0},
+		{"nil approver", nil, time.Minute, 0, agent.Decision{}, approval.ErrNilApprover, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +181,7 @@ func TestWithTimeout(t *testing.T) {
 					defer cancel()
 				}
 				start := time.Now()
-				got, err := approval.WithTimeout(tt.a, tt.timeout).Approve(ctx, call("s", "x"))
+				got, err := decide(ctx, approval.WithTimeout(tt.a, tt.timeout), call("s", "x"))
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
 				}
@@ -204,12 +194,24 @@ func TestWithTimeout(t *testing.T) {
 	}
 }
 
+// WithTimeout around a Manager: the Manager's entry is released when the
+// wrapper's time is up, and the rejection is a timeout.
+func TestWithTimeoutReleasesTheManager(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newManager(t, approval.ManagerConfig{})
+		d, err := decide(t.Context(), approval.WithTimeout(m, time.Minute), call("s", "x"))
+		require.NoError(t, err)
+		assert.Equal(t, agent.Decision{Reason: "approval timed out after 1m0s", Cause: agent.CauseTimeout}, d)
+		assert.Equal(t, 0, m.Len())
+	})
+}
+
 func TestAllowList(t *testing.T) {
 	l := approval.NewAllowList("read_file")
 	var mu sync.Mutex
 	var answer agent.Decision
 	asked := 0
-	next := agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+	next := person(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		asked++
@@ -236,7 +238,7 @@ func TestAllowList(t *testing.T) {
 			mu.Lock()
 			answer, asked = st.answer, 0
 			mu.Unlock()
-			d, err := a.Approve(context.Background(), st.req)
+			d, err := decide(context.Background(), a, st.req)
 			require.NoError(t, err)
 			if d.Approved != st.wantOK {
 				t.Errorf("Approved = %v, want %v", d.Approved, st.wantOK)
@@ -254,9 +256,6 @@ func TestAllowList(t *testing.T) {
 	l.ForgetSession("s1")
 	assert.False(t, l.Allowed("s1", "edit"))
 	assert.Equal(t, []string{"read_file"}, l.Tools("s1"))
-	if _, ok := a.(agent.Preparer); ok {
-		t.Error("AllowList.Wrap over a non-Preparer must not be a Preparer")
-	}
 }
 
 func TestConformance(t *testing.T) {

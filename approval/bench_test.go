@@ -25,7 +25,7 @@ func benchRequest(session string, i int) agent.ApprovalRequest {
 	}
 }
 
-// waiting reports whether an Approve waits for id.
+// waiting reports whether a Wait waits for id.
 func (m *Manager) waiting(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -34,27 +34,26 @@ func (m *Manager) waiting(id string) bool {
 }
 
 // BenchmarkRespondToResume measures the latency from Respond to the return
-// of the Approve that waits for the decision, in another goroutine: the
-// time a browser's click takes to resume the agent. It reports the p50 and
-// p99 of that latency.
+// of the Wait that waits for the decision, in another goroutine: the time a
+// browser's click takes to resume the agent. It reports the p50 and p99 of
+// that latency.
 func BenchmarkRespondToResume(b *testing.B) {
 	m, _ := NewManager(ManagerConfig{})
 	ctx := context.Background()
 	req := benchRequest("s", 1)
-	ids := make(chan string)
+	tickets := make(chan agent.Ticket)
 	resumed := make(chan time.Time)
 	go func() {
-		for id := range ids {
-			r := req
-			r.ApprovalID = id
-			m.Approve(ctx, r)
+		for tk := range tickets {
+			tk.Wait(ctx)
 			resumed <- time.Now()
 		}
 	}()
 	lat := make([]time.Duration, 0, 1024)
 	for b.Loop() {
-		id, _ := m.Prepare(ctx, req)
-		ids <- id
+		tk, _ := m.Request(ctx, req)
+		id := tk.ApprovalID()
+		tickets <- tk
 		for !m.waiting(id) {
 			runtime.Gosched()
 		}
@@ -62,7 +61,7 @@ func BenchmarkRespondToResume(b *testing.B) {
 		m.Respond("s", id, agent.Decision{Approved: true})
 		lat = append(lat, (<-resumed).Sub(start))
 	}
-	close(ids)
+	close(tickets)
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
@@ -88,7 +87,7 @@ func BenchmarkMemoryPerPending(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for i := range reqs {
-			m.Prepare(ctx, reqs[i])
+			m.Request(ctx, reqs[i])
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -104,32 +103,30 @@ func BenchmarkMemoryPerPending(b *testing.B) {
 	b.ReportMetric(perPending, "bytes/pending")
 }
 
-// BenchmarkPrepareRespondApprove is the whole life of one approval in one
+// BenchmarkRequestRespondWait is the whole life of one approval in one
 // goroutine: register, answer before the wait, take the decision.
-func BenchmarkPrepareRespondApprove(b *testing.B) {
+func BenchmarkRequestRespondWait(b *testing.B) {
 	m, _ := NewManager(ManagerConfig{})
 	ctx := context.Background()
 	req := benchRequest("s", 1)
 	for b.Loop() {
-		r := req
-		r.ApprovalID, _ = m.Prepare(ctx, r)
-		m.Respond("s", r.ApprovalID, agent.Decision{Approved: true})
-		m.Approve(ctx, r)
+		tk, _ := m.Request(ctx, req)
+		m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true})
+		tk.Wait(ctx)
 	}
 }
 
-// BenchmarkPrepareRespondApproveParallel is the same from GOMAXPROCS
+// BenchmarkRequestRespondWaitParallel is the same from GOMAXPROCS
 // goroutines, each with its own session, on one Manager.
-func BenchmarkPrepareRespondApproveParallel(b *testing.B) {
+func BenchmarkRequestRespondWaitParallel(b *testing.B) {
 	m, _ := NewManager(ManagerConfig{})
 	ctx := context.Background()
 	b.RunParallel(func(pb *testing.PB) {
 		req := benchRequest(newID(), 1)
 		for pb.Next() {
-			r := req
-			r.ApprovalID, _ = m.Prepare(ctx, r)
-			m.Respond(r.SessionID, r.ApprovalID, agent.Decision{Approved: true})
-			m.Approve(ctx, r)
+			tk, _ := m.Request(ctx, req)
+			m.Respond(req.SessionID, tk.ApprovalID(), agent.Decision{Approved: true})
+			tk.Wait(ctx)
 		}
 	})
 }

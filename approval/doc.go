@@ -8,14 +8,14 @@
 // # Manager: approvals answered from elsewhere
 //
 // A [Manager] holds the approvals that wait for a person. Set it as the
-// agent's approver: it is also an [agent.Preparer], so the agent registers
-// each call (Prepare) before it shows the approval_required chunk, and a
-// decision that arrives the instant the card is drawn, such as a browser's
-// auto-approval, is never lost. The chunk carries the approval id
-// (agent.ToolCall.ApprovalID); the front end answers with it through
-// [Manager.Respond] or the handler of [Manager.ApproveHandler]:
+// agent's approver: the agent registers each call ([Manager.Request]) before
+// it shows the approval_required chunk, so a decision that arrives the
+// instant the card is drawn, such as a browser's auto-approval, is never
+// lost. The chunk carries the approval id (agent.ToolCall.ApprovalID); the
+// front end answers with it through [Manager.Respond] or the handler of
+// [Manager.ApproveHandler]:
 //
-//	POST /api/tool-approve {"session_id":"s1","task_id":"<approval id>","approved":true}
+//	POST /api/tool-approve {"session_id":"s1","approval_id":"<approval id>","approved":true}
 //
 // Approvals belong to a session: a run needs an agent.Input.SessionID, and
 // one without is refused at once ([ErrNoSession]) rather than left to time
@@ -25,17 +25,19 @@
 // approval that is no longer pending, so a front end can invalidate stale
 // cards after a server restart. A decision for another session's approval is
 // refused. An approval that gets no decision within the timeout (300 s by
-// default) is rejected with a reason that [IsTimeout] recognises.
+// default) is rejected with the cause agent.CauseTimeout.
 // [Manager.CancelSession] (and the handler of [Manager.InterruptHandler])
-// rejects every pending approval of a session with [ReasonCancelled],
-// including one registered but not yet waited for.
+// rejects every pending approval of a session with the cause
+// agent.CauseApprovalInterrupted, including one registered but not yet
+// waited for.
 //
 // The session id in a request body is no credential: whoever can reach the
 // handlers could decide any session's calls. A [HandlerConfig] binds them
 // to the host's authentication (Authorize: may this request act on this
-// session?) and says how far a client's grant may reach: a decision with
-// the scope "always" is taken as "session" unless the host sets
-// AllowAlways.
+// session?); the handlers refuse to work without it, unless the host says
+// [AllowAnyCaller] (a single-user tool on the loopback interface). It also
+// says how far a client's grant may reach: a decision with the scope
+// "always" is taken as "session" unless the host sets AllowAlways.
 //
 // Waiting costs no goroutine and a few hundred bytes per approval; see
 // BENCHMARKS.md at the root of the module.
@@ -53,10 +55,11 @@
 // agent.ScopeSession or agent.ScopeAlways. [WithTimeout] bounds any
 // approver's wait.
 //
-// The wrappers ([Chain], [AllowList.Wrap], [WithTimeout]) implement
-// [agent.Preparer] exactly when the approver they wrap does, and forward
-// Prepare to it; when a policy decides a prepared call they still release the
-// wrapped approver's entry, so nothing stays pending.
+// A decision of a policy is taken without asking anybody: the agent shows no
+// approval card for it, and a rejection has the cause agent.CausePolicy. The
+// wrappers ([Chain], [AllowList.Wrap], [WithTimeout]) ask the approver they
+// wrap only about the calls no policy decided, and pass its ticket through,
+// so a person's approval keeps its registration and its id.
 //
 // # Terminal
 //
@@ -66,6 +69,5 @@
 // # Conformance
 //
 // Package approvaltest checks that an Approver honours the contract of
-// [agent.Approver] and [agent.Preparer]; every approver of this package passes
-// it.
+// [agent.Approver]; every approver of this package passes it.
 package approval

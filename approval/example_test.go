@@ -14,9 +14,9 @@ import (
 )
 
 // A web host sets a Manager as the agent's approver and mounts its handlers.
-// The agent calls Prepare before it shows the approval_required chunk and
-// Approve after; the browser answers with the chunk's approval id. Here the
-// steps the agent and the browser take are written out by hand.
+// The agent calls Request before it shows the approval_required chunk and
+// waits with the ticket after; the browser answers with the chunk's approval
+// id. Here the steps the agent and the browser take are written out by hand.
 func ExampleManager() {
 	m, err := approval.NewManager(approval.ManagerConfig{})
 	if err != nil {
@@ -26,7 +26,8 @@ func ExampleManager() {
 	// checking that the caller owns the session (see HandlerConfig),
 	//   mux.Handle("POST /api/tool-approve", m.ApproveHandler(cfg))
 	//   mux.Handle("POST /api/interrupt", m.InterruptHandler(cancelRun, cfg))
-	handler := m.ApproveHandler(approval.HandlerConfig{})
+	// This example has one user and no network: anyone may decide.
+	handler := m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
 	post := func(body string) *http.Request {
 		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
@@ -38,18 +39,17 @@ func ExampleManager() {
 		SessionID: "s1",
 		Call:      agent.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
 	}
-	id, _ := m.Prepare(context.Background(), req)
-	req.ApprovalID = id
+	ticket, _ := m.Request(context.Background(), req)
 
 	// The browser approves at once (an auto-approve hit), before the agent
 	// waits: the decision is kept.
-	body := fmt.Sprintf(`{"session_id":"s1","task_id":%q,"approved":true}`, id)
+	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"approved":true}`, ticket.ApprovalID())
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, post(body))
 	fmt.Print(rec.Code, " ", rec.Body.String())
 
 	// The agent waits and gets the decision.
-	d, err := m.Approve(context.Background(), req)
+	d, err := ticket.Wait(context.Background())
 	fmt.Println("approved:", d.Approved, err)
 
 	// The same card answered again is stale.
@@ -83,8 +83,8 @@ func ExampleHandlerConfig() {
 	handler := m.ApproveHandler(cfg)
 
 	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
-	id, _ := m.Prepare(context.Background(), req)
-	body := fmt.Sprintf(`{"session_id":"s1","task_id":%q,"approved":true}`, id)
+	ticket, _ := m.Request(context.Background(), req)
+	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"approved":true}`, ticket.ApprovalID())
 	for _, owner := range []string{"", "mallory", "alice"} {
 		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
@@ -95,11 +95,13 @@ func ExampleHandlerConfig() {
 		handler.ServeHTTP(rec, r)
 		fmt.Print(rec.Code, " ", rec.Body.String())
 	}
-	m.CancelSession("s1")
+	d, _ := ticket.Wait(context.Background())
+	fmt.Println("approved:", d.Approved)
 	// Output:
 	// 401 {"success":false,"error":"approval: not authenticated: no owner cookie"}
 	// 403 {"success":false,"error":"not your session"}
 	// 200 {"success":true}
+	// approved: true
 }
 
 // CancelSession ends every pending approval of a session, also one that
@@ -107,14 +109,14 @@ func ExampleHandlerConfig() {
 func ExampleManager_CancelSession() {
 	m, _ := approval.NewManager(approval.ManagerConfig{})
 	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
-	req.ApprovalID, _ = m.Prepare(context.Background(), req)
+	ticket, _ := m.Request(context.Background(), req)
 
 	fmt.Println("cancelled:", m.CancelSession("s1"), "left:", m.Len())
-	d, _ := m.Approve(context.Background(), req)
-	fmt.Printf("approved: %v, reason: %q\n", d.Approved, d.Reason)
+	d, _ := ticket.Wait(context.Background())
+	fmt.Printf("approved: %v, cause: %s, reason: %q\n", d.Approved, d.Cause, d.Reason)
 	// Output:
 	// cancelled: 1 left: 0
-	// approved: false, reason: "interrupted while waiting for approval"
+	// approved: false, cause: approval_interrupted, reason: "interrupted while waiting for approval"
 }
 
 // Approve read-only tools at once, never run "rm", and ask about the rest
@@ -130,27 +132,28 @@ func ExampleChain() {
 
 	ask := func(tool string) {
 		req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "c", Name: tool}}
-		if p, ok := a.(agent.Preparer); ok {
-			req.ApprovalID, _ = p.Prepare(context.Background(), req)
+		ticket, _ := a.Request(context.Background(), req)
+		if d, ok := ticket.Decision(); ok {
+			// A policy decided: the agent shows no card.
+			fmt.Println(strings.TrimSpace(fmt.Sprintf("%s: policy, approved=%v %s", tool, d.Approved, d.Reason)))
+			return
 		}
-		// The browser answers whatever reaches it.
-		m.Respond("s1", req.ApprovalID, agent.Decision{Approved: true, Scope: agent.ScopeAlways})
-		d, _ := a.Approve(context.Background(), req)
-		fmt.Printf("%s: approved=%v", tool, d.Approved)
-		if d.Reason != "" {
-			fmt.Printf(" (%s)", d.Reason)
-		}
-		fmt.Println()
+		// The card is shown; the browser answers it.
+		m.Respond("s1", ticket.ApprovalID(), agent.Decision{Approved: true, Scope: agent.ScopeAlways})
+		d, _ := ticket.Wait(context.Background())
+		fmt.Printf("%s: asked, approved=%v\n", tool, d.Approved)
 	}
 	ask("read_file")
 	ask("rm")
 	ask("run_command")
+	ask("run_command")
 	fmt.Println("always allowed:", grants.Tools("s1"))
 	fmt.Println("pending:", m.Len())
 	// Output:
-	// read_file: approved=true
-	// rm: approved=false (rm is never allowed)
-	// run_command: approved=true
+	// read_file: policy, approved=true
+	// rm: policy, approved=false rm is never allowed
+	// run_command: asked, approved=true
+	// run_command: policy, approved=true
 	// always allowed: [run_command]
 	// pending: 0
 }
@@ -160,9 +163,11 @@ func ExampleTerminal() {
 	var out strings.Builder
 	term := approval.NewTerminal(strings.NewReader("maybe\nn too risky\n"), &out)
 	defer term.Close()
-	d, err := term.Approve(context.Background(), agent.ApprovalRequest{
+	ticket, _ := term.Request(context.Background(), agent.ApprovalRequest{
 		Call: agent.ToolCall{Name: "run_command", Arguments: json.RawMessage(`{"command":"rm -rf build"}`)},
 	})
+	// The agent has shown the approval_required chunk; now it waits.
+	d, err := ticket.Wait(context.Background())
 	for line := range strings.Lines(out.String()) {
 		fmt.Println(strings.TrimRight(line, " \n"))
 	}
@@ -177,15 +182,22 @@ func ExampleTerminal() {
 	// approved: false, reason: "rejected by user: too risky", err: <nil>
 }
 
-// WithTimeout bounds any approver's wait; IsTimeout tells the timeout apart
-// from a person's rejection.
-func ExampleWithTimeout() {
-	slow := agent.ApproverFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
-		<-ctx.Done() // nobody answers
+// nobody is an Approver whose calls wait for a person who never answers.
+type nobody struct{}
+
+func (nobody) Request(context.Context, agent.ApprovalRequest) (agent.Ticket, error) {
+	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) {
+		<-ctx.Done()
 		return agent.Decision{}, ctx.Err()
-	})
-	d, _ := approval.WithTimeout(slow, 1).Approve(context.Background(), agent.ApprovalRequest{})
-	fmt.Printf("%q timeout=%v\n", d.Reason, approval.IsTimeout(d.Reason))
+	}), nil
+}
+
+// WithTimeout bounds any approver's wait; the rejection's cause tells the
+// timeout apart from a person's rejection.
+func ExampleWithTimeout() {
+	ticket, _ := approval.WithTimeout(nobody{}, 1).Request(context.Background(), agent.ApprovalRequest{})
+	d, _ := ticket.Wait(context.Background())
+	fmt.Printf("%s: %q\n", d.Cause, d.Reason)
 	// Output:
-	// "approval timed out after 1ns" timeout=true
+	// timeout: "approval timed out after 1ns"
 }

@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -35,4 +36,21 @@ func request(session string, i int) agent.ApprovalRequest {
 type outcome struct {
 	d   agent.Decision
 	err error
+}
+
+// decide asks a about req and waits for the decision, as the agent does.
+func decide(ctx context.Context, a agent.Approver, req agent.ApprovalRequest) (agent.Decision, error) {
+	tk, err := a.Request(ctx, req)
+	if err != nil {
+		return agent.Decision{}, err
+	}
+	return tk.Wait(ctx)
+}
+
+// person is an Approver whose decisions come later, from answer, as a
+// person's do: its tickets are pending.
+type person func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error)
+
+func (p person) Request(_ context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) { return p(ctx, req) }), nil
 }

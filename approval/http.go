@@ -23,17 +23,19 @@ const MaxBodyBytes = 1 << 20
 var ErrUnauthenticated = errors.New("approval: not authenticated")
 
 // HandlerConfig configures the handlers of [Manager.ApproveHandler] and
-// [Manager.InterruptHandler]. The zero value lets every request act on the
-// session it names: a host whose port is reachable by anyone but the
-// session's owner sets Authorize.
+// [Manager.InterruptHandler]. Authorize is required: the session id in a
+// request body is no credential, and nobody may decide or interrupt for
+// another person's session. The handlers of a config without it answer every
+// request with 500 Internal Server Error and act on nothing.
 type HandlerConfig struct {
-	// Authorize, when not nil, is called with every request and the
-	// session its body names, after the body was decoded and before the
-	// handler does anything. It returns nil when the caller may act on
-	// that session, for example when the request's cookie or token belongs
-	// to the session's owner. An error wrapping [ErrUnauthenticated] is
-	// answered with 401, any other error with 403; the error's text is the
-	// answer's error. It must be safe for concurrent use.
+	// Authorize is called with every request and the session its body
+	// names, after the body was decoded and before the handler does
+	// anything. It returns nil when the caller may act on that session, for
+	// example when the request's cookie or token belongs to the session's
+	// owner. An error wrapping [ErrUnauthenticated] is answered with 401,
+	// any other error with 403; the error's text is the answer's error. It
+	// must be safe for concurrent use. Required: a host that truly lets
+	// every caller act on every session says so with [AllowAnyCaller].
 	Authorize func(r *http.Request, sessionID string) error
 
 	// AllowAlways lets a decision carry the scope "always", a grant of
@@ -43,12 +45,29 @@ type HandlerConfig struct {
 	AllowAlways bool
 }
 
+// AllowAnyCaller is an [HandlerConfig.Authorize] function that lets every
+// request act on the session it names. It is only for a single-user tool
+// whose handlers nobody but its user can reach (a server on the loopback
+// interface of a personal machine): anyone who can send a request can then
+// approve or interrupt any session's tool calls.
+func AllowAnyCaller(*http.Request, string) error { return nil }
+
+// errNoAuthorize is the answer of a handler whose config has no Authorize.
+const errNoAuthorize = "approval: the handler has no HandlerConfig.Authorize; set one that checks the caller, or approval.AllowAnyCaller for a single-user loopback tool"
+
+// configured reports whether c has an Authorize function. When it has none
+// it writes the answer and returns false.
+func (c HandlerConfig) configured(w http.ResponseWriter) bool {
+	if c.Authorize == nil {
+		writeError(w, http.StatusInternalServerError, errNoAuthorize)
+		return false
+	}
+	return true
+}
+
 // authorize runs c.Authorize. On refusal it writes the answer and returns
 // false.
 func (c HandlerConfig) authorize(w http.ResponseWriter, r *http.Request, sessionID string) bool {
-	if c.Authorize == nil {
-		return true
-	}
 	err := c.Authorize(r, sessionID)
 	switch {
 	case err == nil:
@@ -69,9 +88,9 @@ const errStale = "approval is not pending (answered, timed out, cancelled, or lo
 type ApproveRequest struct {
 	// SessionID is the session of the run (required).
 	SessionID string `json:"session_id"`
-	// TaskID is the approval id of the approval_required chunk,
+	// ApprovalID is the approval id of the approval_required chunk,
 	// agent.ToolCall.ApprovalID (required).
-	TaskID string `json:"task_id"`
+	ApprovalID string `json:"approval_id"`
 	// Approved is the decision (required).
 	Approved *bool `json:"approved"`
 	// Reason optionally says why.
@@ -120,6 +139,7 @@ type Response struct {
 //	401, 403 {"success":false,...}         refused by cfg.Authorize; 403 also
 //	                                       when the id belongs to another
 //	                                       session
+//	500 {"success":false,...}              cfg has no Authorize
 //	405, 408, 413, 415                     not POST; the body did not arrive
 //	                                       before the server's read deadline;
 //	                                       body over MaxBodyBytes; not
@@ -132,6 +152,9 @@ type Response struct {
 // sends its body slowly is cut off. The handler is safe for concurrent use.
 func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !cfg.configured(w) {
+			return
+		}
 		var req ApproveRequest
 		if !decode(w, r, &req) {
 			return
@@ -144,8 +167,8 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 			return
 		}
 		switch {
-		case req.TaskID == "":
-			writeError(w, http.StatusBadRequest, "missing task_id")
+		case req.ApprovalID == "":
+			writeError(w, http.StatusBadRequest, "missing approval_id")
 			return
 		case req.Approved == nil:
 			writeError(w, http.StatusBadRequest, "missing approved")
@@ -163,7 +186,7 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 		if len(req.Arguments) > 0 && !bytes.Equal(req.Arguments, []byte("null")) {
 			d.Arguments = req.Arguments
 		}
-		pending, err := m.Respond(req.SessionID, req.TaskID, d)
+		pending, err := m.Respond(req.SessionID, req.ApprovalID, d)
 		switch {
 		case errors.Is(err, ErrWrongSession):
 			writeError(w, http.StatusForbidden, err.Error())
@@ -187,11 +210,14 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 //	200 {"success":true,"was_active":true,"cancelled":1}
 //	404 {"success":false,"error":"..."}    no active run and no pending
 //	                                       approval in that session
-//	400, 401, 403, 405, 408, 413, 415      as for ApproveHandler
+//	400, 401, 403, 405, 408, 413, 415, 500 as for ApproveHandler
 //
 // The handler is safe for concurrent use when interrupt is.
 func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg HandlerConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !cfg.configured(w) {
+			return
+		}
 		var req InterruptRequest
 		if !decode(w, r, &req) {
 			return

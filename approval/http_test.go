@@ -41,11 +41,11 @@ func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) approval.Respo
 
 func TestApproveHandler(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
-	h := m.ApproveHandler(approval.HandlerConfig{})
-	prepare := func() string {
-		id, err := m.Prepare(context.Background(), request("s1", 1))
+	h := m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
+	register := func() agent.Ticket {
+		tk, err := m.Request(context.Background(), request("s1", 1))
 		require.NoError(t, err)
-		return id
+		return tk
 	}
 	tests := []struct {
 		name        string
@@ -58,47 +58,47 @@ func TestApproveHandler(t *testing.T) {
 		wantD       *agent.Decision
 	}{
 		{"approve", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true}`
 		}, 200, true, "", false, &agent.Decision{Approved: true}},
 		{"reject with reason, edit and scope", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":false,"reason":"no","arguments":{"n":2},"scope":"session"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":false,"reason":"no","arguments":{"n":2},"scope":"session"}`
 		}, 200, true, "", false, &agent.Decision{Reason: "no", Arguments: json.RawMessage(`{"n":2}`), Scope: agent.ScopeSession}},
 		{"null arguments mean none", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"arguments":null,"scope":"always"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"arguments":null,"scope":"always"}`
 		}, 200, true, "", false, &agent.Decision{Approved: true, Scope: agent.ScopeSession}}, // "always" is capped
 		{"stale key", "POST", func(string) string {
-			return `{"session_id":"s1","task_id":"0123456789abcdef0123456789abcdef","approved":true}`
+			return `{"session_id":"s1","approval_id":"0123456789abcdef0123456789abcdef","approved":true}`
 		}, 200, false, "not pending", true, nil},
 		{"another session", "POST", func(id string) string {
-			return `{"session_id":"s2","task_id":"` + id + `","approved":true}`
+			return `{"session_id":"s2","approval_id":"` + id + `","approved":true}`
 		}, 403, false, "another session", true, nil},
 		{"arguments not an object", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"arguments":[1]}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"arguments":[1]}`
 		}, 400, false, "JSON object", true, nil},
 		{"unknown scope", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"scope":"forever"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"scope":"forever"}`
 		}, 400, false, "scope", true, nil},
-		{"missing session_id", "POST", func(id string) string { return `{"task_id":"` + id + `","approved":true}` }, 400, false, "session_id", true, nil},
-		{"missing task_id", "POST", func(string) string { return `{"session_id":"s1","approved":true}` }, 400, false, "task_id", true, nil},
-		{"missing approved", "POST", func(id string) string { return `{"session_id":"s1","task_id":"` + id + `"}` }, 400, false, "approved", true, nil},
+		{"missing session_id", "POST", func(id string) string { return `{"approval_id":"` + id + `","approved":true}` }, 400, false, "session_id", true, nil},
+		{"missing approval_id", "POST", func(string) string { return `{"session_id":"s1","approved":true}` }, 400, false, "approval_id", true, nil},
+		{"missing approved", "POST", func(id string) string { return `{"session_id":"s1","approval_id":"` + id + `"}` }, 400, false, "approved", true, nil},
 		{"malformed JSON", "POST", func(string) string { return `{"session_id":` }, 400, false, "malformed", true, nil},
 		{"wrong type", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":"yes"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":"yes"}`
 		}, 400, false, "malformed", true, nil},
 		{"trailing data", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true} {}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true} {}`
 		}, 400, false, "after the JSON", true, nil},
 		{"empty body", "POST", func(string) string { return "" }, 400, false, "empty", true, nil},
 		{"JSON null", "POST", func(string) string { return "null" }, 400, false, "session_id", true, nil},
 		{"wrong method", "GET", func(string) string { return "" }, 405, false, "POST", true, nil},
 		{"oversized body", "POST", func(id string) string {
-			return `{"session_id":"s1","task_id":"` + id + `","approved":true,"reason":"` + strings.Repeat("x", approval.MaxBodyBytes) + `"}`
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"reason":"` + strings.Repeat("x", approval.MaxBodyBytes) + `"}`
 		}, 413, false, "larger", true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			id := prepare()
-			rec := serve(h, tt.method, tt.body(id))
+			tk := register()
+			rec := serve(h, tt.method, tt.body(tk.ApprovalID()))
 			if rec.Code != tt.wantStatus {
 				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.wantStatus, rec.Body.String())
 			}
@@ -117,7 +117,7 @@ func TestApproveHandler(t *testing.T) {
 				t.Errorf("still pending = %v, want %v", stillPending, tt.wantPending)
 			}
 			m.CancelSession("s1")
-			d, err := m.Approve(context.Background(), agent.ApprovalRequest{SessionID: "s1", ApprovalID: id})
+			d, err := tk.Wait(context.Background())
 			require.NoError(t, err)
 			if tt.wantD != nil {
 				assert.Equal(t, tt.wantD.Approved, d.Approved)
@@ -139,9 +139,10 @@ func TestInterruptHandler(t *testing.T) {
 		was := active[sessionID]
 		delete(active, sessionID)
 		return was
-	}, approval.HandlerConfig{})
-	_, err := m.Prepare(context.Background(), request("registered", 1)) // registered, not yet waited
+	}, approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
+	tk, err := m.Request(context.Background(), request("registered", 1)) // registered, not yet waited
 	require.NoError(t, err)
+	defer tk.Wait(context.Background()) //nolint:errcheck // the release
 
 	tests := []struct {
 		name          string
@@ -182,7 +183,7 @@ func TestInterruptHandler(t *testing.T) {
 	assert.Equal(t, []string{"running", "registered", "nobody", "running"}, interrupted)
 
 	// A nil interrupt func only cancels approvals.
-	rec := serve(m.InterruptHandler(nil, approval.HandlerConfig{}), "POST", `{"session_id":"x"}`)
+	rec := serve(m.InterruptHandler(nil, approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), "POST", `{"session_id":"x"}`)
 	assert.Equal(t, 404, rec.Code)
 }
 
@@ -192,22 +193,21 @@ func TestApproveOverHTTP(t *testing.T) {
 	leaktest.Check(t)
 	m := newManager(t, approval.ManagerConfig{})
 	mux := http.NewServeMux()
-	mux.Handle("POST /api/tool-approve", m.ApproveHandler(approval.HandlerConfig{}))
+	mux.Handle("POST /api/tool-approve", m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
 
-	req := request("s1", 1)
-	id, err := m.Prepare(context.Background(), req)
+	tk, err := m.Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	req.ApprovalID = id
+	id := tk.ApprovalID()
 	done := make(chan outcome, 1)
 	go func() {
-		d, err := m.Approve(context.Background(), req)
+		d, err := tk.Wait(context.Background())
 		done <- outcome{d, err}
 	}()
 	post := func() approval.Response {
-		body := `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+		body := `{"session_id":"s1","approval_id":"` + id + `","approved":true}`
 		resp, err := srv.Client().Post(srv.URL+"/api/tool-approve", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -223,4 +223,41 @@ func TestApproveOverHTTP(t *testing.T) {
 	r := post()
 	assert.False(t, r.Success, "a second answer finds a stale card")
 	assert.Equal(t, 0, m.Len())
+}
+
+// TestHandlersNeedAuthorize: the session id in a body is no credential, so
+// a handler whose config has no Authorize acts on nothing and says why; a
+// host that means "anyone" says so with AllowAnyCaller.
+func TestHandlersNeedAuthorize(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	tk, err := m.Request(context.Background(), request("s1", 1))
+	require.NoError(t, err)
+	interrupted := false
+	handlers := map[string]struct {
+		h    func(approval.HandlerConfig) http.Handler
+		body string
+	}{
+		"approve": {m.ApproveHandler, `{"session_id":"s1","approval_id":"` + tk.ApprovalID() + `","approved":true}`},
+		"interrupt": {func(c approval.HandlerConfig) http.Handler {
+			return m.InterruptHandler(func(string) bool { interrupted = true; return true }, c)
+		}, `{"session_id":"s1"}`},
+	}
+	for name, tt := range handlers {
+		t.Run(name, func(t *testing.T) {
+			for _, body := range []string{tt.body, `{`} {
+				rec := serve(tt.h(approval.HandlerConfig{AllowAlways: true}), "POST", body)
+				require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+				r := decodeResponse(t, rec)
+				assert.Contains(t, r.Error, "HandlerConfig.Authorize")
+				assert.Contains(t, r.Error, "AllowAnyCaller")
+			}
+			assert.Len(t, m.Pending("s1"), 1, "nothing was decided or cancelled")
+			assert.False(t, interrupted)
+		})
+	}
+	rec := serve(m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), "POST", handlers["approve"].body)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	d, err := tk.Wait(context.Background())
+	require.NoError(t, err)
+	assert.True(t, d.Approved)
 }

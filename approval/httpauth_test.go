@@ -25,13 +25,10 @@ import (
 // the agent got.
 func decideThroughList(t *testing.T, m *approval.Manager, l *approval.AllowList, answer func(id string) int) agent.Decision {
 	t.Helper()
-	ap := l.Wrap(m)
-	req := request("s1", 1)
-	id, err := ap.(agent.Preparer).Prepare(context.Background(), req)
+	tk, err := l.Wrap(m).Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	req.ApprovalID = id
-	require.Equal(t, 200, answer(id))
-	d, err := ap.Approve(context.Background(), req)
+	require.Equal(t, 200, answer(tk.ApprovalID()))
+	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
 	return d
 }
@@ -47,16 +44,16 @@ func TestClientGrantStaysInItsSession(t *testing.T) {
 		wantScope   agent.Scope
 		otherAllows bool
 	}{
-		{"always is capped", approval.HandlerConfig{}, "always", agent.ScopeSession, false},
-		{"session", approval.HandlerConfig{}, "session", agent.ScopeSession, false},
-		{"always allowed by the host", approval.HandlerConfig{AllowAlways: true}, "always", agent.ScopeAlways, true},
+		{"always is capped", approval.HandlerConfig{Authorize: approval.AllowAnyCaller}, "always", agent.ScopeSession, false},
+		{"session", approval.HandlerConfig{Authorize: approval.AllowAnyCaller}, "session", agent.ScopeSession, false},
+		{"always allowed by the host", approval.HandlerConfig{Authorize: approval.AllowAnyCaller, AllowAlways: true}, "always", agent.ScopeAlways, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newManager(t, approval.ManagerConfig{})
 			l := approval.NewAllowList()
 			h := m.ApproveHandler(tc.cfg)
 			d := decideThroughList(t, m, l, func(id string) int {
-				return serve(h, "POST", `{"session_id":"s1","task_id":"`+id+`","approved":true,"scope":"`+tc.scope+`"}`).Code
+				return serve(h, "POST", `{"session_id":"s1","approval_id":"`+id+`","approved":true,"scope":"`+tc.scope+`"}`).Code
 			})
 			assert.True(t, d.Approved)
 			assert.Equal(t, tc.wantScope, d.Scope)
@@ -100,9 +97,10 @@ func TestAuthorize(t *testing.T) {
 		return rec.Code, decodeResponse(t, rec)
 	}
 
-	id, err := m.Prepare(context.Background(), request("s1", 1))
+	tk, err := m.Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	decide := `{"session_id":"s1","task_id":"` + id + `","approved":true}`
+	defer tk.Wait(context.Background()) //nolint:errcheck // takes the decision
+	decide := `{"session_id":"s1","approval_id":"` + tk.ApprovalID() + `","approved":true}`
 	for _, tc := range []struct {
 		cookie  string
 		status  int
@@ -135,7 +133,7 @@ func TestAuthorize(t *testing.T) {
 // with 415 before it is read (a form post from another site cannot be one).
 func TestHandlersWantJSON(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
-	for _, h := range []http.Handler{m.ApproveHandler(approval.HandlerConfig{}), m.InterruptHandler(nil, approval.HandlerConfig{})} {
+	for _, h := range []http.Handler{m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), m.InterruptHandler(nil, approval.HandlerConfig{Authorize: approval.AllowAnyCaller})} {
 		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonx"} {
 			req := httptest.NewRequest("POST", "/api/x", strings.NewReader(`{"session_id":"s1"}`))
 			if ct != "" {
@@ -159,7 +157,7 @@ func TestHandlersWantJSON(t *testing.T) {
 func TestSlowBodyTimesOut(t *testing.T) {
 	leaktest.Check(t)
 	m := newManager(t, approval.ManagerConfig{})
-	srv := httptest.NewUnstartedServer(m.ApproveHandler(approval.HandlerConfig{}))
+	srv := httptest.NewUnstartedServer(m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}))
 	srv.Config.ReadTimeout = 200 * time.Millisecond
 	srv.Start()
 	defer srv.Close()

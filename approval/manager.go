@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,32 +19,22 @@ import (
 // [ManagerConfig.Timeout] is zero.
 const DefaultTimeout = 300 * time.Second
 
-// ReasonCancelled is the reason of the rejection a [Manager] (or a
-// [Terminal]) returns when the approval was cancelled: by
-// [Manager.CancelSession], or because the waiting context ended. Nobody
-// rejected the call, so it is the agent's reason for an approval cut short by
-// an interrupt, [agent.ReasonApprovalInterrupted].
-const ReasonCancelled = agent.ReasonApprovalInterrupted
-
-// timeoutPrefix starts the reason of every timeout rejection; see
-// [IsTimeout].
-const timeoutPrefix = "approval timed out"
-
-// TimeoutReason returns the reason of a rejection caused by a timeout of d,
-// such as "approval timed out after 5m0s". [IsTimeout] recognises it.
-func TimeoutReason(d time.Duration) string {
-	return timeoutPrefix + " after " + d.String()
+// timedOut is the decision of an approval nobody answered within d: a
+// rejection with [agent.CauseTimeout] and a reason such as "approval timed
+// out after 5m0s".
+func timedOut(d time.Duration) agent.Decision {
+	return agent.Decision{Reason: "approval timed out after " + d.String(), Cause: agent.CauseTimeout}
 }
 
-// IsTimeout reports whether reason is the reason of a timeout rejection made
-// by this package ([Manager] or [WithTimeout]). A host uses it on the Reason
-// of a rejected tool call (agent.ToolCall.Reason or agent.Decision.Reason) to
-// tell "approval timed out" apart from a rejection by a person.
-func IsTimeout(reason string) bool {
-	return strings.HasPrefix(reason, timeoutPrefix)
+// cancelled is the decision of an approval that was cancelled, by
+// [Manager.CancelSession] or because the waiting context ended: nobody
+// rejected the call.
+func cancelled() agent.Decision {
+	return agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted}
 }
 
-// Errors returned by [Manager.Respond] and [Manager.Approve].
+// Errors returned by [Manager.Request], [Manager.Respond] and the Wait of a
+// Manager's tickets.
 var (
 	// ErrWrongSession is returned by Respond for an approval id that
 	// belongs to another session. The approval stays pending.
@@ -56,26 +45,26 @@ var (
 	// ErrInvalidScope is returned by Respond for a decision whose Scope is
 	// not one of the agent.Scope constants.
 	ErrInvalidScope = errors.New("approval: unknown scope")
-	// ErrAlreadyWaiting is returned by Approve when another Approve call
-	// already waits for the same approval id.
-	ErrAlreadyWaiting = errors.New("approval: Approve called twice for one approval id")
-	// ErrNoSession is returned (wrapped) by Prepare, and by Approve without
-	// an approval id, for a request without a session id: a Manager's
-	// approvals are answered, listed and cancelled per session, so one
-	// registered without a session could only time out.
+	// ErrAlreadyWaiting is returned by the Wait of a Manager's ticket that
+	// was called before: a ticket is waited for once.
+	ErrAlreadyWaiting = errors.New("approval: Wait called twice for one approval")
+	// ErrNoSession is returned (wrapped) by Request for a request without a
+	// session id: a Manager's approvals are answered, listed and cancelled
+	// per session, so one registered without a session could only time
+	// out.
 	ErrNoSession = errors.New("approval: the request has no session id")
 )
 
 // ManagerConfig configures a [Manager]. The zero value is ready to use.
 type ManagerConfig struct {
-	// Timeout is how long Approve waits for a decision before it rejects
-	// the call with [TimeoutReason]. Zero means [DefaultTimeout]; negative
-	// values are invalid.
+	// Timeout is how long a ticket's Wait waits for a decision before it
+	// rejects the call with [agent.CauseTimeout]. Zero means
+	// [DefaultTimeout]; negative values are invalid.
 	Timeout time.Duration
 
 	// OnRegister, when not nil, is called with every new pending approval,
-	// synchronously, in the goroutine that registered it (the agent's, from
-	// Prepare), after the approval can be answered and before the agent
+	// synchronously, in the goroutine that registered it (the agent's, in
+	// Request), after the approval can be answered and before the agent
 	// shows the approval_required chunk. It may call [Manager.Respond] (an
 	// auto-approval) but must not block. It must be safe for concurrent use.
 	OnRegister func(PendingApproval)
@@ -84,8 +73,9 @@ type ManagerConfig struct {
 // PendingApproval describes an approval that waits for a decision, as
 // [Manager.Pending] lists it.
 type PendingApproval struct {
-	// ID is the approval id a front end answers with ("task_id").
-	ID string `json:"id"`
+	// ApprovalID is the approval id a front end answers with, as on the
+	// approval_required chunk (agent.ToolCall.ApprovalID).
+	ApprovalID string `json:"approval_id"`
 	// SessionID is the run's session.
 	SessionID string `json:"session_id"`
 	// Round is the tool round of the call.
@@ -99,17 +89,16 @@ type PendingApproval struct {
 // Manager is the register / wait / respond / cancel service behind an
 // approval UI that lives elsewhere, such as a browser.
 //
-// A Manager is an [agent.Approver] and an [agent.Preparer]: set it as the
-// agent's approver and the agent registers each call (Prepare) before it
-// shows the approval_required chunk, then waits for it (Approve). Decisions
-// come in through [Manager.Respond] (or the handler of
-// [Manager.ApproveHandler]); [Manager.CancelSession] ends every pending
-// approval of a session.
+// A Manager is an [agent.Approver]: set it as the agent's approver and the
+// agent registers each call ([Manager.Request]) before it shows the
+// approval_required chunk, then waits with the ticket it got. Decisions come
+// in through [Manager.Respond] (or the handler of [Manager.ApproveHandler]);
+// [Manager.CancelSession] ends every pending approval of a session.
 //
-// Waiting costs no goroutine: Approve blocks in its caller's goroutine. Every
-// entry is removed when its Approve returns, when its session is cancelled, or
-// when a decision reaches an Approve that already waits, so the count of
-// [Manager.Len] returns to zero after every run.
+// Waiting costs no goroutine: a ticket's Wait blocks in its caller's
+// goroutine. Every entry is removed when its Wait returns, when its session
+// is cancelled, or when a decision reaches a Wait that already waits, so the
+// count of [Manager.Len] returns to zero after every run.
 //
 // All methods are safe for concurrent use.
 type Manager struct {
@@ -144,7 +133,7 @@ type entry struct {
 	done    chan struct{}
 
 	state    entryState     // guarded by Manager.mu
-	waiting  bool           // guarded by Manager.mu: an Approve holds this entry
+	waiting  bool           // guarded by Manager.mu: Wait was called
 	decision agent.Decision // guarded by Manager.mu; set before done is closed
 }
 
@@ -165,7 +154,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}, nil
 }
 
-// Timeout returns how long Approve waits for a decision.
+// Timeout returns how long a ticket's Wait waits for a decision.
 func (m *Manager) Timeout() time.Duration { return m.timeout }
 
 // newID returns an unguessable approval id: 128 random bits in hex.
@@ -175,23 +164,41 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Prepare registers req as a pending approval and returns its id. It
-// implements [agent.Preparer]: from the moment Prepare returns, a decision
-// for the id (through [Manager.Respond]) is kept until the Approve that
-// follows takes it.
+// Request registers req as a pending approval and returns its ticket, which
+// carries the approval id a front end answers with. It implements
+// [agent.Approver]: from the moment Request returns, a decision for the id
+// (through [Manager.Respond]) is kept until the ticket's Wait takes it.
 //
-// Prepare fails, and registers nothing, when ctx has already ended, and with
+// Request fails, and registers nothing, when ctx has already ended, and with
 // an error wrapping [ErrNoSession] when req.SessionID is empty (a run without
 // agent.Input.SessionID): the agent then rejects the call at once with the
 // error's text instead of waiting for a decision nobody can send.
-func (m *Manager) Prepare(ctx context.Context, req agent.ApprovalRequest) (string, error) {
+//
+// The ticket's Wait returns:
+//   - the decision given to [Manager.Respond], also one given before Wait
+//     was called;
+//   - a rejection with [agent.CauseApprovalInterrupted] and a nil error when
+//     the approval was cancelled by [Manager.CancelSession], before or during
+//     the wait;
+//   - a rejection with [agent.CauseTimeout] and a nil error when no decision
+//     came within the Manager's timeout, counted from the start of Wait;
+//   - a rejection with [agent.CauseApprovalInterrupted] and ctx.Err() when
+//     ctx ended first, also when it had already ended at the call (the
+//     release the agent owes for a ticket it no longer waits for).
+//
+// Whichever of these happens first wins; the entry is removed before Wait
+// returns. Wait is called once: a second call returns [ErrAlreadyWaiting].
+func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return agent.Ticket{}, err
 	}
 	if err := checkSession(req); err != nil {
-		return "", err
+		return agent.Ticket{}, err
 	}
-	return m.register(req).id, nil
+	e := m.register(req)
+	return agent.Pending(e.id, func(ctx context.Context) (agent.Decision, error) {
+		return m.wait(ctx, e)
+	}), nil
 }
 
 // checkSession returns an error wrapping ErrNoSession when req has no
@@ -231,7 +238,7 @@ func (m *Manager) register(req agent.ApprovalRequest) *entry {
 }
 
 func (e *entry) pending() PendingApproval {
-	return PendingApproval{ID: e.id, SessionID: e.session, Round: e.round, Call: e.call, Created: e.created}
+	return PendingApproval{ApprovalID: e.id, SessionID: e.session, Round: e.round, Call: e.call, Created: e.created}
 }
 
 // remove deletes e from both indexes. m.mu must be held.
@@ -245,55 +252,16 @@ func (m *Manager) remove(e *entry) {
 	}
 }
 
-// Approve waits for the decision on req and implements [agent.Approver].
-//
-// req.ApprovalID is the id [Manager.Prepare] returned; when it is empty,
-// Approve registers the request itself first (the id is then only visible
-// through [ManagerConfig.OnRegister] and [Manager.Pending]), and fails as
-// Prepare does for a request without a session ([ErrNoSession]).
-//
-// Approve returns:
-//   - the decision given to [Manager.Respond], also one given before Approve
-//     was called;
-//   - a rejection with reason [ReasonCancelled] and a nil error when the
-//     approval was cancelled by [Manager.CancelSession], before or during the
-//     wait, and for an id the Manager does not hold (an entry that was
-//     cancelled cannot be told apart from one that never existed);
-//   - a rejection with reason [TimeoutReason] and a nil error when no decision
-//     came within the Manager's timeout, counted from the start of Approve;
-//   - a rejection with reason [ReasonCancelled] and ctx.Err() when ctx ended
-//     first, also when it had already ended at the call (the release that
-//     [agent.Preparer] asks for).
-//
-// Whichever of these happens first wins; the entry is removed before Approve
-// returns. A second Approve for an id that is being waited for returns
-// [ErrAlreadyWaiting].
-func (m *Manager) Approve(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
-	var e *entry
-	if req.ApprovalID == "" {
-		if err := ctx.Err(); err != nil {
-			return cancelled(), err
-		}
-		if err := checkSession(req); err != nil {
-			return agent.Decision{Reason: err.Error()}, err
-		}
-		e = m.register(req)
-	}
-
+// wait waits for the decision on e; see the ticket's Wait in Request.
+func (m *Manager) wait(ctx context.Context, e *entry) (agent.Decision, error) {
 	m.mu.Lock()
-	if e == nil {
-		e = m.byID[req.ApprovalID]
-		if e == nil {
-			m.mu.Unlock()
-			return cancelled(), nil
-		}
-	}
 	if e.waiting {
 		m.mu.Unlock()
 		return agent.Decision{Reason: ErrAlreadyWaiting.Error()}, ErrAlreadyWaiting
 	}
+	e.waiting = true
 	if e.state == stateDecided {
-		// The decision came before the wait (respond-before-wait).
+		// The decision (or a cancel) came before the wait.
 		m.remove(e)
 		d := e.decision
 		m.mu.Unlock()
@@ -305,7 +273,6 @@ func (m *Manager) Approve(ctx context.Context, req agent.ApprovalRequest) (agent
 		m.mu.Unlock()
 		return cancelled(), err
 	}
-	e.waiting = true
 	m.mu.Unlock()
 
 	timer := time.NewTimer(m.timeout)
@@ -334,11 +301,9 @@ func (m *Manager) Approve(ctx context.Context, req agent.ApprovalRequest) (agent
 		m.finish(e, cancelled())
 		return e.decision, ctxErr
 	}
-	m.finish(e, agent.Decision{Reason: TimeoutReason(m.timeout)})
+	m.finish(e, timedOut(m.timeout))
 	return e.decision, nil
 }
-
-func cancelled() agent.Decision { return agent.Decision{Reason: ReasonCancelled} }
 
 // finish records d as e's outcome and wakes its waiter. m.mu must be held and
 // e must be pending.
@@ -355,7 +320,7 @@ func (m *Manager) finish(e *entry, d agent.Decision) {
 // change nothing.
 //
 // A decision that arrives before the agent waits is kept and returned by
-// the Approve that follows.
+// the Wait that follows.
 //
 // Respond fails, and leaves the approval pending, with [ErrWrongSession] when
 // id belongs to another session, and with an error wrapping
@@ -410,9 +375,10 @@ func describe(raw []byte) string {
 }
 
 // CancelSession wakes and removes every approval of sessionID that still
-// waits for a decision, including approvals registered by Prepare whose
-// Approve has not started yet: that Approve then returns the cancellation at
-// once. The cancelled approvals are rejected with [ReasonCancelled].
+// waits for a decision, including approvals registered by Request whose Wait
+// has not started yet: that Wait then returns the cancellation at once. The
+// cancelled approvals are rejected with [agent.CauseApprovalInterrupted]
+// (the reason is [agent.ReasonApprovalInterrupted]).
 // Approvals that were already answered keep their decision. CancelSession
 // returns the number of approvals it cancelled.
 func (m *Manager) CancelSession(sessionID string) int {
@@ -431,7 +397,7 @@ func (m *Manager) CancelSession(sessionID string) int {
 }
 
 // Len returns the number of entries the Manager holds: approvals waiting for
-// a decision plus decided ones whose Approve has not taken the decision yet.
+// a decision plus decided ones whose Wait has not taken the decision yet.
 // It returns to zero when every run has ended.
 func (m *Manager) Len() int {
 	m.mu.Lock()

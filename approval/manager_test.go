@@ -44,12 +44,15 @@ func TestNewManager(t *testing.T) {
 	}
 }
 
-func TestPrepareIDs(t *testing.T) {
+func TestRequestIDs(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	seen := make(map[string]bool)
 	for i := range 1000 {
-		id, err := m.Prepare(context.Background(), request("s", i))
+		tk, err := m.Request(context.Background(), request("s", i))
 		require.NoError(t, err)
+		_, decided := tk.Decision()
+		require.False(t, decided, "a Manager's ticket is pending")
+		id := tk.ApprovalID()
 		if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
 			t.Fatalf("id %q is not 128 bits of hex", id)
 		}
@@ -64,38 +67,38 @@ func TestPrepareIDs(t *testing.T) {
 	assert.Equal(t, 0, m.Len())
 }
 
-func TestPrepareWithEndedContext(t *testing.T) {
+func TestRequestWithEndedContext(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	id, err := m.Prepare(ctx, request("s", 1))
-	if !errors.Is(err, context.Canceled) || id != "" {
-		t.Errorf("Prepare(cancelled) = %q, %v; want \"\", context.Canceled", id, err)
+	tk, err := m.Request(ctx, request("s", 1))
+	if !errors.Is(err, context.Canceled) || tk.ApprovalID() != "" {
+		t.Errorf("Request(cancelled) = %q, %v; want \"\", context.Canceled", tk.ApprovalID(), err)
 	}
 	assert.Equal(t, 0, m.Len(), "nothing may be registered")
 }
 
-// Race: the decision arrives after Prepare but before Approve.
+// Race: the decision arrives after Request but before Wait.
 func TestRespondBeforeWait(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	req := request("s", 1)
-	id, err := m.Prepare(context.Background(), req)
+	tk, err := m.Request(context.Background(), req)
 	require.NoError(t, err)
-	req.ApprovalID = id
+	id := tk.ApprovalID()
 
 	edited := json.RawMessage(`{"n":42}`)
 	pending, err := m.Respond("s", id, agent.Decision{Approved: true, Arguments: edited, Scope: agent.ScopeSession})
 	require.NoError(t, err)
 	if !pending {
-		t.Fatal("Respond right after Prepare: pending = false, want true")
+		t.Fatal("Respond right after Request: pending = false, want true")
 	}
 	assert.Empty(t, m.Pending("s"), "a decided approval is not listed as pending")
 
-	d, err := m.Approve(context.Background(), req)
+	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
 	want := agent.Decision{Approved: true, Arguments: edited, Scope: agent.ScopeSession}
 	if !d.Approved || string(d.Arguments) != string(want.Arguments) || d.Scope != want.Scope {
-		t.Errorf("Approve = %+v, want %+v", d, want)
+		t.Errorf("Wait = %+v, want %+v", d, want)
 	}
 	assert.Equal(t, 0, m.Len())
 }
@@ -104,16 +107,16 @@ func TestRespondWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
 		req := request("s", 1)
-		id, err := m.Prepare(t.Context(), req)
+		tk, err := m.Request(t.Context(), req)
 		require.NoError(t, err)
-		req.ApprovalID = id
+		id := tk.ApprovalID()
 
 		done := make(chan outcome, 1)
 		go func() {
-			d, err := m.Approve(t.Context(), req)
+			d, err := tk.Wait(t.Context())
 			done <- outcome{d, err}
 		}()
-		synctest.Wait() // Approve is blocked
+		synctest.Wait() // Wait is blocked
 		start := time.Now()
 		pending, err := m.Respond("s", id, agent.Decision{Reason: "not now"})
 		require.NoError(t, err)
@@ -127,41 +130,34 @@ func TestRespondWhileWaiting(t *testing.T) {
 }
 
 // TestNoSession: a request without a session id cannot be answered through
-// the handlers (they need the session), so Prepare and a registering Approve
-// refuse it at once with ErrNoSession, register nothing, and say how to fix
-// it.
+// the handlers (they need the session), so Request refuses it at once with
+// ErrNoSession, registers nothing, and says how to fix it.
 func TestNoSession(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	req := request("", 1)
-	id, err := m.Prepare(t.Context(), req)
+	tk, err := m.Request(t.Context(), req)
 	require.ErrorIs(t, err, approval.ErrNoSession)
 	assert.Contains(t, err.Error(), "agent.Input.SessionID")
-	assert.Empty(t, id)
-	assert.Equal(t, 0, m.Len())
-
-	d, err := m.Approve(t.Context(), req)
-	require.ErrorIs(t, err, approval.ErrNoSession)
-	assert.False(t, d.Approved)
-	assert.Equal(t, err.Error(), d.Reason)
+	assert.Empty(t, tk.ApprovalID())
 	assert.Equal(t, 0, m.Len())
 }
 
-// Race: CancelSession lands between register (Prepare) and wait (Approve).
+// Race: CancelSession lands between register (Request) and wait (Wait).
 func TestCancelBetweenRegisterAndWait(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	req := request("s", 1)
-	id, err := m.Prepare(context.Background(), req)
+	tk, err := m.Request(context.Background(), req)
 	require.NoError(t, err)
-	req.ApprovalID = id
+	id := tk.ApprovalID()
 
 	if got := m.CancelSession("s"); got != 1 {
 		t.Fatalf("CancelSession = %d, want 1", got)
 	}
 	assert.Equal(t, 0, m.Len(), "CancelSession must remove the entry, not only wake it")
 
-	d, err := m.Approve(context.Background(), req)
+	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, agent.Decision{Reason: approval.ReasonCancelled}, d)
+	assert.Equal(t, cancelledDecision, d)
 
 	pending, err := m.Respond("s", id, agent.Decision{Approved: true})
 	require.NoError(t, err)
@@ -173,12 +169,14 @@ func TestCancelWhileWaiting(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
 		done := make(chan outcome, 2)
 		for i := range 2 {
+			tk, err := m.Request(t.Context(), request("s", i))
+			require.NoError(t, err)
 			go func() {
-				d, err := m.Approve(t.Context(), request("s", i)) // registers itself
+				d, err := tk.Wait(t.Context())
 				done <- outcome{d, err}
 			}()
 		}
-		other, err := m.Prepare(t.Context(), request("other", 9))
+		other, err := m.Request(t.Context(), request("other", 9))
 		require.NoError(t, err)
 		synctest.Wait()
 		require.Equal(t, 3, m.Len())
@@ -189,12 +187,12 @@ func TestCancelWhileWaiting(t *testing.T) {
 		for range 2 {
 			got := <-done
 			require.NoError(t, got.err)
-			assert.Equal(t, agent.Decision{Reason: approval.ReasonCancelled}, got.d)
+			assert.Equal(t, cancelledDecision, got.d)
 		}
 		assert.Equal(t, 1, m.Len(), "another session's approval stays")
 		assert.Equal(t, 0, m.CancelSession("s"), "second CancelSession finds nothing")
 		assert.Equal(t, 1, m.CancelSession("other"))
-		_, _ = m.Approve(t.Context(), agent.ApprovalRequest{SessionID: "other", ApprovalID: other})
+		_, _ = other.Wait(t.Context())
 		assert.Equal(t, 0, m.Len())
 	})
 }
@@ -204,19 +202,18 @@ func TestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{Timeout: 5 * time.Minute})
 		req := request("s", 1)
-		id, err := m.Prepare(t.Context(), req)
+		tk, err := m.Request(t.Context(), req)
 		require.NoError(t, err)
-		req.ApprovalID = id
+		id := tk.ApprovalID()
 
 		start := time.Now()
-		d, err := m.Approve(t.Context(), req)
+		d, err := tk.Wait(t.Context())
 		require.NoError(t, err)
 		if got := time.Since(start); got != 5*time.Minute {
-			t.Errorf("Approve returned after %v, want 5m0s", got)
+			t.Errorf("Wait returned after %v, want 5m0s", got)
 		}
-		want := agent.Decision{Reason: "approval timed out after 5m0s"}
+		want := agent.Decision{Reason: "approval timed out after 5m0s", Cause: agent.CauseTimeout}
 		assert.Equal(t, want, d)
-		assert.True(t, approval.IsTimeout(d.Reason), "IsTimeout(%q)", d.Reason)
 		assert.Equal(t, 0, m.Len())
 
 		pending, err := m.Respond("s", id, agent.Decision{Approved: true})
@@ -228,33 +225,15 @@ func TestTimeout(t *testing.T) {
 func TestDefaultTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
+		tk, err := m.Request(t.Context(), request("s", 1))
+		require.NoError(t, err)
 		start := time.Now()
-		d, _ := m.Approve(t.Context(), request("s", 1))
+		d, _ := tk.Wait(t.Context())
 		if got := time.Since(start); got != 300*time.Second {
 			t.Errorf("waited %v, want 5m0s", got)
 		}
 		assert.Equal(t, "approval timed out after 5m0s", d.Reason)
 	})
-}
-
-func TestIsTimeout(t *testing.T) {
-	tests := []struct {
-		reason string
-		want   bool
-	}{
-		{approval.TimeoutReason(time.Second), true},
-		{"approval timed out after 5m0s", true},
-		{approval.ReasonCancelled, false},
-		{"", false},
-		{"rejected by user: approval timed out", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.reason, func(t *testing.T) {
-			if got := approval.IsTimeout(tt.reason); got != tt.want {
-				t.Errorf("IsTimeout(%q) = %v, want %v", tt.reason, got, tt.want)
-			}
-		})
-	}
 }
 
 // Race: two decisions for one approval; the first wins.
@@ -274,12 +253,12 @@ func TestDoubleRespond(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					m := newManager(t, approval.ManagerConfig{})
 					req := request("s", 1)
-					id, err := m.Prepare(t.Context(), req)
+					tk, err := m.Request(t.Context(), req)
 					require.NoError(t, err)
-					req.ApprovalID = id
+					id := tk.ApprovalID()
 					done := make(chan outcome, 1)
 					wait := func() {
-						d, err := m.Approve(t.Context(), req)
+						d, err := tk.Wait(t.Context())
 						done <- outcome{d, err}
 					}
 					if waiting {
@@ -311,9 +290,9 @@ func TestDoubleRespond(t *testing.T) {
 func TestRespondOtherSession(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	req := request("alice", 1)
-	id, err := m.Prepare(context.Background(), req)
+	tk, err := m.Request(context.Background(), req)
 	require.NoError(t, err)
-	req.ApprovalID = id
+	id := tk.ApprovalID()
 
 	pending, err := m.Respond("mallory", id, agent.Decision{Approved: true})
 	if !errors.Is(err, approval.ErrWrongSession) || pending {
@@ -325,7 +304,7 @@ func TestRespondOtherSession(t *testing.T) {
 	pending, err = m.Respond("alice", id, agent.Decision{Reason: "no"})
 	require.NoError(t, err)
 	require.True(t, pending)
-	d, err := m.Approve(context.Background(), req)
+	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, agent.Decision{Reason: "no"}, d)
 }
@@ -350,9 +329,9 @@ func TestRespondValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newManager(t, approval.ManagerConfig{})
-			id, err := m.Prepare(context.Background(), request("s", 1))
+			tk, err := m.Request(context.Background(), request("s", 1))
 			require.NoError(t, err)
-			pending, err := m.Respond("s", id, tt.d)
+			pending, err := m.Respond("s", tk.ApprovalID(), tt.d)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Respond error = %v, want %v", err, tt.wantErr)
 			}
@@ -365,7 +344,7 @@ func TestRespondValidation(t *testing.T) {
 				}
 			}
 			m.CancelSession("s")
-			_, _ = m.Approve(context.Background(), agent.ApprovalRequest{SessionID: "s", ApprovalID: id})
+			_, _ = tk.Wait(context.Background())
 			assert.Equal(t, 0, m.Len())
 		})
 	}
@@ -375,13 +354,13 @@ func TestRespondValidation(t *testing.T) {
 func TestRespondCopiesArguments(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	req := request("s", 1)
-	id, _ := m.Prepare(context.Background(), req)
-	req.ApprovalID = id
+	tk, _ := m.Request(context.Background(), req)
+	id := tk.ApprovalID()
 	buf := []byte(`{"a":1}`)
 	_, err := m.Respond("s", id, agent.Decision{Approved: true, Arguments: buf})
 	require.NoError(t, err)
 	copy(buf, `{"b":2}`)
-	d, _ := m.Approve(context.Background(), req)
+	d, _ := tk.Wait(context.Background())
 	assert.JSONEq(t, `{"a":1}`, string(d.Arguments))
 }
 
@@ -396,37 +375,28 @@ func TestRespondUnknown(t *testing.T) {
 }
 
 func TestContextEnds(t *testing.T) {
-	t.Run("already ended after Prepare", func(t *testing.T) {
+	t.Run("already ended after Request", func(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
 		req := request("s", 1)
-		id, _ := m.Prepare(context.Background(), req)
-		req.ApprovalID = id
+		tk, _ := m.Request(context.Background(), req)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		d, err := m.Approve(ctx, req)
+		d, err := tk.Wait(ctx)
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want context.Canceled", err)
 		}
-		assert.Equal(t, agent.Decision{Reason: approval.ReasonCancelled}, d)
-		assert.Equal(t, 0, m.Len())
-	})
-	t.Run("already ended without Prepare", func(t *testing.T) {
-		m := newManager(t, approval.ManagerConfig{})
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_, err := m.Approve(ctx, request("s", 1))
-		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, cancelledDecision, d)
 		assert.Equal(t, 0, m.Len())
 	})
 	t.Run("decision beats an ended context", func(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
 		req := request("s", 1)
-		id, _ := m.Prepare(context.Background(), req)
-		req.ApprovalID = id
+		tk, _ := m.Request(context.Background(), req)
+		id := tk.ApprovalID()
 		_, _ = m.Respond("s", id, agent.Decision{Approved: true})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		d, err := m.Approve(ctx, req)
+		d, err := tk.Wait(ctx)
 		require.NoError(t, err)
 		assert.True(t, d.Approved, "a decision taken before the context ended wins")
 		assert.Equal(t, 0, m.Len())
@@ -434,97 +404,84 @@ func TestContextEnds(t *testing.T) {
 	t.Run("ends during the wait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := newManager(t, approval.ManagerConfig{})
+			tk, err := m.Request(t.Context(), request("s", 1))
+			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
 			start := time.Now()
-			d, err := m.Approve(ctx, request("s", 1))
+			d, err := tk.Wait(ctx)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Equal(t, time.Second, time.Since(start))
-			assert.Equal(t, approval.ReasonCancelled, d.Reason)
-			assert.False(t, approval.IsTimeout(d.Reason), "the caller's deadline is not the Manager's timeout")
+			assert.Equal(t, cancelledDecision, d, "the caller's deadline is not the Manager's timeout")
 			assert.Equal(t, 0, m.Len())
 		})
 	})
 }
 
-func TestApproveUnknownAndTwice(t *testing.T) {
+func TestWaitTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
-		d, err := m.Approve(t.Context(), agent.ApprovalRequest{SessionID: "s", ApprovalID: "unknown"})
-		require.NoError(t, err)
-		assert.Equal(t, approval.ReasonCancelled, d.Reason, "an unknown id is treated as cancelled")
-
 		req := request("s", 1)
-		req.ApprovalID, _ = m.Prepare(t.Context(), req)
+		tk, err := m.Request(t.Context(), req)
+		require.NoError(t, err)
 		done := make(chan outcome, 1)
 		go func() {
-			d, err := m.Approve(t.Context(), req)
+			d, err := tk.Wait(t.Context())
 			done <- outcome{d, err}
 		}()
 		synctest.Wait()
-		_, err = m.Approve(t.Context(), req)
-		assert.ErrorIs(t, err, approval.ErrAlreadyWaiting)
+		_, err = tk.Wait(t.Context())
+		assert.ErrorIs(t, err, approval.ErrAlreadyWaiting, "while the first Wait waits")
 		m.CancelSession("s")
 		<-done
+		_, err = tk.Wait(t.Context())
+		assert.ErrorIs(t, err, approval.ErrAlreadyWaiting, "after the first Wait returned")
 		assert.Equal(t, 0, m.Len())
 	})
 }
 
 func TestOnRegisterAutoApprove(t *testing.T) {
 	// A host hook that answers at once, like a browser's auto-approve list:
-	// the decision lands before Approve waits, and is not lost.
+	// the decision lands before Wait waits, and is not lost.
 	var m *approval.Manager
 	var seen []approval.PendingApproval
 	m = newManager(t, approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
 		seen = append(seen, p)
-		if _, err := m.Respond(p.SessionID, p.ID, agent.Decision{Approved: true}); err != nil {
+		if _, err := m.Respond(p.SessionID, p.ApprovalID, agent.Decision{Approved: true}); err != nil {
 			t.Errorf("Respond from OnRegister: %v", err)
 		}
 	}})
-	tests := []struct {
-		name    string
-		prepare bool
-	}{{"with Prepare", true}, {"without Prepare", false}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			seen = nil
-			req := request("s", 1)
-			if tt.prepare {
-				id, err := m.Prepare(context.Background(), req)
-				require.NoError(t, err)
-				req.ApprovalID = id
-			}
-			d, err := m.Approve(context.Background(), req)
-			require.NoError(t, err)
-			assert.True(t, d.Approved)
-			require.Len(t, seen, 1)
-			assert.Equal(t, "run_command", seen[0].Call.Name)
-			assert.Equal(t, seen[0].ID, seen[0].Call.ApprovalID)
-			if tt.prepare {
-				assert.Equal(t, req.ApprovalID, seen[0].ID)
-			}
-			assert.Equal(t, 0, m.Len())
-		})
-	}
+	tk, err := m.Request(context.Background(), request("s", 1))
+	require.NoError(t, err)
+	d, err := tk.Wait(context.Background())
+	require.NoError(t, err)
+	assert.True(t, d.Approved)
+	require.Len(t, seen, 1)
+	assert.Equal(t, "run_command", seen[0].Call.Name)
+	assert.Equal(t, seen[0].ApprovalID, seen[0].Call.ApprovalID)
+	assert.Equal(t, tk.ApprovalID(), seen[0].ApprovalID)
+	assert.Equal(t, 0, m.Len())
 }
 
 func TestPendingListing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
 		var ids []string
+		var tickets []agent.Ticket
 		for i := range 3 {
-			id, err := m.Prepare(t.Context(), request("s", i))
+			tk, err := m.Request(t.Context(), request("s", i))
 			require.NoError(t, err)
-			ids = append(ids, id)
+			ids = append(ids, tk.ApprovalID())
+			tickets = append(tickets, tk)
 			time.Sleep(time.Second)
 		}
-		_, _ = m.Prepare(t.Context(), request("other", 9))
+		_, _ = m.Request(t.Context(), request("other", 9))
 		_, _ = m.Respond("s", ids[1], agent.Decision{Approved: true})
 
 		got := m.Pending("s")
 		require.Len(t, got, 2)
 		for i, want := range []int{0, 2} {
-			assert.Equal(t, ids[want], got[i].ID)
+			assert.Equal(t, ids[want], got[i].ApprovalID)
 			assert.Equal(t, "s", got[i].SessionID)
 			assert.Equal(t, 1, got[i].Round)
 			assert.Equal(t, request("s", want).Call.ID, got[i].Call.ID)
@@ -532,11 +489,30 @@ func TestPendingListing(t *testing.T) {
 		}
 		assert.True(t, got[0].Created.Before(got[1].Created), "oldest first")
 		assert.Empty(t, m.Pending("nobody"))
-		assert.Equal(t, 4, m.Len(), "the decided entry waits for its Approve")
+		assert.Equal(t, 4, m.Len(), "the decided entry waits for its Wait")
 		m.CancelSession("s")
 		m.CancelSession("other")
-		d, _ := m.Approve(t.Context(), agent.ApprovalRequest{SessionID: "s", ApprovalID: ids[1]})
+		d, _ := tickets[1].Wait(t.Context())
 		assert.True(t, d.Approved, "a decided approval keeps its decision through CancelSession")
 		assert.Equal(t, 0, m.Len())
 	})
+}
+
+// cancelledDecision is what the Wait of a cancelled approval returns.
+var cancelledDecision = agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted}
+
+// TestPendingApprovalJSON: a listed approval names its id approval_id, as
+// the chunks and the approval handler's body do.
+func TestPendingApprovalJSON(t *testing.T) {
+	m := newManager(t, approval.ManagerConfig{})
+	tk, err := m.Request(t.Context(), request("s", 1))
+	require.NoError(t, err)
+	defer tk.Wait(context.Background()) //nolint:errcheck // releases the entry after CancelSession
+	defer m.CancelSession("s")
+	b, err := json.Marshal(m.Pending("s")[0])
+	require.NoError(t, err)
+	var got map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.JSONEq(t, `"`+tk.ApprovalID()+`"`, string(got["approval_id"]), "%s", b)
+	assert.NotContains(t, got, "id")
 }

@@ -17,9 +17,9 @@ import (
 type action uint8
 
 const (
-	actApprove       action = iota // Respond approve while Approve waits (or races it)
+	actApprove       action = iota // Respond approve while Wait waits (or races it)
 	actReject                      // Respond reject likewise
-	actRespondFirst                // Respond before Approve starts
+	actRespondFirst                // Respond before Wait starts
 	actCancelContext               // cancel the waiter's context
 	actTimeout                     // do nothing: the Manager's timeout rejects
 	actCount
@@ -72,13 +72,13 @@ func TestStress(t *testing.T) {
 				defer cancel()
 				cancels[i] = cancel
 				req := request(sessionOf(i), i)
-				id, err := m.Prepare(ctx, req)
+				tk, err := m.Request(ctx, req)
 				if err != nil {
-					t.Errorf("Prepare %d: %v", i, err)
+					t.Errorf("Request %d: %v", i, err)
 					registered.Done()
 					return
 				}
-				req.ApprovalID = id
+				id := tk.ApprovalID()
 				ids[i] = id
 				if acts[i] == actRespondFirst {
 					results[i].sent = agent.Decision{Approved: i%2 == 0, Reason: "first"}
@@ -89,7 +89,7 @@ func TestStress(t *testing.T) {
 				}
 				registered.Done()
 				start := time.Now()
-				d, err := m.Approve(ctx, req)
+				d, err := tk.Wait(ctx)
 				results[i] = result{d: d, err: err, waited: time.Since(start), pending: results[i].pending, sent: results[i].sent}
 			})
 		}
@@ -149,36 +149,36 @@ func TestStress(t *testing.T) {
 		counts := make(map[string]int)
 		for i, r := range results {
 			sessCancelled := cancelled[i/perSess]
-			rejectedByCancel := r.err == nil && sameDecision(r.d, agent.Decision{Reason: approval.ReasonCancelled})
+			rejectedByCancel := r.err == nil && sameDecision(r.d, cancelledDecision)
 			switch acts[i] {
 			case actApprove, actReject:
 				rec := responded[i]
 				switch {
 				case rec.pending && (r.err != nil || !sameDecision(r.d, rec.d)):
-					t.Errorf("approval %d: Respond said pending but Approve = %+v, %v; want %+v", i, r.d, r.err, rec.d)
+					t.Errorf("approval %d: Respond said pending but Wait = %+v, %v; want %+v", i, r.d, r.err, rec.d)
 				case !rec.pending && !(sessCancelled && rejectedByCancel):
-					t.Errorf("approval %d: Respond said not pending, Approve = %+v, %v", i, r.d, r.err)
+					t.Errorf("approval %d: Respond said not pending, Wait = %+v, %v", i, r.d, r.err)
 				}
 				counts[map[bool]string{true: "answered", false: "cancelled first"}[rec.pending]]++
 			case actRespondFirst:
 				if !r.pending || r.err != nil || !sameDecision(r.d, r.sent) {
-					t.Errorf("approval %d: respond-before-wait: pending %v, Approve = %+v, %v; want %+v", i, r.pending, r.d, r.err, r.sent)
+					t.Errorf("approval %d: respond-before-wait: pending %v, Wait = %+v, %v; want %+v", i, r.pending, r.d, r.err, r.sent)
 				}
 				counts["answered before wait"]++
 			case actCancelContext:
-				ctxEnded := errors.Is(r.err, context.Canceled) && r.d.Reason == approval.ReasonCancelled
+				ctxEnded := errors.Is(r.err, context.Canceled) && sameDecision(r.d, cancelledDecision)
 				if !ctxEnded && !(sessCancelled && rejectedByCancel) {
-					t.Errorf("approval %d: context cancelled, Approve = %+v, %v", i, r.d, r.err)
+					t.Errorf("approval %d: context cancelled, Wait = %+v, %v", i, r.d, r.err)
 				}
 				counts["context cancelled"]++
 			case actTimeout:
 				switch {
 				case sessCancelled:
 					if !rejectedByCancel {
-						t.Errorf("approval %d: session cancelled, Approve = %+v, %v", i, r.d, r.err)
+						t.Errorf("approval %d: session cancelled, Wait = %+v, %v", i, r.d, r.err)
 					}
 					counts["session cancelled"]++
-				case r.err != nil || !approval.IsTimeout(r.d.Reason) || r.waited != timeout:
+				case r.err != nil || r.d.Cause != agent.CauseTimeout || r.waited != timeout:
 					t.Errorf("approval %d: want a timeout after %v, got %+v, %v after %v", i, timeout, r.d, r.err, r.waited)
 				default:
 					counts["timed out"]++
@@ -198,5 +198,5 @@ type respondRecord struct {
 }
 
 func sameDecision(a, b agent.Decision) bool {
-	return a.Approved == b.Approved && a.Reason == b.Reason && string(a.Arguments) == string(b.Arguments) && a.Scope == b.Scope
+	return a.Approved == b.Approved && a.Reason == b.Reason && a.Cause == b.Cause && string(a.Arguments) == string(b.Arguments) && a.Scope == b.Scope
 }

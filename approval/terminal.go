@@ -15,10 +15,12 @@ import (
 )
 
 // ReasonEndOfInput is the reason of the rejection a [Terminal] returns when
-// its input has ended (EOF) before an answer.
+// its input has ended (EOF) before an answer. The rejection's cause is
+// [agent.CauseApprovalFailed]: nobody could answer.
 const ReasonEndOfInput = "rejected: no answer, the terminal's input ended"
 
-// ErrTerminalClosed is returned by [Terminal.Approve] after [Terminal.Close].
+// ErrTerminalClosed is returned by [Terminal.Request], and by the Wait of its
+// tickets, after [Terminal.Close].
 var ErrTerminalClosed = errors.New("approval: terminal closed")
 
 // Terminal is an [agent.Approver] that asks a person at a terminal. For each
@@ -31,13 +33,19 @@ var ErrTerminalClosed = errors.New("approval: terminal closed")
 //
 // Other answers are asked again. "always" grants last for the Terminal's
 // lifetime and come with [agent.ScopeAlways], so an [AllowList] wrapped
-// around the Terminal remembers them as well. When in reaches its end the
+// around the Terminal remembers them as well; the later calls of the tool are
+// approved at once, without an approval card. When in reaches its end the
 // call is rejected with [ReasonEndOfInput], as is every later call.
+//
+// Request returns a pending ticket without an approval id; the question is
+// asked when the agent waits, after it has shown the approval_required
+// chunk.
 //
 // # Concurrency and the reader goroutine
 //
-// Approve is safe for concurrent use; prompts are shown one at a time. While a
-// prompt waits for its answer Approve still returns promptly when ctx ends. To
+// Request and Wait are safe for concurrent use; prompts are shown one at a
+// time. While a prompt waits for its answer Wait still returns promptly when
+// ctx ends. To
 // make that possible the Terminal reads in from one goroutine of its own,
 // started by the first prompt. That goroutine ends when in returns an error
 // (such as io.EOF), or, after [Terminal.Close], when its pending Read returns:
@@ -89,14 +97,14 @@ func NewTerminal(in io.Reader, out io.Writer) *Terminal {
 // time; it must return promptly with ctx.Err() when ctx ends, without
 // consuming a line, and io.EOF when the input has ended. The line it returns
 // may or may not end in a newline. Close does not interrupt a readLine in
-// progress; it makes later calls to Approve return ErrTerminalClosed.
+// progress; it makes later questions return ErrTerminalClosed.
 func NewTerminalFunc(readLine func(ctx context.Context) (string, error), out io.Writer) *Terminal {
 	t := NewTerminal(nil, out)
 	t.readLine = readLine
 	return t
 }
 
-// Close stops the Terminal: waiting and later calls to Approve return
+// Close stops the Terminal: waiting and later tickets return
 // [ErrTerminalClosed]. It closes in when in is an [io.Closer] and returns the
 // error of that Close. Close may be called more than once; later calls do
 // nothing and return nil.
@@ -148,19 +156,33 @@ func (t *Terminal) read() {
 	}
 }
 
-// Approve asks about req's call, unless its tool was answered "always"
-// before, and implements [agent.Approver]. When ctx ends first Approve
-// returns a rejection with reason [ReasonCancelled] and ctx.Err(). A failed
-// write to out or read from in is returned as an error.
-func (t *Terminal) Approve(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+// Request implements [agent.Approver]. A call of a tool answered "always"
+// before is approved at once (a line on out says so); for any other call
+// Request returns a pending ticket whose Wait asks the question. When ctx
+// ends first Wait returns a rejection with [agent.CauseApprovalInterrupted]
+// and ctx.Err(). A failed write to out or read from in is returned as an
+// error.
+func (t *Terminal) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	select {
+	case <-t.closed:
+		return agent.Ticket{}, ErrTerminalClosed
+	default:
+	}
 	name := req.Call.Name
 	if t.alwaysAllowed(name) {
 		if _, err := fmt.Fprintf(t.out, "%s: approved (always)\n", name); err != nil {
-			return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
+			return agent.Ticket{}, fmt.Errorf("approval: terminal: %w", err)
 		}
-		return agent.Decision{Approved: true, Scope: agent.ScopeAlways}, nil
+		return agent.Decided(agent.Decision{Approved: true, Scope: agent.ScopeAlways}), nil
 	}
+	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) {
+		return t.ask(ctx, req)
+	}), nil
+}
 
+// ask asks about req's call and waits for the answer.
+func (t *Terminal) ask(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+	name := req.Call.Name
 	select {
 	case t.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -174,7 +196,7 @@ func (t *Terminal) Approve(ctx context.Context, req agent.ApprovalRequest) (agen
 		return agent.Decision{Approved: true, Scope: agent.ScopeAlways}, nil
 	}
 	if t.inErr != nil {
-		return agent.Decision{Reason: ReasonEndOfInput}, nil
+		return endOfInput(), nil
 	}
 	if _, err := io.WriteString(t.out, promptText(req)); err != nil {
 		return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
@@ -195,7 +217,7 @@ func (t *Terminal) Approve(ctx context.Context, req agent.ApprovalRequest) (agen
 			t.inErr = err
 			if errors.Is(err, io.EOF) {
 				io.WriteString(t.out, "\n") //nolint:errcheck // best effort
-				return agent.Decision{Reason: ReasonEndOfInput}, nil
+				return endOfInput(), nil
 			}
 			return agent.Decision{}, fmt.Errorf("approval: terminal: %w", err)
 		}
@@ -213,6 +235,11 @@ func (t *Terminal) Approve(ctx context.Context, req agent.ApprovalRequest) (agen
 		}
 		return d, nil
 	}
+}
+
+// endOfInput is the rejection of a call nobody can answer any more.
+func endOfInput() agent.Decision {
+	return agent.Decision{Reason: ReasonEndOfInput, Cause: agent.CauseApprovalFailed}
 }
 
 func (t *Terminal) alwaysAllowed(tool string) bool {

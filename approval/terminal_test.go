@@ -76,8 +76,8 @@ func TestTerminalAnswers(t *testing.T) {
 		{"asked again", "maybe\n\n  y  \n", agent.Decision{Approved: true}, 2},
 		{"last line without newline", "y", agent.Decision{Approved: true}, 0},
 		{"windows line end", "y\r\n", agent.Decision{Approved: true}, 0},
-		{"end of input", "", agent.Decision{Reason: approval.ReasonEndOfInput}, 0},
-		{"end of input after junk", "what\n", agent.Decision{Reason: approval.ReasonEndOfInput}, 1},
+		{"end of input", "", agent.Decision{Reason: approval.ReasonEndOfInput, Cause: agent.CauseApprovalFailed}, 0},
+		{"end of input after junk", "what\n", agent.Decision{Reason: approval.ReasonEndOfInput, Cause: agent.CauseApprovalFailed}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestTerminalAnswers(t *testing.T) {
 				io.WriteString(w, tt.input)
 				w.Close()
 			}()
-			got, err := term.Approve(context.Background(), commandCall())
+			got, err := decide(context.Background(), term, commandCall())
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 			text := out.String()
@@ -107,14 +107,17 @@ func TestTerminalAnswers(t *testing.T) {
 func TestTerminalAlwaysAndEndOfInput(t *testing.T) {
 	term, w, out := pipeTerminal(t)
 	go io.WriteString(w, "a\n")
-	d, err := term.Approve(context.Background(), commandCall())
+	d, err := decide(context.Background(), term, commandCall())
 	require.NoError(t, err)
 	require.True(t, d.Approved)
 
-	// The tool is remembered: no prompt, no input needed.
+	// The tool is remembered: no prompt, no input needed, a decision taken
+	// at once (no approval card).
 	before := strings.Count(out.String(), "approve [y]")
-	d, err = term.Approve(context.Background(), commandCall())
+	tk, err := term.Request(context.Background(), commandCall())
 	require.NoError(t, err)
+	d, decided := tk.Decision()
+	assert.True(t, decided, "decided at once")
 	assert.Equal(t, agent.Decision{Approved: true, Scope: agent.ScopeAlways}, d)
 	assert.Equal(t, before, strings.Count(out.String(), "approve [y]"), "no second prompt")
 	assert.Contains(t, out.String(), "run_command: approved (always)")
@@ -124,9 +127,9 @@ func TestTerminalAlwaysAndEndOfInput(t *testing.T) {
 	other.Call.Name = "delete_file"
 	w.Close()
 	for range 2 {
-		d, err = term.Approve(context.Background(), other)
+		d, err = decide(context.Background(), term, other)
 		require.NoError(t, err)
-		assert.Equal(t, agent.Decision{Reason: approval.ReasonEndOfInput}, d)
+		assert.Equal(t, agent.Decision{Reason: approval.ReasonEndOfInput, Cause: agent.CauseApprovalFailed}, d)
 	}
 }
 
@@ -135,19 +138,19 @@ func TestTerminalContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan outcome, 1)
 	go func() {
-		d, err := term.Approve(ctx, commandCall())
+		d, err := decide(ctx, term, commandCall())
 		done <- outcome{d, err}
 	}()
-	// Wait for the prompt, then cancel while Approve waits for input.
+	// Wait for the prompt, then cancel while Wait waits for input.
 	waitFor(t, func() bool { return strings.Contains(out.String(), "approve [y]") })
 	cancel()
 	got := <-done
 	assert.ErrorIs(t, got.err, context.Canceled)
-	assert.Equal(t, approval.ReasonCancelled, got.d.Reason)
+	assert.Equal(t, agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted}, got.d)
 
 	// The Terminal still works: a line typed now answers the next prompt.
 	go io.WriteString(w, "n later\n")
-	d, err := term.Approve(context.Background(), commandCall())
+	d, err := decide(context.Background(), term, commandCall())
 	require.NoError(t, err)
 	assert.Equal(t, "rejected by user: later", d.Reason)
 }
@@ -160,7 +163,7 @@ func TestTerminalConcurrentPrompts(t *testing.T) {
 		wg.Go(func() {
 			req := commandCall()
 			req.Call.Name = []string{"tool_a", "tool_b"}[i]
-			d, err := term.Approve(context.Background(), req)
+			d, err := decide(context.Background(), term, req)
 			if err != nil {
 				t.Errorf("Approve %d: %v", i, err)
 			}
@@ -185,7 +188,7 @@ func TestTerminalClose(t *testing.T) {
 	term, _, _ := pipeTerminal(t)
 	done := make(chan outcome, 1)
 	go func() {
-		d, err := term.Approve(context.Background(), commandCall())
+		d, err := decide(context.Background(), term, commandCall())
 		done <- outcome{d, err}
 	}()
 	time.Sleep(10 * time.Millisecond) // let it wait; the result is the same either way
@@ -193,7 +196,7 @@ func TestTerminalClose(t *testing.T) {
 	got := <-done
 	assert.ErrorIs(t, got.err, approval.ErrTerminalClosed)
 	assert.False(t, got.d.Approved)
-	_, err := term.Approve(context.Background(), commandCall())
+	_, err := decide(context.Background(), term, commandCall())
 	assert.ErrorIs(t, err, approval.ErrTerminalClosed)
 	assert.NoError(t, term.Close(), "second Close")
 }
@@ -202,7 +205,7 @@ func TestTerminalReadError(t *testing.T) {
 	term, w, _ := pipeTerminal(t)
 	boom := errors.New("boom")
 	w.CloseWithError(boom)
-	_, err := term.Approve(context.Background(), commandCall())
+	_, err := decide(context.Background(), term, commandCall())
 	assert.ErrorIs(t, err, boom)
 }
 
@@ -221,7 +224,7 @@ func TestTerminalArgumentsShown(t *testing.T) {
 			leaktest.Check(t)
 			var out bytes.Buffer
 			term := approval.NewTerminal(strings.NewReader("y\n"), &out)
-			_, err := term.Approve(context.Background(), agent.ApprovalRequest{Call: tt.call})
+			_, err := decide(context.Background(), term, agent.ApprovalRequest{Call: tt.call})
 			require.NoError(t, err)
 			assert.Contains(t, out.String(), tt.want)
 			term.Close()
@@ -269,7 +272,7 @@ func TestTerminalFunc(t *testing.T) {
 
 	src.ch <- "maybe"
 	src.ch <- "n too risky"
-	d, err := term.Approve(context.Background(), req)
+	d, err := decide(context.Background(), term, req)
 	require.NoError(t, err)
 	assert.False(t, d.Approved)
 	assert.Equal(t, "rejected by user: too risky", d.Reason)
@@ -281,7 +284,7 @@ func TestTerminalFunc(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d, err := term.Approve(ctx, req)
+		d, err := decide(ctx, term, req)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.False(t, d.Approved)
 	}()
@@ -289,12 +292,12 @@ func TestTerminalFunc(t *testing.T) {
 	cancel()
 	<-done
 	src.ch <- "y"
-	d, err = term.Approve(context.Background(), req)
+	d, err = decide(context.Background(), term, req)
 	require.NoError(t, err)
 	assert.True(t, d.Approved, "the line typed after the cancel answers the next prompt")
 
 	close(src.ch)
-	d, err = term.Approve(context.Background(), req)
+	d, err = decide(context.Background(), term, req)
 	require.NoError(t, err)
 	assert.Equal(t, approval.ReasonEndOfInput, d.Reason)
 }

@@ -6,13 +6,17 @@
 // approvers that decide alone (a policy), ask a person (a terminal) or wait
 // for a decision from elsewhere (a browser, through a Manager):
 //
-//   - Approve returns promptly when its context has already ended, and when
-//     it ends during the wait;
-//   - Approve may be called from many goroutines at once for different calls
-//     (run the tests with -race);
-//   - when the approver is an [agent.Preparer]: Prepare returns distinct ids,
-//     and the Approve that follows a Prepare with an already cancelled context
-//     returns promptly and releases the entry;
+//   - Request returns promptly, whatever its context: it registers the call
+//     and does not wait for a decision (a wrapper that waits inside Request
+//     fails here);
+//   - the Wait of a pending ticket returns promptly when its context has
+//     already ended, and when it ends during the wait;
+//   - a Wait with an already cancelled context (the release the agent owes
+//     for a ticket it no longer waits for) releases what Request registered;
+//   - the pending tickets of different calls have distinct approval ids
+//     (when they have one);
+//   - Request and Wait may be called from many goroutines at once for
+//     different calls (run the tests with -race);
 //   - no goroutine started by a check outlives it (after the approver is
 //     closed, when it is an io.Closer). Idle keep-alive connections are
 //     not counted: those of http.DefaultTransport (an approver that posts
@@ -42,12 +46,12 @@ import (
 	"github.com/planround/planround/internal/leaktest"
 )
 
-// Bound is how long an Approve whose context ended may take to return before
-// a check fails.
+// Bound is how long Request, or a Wait whose context ended, may take to
+// return before a check fails.
 const Bound = 5 * time.Second
 
-// wait is how long the "during the wait" checks let Approve block before
-// they cancel its context.
+// wait is how long the "during the wait" checks let Wait block before they
+// cancel its context.
 const wait = 20 * time.Millisecond
 
 // Run runs the conformance checks against approvers made by newApprover,
@@ -59,12 +63,12 @@ func Run(t *testing.T, newApprover func() agent.Approver) {
 		name string
 		run  func(t *testing.T, a agent.Approver)
 	}{
+		{"RequestDoesNotWait", testRequestDoesNotWait},
 		{"CancelledContext", testCancelledContext},
 		{"CancelDuringWait", testCancelDuringWait},
+		{"ReleaseWithoutWaiting", testRelease},
+		{"ApprovalIDs", testApprovalIDs},
 		{"Concurrent", testConcurrent},
-		{"PrepareIDs", testPrepareIDs},
-		{"PrepareThenCancelledApprove", testPrepareRelease},
-		{"PrepareConcurrent", testPrepareConcurrent},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -119,32 +123,48 @@ func Request(i int) agent.ApprovalRequest {
 	}
 }
 
-type result struct {
-	d   agent.Decision
-	err error
-}
-
-// approveWithin calls a.Approve in a goroutine and marks t failed when it has
-// not returned within Bound after ctx ended. It may be called from any
-// goroutine.
-func approveWithin(t *testing.T, ctx context.Context, a agent.Approver, req agent.ApprovalRequest) result {
+// request calls a.Request in a goroutine and marks t failed when it has not
+// returned within Bound. ok is false when it failed or did not return: there
+// is no ticket to wait for. It may be called from any goroutine.
+func request(t *testing.T, ctx context.Context, a agent.Approver, req agent.ApprovalRequest) (tk agent.Ticket, ok bool) {
 	t.Helper()
-	done := make(chan result, 1)
+	type answer struct {
+		t   agent.Ticket
+		err error
+	}
+	done := make(chan answer, 1)
 	go func() {
-		d, err := a.Approve(ctx, req)
-		done <- result{d, err}
+		tk, err := a.Request(ctx, req)
+		done <- answer{tk, err}
 	}()
 	select {
 	case r := <-done:
-		return r
+		return r.t, r.err == nil
+	case <-time.After(Bound):
+		t.Errorf("Request(%s) did not return within %v: it must register the call, not wait for a decision", req.Call.ID, Bound)
+		return agent.Ticket{}, false
+	}
+}
+
+// waitWithin calls tk.Wait in a goroutine and marks t failed when it has not
+// returned within Bound after ctx ended. It may be called from any
+// goroutine.
+func waitWithin(t *testing.T, ctx context.Context, tk agent.Ticket, id string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tk.Wait(ctx) //nolint:errcheck // only the return is checked
+	}()
+	select {
+	case <-done:
+		return
 	case <-ctx.Done():
 	}
 	select {
-	case r := <-done:
-		return r
+	case <-done:
 	case <-time.After(Bound):
-		t.Errorf("Approve(%s) did not return within %v after its context ended", req.Call.ID, Bound)
-		return result{}
+		t.Errorf("the Wait of %s's ticket did not return within %v after its context ended", id, Bound)
 	}
 }
 
@@ -154,110 +174,95 @@ func cancelledContext() context.Context {
 	return ctx
 }
 
+// release keeps the contract for a ticket the check does not wait for: one
+// Wait, with a cancelled context.
+func release(t *testing.T, tk agent.Ticket, id string) {
+	t.Helper()
+	waitWithin(t, cancelledContext(), tk, id)
+}
+
+func testRequestDoesNotWait(t *testing.T, a agent.Approver) {
+	req := Request(1)
+	if tk, ok := request(t, context.Background(), a, req); ok {
+		release(t, tk, req.Call.ID)
+	}
+}
+
 func testCancelledContext(t *testing.T, a agent.Approver) {
-	r := approveWithin(t, cancelledContext(), a, Request(1))
-	if r.err == nil && r.d.Approved {
-		t.Logf("Approve with a cancelled context approved the call; the agent treats it as rejected anyway")
+	req := Request(2)
+	ctx := cancelledContext()
+	if tk, ok := request(t, ctx, a, req); ok {
+		waitWithin(t, ctx, tk, req.Call.ID)
 	}
 }
 
 func testCancelDuringWait(t *testing.T, a agent.Approver) {
+	req := Request(3)
+	tk, ok := request(t, context.Background(), a, req)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	approveWithin(t, ctx, a, Request(2))
+	waitWithin(t, ctx, tk, req.Call.ID)
+}
+
+func testRelease(t *testing.T, a agent.Approver) {
+	req := Request(4)
+	tk, ok := request(t, context.Background(), a, req)
+	if !ok {
+		return
+	}
+	if _, decided := tk.Decision(); decided {
+		t.Skip("the approver decides at once: nothing to release")
+	}
+	release(t, tk, req.Call.ID)
+}
+
+func testApprovalIDs(t *testing.T, a agent.Approver) {
+	const n = 8
+	ids := make(map[string]int)
+	for i := range n {
+		req := Request(200 + i)
+		tk, ok := request(t, context.Background(), a, req)
+		if !ok {
+			continue
+		}
+		if id := tk.ApprovalID(); id != "" {
+			if j, dup := ids[id]; dup {
+				t.Errorf("Request returned approval id %q for calls %d and %d, want distinct ids", id, j, i)
+			}
+			ids[id] = i
+		}
+		defer release(t, tk, req.Call.ID)
+	}
 }
 
 func testConcurrent(t *testing.T, a agent.Approver) {
-	const n = 16
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			req := Request(100 + i)
-			if p, ok := a.(agent.Preparer); ok && i%2 == 0 {
-				id, err := p.Prepare(ctx, req)
-				if err != nil {
-					return // ctx may already have ended; nothing was registered
-				}
-				req.ApprovalID = id
-			}
-			approveWithin(t, ctx, a, req)
-		})
-	}
-	wg.Wait()
-}
-
-func testPrepareIDs(t *testing.T, a agent.Approver) {
-	p, ok := a.(agent.Preparer)
-	if !ok {
-		t.Skip("not an agent.Preparer")
-	}
-	const n = 8
-	ids := make(map[string]int)
-	reqs := make([]agent.ApprovalRequest, n)
-	for i := range n {
-		reqs[i] = Request(200 + i)
-		id, err := p.Prepare(context.Background(), reqs[i])
-		if err != nil {
-			t.Fatalf("Prepare(%s): %v", reqs[i].Call.ID, err)
-		}
-		if j, dup := ids[id]; dup && id != "" {
-			t.Errorf("Prepare returned id %q for calls %d and %d, want distinct ids", id, j, i)
-		}
-		ids[id] = i
-		reqs[i].ApprovalID = id
-	}
-	// Keep the contract: one Approve per successful Prepare.
-	for _, req := range reqs {
-		approveWithin(t, cancelledContext(), a, req)
-	}
-}
-
-func testPrepareRelease(t *testing.T, a agent.Approver) {
-	p, ok := a.(agent.Preparer)
-	if !ok {
-		t.Skip("not an agent.Preparer")
-	}
-	req := Request(300)
-	id, err := p.Prepare(context.Background(), req)
-	if err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	req.ApprovalID = id
-	r := approveWithin(t, cancelledContext(), a, req)
-	if r.err == nil && r.d.Approved {
-		t.Logf("Approve after Prepare with a cancelled context approved the call")
-	}
-}
-
-func testPrepareConcurrent(t *testing.T, a agent.Approver) {
-	p, ok := a.(agent.Preparer)
-	if !ok {
-		t.Skip("not an agent.Preparer")
-	}
 	const n = 32
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	var mu sync.Mutex
-	ids := make(map[string]bool)
-	var wg sync.WaitGroup
+	var (
+		mu  sync.Mutex
+		ids = make(map[string]bool)
+		wg  sync.WaitGroup
+	)
 	for i := range n {
 		wg.Go(func() {
 			req := Request(400 + i)
-			id, err := p.Prepare(context.Background(), req)
-			if err != nil {
-				t.Errorf("Prepare(%s): %v", req.Call.ID, err)
+			tk, ok := request(t, context.Background(), a, req)
+			if !ok {
 				return
 			}
-			mu.Lock()
-			if ids[id] && id != "" {
-				t.Errorf("Prepare returned id %q twice", id)
+			if id := tk.ApprovalID(); id != "" {
+				mu.Lock()
+				if ids[id] {
+					t.Errorf("Request returned approval id %q twice", id)
+				}
+				ids[id] = true
+				mu.Unlock()
 			}
-			ids[id] = true
-			mu.Unlock()
-			req.ApprovalID = id
-			approveWithin(t, ctx, a, req)
+			waitWithin(t, ctx, tk, req.Call.ID)
 		})
 	}
 	wg.Wait()

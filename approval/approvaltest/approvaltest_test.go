@@ -29,7 +29,13 @@ func (w webhook) CloseIdleConnections() {
 	}
 }
 
-func (w webhook) Approve(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+// Request returns a pending ticket: the service is asked when the agent
+// waits, after the approval card was shown.
+func (w webhook) Request(_ context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) { return w.ask(ctx, req) }), nil
+}
+
+func (w webhook) ask(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
 	body, err := json.Marshal(req.Call)
 	if err != nil {
 		return agent.Decision{}, err

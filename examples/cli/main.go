@@ -243,13 +243,15 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 
 	t := c.agent.NewTurn(agent.Input{SessionID: c.opts.session, History: c.history, Message: msg})
 	var err error
-	unasked := "" // a call rejected because the input ended
+	unasked := "" // a call rejected because the input ended or broke
 	for ch, e := range t.Run(ctx) {
 		if e != nil {
 			err = e
 			break
 		}
-		if ch.Kind == agent.KindToolRejected && ch.Tool.Reason == approval.ReasonEndOfInput && unasked == "" {
+		// The terminal approver fails (CauseApprovalFailed) only when it
+		// cannot read an answer.
+		if ch.Kind == agent.KindToolRejected && ch.Tool.Cause == agent.CauseApprovalFailed && unasked == "" {
 			unasked = ch.Tool.Name
 		}
 		c.out.chunk(ch)

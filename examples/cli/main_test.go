@@ -145,9 +145,10 @@ func TestJSONWeatherWithYes(t *testing.T) {
 	chunks := parseChunks(t, r.stdout)
 
 	tr := trace(chunks)
+	// -yes is a policy: nobody is asked, so no approval card.
 	assert.Equal(t, []string{
 		"round_end:0:need_tool",
-		"tool:start:get_weather", "tool:approval_required:get_weather",
+		"tool:start:get_weather",
 		"tool:executing:get_weather", "tool:result:get_weather", "round_end:1",
 		"round_end:2",
 	}, structure(tr), "full trace: %v", tr)

@@ -197,7 +197,7 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 		r.header(c.Tool, v)
 		r.flushPartial(v)
 		r.flushTail(v)
-		r.line(styleRed, "  ✗ "+rejection(c.Tool.Reason))
+		r.line(styleRed, "  ✗ "+rejection(c.Tool))
 		if c.Tool.PartialResult != "" && !v.shown {
 			r.block("  partial output: ", styleDim, c.Tool.PartialResult)
 		}
@@ -217,10 +217,15 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 }
 
 // rejection is the text of a rejected line: the reason, after "rejected: "
-// unless the reason already begins with that word ("rejected by user").
-func rejection(reason string) string {
-	reason = oneLine(reason, maxLineChars)
-	if len(reason) >= len("rejected") && strings.EqualFold(reason[:len("rejected")], "rejected") {
+// unless the reason already begins with that word ("rejected by user"). A
+// call the agent could not run (an unknown tool, invalid arguments) shows
+// its error as it is: nobody rejected it.
+func rejection(tc *agent.ToolCall) string {
+	reason := oneLine(tc.Reason, maxLineChars)
+	switch {
+	case tc.Cause == agent.CauseUnknownTool || tc.Cause == agent.CauseInvalidArguments:
+		return reason
+	case len(reason) >= len("rejected") && strings.EqualFold(reason[:len("rejected")], "rejected"):
 		return reason
 	}
 	return "rejected: " + reason

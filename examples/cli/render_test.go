@@ -171,6 +171,23 @@ func live(from, to int) string {
 	return strings.ReplaceAll(numbered(from, to), "line ", "  │ line ")
 }
 
+// TestHumanRendererCallsThatCannotRun: a call of an unknown tool or with
+// invalid arguments is rejected by the agent with a message for the model;
+// it is shown as that error, not as somebody's rejection.
+func TestHumanRendererCallsThatCannotRun(t *testing.T) {
+	var b bytes.Buffer
+	r := newHumanRenderer(&b, false, false)
+	r.chunk(call(agent.StateRejected, func(c *agent.ToolCall) {
+		c.Name, c.Cause, c.Reason = "run_comand", agent.CauseUnknownTool, `error: unknown tool "run_comand"`
+	}))
+	r.chunk(call(agent.StateRejected, func(c *agent.ToolCall) {
+		c.ID, c.Cause, c.Reason = "c2", agent.CauseUser, "not now"
+	}))
+	r.endTurn()
+	assert.Equal(t, "⏺ run_comand {\"command\":\"make\"}\n  ✗ error: unknown tool \"run_comand\"\n"+
+		"⏺ run_command {\"command\":\"make\"}\n  ✗ rejected: not now\n", b.String())
+}
+
 func TestHumanRendererRejectionEndsRun(t *testing.T) {
 	rejected := []agent.Chunk{
 		call(agent.StateApprovalRequired, nil),

@@ -59,8 +59,8 @@ func (s *Server) publishLocked(ss *session, ev event) {
 // whether a run is active), then the approval_required chunks of approvals
 // that still wait (a reconnecting page draws their cards again), then every
 // chunk of the session's runs as an unnamed event whose data is the chunk's
-// JSON, between run_started and run_done {status, reason?, timed_out?,
-// error?} events. Only the session's browser may open it: 401 without an
+// JSON, between run_started and run_done {status, reason?, cause?, error?}
+// events. Only the session's browser may open it: 401 without an
 // owner cookie, 403 with another browser's. Streams are bounded per browser
 // (429) and in the whole server (503).
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +123,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		call := p.Call
 		call.State = agent.StateApprovalRequired
 		call.ApprovalRequired = true
-		call.ApprovalID = p.ID
+		call.ApprovalID = p.ApprovalID
 		writeEvent(w, event{data: mustJSON(agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})})
 	}
 	if rc.Flush() != nil {

@@ -38,9 +38,9 @@
 //	GET  /api/events?session_id=   Server-Sent Events: hello, the pending
 //	                               approvals, then every chunk (data: the
 //	                               chunk's JSON) between run_started and
-//	                               run_done {status, reason?, timed_out?, error?}
+//	                               run_done {status, reason?, cause?, error?}
 //	POST /api/chat                 {session_id, message} starts a run: 202, 409 if busy
-//	POST /api/tool-approve         {session_id, task_id, approved, reason?, scope?}
+//	POST /api/tool-approve         {session_id, approval_id, approved, reason?, scope?}
 //	POST /api/interrupt            {session_id}
 //	GET  /api/history?session_id=  the stored messages
 //	GET  /api/skills               [] (skills are not built yet)

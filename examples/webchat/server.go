@@ -404,9 +404,9 @@ type runDone struct {
 	// Reason says why a run was rejected or interrupted by something else
 	// than the user (a timeout, a shutdown).
 	Reason string `json:"reason,omitempty"`
-	// TimedOut is true when the rejection was an approval timeout
-	// (approval.IsTimeout on the rejected call's reason).
-	TimedOut bool `json:"timed_out,omitempty"`
+	// Cause is the cause of the rejection that ended the run (status
+	// rejected), such as "user" or "timeout".
+	Cause agent.Cause `json:"cause,omitempty"`
 	// Error is the run's error (status error).
 	Error string `json:"error,omitempty"`
 }
@@ -417,7 +417,7 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 	defer cancel(nil)
 
 	var (
-		rejected    *agent.ToolCall // the first rejected call that ended the run
+		rejected    *agent.ToolCall // the rejected call that ended the run
 		interrupted bool
 		runErr      error
 	)
@@ -428,7 +428,7 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 		}
 		switch c.Kind {
 		case agent.KindToolRejected:
-			if rejected == nil && c.Tool != nil && c.Tool.Reason != agent.ReasonNotRun {
+			if rejected == nil && c.Tool != nil && endsRun(c.Tool.Cause) {
 				rejected = c.Tool
 			}
 		case agent.KindInterrupted:
@@ -452,7 +452,7 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 	case runErr != nil:
 		done = runDone{Status: "error", Error: runErr.Error()}
 	case interrupted && rejected != nil:
-		done = runDone{Status: "rejected", Reason: rejected.Reason, TimedOut: approval.IsTimeout(rejected.Reason)}
+		done = runDone{Status: "rejected", Reason: rejected.Reason, Cause: rejected.Cause}
 	case interrupted:
 		done = runDone{Status: "interrupted"}
 	}
@@ -469,6 +469,17 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 	s.publishLocked(ss, event{name: "run_done", data: mustJSON(done)})
 	s.forgetLocked(ss)
 	s.mu.Unlock()
+}
+
+// endsRun reports whether a rejection of cause c can be the one that ends a
+// run: not a call the run never got to, nor one the model is told about and
+// may call again.
+func endsRun(c agent.Cause) bool {
+	switch c {
+	case agent.CauseNotRun, agent.CauseIncomplete, agent.CauseInvalidArguments, agent.CauseUnknownTool:
+		return false
+	}
+	return true
 }
 
 // interrupt cancels the session's run and reports whether there was one. It

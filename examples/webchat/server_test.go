@@ -130,7 +130,7 @@ func (h *harness) chat(t *testing.T, session, message string) {
 
 func (h *harness) decide(t *testing.T, session, approvalID string, approved bool) map[string]any {
 	t.Helper()
-	status, out := h.post(t, "/api/tool-approve", mustString(map[string]any{"session_id": session, "task_id": approvalID, "approved": approved}))
+	status, out := h.post(t, "/api/tool-approve", mustString(map[string]any{"session_id": session, "approval_id": approvalID, "approved": approved}))
 	require.Equal(t, http.StatusOK, status, "tool-approve: %v", out)
 	return out
 }
@@ -380,7 +380,7 @@ func TestRejectEndsTheRun(t *testing.T) {
 
 	assert.Equal(t, true, h.decide(t, s1, call.ApprovalID, false)["success"])
 	done, chunks := ev.runDone(t)
-	assert.Equal(t, runDone{Status: "rejected", Reason: agent.ReasonRejected}, done)
+	assert.Equal(t, runDone{Status: "rejected", Reason: agent.ReasonRejected, Cause: agent.CauseUser}, done)
 	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonRejected, "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
 }
@@ -448,8 +448,8 @@ func TestApprovalTimeout(t *testing.T) {
 
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, "rejected", done.Status)
-	assert.True(t, done.TimedOut, "timed_out: %+v", done)
-	assert.True(t, approval.IsTimeout(done.Reason), "reason %q", done.Reason)
+	assert.Equal(t, agent.CauseTimeout, done.Cause, "%+v", done)
+	assert.Equal(t, "approval timed out after 50ms", done.Reason)
 	assert.Equal(t, []string{"text", "round_end", "reasoning", "text", "start get_weather", "approval_required get_weather",
 		"rejected get_weather: " + done.Reason, "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
@@ -510,7 +510,7 @@ func TestSecondChatInBusySessionIs409(t *testing.T) {
 	redraw := ev3.next(t).chunk(t)
 	require.Equal(t, agent.KindToolCall, redraw.Kind)
 	assert.Equal(t, agent.StateApprovalRequired, redraw.Tool.State)
-	assert.Equal(t, h.srv.approvals.Pending(s1)[0].ID, redraw.Tool.ApprovalID)
+	assert.Equal(t, h.srv.approvals.Pending(s1)[0].ApprovalID, redraw.Tool.ApprovalID)
 	assert.JSONEq(t, `{"city":"Paris"}`, string(redraw.Tool.Arguments))
 
 	status, _ = h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
@@ -543,7 +543,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"/api/chat", `{"session_id":1,"message":"hi"}`, http.StatusBadRequest},
 		{"/api/tool-approve", `{`, http.StatusBadRequest},
 		{"/api/tool-approve", `{}`, http.StatusBadRequest},
-		{"/api/tool-approve", `{"session_id":"` + s1 + `","task_id":"x"}`, http.StatusBadRequest},
+		{"/api/tool-approve", `{"session_id":"` + s1 + `","approval_id":"x"}`, http.StatusBadRequest},
 		{"/api/interrupt", `{`, http.StatusBadRequest},
 		{"/api/interrupt", `{}`, http.StatusBadRequest},
 		{"/api/chat", `{"session_id":"` + s1 + `","message":"` + strings.Repeat("x", maxBody) + `"}`, http.StatusRequestEntityTooLarge},

@@ -328,34 +328,23 @@
     if (FINAL.has(k.state)) return;
     k.reason = t.reason || '';
     if (t.partial_result) k.output += (k.output.endsWith(t.partial_result) ? '' : t.partial_result);
-    // A call stopped by the user's interrupt, or never begun because the run
-    // ended first, is invalidated, not rejected: nobody said no to it. (A
-    // run stopped by the server is told apart at run_done.)
-    if (st.interrupting || k.reason.startsWith(REASON_NOT_RUN)) {
-      k.reason = stoppedReason(k.reason);
+    // A call stopped by an interrupt, or never begun because the run ended
+    // first, is invalidated, not rejected: nobody said no to it.
+    if (st.interrupting || STOPPED.has(t.cause)) {
       setState(k, 'invalidated');
     } else {
       setState(k, 'rejected');
     }
   }
 
-  // The agent's reasons (agent.ReasonRejected, agent.ReasonNotRun).
-  const REASON_REJECTED = 'rejected by user';
-  const REASON_NOT_RUN = 'tool call not run';
-
-  // stoppedReason is what an invalidated card says: a call whose approval
-  // was cut short by an interrupt was not rejected by anyone.
-  function stoppedReason(reason) {
-    return reason === REASON_REJECTED ? 'interrupted while waiting for approval' : reason;
-  }
+  // The causes (agent.Cause) of calls that were stopped, not rejected.
+  const STOPPED = new Set(['approval_interrupted', 'interrupted', 'not_run', 'incomplete']);
 
   // invalidateStopped turns the cards of a run that was stopped (by the
   // user or the server), not rejected, from rejected into invalidated.
   function invalidateStopped() {
     for (const k of st.cards.values()) {
-      if (k.state !== 'rejected') continue;
-      k.reason = stoppedReason(k.reason);
-      setState(k, 'invalidated');
+      if (k.state === 'rejected') setState(k, 'invalidated');
     }
   }
 
@@ -397,7 +386,7 @@
     if (k.state === 'approval') render(k);
     let res;
     try {
-      res = await post('/api/tool-approve', { session_id: st.sessionId, task_id: k.approvalId, approved });
+      res = await post('/api/tool-approve', { session_id: st.sessionId, approval_id: k.approvalId, approved });
     } catch (e) {
       k.busy = false;
       if (k.state === 'approval' || k.auto) setState(k, 'approval');
@@ -476,7 +465,7 @@
         break;
       case 'rejected':
         invalidatePending('the session ended');
-        if (d.timed_out) system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
+        if (d.cause === 'timeout') system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
         else system('rejected', 'Session ended by a rejection.');
         break;
       case 'error':
