@@ -64,7 +64,6 @@ func Example() {
 	// round 0: "I'll check the weather."
 	// round 0: " "
 	// round 1: get_weather start
-	// round 1: get_weather approval_required
 	// round 1: get_weather executing
 	// round 1: get_weather result
 	// round 2: "Sunny in Paris."
