@@ -15,7 +15,7 @@ import (
 // the last frame was cut in the middle, or reading the body failed (a cut
 // or reset connection). The error returned wraps ErrTruncated and, for a
 // read error, the read error too.
-var ErrTruncated = errors.New("wire: response truncated: the stream ended before the model finished")
+var ErrTruncated = errors.New("response truncated: the stream ended before the model finished")
 
 // truncated returns ErrTruncated caused by the read error err.
 func truncated(err error) error {
