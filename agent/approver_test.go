@@ -340,6 +340,37 @@ func TestEditedArguments(t *testing.T) {
 	assert.Equal(t, "sunny in Tromsø", result)
 }
 
+// TestEditedArgumentsAreChecked: arguments an approver edits are held to
+// the tool's schema like the model's: a person's edit that does not fit
+// rejects the call instead of running the tool with it.
+func TestEditedArgumentsAreChecked(t *testing.T) {
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("ok").Finish("stop"),
+	)
+	var ran atomic.Int32
+	weather := weatherTool().(agent.FuncTool)
+	fn := weather.Fn
+	weather.Fn = func(ctx context.Context, args json.RawMessage, p agent.Progress) (string, error) {
+		ran.Add(1)
+		return fn(ctx, args, p)
+	}
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.OnReject = agent.RejectContinue
+		c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: true, Arguments: json.RawMessage(`{"city":42}`)}, nil
+		})
+	}, weather)
+	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "go"}))
+	require.NoError(t, err)
+	rej := rejection(t, chunks, "call_1")
+	assert.Equal(t, agent.CauseApprovalFailed, rej.Cause)
+	assert.Contains(t, rej.Reason, "edited arguments do not fit the parameters of get_weather")
+	assert.Zero(t, ran.Load(), "the tool never ran with arguments its schema refuses")
+}
+
 // TestRequestComesBeforeTheChunk: a person's approval is registered
 // (Request) before its approval_required chunk is yielded, the chunk carries
 // the ticket's id, and the ticket is waited for once.

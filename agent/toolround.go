@@ -282,6 +282,9 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		if err != nil {
 			return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments are not a JSON object: %v", err))
 		}
+		if err := r.tools.byName[cs.call.Name].checkArgs(args); err != nil {
+			return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments do not fit the parameters of %s (%v)", cs.call.Name, err))
+		}
 		cs.args = args
 		cs.chunk.Arguments = args
 		cs.record.Arguments = bytes.Clone(args) // the history shows what ran
