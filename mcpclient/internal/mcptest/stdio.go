@@ -16,7 +16,8 @@ import (
 const stdioServerPackage = "github.com/planround/planround/mcpclient/internal/mcptest/stdioserver"
 
 // buildLimit bounds the build of the stdio test server. With a warm build
-// cache it takes a second or two; a cold one compiles mcp-go.
+// cache it takes a second or two; a cold one compiles mcp-go and the
+// standard library (18 s on two cores).
 const buildLimit = 5 * time.Minute
 
 // built is the stdio test server, built once per test process.
@@ -31,10 +32,14 @@ var built struct {
 // given flags (for instance "-mode=garbage-before"; the stdioserver
 // command's documentation lists its tools, modes and flags). The server is
 // built once per test process with the go command found on PATH, into a
-// temporary directory that all tests of the process share, with the race
-// detector when the test binary has it. StdioServer skips t when there is no
-// go command, or fails it under PLANROUND_REQUIRE_ALL=1; a failed build
-// fails t.
+// temporary directory that all tests of the process share. StdioServer
+// skips t when there is no go command, or fails it under
+// PLANROUND_REQUIRE_ALL=1; a failed build fails t.
+//
+// The server is built without the race detector even when the tests have
+// it: it is the tests' peer, not the code under test, and under the
+// detector it would answer several times slower (a 64 MiB answer takes
+// seconds) and linger a second at every exit.
 //
 // StdioServer starts nothing: the caller runs the command and must end the
 // process.
@@ -66,13 +71,9 @@ func buildStdioServer(goBin string) (bin string, out []byte, err error) {
 		return "", nil, err
 	}
 	bin = filepath.Join(dir, "stdioserver")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race") // reuses the packages the race build of the tests compiled
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), buildLimit)
 	defer cancel()
-	out, err = exec.CommandContext(ctx, goBin, append(args, stdioServerPackage)...).CombinedOutput()
+	out, err = exec.CommandContext(ctx, goBin, "build", "-o", bin, stdioServerPackage).CombinedOutput()
 	return bin, out, err
 }
 
