@@ -196,10 +196,16 @@ func freePort(t testing.TB) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// npmDir returns the npm folder of the module the test runs in, found by
+// npmDir returns the npm folder of the module the test runs in.
+func npmDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(moduleRoot(t), filepath.FromSlash(npmFolder))
+}
+
+// moduleRoot returns the root of the module the test runs in, found by
 // walking up from the working directory (a test runs in its package's
 // folder) to the go.mod of this module.
-func npmDir(t testing.TB) string {
+func moduleRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -208,7 +214,7 @@ func npmDir(t testing.TB) string {
 	for {
 		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 		if err == nil && bytes.HasPrefix(mod, []byte("module github.com/planround/planround\n")) {
-			return filepath.Join(dir, filepath.FromSlash(npmFolder))
+			return dir
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("mcptest: %v", err)

@@ -2,11 +2,12 @@ package mcptest
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,10 +32,16 @@ var built struct {
 // StdioServer returns the command that runs the stdio test server with the
 // given flags (for instance "-mode=garbage-before"; the stdioserver
 // command's documentation lists its tools, modes and flags). The server is
-// built once per test process with the go command found on PATH, into a
-// temporary directory that all tests of the process share. StdioServer
-// skips t when there is no go command, or fails it under
+// built once per test process with the go command found on PATH.
+// StdioServer skips t when there is no go command, or fails it under
 // PLANROUND_REQUIRE_ALL=1; a failed build fails t.
+//
+// The binary lives in a directory of the system's temporary directory that
+// belongs to this checkout of the module (its name holds a hash of the
+// module's path and the user id). Each test process builds into a
+// directory of its own and renames the result over the shared binary, so a
+// server already running keeps its file, and test runs leave one binary
+// behind per checkout rather than one each.
 //
 // The server is built without the race detector even when the tests have
 // it: it is the tests' peer, not the code under test, and under the
@@ -49,46 +56,36 @@ func StdioServer(t testing.TB, flags ...string) (command string, args []string) 
 	if err != nil {
 		unavailable(t, "go is not on PATH: cannot build the stdio MCP test server")
 	}
-	built.once.Do(func() { built.bin, built.out, built.err = buildStdioServer(goBin) })
+	root := moduleRoot(t)
+	built.once.Do(func() { built.bin, built.out, built.err = buildStdioServer(goBin, root) })
 	if built.err != nil {
 		t.Fatalf("go build %s: %v\n%s", stdioServerPackage, built.err, built.out)
 	}
 	return built.bin, slices.Clone(flags)
 }
 
-// tempPrefix starts the names of the directories the binary is built in.
-const tempPrefix = "planround-mcptest-"
-
-// buildStdioServer builds the server into a new temporary directory. No
-// test knows when the process's last test is done with the binary, so the
-// directory stays behind; instead each build removes the directories that
-// earlier builds left more than a day ago, far longer than any test process
-// lives.
-func buildStdioServer(goBin string) (bin string, out []byte, err error) {
-	removeStaleBuilds(24 * time.Hour)
-	dir, err := os.MkdirTemp("", tempPrefix)
+// buildStdioServer builds the server in the module at root and returns the
+// binary's path.
+func buildStdioServer(goBin, root string) (bin string, out []byte, err error) {
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("planround-mcptest-%d-%x", os.Getuid(), sum[:8]))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	// Build in a directory of this process's own, then rename the binary
+	// over the shared one: a process that runs the old binary keeps it.
+	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
 		return "", nil, err
 	}
-	bin = filepath.Join(dir, "stdioserver")
+	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), buildLimit)
 	defer cancel()
-	out, err = exec.CommandContext(ctx, goBin, "build", "-o", bin, stdioServerPackage).CombinedOutput()
-	return bin, out, err
-}
-
-// removeStaleBuilds removes the build directories older than age.
-func removeStaleBuilds(age time.Duration) {
-	entries, err := os.ReadDir(os.TempDir())
-	if err != nil {
-		return
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", filepath.Join(tmp, "stdioserver"), stdioServerPackage)
+	cmd.Dir = root
+	if out, err = cmd.CombinedOutput(); err != nil {
+		return "", out, err
 	}
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), tempPrefix) {
-			continue
-		}
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
-			_ = os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
-		}
-	}
+	bin = filepath.Join(dir, "stdioserver")
+	return bin, nil, os.Rename(filepath.Join(tmp, "stdioserver"), bin)
 }
