@@ -131,6 +131,14 @@ type sandboxStats struct {
 // at most max running instances (no bound when max < 1) and ending an
 // instance after idle without a call (never when idle <= 0). The caller must
 // call close.
+//
+// start is called without the registry's lock, once at a time per
+// conversation (a start cancelled by closeConversation may still be
+// ending when the conversation's next one begins). Its context carries the values of the first get's context;
+// it is cancelled when every get waiting for the start has left, when the
+// conversation or the registry is closed, and in any case once start has
+// returned. It bounds the start, not the instance's life: an instance must
+// not tie its process to it (as exec.CommandContext would).
 func newSandboxes(start starter, max int, idle time.Duration) *sandboxes {
 	s := &sandboxes{
 		start:  start,
