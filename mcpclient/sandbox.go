@@ -31,9 +31,17 @@ import (
 // waits for another's, or with every slot held that way it waits until its
 // context ends.
 //
+// Under that contention, a conversation whose call ends loses its instance
+// to the first waiting start at once: with every other instance busy, it is
+// the least recently used idle one.
+//
 // closeConversation and close end an instance even with a call in flight
 // (the conversation, or the whole client, is going away); the instance's
-// close makes that call return an error.
+// close is expected to make that call return an error.
+
+// errNoConversation is returned by get for an empty conversation id: the
+// calls of all conversations without an id must not share one sandbox.
+var errNoConversation = errors.New("mcpclient: a per-conversation server needs the call's conversation id, and it has none")
 
 // errSandboxesClosed is returned by get once close has been called.
 var errSandboxesClosed = errors.New("mcpclient: the per-conversation servers are shut down")
@@ -58,8 +66,8 @@ type sandboxes struct {
 	// Guarded by mu:
 	//   - byConv holds each conversation's entry while it is starting (inst
 	//     nil, ready open) or running (inst set). One entry per conversation,
-	//     so at most one start in flight per conversation; a failed start
-	//     removes its entry, so the next get retries.
+	//     so concurrent first calls share one start; a failed start removes
+	//     its entry, so the next get retries.
 	//   - lru links the running entries; those with no call in flight
 	//     (inflight == 0) are in the order their last call ended, least
 	//     recent first. Only those are evicted by the bound or the timer.
@@ -75,10 +83,11 @@ type sandboxes struct {
 	//     (evictForWaitersLocked), whenever one exists.
 	//   - closed is set once, by close. Afterwards nothing is added to wg or
 	//     byConv and no timer is armed.
-	//   - An entry leaves byConv exactly once (endLocked, or a failed or
-	//     cancelled start), and whoever removes it calls its instance's close
-	//     exactly once, after unlocking mu. That is why eviction never blocks a
-	//     get for another conversation.
+	//   - Each instance is closed exactly once, with mu unlocked: by whoever
+	//     removes its running entry from byConv (endLocked, which sets gone),
+	//     or by its start when the conversation or the registry was closed
+	//     before the start ended. That is why eviction never blocks a get for
+	//     another conversation.
 	byConv  map[string]*sandbox
 	lru     sandbox // sentinel of the ring of running entries
 	used    int
@@ -133,12 +142,13 @@ type sandboxStats struct {
 // call close.
 //
 // start is called without the registry's lock, once at a time per
-// conversation (a start cancelled by closeConversation may still be
-// ending when the conversation's next one begins). Its context carries the values of the first get's context;
-// it is cancelled when every get waiting for the start has left, when the
-// conversation or the registry is closed, and in any case once start has
-// returned. It bounds the start, not the instance's life: an instance must
-// not tie its process to it (as exec.CommandContext would).
+// conversation (a start cancelled by closeConversation may still be ending
+// when the conversation's next one begins). Its context carries the values
+// of the first get's context; it is cancelled when every get waiting for the
+// start has left, when the conversation or the registry is closed, and in
+// any case once start has returned. It bounds the start, not the instance's
+// life: an instance must not tie its process to it (as exec.CommandContext
+// would).
 func newSandboxes(start starter, max int, idle time.Duration) *sandboxes {
 	s := &sandboxes{
 		start:  start,
@@ -160,8 +170,12 @@ func newSandboxes(start starter, max int, idle time.Duration) *sandboxes {
 // returns when ctx ends; the start itself is cancelled only when every get
 // waiting for it has left, and an instance that still comes out of it is
 // cached like any other. A failed start is not cached: the next get starts
-// again. get returns errSandboxesClosed after close.
+// again. get returns errSandboxesClosed after close, and errNoConversation
+// for an empty conversation id.
 func (s *sandboxes) get(ctx context.Context, conversation string) (inst instance, release func(), err error) {
+	if conversation == "" {
+		return nil, nil, errNoConversation
+	}
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -487,8 +501,10 @@ func (s *sandboxes) closeInstance(inst instance) error {
 }
 
 // closeConversation ends the conversation's instance, or cancels its start,
-// and returns once the instance is closed, with the error of its close. A
-// call in flight on the instance fails. A later get starts a new instance.
+// and returns once the instance is closed, with the error of its close (nil
+// when it was still starting: stats keeps that one). A call in flight on the
+// instance fails, and so do the gets waiting for its start. A later get
+// starts a new instance.
 func (s *sandboxes) closeConversation(conversation string) error {
 	s.mu.Lock()
 	e := s.byConv[conversation]
@@ -514,8 +530,9 @@ func (s *sandboxes) closeConversation(conversation string) error {
 
 // close ends every instance (calls in flight fail), cancels the starts in
 // flight and returns when all are closed, with the errors of the closes it
-// made. Later gets return errSandboxesClosed. close may be called more than
-// once; later calls wait for the first and return nil.
+// made; a start that does not honour its context delays it. Later gets
+// return errSandboxesClosed. close may be called more than once; later calls
+// wait for the first and return nil.
 func (s *sandboxes) close() error {
 	s.mu.Lock()
 	if s.closed {

@@ -195,6 +195,9 @@ func TestSandboxStartsLazilyAndCaches(t *testing.T) {
 	assert.Equal(t, "2", use(t, s, "b"), "b gets its own instance")
 	assert.Equal(t, "1", use(t, s, "a"))
 
+	_, _, err := s.get(t.Context(), "")
+	require.ErrorIs(t, err, errNoConversation, "calls without a conversation share no sandbox")
+
 	calls, live, _ := f.counts()
 	assert.Equal(t, 2, calls)
 	assert.Equal(t, 2, live)
@@ -449,6 +452,29 @@ func TestSandboxBusyNotEvicted(t *testing.T) {
 	assert.Zero(t, s.stats().Busy)
 }
 
+// TestSandboxReleaseTwice: a second release of one call does not end
+// another call's hold on the instance.
+func TestSandboxReleaseTwice(t *testing.T) {
+	leaktest.Check(t)
+	f := &fakeStarter{}
+	s := newTestSandboxes(t, f, 1, 0)
+
+	_, release1, err := s.get(t.Context(), "a")
+	require.NoError(t, err)
+	_, release2, err := s.get(t.Context(), "a")
+	require.NoError(t, err)
+	release1()
+	release1()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, _, err = s.get(ctx, "b")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a still has a call in flight")
+	assert.Empty(t, f.closed(t))
+	assert.Equal(t, 1, s.stats().Busy)
+	release2()
+	assert.Equal(t, "2", use(t, s, "b"))
+}
+
 // TestSandboxWaitersFirstComeFirstServed: starts waiting for a slot get
 // one in the order they asked, even when a later conversation keeps calling.
 func TestSandboxWaitersFirstComeFirstServed(t *testing.T) {
@@ -700,7 +726,14 @@ func TestSandboxClose(t *testing.T) {
 		return len(s.waiters) == 1
 	}, 5*time.Second, time.Millisecond)
 
-	require.NoError(t, s.close())
+	closed := make(chan error, 1)
+	go func() { closed <- s.close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return: a start in flight was not cancelled")
+	}
 	f.requireAllClosedOnce(t)
 	calls, _, _ := f.counts()
 	assert.Equal(t, 3, calls, "d never started")
