@@ -795,3 +795,86 @@ func TestSandboxCloseOutsideLock(t *testing.T) {
 	_, _, maxLive := f.counts()
 	assert.Equal(t, 3, maxLive)
 }
+
+// TestSandboxStress mixes everything at once (calls of many conversations,
+// impatient callers, failing and slow starts, idle evictions and
+// closeConversation) and checks the invariants throughout: never more live
+// instances than the bound, a waiting start only when the bound is reached,
+// and in the end every instance closed exactly once.
+func TestSandboxStress(t *testing.T) {
+	leaktest.Check(t)
+	f := &fakeStarter{fail: func(n int) error {
+		if n%10 == 0 {
+			return errors.New("start failed")
+		}
+		return nil
+	}}
+	const bound = 4
+	s := newSandboxes(func(ctx context.Context) (instance, error) {
+		select {
+		case <-time.After(time.Duration(rand.IntN(300)) * time.Microsecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return f.start(ctx)
+	}, bound, time.Millisecond)
+	deadline, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	// checkInvariants runs in a worker too: assert, not require.
+	checkInvariants := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		assert.LessOrEqual(t, s.used, bound)
+		assert.GreaterOrEqual(t, s.closing, 0)
+		if len(s.waiters) > 0 {
+			assert.Equal(t, bound, s.used, "a start waits only when the bound is reached")
+		}
+		for e := s.lru.next; e != &s.lru; e = e.next {
+			assert.Same(t, e, s.byConv[e.conv], "the ring holds running entries only")
+			assert.GreaterOrEqual(t, e.inflight, 0)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				if deadline.Err() != nil {
+					return
+				}
+				conv := fmt.Sprint("conv-", rand.IntN(12))
+				switch i % 7 {
+				case 0:
+					_ = s.closeConversation(conv)
+				case 1:
+					ctx, cancel := context.WithTimeout(deadline, time.Duration(rand.IntN(200))*time.Microsecond)
+					if _, release, err := s.get(ctx, conv); err == nil {
+						release()
+					}
+					cancel()
+				default:
+					inst, release, err := s.get(deadline, conv)
+					if err != nil {
+						continue
+					}
+					_, _ = inst.call(deadline, "tool", nil, nil)
+					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+					release()
+				}
+				if w == 0 && i%10 == 0 {
+					checkInvariants()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, deadline.Err(), "the stress loop ran out of time")
+	checkInvariants()
+	_, _, maxLive := f.counts()
+	assert.LessOrEqual(t, maxLive, bound)
+	st := s.stats()
+	t.Logf("%+v", st)
+	require.NoError(t, s.close())
+	f.requireAllClosedOnce(t)
+}
