@@ -51,7 +51,7 @@ var errLost = errors.New("connection lost")
 // The bounds of a stdio server's shutdown: how long it has to exit after
 // its input is closed, then after SIGTERM, then after SIGKILL.
 const (
-	exitGrace   = 500 * time.Millisecond
+	exitGrace = 500 * time.Millisecond
 	termGrace = 500 * time.Millisecond
 	killGrace = 2 * time.Second
 	// outputGrace is how long the end of a stdio server's output and its
