@@ -456,6 +456,15 @@ type process struct {
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error         // written before exited is closed
 	logged  chan struct{} // closed when its standard error has been read to the end
+
+	mu   sync.Mutex // guards last
+	last string     // the last line it wrote to its standard error
+}
+
+func (p *process) lastLine() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
 }
 
 // startProcess starts the stdio server of e. onExit is told when the
@@ -517,7 +526,16 @@ func startProcess(e *serverEntry, onExit func(error)) (_ *process, err error) {
 		if err == nil {
 			err = errors.New("exit status 0")
 		}
-		p.exitErr = fmt.Errorf("the server exited (%w)", err)
+		// What it wrote last to its standard error often says why.
+		select {
+		case <-p.logged:
+		case <-time.After(outputGrace):
+		}
+		if last := p.lastLine(); last != "" {
+			p.exitErr = fmt.Errorf("the server exited (%w): %s", err, last)
+		} else {
+			p.exitErr = fmt.Errorf("the server exited (%w)", err)
+		}
 		close(p.exited)
 		// The end of its output, which comes after every message it
 		// wrote, ends the connection; a grandchild that keeps the output
@@ -570,6 +588,12 @@ func (p *process) logLine(line []byte) {
 	if len(line) > maxStderrLine {
 		line = line[:maxStderrLine]
 	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.last = string(line)
+	p.mu.Unlock()
 	p.e.log.Debug("server stderr", "line", string(line))
 }
 

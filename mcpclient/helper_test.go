@@ -2,7 +2,6 @@ package mcpclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -52,6 +51,16 @@ func runHelper(mode string) int {
 			return 1
 		}
 		return 0
+	case "once":
+		// Serves the first time; afterwards it fails to start, like a
+		// server whose configuration broke after a crash.
+		started := filepath.Join(os.Getenv(markEnv), "started")
+		if _, err := os.Stat(started); err == nil {
+			fmt.Fprintln(os.Stderr, "helper: the port is taken")
+			return 1
+		}
+		mark("started")
+		return runHelper("server")
 	case "stubborn":
 		// A server that outlives its input and SIGTERM, as some real
 		// servers behind a wrapper do: only SIGKILL ends it.
@@ -228,6 +237,8 @@ type fixture struct {
 	cfg ServerConfig
 	// cancelled waits (boundedly) for the server to see a call cancelled.
 	cancelled func(t *testing.T)
+	// stop stops an HTTP server.
+	stop func()
 }
 
 // stdioConfig is a stdio server running the test binary in a mode.
@@ -269,14 +280,24 @@ func newFixture(t *testing.T, tr Transport) *fixture {
 			ts = servertest.NewTestStreamableHTTPServer(srv)
 		}
 		h.crash = ts.CloseClientConnections
-		t.Cleanup(ts.Close)
-		t.Cleanup(func() { close(h.hang) }) // before ts.Close, which waits for handlers
+		var stopOnce sync.Once
+		stop := func() {
+			stopOnce.Do(func() {
+				// ts.Close waits for the handlers: end those that wait
+				// for the test or for a client (a subscription).
+				close(h.hang)
+				ts.CloseClientConnections()
+				ts.Close()
+			})
+		}
+		t.Cleanup(stop)
 		url := ts.URL + "/mcp"
 		if tr == TransportSSE {
 			url = ts.URL + "/sse"
 		}
 		return &fixture{
-			cfg: ServerConfig{Name: "test", Transport: tr, URL: url, StartTimeout: 10 * time.Second},
+			stop: stop,
+			cfg:  ServerConfig{Name: "test", Transport: tr, URL: url, StartTimeout: 10 * time.Second},
 			cancelled: func(t *testing.T) {
 				t.Helper()
 				select {
@@ -365,4 +386,4 @@ func run(t *testing.T, tl *mcpTool, args string, progress *buffer) (string, erro
 	return tl.Execute(ctx, []byte(args), progress)
 }
 
-var errTest = errors.New("test")
+func itoa(n int) string { return strconv.Itoa(n) }
