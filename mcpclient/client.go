@@ -239,7 +239,9 @@ func (e *serverEntry) call(ctx context.Context, tool string, args json.RawMessag
 		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("no result within the call timeout of %s", d))
 		defer cancel()
 	}
-	progress = redactingProgress{progress, e.red}
+	if progress != nil {
+		progress = redactingProgress{progress, e.red}
+	}
 	var out string
 	var err error
 	if e.shared != nil {

@@ -45,11 +45,12 @@ const (
 
 // ServerConfig describes one MCP server.
 //
-// Command, Args, Env, URL and the header values may refer to environment
-// variables as ${NAME}, or ${NAME:-default} for a value used when NAME is
-// unset or empty. References are expanded by [New], so a ServerConfig (and
-// anything that prints it) holds the reference, not the secret. A reference
-// to an unset variable without a default makes New fail. Header values, the
+// Command, Args, Env, Dir, URL and the header values may refer to
+// environment variables as ${NAME}, or ${NAME:-default} for a value used
+// when NAME is unset or empty. References are expanded by [New], so a
+// ServerConfig (and anything that prints it) holds the reference, not the
+// secret. A reference to a variable that is unset or empty, without a
+// default, makes New fail. Header values, the
 // values of Env variables whose names say they hold a secret (with TOKEN,
 // KEY, SECRET, PASS, AUTH, CRED and the like in them), a password in the
 // URL and every expanded value are treated as secrets: they are replaced
