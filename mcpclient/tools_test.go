@@ -154,10 +154,10 @@ func TestInputSchemas(t *testing.T) {
 		valid      bool
 	}{
 		{"draft7", `{"name":"Ann","pets":[{"name":"Rex"}]}`, true},
-		{"draft7", `{"name":"A"}`, false},                          // minLength through $ref
-		{"draft7", `{"name":"Ann","pets":[{"name":"R"}]}`, false},  // nested $ref in a definition
-		{"draft7", `{"name":"Ann","age":3}`, false},                // additionalProperties
-		{"draft7", `{}`, false},                                    // required
+		{"draft7", `{"name":"A"}`, false},                         // minLength through $ref
+		{"draft7", `{"name":"Ann","pets":[{"name":"R"}]}`, false}, // nested $ref in a definition
+		{"draft7", `{"name":"Ann","age":3}`, false},               // additionalProperties
+		{"draft7", `{}`, false},                                   // required
 		{"defs", `{"level":"high"}`, true},
 		{"defs", `{"level":"medium"}`, false},
 		{"untyped", `{"n":1}`, true},
