@@ -138,6 +138,7 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 			transport.WithHeaders(e.cfg.Headers),
 			transport.WithHTTPClient(c.hc),
 			transport.WithResponseTimeout(24*time.Hour), // the call's context bounds it
+			transport.WithEndpointTimeout(e.cfg.startTimeout()),
 			transport.WithSSELogger(e.log))
 		tr = &cancelling{Interface: sse, HTTPConnection: sse, always: true}
 	case TransportHTTP:
@@ -168,8 +169,19 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 	c.mc.OnNotification(c.notify)
 	c.mc.OnConnectionLost(func(err error) { c.markLost(fmt.Errorf("the event stream ended: %w", err)) })
 	// The transport keeps life for the connection's lifetime (the SSE
-	// stream, requests from the server), so it is not ctx.
-	if err := c.mc.Start(life); err != nil {
+	// stream, requests from the server), so it is not ctx; ending life ends
+	// a start that outlasts ctx (an SSE server that never sends its
+	// endpoint).
+	started := make(chan error, 1)
+	go func() { started <- c.mc.Start(life) }()
+	select {
+	case err = <-started:
+	case <-ctx.Done():
+		stop()
+		<-started
+		err = ctx.Err()
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	var req mcp.InitializeRequest

@@ -387,3 +387,7 @@ func run(t *testing.T, tl *mcpTool, args string, progress *buffer) (string, erro
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

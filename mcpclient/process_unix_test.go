@@ -109,10 +109,6 @@ func TestStdioMisbehavingServers(t *testing.T) {
 	}
 }
 
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
 func mustRun(t *testing.T, tl *mcpTool, args string) string {
 	t.Helper()
 	out, err := run(t, tl, args, nil)

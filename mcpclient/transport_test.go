@@ -3,8 +3,10 @@ package mcpclient
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,6 +144,55 @@ func TestTransportsCrashMidCall(t *testing.T) {
 			}
 			if st := c.Servers()[0]; st.State != StateDown || st.Error == "" {
 				t.Errorf("status = %+v, want down with an error", st)
+			}
+		})
+	}
+}
+
+// An HTTP server that accepts connections and never answers does not hold
+// New beyond the start timeout.
+func TestRemoteServerSilentAtStart(t *testing.T) {
+	for _, tr := range []Transport{TransportSSE, TransportHTTP} {
+		t.Run(string(tr), func(t *testing.T) {
+			leaktest.Check(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var conns []net.Conn
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					conns = append(conns, c) // held, never answered
+					mu.Unlock()
+				}
+			}()
+			t.Cleanup(func() {
+				ln.Close()
+				<-done
+				mu.Lock()
+				defer mu.Unlock()
+				for _, c := range conns {
+					c.Close()
+				}
+			})
+
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c, err := New(ctx, []ServerConfig{{Name: "silent", Transport: tr, URL: "http://" + ln.Addr().String() + "/mcp", StartTimeout: 500 * time.Millisecond}}, Options{})
+			if err == nil {
+				c.Close()
+				t.Fatal("New succeeded")
+			}
+			if !strings.Contains(err.Error(), "no answer within the start timeout of 500ms") {
+				t.Errorf("err = %v, want the start timeout", err)
 			}
 		})
 	}
