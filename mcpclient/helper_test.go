@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -61,6 +62,8 @@ func runHelper(mode string) int {
 		}
 		mark("started")
 		return runHelper("server")
+	case "legacy":
+		return legacyServer()
 	case "stubborn":
 		// A server that outlives its input and SIGTERM, as some real
 		// servers behind a wrapper do: only SIGKILL ends it.
@@ -105,6 +108,44 @@ func runHelper(mode string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2
+}
+
+// legacyServer is a server of protocol 2025-11-25 written by hand, that
+// ignores requests it does not know (server/discover among them) instead
+// of answering them with an error, as some servers do.
+func legacyServer() int {
+	dec := json.NewDecoder(os.Stdin)
+	enc := json.NewEncoder(os.Stdout)
+	for {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := dec.Decode(&req); err != nil {
+			return 0
+		}
+		var result any
+		switch req.Method {
+		case "server/discover":
+			mark("discover")
+			continue
+		case "initialize":
+			result = map[string]any{
+				"protocolVersion": "2025-11-25",
+				"capabilities":    map[string]any{"tools": map[string]any{}},
+				"serverInfo":      map[string]any{"name": "legacy", "version": "1"},
+			}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": "hello", "inputSchema": map[string]any{"type": "object"}}}}
+		case "tools/call":
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "hi from legacy"}}}
+		default:
+			continue
+		}
+		if err := enc.Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result}); err != nil {
+			return 0
+		}
+	}
 }
 
 // mark leaves a mark in the directory named by markEnv.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -193,6 +195,31 @@ func TestRemoteServerSilentAtStart(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "no answer within the start timeout of 500ms") {
 				t.Errorf("err = %v, want the start timeout", err)
+			}
+		})
+	}
+}
+
+// A server of an older protocol that ignores the discovery request which
+// opens protocol 2026-07-28, instead of refusing it, is still started
+// within a start timeout shorter than mcp-go's own wait for that request (5
+// seconds); pinning its version skips the request.
+func TestLegacyServerIgnoringDiscover(t *testing.T) {
+	for _, pinned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "pinned"}[pinned], func(t *testing.T) {
+			leaktest.Check(t)
+			cfg := stdioConfig(t, "legacy", "legacy")
+			cfg.StartTimeout = 3 * time.Second
+			if pinned {
+				cfg.ProtocolVersion = "2025-11-25"
+			}
+			c := newClient(t, Options{}, cfg)
+			if got, err := run(t, tool(t, c, "hello"), `{}`, nil); err != nil || got != "hi from legacy" {
+				t.Errorf("hello = %q, %v", got, err)
+			}
+			_, err := os.Stat(filepath.Join(cfg.Env[markEnv], "discover"))
+			if asked := err == nil; asked == pinned {
+				t.Errorf("discovery request sent: %v; pinned: %v", asked, pinned)
 			}
 		})
 	}
