@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -172,5 +173,27 @@ func TestInputSchemas(t *testing.T) {
 		if !tc.valid && got.Cause != agent.CauseInvalidArguments {
 			t.Errorf("%s %s: cause %q, want invalid_arguments", tc.tool, tc.args, got.Cause)
 		}
+	}
+}
+
+// SkipApproval covers a server's tools, SkipApprovalTools some of them;
+// DisabledTools are left out.
+func TestToolConfig(t *testing.T) {
+	readOnly := entryWith("docs")
+	readOnly.cfg.SkipApproval = true
+	readOnly.setTools([]mcp.Tool{mcp.NewTool("search"), mcp.NewTool("fetch")})
+	mixed := entryWith("files")
+	mixed.cfg.SkipApprovalTools = []string{"read"}
+	mixed.cfg.DisabledTools = []string{"delete"}
+	mixed.setTools([]mcp.Tool{mcp.NewTool("read"), mcp.NewTool("write"), mcp.NewTool("delete")})
+
+	var got []string
+	for _, tl := range (&Client{entries: []*serverEntry{readOnly, mixed}}).Tools() {
+		d := tl.Definition()
+		got = append(got, fmt.Sprintf("%s skip=%v", d.Name, d.SkipApproval))
+	}
+	want := []string{"search skip=true", "fetch skip=true", "read skip=true", "write skip=false"}
+	if !slices.Equal(got, want) {
+		t.Errorf("tools %q, want %q", got, want)
 	}
 }
