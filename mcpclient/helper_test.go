@@ -163,14 +163,12 @@ type hooks struct {
 	hang      chan struct{} // the hang tool waits for it, ignoring its context
 }
 
-// counter is per process, so that two instances of a server show two counts.
-var counter atomic.Int64
-
 // newTestServer is the MCP server of the tests: tools for every kind of
 // result, progress, slowness and failure. It lists two tools a page, so
 // every listing goes over pages.
 func newTestServer(h *hooks) *server.MCPServer {
 	srv := server.NewMCPServer("test", "1.0.0", server.WithToolCapabilities(true), server.WithRecovery(), server.WithPaginationLimit(2))
+	var counter atomic.Int64 // each server counts its own calls
 	srv.AddTool(mcp.NewTool("echo", mcp.WithDescription("Echoes text."), mcp.WithString("text", mcp.Required())),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			text, err := req.RequireString("text")
