@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -563,31 +564,18 @@ func startProcess(e *serverEntry, onExit func(error)) (_ *process, err error) {
 }
 
 // logStderr logs what the server writes to its standard error, a line a
-// record, at debug level.
+// record, at debug level; a line too long is logged in part.
 func (p *process) logStderr() {
 	defer close(p.logged)
-	buf := make([]byte, 0, 4096)
-	read := make([]byte, 4096)
+	r := bufio.NewReaderSize(p.stderr, maxStderrLine)
+	long := false // in the rest of a line too long to log whole
 	for {
-		n, err := p.stderr.Read(read)
-		buf = append(buf, read[:n]...)
-		for {
-			i := bytes.IndexByte(buf, '\n')
-			if i < 0 {
-				break
-			}
-			p.logLine(buf[:i])
-			buf = buf[i+1:]
+		line, err := r.ReadSlice('\n')
+		if !long {
+			p.logLine(line)
 		}
-		if len(buf) > maxStderrLine { // a line without end: log its start
-			p.logLine(buf)
-			buf = buf[:0]
-		}
-		buf = append(make([]byte, 0, 4096), buf...)
-		if err != nil {
-			if len(buf) > 0 {
-				p.logLine(buf)
-			}
+		long = err == bufio.ErrBufferFull
+		if err != nil && !long {
 			return
 		}
 	}
@@ -596,10 +584,7 @@ func (p *process) logStderr() {
 const maxStderrLine = 4096
 
 func (p *process) logLine(line []byte) {
-	line = bytes.TrimRight(line, "\r")
-	if len(line) > maxStderrLine {
-		line = line[:maxStderrLine]
-	}
+	line = bytes.TrimRight(line, "\r\n")
 	if len(bytes.TrimSpace(line)) == 0 {
 		return
 	}

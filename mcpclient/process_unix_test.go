@@ -104,6 +104,11 @@ func TestStdioMisbehavingServers(t *testing.T) {
 				if !strings.Contains(logs.String(), "cannot start: no configuration") {
 					t.Errorf("the server's standard error is not in the log:\n%s", logs.String())
 				}
+				for line := range strings.Lines(logs.String()) {
+					if len(line) > maxStderrLine+200 {
+						t.Errorf("a log line of %d bytes", len(line))
+					}
+				}
 			}
 		})
 	}
