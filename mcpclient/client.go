@@ -99,10 +99,10 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		info.Name = "planround"
 	}
 
-	c := &Client{}
+	// Every configuration is checked before anything is made.
 	seen := make(map[string]bool)
-	for i := range servers {
-		cfg := servers[i]
+	cfgs := make([]*expanded, len(servers))
+	for i, cfg := range servers {
 		if err := cfg.validate(); err != nil {
 			return nil, fmt.Errorf("mcpclient: %w", err)
 		}
@@ -114,6 +114,12 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		if err != nil {
 			return nil, fmt.Errorf("mcpclient: %w", err)
 		}
+		cfgs[i] = ex
+	}
+
+	c := &Client{}
+	for _, ex := range cfgs {
+		cfg := &ex.ServerConfig
 		e := &serverEntry{
 			cfg:        ex,
 			red:        newRedactor(ex.secrets),
