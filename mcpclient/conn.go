@@ -595,11 +595,13 @@ func (p *process) logLine(line []byte) {
 }
 
 // stop ends the process group: it closes the server's input, which a
-// server takes as the end of the session, then sends SIGTERM and finally
+// server takes as the end of the session (and its output, so that a server
+// writing to it is not held), then sends SIGTERM and finally
 // SIGKILL to the whole group, each after a short grace. The group is killed
 // at the end in any case, so that nothing the server started survives it.
 func (p *process) stop() error {
 	p.stdin.Close()
+	p.stdout.f.Close() // a server blocked writing to us is released
 	var err error
 	select {
 	case <-p.exited:
@@ -617,7 +619,6 @@ func (p *process) stop() error {
 		}
 	}
 	killGroup(p.cmd)
-	p.stdout.f.Close()
 	p.stderr.Close()
 	if err == nil {
 		<-p.logged

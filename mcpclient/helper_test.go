@@ -46,6 +46,15 @@ func runHelper(mode string) int {
 			cancelled: func() { mark("cancelled") },
 			crash:     func() { os.Exit(3) },
 			hang:      make(chan struct{}), // never closed
+			flood: func() {
+				// A message without end, beside the server's own.
+				chunk := []byte(strings.Repeat("x", 1<<20))
+				for range 64 {
+					if _, err := os.Stdout.Write(chunk); err != nil {
+						return
+					}
+				}
+			},
 		})
 		if err := server.ServeStdio(srv); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -162,6 +171,7 @@ type hooks struct {
 	cancelled func()        // the slow tool saw its call cancelled
 	crash     func()        // the crash tool: the server goes away
 	hang      chan struct{} // the hang tool waits for it, ignoring its context
+	flood     func()        // the flood tool: write more than a message may hold
 }
 
 // newTestServer is the MCP server of the tests: tools for every kind of
@@ -239,6 +249,17 @@ func newTestServer(h *hooks) *server.MCPServer {
 			}
 			return nil, ctx.Err()
 		})
+	srv.AddTool(mcp.NewTool("flood", mcp.WithDescription("Writes without end.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if h.flood != nil {
+				h.flood()
+			}
+			select {
+			case <-ctx.Done():
+			case <-h.hang:
+			}
+			return nil, ctx.Err()
+		})
 	srv.AddTool(mcp.NewTool("count", mcp.WithDescription("Counts the calls of this process.")),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(strconv.FormatInt(counter.Add(1), 10)), nil
@@ -270,7 +291,7 @@ func newTestServer(h *hooks) *server.MCPServer {
 
 // testTools are the tools of newTestServer, in the order it lists them
 // (by name).
-var testTools = []string{"add_tool", "count", "crash", "echo", "fail", "hang", "image", "pid", "progress", "slow", "spawn"}
+var testTools = []string{"add_tool", "count", "crash", "echo", "fail", "flood", "hang", "image", "pid", "progress", "slow", "spawn"}
 
 // fixture is a test server on one transport, and how to see what it saw.
 type fixture struct {

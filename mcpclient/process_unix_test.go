@@ -52,10 +52,12 @@ func TestStdioWrapperLeavesNoProcess(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range []int{shell, srv, child} {
-		if !processGone(pid) {
-			t.Errorf("process %d outlived Close", pid)
-		}
+	if !processGone(shell) {
+		t.Errorf("the wrapper (pid %d) outlived Close", shell)
+	}
+	// The others were sent SIGKILL, which takes a moment to land.
+	for _, pid := range []int{srv, child} {
+		waitFor(t, "process "+strconv.Itoa(pid)+" is gone", func() bool { return processGone(pid) })
 	}
 }
 

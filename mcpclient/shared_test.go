@@ -133,3 +133,19 @@ func TestClosedClient(t *testing.T) {
 		t.Errorf("state = %q, want closed", st.State)
 	}
 }
+
+// A stdio server that writes a message beyond the bound in the middle of a
+// call fails the call; the next call gets a fresh process.
+func TestStdioFloodMidCall(t *testing.T) {
+	leaktest.Check(t)
+	c := newClient(t, Options{}, stdioConfig(t, "test", "server"))
+	pid0 := c.Servers()[0].PID
+	_, err := run(t, tool(t, c, "flood"), `{}`, nil)
+	if !errors.Is(err, errLost) || !strings.Contains(err.Error(), "larger than 32 MiB") {
+		t.Fatalf("err = %v, want the connection lost to a message too large", err)
+	}
+	if got, err := run(t, tool(t, c, "echo"), `{"text":"again"}`, nil); err != nil || got != "again" {
+		t.Errorf("echo after the flood = %q, %v", got, err)
+	}
+	waitFor(t, "the flooding process is gone", func() bool { return processGone(pid0) })
+}
