@@ -277,13 +277,24 @@ func (e *serverEntry) conversationCall(ctx context.Context, tool string, args js
 	}
 	out, err := inst.call(ctx, tool, args, progress)
 	release()
-	if errors.Is(err, errLost) {
-		// The instance is of no further use: the conversation's next call
-		// starts a fresh one.
+	if errors.Is(err, errNotSent) {
+		// It died since the conversation's last call (a crash while idle):
+		// once more, on a fresh one.
+		e.sb.closeConversation(call.SessionID)
+		if inst, release, err = e.sb.get(ctx, call.SessionID); err != nil {
+			return "", err
+		}
+		out, err = inst.call(ctx, tool, args, progress)
+		release()
+	}
+	if errors.Is(err, errLost) && !errors.Is(err, errClosed) {
+		// It died during the call: the conversation's next call starts
+		// a fresh one. (One closed on purpose is gone already.)
 		e.sb.closeConversation(call.SessionID)
 	}
 	return out, err
 }
+
 
 // close ends everything of the server.
 func (e *serverEntry) close() error {
@@ -497,7 +508,16 @@ func (s *sharedServer) call(ctx context.Context, tool string, args json.RawMessa
 	if err != nil {
 		return "", err
 	}
-	return c.call(ctx, tool, args, progress)
+	out, err := c.call(ctx, tool, args, progress)
+	if errors.Is(err, errNotSent) {
+		// The server died while idle, unnoticed until now: once more, on
+		// a fresh connection.
+		if c, err = s.connect(ctx); err != nil {
+			return "", err
+		}
+		out, err = c.call(ctx, tool, args, progress)
+	}
+	return out, err
 }
 
 // connect returns the live connection, opening it when there is none and

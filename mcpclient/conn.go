@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -48,6 +49,14 @@ type starter func(ctx context.Context) (instance, error)
 // connection to the server is gone (the process exited, the stream broke):
 // the instance is of no further use.
 var errLost = errors.New("connection lost")
+
+// errNotSent is wrapped by the errors of calls that failed because the
+// connection was found lost before the request went out: the call may be
+// made again on a fresh connection.
+var errNotSent = errors.New("the request was not sent")
+
+// errClosed is why the connection of an instance that was closed is lost.
+var errClosed = errors.New("the connection was closed")
 
 // The bounds of a stdio server's shutdown: how long it has to exit after
 // its input is closed, then after SIGTERM, then after SIGKILL.
@@ -357,9 +366,9 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 	}
 
 	c.mu.Lock()
-	if c.closing {
+	if c.closing || c.isLost() {
 		c.mu.Unlock()
-		return "", fmt.Errorf("%w: the connection was closed", errLost)
+		return "", fmt.Errorf("%w: %w", errNotSent, c.lostError())
 	}
 	c.calls.Add(1)
 	c.mu.Unlock()
@@ -417,6 +426,12 @@ func (c *conn) callError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
+	if errors.Is(err, syscall.EPIPE) {
+		// The server's input is closed: it died before the request was
+		// written, so the request can go to a fresh instance.
+		c.markLost(err)
+		return fmt.Errorf("%w: %w", errNotSent, c.lostError())
+	}
 	if c.isLost() {
 		return c.lostError()
 	}
@@ -437,7 +452,7 @@ func (c *conn) close() error {
 		c.mu.Lock()
 		c.closing = true
 		c.mu.Unlock()
-		c.markLost(errors.New("the connection was closed"))
+		c.markLost(errClosed)
 		if c.stopListen != nil {
 			c.stopListen()
 		}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -123,4 +124,30 @@ func mustRun(t *testing.T, tl *mcpTool, args string) string {
 		t.Fatalf("%s: %v", tl.def.Name, err)
 	}
 	return out
+}
+
+// A conversation's instance that died between two calls is replaced by the
+// next call, which runs.
+func TestPerConversationCrashWhileIdle(t *testing.T) {
+	leaktest.Check(t)
+	cfg := stdioConfig(t, "sandboxed", "server")
+	cfg.Isolation = IsolationPerConversation
+	c := newClient(t, Options{}, cfg)
+
+	callAs(t, c, "a", "count", `{}`)
+	pid, _ := strconv.Atoi(callAs(t, c, "a", "pid", `{}`).Result)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the client sees the instance gone", func() bool {
+		inst, release, err := c.entries[0].sb.get(context.Background(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		return inst.(*conn).isLost()
+	})
+	if got := callAs(t, c, "a", "count", `{}`); got.State != agent.StateResult || got.Result != "1" {
+		t.Errorf("count after a crash while idle = %+v, want a fresh instance", got)
+	}
 }
