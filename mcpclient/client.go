@@ -295,7 +295,6 @@ func (e *serverEntry) conversationCall(ctx context.Context, tool string, args js
 	return out, err
 }
 
-
 // close ends everything of the server.
 func (e *serverEntry) close() error {
 	e.cancel() // starts under way end
