@@ -415,6 +415,9 @@ type ServerStatus struct {
 	Tools []string `json:"tools"`
 	// PID is the process id of a shared stdio server; 0 otherwise.
 	PID int `json:"pid,omitempty"`
+	// Instances is the number of conversations a per_conversation server
+	// runs an instance for.
+	Instances int `json:"instances,omitempty"`
 	// Error says why a shared server is down, without secrets.
 	Error string `json:"error,omitempty"`
 }
@@ -446,6 +449,8 @@ func (c *Client) Servers() []ServerStatus {
 			if err != nil {
 				st.Error = e.wrap(err).Error()
 			}
+		} else {
+			st.Instances = e.sb.stats().Live
 		}
 		if closed {
 			st.State, st.PID = StateClosed, 0

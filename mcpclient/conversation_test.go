@@ -74,6 +74,9 @@ func TestPerConversationInstances(t *testing.T) {
 	if pa == 0 || pb == 0 || pa == pb {
 		t.Fatalf("pids %d and %d, want two processes", pa, pb)
 	}
+	if n := c.Servers()[0].Instances; n != 2 {
+		t.Errorf("instances = %d, want 2", n)
+	}
 
 	c.CloseConversation("a")
 	waitFor(t, "the ended conversation's process is gone", func() bool { return processGone(pa) })

@@ -98,3 +98,23 @@ func (s *sandboxes) close() {
 		}
 	}
 }
+
+type sandboxStats struct {
+	Live int // running instances
+}
+
+func (s *sandboxes) stats() sandboxStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, en := range s.byID {
+		select {
+		case <-en.ready:
+			if en.inst != nil {
+				n++
+			}
+		default:
+		}
+	}
+	return sandboxStats{Live: n}
+}
