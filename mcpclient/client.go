@@ -302,7 +302,7 @@ func (e *serverEntry) close() error {
 	if e.shared != nil {
 		err = e.shared.close()
 	} else {
-		e.sb.close()
+		err = e.sb.close()
 	}
 	// After shared.close nothing adds to wg: connect sees the client closed.
 	e.wg.Wait()

@@ -72,7 +72,7 @@ func (s *sandboxes) get(ctx context.Context, conversation string) (instance, fun
 	return en.inst, func() {}, nil
 }
 
-func (s *sandboxes) closeConversation(id string) {
+func (s *sandboxes) closeConversation(id string) error {
 	s.mu.Lock()
 	en, ok := s.byID[id]
 	delete(s.byID, id)
@@ -80,23 +80,26 @@ func (s *sandboxes) closeConversation(id string) {
 	if ok {
 		<-en.ready
 		if en.inst != nil {
-			en.inst.close()
+			return en.inst.close()
 		}
 	}
+	return nil
 }
 
-func (s *sandboxes) close() {
+func (s *sandboxes) close() error {
 	s.mu.Lock()
 	s.closed = true
 	all := s.byID
 	s.byID = map[string]*standinEntry{}
 	s.mu.Unlock()
+	var errs []error
 	for _, en := range all {
 		<-en.ready
 		if en.inst != nil {
-			en.inst.close()
+			errs = append(errs, en.inst.close())
 		}
 	}
+	return errors.Join(errs...)
 }
 
 type sandboxStats struct {
