@@ -24,7 +24,8 @@ type Options struct {
 	// discards them.
 	Logger *slog.Logger
 	// MaxSandboxes bounds the running instances of each per_conversation
-	// server; the least recently used is ended to make room. Zero means 16.
+	// server: to start another, the least recently used idle one is ended.
+	// Zero means 16.
 	MaxSandboxes int
 	// SandboxIdle ends a conversation's instance after it went unused this
 	// long. Zero means 10 minutes.

@@ -40,9 +40,9 @@
 // calls of the conversation reuse. The conversation is the session of the
 // run the call belongs to ([agent.CallFromContext]), so a run needs an
 // [agent.Input.SessionID] to use such a server. Instances are ended when
-// they go unused for [Options.SandboxIdle], when more than
-// [Options.MaxSandboxes] run (the least recently used goes), by
-// [Client.CloseConversation], and by Close.
+// they go unused for [Options.SandboxIdle], to make room for another
+// beyond [Options.MaxSandboxes] (the least recently used idle one goes),
+// by [Client.CloseConversation], and by Close.
 //
 // A stdio server runs in a process group of its own, and ending it ends the
 // whole group: a server started through a wrapper (sh, npx, uvx) leaves no
