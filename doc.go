@@ -36,6 +36,8 @@
 //   - memory: the Store interface, in-memory and SQLite stores, the pieces
 //     of each request (history repair, truncation, context layers),
 //     summarisation and export.
+//   - mcpclient: the tools of MCP servers (stdio, SSE, streamable HTTP) as
+//     agent tools, shared or one server instance per conversation.
 //
 // The examples directory holds runnable programs; examples/cli is a terminal
 // agent that works without an API key on a built-in demo model.

@@ -1,0 +1,133 @@
+package mcpclient
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// maxResourceText bounds the text of an embedded resource that a result
+// passes on to the model.
+const maxResourceText = 4096
+
+// resultText is the text the model reads for a tool's result, and whether
+// the result is an error.
+//
+// Text passes through. Images and audio become a placeholder naming their
+// type, so that base64 does not flood the context; a resource link becomes
+// a line naming it; an embedded resource its text (bounded) or, for a blob,
+// a line naming it. The parts are joined by newlines. A result without any
+// of these gives its structured content as JSON.
+func resultText(res *mcp.CallToolResult) (string, bool) {
+	if res == nil {
+		return "", false
+	}
+	parts := make([]string, 0, len(res.Content))
+	for _, c := range res.Content {
+		if s := contentText(c); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 {
+		switch {
+		case len(res.RawStructuredContent) > 0 && string(res.RawStructuredContent) != "null":
+			parts = append(parts, string(res.RawStructuredContent))
+		case res.StructuredContent != nil:
+			if b, err := json.Marshal(res.StructuredContent); err == nil {
+				parts = append(parts, string(b))
+			}
+		}
+	}
+	return strings.Join(parts, "\n"), res.IsError
+}
+
+func contentText(c mcp.Content) string {
+	switch v := c.(type) {
+	case mcp.TextContent:
+		return v.Text
+	case *mcp.TextContent:
+		return v.Text
+	case mcp.ImageContent:
+		return placeholder("image", v.MIMEType)
+	case *mcp.ImageContent:
+		return placeholder("image", v.MIMEType)
+	case mcp.AudioContent:
+		return placeholder("audio", v.MIMEType)
+	case *mcp.AudioContent:
+		return placeholder("audio", v.MIMEType)
+	case mcp.ResourceLink:
+		return linkText(v)
+	case *mcp.ResourceLink:
+		return linkText(*v)
+	case mcp.EmbeddedResource:
+		return resourceText(v.Resource)
+	case *mcp.EmbeddedResource:
+		return resourceText(v.Resource)
+	}
+	return ""
+}
+
+// placeholder stands for binary content the model cannot read:
+// "[image captured, mimeType=image/png]".
+func placeholder(kind, mimeType string) string {
+	if mimeType == "" {
+		mimeType = "unknown"
+	}
+	return fmt.Sprintf("[%s captured, mimeType=%s]", kind, mimeType)
+}
+
+func linkText(l mcp.ResourceLink) string {
+	var b strings.Builder
+	b.WriteString("[resource link: ")
+	b.WriteString(l.URI)
+	if l.Name != "" && l.Name != l.URI {
+		fmt.Fprintf(&b, " (%s)", l.Name)
+	}
+	if l.MIMEType != "" {
+		b.WriteString(", mimeType=" + l.MIMEType)
+	}
+	if l.Description != "" {
+		b.WriteString(": " + l.Description)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+func resourceText(r mcp.ResourceContents) string {
+	switch v := r.(type) {
+	case mcp.TextResourceContents:
+		return textResource(v)
+	case *mcp.TextResourceContents:
+		return textResource(*v)
+	case mcp.BlobResourceContents:
+		return blobResource(v)
+	case *mcp.BlobResourceContents:
+		return blobResource(*v)
+	}
+	return ""
+}
+
+func textResource(v mcp.TextResourceContents) string {
+	text := v.Text
+	if len(text) > maxResourceText {
+		cut := maxResourceText
+		for cut > 0 && !isRuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + fmt.Sprintf("\n[… %d more bytes]", len(v.Text)-cut)
+	}
+	return fmt.Sprintf("[resource %s]\n%s", v.URI, text)
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func blobResource(v mcp.BlobResourceContents) string {
+	mimeType := v.MIMEType
+	if mimeType == "" {
+		mimeType = "unknown"
+	}
+	size := len(strings.TrimRight(strings.TrimSpace(v.Blob), "=")) * 3 / 4 // base64
+	return fmt.Sprintf("[resource %s, mimeType=%s, %d bytes]", v.URI, mimeType, size)
+}

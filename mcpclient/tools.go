@@ -1,0 +1,273 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/planround/planround/agent"
+)
+
+// toolSpec is a server's tool converted for the agent, before its name
+// is settled against the other servers' tools.
+type toolSpec struct {
+	mcpName string
+	base    string // mcpName made a valid function name
+	desc    string
+	params  map[string]any
+	skip    bool
+}
+
+// mcpTool is an MCP server's tool as an agent tool.
+type mcpTool struct {
+	e       *serverEntry
+	mcpName string
+	def     agent.ToolDefinition
+}
+
+func (t *mcpTool) Definition() agent.ToolDefinition { return t.def }
+
+func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress agent.Progress) (string, error) {
+	return t.e.call(ctx, t.mcpName, args, progress)
+}
+
+// Tools returns the tools of all servers as agent tools, server by server
+// in configuration order, each server's in the order it lists them, without
+// the DisabledTools.
+//
+// A tool's name is its MCP name, with characters a function name cannot
+// have (anything but letters, digits, '_' and '-') replaced by '_'. When
+// servers have tools of the same name, each of them is named
+// <server>__<tool> instead, the server's name made valid the same way; a
+// name longer than 64 characters is shortened, keeping it unique with a
+// hash. Its parameters are the tool's input schema, which the agent checks
+// arguments against before anyone is asked to approve the call; a schema
+// the agent cannot use (one that refers to other documents, say) is
+// replaced by an open object and given to the model in the description
+// instead, and the server checks the arguments itself. Its SkipApproval
+// comes from the configuration.
+//
+// A tool of a per_conversation server runs on the instance of the
+// conversation its call belongs to ([agent.CallFromContext]); a call from a
+// run without a session id fails.
+//
+// When a shared server says its tools changed, its list is read again:
+// Tools and [Client.Servers] show the new list, and a host that wants the
+// new tools offered calls Tools again. Servers announce changes over stdio
+// and SSE, and over streamable HTTP at protocol 2026-07-28.
+func (c *Client) Tools() []agent.Tool {
+	resolved := c.resolve()
+	out := make([]agent.Tool, len(resolved))
+	for i, t := range resolved {
+		out[i] = t
+	}
+	return out
+}
+
+// Register adds [Client.Tools] to r. A tool whose name r already has (a
+// host's own tools win) is added as <server>__<tool>; Register fails when
+// that name is taken too, or r refuses a tool, leaving the tools added
+// before in r.
+func (c *Client) Register(r *agent.ToolRegistry) error {
+	for _, t := range c.resolve() {
+		if _, _, taken := r.Lookup(t.def.Name); taken {
+			name := fitName(t.e.prefix() + "__" + sanitizeName(t.mcpName))
+			if _, _, taken := r.Lookup(name); taken {
+				return fmt.Errorf("mcpclient: tool %q of server %q: the names %q and %q are both taken", t.mcpName, t.e.cfg.Name, t.def.Name, name)
+			}
+			renamed := *t
+			renamed.def.Name = name
+			t = &renamed
+		}
+		if err := r.Add(t); err != nil {
+			return fmt.Errorf("mcpclient: %w", err)
+		}
+	}
+	return nil
+}
+
+// resolve settles the names of the tools of all servers.
+func (c *Client) resolve() []*mcpTool {
+	type item struct {
+		e    *serverEntry
+		spec *toolSpec
+	}
+	var items []item
+	servers := make(map[string]map[*serverEntry]bool) // base name → servers having it
+	for _, e := range c.entries {
+		for _, spec := range e.specs() {
+			items = append(items, item{e, spec})
+			if servers[spec.base] == nil {
+				servers[spec.base] = make(map[*serverEntry]bool)
+			}
+			servers[spec.base][e] = true
+		}
+	}
+	out := make([]*mcpTool, 0, len(items))
+	used := make(map[string]bool, len(items))
+	for _, it := range items {
+		name := it.spec.base
+		if len(servers[name]) > 1 {
+			name = it.e.prefix() + "__" + name
+		}
+		name = fitName(name)
+		// Names that are still the same (two tools of one server that
+		// differ only in characters replaced by '_') get a number.
+		for n := 2; used[name]; n++ {
+			name = fitName(it.spec.base + "_" + strconv.Itoa(n))
+			if len(servers[it.spec.base]) > 1 {
+				name = fitName(it.e.prefix() + "__" + it.spec.base + "_" + strconv.Itoa(n))
+			}
+		}
+		used[name] = true
+		out = append(out, &mcpTool{e: it.e, mcpName: it.spec.mcpName, def: agent.ToolDefinition{
+			Name:         name,
+			Description:  it.spec.desc,
+			Parameters:   it.spec.params,
+			SkipApproval: it.spec.skip,
+		}})
+	}
+	return out
+}
+
+// prefix is the server's name as a prefix of tool names.
+func (e *serverEntry) prefix() string { return sanitizeName(e.cfg.Name) }
+
+// specs returns the server's tools converted for the agent.
+func (e *serverEntry) specs() []*toolSpec {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.converted
+}
+
+// convertTools converts a server's tools for the agent, leaving out the
+// disabled ones.
+func (e *serverEntry) convertTools(tools []mcp.Tool) []*toolSpec {
+	specs := make([]*toolSpec, 0, len(tools))
+	for _, t := range tools {
+		if slices.Contains(e.cfg.DisabledTools, t.Name) {
+			continue
+		}
+		spec := &toolSpec{
+			mcpName: t.Name,
+			base:    sanitizeName(t.Name),
+			desc:    t.Description,
+			skip:    e.cfg.SkipApproval || slices.Contains(e.cfg.SkipApprovalTools, t.Name),
+		}
+		if spec.desc == "" {
+			spec.desc = cmp(t.Title, t.Annotations.Title)
+		}
+		params, err := inputSchema(t)
+		if err != nil {
+			e.log.Warn("the agent cannot check the arguments of this tool: its schema goes to the model in the description", "tool", t.Name, "err", err)
+			params = map[string]any{"type": "object", "properties": map[string]any{}}
+			spec.desc = describeSchema(spec.desc, t)
+		}
+		spec.params = params
+		specs = append(specs, spec)
+	}
+	return specs
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// inputSchema converts a tool's input schema to the agent's parameters,
+// and checks that the agent can compile it.
+//
+// mcp-go keeps only some keywords of the schema's top level (type,
+// properties, required, additionalProperties, $defs, which also takes
+// definitions), so the arguments are checked against a schema that may be
+// looser than the server's, never stricter: the server checks them again.
+func inputSchema(t mcp.Tool) (map[string]any, error) {
+	raw := t.RawInputSchema
+	if raw == nil {
+		var err error
+		if raw, err = json.Marshal(t.InputSchema); err != nil {
+			return nil, err
+		}
+	}
+	var params map[string]any
+	if err := json.Unmarshal(raw, &params); err != nil {
+		return nil, fmt.Errorf("the input schema is not a JSON object: %w", err)
+	}
+	if params == nil {
+		params = map[string]any{}
+	}
+	// The arguments are always an object: a schema without a type, or
+	// with an empty one, describes them as one.
+	if typ, _ := params["type"].(string); typ == "" {
+		params["type"] = "object"
+	}
+	if params["properties"] == nil {
+		params["properties"] = map[string]any{}
+	}
+	if r, ok := params["required"].([]any); ok && len(r) == 0 {
+		delete(params, "required")
+	}
+	// The agent's own check, so that a registry never refuses the tool.
+	if _, err := agent.NewToolRegistry(agent.FuncTool{Def: agent.ToolDefinition{Name: "schema_check", Parameters: params}}); err != nil {
+		return nil, err
+	}
+	return params, nil
+}
+
+// maxSchemaText bounds a schema given to the model in a description.
+const maxSchemaText = 4096
+
+func describeSchema(desc string, t mcp.Tool) string {
+	b, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return desc
+	}
+	s := string(b)
+	if len(s) > maxSchemaText {
+		s = s[:maxSchemaText] + "…"
+	}
+	if desc != "" {
+		desc += "\n\n"
+	}
+	return desc + "Arguments (JSON schema): " + s
+}
+
+// sanitizeName makes s a valid function name: characters other than
+// letters, digits, '_' and '-' become '_'.
+func sanitizeName(s string) string {
+	out := make([]byte, 0, len(s))
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			out = append(out, byte(r))
+		default:
+			out = append(out, '_')
+		}
+	}
+	if len(out) == 0 {
+		return "tool"
+	}
+	return string(out)
+}
+
+// maxName is the longest function name the chat-completions API takes.
+const maxName = 64
+
+// fitName shortens a name longer than maxName, keeping it unique with a
+// hash of the whole name.
+func fitName(name string) string {
+	if len(name) <= maxName {
+		return name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	suffix := fmt.Sprintf("_%08x", h.Sum32())
+	return name[:maxName-len(suffix)] + suffix
+}
