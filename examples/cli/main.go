@@ -5,6 +5,7 @@
 //	go run ./examples/cli "What's the weather in Paris?"
 //	go run ./examples/cli -yes -json "run echo hello" | jq .
 //	go run ./examples/cli -db chat.db -session work     # a conversation kept on disk
+//	go run ./examples/cli -mcp mcp.json "list my notes"  # with the tools of MCP servers
 //
 // With neither OPENAI_BASE_URL (-base-url) nor OPENAI_API_KEY set it runs on
 // the built-in demo model, so it works on a fresh machine without a network.
@@ -17,6 +18,18 @@
 // ends with "interrupted"); a second Ctrl-C exits at once. In the prompt loop
 // Ctrl-C interrupts the current run and returns to the prompt; at the prompt
 // it ends the loop, like Ctrl-D, "exit" and "quit".
+//
+// -mcp names a file of MCP servers in the format MCP clients share
+// ({"mcpServers": {...}}, see package mcpclient): their tools join the demo
+// tools, a demo tool keeping its name when both have one (the MCP tool is
+// then offered as <server>__<tool>). A server that cannot be started is an
+// error (exit status 1). With -v the servers, their state and their tools are
+// listed at the start, and the MCP client logs what happens to them. A
+// per_conversation server runs one instance for the -session conversation,
+// or without -db for the process's one conversation. The servers, and every
+// process they started, are ended when the CLI ends: at the end of its
+// input, at Ctrl-C, and at SIGTERM or SIGHUP, which it then handles by ending
+// the run (exit status 128 plus the signal's number).
 //
 // Tool calls are asked about on stderr (y approve, n reject, a always approve
 // this tool for the session) unless -yes approves them all. The questions and
@@ -65,6 +78,7 @@ type options struct {
 	sentences, parallel    bool
 	maxRounds, retries     int
 	db, session            string
+	mcp                    string // the MCP servers' configuration file
 	prompt                 string // empty: the interactive loop
 }
 
@@ -100,6 +114,7 @@ flags:
 	fs.IntVar(&o.retries, "retries", 2, "retries of a failed model request (429, 5xx, connection errors)")
 	fs.StringVar(&o.db, "db", "", "SQLite `file` that keeps the conversation")
 	fs.StringVar(&o.session, "session", "", "conversation `id` in the -db file (default \"default\")")
+	fs.StringVar(&o.mcp, "mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
 	if err := fs.Parse(args); err != nil {
 		return o, err // the flag package has already said what is wrong
 	}
@@ -127,6 +142,7 @@ func (o options) demo() bool { return o.baseURL == "" && o.apiKey == "" }
 // cli is one invocation: the agent, the input and the output.
 type cli struct {
 	opts    options
+	session string // the runs' session id: -session, or mcpConversation
 	agent   *agent.Agent
 	in      *lineSource
 	out     renderer
@@ -137,7 +153,7 @@ type cli struct {
 
 // run is the whole program; main only wires it to the process. It returns
 // the exit status.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) {
 	opts, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -190,6 +206,38 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 
+	session := opts.session
+	var closeMCP func() // ends the MCP servers; nil without -mcp
+	if opts.mcp != "" {
+		var term *terminator
+		ctx, term = terminateOn(ctx, stderr)
+		defer term.stop()
+		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, cfg.Logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "cli: %v\n", err)
+			return exitStatus(term, 1)
+		}
+		// Once: a second Ctrl-C during the deferred call waits for it
+		// before it exits.
+		closeMCP = sync.OnceFunc(func() {
+			if err := mc.Close(); err != nil {
+				fmt.Fprintf(stderr, "cli: ending the MCP servers: %v\n", err)
+			}
+		})
+		defer closeMCP()
+		if opts.verbose {
+			host := make(map[string]bool)
+			for _, t := range tools {
+				host[t.Definition().Name] = true
+			}
+			printServers(stderr, mc, cfg.Tools, host)
+		}
+		if session == "" {
+			session = mcpConversation
+		}
+		defer func() { status = exitStatus(term, status) }()
+	}
+
 	if opts.db != "" {
 		st, err := sqlitestore.Open(ctx, opts.db)
 		if err != nil {
@@ -217,10 +265,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 
-	c := &cli{opts: opts, agent: a, in: in, out: out, stderr: stderr}
+	c := &cli{opts: opts, session: session, agent: a, in: in, out: out, stderr: stderr}
 
-	c.intr = newInterrupter(stderr)
+	// A second Ctrl-C exits at once, without the deferred clean-up: it
+	// ends the MCP servers first.
+	c.intr = newInterrupter(stderr, closeMCP)
 	defer c.intr.stop()
+	if closeMCP != nil {
+		// Ended while Ctrl-C is still watched, so that a Ctrl-C meanwhile
+		// cannot kill the process before the servers are gone.
+		defer closeMCP()
+	}
 
 	if opts.prompt != "" {
 		if err := c.turn(ctx, opts.prompt); err != nil {
@@ -241,7 +296,7 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 		h.cancelled = ctx.Err
 	}
 
-	t := c.agent.NewTurn(agent.Input{SessionID: c.opts.session, History: c.history, Message: msg})
+	t := c.agent.NewTurn(agent.Input{SessionID: c.session, History: c.history, Message: msg})
 	var err error
 	unasked := "" // a call rejected because the input ended or broke
 	for ch, e := range t.Run(ctx) {
@@ -263,7 +318,7 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 	c.out.endTurn()
 	// Messages is valid history however the run ended; with a store the
 	// agent has already saved it.
-	if c.opts.session == "" {
+	if c.opts.db == "" {
 		c.history = append(c.history, t.Messages()...)
 	}
 	if err == nil && unasked != "" {
@@ -337,14 +392,18 @@ type interrupter struct {
 	wg     sync.WaitGroup
 	stderr io.Writer
 
+	beforeExit func() // called before a second Ctrl-C exits; may be nil
+
 	mu     sync.Mutex         // guards cancel, msg and hit
 	cancel context.CancelFunc // what Ctrl-C cancels now; nil: nothing
 	msg    string             // what a first Ctrl-C says; empty: nothing
 	hit    bool               // cancel was already called
 }
 
-func newInterrupter(stderr io.Writer) *interrupter {
-	i := &interrupter{sigs: make(chan os.Signal, 1), done: make(chan struct{}), stderr: stderr}
+// newInterrupter starts watching Ctrl-C. beforeExit, when not nil, is
+// called before a second Ctrl-C ends the process.
+func newInterrupter(stderr io.Writer, beforeExit func()) *interrupter {
+	i := &interrupter{sigs: make(chan os.Signal, 1), done: make(chan struct{}), stderr: stderr, beforeExit: beforeExit}
 	signal.Notify(i.sigs, os.Interrupt)
 	i.wg.Add(1)
 	go i.watch()
@@ -366,6 +425,9 @@ func (i *interrupter) watch() {
 		switch {
 		case hit:
 			fmt.Fprintln(i.stderr, "\ncli: interrupted again, exiting")
+			if i.beforeExit != nil {
+				i.beforeExit()
+			}
 			exit(130)
 		case cancel != nil:
 			if msg != "" {

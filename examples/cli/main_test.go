@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
+	if mcpServer.dir != "" {
+		os.RemoveAll(mcpServer.dir)
+	}
 	os.Exit(code)
 }
 
