@@ -37,8 +37,8 @@ func TestMain(m *testing.M) {
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
-	if mcpServer.dir != "" {
-		os.RemoveAll(mcpServer.dir)
+	if stdioBuild.dir != "" {
+		os.RemoveAll(stdioBuild.dir)
 	}
 	os.Exit(code)
 }

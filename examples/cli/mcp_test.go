@@ -25,6 +25,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/mcpclient"
 )
 
 // testServer is the configuration of the stdio MCP test server, with extra
@@ -268,6 +269,7 @@ func TestMCPProgressShownLiveAndKeptWhenInterrupted(t *testing.T) {
 	line := stdout[i+len("  │ child pid "):]
 	pid, err := strconv.Atoi(line[:strings.IndexByte(line, '\n')])
 	require.NoError(t, err, "stdout:\n%s", stdout)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // after a failure
 	gone(t, pid, "the child of the MCP server")
 }
 
@@ -378,4 +380,25 @@ func TestBinaryEndsMCPServers(t *testing.T) {
 			gone(t, child, "the MCP server's child")
 		})
 	}
+}
+
+// The sample configuration file in the README is one mcpclient reads.
+func TestREADMEMCPSample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	const start = "```json\n{\n  \"mcpServers\""
+	i := strings.Index(string(readme), start)
+	require.GreaterOrEqual(t, i, 0, "no sample MCP configuration in the README")
+	sample := string(readme[i+len("```json\n"):])
+	sample = sample[:strings.Index(sample, "```")]
+	servers, err := mcpclient.ParseConfig([]byte(sample))
+	require.NoError(t, err, "the README's sample:\n%s", sample)
+	var names []string
+	for _, s := range servers {
+		names = append(names, s.Name)
+	}
+	assert.Equal(t, []string{"everything", "files"}, names, "the disabled server is left out")
+	assert.Equal(t, mcpclient.IsolationPerConversation, servers[0].Isolation)
+	assert.Equal(t, 2*time.Minute, servers[0].CallTimeout)
+	assert.Equal(t, []string{"read_text_file", "list_directory"}, servers[1].SkipApprovalTools)
 }

@@ -21,9 +21,9 @@ import (
 // reach of these tests' imports, not of the go command.
 const stdioServerPackage = "github.com/planround/planround/mcpclient/internal/mcptest/stdioserver"
 
-// mcpServer is the stdio MCP test server, built once for the tests that
+// stdioBuild is the stdio MCP test server, built once for the tests that
 // need it; TestMain removes it.
-var mcpServer struct {
+var stdioBuild struct {
 	once     sync.Once
 	dir, bin string
 	out      []byte
@@ -41,15 +41,15 @@ func stdioServer(t *testing.T) string {
 		}
 		t.Skip("go is not on PATH: cannot build the MCP test server")
 	}
-	mcpServer.once.Do(func() {
-		if mcpServer.dir, mcpServer.err = os.MkdirTemp("", "planround-mcpserver-"); mcpServer.err != nil {
+	stdioBuild.once.Do(func() {
+		if stdioBuild.dir, stdioBuild.err = os.MkdirTemp("", "planround-mcpserver-"); stdioBuild.err != nil {
 			return
 		}
-		mcpServer.bin = filepath.Join(mcpServer.dir, "stdioserver")
-		mcpServer.out, mcpServer.err = exec.Command(goBin, "build", "-o", mcpServer.bin, stdioServerPackage).CombinedOutput()
+		stdioBuild.bin = filepath.Join(stdioBuild.dir, "stdioserver")
+		stdioBuild.out, stdioBuild.err = exec.Command(goBin, "build", "-o", stdioBuild.bin, stdioServerPackage).CombinedOutput()
 	})
-	require.NoError(t, mcpServer.err, "go build %s: %s", stdioServerPackage, mcpServer.out)
-	return mcpServer.bin
+	require.NoError(t, stdioBuild.err, "go build %s: %s", stdioServerPackage, stdioBuild.out)
+	return stdioBuild.bin
 }
 
 // alive reports whether the process pid exists and has not ended: a zombie

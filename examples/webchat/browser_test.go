@@ -5,15 +5,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/mcpclient"
 )
 
 // cards is a JS expression: the tool cards of the page.
@@ -338,4 +342,129 @@ func newSwitchServer(t *testing.T, sw *switcher) *httptest.Server {
 	ts := httptest.NewServer(sw) // 127.0.0.1
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// userCallModel is a scripted model that calls the tool the user's message
+// names, with the arguments that follow the name ("progress {"steps":3}"),
+// and then answers "Done.".
+func userCallModel(t *testing.T) *agenttest.Server {
+	t.Helper()
+	srv := agenttest.NewServer()
+	t.Cleanup(srv.Close)
+	var ids atomic.Int64
+	srv.Respond(func(req *agenttest.Request) agenttest.Response {
+		switch {
+		case !req.HasTools():
+			return agenttest.Reply().Text("I will use a tool. <need_tool>").Finish("stop")
+		case req.LastMessage().Role == "tool":
+			return agenttest.Reply().Text("Done.").Finish("stop")
+		}
+		var asked string // the user's message, before the agent's "[continue]"
+		for _, m := range slices.Backward(req.Messages) {
+			if m.Role == "user" && m.Content != "[continue]" {
+				asked = m.Content
+				break
+			}
+		}
+		name, args, _ := strings.Cut(asked, " ")
+		return agenttest.Reply().Call(0, fmt.Sprintf("call_%d", ids.Add(1)), name, args).Finish("tool_calls")
+	})
+	return srv
+}
+
+// TestBrowserMCP: the MCP servers in the header's panel, and an MCP tool's
+// progress as its card's live output, kept when the call is interrupted; at
+// 400 px wide the header stays one line and the panel fits.
+func TestBrowserMCP(t *testing.T) {
+	leaktest.Check(t)
+	bin := stdioServer(t)
+	h := newMCPHarness(t, userCallModel(t),
+		mcpclient.ServerConfig{Name: "tools", Command: bin, DisabledTools: only("echo", "progress")},
+		mcpclient.ServerConfig{Name: "sandbox", Command: bin, Isolation: mcpclient.IsolationPerConversation, DisabledTools: only("counter")},
+	)
+	b := startBrowser(t) // cleaned up before the servers: LIFO
+	p := b.newPage(1280, 800)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+
+	// 1. The panel.
+	p.waitFor("the MCP button", `!document.querySelector('#mcp').hidden`)
+	assert.True(t, p.str(`String(document.querySelector('#mcp-panel').hidden)`) == "true", "the panel starts closed")
+	p.click("#mcp")
+	p.waitFor("the panel", `!document.querySelector('#mcp-panel').hidden && document.querySelectorAll('.mcp-server').length === 2`)
+	var servers []struct {
+		Name, State, Text string
+		Tools             []string
+	}
+	require.NoError(t, p.eval(`[...document.querySelectorAll('.mcp-server')].map(s => ({Name: s.dataset.server, State: s.dataset.state,
+		Text: s.innerText, Tools: [...s.querySelectorAll('.tool')].map(e => e.textContent)}))`, &servers))
+	require.Len(t, servers, 2)
+	assert.Equal(t, "tools", servers[0].Name)
+	assert.Equal(t, "connected", servers[0].State)
+	assert.Equal(t, []string{"echo", "progress"}, servers[0].Tools)
+	assert.Contains(t, servers[0].Text, "stdio · shared")
+	assert.Equal(t, "sandbox", servers[1].Name)
+	assert.Equal(t, []string{"counter"}, servers[1].Tools)
+	assert.Contains(t, servers[1].Text, "starts per conversation")
+	assert.Equal(t, "true", p.str(`document.querySelector('#mcp').getAttribute('aria-expanded')`))
+	dir := t.ArtifactDir()
+	p.screenshot(filepath.Join(dir, "mcp-panel.png"))
+	p.click("#mcp")
+	p.waitFor("the panel to close", `document.querySelector('#mcp-panel').hidden`)
+
+	send := func(text string) {
+		t.Helper()
+		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.typeText("#input", text)
+		p.click("#send")
+	}
+	cardState := func(state string) string { return lastCard + `?.dataset.state === '` + state + `'` }
+
+	// 2. Progress as live output, then the result.
+	send(`progress {"steps":3,"delay_ms":700}`)
+	p.waitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
+	assert.Equal(t, "progress", p.str(lastCard+`.dataset.tool`))
+	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.waitFor("the first step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 1 of 3')`)
+	p.waitFor("the second step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 2 of 3')`)
+	p.screenshot(filepath.Join(dir, "mcp-progress.png"))
+	p.waitFor("the card to be done", cardState("done"))
+	assert.Contains(t, p.str(lastCard+`.querySelectorAll('pre')[1].textContent`), "progress: done 3 steps")
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+
+	// 3. Interrupted while it reports progress: what it had done stays.
+	send(`progress {"steps":100,"delay_ms":500}`)
+	p.waitFor("the approval card", cardState("approval"))
+	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.waitFor("the first step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 1 of 100')`)
+	p.click("#interrupt")
+	p.waitFor("the card to be invalidated", cardState("invalidated"))
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "partial output")
+	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "step 1 of 100")
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+
+	// 4. A phone.
+	n := b.newPage(400, 800)
+	n.navigate(h.ts.URL + "/")
+	n.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	n.waitFor("the MCP button", `!document.querySelector('#mcp').hidden`)
+	n.click("#mcp")
+	n.waitFor("the panel", `document.querySelectorAll('.mcp-server').length === 2`)
+	var got struct {
+		Header, Width, Inner, PanelRight int
+		Buttons                          []int
+	}
+	require.NoError(t, n.eval(`(() => ({Header: document.querySelector('#top').offsetHeight,
+		Width: document.documentElement.scrollWidth, Inner: window.innerWidth,
+		PanelRight: Math.ceil(Math.max(...[...document.querySelectorAll('#mcp-panel *')].map(e => e.getBoundingClientRect().right))),
+		Buttons: [...document.querySelectorAll('#top button, #top .badge, .brand')].map(e => e.offsetHeight)}))()`, &got))
+	assert.Less(t, got.Header, 60, "one header line")
+	for _, hgt := range got.Buttons {
+		assert.Less(t, hgt, 40, "no header item wraps")
+	}
+	assert.LessOrEqual(t, got.Width, got.Inner, "no sideways scrolling")
+	assert.LessOrEqual(t, got.PanelRight, got.Inner, "the panel fits")
+	n.screenshot(filepath.Join(dir, "mcp-narrow.png"))
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
 }

@@ -4,6 +4,7 @@
 //
 //	go run ./examples/webchat                 # http://127.0.0.1:8080
 //	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db
+//	go run ./examples/webchat -mcp mcp.json      # with the tools of MCP servers
 //	WEBCHAT_TOKEN=$(openssl rand -hex 16) go run ./examples/webchat -addr :8080 -allow-remote
 //
 // With neither OPENAI_BASE_URL nor OPENAI_API_KEY set it runs on the
@@ -12,6 +13,22 @@
 // tools are the demo tools (get_weather, get_time, run_command, show_card):
 // run_command runs real shell commands on this machine once you approve
 // them.
+//
+// # MCP servers
+//
+// -mcp names a file of MCP servers in the format MCP clients share
+// ({"mcpServers": {...}}, see package mcpclient). Their tools join the demo
+// tools (a demo tool keeps a name both have: the MCP tool is then offered as
+// <server>__<tool>) and go through the same approval cards; a tool's progress
+// shows as the card's live output. The servers start with the web chat, which
+// refuses to start when one cannot, and end with it (SIGINT, SIGTERM), with
+// every process they started. What happens to them is logged on stderr.
+//
+// A per_conversation server runs one instance for each session, started on
+// the session's first call. A session has no moment when it ends (its page
+// may come back to it at any time, after a reload or a restart), so an
+// instance ends when it has been unused for 10 minutes, or when 16 of the
+// server's instances run and another session needs one.
 //
 // # Who can use it
 //
@@ -44,6 +61,8 @@
 //	POST /api/interrupt            {session_id}
 //	GET  /api/history?session_id=  the stored messages
 //	GET  /api/skills               [] (skills are not built yet)
+//	GET  /api/mcp/servers          the MCP servers: [{name, transport,
+//	                               isolation, state, tools, error?}]
 //
 // POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
 // decision's scope "always" counts for its session only.
@@ -66,6 +85,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -76,6 +96,7 @@ import (
 
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
@@ -96,6 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	system := fs.String("system", "", "system `prompt`")
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
+	mcpFile := fs.String("mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -138,6 +160,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		}
 		defer st.Close()
 		o.Store = st
+	}
+	if *mcpFile != "" {
+		mc, err := startMCP(ctx, *mcpFile, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: %v\n", err)
+			return 1
+		}
+		// After srv.Close below: the runs have ended.
+		defer func() {
+			if err := mc.Close(); err != nil {
+				fmt.Fprintf(stderr, "webchat: ending the MCP servers: %v\n", err)
+			}
+		}()
+		o.MCP = mc
 	}
 
 	srv, err := NewServer(o)
@@ -209,4 +245,19 @@ func checkExposure(addr string, allowRemote bool, token string) error {
 		return fmt.Errorf("-allow-remote needs an access token: -token or WEBCHAT_TOKEN, at least %d characters", minTokenLen)
 	}
 	return nil
+}
+
+// startMCP starts the MCP servers of the configuration file at path; their
+// client logs to stderr. ctx ending abandons the start.
+func startMCP(ctx context.Context, path string, stderr io.Writer) (*mcpclient.Client, error) {
+	servers, err := mcpclient.LoadConfig(path)
+	if err != nil {
+		return nil, fmt.Errorf("-mcp %s: %w", path, err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("-mcp %s: %w", path, err)
+	}
+	return mc, nil
 }

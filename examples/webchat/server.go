@@ -23,6 +23,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/intent"
+	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	ModelLabel string
 	// Tools are the tools offered to the model.
 	Tools []agent.Tool
+	// MCP, when not nil, offers the tools of its MCP servers after Tools
+	// (a tool of Tools keeps a name both have: the MCP tool is offered as
+	// <server>__<tool>), and GET /api/mcp/servers lists the servers. A
+	// per_conversation server runs an instance per session. The Server
+	// does not close it.
+	MCP *mcpclient.Client
 	// Store keeps the conversations; nil means a fresh memory.MemStore.
 	Store memory.Store
 	// ApprovalTimeout is how long an approval card waits before the call
@@ -103,6 +110,9 @@ type Server struct {
 	agent     *agent.Agent
 	approvals *approval.Manager
 	store     memory.Store
+	tools     *agent.ToolRegistry
+	hostTools map[string]bool   // the names of Options.Tools
+	mcp       *mcpclient.Client // nil without MCP servers
 	info      info
 	handler   http.Handler    // the routes behind the CSRF and Host checks
 	base      context.Context // parent of every run's context
@@ -160,6 +170,15 @@ func NewServer(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	hostTools := make(map[string]bool, len(o.Tools))
+	for _, t := range o.Tools {
+		hostTools[t.Definition().Name] = true
+	}
+	if o.MCP != nil {
+		if err := o.MCP.Register(tools); err != nil {
+			return nil, err
+		}
+	}
 	a, err := agent.New(agent.Config{
 		BaseURL:      o.BaseURL,
 		APIKey:       o.APIKey,
@@ -179,6 +198,9 @@ func NewServer(o Options) (*Server, error) {
 		agent:     a,
 		approvals: mgr,
 		store:     o.Store,
+		tools:     tools,
+		hostTools: hostTools,
+		mcp:       o.MCP,
 		info: info{
 			Instance:        randomID(),
 			Model:           o.Model,
@@ -216,6 +238,7 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("/api/sessions", s.handleNewSession)
 	m.HandleFunc("GET /api/history", s.handleHistory)
 	m.HandleFunc("GET /api/skills", s.handleSkills)
+	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
 	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(owned))
 	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt, owned))
 	// A page of another site must not start runs, approve calls or

@@ -16,6 +16,7 @@
     form: $('form'), input: $('input'), send: $('send'), interrupt: $('interrupt'),
     model: $('model'), conn: $('conn'), session: $('session'),
     auto: $('auto'), autoList: $('auto-list'), newChat: $('new-chat'),
+    mcp: $('mcp'), mcpPanel: $('mcp-panel'),
   };
 
   const st = {
@@ -32,6 +33,7 @@
     reasonEl: null, // the reasoning block being streamed into
     cards: new Map(), // call id → card, for the current run
     autoApprove: loadAuto(),
+    mcp: [], // the MCP servers, as GET /api/mcp/servers last said
   };
 
   // ---- small DOM helpers ----------------------------------------------
@@ -88,6 +90,62 @@
       ui.autoList.append(chip);
     }
     ui.auto.hidden = st.autoApprove.size === 0;
+  }
+
+  // ---- MCP servers ----------------------------------------------------------
+  //
+  // The header's MCP button, shown when the server has MCP servers, opens a
+  // panel listing them: state, transport, isolation and tools. The list is
+  // read again when the page connects, when a run ends (a server may have
+  // gone down or come back) and when the panel opens.
+
+  async function loadMCP() {
+    let list;
+    try {
+      const r = await fetch('/api/mcp/servers');
+      if (!r.ok) return;
+      list = await r.json();
+    } catch {
+      return; // the next connect or run tries again
+    }
+    if (!Array.isArray(list)) return;
+    st.mcp = list;
+    renderMCP();
+  }
+
+  const MCP_STATES = { on_demand: 'starts per conversation' };
+
+  function renderMCP() {
+    const list = st.mcp;
+    ui.mcp.hidden = list.length === 0;
+    if (list.length === 0) ui.mcpPanel.hidden = true;
+    const down = list.filter((s) => s.state === 'down').map((s) => s.name);
+    ui.mcp.classList.toggle('down', down.length > 0);
+    ui.mcp.title = 'MCP servers and their tools' + (down.length ? ' (down: ' + down.join(', ') + ')' : '');
+    ui.mcp.setAttribute('aria-expanded', String(!ui.mcpPanel.hidden));
+    const box = el('div', 'mcp-list');
+    for (const s of list) {
+      const item = el('div', 'mcp-server');
+      item.dataset.server = s.name;
+      item.dataset.state = s.state;
+      const head = el('div', 'mcp-head');
+      head.append(el('span', 'name', s.name), el('span', 'mcp-state ' + s.state, MCP_STATES[s.state] || s.state),
+        el('span', 'mcp-meta', s.transport + ' · ' + s.isolation));
+      item.append(head);
+      const tools = el('div', 'mcp-tools');
+      for (const name of s.tools || []) tools.append(el('span', 'tool', name));
+      if (!tools.childElementCount) tools.append(el('span', 'mcp-meta', 'no tools'));
+      item.append(tools);
+      if (s.error) item.append(el('div', 'reason', s.error));
+      box.append(item);
+    }
+    ui.mcpPanel.replaceChildren(box);
+  }
+
+  function toggleMCP() {
+    ui.mcpPanel.hidden = !ui.mcpPanel.hidden;
+    ui.mcp.setAttribute('aria-expanded', String(!ui.mcpPanel.hidden));
+    if (!ui.mcpPanel.hidden) loadMCP();
   }
 
   // ---- messages -----------------------------------------------------------
@@ -476,6 +534,7 @@
         invalidatePending('the run ended');
     }
     finishRun();
+    loadMCP();
   }
 
   async function interrupt() {
@@ -551,6 +610,7 @@
 
   function onHello(h) {
     setConnected(true);
+    loadMCP();
     ui.model.textContent = h.model + (h.model_label ? ' · ' + h.model_label : '');
     ui.model.classList.toggle('demo', !!h.model_label);
     const restarted = st.instance !== '' && st.instance !== h.instance;
@@ -686,6 +746,7 @@
   ui.input.addEventListener('input', autosize);
   ui.interrupt.addEventListener('click', interrupt);
   ui.newChat.addEventListener('click', () => { if (!st.running) openNewSession(); });
+  ui.mcp.addEventListener('click', toggleMCP);
   for (const b of document.querySelectorAll('.suggest')) {
     b.addEventListener('click', () => { ui.input.value = b.textContent; ui.input.focus(); autosize(); });
   }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/mcpclient"
+)
+
+// mcpServer is one MCP server as GET /api/mcp/servers shows it.
+type mcpServer struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"` // stdio, sse or http
+	Isolation string `json:"isolation"` // shared or per_conversation
+	// State is connected, connecting or down (a shared server), on_demand
+	// (a per_conversation server: each session starts its own instance on
+	// its first call) or closed.
+	State string `json:"state"`
+	// Tools are the names the model knows the server's tools by.
+	Tools []string `json:"tools"`
+	// Error says why a shared server is down.
+	Error string `json:"error,omitempty"`
+}
+
+// handleMCPServers answers GET /api/mcp/servers with the MCP servers, in
+// the order of the configuration, their state and their tools:
+//
+//	200 [{"name","transport","isolation","state","tools":[...],"error"?}]
+//	401 no owner cookie
+//
+// The list is empty without MCP servers. Every browser sees the same list,
+// and it holds nothing of anybody's conversations: no process ids, no count
+// of the instances sessions run. Nor does it hold the configuration's
+// secrets (headers, environment variables): an error is shown as the MCP
+// client gives it, with them redacted.
+func (s *Server) handleMCPServers(w http.ResponseWriter, r *http.Request) {
+	if _, ok := ownerTag(r); !ok {
+		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
+		return
+	}
+	out := []mcpServer{}
+	if s.mcp != nil {
+		for _, st := range s.mcp.Servers() {
+			out = append(out, mcpServer{
+				Name:      st.Name,
+				Transport: string(st.Transport),
+				Isolation: string(st.Isolation),
+				State:     string(st.State),
+				Tools:     offeredNames(st, s.tools, s.hostTools),
+				Error:     st.Error,
+			})
+		}
+	}
+	writeJSONValue(w, http.StatusOK, out)
+}
+
+// offeredNames returns the names the registry offers a server's tools by.
+// They are the names Client.Servers reports, except where a tool of the
+// host (added to reg before the MCP tools) has that name: Register then
+// added the MCP tool as <server>__<tool>.
+func offeredNames(st mcpclient.ServerStatus, reg *agent.ToolRegistry, host map[string]bool) []string {
+	out := make([]string, 0, len(st.Tools))
+	for _, name := range st.Tools {
+		if host[name] {
+			name = renamed(st.Name, name, reg, host)
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// renamed finds the name under which Register added the MCP tool whose name
+// a host tool has: <server>__<tool>, the server's name made valid as a
+// function name (so looked for by its suffix when it had to change).
+func renamed(server, tool string, reg *agent.ToolRegistry, host map[string]bool) string {
+	if _, _, ok := reg.Lookup(server + "__" + tool); ok && !host[server+"__"+tool] {
+		return server + "__" + tool
+	}
+	for _, n := range reg.Names() {
+		if !host[n] && strings.HasSuffix(n, "__"+tool) {
+			return n
+		}
+	}
+	return tool
+}
