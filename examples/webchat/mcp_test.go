@@ -108,9 +108,9 @@ func mcpServers(t *testing.T, client *http.Client, base string) (int, string) {
 func TestMCPServersEndpoint(t *testing.T) {
 	leaktest.Check(t)
 	secrets := map[string]string{
-		"WEBCHAT_TEST_NAME":  "name-secret-5a4b3c2d", // in a stdio server's arguments
+		"WEBCHAT_TEST_NAME":  "name-secret-5a4b3c2d",  // in a stdio server's arguments
 		"WEBCHAT_TEST_TOKEN": "token-secret-9e8d7c6b", // in an HTTP server's headers
-		"WEBCHAT_TEST_EXIT":  "exit-secret-1f2e3d4c", // in what a server writes when it exits
+		"WEBCHAT_TEST_EXIT":  "exit-secret-1f2e3d4c",  // in what a server writes when it exits
 	}
 	for k, v := range secrets {
 		t.Setenv(k, v)
