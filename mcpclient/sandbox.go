@@ -528,6 +528,26 @@ func (s *sandboxes) closeConversation(conversation string) error {
 	return s.closeInstance(inst)
 }
 
+// discard ends the conversation's instance if it is still inst, and
+// returns once it is closed, with the error of its close. A caller that
+// found inst broken ends it this way rather than with closeConversation:
+// when the conversation got a newer instance meanwhile (another call saw the
+// loss first, or the conversation was closed and started again), inst was
+// closed when it was replaced, and the newer one must keep running.
+func (s *sandboxes) discard(conversation string, inst instance) error {
+	s.mu.Lock()
+	e := s.byConv[conversation]
+	if s.closed || e == nil || e.inst == nil || e.inst != inst {
+		s.mu.Unlock()
+		return nil
+	}
+	s.endLocked(e)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	return s.closeInstance(inst)
+}
+
 // close ends every instance (calls in flight fail), cancels the starts in
 // flight and returns when all are closed, with the errors of the closes it
 // made; a start that does not honour its context delays it. Later gets
