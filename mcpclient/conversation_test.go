@@ -65,7 +65,7 @@ func callAs(t *testing.T, c *Client, session, name, args string) agent.ToolCall 
 // its process.
 func TestPerConversationInstances(t *testing.T) {
 	leaktest.Check(t)
-	cfg := stdioConfig(t, "sandboxed", "server")
+	cfg := stdioConfig(t, "sandboxed")
 	cfg.Isolation = IsolationPerConversation
 	c := newClient(t, Options{}, cfg)
 	if st := c.Servers()[0]; st.State != StateOnDemand || len(st.Tools) != len(testTools) || st.PID != 0 {
@@ -73,8 +73,8 @@ func TestPerConversationInstances(t *testing.T) {
 	}
 
 	for _, step := range []struct{ session, want string }{{"a", "1"}, {"a", "2"}, {"b", "1"}, {"a", "3"}} {
-		if got := callAs(t, c, step.session, "count", `{}`); got.Result != step.want {
-			t.Errorf("count in %s = %q, want %q", step.session, got.Result, step.want)
+		if got := callAs(t, c, step.session, "counter", `{}`); got.Result != step.want {
+			t.Errorf("counter in %s = %q, want %q", step.session, got.Result, step.want)
 		}
 	}
 	pa, _ := strconv.Atoi(callAs(t, c, "a", "pid", `{}`).Result)
@@ -91,11 +91,11 @@ func TestPerConversationInstances(t *testing.T) {
 	if processGone(pb) {
 		t.Error("the other conversation's process is gone too")
 	}
-	if got := callAs(t, c, "a", "count", `{}`); got.Result != "1" {
-		t.Errorf("count after the conversation was closed = %q, want a fresh instance", got.Result)
+	if got := callAs(t, c, "a", "counter", `{}`); got.Result != "1" {
+		t.Errorf("counter after the conversation was closed = %q, want a fresh instance", got.Result)
 	}
 
-	got := callAs(t, c, "", "count", `{}`)
+	got := callAs(t, c, "", "counter", `{}`)
 	if !strings.Contains(got.Result, "belongs to none") {
 		t.Errorf("a call without a session: %+v, want an error for the model", got)
 	}
@@ -111,16 +111,16 @@ func TestPerConversationInstances(t *testing.T) {
 // A conversation whose instance crashed gets a fresh one on its next call.
 func TestPerConversationCrash(t *testing.T) {
 	leaktest.Check(t)
-	cfg := stdioConfig(t, "sandboxed", "server")
+	cfg := stdioConfig(t, "sandboxed")
 	cfg.Isolation = IsolationPerConversation
 	c := newClient(t, Options{}, cfg)
 
-	callAs(t, c, "a", "count", `{}`)
+	callAs(t, c, "a", "counter", `{}`)
 	if got := callAs(t, c, "a", "crash", `{}`); !strings.Contains(got.Result, "exit status 3") {
 		t.Errorf("crash: %+v, want the exit in the error", got)
 	}
-	if got := callAs(t, c, "a", "count", `{}`); got.Result != "1" {
-		t.Errorf("count after the crash = %q, want a fresh instance", got.Result)
+	if got := callAs(t, c, "a", "counter", `{}`); got.Result != "1" {
+		t.Errorf("counter after the crash = %q, want a fresh instance", got.Result)
 	}
 }
 
