@@ -235,7 +235,9 @@ func (s *sandboxes) wait(ctx context.Context, e *sandbox) (inst instance, releas
 			e.abandoned = true
 			e.cancel()
 		}
-		return nil, nil, fmt.Errorf("mcpclient: waiting for the conversation's server to start: %w", ctx.Err()), false
+		// The cause says why (a call timeout, say), where ctx.Err() would
+		// only say that a deadline passed.
+		return nil, nil, fmt.Errorf("mcpclient: waiting for the conversation's server to start: %w", context.Cause(ctx)), false
 	}
 	switch {
 	case e.err == nil && e.gone:
