@@ -88,11 +88,11 @@ func collect(t *testing.T, a *agent.Agent, ctx context.Context, in agent.Input) 
 // model.
 func TestAgentRunsMCPTool(t *testing.T) {
 	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
-	c := newClient(t, Options{}, stdioConfig(t, "test", "server"))
+	c := newClient(t, Options{}, stdioConfig(t, "test"))
 	model := agenttest.NewServer()
 	t.Cleanup(model.Close)
 	model.Enqueue(
-		agenttest.Reply().Call(0, "call_1", "progress", `{"steps":3}`).Finish("tool_calls"),
+		agenttest.Reply().Call(0, "call_1", "progress", `{"steps":3,"messages":false}`).Finish("tool_calls"),
 		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	approver := &askingApprover{}
@@ -118,14 +118,14 @@ func TestAgentRunsMCPTool(t *testing.T) {
 	if got, want := partial.String(), "step 1/3\nstep 2/3\nstep 3/3\n"; got != want {
 		t.Errorf("partial output = %q, want %q", got, want)
 	}
-	if last := calls[len(calls)-1]; last.Result != "did 3 steps" {
+	if last := calls[len(calls)-1]; last.Result != "progress: done 3 steps" {
 		t.Errorf("result = %q", last.Result)
 	}
 	if got := approver.names(); !slices.Equal(got, []string{"progress"}) {
 		t.Errorf("the approver was asked about %v, want [progress]", got)
 	}
 	reqs := model.Requests()
-	if msg := reqs[len(reqs)-1].LastMessage(); msg.Role != "tool" || msg.Content != "did 3 steps" {
+	if msg := reqs[len(reqs)-1].LastMessage(); msg.Role != "tool" || msg.Content != "progress: done 3 steps" {
 		t.Errorf("the model read %+v, want the tool's result", msg)
 	}
 }
@@ -138,7 +138,7 @@ func TestAgentInterruptMCPCall(t *testing.T) {
 	c := newClient(t, Options{}, f.cfg)
 	model := agenttest.NewServer()
 	t.Cleanup(model.Close)
-	model.Enqueue(agenttest.Reply().Call(0, "call_1", "progress", `{"steps":2,"hold":true}`).Finish("tool_calls"))
+	model.Enqueue(agenttest.Reply().Call(0, "call_1", "progress", `{"steps":2,"hold":true,"messages":false}`).Finish("tool_calls"))
 	a := newAgent(t, c, model, &askingApprover{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -182,7 +182,7 @@ func TestAgentSchemaApprovalConfig(t *testing.T) {
 	model.Enqueue(
 		agenttest.Reply().Call(0, "call_1", "progress", `{"steps":"many"}`).Finish("tool_calls"),
 		agenttest.Reply().Call(0, "call_2", "echo", `{"text":"hi"}`).Finish("tool_calls"),
-		agenttest.Reply().Call(0, "call_3", "count", `{}`).Finish("tool_calls"),
+		agenttest.Reply().Call(0, "call_3", "counter", `{}`).Finish("tool_calls"),
 		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	approver := &askingApprover{}
@@ -192,8 +192,8 @@ func TestAgentSchemaApprovalConfig(t *testing.T) {
 	defer cancel()
 	calls := toolChunks(collect(t, a, ctx, agent.Input{Message: "go"}))
 
-	if got := approver.names(); !slices.Equal(got, []string{"count"}) {
-		t.Errorf("the approver was asked about %v, want only the valid count call", got)
+	if got := approver.names(); !slices.Equal(got, []string{"counter"}) {
+		t.Errorf("the approver was asked about %v, want only the valid counter call", got)
 	}
 	var ends []string
 	for _, tc := range calls {

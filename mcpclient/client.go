@@ -278,10 +278,13 @@ func (e *serverEntry) conversationCall(ctx context.Context, tool string, args js
 	}
 	out, err := inst.call(ctx, tool, args, progress)
 	release()
+	// A broken instance is ended by discard, which leaves a newer instance
+	// of the conversation alone: another call may have seen the loss first
+	// and started one.
 	if errors.Is(err, errNotSent) {
 		// It died since the conversation's last call (a crash while idle):
 		// once more, on a fresh one.
-		e.sb.closeConversation(call.SessionID)
+		e.sb.discard(call.SessionID, inst)
 		if inst, release, err = e.sb.get(ctx, call.SessionID); err != nil {
 			return "", err
 		}
@@ -291,7 +294,7 @@ func (e *serverEntry) conversationCall(ctx context.Context, tool string, args js
 	if errors.Is(err, errLost) && !errors.Is(err, errClosed) {
 		// It died during the call: the conversation's next call starts
 		// a fresh one. (One closed on purpose is gone already.)
-		e.sb.closeConversation(call.SessionID)
+		e.sb.discard(call.SessionID, inst)
 	}
 	return out, err
 }

@@ -39,9 +39,9 @@ func processGone(pid int) bool {
 // the client: the whole process group is killed.
 func TestStdioWrapperLeavesNoProcess(t *testing.T) {
 	leaktest.Check(t)
-	cfg := stdioConfig(t, "wrapped", "stubborn")
+	cfg := stdioConfig(t, "wrapped", "-stubborn")
 	// Not exec: sh stays the server's parent, as a wrapper does.
-	cfg.Command, cfg.Args = "sh", []string{"-c", `"$0"; echo "server ended" >&2`, os.Args[0]}
+	cfg.Command, cfg.Args = "sh", append([]string{"-c", `"$0" "$@"; echo "server ended" >&2`, cfg.Command}, cfg.Args...)
 	c := newClient(t, Options{}, cfg)
 
 	shell := c.Servers()[0].PID
@@ -65,15 +65,19 @@ func TestStdioWrapperLeavesNoProcess(t *testing.T) {
 // Servers that misbehave from the start never hang New, never grow the
 // client's memory without bound, and leave no process behind.
 func TestStdioMisbehavingServers(t *testing.T) {
-	for _, tc := range []struct{ mode, want string }{
-		{"silent", "no answer within the start timeout of 1s"},
-		{"garbage", "no answer within the start timeout of 1s"},
-		{"huge", "the server sent a message larger than 32 MiB"},
-		{"fail", "the server exited (exit status 1): helper: cannot start: no configuration"},
+	for _, tc := range []struct {
+		mode  string
+		flags []string
+		want  string
+	}{
+		{"silent", []string{"-mode=silence", "-stubborn"}, "no answer within the start timeout of 1s"},
+		{"garbage", []string{"-mode=garbage"}, "no answer within the start timeout of 1s"},
+		{"huge", []string{"-mode=flood"}, "the server sent a message larger than 32 MiB"},
+		{"fail", []string{"-mode=exit"}, "the server exited (exit status 3): stdioserver: exiting at start (-mode=exit)"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			leaktest.Check(t)
-			cfg := stdioConfig(t, "bad", tc.mode)
+			cfg := stdioConfig(t, "bad", tc.flags...)
 			cfg.StartTimeout = time.Second
 			var logs strings.Builder
 			var mu sync.Mutex
@@ -104,7 +108,7 @@ func TestStdioMisbehavingServers(t *testing.T) {
 			if tc.mode == "fail" {
 				mu.Lock()
 				defer mu.Unlock()
-				if !strings.Contains(logs.String(), "cannot start: no configuration") {
+				if !strings.Contains(logs.String(), "exiting at start") {
 					t.Errorf("the server's standard error is not in the log:\n%s", logs.String())
 				}
 				for line := range strings.Lines(logs.String()) {
@@ -130,11 +134,11 @@ func mustRun(t *testing.T, tl *mcpTool, args string) string {
 // next call, which runs.
 func TestPerConversationCrashWhileIdle(t *testing.T) {
 	leaktest.Check(t)
-	cfg := stdioConfig(t, "sandboxed", "server")
+	cfg := stdioConfig(t, "sandboxed")
 	cfg.Isolation = IsolationPerConversation
 	c := newClient(t, Options{}, cfg)
 
-	callAs(t, c, "a", "count", `{}`)
+	callAs(t, c, "a", "counter", `{}`)
 	pid, _ := strconv.Atoi(callAs(t, c, "a", "pid", `{}`).Result)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -147,7 +151,7 @@ func TestPerConversationCrashWhileIdle(t *testing.T) {
 		defer release()
 		return inst.(*conn).isLost()
 	})
-	if got := callAs(t, c, "a", "count", `{}`); got.State != agent.StateResult || got.Result != "1" {
-		t.Errorf("count after a crash while idle = %+v, want a fresh instance", got)
+	if got := callAs(t, c, "a", "counter", `{}`); got.State != agent.StateResult || got.Result != "1" {
+		t.Errorf("counter after a crash while idle = %+v, want a fresh instance", got)
 	}
 }

@@ -235,7 +235,9 @@ func (s *sandboxes) wait(ctx context.Context, e *sandbox) (inst instance, releas
 			e.abandoned = true
 			e.cancel()
 		}
-		return nil, nil, fmt.Errorf("mcpclient: waiting for the conversation's server to start: %w", ctx.Err()), false
+		// The cause says why (a call timeout, say), where ctx.Err() would
+		// only say that a deadline passed.
+		return nil, nil, fmt.Errorf("mcpclient: waiting for the conversation's server to start: %w", context.Cause(ctx)), false
 	}
 	switch {
 	case e.err == nil && e.gone:
@@ -522,6 +524,26 @@ func (s *sandboxes) closeConversation(conversation string) error {
 		return nil
 	}
 	inst := s.endLocked(e)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	return s.closeInstance(inst)
+}
+
+// discard ends the conversation's instance if it is still inst, and
+// returns once it is closed, with the error of its close. A caller that
+// found inst broken ends it this way rather than with closeConversation:
+// when the conversation got a newer instance meanwhile (another call saw the
+// loss first, or the conversation was closed and started again), inst was
+// closed when it was replaced, and the newer one must keep running.
+func (s *sandboxes) discard(conversation string, inst instance) error {
+	s.mu.Lock()
+	e := s.byConv[conversation]
+	if s.closed || e == nil || e.inst == nil || e.inst != inst {
+		s.mu.Unlock()
+		return nil
+	}
+	s.endLocked(e)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()

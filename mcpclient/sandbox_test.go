@@ -704,6 +704,39 @@ func TestSandboxCloseConversation(t *testing.T) {
 	})
 }
 
+// TestSandboxDiscard: discard ends the conversation's instance only while
+// it is the one given; an instance replaced meanwhile leaves the newer one
+// running, and a starting conversation is not touched.
+func TestSandboxDiscard(t *testing.T) {
+	leaktest.Check(t)
+	f := &fakeStarter{gate: make(chan struct{}), gateFrom: 3, began: make(chan int, 10)}
+	s := newTestSandboxes(t, f, 4, 0)
+	old, release, err := s.get(t.Context(), "a")
+	require.NoError(t, err)
+	release()
+	require.NoError(t, s.discard("a", old))
+	assert.Equal(t, []int{1}, f.closed(t), "the given instance ends")
+	require.NoError(t, s.discard("a", old), "again: nothing to do")
+
+	assert.Equal(t, "2", use(t, s, "a"))
+	require.NoError(t, s.discard("a", old), "a stale instance")
+	assert.Equal(t, []int{1}, f.closed(t), "the newer instance runs on")
+	assert.Equal(t, "2", use(t, s, "a"))
+
+	r := goGet(t.Context(), s, "b") // start 3 waits at the gate
+	<-f.began
+	<-f.began
+	<-f.began
+	require.NoError(t, s.discard("b", old))
+	require.NoError(t, s.discard("nobody", old))
+	close(f.gate)
+	got := <-r
+	require.NoError(t, got.err, "the start went on")
+	got.release()
+	assert.Equal(t, []int{1}, f.closed(t))
+	assert.Equal(t, 2, s.stats().Live)
+}
+
 // TestSandboxClose: close ends every instance exactly once (busy or not)
 // and cancels the starts in flight and those waiting for a slot before it
 // returns; later gets fail with a clear error.

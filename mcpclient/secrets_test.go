@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/mcpclient/internal/mcptest/testserver"
 )
 
 // A token from the environment reaches the server in a header, and never
@@ -21,8 +22,8 @@ func TestSecretsReachTheServerOnly(t *testing.T) {
 	const token = "tok-9f8e7d6c5b4a"
 	t.Setenv("PLANROUND_TEST_TOKEN", token)
 
-	h := &hooks{hang: make(chan struct{})}
-	mcpHandler := server.NewStreamableHTTPServer(newTestServer(h))
+	release := make(chan struct{})
+	mcpHandler := server.NewStreamableHTTPServer(testserver.New(testserver.Options{Release: release}))
 	var mu sync.Mutex
 	var auth []string
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +33,7 @@ func TestSecretsReachTheServerOnly(t *testing.T) {
 		mcpHandler.ServeHTTP(w, r)
 	}))
 	stop := sync.OnceFunc(func() {
-		close(h.hang)
+		close(release)
 		ts.CloseClientConnections()
 		ts.Close()
 	})

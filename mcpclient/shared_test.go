@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // A shared stdio server that crashed is started again by the next call.
 func TestSharedReconnectsAfterCrash(t *testing.T) {
 	leaktest.Check(t)
-	c := newClient(t, Options{}, stdioConfig(t, "test", "server"))
+	c := newClient(t, Options{}, stdioConfig(t, "test"))
 	pid0 := c.Servers()[0].PID
 	if pid0 == 0 {
 		t.Fatalf("status = %+v, want the pid", c.Servers()[0])
@@ -38,7 +39,8 @@ func TestSharedReconnectsAfterCrash(t *testing.T) {
 // trying again before the pause is over.
 func TestSharedDeadServerFailsFast(t *testing.T) {
 	leaktest.Check(t)
-	cfg := stdioConfig(t, "test", "once")
+	// The server works when New starts it; started again, it exits.
+	cfg := stdioConfig(t, "test", "-mode=exit", "-first-normal="+filepath.Join(t.TempDir(), "started"))
 	c := newClient(t, Options{}, cfg)
 
 	if _, err := run(t, tool(t, c, "crash"), `{}`, nil); !errors.Is(err, errLost) {
@@ -46,7 +48,7 @@ func TestSharedDeadServerFailsFast(t *testing.T) {
 	}
 	// The first call after the loss tries again at once, and fails.
 	_, err := run(t, tool(t, c, "echo"), `{"text":"x"}`, nil)
-	if err == nil || !strings.Contains(err.Error(), "the server exited (exit status 1): helper: the port is taken") {
+	if err == nil || !strings.Contains(err.Error(), "the server exited (exit status 3): stdioserver: exiting at start (-mode=exit)") {
 		t.Fatalf("first call after the crash: err = %v, want the failed start with the server's last words", err)
 	}
 	// The next ones fail without starting anything.
@@ -56,7 +58,7 @@ func TestSharedDeadServerFailsFast(t *testing.T) {
 			t.Fatalf("err = %v, want the server down", err)
 		}
 	}
-	if st := c.Servers()[0]; st.State != StateDown || !strings.Contains(st.Error, "port is taken") {
+	if st := c.Servers()[0]; st.State != StateDown || !strings.Contains(st.Error, "exiting at start") {
 		t.Errorf("status = %+v, want down with the reason", st)
 	}
 }
@@ -138,7 +140,7 @@ func TestClosedClient(t *testing.T) {
 // call fails the call; the next call gets a fresh process.
 func TestStdioFloodMidCall(t *testing.T) {
 	leaktest.Check(t)
-	c := newClient(t, Options{}, stdioConfig(t, "test", "server"))
+	c := newClient(t, Options{}, stdioConfig(t, "test"))
 	pid0 := c.Servers()[0].PID
 	_, err := run(t, tool(t, c, "flood"), `{}`, nil)
 	if !errors.Is(err, errLost) || !strings.Contains(err.Error(), "larger than 32 MiB") {

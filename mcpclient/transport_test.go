@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -37,17 +35,17 @@ func TestTransportsCallTools(t *testing.T) {
 				t.Errorf("echo = %q, %v; want hello", got, err)
 			}
 			got, err = run(t, tool(t, c, "image"), `{}`, nil)
-			if want := "a cat\n[image captured, mimeType=image/png]"; err != nil || got != want {
+			if want := "a tiny image\n[image captured, mimeType=image/png]"; err != nil || got != want {
 				t.Errorf("image = %q, %v; want %q", got, err, want)
 			}
-			_, err = run(t, tool(t, c, "fail"), `{}`, nil)
+			_, err = run(t, tool(t, c, "fail"), `{"message":"the disk is full"}`, nil)
 			if err == nil || err.Error() != "the disk is full" {
 				t.Errorf("fail: err = %v, want the error result's text", err)
 			}
 
 			var p buffer
-			got, err = run(t, tool(t, c, "progress"), `{"steps":3}`, &p)
-			if err != nil || got != "did 3 steps" {
+			got, err = run(t, tool(t, c, "progress"), `{"steps":3,"messages":false}`, &p)
+			if err != nil || got != "progress: done 3 steps" {
 				t.Errorf("progress = %q, %v", got, err)
 			}
 			// The last notification may be lost by mcp-go's HTTP server.
@@ -55,10 +53,10 @@ func TestTransportsCallTools(t *testing.T) {
 				t.Errorf("progress output = %q, want step i/N lines", out)
 			}
 			p = buffer{}
-			if _, err = run(t, tool(t, c, "progress"), `{"steps":2,"messages":true}`, &p); err != nil {
+			if _, err = run(t, tool(t, c, "progress"), `{"steps":2}`, &p); err != nil {
 				t.Fatal(err)
 			}
-			if out := p.String(); !strings.HasPrefix(out, "copied file 1\n") {
+			if out := p.String(); !strings.HasPrefix(out, "step 1 of 2\n") {
 				t.Errorf("progress output = %q, want the messages", out)
 			}
 		})
@@ -90,7 +88,7 @@ func TestTransportsCancel(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the call did not return after its context was cancelled")
 			}
-			f.cancelled(t)
+			waitCancelled(t, c, 1)
 
 			// The connection is still good.
 			if got, err := run(t, tool(t, c, "echo"), `{"text":"still here"}`, nil); err != nil || got != "still here" {
@@ -208,7 +206,7 @@ func TestLegacyServerIgnoringDiscover(t *testing.T) {
 	for _, pinned := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "pinned"}[pinned], func(t *testing.T) {
 			leaktest.Check(t)
-			cfg := stdioConfig(t, "legacy", "legacy")
+			cfg := stdioConfig(t, "legacy", "-mode=legacy")
 			cfg.StartTimeout = 3 * time.Second
 			if pinned {
 				cfg.ProtocolVersion = "2025-11-25"
@@ -217,9 +215,12 @@ func TestLegacyServerIgnoringDiscover(t *testing.T) {
 			if got, err := run(t, tool(t, c, "hello"), `{}`, nil); err != nil || got != "hi from legacy" {
 				t.Errorf("hello = %q, %v", got, err)
 			}
-			_, err := os.Stat(filepath.Join(cfg.Env[markEnv], "discover"))
-			if asked := err == nil; asked == pinned {
-				t.Errorf("discovery request sent: %v; pinned: %v", asked, pinned)
+			ignored, err := run(t, tool(t, c, "ignored"), `{}`, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asked := strings.Contains(ignored, "server/discover"); asked == pinned {
+				t.Errorf("discovery request sent: %v; pinned: %v (the server ignored %s)", asked, pinned, ignored)
 			}
 		})
 	}

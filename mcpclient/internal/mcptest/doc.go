@@ -1,6 +1,8 @@
 // Package mcptest runs MCP servers for the tests of package mcpclient: a
 // stdio server of our own whose tools and modes misbehave on request (see
-// the stdioserver command's documentation), and the third-party reference
+// the stdioserver command's documentation for its modes and flags, and
+// package testserver's for its tools, which tests also serve in process over
+// HTTP), and the third-party reference
 // server @modelcontextprotocol/server-everything from npm over stdio, SSE and
 // streamable HTTP.
 //

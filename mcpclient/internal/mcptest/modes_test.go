@@ -3,7 +3,10 @@ package mcptest
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,4 +165,86 @@ func TestStdioServerExit(t *testing.T) {
 		require.Error(t, initialize(ctx, c.Client))
 		require.NoError(t, ctx.Err(), "Initialize returned before the test's limit")
 	})
+}
+
+// TestStdioServerGarbageOnly: -mode=garbage writes the garbage lines over
+// and over and answers nothing.
+func TestStdioServerGarbageOnly(t *testing.T) {
+	leaktest.Check(t)
+	command, args := StdioServer(t, "-mode=garbage")
+	r := startRaw(t, command, args...)
+	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	for i := range 3 * len(garbageLines) {
+		assert.Equal(t, garbageLines[i%len(garbageLines)], r.line(t, 1<<20), "line %d", i)
+	}
+}
+
+// TestStdioServerLegacy: -mode=legacy ignores server/discover (and any
+// request it does not know) without a word, answers initialize at
+// 2025-11-25, and its ignored tool names what it ignored.
+func TestStdioServerLegacy(t *testing.T) {
+	leaktest.Check(t)
+	command, args := StdioServer(t, "-mode=legacy")
+	r := startRaw(t, command, args...)
+	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`)
+	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	line := r.line(t, 1<<20)
+	assert.Contains(t, line, `"id":2`, "the first answer is initialize's: discover is not answered")
+	assert.Contains(t, line, `"protocolVersion":"2025-11-25"`)
+	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.send(t, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	r.call(t, 4, "ignored", `{}`)
+	line = r.line(t, 1<<20)
+	assert.Contains(t, line, `"id":4`)
+	assert.Contains(t, line, `"text":"server/discover,ping"`)
+	r.call(t, 5, "hello", `{}`)
+	assert.Contains(t, r.line(t, 1<<20), `"text":"hi from legacy"`)
+	require.NoError(t, r.stdin.Close())
+	assert.Equal(t, 0, r.wait(t))
+}
+
+// TestStdioServerStubborn: with -stubborn the process outlives the end of
+// its input and SIGTERM, whatever the mode, until SIGKILL.
+func TestStdioServerStubborn(t *testing.T) {
+	leaktest.Check(t)
+	for _, mode := range []string{"normal", "silence"} {
+		t.Run(mode, func(t *testing.T) {
+			command, args := StdioServer(t, "-stubborn", "-mode="+mode)
+			r := startRaw(t, command, args...)
+			if mode == "normal" {
+				r.initialize(t)
+			}
+			require.NoError(t, r.stdin.Close())
+			time.Sleep(300 * time.Millisecond)
+			assert.False(t, r.ended(), "the process ended when stdin closed")
+			require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM))
+			time.Sleep(300 * time.Millisecond)
+			assert.False(t, r.ended(), "the process ended on SIGTERM")
+			require.NoError(t, r.cmd.Process.Kill())
+			assert.Equal(t, -1, r.wait(t), "killed by a signal")
+		})
+	}
+}
+
+// TestStdioServerFirstNormal: the first start with -first-normal serves
+// normally and creates the file; later starts take -mode.
+func TestStdioServerFirstNormal(t *testing.T) {
+	leaktest.Check(t)
+	file := filepath.Join(t.TempDir(), "started")
+	command, args := StdioServer(t, "-mode=exit", "-first-normal="+file)
+
+	first := startRaw(t, command, args...)
+	first.initialize(t)
+	first.call(t, 2, "echo", `{"text":"first"}`)
+	assert.Contains(t, first.line(t, 1<<20), `"text":"first"`)
+	_, err := os.Stat(file)
+	require.NoError(t, err, "the first start made the file")
+
+	for range 2 {
+		later := startRaw(t, command, args...)
+		assert.Equal(t, 3, later.wait(t), "a later start exits")
+		assert.Contains(t, later.stderr.String(), "exiting at start")
+	}
+	require.NoError(t, first.stdin.Close())
+	assert.Equal(t, 0, first.wait(t))
 }

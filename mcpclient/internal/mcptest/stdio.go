@@ -31,7 +31,8 @@ var built struct {
 
 // StdioServer returns the command that runs the stdio test server with the
 // given flags (for instance "-mode=garbage-before"; the stdioserver
-// command's documentation lists its tools, modes and flags). The server is
+// command's documentation lists its modes and flags, package testserver's
+// its tools). The server is
 // built once per test process with the go command found on PATH.
 // StdioServer skips t when there is no go command, or fails it under
 // PLANROUND_REQUIRE_ALL=1; a failed build fails t.

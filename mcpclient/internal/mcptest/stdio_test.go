@@ -17,13 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/mcpclient/internal/mcptest/testserver"
 )
 
 // allTools are the stdio server's tools, sorted.
-var allTools = []string{
-	"audio", "cancelled", "counter", "crash", "cwd", "echo", "env", "fail", "hang",
-	"image", "pid", "progress", "resources", "slow", "spawn",
-}
+var allTools = testserver.Tools
 
 // connect starts the stdio server with flags and initializes a client.
 func connect(ctx context.Context, t *testing.T, o stdioOptions, flags ...string) *stdioClient {
@@ -346,4 +344,126 @@ func TestStdioServerBuiltOnce(t *testing.T) {
 	info, err := os.Stat(c1)
 	require.NoError(t, err)
 	assert.True(t, info.Mode().IsRegular())
+}
+
+// TestStdioServerProgressOptions: without messages the notifications have
+// none; with hold the call answers nothing after its steps and ends when
+// cancelled.
+func TestStdioServerProgressOptions(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testLimit)
+	defer cancel()
+	c := connect(ctx, t, stdioOptions{})
+	progress := watchProgress(c.Client)
+
+	res, err := callTool(ctx, c.Client, "progress", map[string]any{"steps": 2, "delay_ms": 10, "messages": false}, "plain")
+	require.NoError(t, err)
+	assert.Equal(t, "progress: done 2 steps", text(res))
+	for _, n := range progress.all() {
+		assert.NotContains(t, n, "message")
+		assert.Equal(t, 2, number(n["total"]))
+	}
+
+	callCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := callTool(callCtx, c.Client, "progress", map[string]any{"steps": 2, "delay_ms": 1, "hold": true}, "held")
+		done <- err
+	}()
+	progress.await(ctx, t, 4)
+	select {
+	case err := <-done:
+		t.Fatalf("a held call returned: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+	eventually(ctx, t, "progress saw its cancellation", func() bool {
+		return text(mustCall(ctx, t, c, "cancelled", nil)) == "1"
+	})
+}
+
+// TestStdioServerFloodTool: the flood tool writes one line without end
+// beside the server's messages; the process dies of SIGPIPE once its
+// stdout is closed.
+func TestStdioServerFloodTool(t *testing.T) {
+	leaktest.Check(t)
+	command, args := StdioServer(t)
+	r := startRaw(t, command, args...)
+	r.initialize(t)
+	r.call(t, 2, "flood", `{}`)
+	const enough = 16 << 20
+	require.NoError(t, r.stdout.SetReadDeadline(time.Now().Add(testLimit)))
+	buf := make([]byte, 64<<10)
+	for read := 0; read < enough; {
+		n, err := r.out.Read(buf)
+		require.NoError(t, err)
+		require.NotContains(t, string(buf[:n]), "\n", "after %d bytes", read)
+		read += n
+	}
+	require.NoError(t, r.stdout.Close())
+	assert.Equal(t, -1, r.wait(t), "killed by SIGPIPE")
+}
+
+// TestStdioServerFreeze: after freeze the process is stopped: it answers
+// nothing, SIGTERM does not end it, SIGKILL does.
+func TestStdioServerFreeze(t *testing.T) {
+	leaktest.Check(t)
+	command, args := StdioServer(t)
+	r := startRaw(t, command, args...)
+	r.initialize(t)
+	r.call(t, 2, "freeze", `{}`)
+	ctx, cancel := context.WithTimeout(t.Context(), testLimit)
+	defer cancel()
+	eventually(ctx, t, "the process is stopped", func() bool { return procState(r.cmd.Process.Pid) == 'T' })
+	r.call(t, 3, "echo", `{"text":"anyone?"}`)
+	require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM))
+	time.Sleep(300 * time.Millisecond)
+	assert.False(t, r.ended(), "a stopped process ended on SIGTERM")
+	require.NoError(t, r.stdout.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+	_, err := r.out.ReadByte()
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "nothing is answered")
+	require.NoError(t, r.cmd.Process.Kill())
+	assert.Equal(t, -1, r.wait(t), "killed by a signal")
+}
+
+// procState is the state letter of process pid in /proc/<pid>/stat, or 0.
+func procState(pid int) byte {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 || i+2 >= len(stat) {
+		return 0
+	}
+	return stat[i+2]
+}
+
+// TestStdioServerAddTool: add_tool adds the tool late, and the client is
+// told that the list changed.
+func TestStdioServerAddTool(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testLimit)
+	defer cancel()
+	c := connect(ctx, t, stdioOptions{})
+	changed := make(chan struct{}, 1)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	assert.Equal(t, "added", text(mustCall(ctx, t, c, "add_tool", nil)))
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed")
+	}
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	assert.Len(t, tools.Tools, len(allTools)+1)
+	assert.Equal(t, "late", text(mustCall(ctx, t, c, "late", nil)))
 }

@@ -1,47 +1,15 @@
 // Command stdioserver is an MCP server on standard input and output, built
-// on mcp-go, for the tests of package mcpclient. Its tools behave well or
-// badly on request, and flags make the whole server misbehave, so that a
-// client can be tested against each case with a real subprocess.
+// on mcp-go, for the tests of package mcpclient. Its tools (those of package
+// testserver, whose documentation lists them) behave well or badly on
+// request, and flags make the whole server misbehave, so that a client can be
+// tested against each case with a real subprocess.
 //
 // Tests do not build it themselves: mcptest.StdioServer builds it once per
 // test process and returns the command to run.
 //
-// # Tools
-//
-//   - echo {text}: a text result holding text.
-//   - image: a text and a PNG image (image/png).
-//   - audio: a text and a WAV sound (audio/wav).
-//   - fail {message}: a result with isError set, holding message.
-//   - progress {steps, delay_ms}: sends steps progress notifications
-//     (progress 1..steps, total steps, message "step i of steps") with the
-//     request's progress token, sleeping delay_ms after each one, then
-//     answers "progress: done <steps> steps". Without a progress token it
-//     sends none. Cancellation ends it at once.
-//   - slow {seconds}: waits until it is cancelled, or for seconds when given
-//     (0: no limit), then answers "slow: done".
-//   - hang: never answers and ignores cancellation. A call in progress also
-//     keeps the process alive after its standard input closes and after
-//     SIGTERM: only SIGKILL ends it.
-//   - crash {status}: exits the process with status (default 3) without
-//     answering.
-//   - spawn {seconds, block}: starts `sleep seconds` (default 300) as a child
-//     in the server's process group and answers with the child's pid. With
-//     block, it sends the pid as the message of a progress notification
-//     ("child pid N", when the request has a progress token), writes it to
-//     standard error, and then waits until it is cancelled; the child lives on
-//     either way.
-//   - counter: adds one to a count kept by the process and answers with it
-//     ("1", "2", ...), so two processes show two counts.
-//   - pid: the process id, in decimal.
-//   - env {name}: the value of the environment variable name; a result with
-//     isError set when it is not set.
-//   - cwd: the process's working directory.
-//   - resources: a text, a resource link (mcptest://notes/readme.txt), an
-//     embedded text resource (mcptest://notes/hello.txt, "hello from an
-//     embedded resource") and an embedded blob (mcptest://data/blob.bin).
-//   - cancelled: how many calls of progress, slow and spawn saw their
-//     cancellation, in decimal. Cancellation arrives as a notification, so
-//     poll until the count is reached.
+// In this server the crash tool exits the process with its status, flood
+// writes one line without end to standard output (until writing fails), and
+// freeze stops the process with SIGSTOP.
 //
 // # Modes
 //
@@ -54,72 +22,126 @@
 //   - garbage-after: serves normally, but writes the same lines before every
 //     message after its first answer (the answer to initialize or
 //     server/discover).
+//   - garbage: writes those lines over and over, one a millisecond, and
+//     never answers.
 //   - huge: every tool call answers with one text result of -huge-bytes bytes
 //     (default 64 MiB), so one line of stdout is that long.
 //   - flood: answers its first request, then writes one endless line with no
 //     newline until its standard output is closed (it then dies of SIGPIPE).
 //   - silence: reads standard input until it ends and never writes anything.
-//   - exit: exits with status 3 at once, writing a line to standard error.
+//   - exit: exits with status 3 at once, after writing to standard error a
+//     line too long for a log (10,000 bytes) and then its reason.
+//   - legacy: a server of protocol 2025-11-25 written by hand that ignores
+//     requests it does not know (server/discover among them) instead of
+//     refusing them, as some servers do. Its tools are hello (answers "hi
+//     from legacy") and ignored (the methods of the requests it ignored so
+//     far, in order, separated by commas, or "none").
 //
-// Other flags: -name sets the server's name (default "mcptest"); -page-size
-// N lists tools N to a page (default 0: one page).
+// # Other flags
+//
+//   - -name sets the server's name (default "mcptest").
+//   - -page-size N lists tools N to a page (default 0: one page).
+//   - -stubborn makes the process ignore SIGTERM and SIGINT and stay after its
+//     standard input ends, so that only SIGKILL ends it.
+//   - -first-normal FILE makes the server normal on its first start: a start
+//     that finds no FILE creates it and ignores -mode; later starts with the
+//     same FILE take -mode. So a server works when a client first starts it,
+//     and misbehaves when it is started again (after a crash, or as a
+//     conversation's own instance after a probe).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/planround/planround/mcpclient/internal/mcptest/testserver"
 )
 
 func main() {
-	mode := flag.String("mode", "normal", "normal, garbage-before, garbage-after, huge, flood, silence or exit")
+	mode := flag.String("mode", "normal", "normal, garbage-before, garbage-after, garbage, huge, flood, silence, exit or legacy")
 	name := flag.String("name", "mcptest", "the server's name in its answer to initialize")
 	pageSize := flag.Int("page-size", 0, "tools per page of tools/list (0: one page)")
 	hugeBytes := flag.Int("huge-bytes", 64<<20, "the size of a tool result in -mode=huge")
+	stubborn := flag.Bool("stubborn", false, "ignore SIGTERM and SIGINT, and stay after standard input ends")
+	firstNormal := flag.String("first-normal", "", "serve normally on the first start, which creates this file")
 	flag.Parse()
+
+	if *stubborn {
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		defer linger()
+	}
+	if *firstNormal != "" {
+		f, err := os.OpenFile(*firstNormal, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		switch {
+		case err == nil:
+			f.Close()
+			*mode = "normal"
+		case !errors.Is(err, os.ErrExist):
+			fmt.Fprintf(os.Stderr, "stdioserver: -first-normal: %v\n", err)
+			os.Exit(2)
+		}
+	}
 
 	switch *mode {
 	case "normal", "garbage-before", "garbage-after", "huge", "flood":
+	case "garbage":
+		for {
+			if err := writeGarbage(os.Stdout); err != nil {
+				os.Exit(1)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	case "silence":
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return
 	case "exit":
+		fmt.Fprintln(os.Stderr, strings.Repeat("x", 10_000))
 		fmt.Fprintln(os.Stderr, "stdioserver: exiting at start (-mode=exit)")
 		os.Exit(3)
+	case "legacy":
+		legacy(os.Stdin, os.Stdout)
+		return
 	default:
 		fmt.Fprintf(os.Stderr, "stdioserver: unknown -mode %q\n", *mode)
 		os.Exit(2)
 	}
 
-	opts := []server.ServerOption{server.WithToolCapabilities(true), server.WithRecovery()}
-	if *pageSize > 0 {
-		opts = append(opts, server.WithPaginationLimit(*pageSize))
-	}
-	srv := server.NewMCPServer(*name, "1.0.0", opts...)
-	st := &state{}
-	for _, t := range st.tools() {
-		if *mode == "huge" {
-			t.Handler = hugeResult(*hugeBytes)
-		}
-		srv.AddTools(t)
-	}
-
 	var out io.Writer = os.Stdout
 	switch *mode {
-	case "garbage-before":
-		if err := writeGarbage(os.Stdout); err != nil {
-			os.Exit(1)
-		}
 	case "garbage-after":
 		out = &afterFirstLine{w: os.Stdout, then: writeGarbage}
 	case "flood":
 		out = &afterFirstLine{w: os.Stdout, then: flood, atOnce: true}
+	}
+	o := testserver.Options{
+		Name:     *name,
+		PageSize: *pageSize,
+		Crash: func(status int) {
+			fmt.Fprintf(os.Stderr, "stdioserver: crash: exiting with status %d\n", status)
+			os.Exit(status)
+		},
+		Flood:  func() { _ = flood(out) },
+		Freeze: freeze,
+		Stderr: os.Stderr,
+	}
+	if *mode == "huge" {
+		o.HugeBytes = *hugeBytes
+	}
+	srv := testserver.New(o)
+	if *mode == "garbage-before" {
+		if err := writeGarbage(os.Stdout); err != nil {
+			os.Exit(1)
+		}
 	}
 	var err error
 	if out == io.Writer(os.Stdout) {
@@ -127,7 +149,7 @@ func main() {
 	} else {
 		err = serve(srv, out)
 	}
-	if err != nil {
+	if err != nil && !*stubborn {
 		fmt.Fprintf(os.Stderr, "stdioserver: %v\n", err)
 		os.Exit(1)
 	}
@@ -145,4 +167,11 @@ func serve(srv *server.MCPServer, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return s.Listen(ctx, os.Stdin, out)
+}
+
+// linger keeps a -stubborn server's process alive until it is killed.
+func linger() {
+	for { // a sleeping goroutine, so the runtime never calls this a deadlock
+		time.Sleep(time.Hour)
+	}
 }
