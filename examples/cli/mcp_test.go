@@ -181,7 +181,7 @@ func TestMCPServersListedWithVerbose(t *testing.T) {
 	model := toolModel(t, toolCall{"clock__get_time", `{}`})
 	file := mcpFile(t, map[string]any{
 		"clock":   map[string]any{"url": ts.URL + "/mcp"},
-		"sandbox": testServer(t, map[string]any{"isolation": "per_conversation", "disabledTools": []string{"hang", "crash", "spawn", "image", "audio", "resources", "fail", "slow", "env", "cwd", "pid", "cancelled"}}),
+		"sandbox": testServer(t, map[string]any{"isolation": "per_conversation", "disabledTools": []string{"hang", "crash", "flood", "freeze", "add_tool", "spawn", "image", "audio", "resources", "fail", "slow", "env", "cwd", "pid", "cancelled"}}),
 	})
 
 	r := runCLI(t, "", append(modelArgs(model), "-v", "-yes", "-json", "-mcp", file, "what time is it?")...)

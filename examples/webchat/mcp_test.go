@@ -33,7 +33,7 @@ import (
 )
 
 // stdioTools are the tools of the stdio MCP test server.
-var stdioTools = []string{"echo", "image", "audio", "fail", "progress", "slow", "hang", "crash", "spawn", "counter", "pid", "env", "cwd", "resources", "cancelled"}
+var stdioTools = []string{"echo", "image", "audio", "fail", "progress", "slow", "hang", "crash", "flood", "freeze", "spawn", "counter", "pid", "env", "cwd", "resources", "cancelled", "add_tool"}
 
 // only returns the DisabledTools that leave the stdio test server with the
 // tools named.
