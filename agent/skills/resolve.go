@@ -1,0 +1,88 @@
+package skills
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// errOutside is wrapped by the errors of paths that leave a skill's folder.
+var errOutside = errors.New("leaves the skill folder")
+
+// maxLinks bounds the symbolic links followed for one path, as an
+// operating system bounds them (a loop of links never ends otherwise).
+const maxLinks = 40
+
+// checkPath checks a file name given to get_skill: a relative path inside
+// the skill's folder with '/' separators, and no element "." or "..".
+func checkPath(name string) error {
+	switch {
+	case strings.Contains(name, `\`):
+		return fmt.Errorf("file %q has a backslash; separate folders with '/'", name)
+	case strings.HasPrefix(name, "/"):
+		return fmt.Errorf("file %q is an absolute path; give a path inside the skill folder: %w", name, errOutside)
+	case len(name) >= 2 && name[1] == ':':
+		return fmt.Errorf("file %q starts with a drive letter; give a path inside the skill folder: %w", name, errOutside)
+	}
+	for el := range strings.SplitSeq(name, "/") {
+		if el == ".." {
+			return fmt.Errorf("file %q has a \"..\" element: %w", name, errOutside)
+		}
+	}
+	if !fs.ValidPath(name) || name == "." {
+		return fmt.Errorf("file %q is not a file path: use names separated by single '/', without \".\" elements or a trailing '/'", name)
+	}
+	return nil
+}
+
+// resolve returns the path in fsys of the file name inside the folder dir
+// (both valid fs paths), with every symbolic link on the way replaced by
+// its target, so that the result holds none. A link whose target is
+// absolute, or leads out of dir, is refused (errOutside); a missing element
+// is fs.Lstat's error.
+//
+// A file system without fs.ReadLinkFS reports no links (fs.Lstat is
+// fs.Stat there), and its paths are taken as they are.
+func resolve(fsys fs.FS, dir, name string) (string, error) {
+	cur := dir // resolved so far: dir or a path inside it, without links
+	rest := strings.Split(name, "/")
+	links := 0
+	for len(rest) > 0 {
+		el := rest[0]
+		rest = rest[1:]
+		switch el {
+		case "", ".":
+			continue
+		case "..":
+			if cur == dir {
+				return "", fmt.Errorf("%s: a symbolic link %w", name, errOutside)
+			}
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, el)
+		info, err := fs.Lstat(fsys, next)
+		if err != nil {
+			return "", err // missing or unreadable
+		}
+		if info.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: more than %d symbolic links", name, maxLinks)
+		}
+		target, err := fs.ReadLink(fsys, next)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		if strings.HasPrefix(target, "/") || strings.Contains(target, `\`) || len(target) >= 2 && target[1] == ':' {
+			return "", fmt.Errorf("%s: a symbolic link to %q %w", name, target, errOutside)
+		}
+		// The target is relative to the link's folder, cur.
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return cur, nil
+}
