@@ -16,7 +16,8 @@ var errOutside = errors.New("leaves the skill folder")
 const maxLinks = 40
 
 // checkPath checks a file name given to get_skill: a relative path inside
-// the skill's folder with '/' separators, and no element "." or "..".
+// the skill's folder with '/' separators, no element "." or "..", and no
+// hidden element (a name starting with a dot, such as .env).
 func checkPath(name string) error {
 	switch {
 	case strings.Contains(name, `\`):
@@ -34,14 +35,19 @@ func checkPath(name string) error {
 	if !fs.ValidPath(name) || name == "." {
 		return fmt.Errorf("file %q is not a file path: use names separated by single '/', without \".\" elements or a trailing '/'", name)
 	}
+	for el := range strings.SplitSeq(name, "/") {
+		if strings.HasPrefix(el, ".") {
+			return fmt.Errorf("file %q is hidden (%q starts with a dot); hidden files are not part of a skill", name, el)
+		}
+	}
 	return nil
 }
 
 // resolve returns the path in fsys of the file name inside the folder dir
 // (both valid fs paths), with every symbolic link on the way replaced by
 // its target, so that the result holds none. A link whose target is
-// absolute, or leads out of dir, is refused (errOutside); a missing element
-// is fs.Lstat's error.
+// absolute, or leads out of dir, is refused (errOutside), and so is one that
+// leads to a hidden file or folder; a missing element is fs.Lstat's error.
 //
 // A file system without fs.ReadLinkFS reports no links (fs.Lstat is
 // fs.Stat there), and its paths are taken as they are.
@@ -61,6 +67,11 @@ func resolve(fsys fs.FS, dir, name string) (string, error) {
 			}
 			cur = path.Dir(cur)
 			continue
+		}
+		if strings.HasPrefix(el, ".") {
+			// Only a link's target can bring it: checkPath refuses it in
+			// a name.
+			return "", fmt.Errorf("%s: a symbolic link leads to the hidden %q; hidden files are not part of a skill", name, el)
 		}
 		next := path.Join(cur, el)
 		info, err := fs.Lstat(fsys, next)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -45,17 +46,19 @@ type Skill struct {
 	Dir string
 	// Files are the other files of the folder, relative to Dir and
 	// sorted, that get_skill can return: at most 100, not counting
-	// SKILL.md, files in folders whose name starts with a dot, and
-	// symbolic links that leave the folder.
+	// SKILL.md, hidden files and folders (whose name starts with a dot),
+	// and symbolic links that leave the folder.
 	Files []string
 }
 
-// Skipped is a folder holding a SKILL.md that Load left out, and why.
+// Skipped is a folder that Load left out, and why: a skill folder whose
+// SKILL.md is unreadable, too large, has malformed front matter, a missing
+// or invalid name or description, or a name already taken; or a folder
+// that could not be searched.
 type Skipped struct {
 	// Dir is the folder, a path in the file system given to Load.
 	Dir string
-	// Err says why: unreadable, too large, malformed front matter, a
-	// missing or invalid name or description, a name already taken.
+	// Err says why.
 	Err error
 }
 
@@ -128,7 +131,13 @@ func Load(fsys fs.FS, opts ...Option) (*Set, error) {
 // opened with os.OpenRoot each time it is read (by LoadDir, and by get_skill
 // for a skill's other files), so nothing stays open between calls and
 // symbolic links that leave dir are refused by the operating system too.
+// A relative dir is taken from the working directory at the time of
+// LoadDir.
 func LoadDir(dir string, opts ...Option) (*Set, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("skills: %w", err)
+	}
 	return load(func() (fs.FS, func() error, error) {
 		root, err := os.OpenRoot(dir)
 		if err != nil {
@@ -222,16 +231,19 @@ func loadSkill(fsys fs.FS, dir string) (Skill, error) {
 func listFiles(fsys fs.FS, dir string) []string {
 	var files []string
 	fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || len(files) == maxFiles {
+		switch {
+		case err != nil:
 			return fs.SkipDir
-		}
-		if p == dir {
+		case len(files) == maxFiles:
+			return fs.SkipAll
+		case p == dir:
 			return nil
-		}
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") {
+		case strings.HasPrefix(d.Name(), "."):
+			if d.IsDir() {
 				return fs.SkipDir
 			}
+			return nil
+		case d.IsDir():
 			return nil
 		}
 		rel := strings.TrimPrefix(p, dir+"/")
@@ -283,8 +295,8 @@ func (s *Set) Lookup(name string) (Skill, bool) {
 	return s.skills[i], true
 }
 
-// Skipped returns the folders holding a SKILL.md that Load left out, and
-// why, in the order they were found.
+// Skipped returns the folders that Load left out, and why, in the order
+// they were found.
 func (s *Set) Skipped() []Skipped {
 	return slices.Clone(s.skipped)
 }

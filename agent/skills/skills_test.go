@@ -226,6 +226,10 @@ func TestGetSkill(t *testing.T) {
 		"pdf/link-dir":           {Data: []byte("../secret"), Mode: os.ModeSymlink},
 		"pdf/link-abs.md":        {Data: []byte("/secret/key.txt"), Mode: os.ModeSymlink},
 		"pdf/loop":               {Data: []byte("loop"), Mode: os.ModeSymlink},
+		"pdf/.env":               {Data: []byte("TOP SECRET")},
+		"pdf/.git/config":        {Data: []byte("TOP SECRET")},
+		"pdf/docs/.hidden.md":    {Data: []byte("TOP SECRET")},
+		"pdf/link-hidden.md":     {Data: []byte(".env"), Mode: os.ModeSymlink},
 		"empty/SKILL.md":         skillFile("empty", "Only a description.", ""),
 		"secret/key.txt":         {Data: []byte("TOP SECRET")},
 	}
@@ -233,7 +237,7 @@ func TestGetSkill(t *testing.T) {
 	require.NoError(t, err)
 	pdf, _ := s.Lookup("pdf")
 	assert.Equal(t, []string{"big.txt", "docs/deep/notes.md", "docs/up.md", "image.png", "link-in.md", "reference.md"}, pdf.Files,
-		"links that leave the folder, or loop, are not listed")
+		"hidden files and links that leave the folder, loop or lead to a hidden file are not listed")
 
 	tests := []struct {
 		name, skill, file string
@@ -265,6 +269,11 @@ func TestGetSkill(t *testing.T) {
 		{name: "through a link to a folder outside", skill: "pdf", file: "link-dir/key.txt", wantErr: `a symbolic link leaves the skill folder`},
 		{name: "absolute link", skill: "pdf", file: "link-abs.md", wantErr: `a symbolic link to "/secret/key.txt" leaves the skill folder`},
 		{name: "link loop", skill: "pdf", file: "loop", wantErr: "more than 40 symbolic links"},
+		{name: "hidden file", skill: "pdf", file: ".env", wantErr: `file ".env" is hidden (".env" starts with a dot)`},
+		{name: "hidden file with ./", skill: "pdf", file: "./.env", wantErr: `file ".env" is hidden`},
+		{name: "hidden folder", skill: "pdf", file: ".git/config", wantErr: `(".git" starts with a dot)`},
+		{name: "hidden deeper", skill: "pdf", file: "docs/.hidden.md", wantErr: `is hidden`},
+		{name: "link to a hidden file", skill: "pdf", file: "link-hidden.md", wantErr: `link-hidden.md: a symbolic link leads to the hidden ".env"`},
 		{name: "folder", skill: "pdf", file: "docs", wantErr: `"docs" is a folder of the skill "pdf"; its files are: big.txt`},
 		{name: "missing", skill: "pdf", file: "missing.md", wantErr: `the skill "pdf" has no file "missing.md"; its files are: big.txt`},
 		{name: "missing in an empty skill", skill: "empty", file: "x.md", wantErr: `it has no files besides its instructions`},

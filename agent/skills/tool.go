@@ -32,7 +32,8 @@ type getSkillArgs struct {
 // or is not enabled for the run (see Set.Enabled), and for a file that is
 // not a relative path inside the skill's folder with '/' separators (an
 // absolute path, a drive letter, a backslash, a ".." element; a leading
-// "./" is allowed), that leaves
+// "./" is allowed), that is hidden (a name starting with a dot, such as
+// .env, anywhere in the path), that leaves
 // the folder through a symbolic link, does not exist, is a folder or not a
 // regular file, is larger than MaxFileSize, or is not UTF-8 text.
 //
