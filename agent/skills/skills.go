@@ -28,15 +28,18 @@ const maxFiles = 100
 
 // Skill is one skill: a folder holding a SKILL.md.
 type Skill struct {
-	// Name is the front matter's name, unique in its Set.
+	// Name is the front matter's name, unique in its Set: ASCII letters,
+	// digits, '-', '_' and '.', starting with a letter or digit, at most
+	// MaxNameLen. Unlike the open skill format, Load does not require it to
+	// match the folder's name.
 	Name string
 	// Description says what the skill is for and when to use it; the
 	// model reads it in the skills block of every request.
 	Description string
 	// Meta holds the front matter's other keys as YAML decoded them
 	// (license, allowed-tools, metadata, ...), every mapping as a
-	// map[string]any; nil when there are none. It is shared by the
-	// Skills of a Set: do not change it.
+	// map[string]any; nil when there are none. Meta and Files are shared
+	// by the copies a Set returns: do not change them.
 	Meta map[string]any
 	// Body is SKILL.md after its front matter: the skill's instructions,
 	// which get_skill returns. It is read once, by Load.
@@ -121,8 +124,8 @@ func WithSelector(f func(ctx context.Context, sessionID string) []string) Option
 // fsys when the model asks for them, so fsys must stay usable as long as
 // the Set is.
 //
-// Load returns an error only when fsys's root cannot be read. With no
-// skill found, the Set is empty.
+// Load returns an error only when fsys's root cannot be read (LoadDir: when
+// the folder cannot be opened). With no skill found, the Set is empty.
 func Load(fsys fs.FS, opts ...Option) (*Set, error) {
 	return load(func() (fs.FS, func() error, error) { return fsys, nopClose, nil }, opts)
 }
