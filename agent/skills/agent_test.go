@@ -163,6 +163,7 @@ func TestLayerShapes(t *testing.T) {
 // Agent.Preview shows the block where a run sends it: right after the
 // system prompt.
 func TestPreviewPlacesBlockAfterSystemPrompt(t *testing.T) {
+	leaktest.Check(t)
 	srv := newServer(t)
 	set := testSkills(t)
 	perSession := map[string][]string{"s-beta": {"beta"}}
