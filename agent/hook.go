@@ -46,8 +46,8 @@ const (
 	// always the last, and, in the tool loop, every request that follows a
 	// tool round, whose reply answers with the results unless the model
 	// calls tools again (then it is asked again before the next request).
-	// The first request of the tool loop gets BeforeToolRound only: the
-	// model asked for tools and has no results yet.
+	// The first request of the tool loop does not get it: the model asked
+	// for tools and has no results yet.
 	BeforeFinalAnswer Checkpoint = "before_final_answer"
 )
 
@@ -70,7 +70,8 @@ type Injection struct {
 	// Persistent keeps the injection in the conversation: it stays in the
 	// requests of the rest of the run, and it is one of the turn's
 	// messages ([Turn.Messages], the Store) with memory.Message.Hook set,
-	// so that later turns send it too while a host does not show it. An
+	// so that later turns send it too while a host does not show it. A
+	// hook that returns it at every round adds it every round. An
 	// injection that is not persistent goes into the next request only.
 	Persistent bool
 }
