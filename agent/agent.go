@@ -147,6 +147,10 @@ type Config struct {
 	// blocks that are empty or only white space are left out, and a
 	// layer's error ends the run before its first request.
 	Layers []memory.Layer
+	// Hooks inject prompts into the requests at the checkpoints of each
+	// run (see [Hook] and [Checkpoint]), asked in order; nil means none,
+	// and costs nothing. New refuses a nil Hook.
+	Hooks []Hook
 	// Truncate says how the tool arguments and results of earlier turns are
 	// shortened in requests: the zero value cuts them at
 	// memory.DefaultTruncateLimit characters; tools whose definition says
@@ -177,6 +181,7 @@ type Agent struct {
 	model    *model
 	logger   *slog.Logger
 	layers   []memory.Layer
+	hooks    []Hook
 	truncate memory.TruncateOptions
 }
 
@@ -226,6 +231,9 @@ func New(cfg Config) (*Agent, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if err := checkHooks(cfg.Hooks); err != nil {
+		return nil, err
+	}
 	if cfg.SummarizeAt < 0 {
 		return nil, fmt.Errorf("agent: Config.SummarizeAt is %d, want >= 0", cfg.SummarizeAt)
 	}
@@ -235,6 +243,7 @@ func New(cfg Config) (*Agent, error) {
 		model:  newModel(cfg),
 		logger: logger,
 		layers: slices.Clone(cfg.Layers),
+		hooks:  slices.Clone(cfg.Hooks),
 	}
 	if cfg.Store != nil && cfg.SummarizeAt > 0 {
 		a.layers = append(a.layers, sessionSummaries{memory.SummaryLayer{Store: cfg.Store}})

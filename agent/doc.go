@@ -120,6 +120,16 @@
 // response is read to its end before it is closed, so that the HTTP client
 // can reuse the connection for the next round.
 //
+// # Hooks
+//
+// [Config.Hooks] inject prompts into the requests at the checkpoints of a
+// run ([Checkpoint]: before planning, after planning, before each tool
+// round, after tool results, before the final answer). A temporary
+// injection goes into the next request only; a persistent one stays in the
+// conversation as a message with memory.Message.Hook set, which a host
+// does not show. Package agent/hooks loads hooks from a folder (hooks.json
+// and Markdown bodies).
+//
 // # Testing
 //
 // Package agent/agenttest has a fake model for a host's tests: a server on

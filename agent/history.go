@@ -22,7 +22,8 @@ import (
 //   - reasoning, side messages and warnings are not history.
 //
 // For the chunks of one complete run, History returns the same messages as
-// [Turn.Messages] without the first (the user's), apart from CreatedAt. It
+// [Turn.Messages] without the first (the user's), apart from CreatedAt and
+// the persistent injections of [Config.Hooks], which are not chunks. It
 // lets a host that logs chunks (such as the CLI's -json output) rebuild the
 // conversation, and its result is always valid history.
 func History(chunks []Chunk) []memory.Message {

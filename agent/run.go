@@ -104,8 +104,9 @@ func (a *Agent) Run(ctx context.Context, in Input) iter.Seq2[Chunk, error] {
 }
 
 // Messages returns the messages the turn added to the conversation so far:
-// the user message, assistant messages (raw text, with tool calls) and tool
-// messages. It is always valid history (every tool call has its tool
+// the user message, assistant messages (raw text, with tool calls), tool
+// messages and the persistent injections of Config.Hooks (system or user
+// messages with Hook set, where they were injected). It is always valid history (every tool call has its tool
 // message) once the run has ended, however it ended. A run that ended
 // before its first model request (its context was already done, or the
 // Store failed) adds nothing. Call it from the goroutine that ranges over Run
@@ -179,6 +180,8 @@ type run struct {
 
 	prefix    []memory.Message // system prompt and layer blocks
 	working   []memory.Message // what the model sees: history, user, this turn, [continue]
+	temp      []memory.Message // the temporary hook injections of the next request
+	intent    Intent           // the planning round's, once known
 	parser    *stream.Parser
 	acc       stream.Accumulator
 	round     int
@@ -351,6 +354,7 @@ func (r *run) planningRound() (skipTools, ok bool) {
 	if det.Found {
 		in = Intent(det.Intent)
 	}
+	r.intent = in
 	// The reply is recorded before its round_end is yielded: a consumer
 	// that stops at round_end has seen all of it.
 	if res.raw != "" {
@@ -394,19 +398,24 @@ func (r *run) endRound(res roundResult, in Intent) bool {
 // that a turn with in would send, as the model would receive them: the
 // system prompt and the blocks of the context layers, the conversation so
 // far made valid ([memory.Repair]) with old tool traffic shortened
-// ([Config.Truncate]), the new user message and the planning prompt (none when [Config.DisablePlanning] is set), laid
-// out as [Config.RequestShape] says. It is the same assembly a run uses,
-// for a host that shows what the model will see or counts its tokens.
+// ([Config.Truncate]), the new user message, the injections of
+// [Config.Hooks] at the first request's checkpoints and the planning
+// prompt (none when [Config.DisablePlanning] is set), laid out as
+// [Config.RequestShape] says. It is the same assembly a run uses, for a
+// host that shows what the model will see or counts its tokens.
 //
 // Preview changes nothing and sends nothing: it reads the session from the
 // Store (a session that does not exist has no history and is not created)
-// and asks the layers for their blocks, as a run does. Its errors are
-// those a run would end with before its first request.
+// and asks the layers and the hooks, as a run does (a hook that fails is
+// left out, where a run would warn). Its errors are those a run would end
+// with before its first request.
 func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error) {
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	r := &run{t: &Turn{a: a, in: in}, a: a, ctx: ctx, tools: a.cfg.Tools.tools()}
+	// A hook's warning has nowhere to go: it is dropped (and logged).
+	discard := func(Chunk, error) bool { return true }
+	r := &run{t: &Turn{a: a, in: in}, a: a, ctx: ctx, yield: discard, tools: a.cfg.Tools.tools()}
 	history, err := r.load(false)
 	if err != nil {
 		return nil, err
@@ -415,11 +424,13 @@ func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error)
 		return nil, err
 	}
 	r.begin(history, r.userMessage())
+	prompt := a.cfg.PlanningPrompt
 	if a.cfg.DisablePlanning {
 		r.stripTags()
-		return r.requestMessages(""), nil
+		r.round, prompt = 1, ""
 	}
-	return r.requestMessages(a.cfg.PlanningPrompt), nil
+	r.hooksBefore(a.cfg.DisablePlanning)
+	return r.requestMessages(prompt), nil
 }
 
 // check reports whether the input can be sent: its images are valid.
@@ -523,9 +534,13 @@ type roundResult struct {
 // when the run is over (consumer gone, interrupted or failed); then it has
 // already recorded what arrived and yielded what ends the run.
 func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bool) {
+	if !r.hooksBefore(withTools) {
+		return res, false
+	}
 	r.parser.Reset()
 	r.acc.Reset()
 	req := request{messages: r.requestMessages(prompt), settings: r.settings}
+	r.temp = nil // sent once
 	if r.round == 0 {
 		req.settings.ResponseFormat = nil // the planning round answers in words
 	}
@@ -677,12 +692,12 @@ func (r *run) contextPrefix() ([]memory.Message, error) {
 }
 
 // requestMessages returns the messages of the next request: the prefix, the
-// working list and the temporary prompt, laid out as Config.RequestShape
-// says. Assistant messages with neither text nor tool calls (a reply that
+// working list, the temporary hook injections and the temporary prompt,
+// laid out as Config.RequestShape says. Assistant messages with neither text nor tool calls (a reply that
 // was only a tag, once stripped) are left out: strict providers refuse
 // them.
 func (r *run) requestMessages(prompt string) []memory.Message {
-	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.working)+1)
+	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.working)+len(r.temp)+1)
 	msgs = append(msgs, r.prefix...)
 	for _, m := range r.working {
 		if m.Role == memory.RoleAssistant && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) == "" {
@@ -690,6 +705,7 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 		}
 		msgs = append(msgs, m)
 	}
+	msgs = append(msgs, r.temp...)
 	if r.a.cfg.RequestShape == ShapeStrict {
 		if prompt != "" {
 			// The instruction goes with the last user message (msgs holds
