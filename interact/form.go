@@ -90,16 +90,27 @@ type Answers map[string]Answer
 type Answer []string
 
 // UnmarshalJSON accepts a JSON string (an answer of one string) or an array
-// of strings.
+// of strings. null leaves a unchanged, as encoding/json does: a null answer
+// in [Answers] is no answer.
 func (a *Answer) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
 		*a = Answer{s}
 		return nil
 	}
-	var list []string
-	if err := json.Unmarshal(b, &list); err != nil || list == nil {
-		return errors.New("an answer is a string or an array of strings")
+	errShape := errors.New("an answer is a string or an array of strings")
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
+		return errShape
+	}
+	list := make(Answer, len(raw))
+	for i, r := range raw {
+		if len(r) == 0 || r[0] != '"' || json.Unmarshal(r, &list[i]) != nil {
+			return errShape
+		}
 	}
 	*a = list
 	return nil
