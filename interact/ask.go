@@ -33,7 +33,7 @@ var askSchema = map[string]any{
 					"question": map[string]any{"type": "string", "description": "The question."},
 					"kind": map[string]any{
 						"type":        "string",
-						"enum":        []any{string(KindText), string(KindSingle), string(KindMultiple)},
+						"enum":        []string{string(KindText), string(KindSingle), string(KindMultiple)},
 						"description": "text: free text; single: exactly one of the options; multiple: any number of the options.",
 					},
 					"options": map[string]any{
@@ -43,12 +43,12 @@ var askSchema = map[string]any{
 						"description": "The choices of a single or multiple question (distinct); none for text.",
 					},
 				},
-				"required":             []any{"question", "kind"},
+				"required":             []string{"question", "kind"},
 				"additionalProperties": false,
 			},
 		},
 	},
-	"required":             []any{"questions"},
+	"required":             []string{"questions"},
 	"additionalProperties": false,
 }
 

@@ -70,12 +70,12 @@ var cardSchema = map[string]any{
 					"name":  map[string]any{"type": "string"},
 					"value": map[string]any{"type": "string"},
 				},
-				"required":             []any{"name", "value"},
+				"required":             []string{"name", "value"},
 				"additionalProperties": false,
 			},
 		},
 	},
-	"required":             []any{"title", "body"},
+	"required":             []string{"title", "body"},
 	"additionalProperties": false,
 }
 
