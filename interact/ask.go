@@ -97,9 +97,9 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 // that do not make a form (see [ErrInvalidForm]) and a run without
 // agent.Input.SessionID are errors for the model too, and show no form.
 //
-// A call whose side message was not asked for (a host that runs the tool
-// itself) or failed registers its form when it starts, so it can still be
-// answered; a front end finds it with [Forms.Pending].
+// A call whose side message failed (no side chunk was yielded) registers
+// its form when it starts, so that it can still be answered: a front end
+// finds it with [Forms.Pending].
 func AskUserQuestion(f *Forms) agent.Tool { return askTool{f} }
 
 type askTool struct{ forms *Forms }

@@ -470,3 +470,30 @@ func TestResultText(t *testing.T) {
 		{"id":"seat","question":"Seat?","answer":"aisle"},
 		{"id":"meals","question":"Meals?","answer":[]}]}`, got)
 }
+
+// BenchmarkFormRoundTrip: one form registered, answered, taken and waited
+// for, as one ask_user_question call does.
+func BenchmarkFormRoundTrip(b *testing.B) {
+	f, err := NewForms(FormsConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	qs, err := checkQuestions(testQuestions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		e := f.register(ctx, "s1", "s1\x00call_1", "call_1", FormRequest{Questions: qs}, true)
+		if ok, err := f.Answer("s1", e.req.FormID, testAnswers); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if _, err := f.wait(ctx, f.take("s1\x00call_1")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if f.Len() != 0 {
+		b.Fatal("forms left")
+	}
+}
