@@ -51,5 +51,6 @@
 // [GetWeather] (fake, deterministic), [GetTime] (real clock, any IANA
 // zone), [RunCommand] (a real sh -c command in its own process group, its
 // output streamed line by line, needs approval) and [ShowCard] (a silent
-// display that skips approval). [Tools] returns all four.
+// display that skips approval, [interact.ShowCard]: its card comes as a side
+// message). [Tools] returns all four.
 package demo

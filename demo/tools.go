@@ -12,6 +12,7 @@ import (
 	_ "time/tzdata" // get_time must know every zone on a machine without zoneinfo
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/interact"
 )
 
 // Tools returns the demo tools: get_weather, get_time, run_command (with
@@ -125,28 +126,8 @@ func getTime(now func() time.Time) agent.Tool {
 }
 
 // ShowCard returns the show_card tool: a silent display of a card with a
-// title and a body. The host shows the card from the call's arguments; the
-// tool only confirms. It skips approval: it changes nothing.
-func ShowCard() agent.Tool {
-	return agent.FuncTool{
-		Def: agent.ToolDefinition{
-			Name:         "show_card",
-			Description:  "Show the user a card with a title and a body. Changes nothing.",
-			Parameters:   objectSchema("title", "Card title.", "body", "Card text."),
-			SkipApproval: true,
-		},
-		Fn: func(_ context.Context, args json.RawMessage, _ agent.Progress) (string, error) {
-			var a struct {
-				Title string `json:"title"`
-				Body  string `json:"body"`
-			}
-			if err := decodeArgs(args, &a); err != nil {
-				return "", err
-			}
-			if strings.TrimSpace(a.Title) == "" {
-				return "", errors.New("title is required")
-			}
-			return fmt.Sprintf("card %q shown to the user", a.Title), nil
-		},
-	}
-}
+// title, a body, and optionally an image and name and value fields. It is
+// [interact.ShowCard]: its side message, yielded right after the call's
+// executing chunk, is the [interact.Card] to show; the tool only confirms.
+// It skips approval: it changes nothing.
+func ShowCard() agent.Tool { return interact.ShowCard() }

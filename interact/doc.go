@@ -1,0 +1,27 @@
+// Package interact has the tools through which a model talks to the user
+// beside its reply: ask_user_question, which shows a form and waits for the
+// answers, and show_card, which shows a card. Both skip approval (one is the
+// user's interaction itself, the other changes nothing) and announce what
+// to show as a side message, which the agent yields as a side chunk right
+// after the call's executing chunk (see agent.SideMessenger):
+//
+//	{"kind":"side","round":1,"tool":{"id":"call_2","name":"ask_user_question"},
+//	 "side":{"type":"form_request","form_id":"5f0c…","questions":[{"id":"q1","question":"Which city?","kind":"text"}]}}
+//	{"kind":"side","round":1,"tool":{"id":"call_3","name":"show_card"},
+//	 "side":{"type":"card","title":"Paris","body":"Sunny all week."}}
+//
+// A host tells them apart by the side's type (in Go, Chunk.Side holds a
+// [FormRequest] or a [Card] value).
+//
+// # Forms
+//
+// [Forms] is the service behind ask_user_question, built like
+// approval.Manager: a form is registered before its form_request chunk is
+// yielded, so answers given at any moment after the chunk is seen, even
+// before the call starts to wait, are kept; the first valid answer wins;
+// only the run's session may answer; [Forms.CancelSession] ends a session's
+// forms; nothing stays registered after a run. A host answers with
+// [Forms.Answer], from its range loop (a terminal asks the questions there)
+// or through the handler of [Forms.AnswerHandler] (a browser), which needs
+// an approval.HandlerConfig whose Authorize checks who is asking.
+package interact

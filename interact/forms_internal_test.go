@@ -1,0 +1,499 @@
+package interact
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/internal/leaktest"
+)
+
+var testQuestions = []Question{
+	{ID: "name", Question: "Your name?", Kind: KindText},
+	{ID: "seat", Question: "Seat?", Kind: KindSingle, Options: []string{"window", "aisle"}},
+	{ID: "meals", Question: "Meals?", Kind: KindMultiple, Options: []string{"veg", "fish", "meat"}},
+}
+
+var testAnswers = Answers{"name": {"Ada"}, "seat": {"window"}, "meals": {"veg", "fish"}}
+
+func newForms(t *testing.T, timeout time.Duration) *Forms {
+	t.Helper()
+	f, err := NewForms(FormsConfig{Timeout: timeout})
+	require.NoError(t, err)
+	return f
+}
+
+// open registers a form as ask_user_question's side message does, for the
+// call callID of session.
+func open(t *testing.T, ctx context.Context, f *Forms, session, callID string) *form {
+	t.Helper()
+	qs, err := checkQuestions(testQuestions)
+	require.NoError(t, err)
+	return f.register(ctx, session, session+"\x00"+callID, callID, FormRequest{Title: "Trip", Questions: qs}, true)
+}
+
+// takeAndWait does what ask_user_question's Execute does with a registered
+// form.
+func takeAndWait(ctx context.Context, f *Forms, session, callID string) (Answers, error) {
+	e := f.take(session + "\x00" + callID)
+	if e == nil {
+		return nil, errors.New("no form registered for the call")
+	}
+	return f.wait(ctx, e)
+}
+
+func TestNewFormsRefusesNegativeTimeout(t *testing.T) {
+	_, err := NewForms(FormsConfig{Timeout: -time.Second})
+	require.Error(t, err)
+	f := newForms(t, 0)
+	assert.Equal(t, DefaultTimeout, f.Timeout())
+}
+
+// TestAnswerBeforeWait: answers given as soon as the form_request is seen,
+// before the call waits, are what the call gets.
+func TestAnswerBeforeWait(t *testing.T) {
+	leaktest.Check(t)
+	f := newForms(t, time.Minute)
+	e := open(t, t.Context(), f, "s1", "call_1")
+	assert.Equal(t, TypeFormRequest, e.req.Type)
+	assert.Len(t, e.req.FormID, 32)
+
+	ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, 1, f.Len(), "answered, not yet taken")
+	assert.Empty(t, f.Pending("s1"), "answered forms are not pending")
+
+	got, err := takeAndWait(t.Context(), f, "s1", "call_1")
+	require.NoError(t, err)
+	assert.Equal(t, testAnswers, got)
+	assert.Zero(t, f.Len())
+}
+
+// TestAnswerDuringWait: answers given while the call waits wake it.
+func TestAnswerDuringWait(t *testing.T) {
+	leaktest.Check(t)
+	f := newForms(t, time.Minute)
+	e := open(t, t.Context(), f, "s1", "call_1")
+	done := make(chan error, 1)
+	var got Answers
+	go func() {
+		var err error
+		got, err = takeAndWait(t.Context(), f, "s1", "call_1")
+		done <- err
+	}()
+	ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, <-done)
+	assert.Equal(t, testAnswers, got)
+	assert.Zero(t, f.Len())
+}
+
+// TestFirstAnswerWins: a second answer changes nothing and says the form
+// was not open.
+func TestFirstAnswerWins(t *testing.T) {
+	f := newForms(t, time.Minute)
+	e := open(t, t.Context(), f, "s1", "call_1")
+	ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+	require.NoError(t, err)
+	require.True(t, ok)
+	second := Answers{"name": {"Bob"}, "seat": {"aisle"}, "meals": {}}
+	ok, err = f.Answer("s1", e.req.FormID, second)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	got, err := takeAndWait(t.Context(), f, "s1", "call_1")
+	require.NoError(t, err)
+	assert.Equal(t, testAnswers, got)
+
+	ok, err = f.Answer("s1", e.req.FormID, second)
+	assert.NoError(t, err)
+	assert.False(t, ok, "a form whose call took its answers is stale")
+	ok, err = f.Answer("s1", "no-such-form", testAnswers)
+	assert.NoError(t, err)
+	assert.False(t, ok)
+}
+
+// TestAnswerFromAnotherSession: another session cannot answer a form, and
+// the form stays open for its own.
+func TestAnswerFromAnotherSession(t *testing.T) {
+	f := newForms(t, time.Minute)
+	e := open(t, t.Context(), f, "alice", "call_1")
+	ok, err := f.Answer("mallory", e.req.FormID, testAnswers)
+	assert.ErrorIs(t, err, ErrWrongSession)
+	assert.False(t, ok)
+	assert.Len(t, f.Pending("alice"), 1)
+	assert.Empty(t, f.Pending("mallory"))
+
+	ok, err = f.Answer("alice", e.req.FormID, testAnswers)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
+// TestInvalidAnswersKeepTheFormOpen: answers that do not fit the questions
+// are refused with a message that names what is wrong; the form can still
+// be answered.
+func TestInvalidAnswersKeepTheFormOpen(t *testing.T) {
+	f := newForms(t, time.Minute)
+	e := open(t, t.Context(), f, "s1", "call_1")
+	with := func(id string, a Answer) Answers {
+		out := Answers{}
+		for k, v := range testAnswers {
+			out[k] = v
+		}
+		if a == nil {
+			delete(out, id)
+		} else {
+			out[id] = a
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		answers Answers
+		want    string
+	}{
+		{"nil", nil, "no answers"},
+		{"missing", with("seat", nil), `question "seat": no answer`},
+		{"unknown id", func() Answers { a := with("x", Answer{"?"}); return a }(), `no question has the id "x"`},
+		{"two texts", with("name", Answer{"a", "b"}), "want one text, got 2"},
+		{"text too long", with("name", Answer{string(make([]byte, MaxTextAnswer+1))}), "longer than"},
+		{"text not UTF-8", with("name", Answer{"\xff"}), "not valid UTF-8"},
+		{"single not an option", with("seat", Answer{"roof"}), `"roof" is not one of its options`},
+		{"single two options", with("seat", Answer{"window", "aisle"}), "want one option, got 2"},
+		{"single none", with("seat", Answer{}), "want one option, got 0"},
+		{"multiple not an option", with("meals", Answer{"veg", "cake"}), `"cake" is not one of its options`},
+		{"multiple twice", with("meals", Answer{"veg", "veg"}), `option "veg" chosen twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, err := f.Answer("s1", e.req.FormID, tc.answers)
+			require.ErrorIs(t, err, ErrInvalidAnswers)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.False(t, ok)
+			assert.Len(t, f.Pending("s1"), 1, "the form stays open")
+		})
+	}
+	ok, err := f.Answer("s1", e.req.FormID, with("meals", Answer{}))
+	require.NoError(t, err, "no option of a multiple choice is an answer")
+	assert.True(t, ok)
+}
+
+// TestCancelSession: cancelling a session ends its forms, waited for or
+// not yet, and no other session's.
+func TestCancelSession(t *testing.T) {
+	leaktest.Check(t)
+	f := newForms(t, time.Minute)
+	open(t, t.Context(), f, "s1", "call_1") // not waited for yet
+	open(t, t.Context(), f, "s1", "call_2") // waited for below
+	other := open(t, t.Context(), f, "s2", "call_1")
+	answered := open(t, t.Context(), f, "s1", "call_3")
+	_, err := f.Answer("s1", answered.req.FormID, testAnswers)
+	require.NoError(t, err)
+
+	waited := make(chan error, 1)
+	e2 := f.take("s1\x00call_2")
+	require.NotNil(t, e2)
+	go func() {
+		_, err := f.wait(t.Context(), e2)
+		waited <- err
+	}()
+
+	assert.Equal(t, 2, f.CancelSession("s1"))
+	assert.ErrorIs(t, <-waited, ErrCancelled)
+	_, err = takeAndWait(t.Context(), f, "s1", "call_1")
+	assert.ErrorIs(t, err, ErrCancelled)
+	assert.Equal(t, "the form was cancelled before the user answered", err.Error())
+	got, err := takeAndWait(t.Context(), f, "s1", "call_3")
+	require.NoError(t, err, "an answered form keeps its answers")
+	assert.Equal(t, testAnswers, got)
+
+	assert.Len(t, f.Pending("s2"), 1)
+	assert.Zero(t, f.CancelSession("s1"))
+	ok, err := f.Answer("s2", other.req.FormID, testAnswers)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	_, err = takeAndWait(t.Context(), f, "s2", "call_1")
+	require.NoError(t, err)
+	assert.Zero(t, f.Len())
+}
+
+// TestTimeout: a form nobody answers ends after the timeout, counted from
+// the start of the wait, with a message for the model.
+func TestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newForms(t, 5*time.Minute)
+		e := open(t, t.Context(), f, "s1", "call_1")
+		time.Sleep(time.Hour) // registered long ago: the timeout counts from the wait
+		start := time.Now()
+		_, err := takeAndWait(t.Context(), f, "s1", "call_1")
+		assert.ErrorIs(t, err, ErrTimeout)
+		assert.Equal(t, "the user did not answer the form within 5m0s", err.Error())
+		assert.Equal(t, 5*time.Minute, time.Since(start))
+		assert.Zero(t, f.Len())
+		ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+		assert.NoError(t, err)
+		assert.False(t, ok, "a timed out form is stale")
+	})
+}
+
+// TestWaitInterrupted: the wait returns the context's error when it ends,
+// also when it had ended before the wait began.
+func TestWaitInterrupted(t *testing.T) {
+	leaktest.Check(t)
+	f := newForms(t, time.Minute)
+	open(t, t.Context(), f, "s1", "call_1")
+	ctx, cancel := context.WithCancel(t.Context())
+	go cancel()
+	_, err := takeAndWait(ctx, f, "s1", "call_1")
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, f.Len())
+
+	open(t, t.Context(), f, "s1", "call_2")
+	_, err = takeAndWait(ctx, f, "s1", "call_2")
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, f.Len())
+}
+
+// TestUntakenFormEndsWithItsContext: a form whose call never ran (the
+// consumer left after the side chunk) leaves when the run's context ends.
+func TestUntakenFormEndsWithItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newForms(t, time.Minute)
+		ctx, cancel := context.WithCancel(t.Context())
+		e := open(t, ctx, f, "s1", "call_1")
+		answered := open(t, ctx, f, "s1", "call_2")
+		_, err := f.Answer("s1", answered.req.FormID, testAnswers)
+		require.NoError(t, err)
+		assert.Equal(t, 2, f.Len())
+		cancel()
+		synctest.Wait()
+		assert.Zero(t, f.Len())
+		f.mu.Lock()
+		assert.Empty(t, f.byCall)
+		assert.Empty(t, f.bySession)
+		f.mu.Unlock()
+		ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+		assert.NoError(t, err)
+		assert.False(t, ok)
+	})
+}
+
+// TestTakenFormOutlivesNothing: once a call takes its form, the end of the
+// registering context no longer touches it; the wait decides.
+func TestTakenFormIsTheWaitersOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newForms(t, time.Minute)
+		regCtx, cancel := context.WithCancel(t.Context())
+		e := open(t, regCtx, f, "s1", "call_1")
+		got := make(chan Answers, 1)
+		go func() {
+			a, _ := takeAndWait(t.Context(), f, "s1", "call_1")
+			got <- a
+		}()
+		synctest.Wait() // the goroutine waits
+		cancel()
+		synctest.Wait()
+		assert.Len(t, f.Pending("s1"), 1, "the form stays open for its waiter")
+		ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, testAnswers, <-got)
+		assert.Zero(t, f.Len())
+	})
+}
+
+// TestSameCallIDTwice: two forms registered for one call key (a provider
+// that repeats call ids) are taken one each, oldest first.
+func TestSameCallIDTwice(t *testing.T) {
+	f := newForms(t, time.Minute)
+	a := open(t, t.Context(), f, "s1", "call_1")
+	b := open(t, t.Context(), f, "s1", "call_1")
+	assert.Same(t, a, f.take("s1\x00call_1"))
+	assert.Same(t, b, f.take("s1\x00call_1"))
+	assert.Nil(t, f.take("s1\x00call_1"))
+}
+
+func TestPendingListsOpenFormsOldestFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newForms(t, time.Minute)
+		var ids []string
+		for i := range 5 {
+			ids = append(ids, open(t, t.Context(), f, "s1", fmt.Sprint("call_", i)).req.FormID)
+			time.Sleep(time.Second)
+		}
+		_, err := f.Answer("s1", ids[2], testAnswers)
+		require.NoError(t, err)
+		p := f.Pending("s1")
+		require.Len(t, p, 4)
+		for i, want := range []int{0, 1, 3, 4} {
+			assert.Equal(t, ids[want], p[i].FormID)
+			assert.Equal(t, fmt.Sprint("call_", want), p[i].CallID)
+			assert.Equal(t, "s1", p[i].SessionID)
+			assert.Equal(t, "Trip", p[i].Title)
+		}
+		b, err := json.Marshal(p[0])
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		for _, k := range []string{"type", "form_id", "title", "questions", "session_id", "call_id", "created"} {
+			assert.Contains(t, m, k)
+		}
+		f.CancelSession("s1")
+		for i := range 5 {
+			f.take(fmt.Sprint("s1\x00call_", i))
+		}
+	})
+}
+
+// TestFormsConcurrent: many forms of many sessions registered, answered
+// (right and wrong session, twice), cancelled and waited for at once; every
+// wait returns and nothing stays. Run with -race.
+func TestFormsConcurrent(t *testing.T) {
+	leaktest.Check(t)
+	f := newForms(t, time.Minute)
+	const sessions, perSession = 8, 25
+	var wg sync.WaitGroup
+	for s := range sessions {
+		session := fmt.Sprint("s", s)
+		for i := range perSession {
+			call := fmt.Sprint("call_", i)
+			e := open(t, t.Context(), f, session, call)
+			wg.Add(3)
+			go func() {
+				defer wg.Done()
+				a, err := takeAndWait(t.Context(), f, session, call)
+				if err == nil {
+					assert.Equal(t, testAnswers, a)
+				} else {
+					assert.ErrorIs(t, err, ErrCancelled)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				ok, err := f.Answer("intruder", e.req.FormID, testAnswers)
+				assert.False(t, ok)
+				if err != nil { // nil once the form has left
+					assert.ErrorIs(t, err, ErrWrongSession)
+				}
+				f.Answer(session, e.req.FormID, testAnswers)
+				f.Answer(session, e.req.FormID, testAnswers)
+			}()
+			go func() {
+				defer wg.Done()
+				if i%5 == 0 {
+					f.CancelSession(session)
+				}
+				f.Pending(session)
+			}()
+		}
+	}
+	wg.Wait()
+	assert.Zero(t, f.Len())
+	f.mu.Lock()
+	assert.Empty(t, f.byCall)
+	f.mu.Unlock()
+}
+
+func TestCheckQuestions(t *testing.T) {
+	qs, err := checkQuestions([]Question{
+		{Question: "A?", Kind: KindText, Options: []string{}},
+		{ID: "b", Question: "B?", Kind: KindSingle, Options: []string{"x"}},
+		{Question: "C?", Kind: KindMultiple, Options: []string{"x", "y"}},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"q1", "b", "q3"}, []string{qs[0].ID, qs[1].ID, qs[2].ID})
+	assert.Nil(t, qs[0].Options)
+
+	many := make([]Question, MaxQuestions+1)
+	for i := range many {
+		many[i] = Question{Question: "?", Kind: KindText}
+	}
+	manyOptions := make([]string, MaxOptions+1)
+	for i := range manyOptions {
+		manyOptions[i] = fmt.Sprint(i)
+	}
+	for _, tc := range []struct {
+		name string
+		qs   []Question
+		want string
+	}{
+		{"none", nil, "no questions"},
+		{"too many", many, "21 questions, at most 20"},
+		{"no text", []Question{{Question: " ", Kind: KindText}}, "no question text"},
+		{"unknown kind", []Question{{Question: "?", Kind: "essay"}}, `unknown kind "essay"`},
+		{"no kind", []Question{{Question: "?"}}, `unknown kind ""`},
+		{"text with options", []Question{{Question: "?", Kind: KindText, Options: []string{"a"}}}, "a text question has no options"},
+		{"single without options", []Question{{Question: "?", Kind: KindSingle}}, "needs options"},
+		{"too many options", []Question{{Question: "?", Kind: KindMultiple, Options: manyOptions}}, "51 options, at most 50"},
+		{"empty option", []Question{{Question: "?", Kind: KindSingle, Options: []string{"a", ""}}}, "an empty option"},
+		{"option twice", []Question{{Question: "?", Kind: KindSingle, Options: []string{"a", "a"}}}, `option "a" given twice`},
+		{"id twice", []Question{{ID: "q2", Question: "?", Kind: KindText}, {Question: "?", Kind: KindText}}, `question 2 ("q2"): id given twice`},
+		{"long id", []Question{{ID: string(make([]byte, MaxIDLen+1)), Question: "?", Kind: KindText}}, "id longer than 64 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := checkQuestions(tc.qs)
+			require.ErrorIs(t, err, ErrInvalidForm)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestAnswerJSON(t *testing.T) {
+	var a Answers
+	require.NoError(t, json.Unmarshal([]byte(`{"a":"x","b":["y","z"],"c":[]}`), &a))
+	assert.Equal(t, Answers{"a": {"x"}, "b": {"y", "z"}, "c": {}}, a)
+	for _, bad := range []string{`{"a":1}`, `{"a":[1]}`, `{"a":[null]}`, `{"a":{"b":"c"}}`, `{"a":true}`} {
+		assert.Error(t, json.Unmarshal([]byte(bad), &a), bad)
+	}
+	a = nil
+	require.NoError(t, json.Unmarshal([]byte(`{"a":null}`), &a))
+	assert.Nil(t, a["a"], "null is no answer")
+	b, err := json.Marshal(Answers{"a": {"x"}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"a":["x"]}`, string(b))
+}
+
+func TestResultText(t *testing.T) {
+	qs, err := checkQuestions(testQuestions)
+	require.NoError(t, err)
+	got := resultText(qs, Answers{"name": {"Ada \"Lovelace\"\n"}, "seat": {"aisle"}, "meals": {}})
+	assert.JSONEq(t, `{"answers":[
+		{"id":"name","question":"Your name?","answer":"Ada \"Lovelace\"\n"},
+		{"id":"seat","question":"Seat?","answer":"aisle"},
+		{"id":"meals","question":"Meals?","answer":[]}]}`, got)
+}
+
+// BenchmarkFormRoundTrip: one form registered, answered, taken and waited
+// for, as one ask_user_question call does.
+func BenchmarkFormRoundTrip(b *testing.B) {
+	f, err := NewForms(FormsConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	qs, err := checkQuestions(testQuestions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		e := f.register(ctx, "s1", "s1\x00call_1", "call_1", FormRequest{Questions: qs}, true)
+		if ok, err := f.Answer("s1", e.req.FormID, testAnswers); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if _, err := f.wait(ctx, f.take("s1\x00call_1")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if f.Len() != 0 {
+		b.Fatal("forms left")
+	}
+}

@@ -1,0 +1,199 @@
+package interact_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
+	"github.com/planround/planround/memory"
+)
+
+// tripArgs are ask_user_question arguments with one question of each kind.
+const tripArgs = `{"title":"Trip","questions":[` +
+	`{"id":"seat","question":"Seat?","kind":"single","options":["window","aisle"]},` +
+	`{"question":"Your name?","kind":"text"},` +
+	`{"id":"meals","question":"Meals?","kind":"multiple","options":["veg","fish","meat"]}]}`
+
+// tripAnswers answer the form of tripArgs.
+var tripAnswers = interact.Answers{"seat": {"aisle"}, "q2": {"Ada"}, "meals": {"veg", "fish"}}
+
+// tripResult is what the model reads for tripAnswers.
+const tripResult = `{"answers":[` +
+	`{"id":"seat","question":"Seat?","answer":"aisle"},` +
+	`{"id":"q2","question":"Your name?","answer":"Ada"},` +
+	`{"id":"meals","question":"Meals?","answer":["veg","fish"]}]}`
+
+func newServer(t *testing.T) *agenttest.Server {
+	t.Helper()
+	srv := agenttest.NewServer()
+	srv.Enforce(agenttest.CheckArguments | agenttest.CheckEmptyAssistant)
+	t.Cleanup(func() {
+		srv.Client().CloseIdleConnections()
+		srv.Close()
+	})
+	return srv
+}
+
+func newForms(t *testing.T, cfg interact.FormsConfig) *interact.Forms {
+	t.Helper()
+	f, err := interact.NewForms(cfg)
+	require.NoError(t, err)
+	return f
+}
+
+// newAgent returns an agent on srv with tools, approving every call that
+// asks; mut, when not nil, edits the config.
+func newAgent(t *testing.T, srv *agenttest.Server, mut func(*agent.Config), tools ...agent.Tool) *agent.Agent {
+	t.Helper()
+	reg, err := agent.NewToolRegistry(tools...)
+	require.NoError(t, err)
+	cfg := agent.Config{
+		BaseURL:    srv.URL(),
+		HTTPClient: srv.Client(),
+		Model:      "test",
+		Tools:      reg,
+		Approver: agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: true}, nil
+		}),
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	a, err := agent.New(cfg)
+	require.NoError(t, err)
+	return a
+}
+
+// weather is a tool that needs approval and has no side message.
+func weather() agent.Tool {
+	return agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "get_weather", Description: "Weather for a city."},
+		Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) {
+			return "sunny", nil
+		},
+	}
+}
+
+func planNeedTool() agenttest.Response {
+	return agenttest.Reply().Text("Let me ask you. <need_tool>").Finish("stop")
+}
+
+// trace renders chunks compactly: "text", "round_end:1",
+// "tool:executing:ask_user_question", "side:form_request:call_1".
+func trace(chunks []agent.Chunk) []string {
+	var out []string
+	for _, c := range chunks {
+		switch c.Kind {
+		case agent.KindText:
+			if n := len(out); n > 0 && out[n-1] == "text" {
+				continue
+			}
+			out = append(out, "text")
+		case agent.KindRoundEnd:
+			out = append(out, fmt.Sprint("round_end:", c.Round))
+		case agent.KindToolCall:
+			out = append(out, "tool:"+string(c.Tool.State)+":"+c.Tool.Name)
+		case agent.KindToolRejected:
+			out = append(out, "rejected:"+c.Tool.Name+":"+string(c.Tool.Cause))
+		case agent.KindSide:
+			out = append(out, "side:"+sideType(c.Side)+":"+c.Tool.ID)
+		default:
+			out = append(out, c.Kind.String())
+		}
+	}
+	return out
+}
+
+func sideType(side any) string {
+	switch side.(type) {
+	case interact.FormRequest:
+		return interact.TypeFormRequest
+	case interact.Card:
+		return interact.TypeCard
+	}
+	return fmt.Sprintf("%T", side)
+}
+
+// validHistory fails t unless msgs are valid history.
+func validHistory(t *testing.T, msgs []memory.Message) {
+	t.Helper()
+	require.NoError(t, memory.ValidateMessages(msgs))
+	require.Equal(t, msgs, memory.Repair(msgs), "Repair changed the history")
+}
+
+// toolMessages returns the tool messages of the last request, by call id.
+func toolMessages(t *testing.T, srv *agenttest.Server) map[string]string {
+	t.Helper()
+	reqs := srv.Requests()
+	require.NotEmpty(t, reqs)
+	out := map[string]string{}
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if m.Role == "tool" {
+			out[m.ToolCallID] = m.Content
+		}
+	}
+	return out
+}
+
+// ownerConfig is a handler config whose Authorize lets the cookie "owner"
+// act on the sessions owners gives it.
+func ownerConfig(owners map[string]string) approval.HandlerConfig {
+	return approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) error {
+		c, err := r.Cookie("owner")
+		if err != nil {
+			return fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
+		}
+		if owners[sessionID] != c.Value {
+			return fmt.Errorf("session %q is not yours", sessionID)
+		}
+		return nil
+	}}
+}
+
+// answerer is an HTTP server on 127.0.0.1 serving a Forms' answer handler
+// whose Authorize lets the cookie "owner" act on the sessions it owns.
+type answerer struct {
+	srv    *httptest.Server
+	owners map[string]string // session -> owner
+}
+
+func newAnswerer(t *testing.T, f *interact.Forms, owners map[string]string) *answerer {
+	t.Helper()
+	a := &answerer{owners: owners}
+	a.srv = httptest.NewServer(f.AnswerHandler(ownerConfig(owners)))
+	t.Cleanup(func() {
+		a.srv.Client().CloseIdleConnections()
+		a.srv.Close()
+	})
+	return a
+}
+
+// post sends body as owner (no cookie when owner is empty) and returns the
+// status and the decoded answer.
+func (a *answerer) post(t *testing.T, owner string, body any) (int, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequest("POST", a.srv.URL, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if owner != "" {
+		req.AddCookie(&http.Cookie{Name: "owner", Value: owner})
+	}
+	resp, err := a.srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}

@@ -1,0 +1,150 @@
+package interact
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+
+	"github.com/planround/planround/approval"
+)
+
+// AnswerRequest is the JSON body of the handler of [Forms.AnswerHandler]:
+//
+//	{"session_id":"s1","form_id":"5f0c…","answers":{"when":"Friday","seat":"window","meals":["veg"]}}
+type AnswerRequest struct {
+	// SessionID is the session of the run (required).
+	SessionID string `json:"session_id"`
+	// FormID is the form id of the form_request (required).
+	FormID string `json:"form_id"`
+	// Answers are the answers by question id (required); see [Answer] for
+	// their JSON.
+	Answers Answers `json:"answers"`
+}
+
+// errStale is the error text of an answer to a form that is not open.
+const errStale = "form is not open (answered, timed out, cancelled, ended with its run, or lost in a server restart)"
+
+// errNoAuthorize is the answer of a handler whose config has no Authorize.
+const errNoAuthorize = "interact: the handler has no HandlerConfig.Authorize; set one that checks the caller, or approval.AllowAnyCaller for a single-user loopback tool"
+
+// AnswerHandler returns the handler a host mounts at, say, POST
+// /api/form-answer. It decodes an [AnswerRequest], asks cfg.Authorize
+// whether the caller may act on the session (the same check as for the
+// approval handlers: the session id in a body is no credential), gives the
+// answers to [Forms.Answer] and answers with an approval.Response:
+//
+//	200 {"success":true}                   the answers were taken
+//	200 {"success":false,"error":"..."}    the form was not open (a stale
+//	                                       form: disable it)
+//	400 {"success":false,"error":"..."}    malformed JSON, a missing field,
+//	                                       answers that do not fit the
+//	                                       questions (the form stays open)
+//	401, 403 {"success":false,...}         refused by cfg.Authorize; 403 also
+//	                                       when the form belongs to another
+//	                                       session
+//	500 {"success":false,...}              cfg has no Authorize
+//	405, 408, 413, 415                     not POST; the body did not arrive
+//	                                       before the server's read deadline;
+//	                                       body over approval.MaxBodyBytes;
+//	                                       not application/json
+//
+// cfg.AllowAlways means nothing here. Every answer is JSON. The handler sets
+// no deadline of its own: give the http.Server a ReadTimeout. It is safe for
+// concurrent use.
+func (f *Forms) AnswerHandler(cfg approval.HandlerConfig) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cfg.Authorize == nil {
+			writeError(w, http.StatusInternalServerError, errNoAuthorize)
+			return
+		}
+		var req AnswerRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		if req.SessionID == "" {
+			writeError(w, http.StatusBadRequest, "missing session_id")
+			return
+		}
+		if err := cfg.Authorize(r, req.SessionID); err != nil {
+			status := http.StatusForbidden
+			if errors.Is(err, approval.ErrUnauthenticated) {
+				status = http.StatusUnauthorized
+			}
+			writeError(w, status, err.Error())
+			return
+		}
+		switch {
+		case req.FormID == "":
+			writeError(w, http.StatusBadRequest, "missing form_id")
+			return
+		case req.Answers == nil:
+			writeError(w, http.StatusBadRequest, "missing answers")
+			return
+		}
+		open, err := f.Answer(req.SessionID, req.FormID, req.Answers)
+		switch {
+		case errors.Is(err, ErrWrongSession):
+			writeError(w, http.StatusForbidden, err.Error())
+		case err != nil:
+			writeError(w, http.StatusBadRequest, err.Error())
+		case !open:
+			writeJSON(w, http.StatusOK, approval.Response{Error: errStale})
+		default:
+			writeJSON(w, http.StatusOK, approval.Response{Success: true})
+		}
+	})
+}
+
+// decode reads r's JSON body, exactly one JSON value of at most
+// approval.MaxBodyBytes, into v. On failure it writes the error answer and
+// returns false.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed, use POST")
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "the request body must be JSON (Content-Type: application/json)")
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, approval.MaxBodyBytes))
+	err := dec.Decode(v)
+	if err == nil {
+		switch _, terr := dec.Token(); {
+		case terr == io.EOF:
+			return true
+		case errors.As(terr, new(*http.MaxBytesError)):
+			err = terr
+		default:
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, "empty request body")
+	default:
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+	}
+	return false
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, approval.Response{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v approval.Response) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+}
