@@ -182,9 +182,10 @@ type CallInfo struct {
 	Tool string
 	// Round is the tool round of the call.
 	Round int
-	// ApprovalID is the id a [Preparer] gave the call's approval; empty
-	// when none was prepared (an Approver that is not a Preparer, or a tool
-	// that skips approval).
+	// ApprovalID is the approval id of the [Pending] ticket the call's
+	// approval got, as on its approval_required chunk ([ToolCall.ApprovalID]);
+	// empty when the call was not waited for: a tool that skips approval, a
+	// decision taken at once ([Decided]), or a Pending ticket without an id.
 	ApprovalID string
 	// Parent is the call that was running where this call's run started,
 	// when a tool runs an agent itself (a sub-agent): its ctx carries the
