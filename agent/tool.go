@@ -193,6 +193,22 @@ type CallInfo struct {
 	Parent *CallInfo
 }
 
+// Conversation returns the key of the conversation the call belongs to,
+// for a tool that keeps state per conversation (a browser, a shell, a
+// working directory): SessionID for a call of the host's run; for a call of
+// a nested run (Parent set, as for a sub-agent's calls), SessionID followed
+// by the ids of the calls that started the nested runs, outermost first,
+// each after a "/" ("s1/call_1/call_7"), so that a sub-agent never works in
+// the user's state, nor in another sub-agent run's. It is empty for a call
+// of a run without a session id. A tool releases the state of a
+// sub-agent's conversation with [AfterSubAgent].
+func (c CallInfo) Conversation() string {
+	if c.SessionID == "" || c.Parent == nil {
+		return c.SessionID
+	}
+	return c.Parent.Conversation() + "/" + c.Parent.CallID
+}
+
 type callKey struct{}
 
 // CallFromContext returns the tool call whose [Tool.Execute] or
