@@ -56,6 +56,8 @@ func WithMaxDepth(n int) SubAgentOption {
 // so that an approval inside a later call is shown while an earlier call
 // still runs; the calling run's own chunks keep their call order. None of
 // them is history: the calling run records only the call and its result.
+// The nested run's token usage is on its own round_end chunks;
+// [Turn.Usage] counts the calling run's requests only.
 //
 // # Approval
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -779,4 +780,31 @@ func TestNewSubAgentRefuses(t *testing.T) {
 	assert.Equal(t, "Runs the sub-agent research on a task and returns its answer.", def.Description)
 	assert.False(t, def.SkipApproval)
 	assert.Equal(t, []any{"task"}, def.Parameters["required"])
+}
+
+// The arguments come from the model: whatever they are, Execute answers
+// with a result or an error, and never panics.
+func FuzzSubAgentArguments(f *testing.F) {
+	for _, s := range []string{`{"task":"weather?"}`, `{}`, `{"task":1}`, `null`, `[`, `{"task":"   "}`, `{"task":"\u0000"}`, `{"task":"x","more":true}`} {
+		f.Add([]byte(s))
+	}
+	model := agenttest.RespondFunc(func(*agenttest.Request) agenttest.Response {
+		return agenttest.Reply().Text("ok").Finish("stop")
+	})
+	sub, err := agent.NewSubAgent("research", "", agent.Config{
+		BaseURL:         "http://model.invalid/v1",
+		HTTPClient:      &http.Client{Transport: model},
+		Model:           "m",
+		DisablePlanning: true,
+	})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, args []byte) {
+		out, err := sub.Execute(context.Background(), args, nil)
+		if err == nil && out != "ok" {
+			t.Fatalf("result %q without error", out)
+		}
+		if err != nil && out != "" {
+			t.Fatalf("result %q with error %v", out, err)
+		}
+	})
 }
