@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
 )
 
@@ -419,4 +421,76 @@ func FuzzImportEndpoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDeleteEndsPerConversationMCP: deleting a session ends its instance of
+// a per_conversation MCP server; another session's instance runs on.
+func TestDeleteEndsPerConversationMCP(t *testing.T) {
+	leaktest.Check(t)
+	bin := stdioServer(t)
+	h := newMCPHarness(t, toolModel(t, toolCall{"pid", `{}`}),
+		mcpclient.ServerConfig{Name: "sandbox", Command: bin, Isolation: mcpclient.IsolationPerConversation,
+			DisabledTools: only("pid"), SkipApproval: true},
+	)
+	instance := func(session string) int {
+		t.Helper()
+		ev, _ := h.openEvents(t, session)
+		defer ev.close()
+		h.chat(t, session, "which process are you?")
+		done, chunks := ev.runDone(t)
+		require.Equal(t, "finished", done.Status, "%+v", done)
+		for _, c := range chunks {
+			if c.Kind == agent.KindToolCall && c.Tool.Name == "pid" && c.Tool.State == agent.StateResult {
+				pid, err := strconv.Atoi(strings.TrimSpace(c.Tool.Result))
+				require.NoError(t, err, c.Tool.Result)
+				return pid
+			}
+		}
+		t.Fatal("no pid result")
+		return 0
+	}
+	s1, s2 := h.newSession(t), h.newSession(t)
+	p1, p2 := instance(s1), instance(s2)
+	require.NotEqual(t, p1, p2)
+	require.True(t, alive(p1))
+
+	status, out := h.post(t, "/api/sessions/delete", mustString(map[string]string{"session_id": s1}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	gone(t, p1, "the deleted session's MCP server")
+	assert.True(t, alive(p2), "another session's instance runs on")
+	assert.Equal(t, p2, instance(s2))
+}
+
+// TestSessionEndpointsRefuseCrossSite: a page of another site cannot
+// rename, delete or import through the user's browser (CSRF), and a GET of
+// the export from another site carries no owner cookie (SameSite=Strict):
+// the server sees no owner.
+func TestSessionEndpointsRefuseCrossSite(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	s := h.newSession(t)
+	h.converse(t, s, "Hello!")
+	doc, err := memory.Export(t.Context(), h.srv.store, s)
+	require.NoError(t, err)
+	for _, tc := range []struct{ path, body string }{
+		{"/api/sessions/rename", mustString(map[string]string{"session_id": s, "title": "pwned"})},
+		{"/api/sessions/delete", mustString(map[string]string{"session_id": s})},
+		{"/api/sessions/import", string(doc)},
+	} {
+		for _, hdr := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "http://evil.example"}} {
+			req, err := http.NewRequest(http.MethodPost, h.ts.URL+tc.path, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := h.client.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "POST %s with %v", tc.path, hdr)
+		}
+	}
+	list := listSessions(t, h.client, h.ts.URL)
+	assert.Equal(t, []string{s}, ids(list), "nothing deleted, nothing imported")
+	assert.Equal(t, "Hello!", list[0].Title, "nothing renamed")
 }
