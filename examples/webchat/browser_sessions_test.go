@@ -157,7 +157,8 @@ func TestBrowserSessions(t *testing.T) {
 
 	// 6. Import: the file chosen, a new conversation opened.
 	p.setFiles("#import-file", file)
-	p.waitFor("the imported conversation", items+`.length === 3 && `+currentItem+`?.dataset.sessionId !== `+jsString(first))
+	p.waitFor("the imported conversation", items+`.length === 3 && `+currentItem+`?.dataset.sessionId !== `+jsString(first)+` && `+
+		currentItem+`.querySelector('.title').textContent === 'Greetings'`)
 	imported := p.currentSession()
 	assert.Equal(t, sessionOwner(first), sessionOwner(imported), "this browser's")
 	assert.Equal(t, sidebarList{Titles: []string{"Greetings", "Greetings", "Tell me about <b>Go</b>"}, IDs: []string{imported, first, second}, Current: imported}, p.sidebar(),

@@ -985,6 +985,8 @@
     }
     status('Imported ' + file.name);
     if (narrow.matches) setSidebar('auto');
+    // Listed at once, until the list comes back from the server.
+    st.sessions.unshift({ id: res.data.session_id, title: res.data.title || '', updated_at: new Date().toISOString() });
     await openSession(res.data.session_id);
     loadSessions();
   }
