@@ -20,8 +20,10 @@ import (
 // Each browser holds an owner secret: 256 random bits in an HttpOnly,
 // SameSite=Strict cookie that the server sets with the page. A session id
 // starts with the owner's tag, a hash of that secret, and every endpoint
-// that names a session (chat, events, history, tool-approve, interrupt)
-// checks that the tag is the one of the request's cookie. So a session
+// that names a session (chat, events, history, tool-approve, interrupt,
+// rename, delete, export) checks that the tag is the one of the request's
+// cookie; the session list shows the sessions with the request's tag, and
+// an import gets a new id with it. So a session
 // belongs to the browser that opened it, across server restarts, and the
 // server keeps no list of owners. Anyone who reaches the port can get a
 // cookie of their own, which opens sessions of their own only; a server
@@ -140,9 +142,15 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
 		return
 	}
+	writeJSON(w, http.StatusOK, apiResponse{Success: true, SessionID: newSessionID(tag)})
+}
+
+// newSessionID returns a new session id of the browser with owner tag
+// tag: the tag, "-", and 64 random bits in hex.
+func newSessionID(tag string) string {
 	var b [8]byte
 	rand.Read(b[:])
-	writeJSON(w, http.StatusOK, apiResponse{Success: true, SessionID: tag + "-" + hex.EncodeToString(b[:])})
+	return tag + "-" + hex.EncodeToString(b[:])
 }
 
 // requireToken lets through only the requests that carry token: in the

@@ -238,7 +238,7 @@ func TestBodiesMustBeJSON(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
 	s := h.newSession(t)
-	for _, path := range []string{"/api/chat", "/api/sessions", "/api/tool-approve", "/api/interrupt"} {
+	for _, path := range []string{"/api/chat", "/api/sessions", "/api/tool-approve", "/api/interrupt", "/api/sessions/rename", "/api/sessions/delete", "/api/sessions/import"} {
 		for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", ""} {
 			req, err := http.NewRequest(http.MethodPost, h.ts.URL+path, strings.NewReader(mustString(map[string]string{"session_id": s, "message": "hi"})))
 			require.NoError(t, err)

@@ -415,3 +415,43 @@ func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// emulateColorScheme makes the page's prefers-color-scheme media feature
+// say scheme ("light" or "dark"), as a system setting would.
+func (p *page) emulateColorScheme(scheme string) {
+	p.b.t.Helper()
+	p.must("Emulation.setEmulatedMedia", map[string]any{
+		"features": []map[string]string{{"name": "prefers-color-scheme", "value": scheme}},
+	})
+}
+
+// addInitScript runs source in every document the page loads from now on,
+// before the document's own scripts.
+func (p *page) addInitScript(source string) {
+	p.b.t.Helper()
+	p.must("Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": source})
+}
+
+// setFiles chooses files in the file input selector names, as a user
+// picking them would: its input and change events fire.
+func (p *page) setFiles(selector string, files ...string) {
+	p.b.t.Helper()
+	res := p.must("Runtime.evaluate", map[string]any{"expression": "document.querySelector(" + jsString(selector) + ")"})
+	var r struct {
+		Result struct {
+			ObjectID string `json:"objectId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil || r.Result.ObjectID == "" {
+		p.b.t.Fatalf("no element %s (%v)", selector, err)
+	}
+	p.must("DOM.setFileInputFiles", map[string]any{"files": files, "objectId": r.Result.ObjectID})
+}
+
+// allowDownloads saves the browser's downloads into dir.
+func (b *browser) allowDownloads(dir string) {
+	b.t.Helper()
+	if _, err := b.call("", "Browser.setDownloadBehavior", map[string]any{"behavior": "allow", "downloadPath": dir}); err != nil {
+		b.t.Fatal(err)
+	}
+}

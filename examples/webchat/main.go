@@ -1,6 +1,10 @@
 // Command webchat is a web chat built on planround: a server and a browser
 // page that show the whole protocol — streamed text per round, reasoning,
-// tool cards with approval, live tool output, side messages, interruption.
+// tool cards with approval, live tool output, side messages, interruption —
+// beside the browser's conversations (open, rename, delete, export as JSON,
+// import). The page follows the system's light or dark theme, and can read
+// the replies the model flags for voice aloud (a toggle in the header, off
+// until turned on).
 //
 //	go run ./examples/webchat                 # http://127.0.0.1:8080
 //	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db
@@ -44,19 +48,34 @@
 // Each conversation belongs to the browser that opened it: the page gets
 // an owner secret in an HttpOnly, SameSite=Strict cookie, session ids begin
 // with a hash of that secret, and every endpoint that names a session
-// answers 401 without the cookie and 403 with another browser's. At most
-// 32 runs are active at once (503 beyond), at most 4 of one browser (429),
-// and a request body must arrive within 10 s (408).
+// answers 401 without the cookie and 403 with another browser's. The
+// session list shows a browser its own sessions only, and an import always
+// becomes a new session of the importing browser. At most 32 runs are
+// active at once (503 beyond), at most 4 of one browser (429), and a
+// request body must arrive within 10 s (408).
 //
 // # HTTP API
 //
 //	GET  /                         the page (sets the owner cookie)
 //	POST /api/sessions             {} gives a new session id: {session_id}
+//	GET  /api/sessions             this browser's stored sessions, most
+//	                               recent first: [{id, title?, created_at,
+//	                               updated_at, busy?}]
+//	POST /api/sessions/rename      {session_id, title}
+//	POST /api/sessions/delete      {session_id}; 409 while a run is active
+//	GET  /api/sessions/export?session_id=
+//	                               the session as a memory.Export document,
+//	                               a download
+//	POST /api/sessions/import      a session export as the body (at most
+//	                               32 MiB): a new session of this browser,
+//	                               {session_id, title}
 //	GET  /api/events?session_id=   Server-Sent Events: hello, the pending
 //	                               approvals, then every chunk (data: the
 //	                               chunk's JSON) between run_started and
-//	                               run_done {status, reason?, cause?, error?}
-//	POST /api/chat                 {session_id, message} starts a run: 202, 409 if busy
+//	                               run_done {status, reason?, cause?, error?};
+//	                               session_deleted when it is deleted
+//	POST /api/chat                 {session_id, message} starts a run: 202, 409 if busy;
+//	                               the first one stores the session, titled after it
 //	POST /api/tool-approve         {session_id, approval_id, approved, reason?, scope?}
 //	POST /api/interrupt            {session_id}
 //	GET  /api/history?session_id=  the stored messages

@@ -92,6 +92,10 @@ type Options struct {
 	// BodyTimeout is how long a request's body may take to arrive (408
 	// beyond); zero means DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// MaxImportSize bounds the body of POST /api/sessions/import, a
+	// session export, in bytes (413 beyond); zero means
+	// DefaultMaxImportSize.
+	MaxImportSize int64
 }
 
 // Causes of a cancelled run, told apart with context.Cause.
@@ -123,6 +127,7 @@ type Server struct {
 
 	maxRuns, maxRunsPerOwner       int
 	maxStreams, maxStreamsPerOwner int
+	maxImport                      int64
 
 	mu           sync.Mutex          // guards sessions, closed, the counts below and everything reachable from sessions
 	sessions     map[string]*session // sessions with a run or an event stream
@@ -144,9 +149,10 @@ type info struct {
 
 // session is one conversation's live state. Server.mu guards all of it.
 type session struct {
-	id   string
-	run  *activeRun               // nil when idle
-	subs map[*subscriber]struct{} // open event streams
+	id       string
+	run      *activeRun               // nil when idle
+	subs     map[*subscriber]struct{} // open event streams
+	deleting bool                     // POST /api/sessions/delete is deleting it from the Store
 }
 
 // activeRun is a run in progress.
@@ -156,7 +162,7 @@ type activeRun struct {
 
 // NewServer builds the agent from o and returns the Server.
 func NewServer(o Options) (*Server, error) {
-	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.MaxStreams < 0 || o.MaxStreamsPerOwner < 0 || o.BodyTimeout < 0 {
+	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.MaxStreams < 0 || o.MaxStreamsPerOwner < 0 || o.BodyTimeout < 0 || o.MaxImportSize < 0 {
 		return nil, errors.New("webchat: negative limit in Options")
 	}
 	if o.Store == nil {
@@ -214,6 +220,7 @@ func NewServer(o Options) (*Server, error) {
 		maxRunsPerOwner:    cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner),
 		maxStreams:         cmp.Or(o.MaxStreams, DefaultMaxStreams),
 		maxStreamsPerOwner: cmp.Or(o.MaxStreamsPerOwner, DefaultMaxStreamsPerOwner),
+		maxImport:          cmp.Or(o.MaxImportSize, DefaultMaxImportSize),
 		sessions:           make(map[string]*session),
 		ownerRuns:          make(map[string]int),
 		ownerStreams:       make(map[string]int),
@@ -236,6 +243,11 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("GET /api/events", s.handleEvents)
 	m.HandleFunc("/api/chat", s.handleChat)
 	m.HandleFunc("/api/sessions", s.handleNewSession)
+	m.HandleFunc("GET /api/sessions", s.handleListSessions)
+	m.HandleFunc("/api/sessions/rename", s.handleRename)
+	m.HandleFunc("/api/sessions/delete", s.handleDelete)
+	m.HandleFunc("GET /api/sessions/export", s.handleExport)
+	m.HandleFunc("/api/sessions/import", s.handleImport)
 	m.HandleFunc("GET /api/history", s.handleHistory)
 	m.HandleFunc("GET /api/skills", s.handleSkills)
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
@@ -365,7 +377,8 @@ type apiResponse struct {
 //	400                     malformed JSON, missing or invalid fields, a
 //	                        message of white space only
 //	401, 403                no owner cookie; the session is another browser's
-//	409                     a run is already active in the session
+//	409                     a run is already active in the session, or it
+//	                        is being deleted
 //	429                     this browser has MaxRunsPerOwner runs active
 //	503                     the server is shutting down, or has MaxRuns runs
 //	                        active
@@ -395,6 +408,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session: wait for it or interrupt it"})
 		return
+	case ss != nil && ss.deleting:
+		s.mu.Unlock()
+		writeJSON(w, http.StatusConflict, apiResponse{Error: "this session is being deleted"})
+		return
 	case s.ownerRuns[owner] >= s.maxRunsPerOwner:
 		s.mu.Unlock()
 		writeJSON(w, http.StatusTooManyRequests, apiResponse{Error: fmt.Sprintf("this browser already has %d runs active: wait for one to end or interrupt it", s.maxRunsPerOwner)})
@@ -416,6 +433,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.runs.Add(1)
 	s.mu.Unlock()
 
+	// Stored and titled now, not by the run: the session list shows it
+	// once this answer is read.
+	s.nameSession(req.SessionID, req.Message)
 	go s.run(ctx, cancel, ss, req.Message)
 	writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
 }

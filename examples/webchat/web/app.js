@@ -7,6 +7,7 @@
 (() => {
   const AUTO_KEY = 'planround.webchat.autoApprove';
   const SESSION_KEY = 'planround.webchat.session';
+  const SPEECH_KEY = 'planround.webchat.speech';
   const INTERRUPT_FALLBACK_MS = 15000;
   const RECONNECT_MS = 2000;
 
@@ -16,7 +17,9 @@
     form: $('form'), input: $('input'), send: $('send'), interrupt: $('interrupt'),
     model: $('model'), conn: $('conn'), session: $('session'),
     auto: $('auto'), autoList: $('auto-list'), newChat: $('new-chat'),
-    mcp: $('mcp'), mcpPanel: $('mcp-panel'),
+    mcp: $('mcp'), mcpPanel: $('mcp-panel'), speech: $('speech'),
+    sidebar: $('sidebar'), sidebarToggle: $('sidebar-toggle'), sessions: $('sessions'),
+    sessionsStatus: $('sessions-status'), import: $('import'), importFile: $('import-file'),
   };
 
   const st = {
@@ -34,6 +37,12 @@
     cards: new Map(), // call id → card, for the current run
     autoApprove: loadAuto(),
     mcp: [], // the MCP servers, as GET /api/mcp/servers last said
+    sessions: [], // this browser's stored conversations, as GET /api/sessions last said
+    sessionsSeq: 0, // the latest GET /api/sessions: older answers are dropped
+    renaming: '', // the id of the conversation whose title is being edited
+    deleting: '', // the id of the conversation this page is deleting
+    speech: localStorage.getItem(SPEECH_KEY) === 'on', // off unless turned on
+    speechBuf: '', // voice text not spoken yet: the sentence in progress
   };
 
   // ---- small DOM helpers ----------------------------------------------
@@ -188,6 +197,7 @@
       t.append(st.textEl);
     }
     st.textEl.append(c.text); // a text node: never HTML
+    if (c.voice) speak(c.text);
   }
 
   function onReasoning(c) {
@@ -208,6 +218,7 @@
     if (c.usage) parts.push(c.usage.prompt_tokens + ' → ' + c.usage.completion_tokens + ' tokens');
     liveTurn().append(el('div', 'round-meta', parts.join(' · ')));
     st.textEl = st.reasonEl = null;
+    flushSpeech();
   }
 
   // ---- tool cards -----------------------------------------------------------
@@ -406,11 +417,21 @@
     }
   }
 
+  // Side messages (a tool's side chunk, {type, ...}) are drawn by the
+  // renderer of their type, under their call's card; a type without one
+  // shows as JSON. Interactive kinds (forms, cards) add theirs here.
+  const SIDE_RENDERERS = new Map();
+
+  function renderSideJSON(side) {
+    const box = el('div', 'side');
+    box.append(el('div', 'label', 'side message' + (side.type ? ': ' + side.type : '')), el('pre', '', pretty(side)));
+    return box;
+  }
+
   function onSide(c) {
     const k = c.tool && st.cards.get(c.tool.id);
-    const box = el('div', 'side');
     const side = c.side || {};
-    box.append(el('div', 'label', 'side message' + (side.type ? ': ' + side.type : '')), el('pre', '', pretty(side)));
+    const box = (SIDE_RENDERERS.get(side.type) || renderSideJSON)(side, c, k);
     if (k) k.el.after(box);
     else liveTurn().append(box);
   }
@@ -533,13 +554,17 @@
       default:
         invalidatePending('the run ended');
     }
+    if (d.status === 'finished') flushSpeech();
+    else stopSpeech();
     finishRun();
     loadMCP();
+    loadSessions();
   }
 
   async function interrupt() {
     if (!st.running || st.interrupting) return;
     st.interrupting = true;
+    stopSpeech();
     updateButtons();
     // The server confirms with run_done; if it never does, do not leave the
     // page stuck.
@@ -582,7 +607,9 @@
     if (!res.ok) {
       system('error', 'Could not send: ' + (res.data.error || 'HTTP ' + res.status));
       if (res.status !== 409) finishRun(); // 409: a run is active; its run_done ends it
+      return;
     }
+    loadSessions(); // the first message stores the conversation, titled after it
   }
 
   // ---- the event stream -----------------------------------------------------
@@ -611,6 +638,7 @@
   function onHello(h) {
     setConnected(true);
     loadMCP();
+    loadSessions();
     ui.model.textContent = h.model + (h.model_label ? ' · ' + h.model_label : '');
     ui.model.classList.toggle('demo', !!h.model_label);
     const restarted = st.instance !== '' && st.instance !== h.instance;
@@ -641,6 +669,7 @@
     es.addEventListener('hello', guard(onHello));
     es.addEventListener('run_started', guard(() => { if (!st.running || !st.turn) startRun(); }));
     es.addEventListener('run_done', guard(onRunDone));
+    es.addEventListener('session_deleted', guard(onSessionDeleted));
     es.onmessage = guard(onChunk);
     es.onerror = () => {
       if (st.es !== es) return;
@@ -706,9 +735,11 @@
   async function openSession(id) {
     if (st.es) { st.es.close(); st.es = null; }
     clearTimeout(st.reconnectTimer);
+    stopSpeech();
     st.sessionId = id;
     localStorage.setItem(SESSION_KEY, id);
     ui.session.textContent = 'session ' + id;
+    renderSessions();
     finishRun();
     st.cards = new Map();
     ui.messages.replaceChildren(ui.empty);
@@ -732,6 +763,301 @@
     await openSession(id);
   }
 
+  // ---- conversations (the sidebar) -------------------------------------------
+  //
+  // GET /api/sessions lists this browser's stored conversations, most recent
+  // first (the server knows the browser by its owner cookie). A conversation
+  // is stored with its first message, titled after it; until then the open
+  // one shows at the top as "New conversation". Each stored one can be
+  // opened, renamed, exported as JSON and deleted; Import… adds an export as
+  // a new conversation of this browser.
+
+  async function loadSessions() {
+    const seq = ++st.sessionsSeq;
+    let list;
+    try {
+      const r = await fetch('/api/sessions');
+      if (!r.ok) return;
+      list = await r.json();
+    } catch {
+      return; // the next run or connect tries again
+    }
+    if (seq !== st.sessionsSeq || !Array.isArray(list)) return;
+    st.sessions = list;
+    renderSessions();
+  }
+
+  function renderSessions() {
+    if (st.renaming) return; // drawn again when the edit ends
+    const items = [];
+    if (st.sessionId && !st.sessions.some((s) => s.id === st.sessionId)) {
+      items.push(sessionItem({ id: st.sessionId }, false));
+    }
+    for (const s of st.sessions) items.push(sessionItem(s, true));
+    ui.sessions.replaceChildren(...items);
+  }
+
+  function whenText(s) {
+    const t = new Date(s.updated_at || s.created_at || NaN);
+    if (isNaN(t)) return '';
+    const now = new Date();
+    if (t.toDateString() === now.toDateString()) return t.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    const opts = { month: 'short', day: 'numeric' };
+    if (t.getFullYear() !== now.getFullYear()) opts.year = 'numeric';
+    return t.toLocaleDateString([], opts);
+  }
+
+  function sessionItem(s, stored) {
+    const li = el('li', 'session-item');
+    li.dataset.sessionId = s.id;
+    if (s.id === st.sessionId) li.setAttribute('aria-current', 'true');
+    const title = s.title || (stored ? 'Untitled' : 'New conversation');
+    const open = el('button', 'open');
+    open.type = 'button';
+    open.title = title;
+    open.append(el('span', 'title' + (s.title ? '' : ' untitled'), title));
+    if (stored) open.append(el('span', 'when' + (s.busy ? ' busy' : ''), whenText(s)));
+    open.addEventListener('click', () => choose(s.id));
+    li.append(open);
+    if (stored) {
+      const actions = el('span', 'actions');
+      actions.append(
+        action('rename', '✎', 'rename', () => startRename(li, s)),
+        action('export', '↓', 'export as JSON', () => exportSession(s)),
+        action('delete', '✕', 'delete', (b) => deleteSession(s, b)),
+      );
+      li.append(actions);
+    }
+    return li;
+  }
+
+  function action(cls, label, title, fn) {
+    const b = el('button', cls, label);
+    b.type = 'button';
+    b.title = title;
+    b.setAttribute('aria-label', title);
+    b.addEventListener('click', () => fn(b));
+    return b;
+  }
+
+  // status says something about the list under its head: an error stays
+  // until the next word, anything else for a few seconds.
+  function status(text, error) {
+    clearTimeout(st.statusTimer);
+    ui.sessionsStatus.textContent = text;
+    ui.sessionsStatus.classList.toggle('error', !!error);
+    ui.sessionsStatus.hidden = false;
+    if (!error) st.statusTimer = setTimeout(() => { ui.sessionsStatus.hidden = true; }, 5000);
+  }
+
+  function choose(id) {
+    if (narrow.matches) setSidebar('auto');
+    if (id !== st.sessionId) openSession(id);
+  }
+
+  function startRename(li, s) {
+    st.renaming = s.id;
+    const input = el('input', 'rename-input');
+    input.value = s.title || '';
+    input.maxLength = 120;
+    input.setAttribute('aria-label', 'title of the conversation');
+    li.replaceChildren(input);
+    input.focus();
+    input.select();
+    let ended = false;
+    const end = async (save) => {
+      if (ended) return;
+      ended = true;
+      const title = input.value.trim();
+      if (save && title && title !== s.title) {
+        let res;
+        try {
+          res = await post('/api/sessions/rename', { session_id: s.id, title });
+        } catch (e) {
+          res = { ok: false, data: { error: e.message } };
+        }
+        if (res.ok) s.title = title; // until the list comes back
+        else status('Could not rename: ' + (res.data.error || 'HTTP ' + res.status), true);
+      }
+      st.renaming = '';
+      renderSessions();
+      loadSessions();
+    };
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.isComposing) { e.preventDefault(); end(true); }
+      else if (e.key === 'Escape') { e.preventDefault(); end(false); }
+    });
+    input.addEventListener('blur', () => end(true));
+  }
+
+  function exportName(s) {
+    const slug = (s.title || '').toLowerCase().replace(/[^\p{L}\p{N}]+/gu, '-').replace(/^-+|-+$/g, '').slice(0, 48);
+    return 'planround-' + (slug || s.id) + '.json';
+  }
+
+  async function exportSession(s) {
+    let blob;
+    try {
+      const r = await fetch('/api/sessions/export?session_id=' + encodeURIComponent(s.id));
+      if (!r.ok) {
+        let msg = '';
+        try { msg = (await r.json()).error; } catch { /* not JSON */ }
+        status('Could not export: ' + (msg || 'HTTP ' + r.status), true);
+        return;
+      }
+      blob = await r.blob();
+    } catch (e) {
+      status('Could not export: ' + e.message, true);
+      return;
+    }
+    const a = el('a');
+    a.href = URL.createObjectURL(blob);
+    a.download = exportName(s);
+    a.hidden = true;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 30000);
+    status('Exported ' + a.download);
+  }
+
+  // deleteSession deletes on a second click: the first arms the button.
+  async function deleteSession(s, b) {
+    if (!b.classList.contains('armed')) {
+      b.classList.add('armed');
+      b.textContent = 'Delete?';
+      b.title = 'click again to delete this conversation';
+      const disarm = () => {
+        clearTimeout(b.disarmTimer);
+        b.classList.remove('armed');
+        b.textContent = '✕';
+        b.title = 'delete';
+      };
+      b.disarmTimer = setTimeout(disarm, 4000);
+      b.addEventListener('blur', disarm, { once: true });
+      return;
+    }
+    st.deleting = s.id;
+    let res;
+    try {
+      res = await post('/api/sessions/delete', { session_id: s.id });
+    } catch (e) {
+      res = { ok: false, data: { error: e.message } };
+    }
+    st.deleting = '';
+    if (!res.ok) {
+      status('Could not delete: ' + (res.data.error || 'HTTP ' + res.status), true);
+      renderSessions();
+      return;
+    }
+    st.sessions = st.sessions.filter((x) => x.id !== s.id);
+    status('Deleted ' + (s.title ? '“' + s.title + '”' : 'the conversation'));
+    if (s.id === st.sessionId) await openNewSession();
+    else renderSessions();
+    loadSessions();
+  }
+
+  // onSessionDeleted: the open conversation was deleted, in another tab.
+  function onSessionDeleted() {
+    if (st.deleting === st.sessionId) return; // this page's own: deleteSession goes on
+    st.sessions = st.sessions.filter((x) => x.id !== st.sessionId);
+    status('This conversation was deleted in another tab.');
+    openNewSession();
+  }
+
+  async function importFile(file) {
+    let res;
+    try {
+      const r = await fetch('/api/sessions/import', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: await file.text(),
+      });
+      let data;
+      try { data = await r.json(); } catch { data = { error: 'HTTP ' + r.status }; }
+      res = { ok: r.ok, data };
+    } catch (e) {
+      res = { ok: false, data: { error: e.message } };
+    }
+    if (!res.ok || !res.data.session_id) {
+      status('Could not import ' + file.name + ': ' + (res.data.error || 'no session'), true);
+      return;
+    }
+    status('Imported ' + file.name);
+    if (narrow.matches) setSidebar('auto');
+    // Listed at once, until the list comes back from the server.
+    st.sessions.unshift({ id: res.data.session_id, title: res.data.title || '', updated_at: new Date().toISOString() });
+    await openSession(res.data.session_id);
+    loadSessions();
+  }
+
+  // ---- the sidebar: beside the chat, a drawer on a narrow screen --------------
+
+  const narrow = window.matchMedia('(max-width: 800px)');
+
+  // setSidebar sets the sidebar open, closed, or auto (beside the chat on a
+  // wide screen, hidden on a narrow one).
+  function setSidebar(state) {
+    document.body.dataset.sidebar = state;
+    ui.sidebarToggle.setAttribute('aria-expanded', String(getComputedStyle(ui.sidebar).display !== 'none'));
+  }
+
+  function toggleSidebar() {
+    setSidebar(getComputedStyle(ui.sidebar).display !== 'none' ? 'closed' : 'open');
+  }
+
+  // ---- speech -------------------------------------------------------------------
+  //
+  // With the toggle on (it is off until turned on; the choice is kept in
+  // localStorage), the text of replies the model flagged for voice is read
+  // aloud by the browser (speechSynthesis), a sentence at a time as it
+  // streams in. Stored replies are never read, nor is anything after an
+  // interrupt.
+
+  const canSpeak = 'speechSynthesis' in window && typeof SpeechSynthesisUtterance === 'function';
+
+  // A sentence ends at . ! ? before white space (not in 3.14), at CJK 。！？,
+  // or at a line end; what follows the last one waits for more text.
+  const SENTENCE_END = /[.!?](?=\s)|[。！？]|\n/;
+
+  function renderSpeech() {
+    ui.speech.hidden = !canSpeak;
+    ui.speech.setAttribute('aria-pressed', String(st.speech));
+    ui.speech.title = st.speech ? 'voice replies are read aloud: click to stop' : 'read voice replies aloud';
+  }
+
+  function setSpeech(on) {
+    st.speech = on;
+    localStorage.setItem(SPEECH_KEY, on ? 'on' : 'off');
+    if (!on) stopSpeech();
+    renderSpeech();
+  }
+
+  function say(text) {
+    text = text.trim();
+    if (text) speechSynthesis.speak(new SpeechSynthesisUtterance(text));
+  }
+
+  function speak(text) {
+    if (!st.speech || !canSpeak) return;
+    st.speechBuf += text;
+    for (let m; (m = SENTENCE_END.exec(st.speechBuf));) {
+      const end = m.index + m[0].length;
+      say(st.speechBuf.slice(0, end));
+      st.speechBuf = st.speechBuf.slice(end);
+    }
+  }
+
+  function flushSpeech() {
+    if (st.speech && canSpeak) say(st.speechBuf);
+    st.speechBuf = '';
+  }
+
+  function stopSpeech() {
+    st.speechBuf = '';
+    if (canSpeak) speechSynthesis.cancel();
+  }
+
   // ---- wiring ---------------------------------------------------------------
 
   function autosize() {
@@ -747,6 +1073,19 @@
   ui.interrupt.addEventListener('click', interrupt);
   ui.newChat.addEventListener('click', () => { if (!st.running) openNewSession(); });
   ui.mcp.addEventListener('click', toggleMCP);
+  ui.speech.addEventListener('click', () => setSpeech(!st.speech));
+  ui.sidebarToggle.addEventListener('click', toggleSidebar);
+  // A drawer closes when the chat behind it is touched.
+  $('chat').addEventListener('pointerdown', () => {
+    if (narrow.matches && document.body.dataset.sidebar === 'open') setSidebar('auto');
+  });
+  narrow.addEventListener('change', () => setSidebar('auto'));
+  ui.import.addEventListener('click', () => ui.importFile.click());
+  ui.importFile.addEventListener('change', () => {
+    const f = ui.importFile.files[0];
+    ui.importFile.value = '';
+    if (f) importFile(f);
+  });
   for (const b of document.querySelectorAll('.suggest')) {
     b.addEventListener('click', () => { ui.input.value = b.textContent; ui.input.focus(); autosize(); });
   }
@@ -755,6 +1094,8 @@
   if (window.matchMedia('(max-width: 600px)').matches) ui.input.placeholder = 'Message';
   autosize();
   renderAuto();
+  renderSpeech();
+  setSidebar('auto');
   const saved = localStorage.getItem(SESSION_KEY);
   if (saved && /^[0-9a-f]{32}-[0-9a-f]{16}$/.test(saved)) openSession(saved);
   else openNewSession();
