@@ -78,7 +78,13 @@ func TestStdioMisbehavingServers(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			leaktest.Check(t)
 			cfg := stdioConfig(t, "bad", tc.flags...)
-			cfg.StartTimeout = time.Second
+			// Silence and garbage wait out the timeout, so theirs is short;
+			// a flood or an exit ends the start before it, and a long one
+			// keeps a loaded machine from timing out first.
+			cfg.StartTimeout = 15 * time.Second
+			if strings.Contains(tc.want, "start timeout") {
+				cfg.StartTimeout = time.Second
+			}
 			var logs strings.Builder
 			var mu sync.Mutex
 			logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
