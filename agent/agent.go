@@ -109,7 +109,8 @@ type Config struct {
 	// decisions. A rejection that ends the run (RejectEndRun) is yielded
 	// when it is decided; the calls approved before it still run, as they
 	// would have in a sequential run, and the calls after it are not asked
-	// and never run.
+	// and never run. The chunks of sub-agents' runs (see [NewSubAgent])
+	// come as they are yielded, whichever call they belong to.
 	ParallelTools bool
 	// MaxToolRounds bounds the tool loop (default DefaultMaxToolRounds).
 	MaxToolRounds int

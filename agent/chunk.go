@@ -35,7 +35,8 @@ const (
 	// on), the maximum number of tool rounds (the run's last chunk), a
 	// failed summary.
 	KindWarning
-	// KindInterrupted is the last chunk of an interrupted run.
+	// KindInterrupted is the last chunk of an interrupted run. One with
+	// a Depth ends a sub-agent's nested run, not the run it came through.
 	KindInterrupted
 )
 
@@ -179,6 +180,26 @@ type Chunk struct {
 	// and the rounds after it count from 1 (with Config.DisablePlanning the
 	// first round is 1).
 	Round int `json:"round"`
+	// Agent, Depth and Parent are set on the chunks of a sub-agent's run
+	// (see [NewSubAgent]), which reach the host through the run that
+	// called it, while the call runs; they are empty on a run's own
+	// chunks. Round and the other fields are those of the nested run.
+	//
+	// Agent is the sub-agent's name; for the run of a sub-agent called by
+	// a sub-agent, the names from the outermost down, joined by "/"
+	// ("research/search").
+	Agent string `json:"agent,omitempty"`
+	// Depth is how deep the run that yielded the chunk is nested: 1 for a
+	// sub-agent called by the host's run, 2 for one called by that
+	// sub-agent, and so on.
+	Depth int `json:"depth,omitempty"`
+	// Parent is the id of the tool call that started the nested run, in
+	// the run one level up; deeper down, the ids of the calls from the
+	// outermost down, joined by "/" ("call_1/call_7"). A host nests the
+	// chunk under the card of that call: a nested tool call's card is
+	// Parent + "/" + Tool.ID, which is unique even when two runs use the
+	// same call ids.
+	Parent string `json:"parent,omitempty"`
 	// Code says which warning a warning chunk is.
 	Code WarningCode `json:"code,omitempty"`
 	// Text is visible text (tags stripped) for text, reasoning and warning

@@ -84,6 +84,20 @@
 // every pending ticket, also when the run ended first, so none is left
 // pending. Package approval has a ready Manager and composable approvers.
 //
+// # Sub-agents
+//
+// [NewSubAgent] makes a tool that runs a nested agent on a task, with its
+// own prompt, model and tools ([ToolRegistry.Subset] picks some of the
+// host's), and returns its answer as the call's result. The nested run's
+// chunks come through the calling run's iterator while the call executes,
+// marked with [Chunk.Agent], [Chunk.Depth] and [Chunk.Parent], so a host
+// shows them nested under the call's card; its calls that need approval go
+// to the calling run's Approver, in the calling run's session; cancelling
+// the calling run cancels it; sub-agents nest down to [WithMaxDepth]. Only
+// the call and its result are history. A tool that keeps state per
+// conversation keys it by [CallInfo.Conversation] and releases a
+// sub-agent's with [AfterSubAgent].
+//
 // # Stopping
 //
 // Cancelling ctx interrupts the run wherever it is: a pending approval ends

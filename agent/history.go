@@ -19,7 +19,8 @@ import (
 //     (its result, or its rejection reason after any partial output);
 //   - calls whose arguments were still streaming when the run ended
 //     ([CauseIncomplete]) are left out: they never ran;
-//   - reasoning, side messages and warnings are not history.
+//   - reasoning, side messages and warnings are not history, and neither are
+//     the chunks of sub-agents' runs (those with a Depth).
 //
 // For the chunks of one complete run, History returns the same messages as
 // [Turn.Messages] without the first (the user's), apart from CreatedAt and
@@ -81,6 +82,9 @@ func History(chunks []Chunk) []memory.Message {
 		return c
 	}
 	for _, ch := range chunks {
+		if ch.Depth > 0 {
+			continue // a sub-agent's: its call's result is the history
+		}
 		switch ch.Kind {
 		case KindText:
 			if ch.Raw != "" {

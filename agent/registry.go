@@ -132,6 +132,32 @@ func (r *ToolRegistry) SetSkipApproval(name string, skip bool) error {
 	return nil
 }
 
+// Subset returns a new registry holding the tools of r with the given
+// names, as they are now (with any [ToolRegistry.SetSkipApproval]
+// override), in the order r registered them: the tools a sub-agent may use
+// of the host's (see [NewSubAgent]). The two registries change apart from
+// then on. It fails for a name r does not have.
+func (r *ToolRegistry) Subset(names ...string) (*ToolRegistry, error) {
+	old := r.tools()
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		if _, ok := old.byName[n]; !ok {
+			return nil, fmt.Errorf("agent: no tool %q to take into a subset", n)
+		}
+		want[n] = true
+	}
+	set := &toolSet{byName: make(map[string]*registered, len(want))}
+	for _, d := range old.defs {
+		if want[d.Name] {
+			set.byName[d.Name] = old.byName[d.Name]
+			set.defs = append(set.defs, d)
+		}
+	}
+	sub := &ToolRegistry{}
+	sub.set.Store(set)
+	return sub, nil
+}
+
 // Lookup returns the tool with that name and its definition (with any
 // override applied).
 func (r *ToolRegistry) Lookup(name string) (Tool, ToolDefinition, bool) {

@@ -186,6 +186,10 @@ type run struct {
 	acc       stream.Accumulator
 	round     int
 	emitPiece func(stream.Piece) // r.textPiece, bound once
+
+	// nested carries the chunks of sub-agents' runs to this run's
+	// iterator; made at the run's first sub-agent call (see nestContext).
+	nested chan Chunk
 }
 
 func (r *run) emit(c Chunk) bool {

@@ -182,14 +182,31 @@ type CallInfo struct {
 	Tool string
 	// Round is the tool round of the call.
 	Round int
-	// ApprovalID is the id a [Preparer] gave the call's approval; empty
-	// when none was prepared (an Approver that is not a Preparer, or a tool
-	// that skips approval).
+	// ApprovalID is the approval id of the [Pending] ticket the call's
+	// approval got, as on its approval_required chunk ([ToolCall.ApprovalID]);
+	// empty when the call was not waited for: a tool that skips approval, a
+	// decision taken at once ([Decided]), or a Pending ticket without an id.
 	ApprovalID string
 	// Parent is the call that was running where this call's run started,
 	// when a tool runs an agent itself (a sub-agent): its ctx carries the
 	// call, and the sub-agent's tools see it here. Nil for a top-level run.
 	Parent *CallInfo
+}
+
+// Conversation returns the key of the conversation the call belongs to,
+// for a tool that keeps state per conversation (a browser, a shell, a
+// working directory): SessionID for a call of the host's run; for a call of
+// a nested run (Parent set, as for a sub-agent's calls), SessionID followed
+// by the ids of the calls that started the nested runs, outermost first,
+// each after a "/" ("s1/call_1/call_7"), so that a sub-agent never works in
+// the user's state, nor in another sub-agent run's. It is empty for a call
+// of a run without a session id. A tool releases the state of a
+// sub-agent's conversation with [AfterSubAgent].
+func (c CallInfo) Conversation() string {
+	if c.SessionID == "" || c.Parent == nil {
+		return c.SessionID
+	}
+	return c.Parent.Conversation() + "/" + c.Parent.CallID
 }
 
 type callKey struct{}

@@ -418,6 +418,9 @@ func (r *run) start(cs *callState) {
 	cs.progress = newProgressBuffer()
 	cs.done = make(chan struct{})
 	ctx := r.callContext(cs)
+	if _, ok := cs.tool.(*subAgent); ok {
+		ctx = r.nestContext(ctx)
+	}
 	go func() {
 		defer close(cs.done)
 		defer func() {
@@ -462,6 +465,8 @@ wait:
 			break wait
 		case <-cs.progress.signal:
 			progress()
+		case c := <-r.nested: // nil without sub-agents: never ready
+			r.emitNested(c)
 		}
 	}
 	if cs.cut {

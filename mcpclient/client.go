@@ -266,13 +266,21 @@ func (e *serverEntry) call(ctx context.Context, tool string, args json.RawMessag
 	return e.red.String(out), nil
 }
 
-// conversationCall runs a tool on the instance of the call's conversation.
+// conversationCall runs a tool on the instance of the call's conversation:
+// the session's, or for a call of a nested run (a sub-agent's) one of its
+// own, which ends with that run.
 func (e *serverEntry) conversationCall(ctx context.Context, tool string, args json.RawMessage, progress agent.Progress) (string, error) {
-	call, ok := agent.CallFromContext(ctx)
-	if !ok || call.SessionID == "" {
+	call, _ := agent.CallFromContext(ctx)
+	conv := call.Conversation()
+	if conv == "" {
 		return "", errors.New("this server runs one instance per conversation, and the call belongs to none (the run has no session id)")
 	}
-	inst, release, err := e.sb.get(ctx, call.SessionID)
+	if call.Parent != nil {
+		// Registered by every call of the run; ending a conversation that
+		// has no instance (any more) does nothing.
+		agent.AfterSubAgent(ctx, func() { _ = e.sb.closeConversation(conv) })
+	}
+	inst, release, err := e.sb.get(ctx, conv)
 	if err != nil {
 		return "", err
 	}
@@ -284,8 +292,8 @@ func (e *serverEntry) conversationCall(ctx context.Context, tool string, args js
 	if errors.Is(err, errNotSent) {
 		// It died since the conversation's last call (a crash while idle):
 		// once more, on a fresh one.
-		e.sb.discard(call.SessionID, inst)
-		if inst, release, err = e.sb.get(ctx, call.SessionID); err != nil {
+		e.sb.discard(conv, inst)
+		if inst, release, err = e.sb.get(ctx, conv); err != nil {
 			return "", err
 		}
 		out, err = inst.call(ctx, tool, args, progress)
@@ -294,7 +302,7 @@ func (e *serverEntry) conversationCall(ctx context.Context, tool string, args js
 	if errors.Is(err, errLost) && !errors.Is(err, errClosed) {
 		// It died during the call: the conversation's next call starts
 		// a fresh one. (One closed on purpose is gone already.)
-		e.sb.discard(call.SessionID, inst)
+		e.sb.discard(conv, inst)
 	}
 	return out, err
 }
@@ -355,7 +363,8 @@ func (p redactingProgress) WriteString(s string) (int, error) {
 // CloseConversation ends the instances that per_conversation servers run
 // for the conversation with that session id, if any: a host calls it when
 // a conversation ends, rather than wait for the idle time. A later call of
-// the conversation starts a fresh instance.
+// the conversation starts a fresh instance. The instances of its
+// sub-agents' runs end with those runs.
 func (c *Client) CloseConversation(sessionID string) {
 	for _, e := range c.entries {
 		if e.sb != nil {

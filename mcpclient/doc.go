@@ -39,7 +39,10 @@
 // again; a conversation's first call starts its own instance, which later
 // calls of the conversation reuse. The conversation is the session of the
 // run the call belongs to ([agent.CallFromContext]), so a run needs an
-// [agent.Input.SessionID] to use such a server. Instances are ended when
+// [agent.Input.SessionID] to use such a server. A sub-agent's run
+// ([agent.NewSubAgent]) is a conversation of its own
+// ([agent.CallInfo.Conversation]): its calls get a fresh instance, never the
+// user's, which ends when the sub-agent's run ends. Instances are ended when
 // they go unused for [Options.SandboxIdle], to make room for another
 // beyond [Options.MaxSandboxes] (the least recently used idle one goes),
 // by [Client.CloseConversation], and by Close.

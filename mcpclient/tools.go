@@ -53,8 +53,9 @@ func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress ag
 // comes from the configuration.
 //
 // A tool of a per_conversation server runs on the instance of the
-// conversation its call belongs to ([agent.CallFromContext]); a call from a
-// run without a session id fails.
+// conversation its call belongs to ([agent.CallInfo.Conversation]): the
+// run's session, or a sub-agent's run of its own; a call from a run without
+// a session id fails.
 //
 // When a shared server says its tools changed, its list is read again:
 // Tools and [Client.Servers] show the new list, and a host that wants the
