@@ -63,9 +63,9 @@ func TestPlanningInteractiveTools(t *testing.T) {
 		user, want string
 		system     string
 	}{
-		{"ask me a few things", "ask you a few questions in a form", ""},
-		{"I have a question for you", "ask you a few questions in a form", ""},
-		{"show me a form", "ask you a few questions in a form", ""},
+		{"ask me a few things", "prepare a form with a few questions", ""},
+		{"I have a question for you", "prepare a form with a few questions", ""},
+		{"show me a form", "prepare a form with a few questions", ""},
 		{"research the weather in Oslo", "ask the researcher to find the weather in Oslo", ""},
 		{"delegate to a sub-agent: the time in Tokyo", "ask the researcher to find the time in Asia/Tokyo", ""},
 		{"use a subagent", "ask the researcher to find the weather in Paris and the time in Europe/Paris", ""},

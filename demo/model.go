@@ -333,7 +333,7 @@ func wants(text string, o offer) []request {
 		}
 	}
 	if askMeRe.MatchString(text) || hasAny(w, "question", "questions", "form", "forms") {
-		out = append(out, request{AskToolName, demoForm, "ask you a few questions in a form"})
+		out = append(out, request{AskToolName, demoForm, "prepare a form with a few questions"})
 	}
 	if w["card"] || w["cards"] || (w["show"] && len(out) == 0) {
 		title := "Demo card"
