@@ -1,11 +1,14 @@
 // Command cli is a terminal agent built on planround: it answers a prompt
 // given as arguments, or runs an interactive prompt loop, with the demo tools
-// (get_weather, get_time, run_command, show_card) and a terminal approver.
+// (get_weather, get_time, run_command, show_card), ask_user_question, the
+// researcher sub-agent and a terminal approver.
 //
 //	go run ./examples/cli "What's the weather in Paris?"
 //	go run ./examples/cli -yes -json "run echo hello" | jq .
 //	go run ./examples/cli -db chat.db -session work     # a conversation kept on disk
 //	go run ./examples/cli -mcp mcp.json "list my notes"  # with the tools of MCP servers
+//	go run ./examples/cli -skills skills -enable-skill pdf "use the pdf skill"
+//	go run ./examples/cli -hooks hooks "hello"           # prompts injected at the run's checkpoints
 //
 // With neither OPENAI_BASE_URL (-base-url) nor OPENAI_API_KEY set it runs on
 // the built-in demo model, so it works on a fresh machine without a network.
@@ -35,10 +38,33 @@
 // this tool for the session) unless -yes approves them all. The questions and
 // the prompt loop read the same stdin, one line at a time.
 //
+// The forms of ask_user_question are asked on stderr too, question by
+// question: a single choice by the option's number (or its text), a multiple
+// choice by numbers separated by commas (an empty line for none), a text
+// question as one line; an answer that does not fit is asked again. The end
+// of the input cancels the form (the model reads that nobody answered) and
+// the CLI then exits with status 1; -yes does not answer forms. show_card's
+// cards are drawn as boxes. The researcher is a sub-agent (agent.NewSubAgent)
+// with get_weather and get_time, on the same model: its call is not asked
+// about, its own calls are, and its output is shown indented under the call,
+// each line starting with its name. -json writes all of these as the chunks
+// they are (form_request and card side chunks, the sub-agent's chunks marked
+// with agent, depth and parent).
+//
+// -skills names a folder of skills (package agent/skills): the model sees
+// their descriptions right after the system prompt and reads one with
+// get_skill. -enable-skill enables only the skills it names (it may be
+// repeated; without it every skill is enabled). A skill whose SKILL.md is
+// malformed is left out, and said on stderr. -hooks names a folder holding
+// a hooks.json (package agent/hooks): its prompts are injected at the
+// checkpoints of each run.
+//
 // Exit status: 0 when the run finished or was interrupted, 1 on a model,
-// transport or store error or when a tool call was rejected because the
-// input ended before its approval question was answered, 2 on bad flags,
-// 130 on a second Ctrl-C.
+// transport or store error, when -skills, -hooks or -mcp cannot be loaded,
+// or when a tool call was rejected or a form cancelled because the input
+// ended before its questions were answered, 2 on bad flags (an
+// -enable-skill that names no skill of -skills included), 130 on a second
+// Ctrl-C.
 package main
 
 import (
