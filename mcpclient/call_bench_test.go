@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,7 +85,7 @@ func newBenchTarget(tb testing.TB, tr Transport) *benchTarget {
 			tb.Fatal(err)
 		}
 		startDirect(tb, mc, "")
-		return &benchTarget{direct: mc, ours: inProcessClient(tb, srv)}
+		return &benchTarget{direct: mc, ours: inProcessClient(tb, srv, ServerConfig{Name: "inprocess"})}
 	}
 	f := newFixture(tb, tr)
 	var dtr transport.Interface
@@ -137,21 +139,23 @@ func startDirect(tb testing.TB, mc *client.Client, version string) {
 }
 
 // inProcessClient is a Client with one shared server, srv, reached over
-// mcp-go's in-process transport. Only the connection is made here, as dial
-// would make it; calls take the path of every shared server's calls.
-func inProcessClient(tb testing.TB, srv *server.MCPServer) *Client {
+// mcp-go's in-process transport, configured by cfg but for its transport.
+// Only the connection is made here, as dial would make it; calls take the
+// path of every shared server's calls.
+func inProcessClient(tb testing.TB, srv *server.MCPServer, cfg ServerConfig) *Client {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	e := &serverEntry{
-		cfg:        &expanded{ServerConfig: ServerConfig{Name: "inprocess"}},
+		cfg:        &expanded{ServerConfig: cfg},
 		log:        slog.New(slog.DiscardHandler),
 		clientInfo: mcp.Implementation{Name: "planround", Version: "devel"},
 		relist:     make(chan struct{}, 1),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.shared = &sharedServer{e: e}
-	c := &conn{e: e, lost: make(chan struct{}), progress: make(map[string]agent.Progress), cancel: func() {}}
+	c := newConn(e)
+	c.cancel = func() {}
 	c.mc = client.NewClient(transport.NewInProcessTransport(srv))
 	c.mc.OnNotification(c.notify)
 	cl := &Client{entries: []*serverEntry{e}}
@@ -258,13 +262,9 @@ func (discardProgress) Write(b []byte) (int, error)       { return len(b), nil }
 func (discardProgress) WriteString(s string) (int, error) { return len(s), nil }
 
 // BenchmarkMCPCallPaired makes the three calls of BenchmarkMCPCall in
-// turn in every iteration (direct, mcpclient, mcpclient with a Progress,
-// the order rotating), times each, and reports the median time of each
-// kind and the ratios of the medians to direct's (x, x-progress), and the
-// ratios of the CPU time this process used during the calls of each kind
-// (x-cpu, x-cpu-progress; the server's too, except a stdio server's). On a machine shared with
+// turn in every iteration (see benchPaired): on a machine shared with
 // other work, the three kinds see the same load, so the ratios hold where
-// the ns/op of separate benchmarks vary from one to the next.
+// the ns/op of separate benchmarks vary from one run to the next.
 func BenchmarkMCPCallPaired(b *testing.B) {
 	for _, tr := range benchTransports {
 		b.Run(string(tr), func(b *testing.B) {
@@ -274,40 +274,60 @@ func BenchmarkMCPCallPaired(b *testing.B) {
 			ctx := context.Background()
 			req := echoRequest()
 			var p discardProgress
-			calls := [3]func() (string, error){
-				func() (string, error) { return directEcho(ctx, tg.direct, req) },
-				func() (string, error) { return echo.Execute(ctx, benchArgs, nil) },
-				func() (string, error) { return echo.Execute(ctx, benchArgs, p) },
-			}
-			var times [3][]time.Duration
-			var cpu [3]time.Duration
-			i := 0
-			for b.Loop() {
-				for k := range 3 {
-					j := (i + k) % 3
-					cpu0, _ := processCPU()
-					start := time.Now()
-					out, err := calls[j]()
-					times[j] = append(times[j], time.Since(start))
-					cpu1, _ := processCPU()
-					cpu[j] += cpu1 - cpu0
-					if err != nil || out != "hello" {
-						b.Fatalf("call %d: %q, %v", j, out, err)
-					}
+			check := func(out string, err error) error {
+				if err != nil || out != "hello" {
+					return fmt.Errorf("got %q, %v", out, err)
 				}
-				i++
+				return nil
 			}
-			direct := median(times[0])
-			b.ReportMetric(direct, "direct-ns")
-			b.ReportMetric(median(times[1]), "mcpclient-ns")
-			b.ReportMetric(median(times[1])/direct, "x")
-			b.ReportMetric(median(times[2])/direct, "x-progress")
-			if cpu[0] > 0 {
-				b.ReportMetric(float64(cpu[0])/float64(i), "direct-cpu-ns")
-				b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "x-cpu")
-				b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "x-cpu-progress")
-			}
+			benchPaired(b, []pairedCall{
+				{"direct", func() error { return check(directEcho(ctx, tg.direct, req)) }},
+				{"mcpclient", func() error { return check(echo.Execute(ctx, benchArgs, nil)) }},
+				{"mcpclient-progress", func() error { return check(echo.Execute(ctx, benchArgs, p)) }},
+			})
 		})
+	}
+}
+
+// pairedCall is one kind of op of benchPaired.
+type pairedCall struct {
+	name string
+	op   func() error
+}
+
+// benchPaired runs one op of each kind in every iteration, the order
+// rotating, and times each. It reports the median time of the first kind,
+// the baseline (<name>-ns), and for each other kind the ratio of its
+// median time to the baseline's (x-<name>) and the ratio of the CPU time
+// this process used during its ops to the baseline's (xcpu-<name>; a
+// stdio server's process is not counted).
+func benchPaired(b *testing.B, calls []pairedCall) {
+	n := len(calls)
+	times := make([][]time.Duration, n)
+	cpu := make([]time.Duration, n)
+	i := 0
+	for b.Loop() {
+		for k := range n {
+			j := (i + k) % n
+			cpu0, _ := processCPU()
+			start := time.Now()
+			err := calls[j].op()
+			times[j] = append(times[j], time.Since(start))
+			cpu1, _ := processCPU()
+			cpu[j] += cpu1 - cpu0
+			if err != nil {
+				b.Fatalf("%s: %v", calls[j].name, err)
+			}
+		}
+		i++
+	}
+	base := median(times[0])
+	b.ReportMetric(base, calls[0].name+"-ns")
+	for j := 1; j < n; j++ {
+		b.ReportMetric(median(times[j])/base, "x-"+calls[j].name)
+		if cpu[0] > 0 {
+			b.ReportMetric(float64(cpu[j])/float64(cpu[0]), "xcpu-"+calls[j].name)
+		}
 	}
 }
 
@@ -318,4 +338,64 @@ func median(d []time.Duration) float64 {
 	}
 	slices.Sort(d)
 	return float64(d[len(d)/2])
+}
+
+// countingProgress counts the lines of partial output it is given.
+type countingProgress struct{ n atomic.Int64 }
+
+func (p *countingProgress) Write(b []byte) (int, error) { return p.WriteString(string(b)) }
+
+func (p *countingProgress) WriteString(s string) (int, error) {
+	p.n.Add(int64(strings.Count(s, "\n")))
+	return len(s), nil
+}
+
+// BenchmarkMCPProgress: a call of the progress tool, 50 steps a
+// millisecond apart, through the agent.Tool. With a Progress (notified)
+// the request carries a progress token, so the server sends a notification
+// with a message at each step, and each becomes a line of partial output
+// (notes/op counts them: all arrive); without one (silent) the server
+// sends none but pauses the same. The pauses make ns/op; the cost of a
+// notification is the difference in cpu-ns/op and allocs/op over the 50:
+// the client's (mcp-go's decoding and this package's line), and the
+// server's too except over stdio. (Without the pauses mcp-go's servers
+// send the result before most of the notifications, which then come too
+// late to be shown.)
+func BenchmarkMCPProgress(b *testing.B) {
+	const steps = 50
+	for _, tr := range []Transport{"inprocess", TransportStdio, TransportHTTP} {
+		b.Run(string(tr), func(b *testing.B) {
+			leaktest.Check(b, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+			progress := benchTool(b, newBenchTarget(b, tr).ours, "progress")
+			args := json.RawMessage(fmt.Sprintf(`{"steps":%d,"delay_ms":1}`, steps))
+			want := fmt.Sprintf("progress: done %d steps", steps)
+			for _, notified := range []bool{false, true} {
+				name := "silent"
+				var p *countingProgress
+				if notified {
+					name, p = "notified", &countingProgress{}
+				}
+				b.Run(name, func(b *testing.B) {
+					ctx := context.Background()
+					b.ReportAllocs()
+					defer reportCPU(b)()
+					for b.Loop() {
+						var out string
+						var err error
+						if p != nil {
+							out, err = progress.Execute(ctx, args, p)
+						} else {
+							out, err = progress.Execute(ctx, args, nil)
+						}
+						if err != nil || out != want {
+							b.Fatalf("progress: %q, %v", out, err)
+						}
+					}
+					if p != nil {
+						b.ReportMetric(float64(p.n.Load())/float64(b.N), "notes/op")
+					}
+				})
+			}
+		})
+	}
 }
