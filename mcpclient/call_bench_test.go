@@ -66,6 +66,14 @@ func echoRequest() mcp.CallToolRequest {
 	return req
 }
 
+// echoRequestProgress is echoRequest asking for progress notifications, as
+// a call through the package with a Progress does.
+func echoRequestProgress() mcp.CallToolRequest {
+	req := echoRequest()
+	req.Params.Meta = &mcp.Meta{ProgressToken: "bench-1"}
+	return req
+}
+
 // benchTarget is one server reached two ways: by mcp-go directly, and
 // through a Client of this package.
 type benchTarget struct {
@@ -200,7 +208,8 @@ var benchTransports = []Transport{"inprocess", TransportStdio, TransportSSE, Tra
 // (direct), through the agent.Tool of this package as a caller without a
 // Progress makes it (mcpclient), and as the agent makes it, with a
 // Progress, so that the request carries a progress token
-// (mcpclient-progress).
+// (mcpclient-progress); direct-progress is mcp-go's call with a progress
+// token, the baseline of mcpclient-progress.
 func BenchmarkMCPCall(b *testing.B) {
 	for _, tr := range benchTransports {
 		b.Run(string(tr), func(b *testing.B) {
@@ -210,6 +219,16 @@ func BenchmarkMCPCall(b *testing.B) {
 			ctx := context.Background()
 			b.Run("direct", func(b *testing.B) {
 				req := echoRequest()
+				b.ReportAllocs()
+				defer reportCPU(b)()
+				for b.Loop() {
+					if out, err := directEcho(ctx, tg.direct, req); err != nil || out != "hello" {
+						b.Fatalf("direct: %q, %v", out, err)
+					}
+				}
+			})
+			b.Run("direct-progress", func(b *testing.B) {
+				req := echoRequestProgress()
 				b.ReportAllocs()
 				defer reportCPU(b)()
 				for b.Loop() {
@@ -261,9 +280,9 @@ type discardProgress struct{}
 func (discardProgress) Write(b []byte) (int, error)       { return len(b), nil }
 func (discardProgress) WriteString(s string) (int, error) { return len(s), nil }
 
-// BenchmarkMCPCallPaired makes the three calls of BenchmarkMCPCall in
+// BenchmarkMCPCallPaired makes the four calls of BenchmarkMCPCall in
 // turn in every iteration (see benchPaired): on a machine shared with
-// other work, the three kinds see the same load, so the ratios hold where
+// other work, the four kinds see the same load, so the ratios hold where
 // the ns/op of separate benchmarks vary from one run to the next.
 func BenchmarkMCPCallPaired(b *testing.B) {
 	for _, tr := range benchTransports {
@@ -272,7 +291,7 @@ func BenchmarkMCPCallPaired(b *testing.B) {
 			tg := newBenchTarget(b, tr)
 			echo := benchTool(b, tg.ours, "echo")
 			ctx := context.Background()
-			req := echoRequest()
+			req, reqProgress := echoRequest(), echoRequestProgress()
 			var p discardProgress
 			check := func(out string, err error) error {
 				if err != nil || out != "hello" {
@@ -282,6 +301,7 @@ func BenchmarkMCPCallPaired(b *testing.B) {
 			}
 			benchPaired(b, []pairedCall{
 				{"direct", func() error { return check(directEcho(ctx, tg.direct, req)) }},
+				{"direct-progress", func() error { return check(directEcho(ctx, tg.direct, reqProgress)) }},
 				{"mcpclient", func() error { return check(echo.Execute(ctx, benchArgs, nil)) }},
 				{"mcpclient-progress", func() error { return check(echo.Execute(ctx, benchArgs, p)) }},
 			})
