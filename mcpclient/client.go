@@ -243,7 +243,7 @@ func (e *serverEntry) watch() {
 func (e *serverEntry) call(ctx context.Context, tool string, args json.RawMessage, progress agent.Progress) (string, error) {
 	if d := e.cfg.callTimeout(); d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("no result within the call timeout of %s", d))
+		ctx, cancel = context.WithTimeoutCause(ctx, d, callTimeoutError(d))
 		defer cancel()
 	}
 	if progress != nil {
@@ -264,6 +264,14 @@ func (e *serverEntry) call(ctx context.Context, tool string, args json.RawMessag
 		return "", e.wrap(err)
 	}
 	return e.red.String(out), nil
+}
+
+// callTimeoutError is why a call ended at the call timeout: a type, so
+// that a call does not format an error it seldom needs.
+type callTimeoutError time.Duration
+
+func (d callTimeoutError) Error() string {
+	return fmt.Sprintf("no result within the call timeout of %s", time.Duration(d))
 }
 
 // conversationCall runs a tool on the instance of the call's conversation:

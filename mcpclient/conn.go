@@ -101,11 +101,17 @@ type conn struct {
 
 	mu      sync.Mutex // guards closing and the Add of calls
 	closing bool
-	calls   sync.WaitGroup // the goroutines of calls in flight
+	calls   sync.WaitGroup // the calls in flight, each on a caller
+	next    chan func()    // hands a call to an idle caller
+	callers sync.WaitGroup // the callers (see runCall)
 
 	stopListen func() // ends the subscription to list changes; nil without one
 	closeOnce  sync.Once
 	closeErr   error
+}
+
+func newConn(e *serverEntry) *conn {
+	return &conn{e: e, lost: make(chan struct{}), progress: make(map[string]agent.Progress), next: make(chan func())}
 }
 
 // dial starts the server of e and opens a connection to it: the process or
@@ -118,7 +124,7 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 		fmt.Errorf("no answer within the start timeout of %s", e.cfg.startTimeout()))
 	defer cancel()
 
-	c := &conn{e: e, lost: make(chan struct{}), progress: make(map[string]agent.Progress)}
+	c := newConn(e)
 	life, stop := context.WithCancel(context.Background())
 	c.cancel = stop
 	defer func() {
@@ -375,19 +381,18 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 	// The call runs in a goroutine of its own, so that it returns when ctx
 	// ends or the connection is lost even if the transport waits on: an SSE
 	// post whose answer never comes, a server that never reads.
-	// The call's own context has no deadline, only cancellation: a
+	// The call's own context has no deadline, only ctx's end: a
 	// transport's timer set from the deadline (SSE's) would race with it
-	// and make a timeout look like a broken connection.
-	callCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	unhook := context.AfterFunc(ctx, stop)
+	// and make a timeout look like a broken connection. It ends with the
+	// call, and what the transport tied to it with it.
+	callCtx, stop := context.WithCancel(noDeadline{ctx})
 	done := make(chan callReply, 1)
-	go func() {
+	c.runCall(func() {
 		defer c.calls.Done()
-		defer unhook()
 		defer stop()
 		res, err := c.mc.CallTool(callCtx, req)
 		done <- callReply{res, err}
-	}()
+	})
 	select {
 	case r := <-done:
 		return c.reply(ctx, r)
@@ -400,6 +405,48 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 			return c.reply(ctx, r)
 		case <-time.After(replyGrace):
 			return "", c.lostError()
+		}
+	}
+}
+
+// noDeadline is a context that ends when its parent does but has no
+// deadline, so that a transport sets no timer of its own. (A context made
+// by context.WithoutCancel and ended by context.AfterFunc would do the
+// same with more allocations.)
+type noDeadline struct{ context.Context }
+
+func (noDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// callerIdle is how long a caller waits for another call before it ends.
+const callerIdle = time.Second
+
+// runCall runs f, a call, on a goroutine other than the caller's: on a
+// caller of c that is waiting for work, or a new one. A caller waits a
+// while for the next call after each one, so that calls in quick
+// succession reuse the stack it grew: mcp-go's path of a call is deep, and
+// a fresh goroutine per call spent several percent of an in-process call's
+// CPU time growing its stack (BenchmarkMCPCall). Callers end after
+// callerIdle without a call, and when the connection is lost or closed.
+func (c *conn) runCall(f func()) {
+	select {
+	case c.next <- f:
+	default:
+		c.callers.Go(func() { c.caller(f) })
+	}
+}
+
+func (c *conn) caller(f func()) {
+	idle := time.NewTimer(callerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(callerIdle)
+		select {
+		case f = <-c.next:
+		case <-idle.C:
+			return
+		case <-c.lost:
+			return
 		}
 	}
 }
@@ -464,6 +511,7 @@ func (c *conn) close() error {
 		}
 		c.cancel()
 		c.calls.Wait()
+		c.callers.Wait() // each ends after its call: lost is closed
 		if c.hc != nil {
 			c.hc.CloseIdleConnections()
 		}

@@ -26,7 +26,7 @@ var testTools = testserver.Tools
 
 // stdioConfig is a stdio server running the stdio test server with flags
 // (see the stdioserver command).
-func stdioConfig(t *testing.T, name string, flags ...string) ServerConfig {
+func stdioConfig(t testing.TB, name string, flags ...string) ServerConfig {
 	t.Helper()
 	command, args := mcptest.StdioServer(t, append([]string{"-page-size=2"}, flags...)...)
 	return ServerConfig{
@@ -48,7 +48,7 @@ type fixture struct {
 // configuration. HTTP servers are in the test process, on 127.0.0.1, where
 // the crash tool cuts the client's connections; a stdio server is the
 // stdioserver command.
-func newFixture(t *testing.T, tr Transport) *fixture {
+func newFixture(t testing.TB, tr Transport) *fixture {
 	t.Helper()
 	switch tr {
 	case TransportStdio:
@@ -114,7 +114,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // newClient makes a Client of cfgs that the test closes.
-func newClient(t *testing.T, opts Options, cfgs ...ServerConfig) *Client {
+func newClient(t testing.TB, opts Options, cfgs ...ServerConfig) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
