@@ -50,7 +50,7 @@ func TestHostileServersInAgentRun(t *testing.T) {
 		{
 			name: "silence at start beyond the call timeout", flags: []string{"-mode=silence", "-stubborn"}, tool: "echo",
 			startTimeout: 10 * time.Second, callTimeout: time.Second,
-			want: "waiting for the conversation's server to start: no result within the call timeout of 1s",
+			want: `error: mcp server "hostile": waiting for the conversation's server to start: no result within the call timeout of 1s`,
 		},
 		{name: "silence mid-call", atCall: true, tool: "freeze", callTimeout: time.Second, want: "no result within the call timeout of 1s"},
 		{name: "exit at start", flags: []string{"-mode=exit"}, tool: "echo", want: "the server exited (exit status 3): stdioserver: exiting at start (-mode=exit)"},
