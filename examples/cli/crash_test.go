@@ -17,9 +17,10 @@ import (
 // it started die with it instead of living on as orphans.
 func TestBinaryKilledLeavesNoCommand(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("the parent-death signal is Linux only; looks for the children in /proc")
+		t.Skip("the process group's guard is Linux only; looks for the children in /proc")
 	}
 	noModelEnv(t)
+	buildCLI(t) // before the deadline: with the race detector, on a busy machine, the build alone can take longer
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
 	secs := sleepSecs(t) // kills survivors at the end, so a failure leaks nothing
