@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/procgroup"
 )
 
 // DefaultCommandTimeout is run_command's timeout when [RunCommand] is
@@ -72,10 +73,11 @@ func runCommand(ctx context.Context, command string, timeout time.Duration, prog
 	if err != nil {
 		return "", fmt.Errorf("run_command: %w", err)
 	}
-	cmd := shellCommand(command)
+	cmd := exec.Command("sh", "-c", command)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
+	group, err := procgroup.Start(cmd)
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		return "", fmt.Errorf("run_command: %w", err)
@@ -99,13 +101,13 @@ func runCommand(ctx context.Context, command string, timeout time.Duration, prog
 	case waitErr = <-waitDone:
 		// The shell is done; background children it left are not
 		// wanted either.
-		killProcessGroup(cmd)
+		group.Kill()
 	case <-timer.C:
-		killProcessGroup(cmd)
+		group.Kill()
 		waitErr = <-waitDone
 		timedOut = true
 	case <-ctx.Done():
-		killProcessGroup(cmd)
+		group.Kill()
 		waitErr = <-waitDone
 		ctxErr = ctx.Err()
 	}

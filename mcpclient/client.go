@@ -46,8 +46,9 @@ const (
 type Client struct {
 	entries []*serverEntry
 
-	mu     sync.Mutex // guards closed
-	closed bool
+	mu         sync.Mutex // guards closed and registered
+	closed     bool
+	registered map[toolKey]string // the names the last Register gave the tools
 }
 
 // serverEntry is one configured server and what runs of it.
@@ -431,8 +432,11 @@ type ServerStatus struct {
 	Transport Transport `json:"transport"`
 	Isolation Isolation `json:"isolation"`
 	State     State     `json:"state"`
-	// Tools are the names of the server's tools as [Client.Tools] offers
-	// them.
+	// Tools are the names the server's tools are offered under: the names
+	// [Client.Register] added them under (<server>__<tool> where the
+	// registry had the name already), and for a tool not registered (no
+	// Register yet, or a tool the server listed since) its name in
+	// [Client.Tools].
 	Tools []string `json:"tools"`
 	// PID is the process id of a shared stdio server; 0 otherwise.
 	PID int `json:"pid,omitempty"`
@@ -446,11 +450,15 @@ type ServerStatus struct {
 // Servers reports each server's state and tools, in configuration order.
 func (c *Client) Servers() []ServerStatus {
 	c.mu.Lock()
-	closed := c.closed
+	closed, registered := c.closed, c.registered
 	c.mu.Unlock()
 	names := make(map[*serverEntry][]string)
 	for _, t := range c.resolve() {
-		names[t.e] = append(names[t.e], t.def.Name)
+		name := t.def.Name
+		if n, ok := registered[toolKey{t.e, t.mcpName}]; ok {
+			name = n
+		}
+		names[t.e] = append(names[t.e], name)
 	}
 	out := make([]ServerStatus, 0, len(c.entries))
 	for _, e := range c.entries {

@@ -25,6 +25,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/procgroup"
 )
 
 // instance is one running MCP server: a connected client and, for stdio,
@@ -521,10 +522,12 @@ func (c *conn) close() error {
 
 // process is a stdio server's process. It runs in a process group of its
 // own, so that what it starts (the real server behind a wrapper such as sh
-// or npx) ends with it.
+// or npx) ends with it, and, on Linux, that group dies with this process
+// (see package procgroup).
 type process struct {
 	e      *serverEntry
 	cmd    *exec.Cmd
+	group  *procgroup.Group
 	stdin  *os.File // our end of its standard input
 	stdout *limitReader
 	stderr *os.File // our end of its standard error
@@ -552,7 +555,6 @@ func startProcess(e *serverEntry, onExit func(error)) (_ *process, err error) {
 	for _, k := range slices.Sorted(maps.Keys(e.cfg.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+e.cfg.Env[k])
 	}
-	ownProcessGroup(cmd)
 
 	// Plain pipes rather than exec's: exec closes its pipes when the
 	// process is waited for, which could lose the last message of a server
@@ -587,7 +589,8 @@ func startProcess(e *serverEntry, onExit func(error)) (_ *process, err error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	group, err := procgroup.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
 	// The child has its ends now.
@@ -595,7 +598,7 @@ func startProcess(e *serverEntry, onExit func(error)) (_ *process, err error) {
 	outW.Close()
 	errW.Close()
 
-	p := &process{e: e, cmd: cmd, stdin: inW, stderr: errR, exited: make(chan struct{}), logged: make(chan struct{})}
+	p := &process{e: e, cmd: cmd, group: group, stdin: inW, stderr: errR, exited: make(chan struct{}), logged: make(chan struct{})}
 	p.stdout = &limitReader{f: outR, max: maxMessage, p: p, onEnd: onExit, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
@@ -669,11 +672,11 @@ func (p *process) stop() error {
 	select {
 	case <-p.exited:
 	case <-time.After(exitGrace):
-		terminateGroup(p.cmd)
+		p.group.Terminate()
 		select {
 		case <-p.exited:
 		case <-time.After(termGrace):
-			killGroup(p.cmd)
+			p.group.Kill()
 			select {
 			case <-p.exited:
 			case <-time.After(killGrace):
@@ -681,7 +684,7 @@ func (p *process) stop() error {
 			}
 		}
 	}
-	killGroup(p.cmd)
+	p.group.Kill()
 	p.stderr.Close()
 	if err == nil {
 		<-p.logged

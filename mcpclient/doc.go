@@ -49,9 +49,14 @@
 //
 // A stdio server runs in a process group of its own, and ending it ends the
 // whole group: a server started through a wrapper (sh, npx, uvx) leaves no
-// process behind. A server that writes a message larger than 32 MiB is
-// ended, so that it cannot grow the client's memory without bound; what it
-// writes to its standard error goes to [Options.Logger].
+// process behind. On Linux the group also dies with the host process when
+// that ends without cleaning up (killed with SIGKILL, say): a small guard
+// shell that leads the group, started just before the server, kills the
+// group when the host is gone. The server itself is started as it would be
+// without the guard (same pid, arguments, streams and exit status). A server
+// that writes a message larger than 32 MiB is ended, so that it cannot grow
+// the client's memory without bound; what it writes to its standard error
+// goes to [Options.Logger].
 //
 // # Calls
 //

@@ -39,16 +39,19 @@ import (
 // (the conversation, or the whole client, is going away); the instance's
 // close is expected to make that call return an error.
 
+// The errors of the registry reach users wrapped with the server's name
+// (serverEntry.wrap), so they carry no prefix of their own.
+
 // errNoConversation is returned by get for an empty conversation id: the
 // calls of all conversations without an id must not share one sandbox.
-var errNoConversation = errors.New("mcpclient: a per-conversation server needs the call's conversation id, and it has none")
+var errNoConversation = errors.New("a per-conversation server needs the call's conversation id, and it has none")
 
 // errSandboxesClosed is returned by get once close has been called.
-var errSandboxesClosed = errors.New("mcpclient: the per-conversation servers are shut down")
+var errSandboxesClosed = errors.New("the per-conversation servers are shut down")
 
 // errConversationClosed is returned to the calls that waited for a start
 // that closeConversation cancelled.
-var errConversationClosed = errors.New("mcpclient: the conversation's server was closed while it started")
+var errConversationClosed = errors.New("the conversation's server was closed while it started")
 
 // sandboxes is the registry of one per-conversation server's instances,
 // keyed by conversation id. Its methods are safe for concurrent use.
@@ -237,7 +240,7 @@ func (s *sandboxes) wait(ctx context.Context, e *sandbox) (inst instance, releas
 		}
 		// The cause says why (a call timeout, say), where ctx.Err() would
 		// only say that a deadline passed.
-		return nil, nil, fmt.Errorf("mcpclient: waiting for the conversation's server to start: %w", context.Cause(ctx)), false
+		return nil, nil, fmt.Errorf("waiting for the conversation's server to start: %w", context.Cause(ctx)), false
 	}
 	switch {
 	case e.err == nil && e.gone:
@@ -267,7 +270,7 @@ func (s *sandboxes) run(ctx context.Context, e *sandbox) {
 	if err == nil {
 		inst, err = s.start(ctx)
 		if err == nil && inst == nil {
-			err = errors.New("mcpclient: the server's start returned no instance")
+			err = errors.New("the server's start returned no instance")
 		}
 	}
 

@@ -776,7 +776,7 @@ func TestSandboxClose(t *testing.T) {
 
 	_, _, err = s.get(t.Context(), "a")
 	require.ErrorIs(t, err, errSandboxesClosed)
-	assert.EqualError(t, err, "mcpclient: the per-conversation servers are shut down")
+	assert.EqualError(t, err, "the per-conversation servers are shut down")
 	require.NoError(t, s.closeConversation("a"))
 	require.NoError(t, s.close(), "close again")
 	assert.Zero(t, s.stats().Live)

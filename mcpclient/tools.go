@@ -73,8 +73,15 @@ func (c *Client) Tools() []agent.Tool {
 // Register adds [Client.Tools] to r. A tool whose name r already has (a
 // host's own tools win) is added as <server>__<tool>; Register fails when
 // that name is taken too, or r refuses a tool, leaving the tools added
-// before in r.
+// before in r. [Client.Servers] reports the names the tools were added
+// under, as the last Register gave them.
 func (c *Client) Register(r *agent.ToolRegistry) error {
+	added := make(map[toolKey]string)
+	defer func() {
+		c.mu.Lock()
+		c.registered = added
+		c.mu.Unlock()
+	}()
 	for _, t := range c.resolve() {
 		if _, _, taken := r.Lookup(t.def.Name); taken {
 			name := fitName(t.e.prefix() + "__" + sanitizeName(t.mcpName))
@@ -88,8 +95,15 @@ func (c *Client) Register(r *agent.ToolRegistry) error {
 		if err := r.Add(t); err != nil {
 			return fmt.Errorf("mcpclient: %w", err)
 		}
+		added[toolKey{t.e, t.mcpName}] = t.def.Name
 	}
 	return nil
+}
+
+// toolKey names a tool of a server.
+type toolKey struct {
+	e       *serverEntry
+	mcpName string
 }
 
 // resolve settles the names of the tools of all servers.

@@ -98,6 +98,42 @@ func TestRegisterBesideHostTools(t *testing.T) {
 	}
 }
 
+// Servers reports the names Register gave the tools, prefixed where the
+// host had the name; a tool listed since Register has its name in Tools.
+func TestServersReportRegisteredNames(t *testing.T) {
+	files := entryWith("my files", "read", "write")
+	files.shared = &sharedServer{e: files}
+	c := &Client{entries: []*serverEntry{files}}
+	status := func() []string { return c.Servers()[0].Tools }
+	if got := status(); !slices.Equal(got, []string{"read", "write"}) {
+		t.Errorf("before Register: %v", got)
+	}
+
+	host := agent.FuncTool{Def: agent.ToolDefinition{Name: "write"}, Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) { return "", nil }}
+	reg, err := agent.NewToolRegistry(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"read", "my_files__write"}
+	if got := status(); !slices.Equal(got, want) {
+		t.Errorf("after Register: %v, want %v", got, want)
+	}
+	for _, name := range want {
+		if tl, _, _ := reg.Lookup(name); tl == nil {
+			t.Errorf("%q is not in the registry", name)
+		}
+	}
+
+	// The server lists a new tool: it is not registered.
+	files.setTools([]mcp.Tool{mcp.NewTool("read"), mcp.NewTool("write"), mcp.NewTool("delete")})
+	if got := status(); !slices.Equal(got, []string{"read", "my_files__write", "delete"}) {
+		t.Errorf("after a list change: %v", got)
+	}
+}
+
 // Input schemas as servers write them become parameters the agent checks
 // arguments against: references into definitions work, and a schema the
 // agent cannot use goes to the model in the description.

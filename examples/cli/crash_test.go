@@ -17,7 +17,7 @@ import (
 // it started die with it instead of living on as orphans.
 func TestBinaryKilledLeavesNoCommand(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("the parent-death signal is Linux only; looks for the children in /proc")
+		t.Skip("the process group's guard is Linux only; looks for the children in /proc")
 	}
 	noModelEnv(t)
 	buildCLI(t) // before the deadline starts: the first build may take long

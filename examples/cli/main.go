@@ -324,11 +324,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		})
 		defer closeMCP()
 		if opts.verbose {
-			host := make(map[string]bool)
-			for _, t := range tools {
-				host[t.Definition().Name] = true
-			}
-			printServers(stderr, mc, cfg.Tools, host)
+			printServers(stderr, mc)
 		}
 		defer func() { status = exitStatus(term, status) }()
 	}

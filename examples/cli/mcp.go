@@ -47,9 +47,9 @@ func startMCP(ctx context.Context, path string, reg *agent.ToolRegistry, logger 
 // isolation, state and the names the model knows its tools by.
 //
 //	cli: MCP server files (stdio, shared): connected; tools: read_file, list_directory
-func printServers(w io.Writer, mc *mcpclient.Client, reg *agent.ToolRegistry, host map[string]bool) {
+func printServers(w io.Writer, mc *mcpclient.Client) {
 	for _, st := range mc.Servers() {
-		tools := strings.Join(offeredNames(st, reg, host), ", ")
+		tools := strings.Join(st.Tools, ", ")
 		if tools == "" {
 			tools = "none"
 		}
@@ -59,36 +59,6 @@ func printServers(w io.Writer, mc *mcpclient.Client, reg *agent.ToolRegistry, ho
 		}
 		fmt.Fprintln(w, line)
 	}
-}
-
-// offeredNames returns the names the registry offers a server's tools by.
-// They are the names Client.Servers reports, except where a tool of the host
-// (added to reg before the MCP tools) has that name: Register then added the
-// MCP tool as <server>__<tool>.
-func offeredNames(st mcpclient.ServerStatus, reg *agent.ToolRegistry, host map[string]bool) []string {
-	out := make([]string, 0, len(st.Tools))
-	for _, name := range st.Tools {
-		if host[name] {
-			name = renamed(st.Name, name, reg, host)
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
-// renamed finds the name under which Register added the MCP tool whose name
-// a host tool has: <server>__<tool>, the server's name made valid as a
-// function name (so looked for by its suffix when it had to change).
-func renamed(server, tool string, reg *agent.ToolRegistry, host map[string]bool) string {
-	if _, _, ok := reg.Lookup(server + "__" + tool); ok && !host[server+"__"+tool] {
-		return server + "__" + tool
-	}
-	for _, n := range reg.Names() {
-		if !host[n] && strings.HasSuffix(n, "__"+tool) {
-			return n
-		}
-	}
-	return tool
 }
 
 // terminator ends the runs when the process is asked to end (SIGTERM, or

@@ -1,12 +1,6 @@
 package main
 
-import (
-	"net/http"
-	"strings"
-
-	"github.com/planround/planround/agent"
-	"github.com/planround/planround/mcpclient"
-)
+import "net/http"
 
 // mcpServer is one MCP server as GET /api/mcp/servers shows it.
 type mcpServer struct {
@@ -47,40 +41,10 @@ func (s *Server) handleMCPServers(w http.ResponseWriter, r *http.Request) {
 				Transport: string(st.Transport),
 				Isolation: string(st.Isolation),
 				State:     string(st.State),
-				Tools:     offeredNames(st, s.tools, s.hostTools),
+				Tools:     st.Tools,
 				Error:     st.Error,
 			})
 		}
 	}
 	writeJSONValue(w, http.StatusOK, out)
-}
-
-// offeredNames returns the names the registry offers a server's tools by.
-// They are the names Client.Servers reports, except where a tool of the
-// host (added to reg before the MCP tools) has that name: Register then
-// added the MCP tool as <server>__<tool>.
-func offeredNames(st mcpclient.ServerStatus, reg *agent.ToolRegistry, host map[string]bool) []string {
-	out := make([]string, 0, len(st.Tools))
-	for _, name := range st.Tools {
-		if host[name] {
-			name = renamed(st.Name, name, reg, host)
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
-// renamed finds the name under which Register added the MCP tool whose name
-// a host tool has: <server>__<tool>, the server's name made valid as a
-// function name (so looked for by its suffix when it had to change).
-func renamed(server, tool string, reg *agent.ToolRegistry, host map[string]bool) string {
-	if _, _, ok := reg.Lookup(server + "__" + tool); ok && !host[server+"__"+tool] {
-		return server + "__" + tool
-	}
-	for _, n := range reg.Names() {
-		if !host[n] && strings.HasSuffix(n, "__"+tool) {
-			return n
-		}
-	}
-	return tool
 }

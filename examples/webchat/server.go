@@ -115,7 +115,6 @@ type Server struct {
 	approvals *approval.Manager
 	store     memory.Store
 	tools     *agent.ToolRegistry
-	hostTools map[string]bool   // the names of Options.Tools
 	mcp       *mcpclient.Client // nil without MCP servers
 	info      info
 	handler   http.Handler    // the routes behind the CSRF and Host checks
@@ -176,10 +175,6 @@ func NewServer(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	hostTools := make(map[string]bool, len(o.Tools))
-	for _, t := range o.Tools {
-		hostTools[t.Definition().Name] = true
-	}
 	if o.MCP != nil {
 		if err := o.MCP.Register(tools); err != nil {
 			return nil, err
@@ -205,7 +200,6 @@ func NewServer(o Options) (*Server, error) {
 		approvals: mgr,
 		store:     o.Store,
 		tools:     tools,
-		hostTools: hostTools,
 		mcp:       o.MCP,
 		info: info{
 			Instance:        randomID(),

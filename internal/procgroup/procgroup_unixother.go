@@ -1,0 +1,21 @@
+//go:build unix && !linux
+
+package procgroup
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// start starts cmd as the leader of a new process group, without a guard.
+func start(cmd *exec.Cmd) (*Group, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pgid = 0
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &Group{cmd: cmd, pgid: cmd.Process.Pid}, nil
+}
