@@ -190,8 +190,9 @@ func TestRunCommandOutput(t *testing.T) {
 // TestRunCommandLeavesNoChild runs a command that exits while its
 // background child sleeps: the call returns and the child is gone.
 func TestRunCommandLeavesNoChild(t *testing.T) {
+	linuxOnly(t)
 	leaktest.Check(t)
-	got, err := call(t, RunCommand(0), `{"command":"sleep 30 & echo \"bg $!\"; echo \"pg $$\""}`)
+	got, err := call(t, RunCommand(0), `{"command":"sleep 30 & echo \"bg $!\"; echo \"pg $(cut -d' ' -f5 /proc/$$/stat)\""}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +201,7 @@ func TestRunCommandLeavesNoChild(t *testing.T) {
 }
 
 func TestRunCommandCancelKillsGroup(t *testing.T) {
+	linuxOnly(t)
 	leaktest.Check(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -210,11 +212,14 @@ func TestRunCommandCancelKillsGroup(t *testing.T) {
 	}
 	done := make(chan res, 1)
 	go func() {
-		out, err := RunCommand(0).Execute(ctx, json.RawMessage(`{"command":"sleep 30 & echo \"bg $!\"; echo \"pg $$\"; sleep 30; echo never"}`), p)
+		out, err := RunCommand(0).Execute(ctx, json.RawMessage(`{"command":"sleep 30 & echo \"bg $!\"; echo \"pg $(cut -d' ' -f5 /proc/$$/stat)\"; sleep 30; echo never"}`), p)
 		done <- res{out, err}
 	}()
 	// Output streams before the command ends.
 	p.waitFor(t, "pg ")
+	if pg := pidAfter(t, p.String(), "pg "); len(groupMembers(pg)) == 0 {
+		t.Fatalf("process group %d has no members while the command runs", pg)
+	}
 	cancel()
 	r := <-done
 	if r.err != context.Canceled {
@@ -227,8 +232,9 @@ func TestRunCommandCancelKillsGroup(t *testing.T) {
 }
 
 func TestRunCommandTimeout(t *testing.T) {
+	linuxOnly(t)
 	leaktest.Check(t)
-	got, err := call(t, RunCommand(200*time.Millisecond), `{"command":"echo \"pg $$\"; sleep 30 & sleep 30"}`)
+	got, err := call(t, RunCommand(200*time.Millisecond), `{"command":"echo \"pg $(cut -d' ' -f5 /proc/$$/stat)\"; sleep 30 & sleep 30"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +245,15 @@ func TestRunCommandTimeout(t *testing.T) {
 	waitGone(t, pg)
 	if alive := groupMembers(pg); len(alive) > 0 {
 		t.Errorf("process group %d still has %v", pg, alive)
+	}
+}
+
+// linuxOnly skips a test that reads /proc (the commands print their process
+// group from /proc/$$/stat: the shell is not its group's leader, the guard is).
+func linuxOnly(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the process group from /proc")
 	}
 }
 
