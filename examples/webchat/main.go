@@ -113,8 +113,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planround/planround/agent/hooks"
+	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory/sqlitestore"
 )
@@ -137,6 +140,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
 	mcpFile := fs.String("mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
+	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
+	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
+	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -160,7 +166,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		Model:           os.Getenv("OPENAI_MODEL"),
 		Tools:           demo.Tools(),
 		ApprovalTimeout: *timeout,
+		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
+		ResearcherTools: []string{"get_weather", "get_time"},
+	}
+	if *skillsDir != "" {
+		logger := slog.New(slog.NewTextHandler(stderr, nil))
+		set, err := skills.LoadDir(*skillsDir, skills.WithLogger(logger))
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: -skills %s: %v\n", *skillsDir, err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "webchat: %d skills from %s (%d skipped)\n", len(set.Skills()), *skillsDir, len(set.Skipped()))
+		o.Skills = set
+	}
+	if *hooksDir != "" {
+		hs, err := hooks.LoadDir(*hooksDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: -hooks %s: %v\n", *hooksDir, err)
+			return 1
+		}
+		o.Hooks = hs
 	}
 	if o.BaseURL == "" && o.APIKey == "" {
 		// The demo model answers in process: no network, no listening port.
