@@ -360,9 +360,11 @@ func localHostOnly(h http.Handler) http.Handler {
 	})
 }
 
-// securityHeaders forbids inline scripts and foreign resources on the page:
-// a second wall behind the page's rule of never parsing model or tool text
-// as HTML. It also gives a browser without one its owner cookie.
+// securityHeaders forbids inline scripts and foreign resources on the page
+// (but images: a card's image may come from anywhere, and the page loads
+// one only when the user asks): a second wall behind the page's rule of
+// never parsing model or tool text as HTML. It also gives a browser without
+// one its owner cookie.
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -370,7 +372,7 @@ func securityHeaders(h http.Handler) http.Handler {
 			writeJSON(w, http.StatusMethodNotAllowed, apiResponse{Error: "method " + r.Method + " not allowed"})
 			return
 		}
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: http: https:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Cache-Control", "no-cache")
 		giveOwnerCookie(w, r)
