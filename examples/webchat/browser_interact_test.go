@@ -347,5 +347,24 @@ func TestBrowserSubAgent(t *testing.T) {
 	p.clickJS(outer + `.querySelector('details.subagent > summary')`)
 	p.waitFor("the block folded", `!`+outer+`.querySelector('details.subagent').open`)
 	assert.Equal(t, "false", p.str(fmt.Sprintf(`String(%s.querySelector('details.subagent .card').checkVisibility())`, outer)), "its cards are hidden")
+
+	// A reload while the researcher's call waits for approval: the card is
+	// drawn again under a card of the researcher's call, and answered.
+	outer = `[...document.querySelectorAll('#messages .card[data-key="call_r"]')].at(-1)`
+	inner = `[...document.querySelectorAll('#messages .card[data-key="call_r/call_w"]')].at(-1)`
+	p.sendAndWaitFor("Again, via the researcher", `document.querySelectorAll('#messages .card[data-key="call_r/call_w"]').length === 2 && `+inner+`.dataset.state === 'approval'`)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the nested approval again", inner+`?.dataset.state === 'approval' && `+inner+`.querySelector('button.approve')`)
+	require.NoError(t, p.eval(`(() => { const i = `+inner+`;
+		return {Outer: `+outer+`.dataset.state, Parent: i.parentElement.closest('.card').dataset.key, Agent: i.closest('details.subagent').dataset.agent,
+			Summary: `+outer+`.querySelector('.name').textContent}; })()`, &where))
+	assert.Equal(t, "executing", where.Outer)
+	assert.Equal(t, "call_r", where.Parent)
+	assert.Equal(t, researcherName, where.Agent)
+	assert.Equal(t, researcherName, where.Summary, "the researcher's card, drawn for it")
+	p.clickJS(inner + `.querySelector('button.approve')`)
+	p.waitFor("the run to end", `document.body.dataset.running === 'false' && `+outer+`.dataset.state === 'done' && `+inner+`.dataset.state === 'done'`)
+	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "The researcher says: Found it: Oslo")
+	assert.Equal(t, 0, h.srv.approvals.Len())
 	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
 }

@@ -574,3 +574,75 @@ func TestResearcherNeedsItsTools(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "researcher")
 }
+
+// FuzzChatSkills: whatever a chat message's "skills" holds, the run starts
+// only when it is absent, null or a list of the server's skill names, and is
+// refused with a 400 and a JSON error otherwise; nothing panics.
+func FuzzChatSkills(f *testing.F) {
+	set, err := skills.Load(fstest.MapFS{
+		"poems/SKILL.md": {Data: []byte("---\nname: poet\ndescription: Rhymes.\n---\nRhyme.\n")},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	quiet := agenttest.RespondFunc(func(*agenttest.Request) agenttest.Response {
+		return agenttest.Reply().Text("Fine.").Finish("stop")
+	})
+	srv, err := NewServer(Options{Model: "m", BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{Transport: quiet}, Skills: set})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer srv.Close()
+	for _, seed := range []string{`["poet"]`, `[]`, `null`, `["poet","poet"]`, `["../poet"]`, `"poet"`, `[1]`, `{"poet":true}`, `["POET"]`, `["poet\u0000"]`} {
+		f.Add(seed)
+	}
+	const secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	owner := httptest.NewRequest(http.MethodGet, "/", nil)
+	owner.AddCookie(&http.Cookie{Name: ownerCookie, Value: secret})
+	tag, _ := ownerTag(owner)
+	session := newSessionID(tag)
+	f.Fuzz(func(t *testing.T, skillsJSON string) {
+		body := `{"session_id":"` + session + `","message":"hi","skills":` + skillsJSON + `}`
+		req := httptest.NewRequest(http.MethodPost, "/api/chat", strings.NewReader(body))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", "application/json")
+		req.AddCookie(&http.Cookie{Name: ownerCookie, Value: secret})
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		var out apiResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("status %d: the answer is not JSON: %q", rec.Code, rec.Body.String())
+		}
+		// What the server should have read (the fuzzer may add keys).
+		var sent chatRequest
+		valid := json.Unmarshal([]byte(body), &sent) == nil && strings.TrimSpace(sent.Message) != ""
+		for _, n := range sent.Skills {
+			if _, ok := set.Lookup(n); !ok {
+				valid = false
+			}
+		}
+		switch rec.Code {
+		case http.StatusForbidden, http.StatusUnauthorized:
+			if sent.SessionID == session {
+				t.Fatalf("skills %s: status %d for the owner's session", skillsJSON, rec.Code)
+			}
+		case http.StatusAccepted:
+			if !valid {
+				t.Fatalf("a run started with skills %s", skillsJSON)
+			}
+			deadline := time.Now().Add(waitLimit)
+			for srv.busy(sent.SessionID) {
+				if time.Now().After(deadline) {
+					t.Fatal("the run did not end")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		case http.StatusBadRequest:
+			if valid && sent.SessionID == session || out.Success || out.Error == "" {
+				t.Fatalf("skills %s: refused (%+v)", skillsJSON, out)
+			}
+		default:
+			t.Fatalf("skills %s: status %d: %+v", skillsJSON, rec.Code, out)
+		}
+	})
+}
