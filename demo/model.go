@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/agent/skills"
+	"github.com/planround/planround/interact"
 )
 
 // DefaultDelay is a pause between streamed deltas short enough not to
@@ -36,6 +38,18 @@ const (
 	maxName     = 60      // runes of a name (city, zone, command, title) in a plan
 	maxTopics   = 20      // user messages a summary names
 	maxArgFrags = 32      // deltas of one call's arguments, at most about
+	maxSkills   = 100     // skills of the request's skills block the model reads
+)
+
+// Names of the tools the model calls besides the demo tools, when the
+// request offers them (see the package documentation).
+const (
+	// ResearcherName is the name of the sub-agent [Researcher] returns.
+	ResearcherName = "researcher"
+	// AskToolName is the name of interact's ask_user_question tool.
+	AskToolName = "ask_user_question"
+	// SkillToolName is the name of the get_skill tool of package skills.
+	SkillToolName = skills.ToolName
 )
 
 // Model is the deterministic demo model. Its zero value streams without
@@ -62,14 +76,14 @@ func (m Model) Respond(req *agenttest.Request) agenttest.Response {
 		out = answer(t.user)
 		b.Text(split(out)...)
 	case !req.HasTools():
-		out = plan(t.user)
+		out = plan(t.user, offer{skills: skillsIn(req)})
 		b.Text(split(out)...)
 	case t.last.Role == "tool":
 		out = final(t)
 		b.Text(split(out)...)
 	default:
 		var calls []request
-		for _, c := range wants(t.user) {
+		for _, c := range wants(t.user, offer{has: req.HasTool, skills: skillsIn(req)}) {
 			if req.HasTool(c.tool) {
 				calls = append(calls, c)
 			}
@@ -87,7 +101,7 @@ func (m Model) Respond(req *agenttest.Request) agenttest.Response {
 		out = "Let me call " + strings.Join(names, " and ") + "."
 		b.Text(split(out)...)
 		for i, c := range calls {
-			args, _ := json.Marshal(c.args) // map[string]string: cannot fail
+			args, _ := json.Marshal(c.args) // strings, in maps and structs: cannot fail
 			out += string(args)
 			b.Call(i, fmt.Sprintf("call_demo_%d_%d", len(req.Messages), i+1), c.tool, splitN(string(args), max(7, len(args)/maxArgFrags+1))...)
 		}
@@ -155,9 +169,20 @@ func readTurn(req *agenttest.Request) turn {
 // request is one tool call the user asked for.
 type request struct {
 	tool string
-	args map[string]string
+	args any    // a map[string]string or a struct of strings
 	what string // how the plan says it
 }
+
+// offer is what a request offers the model besides the user's words.
+type offer struct {
+	// has reports whether the request offers a tool; nil means any tool
+	// (the planning round, whose request lists none).
+	has func(name string) bool
+	// skills are the names listed in the request's skills block.
+	skills []string
+}
+
+func (o offer) offers(name string) bool { return o.has == nil || o.has(name) }
 
 var (
 	clauseSep   = regexp.MustCompile(`(?i)\s+and\s+|[,;?!]|\.(\s|$)`)
@@ -167,6 +192,10 @@ var (
 	runRe       = regexp.MustCompile(`(?i)\b(?:run|execute)\s+(.+)`)
 	sayRe       = regexp.MustCompile(`(?i)\bsay\b(.*)`)
 	cardTitleRe = regexp.MustCompile(`(?i)\b(?:about|titled|called|for)\s+(.+)`)
+	askMeRe     = regexp.MustCompile(`(?i)\bask\s+me\b`)
+	subAgentRe  = regexp.MustCompile(`(?i)\bsub-?agents?\b`)
+	skillLineRe = regexp.MustCompile(`^- ([A-Za-z0-9][A-Za-z0-9._-]{0,63}): `)
+	skillNameRe = regexp.MustCompile("(?i)`([A-Za-z0-9][A-Za-z0-9._-]{0,63})`" + `|\bskill\s+(?:named|called)\s+["“']?([A-Za-z0-9][A-Za-z0-9._-]{0,63})|\bthe\s+["“']?([A-Za-z0-9][A-Za-z0-9._-]{0,63})["”']?\s+skill\b`)
 )
 
 // placeStop ends a place name.
@@ -239,10 +268,13 @@ func titleCase(s string) string {
 	return strings.Join(f, " ")
 }
 
-// wants reads which demo tools the user's text asks for, in a fixed order.
-func wants(text string) []request {
+// wants reads which tools the user's text asks for, in a fixed order:
+// researcher (which takes over the weather and time), get_weather,
+// get_time, run_command, get_skill, ask_user_question, show_card.
+func wants(text string, o offer) []request {
 	w := words(text)
 	var out []request
+	var weather, clock *request
 	if keys := []string{"weather", "forecast", "temperature"}; hasAny(w, keys...) {
 		city := place(clauseWith(text, keys...))
 		if city == "" {
@@ -252,7 +284,7 @@ func wants(text string) []request {
 			city = "Paris"
 		}
 		city = titleCase(quote(city, maxName))
-		out = append(out, request{"get_weather", map[string]string{"city": city}, "check the weather in " + city})
+		weather = &request{"get_weather", map[string]string{"city": city}, "check the weather in " + city}
 	}
 	if keys := []string{"time", "clock", "timezone"}; hasAny(w, keys...) {
 		clause := clauseWith(text, keys...)
@@ -266,11 +298,42 @@ func wants(text string) []request {
 				tz = "UTC"
 			}
 		}
-		out = append(out, request{"get_time", map[string]string{"timezone": tz}, "look up the time in " + quote(tz, maxName)})
+		clock = &request{"get_time", map[string]string{"timezone": tz}, "look up the time in " + quote(tz, maxName)}
+	}
+	if wantsResearch(text, w) && o.offers(ResearcherName) {
+		// The researcher finds the weather and the time with tools of
+		// its own: its task names them in words it reads the same way.
+		var parts []string
+		if weather != nil {
+			parts = append(parts, "the weather in "+weather.args.(map[string]string)["city"])
+		}
+		if clock != nil {
+			parts = append(parts, "the time in "+quote(clock.args.(map[string]string)["timezone"], maxName))
+		}
+		if parts == nil {
+			parts = []string{"the weather in Paris", "the time in Europe/Paris"}
+		}
+		task := "Find " + joinAnd(parts) + "."
+		out = append(out, request{ResearcherName, map[string]string{"task": task}, "ask the researcher to find " + joinAnd(parts)})
+		weather, clock = nil, nil
+	}
+	if weather != nil {
+		out = append(out, *weather)
+	}
+	if clock != nil {
+		out = append(out, *clock)
 	}
 	if hasAny(w, "run", "execute", "command", "shell", "ls") {
 		cmd := command(text)
 		out = append(out, request{"run_command", map[string]string{"command": cmd}, "run `" + quote(cmd, maxName) + "`"})
+	}
+	if hasAny(w, "skill", "skills") {
+		if name := skillName(text, o.skills); name != "" {
+			out = append(out, request{SkillToolName, map[string]string{"name": name}, "read the skill “" + name + "”"})
+		}
+	}
+	if askMeRe.MatchString(text) || hasAny(w, "question", "questions", "form", "forms") {
+		out = append(out, request{AskToolName, demoForm, "prepare a form with a few questions"})
 	}
 	if w["card"] || w["cards"] || (w["show"] && len(out) == 0) {
 		title := "Demo card"
@@ -282,6 +345,81 @@ func wants(text string) []request {
 		out = append(out, request{"show_card", map[string]string{"title": title, "body": "You asked: " + quote(text, maxQuote)}, "show you a card titled “" + title + "”"})
 	}
 	return out
+}
+
+// wantsResearch reports whether the user asked for research or a
+// sub-agent.
+func wantsResearch(text string, w map[string]bool) bool {
+	return hasAny(w, "research", "researcher", "delegate", "subagent", "subagents") || subAgentRe.MatchString(text)
+}
+
+// demoForm is the form ask_user_question shows: one question of each kind.
+var demoForm = struct {
+	Title     string              `json:"title"`
+	Questions []interact.Question `json:"questions"`
+}{
+	Title: "A few questions",
+	Questions: []interact.Question{
+		{ID: "colour", Question: "Which colour do you like best?", Kind: interact.KindSingle, Options: []string{"red", "green", "blue"}},
+		{ID: "days", Question: "Which days suit you?", Kind: interact.KindMultiple, Options: []string{"Monday", "Wednesday", "Friday"}},
+		{ID: "note", Question: "Anything else you would like to tell me?", Kind: interact.KindText},
+	},
+}
+
+// skillName is the skill the user asks for: a skill of the request's
+// skills block that the text names, else the first one listed, else a name
+// the text gives ("`pdf`", "the pdf skill", "skill named pdf"), else "".
+func skillName(text string, listed []string) string {
+	if len(listed) > 0 {
+		named := map[string]bool{}
+		for _, f := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-' && r != '.'
+		}) {
+			named[strings.TrimRight(f, ".-")] = true
+		}
+		for _, n := range listed {
+			if named[strings.ToLower(n)] {
+				return n
+			}
+		}
+		return listed[0]
+	}
+	if m := skillNameRe.FindStringSubmatch(text); m != nil {
+		for _, g := range m[1:] {
+			if g != "" {
+				return g
+			}
+		}
+	}
+	return ""
+}
+
+// skillsIn returns the skill names of the request's skills block: the
+// lines "- name: description" that follow [skills.Intro] in a system
+// message (at most maxSkills of them).
+func skillsIn(req *agenttest.Request) []string {
+	for _, m := range req.Messages {
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		i := strings.Index(m.Content, skills.Intro)
+		if i < 0 {
+			continue
+		}
+		rest := strings.TrimLeft(m.Content[i+len(skills.Intro):], "\n")
+		var names []string
+		for rest != "" && len(names) < maxSkills {
+			var line string
+			line, rest, _ = strings.Cut(rest, "\n")
+			sm := skillLineRe.FindStringSubmatch(line)
+			if sm == nil {
+				break
+			}
+			names = append(names, sm[1])
+		}
+		return names
+	}
+	return nil
 }
 
 // command finds the command line the user wants run.
@@ -313,12 +451,12 @@ var fillers = map[string]bool{"a": true, "the": true, "this": true, "my": true, 
 func wantsVoice(text string) bool { return words(text)["say"] }
 
 // plan is the planning round's reply.
-func plan(user string) string {
+func plan(user string, o offer) string {
 	var voice string
 	if wantsVoice(user) {
 		voice = "<voice>"
 	}
-	if reqs := wants(user); len(reqs) > 0 {
+	if reqs := wants(user, o); len(reqs) > 0 {
 		what := make([]string, len(reqs))
 		for i, r := range reqs {
 			what[i] = r.what
@@ -350,7 +488,8 @@ func answer(user string) string {
 	if isGreeting(user) {
 		return "Hello! I'm the planround demo model. I run on your machine with no API key, and I follow the planning protocol: " +
 			"first a short plan that ends with an intent tag, then the full answer. " +
-			"Ask me for the weather in a city, the time in a time zone, to run a command such as `ls`, or to show you a card."
+			"Ask me for the weather in a city, the time in a time zone, to run a command such as `ls`, to show you a card, " +
+			"to ask you a few questions in a form, or to delegate research to a sub-agent."
 	}
 	return fmt.Sprintf("You asked: “%s”. I'm only the built-in demo model, so I can't really answer open questions, "+
 		"but this reply shows the continuation round: my plan said no tool was needed, so here is the whole answer in words. "+

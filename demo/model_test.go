@@ -44,7 +44,7 @@ func askModel(t *testing.T, m demo.Model, msgs []openai.ChatCompletionMessagePar
 	c := client(m)
 	p := openai.ChatCompletionNewParams{Model: "demo", Messages: msgs}
 	p.StreamOptions.IncludeUsage = openai.Bool(true)
-	for _, tool := range demo.Tools() {
+	for _, tool := range offerable(t) {
 		d := tool.Definition()
 		for _, name := range tools {
 			if name == d.Name {

@@ -20,6 +20,7 @@ func TestBinaryKilledLeavesNoCommand(t *testing.T) {
 		t.Skip("the parent-death signal is Linux only; looks for the children in /proc")
 	}
 	noModelEnv(t)
+	buildCLI(t) // before the deadline starts: the first build may take long
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
 	secs := sleepSecs(t) // kills survivors at the end, so a failure leaks nothing

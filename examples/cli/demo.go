@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/interact"
 )
 
 // demoModel is the built-in demo model; it streams at a pace a person can
@@ -18,6 +19,15 @@ func useDemo(cfg *agent.Config) {
 	}
 }
 
-// demoTools are the tools the CLI offers: get_weather, get_time,
-// run_command and show_card.
-func demoTools() []agent.Tool { return demo.Tools() }
+// hostTools are the tools the CLI offers, with the demo model or a real
+// one: the demo tools (get_weather, get_time, run_command, show_card),
+// ask_user_question, whose forms are answered on the terminal through
+// forms, and the researcher sub-agent, which runs on cfg's model with
+// get_weather and get_time. cfg is the agent's Config without its tools.
+func hostTools(cfg agent.Config, forms *interact.Forms) ([]agent.Tool, error) {
+	researcher, err := demo.Researcher(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append(demo.Tools(), interact.AskUserQuestion(forms), researcher), nil
+}

@@ -1,11 +1,14 @@
 // Command cli is a terminal agent built on planround: it answers a prompt
 // given as arguments, or runs an interactive prompt loop, with the demo tools
-// (get_weather, get_time, run_command, show_card) and a terminal approver.
+// (get_weather, get_time, run_command, show_card), ask_user_question, the
+// researcher sub-agent and a terminal approver.
 //
 //	go run ./examples/cli "What's the weather in Paris?"
 //	go run ./examples/cli -yes -json "run echo hello" | jq .
 //	go run ./examples/cli -db chat.db -session work     # a conversation kept on disk
 //	go run ./examples/cli -mcp mcp.json "list my notes"  # with the tools of MCP servers
+//	go run ./examples/cli -skills skills -enable-skill pdf "use the pdf skill"
+//	go run ./examples/cli -hooks hooks "hello"           # prompts injected at the run's checkpoints
 //
 // With neither OPENAI_BASE_URL (-base-url) nor OPENAI_API_KEY set it runs on
 // the built-in demo model, so it works on a fresh machine without a network.
@@ -35,10 +38,33 @@
 // this tool for the session) unless -yes approves them all. The questions and
 // the prompt loop read the same stdin, one line at a time.
 //
+// The forms of ask_user_question are asked on stderr too, question by
+// question: a single choice by the option's number (or its text), a multiple
+// choice by numbers separated by commas (an empty line for none), a text
+// question as one line; an answer that does not fit is asked again. The end
+// of the input cancels the form (the model reads that nobody answered) and
+// the CLI then exits with status 1; -yes does not answer forms. show_card's
+// cards are drawn as boxes. The researcher is a sub-agent (agent.NewSubAgent)
+// with get_weather and get_time, on the same model: its call is not asked
+// about, its own calls are, and its output is shown indented under the call,
+// each line starting with its name. -json writes all of these as the chunks
+// they are (form_request and card side chunks, the sub-agent's chunks marked
+// with agent, depth and parent).
+//
+// -skills names a folder of skills (package agent/skills): the model sees
+// their descriptions right after the system prompt and reads one with
+// get_skill. -enable-skill enables only the skills it names (it may be
+// repeated; without it every skill is enabled). A skill whose SKILL.md is
+// malformed is left out, and said on stderr. -hooks names a folder holding
+// a hooks.json (package agent/hooks): its prompts are injected at the
+// checkpoints of each run.
+//
 // Exit status: 0 when the run finished or was interrupted, 1 on a model,
-// transport or store error or when a tool call was rejected because the
-// input ended before its approval question was answered, 2 on bad flags,
-// 130 on a second Ctrl-C.
+// transport or store error, when -skills, -hooks or -mcp cannot be loaded,
+// or when a tool call was rejected or a form cancelled because the input
+// ended before its questions were answered, 2 on bad flags (an
+// -enable-skill that names no skill of -skills included), 130 on a second
+// Ctrl-C.
 package main
 
 import (
@@ -56,7 +82,11 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/hooks"
+	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/demo"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/stream"
@@ -78,8 +108,24 @@ type options struct {
 	sentences, parallel    bool
 	maxRounds, retries     int
 	db, session            string
-	mcp                    string // the MCP servers' configuration file
-	prompt                 string // empty: the interactive loop
+	mcp                    string   // the MCP servers' configuration file
+	skills                 string   // the folder of skills
+	enable                 []string // the skills enabled; none: all of them
+	hooks                  string   // the folder of hooks
+	prompt                 string   // empty: the interactive loop
+}
+
+// nameList is a flag that may be given several times.
+type nameList []string
+
+func (l *nameList) String() string { return strings.Join(*l, ",") }
+
+func (l *nameList) Set(s string) error {
+	if s = strings.TrimSpace(s); s == "" {
+		return errors.New("empty name")
+	}
+	*l = append(*l, s)
+	return nil
 }
 
 // usageError is a command-line mistake: exit status 2.
@@ -98,6 +144,14 @@ Answers the prompt, or with no prompt runs an interactive loop (exit, quit or
 Ctrl-D ends it). Without OPENAI_BASE_URL and OPENAI_API_KEY it runs on a
 built-in demo model.
 
+The model may call get_weather, get_time, run_command, show_card (drawn as a
+card), ask_user_question (its form is asked here: a choice by number, several
+by numbers separated by commas, text as a line; Ctrl-D cancels it) and
+researcher, a sub-agent with get_weather and get_time (its output is indented
+under the call). Calls that need approval are asked here unless -yes; the
+demo model calls the tools when asked for weather, time, run, card, "ask me",
+form, question, research, delegate, sub-agent or skill.
+
 flags:
 `)
 		fs.PrintDefaults()
@@ -115,6 +169,9 @@ flags:
 	fs.StringVar(&o.db, "db", "", "SQLite `file` that keeps the conversation")
 	fs.StringVar(&o.session, "session", "", "conversation `id` in the -db file (default \"default\")")
 	fs.StringVar(&o.mcp, "mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
+	fs.StringVar(&o.skills, "skills", "", "`folder` of skills (folders holding a SKILL.md) the model may read with get_skill")
+	fs.Var((*nameList)(&o.enable), "enable-skill", "enable the skill `name` of -skills (repeat for several; none given enables them all)")
+	fs.StringVar(&o.hooks, "hooks", "", "`folder` holding a hooks.json of prompts injected at the checkpoints of each run")
 	if err := fs.Parse(args); err != nil {
 		return o, err // the flag package has already said what is wrong
 	}
@@ -127,6 +184,8 @@ flags:
 		return o, usageError{"-retries must not be negative"}
 	case o.session != "" && o.db == "":
 		return o, usageError{"-session needs -db (the file that keeps the conversation)"}
+	case len(o.enable) > 0 && o.skills == "":
+		return o, usageError{"-enable-skill needs -skills (the folder of skills)"}
 	case o.model == "" && !o.demo():
 		return o, usageError{"no model: set -model or OPENAI_MODEL"}
 	}
@@ -142,8 +201,9 @@ func (o options) demo() bool { return o.baseURL == "" && o.apiKey == "" }
 // cli is one invocation: the agent, the input and the output.
 type cli struct {
 	opts    options
-	session string // the runs' session id: -session, or mcpConversation
+	session string // the runs' session id: -session, or defaultSession
 	agent   *agent.Agent
+	forms   *interact.Forms // the forms of ask_user_question
 	in      *lineSource
 	out     renderer
 	stderr  io.Writer
@@ -196,17 +256,55 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		cfg.Logger = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
-	tools := demoTools()
 	if opts.demo() {
 		useDemo(&cfg)
 		fmt.Fprintln(stderr, "cli: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
+	}
+	forms, err := interact.NewForms(interact.FormsConfig{})
+	if err != nil {
+		fmt.Fprintf(stderr, "cli: %v\n", err)
+		return 1
+	}
+	tools, err := hostTools(cfg, forms)
+	if err != nil {
+		fmt.Fprintf(stderr, "cli: %v\n", err)
+		return 1
+	}
+	var skillSet *skills.Set
+	if opts.skills != "" {
+		if skillSet, err = loadSkills(opts, stderr); err != nil {
+			var ue usageError
+			if errors.As(err, &ue) {
+				fmt.Fprintf(stderr, "cli: %s\n", ue.msg)
+				return 2
+			}
+			fmt.Fprintf(stderr, "cli: %v\n", err)
+			return 1
+		}
+		tools = append(tools, skillSet.Tool())
+		// First, so that its block follows the system prompt.
+		cfg.Layers = append([]memory.Layer{skillSet.Layer()}, cfg.Layers...)
+	}
+	if opts.hooks != "" {
+		if cfg.Hooks, err = hooks.LoadDir(opts.hooks); err != nil {
+			fmt.Fprintf(stderr, "cli: -hooks %s: %v\n", opts.hooks, err)
+			return 1
+		}
 	}
 	if cfg.Tools, err = agent.NewToolRegistry(tools...); err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
 		return 1
 	}
+	// Delegating changes nothing: the researcher's own calls are asked.
+	if err := cfg.Tools.SetSkipApproval(demo.ResearcherName, true); err != nil {
+		fmt.Fprintf(stderr, "cli: %v\n", err)
+		return 1
+	}
 
 	session := opts.session
+	if session == "" {
+		session = defaultSession
+	}
 	var closeMCP func() // ends the MCP servers; nil without -mcp
 	if opts.mcp != "" {
 		var term *terminator
@@ -231,9 +329,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				host[t.Definition().Name] = true
 			}
 			printServers(stderr, mc, cfg.Tools, host)
-		}
-		if session == "" {
-			session = mcpConversation
 		}
 		defer func() { status = exitStatus(term, status) }()
 	}
@@ -265,7 +360,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 
-	c := &cli{opts: opts, session: session, agent: a, in: in, out: out, stderr: stderr}
+	c := &cli{opts: opts, session: session, agent: a, forms: forms, in: in, out: out, stderr: stderr}
 
 	// A second Ctrl-C exits at once, without the deferred clean-up: it
 	// ends the MCP servers first.
@@ -296,9 +391,12 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 		h.cancelled = ctx.Err
 	}
 
+	if len(c.opts.enable) > 0 {
+		ctx = skills.WithEnabled(ctx, c.opts.enable...)
+	}
 	t := c.agent.NewTurn(agent.Input{SessionID: c.session, History: c.history, Message: msg})
 	var err error
-	unasked := "" // a call rejected because the input ended or broke
+	unasked := "" // a call rejected, or a form cancelled, because the input ended or broke
 	for ch, e := range t.Run(ctx) {
 		if e != nil {
 			err = e
@@ -307,12 +405,19 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 		// The terminal approver fails (CauseApprovalFailed) only when it
 		// cannot read an answer.
 		if ch.Kind == agent.KindToolRejected && ch.Tool.Cause == agent.CauseApprovalFailed && unasked == "" {
-			unasked = ch.Tool.Name
+			unasked = ch.Tool.Name + " was not run: the input ended before the approval question was answered (answer on stdin, or pass -yes)"
 		}
 		c.out.chunk(ch)
 		if werr := c.out.err(); werr != nil {
 			err = fmt.Errorf("writing output: %w", werr)
 			break // ends the run
+		}
+		if fr, ok := ch.Side.(interact.FormRequest); ok && ch.Kind == agent.KindSide {
+			// Asked here, while the run waits: the call finds the answers
+			// whenever it starts to wait for them.
+			if !c.answerForm(ctx, fr) && unasked == "" {
+				unasked = "the form was not answered: the input ended before its questions were answered (answer them on stdin)"
+			}
 		}
 	}
 	c.out.endTurn()
@@ -323,12 +428,43 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 	}
 	if err == nil && unasked != "" {
 		// Nobody could answer: the run did not do what was asked.
-		err = fmt.Errorf("%s was not run: the input ended before the approval question was answered (answer on stdin, or pass -yes)", unasked)
+		err = errors.New(unasked)
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "cli: %s\n", describe(err))
 	}
 	return err
+}
+
+// answerForm asks the questions of a form on the terminal and gives the
+// answers to the form's call. When the input ends (or cannot be read) before
+// every question was answered, the session's forms are cancelled, so the
+// call returns at once and the model reads that nobody answered; it then
+// reports false. An interrupt (ctx ended) leaves the form to the run,
+// which ends its call.
+func (c *cli) answerForm(ctx context.Context, fr interact.FormRequest) bool {
+	answers, err := askForm(ctx, c.in.next, c.stderr, fr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		if !errors.Is(err, io.EOF) {
+			fmt.Fprintf(c.stderr, "cli: reading the answers: %v\n", err)
+		}
+		c.forms.CancelSession(c.session)
+		return false
+	}
+	open, err := c.forms.Answer(c.session, fr.FormID, answers)
+	switch {
+	case err != nil:
+		// askForm checks every answer: a form it cannot answer is not
+		// left waiting.
+		fmt.Fprintf(c.stderr, "cli: the answers were refused: %v\n", err)
+		c.forms.CancelSession(c.session)
+	case !open:
+		fmt.Fprintln(c.stderr, "cli: the form is no longer open (it timed out or its run ended): the answers were not sent")
+	}
+	return true
 }
 
 // loop is the interactive prompt loop. It returns 0 at exit, quit or the end

@@ -688,6 +688,7 @@ func TestBinaryCtrlCInterruptsRunningCommand(t *testing.T) {
 		t.Skip("looks for the child in /proc")
 	}
 	noModelEnv(t)
+	buildCLI(t) // before the deadline starts: the first build may take long
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
 	secs := sleepSecs(t)
@@ -712,6 +713,7 @@ func TestBinaryLoopCtrlCReturnsToPrompt(t *testing.T) {
 		t.Skip("looks for the child in /proc")
 	}
 	noModelEnv(t)
+	buildCLI(t) // before the deadline starts: the first build may take long
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
 	secs := sleepSecs(t)
@@ -747,6 +749,7 @@ func TestBinaryLoopCtrlCReturnsToPrompt(t *testing.T) {
 
 func TestBinaryCtrlCAtPromptExitsQuietly(t *testing.T) {
 	noModelEnv(t)
+	buildCLI(t) // before the deadline starts: the first build may take long
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
 	p := startCLI(ctx, t, "-json") // the prompt loop

@@ -15,10 +15,11 @@ import (
 	"github.com/planround/planround/mcpclient"
 )
 
-// mcpConversation is the session id of a CLI's runs when it has no -session:
+// defaultSession is the session id of a CLI's runs when it has no -session:
 // without -db the process holds one conversation, and the per_conversation
-// MCP servers need a session id to give it an instance of its own.
-const mcpConversation = "cli"
+// MCP servers need a session id to give it an instance of its own, as the
+// forms of ask_user_question need one to be answered.
+const defaultSession = "cli"
 
 // startMCP starts the MCP servers of the configuration file at path and adds
 // their tools to reg, after the tools already there (which keep their names).

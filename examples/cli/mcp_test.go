@@ -107,6 +107,7 @@ func toolResult(t *testing.T, chunks []agent.Chunk, name string) string {
 // executing chunks with partial_result before its result.
 func TestBinaryMCPToolsWithYes(t *testing.T) {
 	noModelEnv(t)
+	buildCLI(t) // before the deadline starts: the first build may take long
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	model := toolModel(t,
@@ -323,6 +324,7 @@ func TestBinaryEndsMCPServers(t *testing.T) {
 		{name: "SIGHUP at the prompt", loop: true, signal: syscall.SIGHUP, status: 128 + int(syscall.SIGHUP)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			buildCLI(t) // before the deadline starts: the first build may take long
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			model := toolModel(t, toolCall{"pid", `{}`}, toolCall{"spawn", fmt.Sprintf(`{"block":%t}`, tc.block)})

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/interact"
 )
 
 // renderer shows the chunks of a run.
@@ -88,6 +89,10 @@ type humanRenderer struct {
 	// open is !atLineStart, for lineOpen from other goroutines.
 	open atomic.Bool
 
+	// indent starts every line of a sub-agent's chunks (see enter); scope
+	// names the run whose chunks are shown: "" for the host's own run.
+	indent, scope string
+
 	// cancelled is the turn's ctx.Err: nil when the run was not
 	// interrupted (Ctrl-C), so its interrupted chunk follows a rejection.
 	// A nil cancelled means always interrupted.
@@ -115,8 +120,59 @@ func (r *humanRenderer) write(s string) {
 	if r.werr != nil || s == "" {
 		return
 	}
+	if r.indent != "" {
+		s = r.indented(s)
+	}
 	_, r.werr = io.WriteString(r.w, s)
 	r.setLineStart(strings.HasSuffix(s, "\n"))
+}
+
+// indented puts the indent at the start of every line s begins or starts.
+func (r *humanRenderer) indented(s string) string {
+	var b strings.Builder
+	start := r.atLineStart
+	for s != "" {
+		line := s
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			line = s[:i+1]
+		}
+		if start && line != "\n" && !strings.HasPrefix(line, "\r") {
+			b.WriteString(r.styled(styleDim, r.indent))
+		}
+		b.WriteString(line)
+		start = strings.HasSuffix(line, "\n")
+		s = s[len(line):]
+	}
+	return b.String()
+}
+
+// enter switches the output to the run that yielded c: the host's, or a
+// sub-agent's, whose lines are indented by its depth and start with its
+// name:
+//
+//	⏺ researcher {"task":"Find the weather in Oslo."}
+//	  … executing
+//	  researcher │ ⏺ get_weather {"city":"Oslo"}
+//	  researcher │   ✓ result: Oslo: cloudy, 11 °C
+//	  researcher │ Here is what I found: …
+//	  ✓ result: Here is what I found: …
+func (r *humanRenderer) enter(c agent.Chunk) {
+	scope := ""
+	if c.Depth > 0 {
+		scope = c.Parent + "\x00" + c.Agent
+	}
+	if scope == r.scope {
+		return
+	}
+	r.newline() // ends the other run's line, under its indent
+	r.scope, r.indent = scope, ""
+	if c.Depth > 0 {
+		name := oneLine(c.Agent, maxArgsChars)
+		if name == "" {
+			name = "sub-agent"
+		}
+		r.indent = strings.Repeat("  ", c.Depth) + name + " │ "
+	}
 }
 
 func (r *humanRenderer) setLineStart(b bool) {
@@ -175,6 +231,7 @@ func (r *humanRenderer) newline() {
 }
 
 func (r *humanRenderer) chunk(c agent.Chunk) {
+	r.enter(c)
 	switch c.Kind {
 	case agent.KindText:
 		if r.reasoning || r.liveStart {
@@ -191,9 +248,9 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 	case agent.KindRoundEnd:
 		r.newline()
 	case agent.KindToolCall:
-		r.toolCall(c.Tool)
+		r.toolCall(c)
 	case agent.KindToolRejected:
-		v := r.view(c.Tool)
+		v := r.view(c)
 		r.header(c.Tool, v)
 		r.flushPartial(v)
 		r.flushTail(v)
@@ -202,8 +259,20 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 			r.block("  partial output: ", styleDim, c.Tool.PartialResult)
 		}
 	case agent.KindSide:
-		side, _ := json.Marshal(c.Side)
-		r.line(styleDim, "  ◆ "+c.Tool.Name+": "+oneLine(string(side), maxArgsChars))
+		switch side := c.Side.(type) {
+		case interact.Card:
+			r.card(side)
+		case interact.FormRequest:
+			title := oneLine(side.Title, maxLineChars)
+			if title != "" {
+				title = "“" + title + "” "
+			}
+			n := len(side.Questions)
+			r.line(styleDim, fmt.Sprintf("  ◆ form %s(%d %s): answer below", title, n, plural(n, "question")))
+		default:
+			b, _ := json.Marshal(c.Side)
+			r.line(styleDim, "  ◆ "+c.Tool.Name+": "+oneLine(string(b), maxArgsChars))
+		}
 	case agent.KindWarning:
 		r.line(styleYellow, "⚠ "+clean(c.Text))
 	case agent.KindInterrupted:
@@ -231,17 +300,25 @@ func rejection(tc *agent.ToolCall) string {
 	return "rejected: " + reason
 }
 
-func (r *humanRenderer) view(tc *agent.ToolCall) *callView {
-	v, ok := r.calls[tc.ID]
+// view returns what the renderer remembers of c's call. A sub-agent's call
+// is known by its parent call's id and its own, which may be the id of a
+// call of another run.
+func (r *humanRenderer) view(c agent.Chunk) *callView {
+	key := c.Tool.ID
+	if c.Depth > 0 {
+		key = c.Parent + "/" + key
+	}
+	v, ok := r.calls[key]
 	if !ok {
 		v = &callView{}
-		r.calls[tc.ID] = v
+		r.calls[key] = v
 	}
 	return v
 }
 
-func (r *humanRenderer) toolCall(tc *agent.ToolCall) {
-	v := r.view(tc)
+func (r *humanRenderer) toolCall(c agent.Chunk) {
+	tc := c.Tool
+	v := r.view(c)
 	switch tc.State {
 	case agent.StateStart:
 		// The arguments are still being written. On a terminal show the
@@ -371,7 +448,10 @@ func (r *humanRenderer) block(label, style, text string) {
 	}
 }
 
-func (r *humanRenderer) endTurn() { r.newline() }
+func (r *humanRenderer) endTurn() {
+	r.newline()
+	r.scope, r.indent = "", ""
+}
 
 // clean removes control characters other than newline and tab, so that a
 // model or a tool cannot drive the terminal with escape sequences.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/interact"
 )
 
 var ansi = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
@@ -225,4 +226,91 @@ func TestHumanRendererLiveStartLine(t *testing.T) {
 	i := strings.Index(got, "\r\x1b[K")
 	assert.Positive(t, i, "the start line is erased: %q", got)
 	assert.Equal(t, "⏺ run_command {\"command\":\"make\"}\n", ansi.ReplaceAllString(got[i+len("\r\x1b[K"):], ""))
+}
+
+func TestHumanRendererCard(t *testing.T) {
+	var b bytes.Buffer
+	r := newHumanRenderer(&b, false, false)
+	r.chunk(agent.Chunk{Kind: agent.KindSide, Round: 1, Tool: &agent.ToolCall{ID: "c1", Name: "show_card"}, Side: interact.Card{
+		Type:     interact.TypeCard,
+		Title:    "Paris\x1b[2J",
+		Body:     "Sunny all week, with a light breeze from the west in the afternoons and clear nights.\n\nBring sunglasses.",
+		ImageURL: "data:image/png;base64,iVBORw0KGgo=",
+		Fields:   []interact.Field{{Name: "High", Value: "24 °C"}, {Name: "Low", Value: "12 °C"}},
+	}})
+	r.endTurn()
+	assert.Equal(t, ""+
+		"  ┌──────────────────────────────────────────────────────────┐\n"+
+		"  │ Paris[2J                                                 │\n"+
+		"  ├──────────────────────────────────────────────────────────┤\n"+
+		"  │ Sunny all week, with a light breeze from the west in the │\n"+
+		"  │ afternoons and clear nights.                             │\n"+
+		"  │                                                          │\n"+
+		"  │ Bring sunglasses.                                        │\n"+
+		"  │ High: 24 °C                                              │\n"+
+		"  │ Low: 12 °C                                               │\n"+
+		"  │ image: image/png inline (34 bytes)                       │\n"+
+		"  └──────────────────────────────────────────────────────────┘\n", b.String(), "the box fits its longest line; escape sequences removed")
+
+	// A title alone, a long word cut, an http image shown as its URL.
+	b.Reset()
+	r.chunk(agent.Chunk{Kind: agent.KindSide, Side: interact.Card{Title: "Hi", ImageURL: "https://example.com/a.png"}})
+	r.chunk(agent.Chunk{Kind: agent.KindSide, Side: interact.Card{Title: strings.Repeat("x", 70)}})
+	assert.Equal(t, ""+
+		"  ┌──────────────────────────────────┐\n"+
+		"  │ Hi                               │\n"+
+		"  ├──────────────────────────────────┤\n"+
+		"  │ image: https://example.com/a.png │\n"+
+		"  └──────────────────────────────────┘\n"+
+		"  ┌──────────────────────────────────────────────────────────────┐\n"+
+		"  │ "+strings.Repeat("x", 60)+" │\n"+
+		"  │ "+strings.Repeat("x", 10)+strings.Repeat(" ", 50)+" │\n"+
+		"  └──────────────────────────────────────────────────────────────┘\n", b.String())
+
+	// A long body is cut.
+	b.Reset()
+	r.chunk(agent.Chunk{Kind: agent.KindSide, Side: interact.Card{Title: "Many", Body: numbered(1, 30)}})
+	assert.Equal(t, maxCardLines+4, strings.Count(b.String(), "\n"), "%s", b.String())
+	assert.Contains(t, b.String(), "│ … (19 more lines)")
+}
+
+func TestHumanRendererSubAgentIndented(t *testing.T) {
+	nested := func(depth int, c agent.Chunk) agent.Chunk {
+		c.Depth, c.Agent, c.Parent = depth, "research", "c1"
+		if depth == 2 {
+			c.Agent, c.Parent = "research/search", "c1/c1"
+		}
+		return c
+	}
+	var b bytes.Buffer
+	r := newHumanRenderer(&b, false, false)
+	for _, c := range []agent.Chunk{
+		call(agent.StateExecuting, func(c *agent.ToolCall) { c.Name, c.Arguments = "research", json.RawMessage(`{"task":"t"}`) }),
+		nested(1, agent.Chunk{Kind: agent.KindText, Round: 1, Text: "Looking"}),
+		nested(1, agent.Chunk{Kind: agent.KindText, Round: 1, Text: " it up.\nFirst"}),
+		nested(1, call(agent.StateExecuting, nil)), // the same call id as the host's: another call
+		nested(2, agent.Chunk{Kind: agent.KindText, Round: 1, Text: "deeper"}),
+		nested(1, call(agent.StateResult, func(c *agent.ToolCall) { c.Result = "made" })),
+		nested(1, agent.Chunk{Kind: agent.KindSide, Side: interact.Card{Title: "Card"}}),
+		nested(1, agent.Chunk{Kind: agent.KindRoundEnd, Round: 1}),
+		call(agent.StateResult, func(c *agent.ToolCall) { c.Name, c.Result = "research", "found" }),
+		{Kind: agent.KindText, Round: 2, Text: "Done."},
+	} {
+		r.chunk(c)
+	}
+	r.endTurn()
+	assert.Equal(t, ""+
+		"⏺ research {\"task\":\"t\"}\n"+
+		"  … executing\n"+
+		"  research │ Looking it up.\n"+
+		"  research │ First\n"+
+		"  research │ ⏺ run_command {\"command\":\"make\"}\n"+
+		"  research │   … executing\n"+
+		"    research/search │ deeper\n"+
+		"  research │   ✓ result: made\n"+
+		"  research │   ┌──────────────────────┐\n"+
+		"  research │   │ Card                 │\n"+
+		"  research │   └──────────────────────┘\n"+
+		"  ✓ result: found\n"+
+		"Done.\n", b.String())
 }
