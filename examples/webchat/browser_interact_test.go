@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/demo"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -289,7 +290,7 @@ func TestBrowserSkills(t *testing.T) {
 func TestBrowserSubAgent(t *testing.T) {
 	leaktest.Check(t)
 	model := researchModel(t)
-	h := newModelHarness(t, onModel(model, Options{ResearcherTools: []string{"get_weather", "get_time"}}))
+	h := newModelHarness(t, onModel(model, Options{Researcher: true}))
 	b := startBrowser(t)
 	p := b.newPage(1280, 800)
 	p.navigate(h.ts.URL + "/")
@@ -309,7 +310,7 @@ func TestBrowserSubAgent(t *testing.T) {
 			Summary: d.querySelector('summary').textContent, Words: d.querySelector('.text').textContent, Open: d.open}; })()`, &where))
 	assert.Equal(t, "executing", where.Outer)
 	assert.Equal(t, "call_r", where.Parent, "nested under the researcher's card")
-	assert.Equal(t, researcherName, where.Agent)
+	assert.Equal(t, demo.ResearcherName, where.Agent)
 	assert.Equal(t, "researcher · its run", where.Summary)
 	assert.Equal(t, "Looking it up.", where.Words)
 	assert.True(t, where.Open)
@@ -360,11 +361,53 @@ func TestBrowserSubAgent(t *testing.T) {
 			Summary: `+outer+`.querySelector('.name').textContent}; })()`, &where))
 	assert.Equal(t, "executing", where.Outer)
 	assert.Equal(t, "call_r", where.Parent)
-	assert.Equal(t, researcherName, where.Agent)
-	assert.Equal(t, researcherName, where.Summary, "the researcher's card, drawn for it")
+	assert.Equal(t, demo.ResearcherName, where.Agent)
+	assert.Equal(t, demo.ResearcherName, where.Summary, "the researcher's card, drawn for it")
 	p.clickJS(inner + `.querySelector('button.approve')`)
 	p.waitFor("the run to end", `document.body.dataset.running === 'false' && `+outer+`.dataset.state === 'done' && `+inner+`.dataset.state === 'done'`)
 	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "The researcher says: Found it: Oslo")
 	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+}
+
+// TestBrowserDemoAsksAndDelegates: the built-in demo model drives the
+// form and the researcher by itself: "ask me" shows its form, whose answers
+// its reply quotes; "research" runs the researcher, whose approval cards,
+// nested, are answered.
+func TestBrowserDemoAsksAndDelegates(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{Researcher: true})
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+
+	p.sendAndWaitFor("Ask me a few questions", lastForm+`?.dataset.state === 'open'`)
+	assert.Equal(t, "A few questions", p.str(lastForm+`.querySelector('.form-title').textContent`))
+	p.clickJS(lastForm + `.querySelector('input[type=radio][value="green"]')`)
+	p.clickJS(lastForm + `.querySelector('input[type=checkbox][value="Friday"]')`)
+	p.typeText(`form.ask-form textarea`, "bring <snacks>")
+	p.clickJS(lastForm + `.querySelector('button[type=submit]')`)
+	p.waitFor("the reply", lastForm+`.dataset.state === 'answered' && document.body.dataset.running === 'false'`)
+	reply := p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`)
+	assert.Contains(t, reply, "green")
+	assert.Contains(t, reply, "snacks")
+
+	inner := `document.querySelector('#messages details.subagent .card[data-state="approval"] button.approve')`
+	p.sendAndWaitFor("Research the weather in Oslo", inner)
+	for i := 0; i < 5 && p.str(`document.body.dataset.running`) == "true"; i++ {
+		p.waitFor("a nested approval or the end", inner+` || document.body.dataset.running === 'false'`)
+		if p.str(`String(!!`+inner+`)`) == "true" {
+			p.clickJS(inner)
+			p.waitFor("the decision taken", `!`+inner+` || document.body.dataset.running === 'false'`)
+		}
+	}
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	researcher := `document.querySelector('#messages .card[data-tool="researcher"]')`
+	assert.Equal(t, "done", p.str(researcher+`.dataset.state`))
+	assert.Contains(t, p.str(researcher+`.querySelector('details.subagent').innerText`), "Oslo")
+	assert.Equal(t, "get_weather", p.str(researcher+`.querySelector('details.subagent .card').dataset.tool`))
+	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "Oslo")
+	p.screenshot(filepath.Join(t.ArtifactDir(), "demo-researcher.png"))
 	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
 }

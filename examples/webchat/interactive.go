@@ -3,48 +3,26 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 )
 
-// researcherName is the name of the sub-agent Options.ResearcherTools
-// offers to the model.
-const researcherName = "researcher"
-
-// researcherPrompt is the researcher's system prompt: it works for the
-// model that called it, not for a person.
-const researcherPrompt = "You are a researcher working for another assistant, not for a person. " +
-	"Use your tools to find what the task asks for, then answer with the facts you found, briefly. " +
-	"Nobody can answer questions from you: do with what the task says."
-
-// addResearcher registers in tools the researcher sub-agent, which runs
-// on the host's model with the tools named (a subset of tools), without a
-// planning round. Its own call skips approval: the calls it makes ask for
-// theirs through the calling run's Approver, with the calling run's
-// session, so the page shows their cards nested under the researcher's.
-func addResearcher(tools *agent.ToolRegistry, host agent.Config, names []string) error {
-	sub, err := tools.Subset(names...)
-	if err != nil {
-		return fmt.Errorf("researcher sub-agent: %w", err)
-	}
-	cfg := host
-	cfg.Tools = sub
-	cfg.SystemPrompt = researcherPrompt
-	cfg.DisablePlanning = true
-	cfg.Approver = nil // the calling run's
-	cfg.Store, cfg.Layers, cfg.Hooks = nil, nil, nil
-	desc := "Researches a question with the tools " + strings.Join(names, ", ") +
-		" and answers with what it found. Give it a task that stands on its own: it does not see this conversation."
-	t, err := agent.NewSubAgent(researcherName, desc, cfg)
+// addResearcher registers in tools the demo's researcher sub-agent, built
+// from the host's Config. Its own call skips approval: delegating changes
+// nothing, and the calls it makes ask for theirs through the calling run's
+// Approver, with the calling run's session, so the page shows their cards
+// nested under the researcher's.
+func addResearcher(tools *agent.ToolRegistry, host agent.Config) error {
+	t, err := demo.Researcher(host)
 	if err != nil {
 		return fmt.Errorf("researcher sub-agent: %w", err)
 	}
 	if err := tools.Add(t); err != nil {
 		return fmt.Errorf("researcher sub-agent: %w", err)
 	}
-	return tools.SetSkipApproval(researcherName, true)
+	return tools.SetSkipApproval(demo.ResearcherName, true)
 }
 
 // skillInfo is one skill as GET /api/skills lists it.

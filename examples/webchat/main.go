@@ -41,10 +41,11 @@
 // from a data: URL, or from an http(s) URL once the user asks for it.
 //
 // And it may hand a task to "researcher", a sub-agent with get_weather and
-// get_time and no planning round (agent.NewSubAgent). Its call needs no
-// approval; its own calls do, on cards drawn under the researcher's card, in
-// a block that folds, with the rest of its run. The built-in demo model
-// calls neither ask_user_question nor the researcher: they want a real model.
+// get_time and no planning round (demo.Researcher, built with
+// agent.NewSubAgent). Its call needs no approval; its own calls do, on cards
+// drawn under the researcher's card, in a block that folds, with the rest of
+// its run. The demo model asks questions when asked to ("ask me a few
+// questions") and delegates when asked for research.
 //
 // # MCP servers
 //
@@ -202,7 +203,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		ApprovalTimeout: *timeout,
 		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
-		ResearcherTools: []string{"get_weather", "get_time"},
+		Researcher:      true,
 	}
 	if *skillsDir != "" {
 		logger := slog.New(slog.NewTextHandler(stderr, nil))

@@ -71,12 +71,11 @@ type Options struct {
 	// user's answers before the call fails; zero means
 	// interact.DefaultTimeout.
 	FormTimeout time.Duration
-	// ResearcherTools, when not empty, names tools (of Tools, or of the
-	// MCP servers) that a sub-agent named "researcher" may use; the
-	// sub-agent is then offered to the model as a tool that skips
-	// approval (the calls it makes ask for theirs, on the same cards).
-	// Empty offers no sub-agent.
-	ResearcherTools []string
+	// Researcher offers the model the demo's researcher sub-agent
+	// (demo.Researcher: get_weather and get_time, no planning round) on
+	// the same model. Its own call skips approval; the calls it makes ask
+	// for theirs, on cards the page draws under the researcher's.
+	Researcher bool
 	// MCP, when not nil, offers the tools of its MCP servers after Tools
 	// (a tool of Tools keeps a name both have: the MCP tool is offered as
 	// <server>__<tool>), and GET /api/mcp/servers lists the servers. A
@@ -257,8 +256,8 @@ func NewServer(o Options) (*Server, error) {
 		// First: the skills block follows the system prompt directly.
 		cfg.Layers = []memory.Layer{o.Skills.Layer()}
 	}
-	if len(o.ResearcherTools) > 0 {
-		if err := addResearcher(tools, cfg, o.ResearcherTools); err != nil {
+	if o.Researcher {
+		if err := addResearcher(tools, cfg); err != nil {
 			return nil, err
 		}
 	}
