@@ -260,7 +260,7 @@ func TestBrowserSidebarNarrow(t *testing.T) {
 // readable text. With -update-docs it writes the README's screenshot.
 func TestBrowserThemes(t *testing.T) {
 	leaktest.Check(t)
-	h := newHarness(t, Options{})
+	h := newHarness(t, Options{Skills: testSkills(t)}) // the picker shows in the screenshot
 	b := startBrowser(t)
 	p := b.newPage(1000, 680)
 	p.emulateColorScheme("light")
