@@ -297,7 +297,7 @@
     const names = String(c.agent || '').split('/');
     const ids = String(c.parent || '').split('/');
     const up = { depth: c.depth - 1, agent: names.slice(0, -1).join('/'), parent: ids.slice(0, -1).join('/') };
-    const holder = up.depth > 0 ? nestedScope(up).body : liveTurn();
+    const holder = up.depth > 0 && up.parent ? nestedScope(up).body : liveTurn();
     k = newCard(holder, c.parent, ids.at(-1), names.at(-1) || 'sub-agent');
     st.cards.set(c.parent, k);
     setState(k, 'executing');
