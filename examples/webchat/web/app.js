@@ -41,6 +41,7 @@
     mcp: [], // the MCP servers, as GET /api/mcp/servers last said
     sessions: [], // this browser's stored conversations, as GET /api/sessions last said
     sessionsSeq: 0, // the latest GET /api/sessions: older answers are dropped
+    sessionItems: new Map(), // id → {li, sig}: the list's items as drawn
     renaming: '', // the id of the conversation whose title is being edited
     deleting: '', // the id of the conversation this page is deleting
     speech: localStorage.getItem(SPEECH_KEY) === 'on', // off unless turned on
@@ -1074,14 +1075,26 @@
     renderSessions();
   }
 
-  function renderSessions() {
+  // renderSessions draws the list. An item that shows the same as before
+  // is kept, and the list is left alone when nothing changed: a click on it
+  // must not fall between two elements because the list came back from the
+  // server meanwhile. force draws every item anew (after an edit of one).
+  function renderSessions(force) {
     if (st.renaming) return; // drawn again when the edit ends
-    const items = [];
-    if (st.sessionId && !st.sessions.some((s) => s.id === st.sessionId)) {
-      items.push(sessionItem({ id: st.sessionId }, false));
-    }
-    for (const s of st.sessions) items.push(sessionItem(s, true));
-    ui.sessions.replaceChildren(...items);
+    const list = [];
+    if (st.sessionId && !st.sessions.some((s) => s.id === st.sessionId)) list.push([{ id: st.sessionId }, false]);
+    for (const s of st.sessions) list.push([s, true]);
+    const drawn = new Map();
+    const items = list.map(([s, stored]) => {
+      const sig = JSON.stringify([s.title, s.created_at, s.updated_at, s.busy, stored, s.id === st.sessionId]);
+      const old = st.sessionItems.get(s.id);
+      const li = !force && old && old.sig === sig ? old.li : sessionItem(s, stored);
+      drawn.set(s.id, { li, sig });
+      return li;
+    });
+    st.sessionItems = drawn;
+    const kids = ui.sessions.children;
+    if (items.length !== kids.length || items.some((li, i) => kids[i] !== li)) ui.sessions.replaceChildren(...items);
   }
 
   function whenText(s) {
@@ -1167,7 +1180,7 @@
         else status('Could not rename: ' + (res.data.error || 'HTTP ' + res.status), true);
       }
       st.renaming = '';
-      renderSessions();
+      renderSessions(true);
       loadSessions();
     };
     input.addEventListener('keydown', (e) => {
@@ -1234,7 +1247,7 @@
     st.deleting = '';
     if (!res.ok) {
       status('Could not delete: ' + (res.data.error || 'HTTP ' + res.status), true);
-      renderSessions();
+      renderSessions(true);
       return;
     }
     st.sessions = st.sessions.filter((x) => x.id !== s.id);
