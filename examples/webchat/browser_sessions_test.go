@@ -75,6 +75,15 @@ func (p *page) sendAndWait(text string) {
 			return all.slice(all.findLastIndex(e => e.matches('.msg.user')) + 1).some(e => e.matches('.turn:not(.live)')); })()`, n+1))
 }
 
+// sendAndWaitFor sends text and waits until expr is true.
+func (p *page) sendAndWaitFor(text, expr string) {
+	p.b.t.Helper()
+	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+	p.typeText("#input", text)
+	p.click("#send")
+	p.waitFor(expr, expr)
+}
+
 // TestBrowserSessions: the sidebar lists this browser's conversations,
 // titled after their first message, and switches between them; the list
 // and the open conversation survive a reload; a conversation is renamed,
@@ -251,7 +260,7 @@ func TestBrowserSidebarNarrow(t *testing.T) {
 // readable text. With -update-docs it writes the README's screenshot.
 func TestBrowserThemes(t *testing.T) {
 	leaktest.Check(t)
-	h := newHarness(t, Options{})
+	h := newHarness(t, Options{Skills: testSkills(t)}) // the picker shows in the screenshot
 	b := startBrowser(t)
 	p := b.newPage(1000, 680)
 	p.emulateColorScheme("light")

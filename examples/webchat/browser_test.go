@@ -146,7 +146,8 @@ func TestBrowser(t *testing.T) {
 	send("Please run `echo first line; sleep 30`")
 	p.waitFor("the run_command approval", cardState("approval"))
 	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the live output", cardState("executing")+` && `+lastCard+`.textContent.includes('first line')`)
+	// The output block, not the arguments (which say "first line" too).
+	p.waitFor("the live output", cardState("executing")+` && [...`+lastCard+`.querySelectorAll('.label')].some(l => l.textContent === 'output' && l.nextElementSibling.textContent.includes('first line'))`)
 	n = sysCount()
 	p.click("#interrupt")
 	newSys(n, "Interrupted by the user.")

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/planround/planround/agent"
 )
 
 // subscriberBuffer is how many events an event stream may fall behind
@@ -57,7 +55,9 @@ func (s *Server) publishLocked(ss *session, ev event) {
 //
 // The stream opens with a hello event (the server's instance id, the model,
 // whether a run is active), then the approval_required chunks of approvals
-// that still wait (a reconnecting page draws their cards again), then every
+// that still wait and the form_request side chunks of forms that still wait
+// (each after an executing chunk of its call), so that a reconnecting page
+// draws them again, then every
 // chunk of the session's runs as an unnamed event whose data is the chunk's
 // JSON, between run_started and run_done {status, reason?, cause?, error?}
 // events. Only the session's browser may open it: 401 without an
@@ -119,12 +119,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	// Subscribed first, listed second: an approval registered in between
 	// may come twice, which the page handles (cards are keyed by call id);
 	// none is missed.
-	for _, p := range s.approvals.Pending(id) {
-		call := p.Call
-		call.State = agent.StateApprovalRequired
-		call.ApprovalRequired = true
-		call.ApprovalID = p.ApprovalID
-		writeEvent(w, event{data: mustJSON(agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})})
+	for _, c := range s.pendingChunks(id) {
+		writeEvent(w, event{data: mustJSON(c)})
 	}
 	if rc.Flush() != nil {
 		return

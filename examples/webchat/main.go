@@ -2,13 +2,16 @@
 // page that show the whole protocol — streamed text per round, reasoning,
 // tool cards with approval, live tool output, side messages, interruption —
 // beside the browser's conversations (open, rename, delete, export as JSON,
-// import). The page follows the system's light or dark theme, and can read
-// the replies the model flags for voice aloud (a toggle in the header, off
-// until turned on).
+// import) and a picker of skills. Tools may ask the user questions in forms,
+// show cards, or hand a task to a sub-agent whose run is drawn under their
+// card. The page follows the system's light or dark theme, and can read the
+// replies the model flags for voice aloud (a toggle in the header, off until
+// turned on).
 //
 //	go run ./examples/webchat                 # http://127.0.0.1:8080
 //	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db
 //	go run ./examples/webchat -mcp mcp.json      # with the tools of MCP servers
+//	go run ./examples/webchat -skills skills/ -hooks hooks/
 //	WEBCHAT_TOKEN=$(openssl rand -hex 16) go run ./examples/webchat -addr :8080 -allow-remote
 //
 // With neither OPENAI_BASE_URL nor OPENAI_API_KEY set it runs on the
@@ -17,6 +20,32 @@
 // tools are the demo tools (get_weather, get_time, run_command, show_card):
 // run_command runs real shell commands on this machine once you approve
 // them.
+//
+// # Skills, hooks, forms, cards and a sub-agent
+//
+// -skills names a folder of skills (folders holding a SKILL.md, see package
+// agent/skills; a malformed one is skipped, and logged). The sidebar lists
+// them with a tick each, kept in the browser, and each message enables the
+// ticked ones: their descriptions reach the model in a system block right
+// after the system prompt, their text through the get_skill tool.
+//
+// -hooks names a folder whose hooks.json lists prompt hooks (package
+// agent/hooks) for every run. Their persistent messages are stored with the
+// conversation and sent to the model in later turns, but never shown.
+//
+// The model may always call ask_user_question (package interact): its form
+// is drawn in the call's card, a text box, radio buttons or check boxes per
+// question, and the answers go back to the model. A form that nobody
+// answers within -form-timeout, or whose run is interrupted, closes. It may
+// also call show_card, whose card the page draws as text, with an image
+// from a data: URL, or from an http(s) URL once the user asks for it.
+//
+// And it may hand a task to "researcher", a sub-agent with get_weather and
+// get_time and no planning round (demo.Researcher, built with
+// agent.NewSubAgent). Its call needs no approval; its own calls do, on cards
+// drawn under the researcher's card, in a block that folds, with the rest of
+// its run. The demo model asks questions when asked to ("ask me a few
+// questions") and delegates when asked for research.
 //
 // # MCP servers
 //
@@ -70,26 +99,32 @@
 //	                               32 MiB): a new session of this browser,
 //	                               {session_id, title}
 //	GET  /api/events?session_id=   Server-Sent Events: hello, the pending
-//	                               approvals, then every chunk (data: the
+//	                               approvals and forms, then every chunk (data: the
 //	                               chunk's JSON) between run_started and
 //	                               run_done {status, reason?, cause?, error?};
 //	                               session_deleted when it is deleted
-//	POST /api/chat                 {session_id, message} starts a run: 202, 409 if busy;
-//	                               the first one stores the session, titled after it
+//	POST /api/chat                 {session_id, message, skills?} starts a run: 202,
+//	                               409 if busy; the first one stores the session,
+//	                               titled after it. skills names the skills the
+//	                               run enables (absent: all; an unknown one: 400)
 //	POST /api/tool-approve         {session_id, approval_id, approved, reason?, scope?}
-//	POST /api/interrupt            {session_id}
-//	GET  /api/history?session_id=  the stored messages
-//	GET  /api/skills               [] (skills are not built yet)
+//	POST /api/form-answer          {session_id, form_id, answers: {id: "x" or
+//	                               ["x", ...]}}: 200 {success}, success false for
+//	                               a form no longer open; 400 for answers that do
+//	                               not fit (the form stays open)
+//	POST /api/interrupt            {session_id}; also closes its forms
+//	GET  /api/history?session_id=  the stored messages, hook messages left out
+//	GET  /api/skills               the skills: [{name, description}]
 //	GET  /api/mcp/servers          the MCP servers: [{name, transport,
 //	                               isolation, state, tools, error?}]
 //
 // POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
 // decision's scope "always" counts for its session only.
 //
-// Approvals live in memory: after a restart a page's pending cards are
-// stale, approving one answers success:false, and the page marks them all
-// invalidated. Conversations live in memory too, unless -db names a SQLite
-// file.
+// Approvals and forms live in memory: after a restart a page's pending
+// cards are stale, approving one answers success:false, and the page marks
+// them all invalidated; answering a stale form closes it. Conversations live
+// in memory too, unless -db names a SQLite file.
 //
 // Cross-site POSTs are refused (CSRF), and so are Host names other than
 // localhost (DNS rebinding); IP addresses are fine.
@@ -113,8 +148,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planround/planround/agent/hooks"
+	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory/sqlitestore"
 )
@@ -137,6 +175,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
 	mcpFile := fs.String("mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
+	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
+	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
+	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -160,7 +201,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		Model:           os.Getenv("OPENAI_MODEL"),
 		Tools:           demo.Tools(),
 		ApprovalTimeout: *timeout,
+		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
+		Researcher:      true,
+	}
+	if *skillsDir != "" {
+		logger := slog.New(slog.NewTextHandler(stderr, nil))
+		set, err := skills.LoadDir(*skillsDir, skills.WithLogger(logger))
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: -skills %s: %v\n", *skillsDir, err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "webchat: %d skills from %s (%d skipped)\n", len(set.Skills()), *skillsDir, len(set.Skipped()))
+		o.Skills = set
+	}
+	if *hooksDir != "" {
+		hs, err := hooks.LoadDir(*hooksDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: -hooks %s: %v\n", *hooksDir, err)
+			return 1
+		}
+		o.Hooks = hs
 	}
 	if o.BaseURL == "" && o.APIKey == "" {
 		// The demo model answers in process: no network, no listening port.

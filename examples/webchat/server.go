@@ -21,8 +21,10 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/intent"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
 )
@@ -51,8 +53,29 @@ type Options struct {
 	// ModelLabel is what the page header says about the model, such as
 	// "built-in demo model"; empty shows the model name only.
 	ModelLabel string
-	// Tools are the tools offered to the model.
+	// Tools are the tools offered to the model. ask_user_question (whose
+	// forms the page shows) is always offered beside them, and so is
+	// show_card unless Tools has a tool of that name.
 	Tools []agent.Tool
+	// Skills, when not nil, gives the model skills: the descriptions of
+	// the enabled ones in a system block right after the system prompt,
+	// and the get_skill tool for their text. GET /api/skills lists them
+	// for the page's picker, and each message enables the skills it names
+	// (all of them for a message that names none).
+	Skills *skills.Set
+	// Hooks inject prompts into the requests of every run (see
+	// agent.Config.Hooks). The persistent ones are stored with the
+	// conversation but never shown: GET /api/history leaves them out.
+	Hooks []agent.Hook
+	// FormTimeout is how long an ask_user_question form waits for the
+	// user's answers before the call fails; zero means
+	// interact.DefaultTimeout.
+	FormTimeout time.Duration
+	// Researcher offers the model the demo's researcher sub-agent
+	// (demo.Researcher: get_weather and get_time, no planning round) on
+	// the same model. Its own call skips approval; the calls it makes ask
+	// for theirs, on cards the page draws under the researcher's.
+	Researcher bool
 	// MCP, when not nil, offers the tools of its MCP servers after Tools
 	// (a tool of Tools keeps a name both have: the MCP tool is offered as
 	// <server>__<tool>), and GET /api/mcp/servers lists the servers. A
@@ -113,6 +136,8 @@ var (
 type Server struct {
 	agent     *agent.Agent
 	approvals *approval.Manager
+	forms     *interact.Forms
+	skills    *skills.Set // nil without skills
 	store     memory.Store
 	tools     *agent.ToolRegistry
 	mcp       *mcpclient.Client // nil without MCP servers
@@ -152,6 +177,19 @@ type session struct {
 	run      *activeRun               // nil when idle
 	subs     map[*subscriber]struct{} // open event streams
 	deleting bool                     // POST /api/sessions/delete is deleting it from the Store
+	// nested marks the approvals and forms of the active run that belong
+	// to a sub-agent's run, by approval id and form id, so that a
+	// reconnecting page draws them again where they were.
+	nested map[string]nestedMark
+}
+
+// nestedMark is where a chunk of a sub-agent's run belongs: its Agent,
+// Depth and Parent (see agent.Chunk) and its round.
+type nestedMark struct {
+	agent  string
+	depth  int
+	parent string
+	round  int
 }
 
 // activeRun is a run in progress.
@@ -171,6 +209,10 @@ func NewServer(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	forms, err := interact.NewForms(interact.FormsConfig{Timeout: o.FormTimeout})
+	if err != nil {
+		return nil, err
+	}
 	tools, err := agent.NewToolRegistry(o.Tools...)
 	if err != nil {
 		return nil, err
@@ -180,7 +222,20 @@ func NewServer(o Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	a, err := agent.New(agent.Config{
+	// The interactive tools the page draws: offered whatever Tools holds.
+	extra := []agent.Tool{interact.AskUserQuestion(forms)}
+	if _, _, ok := tools.Lookup("show_card"); !ok {
+		extra = append(extra, interact.ShowCard())
+	}
+	if o.Skills != nil {
+		extra = append(extra, o.Skills.Tool())
+	}
+	for _, t := range extra {
+		if err := tools.Add(t); err != nil {
+			return nil, err
+		}
+	}
+	cfg := agent.Config{
 		BaseURL:      o.BaseURL,
 		APIKey:       o.APIKey,
 		HTTPClient:   o.HTTPClient,
@@ -190,7 +245,18 @@ func NewServer(o Options) (*Server, error) {
 		Tools:        tools,
 		Approver:     mgr,
 		Store:        o.Store,
-	})
+		Hooks:        o.Hooks,
+	}
+	if o.Skills != nil {
+		// First: the skills block follows the system prompt directly.
+		cfg.Layers = []memory.Layer{o.Skills.Layer()}
+	}
+	if o.Researcher {
+		if err := addResearcher(tools, cfg); err != nil {
+			return nil, err
+		}
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +264,8 @@ func NewServer(o Options) (*Server, error) {
 	s := &Server{
 		agent:     a,
 		approvals: mgr,
+		forms:     forms,
+		skills:    o.Skills,
 		store:     o.Store,
 		tools:     tools,
 		mcp:       o.MCP,
@@ -247,6 +315,7 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
 	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(owned))
 	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt, owned))
+	m.Handle("/api/form-answer", s.forms.AnswerHandler(owned))
 	// A page of another site must not start runs, approve calls or
 	// interrupt them from the user's browser (CSRF).
 	cop := http.NewCrossOriginProtection()
@@ -284,9 +353,11 @@ func localHostOnly(h http.Handler) http.Handler {
 	})
 }
 
-// securityHeaders forbids inline scripts and foreign resources on the page:
-// a second wall behind the page's rule of never parsing model or tool text
-// as HTML. It also gives a browser without one its owner cookie.
+// securityHeaders forbids inline scripts and foreign resources on the page
+// (but images: a card's image may come from anywhere, and the page loads
+// one only when the user asks): a second wall behind the page's rule of
+// never parsing model or tool text as HTML. It also gives a browser without
+// one its owner cookie.
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -294,7 +365,7 @@ func securityHeaders(h http.Handler) http.Handler {
 			writeJSON(w, http.StatusMethodNotAllowed, apiResponse{Error: "method " + r.Method + " not allowed"})
 			return
 		}
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: http: https:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Cache-Control", "no-cache")
 		giveOwnerCookie(w, r)
@@ -354,6 +425,9 @@ func (s *Server) forgetLocked(ss *session) {
 type chatRequest struct {
 	SessionID string `json:"session_id"`
 	Message   string `json:"message"`
+	// Skills are the skills the run enables, the page's picker; null or
+	// absent enables every skill.
+	Skills []string `json:"skills"`
 }
 
 // apiResponse is the JSON answer of the server's own endpoints, shaped like
@@ -388,6 +462,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "missing message"})
 		return
 	}
+	if err := s.checkSkills(req.Skills); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+		return
+	}
 	owner := sessionOwner(req.SessionID)
 
 	s.mu.Lock()
@@ -420,6 +498,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.runCount++
 	s.ownerRuns[owner]++
 	ctx, cancel := context.WithCancelCause(s.base)
+	if req.Skills != nil {
+		ctx = skills.WithEnabled(ctx, req.Skills...)
+	}
 	ss.run = &activeRun{cancel: cancel}
 	// run_started is published here, under the lock, so it precedes every
 	// chunk of the run and follows the previous run's run_done.
@@ -465,11 +546,16 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 		}
 		switch c.Kind {
 		case agent.KindToolRejected:
-			if rejected == nil && c.Tool != nil && endsRun(c.Tool.Cause) {
+			if rejected == nil && c.Depth == 0 && c.Tool != nil && endsRun(c.Tool.Cause) {
 				rejected = c.Tool
 			}
 		case agent.KindInterrupted:
-			interrupted = true
+			if c.Depth == 0 { // a sub-agent's ends its own run only
+				interrupted = true
+			}
+		}
+		if c.Depth > 0 {
+			s.markNested(ss, c)
 		}
 		data, err := json.Marshal(c)
 		if err != nil {
@@ -498,6 +584,7 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 	// sends its next message on run_done never meets a 409.
 	s.mu.Lock()
 	ss.run = nil
+	ss.nested = nil
 	s.runCount--
 	owner := sessionOwner(ss.id)
 	if s.ownerRuns[owner]--; s.ownerRuns[owner] == 0 {
@@ -519,10 +606,11 @@ func endsRun(c agent.Cause) bool {
 	return true
 }
 
-// interrupt cancels the session's run and reports whether there was one. It
-// is the function of the approval package's interrupt handler, which then
-// cancels the session's pending approvals.
+// interrupt cancels the session's run and its open forms, and reports
+// whether there was a run. It is the function of the approval package's
+// interrupt handler, which then cancels the session's pending approvals.
 func (s *Server) interrupt(sessionID string) bool {
+	s.forms.CancelSession(sessionID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[sessionID]
@@ -584,12 +672,6 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		out = append(out, e)
 	}
 	writeJSONValue(w, http.StatusOK, out)
-}
-
-// handleSkills answers GET /api/skills. Skills (SKILL.md folders)
-// are not built yet, so the list is always empty; the page already asks.
-func (s *Server) handleSkills(w http.ResponseWriter, r *http.Request) {
-	writeJSONValue(w, http.StatusOK, []struct{}{})
 }
 
 // decodeJSON reads r's body, a single JSON object, into v. On failure it

@@ -180,6 +180,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		writeStoreError(w, "deleting the session", err)
 		return
 	}
+	s.forms.CancelSession(req.SessionID)
 	if s.mcp != nil {
 		s.mcp.CloseConversation(req.SessionID)
 	}

@@ -8,6 +8,7 @@
   const AUTO_KEY = 'planround.webchat.autoApprove';
   const SESSION_KEY = 'planround.webchat.session';
   const SPEECH_KEY = 'planround.webchat.speech';
+  const SKILLS_KEY = 'planround.webchat.skills';
   const INTERRUPT_FALLBACK_MS = 15000;
   const RECONNECT_MS = 2000;
 
@@ -20,6 +21,7 @@
     mcp: $('mcp'), mcpPanel: $('mcp-panel'), speech: $('speech'),
     sidebar: $('sidebar'), sidebarToggle: $('sidebar-toggle'), sessions: $('sessions'),
     sessionsStatus: $('sessions-status'), import: $('import'), importFile: $('import-file'),
+    skillsBox: $('skills-box'), skills: $('skills'),
   };
 
   const st = {
@@ -32,17 +34,20 @@
     interrupting: false,
     interruptTimer: null,
     turn: null, // the live turn's element
-    textEl: null, // the text block being streamed into
-    reasonEl: null, // the reasoning block being streamed into
-    cards: new Map(), // call id → card, for the current run
+    top: null, // the live turn's scope: {body, textEl, reasonEl} (see scopeOf)
+    cards: new Map(), // card key → card, for the current run (see cardKey)
+    forms: new Map(), // form id → form, for the current run
     autoApprove: loadAuto(),
     mcp: [], // the MCP servers, as GET /api/mcp/servers last said
     sessions: [], // this browser's stored conversations, as GET /api/sessions last said
     sessionsSeq: 0, // the latest GET /api/sessions: older answers are dropped
+    sessionItems: new Map(), // id → {li, sig}: the list's items as drawn
     renaming: '', // the id of the conversation whose title is being edited
     deleting: '', // the id of the conversation this page is deleting
     speech: localStorage.getItem(SPEECH_KEY) === 'on', // off unless turned on
     speechBuf: '', // voice text not spoken yet: the sentence in progress
+    skills: null, // the server's skills [{name, description}], once GET /api/skills said
+    skillChoice: loadSkillChoice(), // name → true/false: the picker's ticks
   };
 
   // ---- small DOM helpers ----------------------------------------------
@@ -178,7 +183,7 @@
   function liveTurn() {
     if (!st.turn) {
       st.turn = add(el('div', 'turn live'));
-      st.textEl = st.reasonEl = null;
+      st.top = { body: st.turn, textEl: null, reasonEl: null };
     }
     return st.turn;
   }
@@ -187,38 +192,56 @@
     if (st.turn) st.turn.querySelector(':scope > .thinking')?.remove();
   }
 
+  // scopeOf returns where a chunk's text, reasoning and cards go: the live
+  // turn, or for a chunk of a sub-agent's run (depth > 0) the nested block
+  // under the card of the call that started it.
+  function scopeOf(c) {
+    if (c.depth > 0) return nestedScope(c);
+    liveTurn();
+    return st.top;
+  }
+
   function onText(c) {
     if (!c.text) return; // a piece holding only control tags
-    const t = liveTurn();
-    if (!st.textEl || t.lastElementChild !== st.textEl || st.textEl.dataset.round !== String(c.round)) {
-      st.textEl = el('div', 'text');
-      st.textEl.dataset.round = String(c.round);
-      if (c.voice) st.textEl.classList.add('voice');
-      t.append(st.textEl);
+    const s = scopeOf(c);
+    if (!s.textEl || s.body.lastElementChild !== s.textEl || s.textEl.dataset.round !== String(c.round)) {
+      s.textEl = el('div', 'text');
+      s.textEl.dataset.round = String(c.round);
+      if (c.voice) s.textEl.classList.add('voice');
+      s.body.append(s.textEl);
     }
-    st.textEl.append(c.text); // a text node: never HTML
-    if (c.voice) speak(c.text);
+    s.textEl.append(c.text); // a text node: never HTML
+    // A sub-agent writes for the model that called it, not for the user.
+    if (c.voice && !c.depth) speak(c.text);
   }
 
   function onReasoning(c) {
     if (!c.text) return;
-    const t = liveTurn();
-    if (!st.reasonEl || t.lastElementChild !== st.reasonEl || st.reasonEl.dataset.round !== String(c.round)) {
-      st.reasonEl = el('details', 'reasoning');
-      st.reasonEl.dataset.round = String(c.round);
-      st.reasonEl.append(el('summary', '', 'reasoning'), el('div'));
-      t.append(st.reasonEl);
+    const s = scopeOf(c);
+    if (!s.reasonEl || s.body.lastElementChild !== s.reasonEl || s.reasonEl.dataset.round !== String(c.round)) {
+      s.reasonEl = el('details', 'reasoning');
+      s.reasonEl.dataset.round = String(c.round);
+      s.reasonEl.append(el('summary', '', 'reasoning'), el('div'));
+      s.body.append(s.reasonEl);
     }
-    st.reasonEl.lastElementChild.append(c.text);
+    s.reasonEl.lastElementChild.append(c.text);
   }
 
   function onRoundEnd(c) {
     const parts = ['round ' + c.round];
     if (c.intent) parts.push(c.intent);
     if (c.usage) parts.push(c.usage.prompt_tokens + ' → ' + c.usage.completion_tokens + ' tokens');
-    liveTurn().append(el('div', 'round-meta', parts.join(' · ')));
-    st.textEl = st.reasonEl = null;
-    flushSpeech();
+    const s = scopeOf(c);
+    s.body.append(el('div', 'round-meta', parts.join(' · ')));
+    s.textEl = s.reasonEl = null;
+    if (!c.depth) flushSpeech();
+  }
+
+  function onWarning(c) {
+    if (!c.depth) { system('warning', c.text || 'warning'); return; }
+    const w = el('div', 'sys warning', c.text || 'warning');
+    w.dataset.kind = 'warning';
+    scopeOf(c).body.append(w);
   }
 
   // ---- tool cards -----------------------------------------------------------
@@ -229,28 +252,74 @@
 
   const FINAL = new Set(['done', 'rejected', 'invalidated']);
 
-  function newCard(parent, id, name) {
+  // A card's key is its call id; the card of a call made in a sub-agent's
+  // run is keyed by the chunk's parent (the key of the card it is nested
+  // under), "/", and its call id, which stays unique when runs reuse ids.
+  function cardKey(c) {
+    return c.depth > 0 ? c.parent + '/' + c.tool.id : c.tool.id;
+  }
+
+  function newCard(holder, key, id, name) {
     const k = {
-      id, name, state: 'preparing', args: undefined, argsRaw: '', output: '',
+      key, id, name, state: 'preparing', args: undefined, argsRaw: '', output: '',
       result: undefined, reason: '', approvalId: '', busy: false, auto: false,
       el: el('div', 'card'), outEl: null,
+      sides: [], // the elements of the call's side messages, drawn in the card
+      forms: [], // its forms (ask_user_question)
+      nested: null, // the scope of the sub-agent run it started, if any
     };
     k.el.dataset.callId = id;
+    k.el.dataset.key = key;
     k.el.dataset.tool = name;
-    parent.append(k.el);
+    holder.append(k.el);
     render(k);
     return k;
   }
 
-  function cardFor(tool) {
-    let k = st.cards.get(tool.id);
+  function cardFor(c) {
+    const tool = c.tool;
+    const key = cardKey(c);
+    let k = st.cards.get(key);
     if (!k) {
-      k = newCard(liveTurn(), tool.id, tool.name);
-      st.cards.set(tool.id, k);
+      k = newCard(scopeOf(c).body, key, tool.id, tool.name);
+      st.cards.set(key, k);
     }
     if (tool.arguments !== undefined) k.args = tool.arguments;
     else if (tool.arguments_raw) k.argsRaw = tool.arguments_raw;
     return k;
+  }
+
+  // parentCard returns the card a sub-agent's chunk is nested under. A page
+  // that reconnected during the run may not have it: it is drawn then, as
+  // a running call of the sub-agent (and so are the cards above it).
+  function parentCard(c) {
+    let k = st.cards.get(c.parent);
+    if (k) return k;
+    const names = String(c.agent || '').split('/');
+    const ids = String(c.parent || '').split('/');
+    const up = { depth: c.depth - 1, agent: names.slice(0, -1).join('/'), parent: ids.slice(0, -1).join('/') };
+    const holder = up.depth > 0 && up.parent ? nestedScope(up).body : liveTurn();
+    k = newCard(holder, c.parent, ids.at(-1), names.at(-1) || 'sub-agent');
+    st.cards.set(c.parent, k);
+    setState(k, 'executing');
+    return k;
+  }
+
+  // nestedScope returns the block under a sub-agent call's card where the
+  // chunks of its run go: a <details>, open until the user closes it.
+  function nestedScope(c) {
+    const k = parentCard(c);
+    if (!k.nested) {
+      const d = el('details', 'subagent');
+      d.open = true;
+      d.dataset.agent = c.agent || '';
+      const name = String(c.agent || '').split('/').at(-1) || 'sub-agent';
+      const body = el('div', 'subagent-body');
+      d.append(el('summary', '', name + ' · its run'), body);
+      k.nested = { el: d, body, textEl: null, reasonEl: null };
+      render(k);
+    }
+    return k.nested;
   }
 
   function hasArgs(k) { return k.args !== undefined || k.argsRaw !== ''; }
@@ -258,6 +327,7 @@
 
   function setState(k, state) {
     k.state = state;
+    if (FINAL.has(state)) closeForms(k);
     render(k);
   }
 
@@ -313,7 +383,8 @@
         break;
       }
       case 'executing':
-        if (hasArgs(k)) body.append(block('arguments', argsText(k)));
+        // A form or a card shows what the arguments say.
+        if (hasArgs(k) && k.sides.length === 0) body.append(block('arguments', argsText(k)));
         if (k.output !== '') {
           const b = block('output', k.output);
           k.outEl = b.lastElementChild;
@@ -321,10 +392,15 @@
         }
         break;
       case 'done': {
-        if (k.name === 'show_card' && k.args && typeof k.args === 'object') {
-          const dc = el('div', 'display-card');
-          dc.append(el('div', 'title', k.args.title ?? ''), el('div', 'body', k.args.body ?? ''));
-          body.append(dc);
+        // From the history, where no side message is kept: what the call
+        // showed, drawn again from its arguments and result.
+        const failed = String(k.result ?? '').startsWith('error');
+        if (k.sides.length === 0 && !failed && k.args && typeof k.args === 'object') {
+          if (k.name === 'show_card') body.append(renderDisplayCard(k.args));
+          if (k.name === 'ask_user_question') {
+            const a = renderAnswers(k.result);
+            if (a) body.append(a);
+          }
         }
         const d = el('details');
         d.append(el('summary', '', 'arguments and result'));
@@ -346,8 +422,11 @@
         }
         break;
     }
-    k.el.replaceChildren(head);
+    // What the call showed first, then its details, then the run of the
+    // sub-agent it started.
+    k.el.replaceChildren(head, ...k.sides);
     if (body.childElementCount > 0) k.el.append(body);
+    if (k.nested) k.el.append(k.nested.el);
   }
 
   function appendOutput(k, text) {
@@ -362,7 +441,7 @@
   function onToolCall(c) {
     const t = c.tool;
     if (!t || !t.id) return;
-    const k = cardFor(t);
+    const k = cardFor(c);
     if (FINAL.has(k.state)) return;
     switch (t.state) {
       case 'start':
@@ -393,7 +472,7 @@
   function onToolRejected(c) {
     const t = c.tool;
     if (!t || !t.id) return;
-    const k = cardFor(t);
+    const k = cardFor(c);
     if (FINAL.has(k.state)) return;
     k.reason = t.reason || '';
     if (t.partial_result) k.output += (k.output.endsWith(t.partial_result) ? '' : t.partial_result);
@@ -418,9 +497,13 @@
   }
 
   // Side messages (a tool's side chunk, {type, ...}) are drawn by the
-  // renderer of their type, under their call's card; a type without one
-  // shows as JSON. Interactive kinds (forms, cards) add theirs here.
-  const SIDE_RENDERERS = new Map();
+  // renderer of their type, in their call's card; a type without one
+  // shows as JSON. A renderer returns the element, or null to draw nothing
+  // (a form drawn already, sent again to a reconnecting page).
+  const SIDE_RENDERERS = new Map([
+    ['form_request', renderForm],
+    ['card', renderDisplayCard],
+  ]);
 
   function renderSideJSON(side) {
     const box = el('div', 'side');
@@ -429,11 +512,210 @@
   }
 
   function onSide(c) {
-    const k = c.tool && st.cards.get(c.tool.id);
-    const side = c.side || {};
+    const k = c.tool && c.tool.id ? st.cards.get(cardKey(c)) : undefined;
+    const side = c.side && typeof c.side === 'object' ? c.side : {};
     const box = (SIDE_RENDERERS.get(side.type) || renderSideJSON)(side, c, k);
-    if (k) k.el.after(box);
-    else liveTurn().append(box);
+    if (!box) return;
+    if (k) {
+      k.sides.push(box);
+      render(k);
+    } else {
+      scopeOf(c).body.append(box);
+    }
+  }
+
+  // ---- cards (show_card) ------------------------------------------------------
+  //
+  // Title, body and fields are text. An image is shown only from a data:
+  // URL of a raster image, at once, or from an http(s) URL once the user
+  // asks for it: loading it would tell its server that the card was shown
+  // (and whatever its URL says), which a model led astray could use.
+
+  const DATA_IMAGE = /^data:image\/(png|jpeg|gif|webp|avif|bmp);/i;
+
+  function imageURL(u) {
+    if (typeof u !== 'string' || u === '') return null;
+    if (DATA_IMAGE.test(u)) return { url: u, remote: false };
+    try {
+      const url = new URL(u);
+      if (url.protocol === 'https:' || url.protocol === 'http:') return { url: url.href, remote: true, host: url.host };
+    } catch { /* not a URL */ }
+    return null;
+  }
+
+  function cardImage(src, alt) {
+    const img = el('img', 'card-image');
+    img.alt = alt;
+    img.referrerPolicy = 'no-referrer';
+    img.src = src;
+    return img;
+  }
+
+  function renderDisplayCard(card) {
+    const dc = el('div', 'display-card');
+    dc.append(el('div', 'title', card.title ?? ''));
+    if (card.body) dc.append(el('div', 'body', card.body));
+    const img = imageURL(card.image_url);
+    if (img && !img.remote) {
+      dc.append(cardImage(img.url, card.title ?? ''));
+    } else if (img) {
+      const b = el('button', 'small load-image', 'Show image from ' + img.host);
+      b.type = 'button';
+      b.title = img.url;
+      b.addEventListener('click', () => b.replaceWith(cardImage(img.url, card.title ?? '')));
+      dc.append(b);
+    }
+    if (Array.isArray(card.fields) && card.fields.length) {
+      const table = el('table', 'fields');
+      const tb = el('tbody');
+      for (const f of card.fields) {
+        const tr = el('tr');
+        tr.append(el('th', '', f?.name ?? ''), el('td', '', f?.value ?? ''));
+        tb.append(tr);
+      }
+      table.append(tb);
+      dc.append(table);
+    }
+    return dc;
+  }
+
+  // ---- forms (ask_user_question) ----------------------------------------------
+  //
+  // A form is drawn in its call's card: a text box, radio buttons or check
+  // boxes per question. It is sent once; it is disabled once answered, or
+  // when its call ends without the answers (timed out, interrupted, the run
+  // ended). An answer the server refuses (400: a question not answered, ...)
+  // shows why, and the form stays open.
+
+  function renderForm(side, c, k) {
+    if (!side.form_id || st.forms.has(side.form_id)) return null;
+    const f = { id: side.form_id, state: 'open', questions: [], el: el('form', 'ask-form') };
+    f.el.dataset.formId = side.form_id;
+    if (side.title) f.el.append(el('div', 'form-title', side.title));
+    const questions = Array.isArray(side.questions) ? side.questions : [];
+    questions.forEach((q, i) => {
+      const fs = el('fieldset', 'question');
+      fs.dataset.id = q.id;
+      fs.dataset.kind = q.kind;
+      fs.append(el('legend', '', q.question ?? ''));
+      const name = 'form-' + side.form_id + '-' + i;
+      let value;
+      if (q.kind === 'single' || q.kind === 'multiple') {
+        const opts = el('div', 'options');
+        for (const o of Array.isArray(q.options) ? q.options : []) {
+          const label = el('label', 'option');
+          const inp = el('input');
+          inp.type = q.kind === 'single' ? 'radio' : 'checkbox';
+          inp.name = name;
+          inp.value = o;
+          label.append(inp, el('span', '', o));
+          opts.append(label);
+        }
+        fs.append(opts);
+        value = () => {
+          const chosen = [...opts.querySelectorAll('input:checked')].map((x) => x.value);
+          return q.kind === 'single' ? chosen[0] : chosen; // none chosen: no answer, the server says so
+        };
+      } else {
+        const ta = el('textarea', 'answer');
+        ta.name = name;
+        ta.rows = 2;
+        ta.setAttribute('aria-label', q.question ?? '');
+        ta.addEventListener('keydown', (e) => {
+          if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); answerForm(f); }
+        });
+        fs.append(ta);
+        value = () => ta.value;
+      }
+      f.questions.push({ id: q.id, value });
+      f.el.append(fs);
+    });
+    f.error = el('div', 'form-error');
+    f.error.setAttribute('role', 'alert');
+    f.error.hidden = true;
+    f.submit = el('button', 'primary', 'Send answers');
+    f.submit.type = 'submit';
+    f.note = el('span', 'form-note');
+    const actions = el('div', 'actions');
+    actions.append(f.submit, f.note);
+    f.el.append(f.error, actions);
+    f.el.addEventListener('submit', (e) => { e.preventDefault(); answerForm(f); });
+    st.forms.set(f.id, f);
+    if (k) k.forms.push(f);
+    setFormState(f, 'open', '');
+    return f.el;
+  }
+
+  // setFormState: open (answerable), sending, answered or closed.
+  function setFormState(f, state, note) {
+    f.state = state;
+    f.el.dataset.state = state;
+    for (const fs of f.el.querySelectorAll('fieldset')) fs.disabled = state !== 'open';
+    f.submit.disabled = state !== 'open';
+    f.submit.hidden = state === 'answered' || state === 'closed';
+    f.note.textContent = note;
+  }
+
+  function formError(f, text) {
+    f.error.textContent = text;
+    f.error.hidden = !text;
+  }
+
+  async function answerForm(f) {
+    if (f.state !== 'open') return;
+    const answers = {};
+    for (const q of f.questions) {
+      const v = q.value();
+      if (v !== undefined) answers[q.id] = v;
+    }
+    formError(f, '');
+    setFormState(f, 'sending', 'sending…');
+    let res;
+    try {
+      res = await post('/api/form-answer', { session_id: st.sessionId, form_id: f.id, answers });
+    } catch (e) {
+      res = { ok: false, data: { error: e.message } };
+    }
+    if (f.state !== 'sending') return; // closed meanwhile
+    if (res.ok && res.data.success) {
+      setFormState(f, 'answered', 'Answered.');
+    } else if (res.ok) {
+      setFormState(f, 'closed', 'This form is no longer open' + (res.data.error ? ': ' + res.data.error : '.'));
+    } else {
+      formError(f, res.data.error || 'HTTP ' + res.status);
+      setFormState(f, 'open', '');
+    }
+  }
+
+  // closeForms disables the forms of a call that ended: its answers can no
+  // longer be taken. One being sent is left to its answer.
+  function closeForms(k) {
+    let why = k.reason;
+    if (k.state === 'done') {
+      const r = String(k.result ?? '');
+      why = r.startsWith('error') ? r.replace(/^error:\s*/, '') : '';
+    }
+    for (const f of k.forms) {
+      if (f.state === 'open') setFormState(f, 'closed', why ? 'Closed: ' + why : 'Closed.');
+    }
+  }
+
+  // renderAnswers draws the answers of an ask_user_question result
+  // ({"answers":[{question, answer}]}), for the history.
+  function renderAnswers(result) {
+    let v;
+    try { v = JSON.parse(result); } catch { return null; }
+    if (!v || !Array.isArray(v.answers)) return null;
+    const table = el('table', 'fields answers');
+    const tb = el('tbody');
+    for (const a of v.answers) {
+      const tr = el('tr');
+      const ans = Array.isArray(a?.answer) ? a.answer.join(', ') : String(a?.answer ?? '');
+      tr.append(el('th', '', a?.question ?? a?.id ?? ''), el('td', '', ans));
+      tb.append(tr);
+    }
+    table.append(tb);
+    return table;
   }
 
   // invalidatePending ends every card that still waits or runs: the server
@@ -509,6 +791,7 @@
   function startRun() {
     st.running = true;
     st.cards = new Map();
+    st.forms = new Map();
     st.turn = null;
     const t = liveTurn();
     const th = el('div', 'thinking');
@@ -524,7 +807,10 @@
       st.turn.classList.remove('live');
       if (st.turn.childElementCount === 0) st.turn.remove();
     }
-    st.turn = st.textEl = st.reasonEl = null;
+    st.turn = st.top = null;
+    for (const f of st.forms.values()) {
+      if (f.state === 'open') setFormState(f, 'closed', 'Closed: the run ended.');
+    }
     st.running = false;
     st.interrupting = false;
     clearTimeout(st.interruptTimer);
@@ -598,7 +884,7 @@
     updateButtons();
     let res;
     try {
-      res = await post('/api/chat', { session_id: st.sessionId, message: text });
+      res = await post('/api/chat', { session_id: st.sessionId, message: text, skills: chosenSkills() });
     } catch (e) {
       system('error', 'Could not send: ' + e.message);
       finishRun();
@@ -623,7 +909,7 @@
       case 'tool_rejected': onToolRejected(c); break;
       case 'side': onSide(c); break;
       case 'round_end': onRoundEnd(c); break;
-      case 'warning': system('warning', c.text || 'warning'); break;
+      case 'warning': onWarning(c); break;
       case 'interrupted': break; // run_done follows and says why
     }
   }
@@ -638,6 +924,7 @@
   function onHello(h) {
     setConnected(true);
     loadMCP();
+    loadSkills();
     loadSessions();
     ui.model.textContent = h.model + (h.model_label ? ' · ' + h.model_label : '');
     ui.model.classList.toggle('demo', !!h.model_label);
@@ -695,7 +982,7 @@
       if (m.role === 'assistant') {
         if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
         for (const tc of m.tool_calls || []) {
-          const k = newCard(turn, tc.id, tc.name);
+          const k = newCard(turn, tc.id, tc.id, tc.name);
           if (tc.arguments !== undefined) k.args = tc.arguments; // the JSON object itself
           k.result = '';
           setState(k, 'done');
@@ -742,6 +1029,7 @@
     renderSessions();
     finishRun();
     st.cards = new Map();
+    st.forms = new Map();
     ui.messages.replaceChildren(ui.empty);
     ui.empty.hidden = false;
     setConnected(false);
@@ -787,14 +1075,26 @@
     renderSessions();
   }
 
-  function renderSessions() {
+  // renderSessions draws the list. An item that shows the same as before
+  // is kept, and the list is left alone when nothing changed: a click on it
+  // must not fall between two elements because the list came back from the
+  // server meanwhile. force draws every item anew (after an edit of one).
+  function renderSessions(force) {
     if (st.renaming) return; // drawn again when the edit ends
-    const items = [];
-    if (st.sessionId && !st.sessions.some((s) => s.id === st.sessionId)) {
-      items.push(sessionItem({ id: st.sessionId }, false));
-    }
-    for (const s of st.sessions) items.push(sessionItem(s, true));
-    ui.sessions.replaceChildren(...items);
+    const list = [];
+    if (st.sessionId && !st.sessions.some((s) => s.id === st.sessionId)) list.push([{ id: st.sessionId }, false]);
+    for (const s of st.sessions) list.push([s, true]);
+    const drawn = new Map();
+    const items = list.map(([s, stored]) => {
+      const sig = JSON.stringify([s.title, s.created_at, s.updated_at, s.busy, stored, s.id === st.sessionId]);
+      const old = st.sessionItems.get(s.id);
+      const li = !force && old && old.sig === sig ? old.li : sessionItem(s, stored);
+      drawn.set(s.id, { li, sig });
+      return li;
+    });
+    st.sessionItems = drawn;
+    const kids = ui.sessions.children;
+    if (items.length !== kids.length || items.some((li, i) => kids[i] !== li)) ui.sessions.replaceChildren(...items);
   }
 
   function whenText(s) {
@@ -880,7 +1180,7 @@
         else status('Could not rename: ' + (res.data.error || 'HTTP ' + res.status), true);
       }
       st.renaming = '';
-      renderSessions();
+      renderSessions(true);
       loadSessions();
     };
     input.addEventListener('keydown', (e) => {
@@ -947,7 +1247,7 @@
     st.deleting = '';
     if (!res.ok) {
       status('Could not delete: ' + (res.data.error || 'HTTP ' + res.status), true);
-      renderSessions();
+      renderSessions(true);
       return;
     }
     st.sessions = st.sessions.filter((x) => x.id !== s.id);
@@ -1004,6 +1304,74 @@
 
   function toggleSidebar() {
     setSidebar(getComputedStyle(ui.sidebar).display !== 'none' ? 'closed' : 'open');
+  }
+
+  // ---- skills (the sidebar's picker) -------------------------------------------
+  //
+  // GET /api/skills lists the server's skills; a tick enables one for the
+  // runs of this browser, and each message says which are enabled. The
+  // ticks are kept in localStorage by name; a skill never ticked nor
+  // unticked is enabled, as the server enables every skill of a message
+  // that names none.
+
+  function loadSkillChoice() {
+    try {
+      const v = JSON.parse(localStorage.getItem(SKILLS_KEY) || '{}');
+      const out = {};
+      if (v && typeof v === 'object' && !Array.isArray(v)) {
+        for (const [k, on] of Object.entries(v)) if (typeof on === 'boolean') out[k] = on;
+      }
+      return out;
+    } catch { return {}; }
+  }
+
+  function skillEnabled(name) { return st.skillChoice[name] !== false; }
+
+  // chosenSkills is the "skills" of a chat message: the enabled ones among
+  // the server's, or, before the list came, every one ticked (undefined, no
+  // field, when nothing was ever unticked: all of them).
+  function chosenSkills() {
+    if (st.skills) return st.skills.length ? st.skills.filter((x) => skillEnabled(x.name)).map((x) => x.name) : undefined;
+    if (!Object.values(st.skillChoice).includes(false)) return undefined;
+    return Object.keys(st.skillChoice).filter((n) => st.skillChoice[n]);
+  }
+
+  async function loadSkills() {
+    let list;
+    try {
+      const r = await fetch('/api/skills');
+      if (!r.ok) return;
+      list = await r.json();
+    } catch {
+      return; // the next connect tries again
+    }
+    if (!Array.isArray(list)) return;
+    st.skills = list.filter((x) => x && typeof x.name === 'string');
+    renderSkills();
+  }
+
+  function renderSkills() {
+    const list = st.skills || [];
+    ui.skillsBox.hidden = list.length === 0;
+    const items = list.map((x) => {
+      const li = el('li', 'skill');
+      li.dataset.skill = x.name;
+      const label = el('label');
+      const box = el('input');
+      box.type = 'checkbox';
+      box.checked = skillEnabled(x.name);
+      box.addEventListener('change', () => {
+        st.skillChoice[x.name] = box.checked;
+        localStorage.setItem(SKILLS_KEY, JSON.stringify(st.skillChoice));
+      });
+      const text = el('span', 'skill-text');
+      text.append(el('span', 'name', x.name), el('span', 'description', x.description ?? ''));
+      label.title = x.description ?? '';
+      label.append(box, text);
+      li.append(label);
+      return li;
+    });
+    ui.skills.replaceChildren(...items);
   }
 
   // ---- speech -------------------------------------------------------------------
