@@ -271,8 +271,12 @@ func resultText(qs []Question, a Answers) string {
 			list[i].Answer = ans[0]
 		}
 	}
-	b, _ := json.Marshal(struct {
+	// Not HTML-escaped: the model reads "<" as the user typed it, not "\u003c".
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(struct {
 		Answers []answered `json:"answers"`
 	}{list}) // strings and slices of them always marshal
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -469,6 +470,10 @@ func TestResultText(t *testing.T) {
 		{"id":"name","question":"Your name?","answer":"Ada \"Lovelace\"\n"},
 		{"id":"seat","question":"Seat?","answer":"aisle"},
 		{"id":"meals","question":"Meals?","answer":[]}]}`, got)
+
+	got = resultText(qs, Answers{"name": {"<b>Ada</b> & co"}, "seat": {"aisle"}, "meals": {}})
+	assert.Contains(t, got, `"answer":"<b>Ada</b> & co"`, "the model reads what the user typed, not HTML escapes")
+	assert.False(t, strings.HasSuffix(got, "\n"))
 }
 
 // BenchmarkFormRoundTrip: one form registered, answered, taken and waited
