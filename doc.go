@@ -22,7 +22,12 @@
 //
 // # Packages
 //
-//   - agent: Agent, Run, Chunk, Tool, ToolRegistry and the Approver interface.
+//   - agent: Agent, Run, Chunk, Tool, ToolRegistry and the Approver interface;
+//     hooks at the checkpoints of a run, and sub-agents (NewSubAgent).
+//   - agent/skills: skills (folders holding a SKILL.md) as a context layer
+//     and the get_skill tool; agent/hooks: prompt hooks loaded from a folder.
+//   - interact: the user's interaction as tools: ask_user_question with its
+//     form service (answered over HTTP, bound to the session) and show_card.
 //   - agent/agenttest: a fake model for tests, an OpenAI-compatible server
 //     that streams scripted replies and records the requests.
 //   - demo: the built-in demo model, plugged in through an HTTP client
