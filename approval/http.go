@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"os"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/httpjson"
 )
 
 // MaxBodyBytes is the largest request body the handlers of this package
@@ -251,61 +249,16 @@ func parseScope(s string) (agent.Scope, error) {
 	return 0, fmt.Errorf("unknown scope %q (want once, session or always)", s)
 }
 
-// decode reads r's JSON body into v. On failure it writes the error answer
-// and returns false.
+// decode reads r's JSON body into v (see httpjson.Decode); on failure it
+// has answered and returns false.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed, use POST")
-		return false
-	}
-	if !isJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, "the request body must be JSON (Content-Type: application/json)")
-		return false
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	err := dec.Decode(v)
-	if err == nil {
-		// Exactly one JSON value: anything after it is malformed.
-		switch _, terr := dec.Token(); {
-		case terr == io.EOF:
-		case errors.As(terr, new(*http.MaxBytesError)):
-			err = terr
-		default:
-			err = errors.New("unexpected data after the JSON object")
-		}
-	}
-	if err == nil {
-		return true
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
-	case errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, "empty request body")
-	default:
-		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
-	}
-	return false
-}
-
-// isJSON reports whether contentType, a Content-Type header, says
-// application/json (parameters such as charset are allowed).
-func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/json"
+	return httpjson.Decode(w, r, v, MaxBodyBytes)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, Response{Error: msg})
+	httpjson.WriteError(w, status, msg)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v Response) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+	httpjson.WriteJSON(w, status, v)
 }

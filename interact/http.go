@@ -1,15 +1,11 @@
 package interact
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"os"
 
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/httpjson"
 )
 
 // AnswerRequest is the JSON body of the handler of [Forms.AnswerHandler]:
@@ -99,52 +95,16 @@ func (f *Forms) AnswerHandler(cfg approval.HandlerConfig) http.Handler {
 	})
 }
 
-// decode reads r's JSON body, exactly one JSON value of at most
-// approval.MaxBodyBytes, into v. On failure it writes the error answer and
-// returns false.
+// decode reads r's JSON body into v (see httpjson.Decode); on failure it
+// has answered and returns false.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed, use POST")
-		return false
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, "the request body must be JSON (Content-Type: application/json)")
-		return false
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, approval.MaxBodyBytes))
-	err := dec.Decode(v)
-	if err == nil {
-		switch _, terr := dec.Token(); {
-		case terr == io.EOF:
-			return true
-		case errors.As(terr, new(*http.MaxBytesError)):
-			err = terr
-		default:
-			err = errors.New("unexpected data after the JSON object")
-		}
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
-	case errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, "empty request body")
-	default:
-		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
-	}
-	return false
+	return httpjson.Decode(w, r, v, approval.MaxBodyBytes)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, approval.Response{Error: msg})
+	httpjson.WriteError(w, status, msg)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v approval.Response) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+	httpjson.WriteJSON(w, status, v)
 }
