@@ -203,7 +203,9 @@ func (st *Store) Close() {
 }
 
 // errMissing wraps memory.ErrNotFound.
-func errMissing(op, id string) error { return fmt.Errorf("pgstore: %s %q: %w", op, id, memory.ErrNotFound) }
+func errMissing(op, id string) error {
+	return fmt.Errorf("pgstore: %s %q: %w", op, id, memory.ErrNotFound)
+}
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
