@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/planround/planround/memory"
@@ -355,52 +356,40 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	return out, nil
 }
 
-// Messages implements [memory.Store.Messages]. One statement reads the
-// session and its messages, so both come from the same snapshot.
+// Messages implements [memory.Store.Messages].
 func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]memory.Message, error) {
-	active := " AND m.summary_id IS NULL"
+	active := " AND summary_id IS NULL"
 	if all {
 		active = ""
 	}
-	rows, err := st.pool.Query(ctx, `SELECT m.id, m.role, m.content, m.tool_calls::text, m.tool_call_id, m.name, m.hook,
-			m.summary_id, m.created_at, m.images::text
-		FROM `+st.sessions+` s LEFT JOIN `+st.messages+` m ON m.session_id = s.id`+active+`
-		WHERE s.id = $1 ORDER BY m.id`, sessionID)
+	rows, err := st.pool.Query(ctx, `SELECT id, role, content, tool_calls::text, tool_call_id, name, hook,
+			summary_id, created_at, images::text
+		FROM `+st.messages+` WHERE session_id = $1`+active+` ORDER BY id`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: messages of %q: %w", sessionID, err)
 	}
 	defer rows.Close()
 	out := []memory.Message{}
-	found := false
 	for rows.Next() {
-		found = true
 		var (
-			id              *int64
-			role            *string
-			content         []byte
-			calls, images   *string
-			callID, name    *string
-			hook            *bool
-			summary, create *int64
+			m             memory.Message
+			role          string
+			content       []byte
+			calls, images pgtype.Text
+			summary       pgtype.Int8
+			created       int64
 		)
-		if err := rows.Scan(&id, &role, &content, &calls, &callID, &name, &hook, &summary, &create, &images); err != nil {
+		if err := rows.Scan(&m.ID, &role, &content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images); err != nil {
 			return nil, fmt.Errorf("pgstore: messages of %q: %w", sessionID, err)
 		}
-		if id == nil {
-			continue // the session, without messages
-		}
-		m := memory.Message{ID: *id, Role: memory.Role(*role), Content: string(content), ToolCallID: *callID,
-			Name: *name, Hook: *hook, CreatedAt: fromNanos(*create)}
-		if summary != nil {
-			m.SummaryID = *summary
-		}
-		if calls != nil {
-			if err := json.Unmarshal([]byte(*calls), &m.ToolCalls); err != nil {
+		m.Role, m.Content, m.SummaryID, m.CreatedAt = memory.Role(role), string(content), summary.Int64, fromNanos(created)
+		if calls.Valid {
+			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("pgstore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
 			}
 		}
-		if images != nil {
-			if err := json.Unmarshal([]byte(*images), &m.Images); err != nil {
+		if images.Valid {
+			if err := json.Unmarshal([]byte(images.String), &m.Images); err != nil {
 				return nil, fmt.Errorf("pgstore: messages of %q: message %d: images: %w", sessionID, m.ID, err)
 			}
 		}
@@ -409,8 +398,11 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: messages of %q: %w", sessionID, err)
 	}
-	if !found {
-		return nil, errMissing("messages of", sessionID)
+	if len(out) == 0 {
+		// No message: the session may not exist.
+		if _, err := st.Session(ctx, sessionID); err != nil {
+			return nil, fmt.Errorf("pgstore: messages of %q: %w", sessionID, errors.Unwrap(err))
+		}
 	}
 	return out, nil
 }
