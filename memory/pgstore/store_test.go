@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	neturl "net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -67,13 +68,23 @@ func server(t testing.TB) string {
 		conn.Close(context.Background())
 	}
 	if err != nil {
-		msg := fmt.Sprintf("PostgreSQL at %s cannot be reached (%v); set PLANROUND_POSTGRES_URL to a server", u, err)
+		msg := fmt.Sprintf("PostgreSQL at %s cannot be reached (%v); set PLANROUND_POSTGRES_URL to a server", redactURL(u), err)
 		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
 			t.Fatal(msg + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
 		}
 		t.Skip(msg)
 	}
 	return u
+}
+
+// redactURL returns u without its password, if it has one.
+func redactURL(u string) string {
+	p, err := neturl.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = neturl.User(p.User.Username())
+	return p.String()
 }
 
 // freshSchema returns the name of a schema no one uses, which is dropped
