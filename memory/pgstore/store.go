@@ -37,6 +37,10 @@ const DefaultSchema = "planround"
 // sequences and are never reused, though ids of different sessions may
 // interleave.
 //
+// Statements are prepared and cached per connection (pgx's default); behind
+// a pooler in transaction mode such as PgBouncer, pass a pool whose
+// ConnConfig.DefaultQueryExecMode is pgx.QueryExecModeExec to [New].
+//
 // A Store is safe for concurrent use. Its methods return copies.
 type Store struct {
 	pool   *pgxpool.Pool
@@ -88,7 +92,7 @@ var migrations = []string{
 		tool_call_id text NOT NULL DEFAULT '',
 		name         text NOT NULL DEFAULT '',
 		hook         boolean NOT NULL DEFAULT false,
-		summary_id   bigint REFERENCES %[1]s.summaries (id) ON DELETE CASCADE,
+		summary_id   bigint REFERENCES %[1]s.summaries (id),
 		created_at   bigint NOT NULL,
 		images       json             -- array of memory.Image, NULL when none
 	);
@@ -184,6 +188,9 @@ func (st *Store) migrate(ctx context.Context) error {
 		}
 		if version > len(migrations) {
 			return fmt.Errorf("%w: schema version %d, this version knows up to %d", ErrSchemaTooNew, version, len(migrations))
+		}
+		if version == len(migrations) {
+			return nil
 		}
 		for ; version < len(migrations); version++ {
 			if _, err := tx.Exec(ctx, fmt.Sprintf(migrations[version], pgx.Identifier{st.schema}.Sanitize())); err != nil {
