@@ -1,14 +1,20 @@
 package memory_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/pgstore"
 )
 
 // benchStores are the stores the benchmarks compare; each call returns a
@@ -19,6 +25,39 @@ var benchStores = []struct {
 }{
 	{"mem", func(b *testing.B) memory.Store { return new(memory.MemStore) }},
 	{"sqlite", func(b *testing.B) memory.Store { return openSQLite(b, filepath.Join(b.TempDir(), "bench.db")) }},
+	{"pg", func(b *testing.B) memory.Store { return openPG(b) }},
+}
+
+// openPG opens a pgstore.Store on a fresh schema of the server at
+// PLANROUND_POSTGRES_URL (default: this project's test server), dropped when
+// b ends; it skips b when the server cannot be reached.
+func openPG(b *testing.B) memory.Store {
+	b.Helper()
+	url := os.Getenv("PLANROUND_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Skipf("PostgreSQL at %s cannot be reached: %v", url, err)
+	}
+	schema := fmt.Sprintf("planround_bench_%d_%d", os.Getpid(), time.Now().UnixNano())
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			b.Errorf("drop schema %s: %v", schema, err)
+		}
+		conn.Close(ctx)
+	})
+	st, err := pgstore.Open(b.Context(), url, pgstore.WithSchema(schema))
+	if err != nil {
+		b.Fatalf("pgstore.Open: %v", err)
+	}
+	b.Cleanup(st.Close)
+	return st
 }
 
 var benchSizes = []int{10, 100, 1_000, 10_000}
