@@ -38,7 +38,7 @@
 //     sentences) and the tool-call delta accumulator.
 //   - intent: intent tags, the default planning and continuation prompts and
 //     tag clean-up of text.
-//   - memory: the Store interface, in-memory and SQLite stores, the pieces
+//   - memory: the Store interface, in-memory, SQLite and PostgreSQL stores, the pieces
 //     of each request (history repair, truncation, context layers),
 //     summarisation and export.
 //   - mcpclient: the tools of MCP servers (stdio, SSE, streamable HTTP) as
