@@ -199,7 +199,8 @@ var (
 )
 
 // placeStop ends a place name.
-var placeStop = map[string]bool{"today": true, "tomorrow": true, "now": true, "please": true, "right": true, "this": true, "and": true}
+var placeStop = map[string]bool{"today": true, "tomorrow": true, "now": true, "please": true, "right": true, "this": true, "and": true,
+	"for": true, "with": true, "at": true, "on": true, "then": true, "but": true, "or": true, "to": true}
 
 // zones maps a few city names to their IANA zone.
 var zones = map[string]string{

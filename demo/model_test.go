@@ -125,6 +125,8 @@ func TestPlanning(t *testing.T) {
 	}{
 		{"what's the weather in Paris?", "<need_tool>", []string{"weather in Paris"}, false},
 		{"Weather in new york please", "<need_tool>", []string{"weather in New York"}, false},
+		{"Research the weather in Oslo for me", "<need_tool>", []string{"weather in Oslo for you."}, false},
+		{"weather in San Francisco then run ls", "<need_tool>", []string{"weather in San Francisco and run"}, false},
 		{"what's the forecast", "<need_tool>", []string{"weather in Paris"}, false},
 		{"What time is it in Tokyo, and run `echo hi`", "<need_tool>", []string{"time in Asia/Tokyo", "run `echo hi`"}, false},
 		{"what time is it?", "<need_tool>", []string{"time in UTC"}, false},
