@@ -125,8 +125,10 @@ func NewSessionID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// cloneMessages returns a deep copy of msgs.
-func cloneMessages(msgs []Message) []Message {
+// CloneMessages returns a deep copy of msgs, sharing no memory with it (tool
+// calls, their arguments, images and their bytes are copied), for stores that
+// return copies of what they keep.
+func CloneMessages(msgs []Message) []Message {
 	out := make([]Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.clone()

@@ -141,7 +141,7 @@ func ImportAs(ctx context.Context, st Store, data []byte, newID string) (Session
 
 // writeImport appends the messages and replays the summaries, oldest first.
 func writeImport(ctx context.Context, st Store, id string, doc export) error {
-	in := cloneMessages(doc.Messages)
+	in := CloneMessages(doc.Messages)
 	for i := range in {
 		in[i].ID, in[i].SummaryID = 0, 0
 	}

@@ -140,7 +140,7 @@ func (st *MemStore) Append(ctx context.Context, sessionID string, msgs ...Messag
 	if err := ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("memory: append to %q: %w", sessionID, err)
 	}
-	out := cloneMessages(msgs)
+	out := CloneMessages(msgs)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	ms, err := st.session("append to", sessionID)
@@ -153,7 +153,7 @@ func (st *MemStore) Append(ctx context.Context, sessionID string, msgs ...Messag
 		out[i].ID = st.lastMsgID
 		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
 	}
-	ms.msgs = append(ms.msgs, cloneMessages(out)...)
+	ms.msgs = append(ms.msgs, CloneMessages(out)...)
 	ms.s.UpdatedAt = t
 	return out, nil
 }

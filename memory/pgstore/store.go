@@ -4,19 +4,17 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/internal/storecol"
 )
 
 // DefaultSchema is the PostgreSQL schema that holds the store's tables
@@ -215,8 +213,6 @@ func errMissing(op, id string) error {
 	return fmt.Errorf("pgstore: %s %q: %w", op, id, memory.ErrNotFound)
 }
 
-func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
 // CreateSession implements [memory.Store.CreateSession].
 func (st *Store) CreateSession(ctx context.Context, s memory.Session) (memory.Session, error) {
 	if err := memory.ValidateSession(s); err != nil {
@@ -225,8 +221,8 @@ func (st *Store) CreateSession(ctx context.Context, s memory.Session) (memory.Se
 	if s.ID == "" {
 		s.ID = memory.NewSessionID()
 	}
-	s.CreatedAt = normTime(s.CreatedAt, now())
-	s.UpdatedAt = normTime(s.UpdatedAt, s.CreatedAt)
+	s.CreatedAt = storecol.NormTime(s.CreatedAt, storecol.Now())
+	s.UpdatedAt = storecol.NormTime(s.UpdatedAt, s.CreatedAt)
 	tag, err := st.pool.Exec(ctx,
 		"INSERT INTO "+st.sessions+" (id, title, created_at, updated_at) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
 		s.ID, s.Title, s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano())
@@ -251,7 +247,7 @@ func (st *Store) Session(ctx context.Context, id string) (memory.Session, error)
 	if err != nil {
 		return memory.Session{}, fmt.Errorf("pgstore: session %q: %w", id, err)
 	}
-	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+	s.CreatedAt, s.UpdatedAt = storecol.FromNanos(created), storecol.FromNanos(updated)
 	return s, nil
 }
 
@@ -269,7 +265,7 @@ func (st *Store) Sessions(ctx context.Context) ([]memory.Session, error) {
 		if err := rows.Scan(&s.ID, &s.Title, &created, &updated); err != nil {
 			return nil, fmt.Errorf("pgstore: sessions: %w", err)
 		}
-		s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+		s.CreatedAt, s.UpdatedAt = storecol.FromNanos(created), storecol.FromNanos(updated)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -280,7 +276,7 @@ func (st *Store) Sessions(ctx context.Context) ([]memory.Session, error) {
 
 // RenameSession implements [memory.Store.RenameSession].
 func (st *Store) RenameSession(ctx context.Context, id, title string) error {
-	tag, err := st.pool.Exec(ctx, "UPDATE "+st.sessions+" SET title = $1, updated_at = $2 WHERE id = $3", title, now().UnixNano(), id)
+	tag, err := st.pool.Exec(ctx, "UPDATE "+st.sessions+" SET title = $1, updated_at = $2 WHERE id = $3", title, storecol.Now().UnixNano(), id)
 	if err != nil {
 		return fmt.Errorf("pgstore: rename session %q: %w", id, err)
 	}
@@ -308,21 +304,21 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("pgstore: append to %q: %w", sessionID, err)
 	}
-	out := cloneMessages(msgs)
-	t := now()
+	out := memory.CloneMessages(msgs)
+	t := storecol.Now()
 	// Encoded before the transaction starts.
 	calls, images := make([]*string, len(out)), make([]*string, len(out))
 	for i := range out {
-		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
+		out[i].CreatedAt = storecol.NormTime(out[i].CreatedAt, t)
 		if len(out[i].ToolCalls) > 0 {
-			b, err := encodeJSON(out[i].ToolCalls)
+			b, err := storecol.EncodeJSON(out[i].ToolCalls)
 			if err != nil {
 				return nil, fmt.Errorf("pgstore: append to %q: message %d: %w", sessionID, i, err)
 			}
 			calls[i] = &b
 		}
 		if len(out[i].Images) > 0 {
-			b, err := encodeJSON(out[i].Images)
+			b, err := storecol.EncodeJSON(out[i].Images)
 			if err != nil {
 				return nil, fmt.Errorf("pgstore: append to %q: message %d: %w", sessionID, i, err)
 			}
@@ -389,7 +385,7 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 		if err := rows.Scan(&m.ID, &role, &content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images); err != nil {
 			return nil, fmt.Errorf("pgstore: messages of %q: %w", sessionID, err)
 		}
-		m.Role, m.Content, m.SummaryID, m.CreatedAt = memory.Role(role), string(content), summary.Int64, fromNanos(created)
+		m.Role, m.Content, m.SummaryID, m.CreatedAt = memory.Role(role), string(content), summary.Int64, storecol.FromNanos(created)
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("pgstore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
@@ -422,8 +418,8 @@ func (st *Store) Summarize(ctx context.Context, sessionID string, s memory.Summa
 	if err := memory.ValidateSummary(s); err != nil {
 		return memory.Summary{}, fmt.Errorf("pgstore: summarize %q: %w", sessionID, err)
 	}
-	t := now()
-	s.CreatedAt = normTime(s.CreatedAt, t)
+	t := storecol.Now()
+	s.CreatedAt = storecol.NormTime(s.CreatedAt, t)
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		// Locks the session's row, as Append does.
 		tag, err := tx.Exec(ctx, "UPDATE "+st.sessions+" SET updated_at = $1 WHERE id = $2", t.UnixNano(), sessionID)
@@ -479,7 +475,7 @@ func (st *Store) Summaries(ctx context.Context, sessionID string) ([]memory.Summ
 		if id == nil {
 			continue
 		}
-		out = append(out, memory.Summary{ID: *id, Content: *content, FirstID: *first, LastID: *last, CreatedAt: fromNanos(*created)})
+		out = append(out, memory.Summary{ID: *id, Content: *content, FirstID: *first, LastID: *last, CreatedAt: storecol.FromNanos(*created)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: summaries of %q: %w", sessionID, err)
@@ -491,48 +487,3 @@ func (st *Store) Summaries(ctx context.Context, sessionID string) ([]memory.Summ
 }
 
 var _ memory.Store = (*Store)(nil)
-
-func now() time.Time { return time.Now().UTC() }
-
-// normTime returns t in UTC without a monotonic reading, or now when t is
-// zero.
-func normTime(t, now time.Time) time.Time {
-	if t.IsZero() {
-		return now.UTC()
-	}
-	return t.UTC()
-}
-
-// encodeJSON returns the JSON of a tool_calls or images column. Characters
-// that json.Marshal escapes for HTML are kept as they are, so compact
-// tool-call arguments read back byte for byte.
-func encodeJSON(v any) (string, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", err
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
-}
-
-// cloneMessages returns a copy of msgs that shares no memory with it.
-func cloneMessages(msgs []memory.Message) []memory.Message {
-	out := make([]memory.Message, len(msgs))
-	for i, m := range msgs {
-		if m.ToolCalls != nil {
-			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
-			for k, c := range m.ToolCalls {
-				m.ToolCalls[k].Arguments = bytes.Clone(c.Arguments)
-			}
-		}
-		if m.Images != nil {
-			m.Images = append([]memory.Image(nil), m.Images...)
-			for k, img := range m.Images {
-				m.Images[k].Data = bytes.Clone(img.Data)
-			}
-		}
-		out[i] = m
-	}
-	return out
-}

@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/internal/storecol"
 )
 
 // Store is a [memory.Store] in one SQLite file, through the pure-Go driver
@@ -135,7 +136,7 @@ func argumentsAsObjects(ctx context.Context, tx *sql.Tx) error {
 		for i, c := range old {
 			calls[i] = memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: memory.ValidArguments([]byte(c.Arguments))}
 		}
-		b, err := encodeJSON(calls)
+		b, err := storecol.EncodeJSON(calls)
 		if err != nil {
 			return fmt.Errorf("message %d: tool calls: %w", r.id, err)
 		}
@@ -360,8 +361,6 @@ func exists(ctx context.Context, q querier, op, id string) error {
 	return nil
 }
 
-func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
 // CreateSession implements [memory.Store.CreateSession].
 func (st *Store) CreateSession(ctx context.Context, s memory.Session) (memory.Session, error) {
 	if err := memory.ValidateSession(s); err != nil {
@@ -370,8 +369,8 @@ func (st *Store) CreateSession(ctx context.Context, s memory.Session) (memory.Se
 	if s.ID == "" {
 		s.ID = memory.NewSessionID()
 	}
-	s.CreatedAt = normTime(s.CreatedAt, now())
-	s.UpdatedAt = normTime(s.UpdatedAt, s.CreatedAt)
+	s.CreatedAt = storecol.NormTime(s.CreatedAt, storecol.Now())
+	s.UpdatedAt = storecol.NormTime(s.UpdatedAt, s.CreatedAt)
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			"INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
@@ -404,7 +403,7 @@ func (st *Store) Session(ctx context.Context, id string) (memory.Session, error)
 	if err != nil {
 		return memory.Session{}, fmt.Errorf("sqlitestore: session %q: %w", id, err)
 	}
-	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+	s.CreatedAt, s.UpdatedAt = storecol.FromNanos(created), storecol.FromNanos(updated)
 	return s, nil
 }
 
@@ -422,7 +421,7 @@ func (st *Store) Sessions(ctx context.Context) ([]memory.Session, error) {
 		if err := rows.Scan(&s.ID, &s.Title, &created, &updated); err != nil {
 			return nil, fmt.Errorf("sqlitestore: sessions: %w", err)
 		}
-		s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+		s.CreatedAt, s.UpdatedAt = storecol.FromNanos(created), storecol.FromNanos(updated)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -434,7 +433,7 @@ func (st *Store) Sessions(ctx context.Context) ([]memory.Session, error) {
 // RenameSession implements [memory.Store.RenameSession].
 func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 	err := st.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?", title, now().UnixNano(), id)
+		res, err := tx.ExecContext(ctx, "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?", title, storecol.Now().UnixNano(), id)
 		if err != nil {
 			return err
 		}
@@ -477,21 +476,21 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 	}
-	out := cloneMessages(msgs)
-	t := now()
+	out := memory.CloneMessages(msgs)
+	t := storecol.Now()
 	// Encoded before the transaction starts.
 	calls, images := make([]any, len(out)), make([]any, len(out))
 	for i := range out {
-		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
+		out[i].CreatedAt = storecol.NormTime(out[i].CreatedAt, t)
 		if len(out[i].ToolCalls) > 0 {
-			b, err := encodeJSON(out[i].ToolCalls)
+			b, err := storecol.EncodeJSON(out[i].ToolCalls)
 			if err != nil {
 				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
 			calls[i] = b
 		}
 		if len(out[i].Images) > 0 {
-			b, err := encodeJSON(out[i].Images)
+			b, err := storecol.EncodeJSON(out[i].Images)
 			if err != nil {
 				return nil, fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
@@ -568,7 +567,7 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images); err != nil {
 			return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 		}
-		m.Role, m.SummaryID, m.CreatedAt = memory.Role(role), summary.Int64, fromNanos(created)
+		m.Role, m.SummaryID, m.CreatedAt = memory.Role(role), summary.Int64, storecol.FromNanos(created)
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("sqlitestore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)
@@ -592,8 +591,8 @@ func (st *Store) Summarize(ctx context.Context, sessionID string, s memory.Summa
 	if err := memory.ValidateSummary(s); err != nil {
 		return memory.Summary{}, fmt.Errorf("sqlitestore: summarize %q: %w", sessionID, err)
 	}
-	t := now()
-	s.CreatedAt = normTime(s.CreatedAt, t)
+	t := storecol.Now()
+	s.CreatedAt = storecol.NormTime(s.CreatedAt, t)
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, tx, "summarize", sessionID); err != nil {
 			return err
@@ -649,7 +648,7 @@ func (st *Store) Summaries(ctx context.Context, sessionID string) ([]memory.Summ
 		if err := rows.Scan(&s.ID, &s.Content, &s.FirstID, &s.LastID, &created); err != nil {
 			return nil, fmt.Errorf("sqlitestore: summaries of %q: %w", sessionID, err)
 		}
-		s.CreatedAt = fromNanos(created)
+		s.CreatedAt = storecol.FromNanos(created)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -659,48 +658,3 @@ func (st *Store) Summaries(ctx context.Context, sessionID string) ([]memory.Summ
 }
 
 var _ memory.Store = (*Store)(nil)
-
-func now() time.Time { return time.Now().UTC() }
-
-// normTime returns t in UTC without a monotonic reading, or now when t is
-// zero.
-func normTime(t, now time.Time) time.Time {
-	if t.IsZero() {
-		return now.UTC()
-	}
-	return t.UTC()
-}
-
-// encodeJSON returns the JSON of a tool_calls or images column. Characters
-// that json.Marshal escapes for HTML are kept as they are, so compact
-// tool-call arguments read back byte for byte.
-func encodeJSON(v any) (string, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", err
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
-}
-
-// cloneMessages returns a copy of msgs that shares no memory with it.
-func cloneMessages(msgs []memory.Message) []memory.Message {
-	out := make([]memory.Message, len(msgs))
-	for i, m := range msgs {
-		if m.ToolCalls != nil {
-			m.ToolCalls = append([]memory.ToolCall(nil), m.ToolCalls...)
-			for k, c := range m.ToolCalls {
-				m.ToolCalls[k].Arguments = bytes.Clone(c.Arguments)
-			}
-		}
-		if m.Images != nil {
-			m.Images = append([]memory.Image(nil), m.Images...)
-			for k, img := range m.Images {
-				m.Images[k].Data = bytes.Clone(img.Data)
-			}
-		}
-		out[i] = m
-	}
-	return out
-}

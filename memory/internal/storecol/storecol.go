@@ -1,0 +1,39 @@
+// Package storecol holds what the SQL stores (memory/sqlitestore and
+// memory/pgstore) share to write and read their columns the same way: times
+// as Unix nanoseconds in UTC, and tool calls and images as JSON kept byte for
+// byte.
+package storecol
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Now returns the current time in UTC, without a monotonic reading.
+func Now() time.Time { return time.Now().UTC() }
+
+// NormTime returns t in UTC without a monotonic reading, or now when t is
+// zero.
+func NormTime(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now.UTC()
+	}
+	return t.UTC()
+}
+
+// FromNanos returns the time of a column of Unix nanoseconds, in UTC.
+func FromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// EncodeJSON returns the JSON of a tool_calls or images column. Characters
+// that json.Marshal escapes for HTML are kept as they are, so compact
+// tool-call arguments read back byte for byte.
+func EncodeJSON(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
