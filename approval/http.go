@@ -63,9 +63,17 @@ func (c HandlerConfig) configured(w http.ResponseWriter) bool {
 	return true
 }
 
-// authorize runs c.Authorize. On refusal it writes the answer and returns
-// false.
-func (c HandlerConfig) authorize(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+// Check runs c.Authorize for a request that acts on sessionID, and answers
+// it when the handler must not go on: 500 Internal Server Error when c has
+// no Authorize, 401 Unauthorized for an error wrapping [ErrUnauthenticated],
+// 403 Forbidden for any other error (the error's text is the answer's
+// error). It reports whether the handler may act. The handlers of this
+// package and of package interact use it; so may a host's own handler that
+// acts on a session.
+func (c HandlerConfig) Check(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+	if !c.configured(w) {
+		return false
+	}
 	err := c.Authorize(r, sessionID)
 	switch {
 	case err == nil:
@@ -161,7 +169,7 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 			writeError(w, http.StatusBadRequest, "missing session_id")
 			return
 		}
-		if !cfg.authorize(w, r, req.SessionID) {
+		if !cfg.Check(w, r, req.SessionID) {
 			return
 		}
 		switch {
@@ -224,7 +232,7 @@ func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg Ha
 			writeError(w, http.StatusBadRequest, "missing session_id")
 			return
 		}
-		if !cfg.authorize(w, r, req.SessionID) {
+		if !cfg.Check(w, r, req.SessionID) {
 			return
 		}
 		active := interrupt != nil && interrupt(req.SessionID)

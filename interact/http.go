@@ -65,12 +65,7 @@ func (f *Forms) AnswerHandler(cfg approval.HandlerConfig) http.Handler {
 			writeError(w, http.StatusBadRequest, "missing session_id")
 			return
 		}
-		if err := cfg.Authorize(r, req.SessionID); err != nil {
-			status := http.StatusForbidden
-			if errors.Is(err, approval.ErrUnauthenticated) {
-				status = http.StatusUnauthorized
-			}
-			writeError(w, status, err.Error())
+		if !cfg.Check(w, r, req.SessionID) {
 			return
 		}
 		switch {
