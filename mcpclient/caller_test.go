@@ -24,12 +24,19 @@ func TestCallerReusedThenEnds(t *testing.T) {
 	leaktest.Check(t)
 	cl := inProcessClient(t, testserver.New(testserver.Options{}), ServerConfig{Name: "inprocess"})
 	c := cl.entries[0].shared.conn
-	run := func() string {
-		got := make(chan string, 1)
-		c.runCall(func() { got <- goroutineID() })
-		return <-got
+	got := make(chan string, 1)
+	record := func() { got <- goroutineID() }
+	c.runCall(record)
+	first := <-got
+	// The caller reaches its wait for the next call a moment after the
+	// first call's function returns, so hand it the second call the way
+	// runCall does once it is there, rather than racing it.
+	select {
+	case c.next <- record:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no caller waited for a second call within 5s of the first")
 	}
-	first, second := run(), run()
+	second := <-got
 	if first != second {
 		t.Errorf("two calls in succession ran on goroutines %s and %s, want one caller", first, second)
 	}
