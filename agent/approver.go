@@ -15,6 +15,14 @@ type ApprovalRequest struct {
 	Round int
 	// Call is the call: ID, Name and the complete, valid JSON Arguments.
 	Call ToolCall
+	// ApprovalID is set when a resumed turn (see [Agent.Resume]) asks
+	// again about a call it had asked about before it stopped: it is the
+	// approval id of that earlier request. An Approver that keeps its
+	// approvals durably (approval.Manager with a store) answers with that
+	// approval: its decision when it has one (a Decided ticket whose
+	// Decision.Cause is CauseUser for a person's rejection), else a Pending
+	// ticket with the same id. Other approvers ask again.
+	ApprovalID string
 }
 
 // Scope says how far an approval reaches.

@@ -44,6 +44,13 @@ const (
 	// Wait, or edited arguments that are not a JSON object), or could not
 	// get an answer, as a terminal whose input ended.
 	CauseApprovalFailed Cause = "approval_failed"
+	// CauseStopped: a call that was running when its process stopped
+	// (a crash, a kill): a resumed turn never runs it again (see
+	// [Agent.Resume]).
+	CauseStopped Cause = "stopped"
+	// CauseMovedOn: a call still waiting for its approval when a new
+	// user message came: the user moved on, and it never runs.
+	CauseMovedOn Cause = "moved_on"
 )
 
 // defaultReason is the reason of a rejection of cause c that came without

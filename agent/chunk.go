@@ -38,6 +38,11 @@ const (
 	// KindInterrupted is the last chunk of an interrupted run. One with
 	// a Depth ends a sub-agent's nested run, not the run it came through.
 	KindInterrupted
+	// KindSuspended is the last chunk of a run that stopped at a pending
+	// approval to be resumed later (see [Agent.Resume] and
+	// [ErrSuspended]): its calls that wait stay open in the Store, and the
+	// turn is not over.
+	KindSuspended
 )
 
 var kindNames = [...]string{
@@ -50,6 +55,7 @@ var kindNames = [...]string{
 	KindRoundEnd:     "round_end",
 	KindWarning:      "warning",
 	KindInterrupted:  "interrupted",
+	KindSuspended:    "suspended",
 }
 
 // String returns the wire name of k ("text", "tool_call", ...).

@@ -19,13 +19,25 @@ type MemStore struct {
 	sessions  map[string]*memSession
 	lastMsgID int64 // last message id handed out, across sessions
 	lastSumID int64 // last summary id handed out, across sessions
+
+	approvals map[string]*Approval      // by id
+	leases    map[string]memLease       // by session id
+	listeners map[string][]*memListener // by channel; guarded by lmu
+	lmu       sync.Mutex                // guards listeners
+}
+
+// memLease is a lease of a MemStore.
+type memLease struct {
+	holder  string
+	expires time.Time
 }
 
 // memSession is one session of a MemStore; guarded by MemStore.mu.
 type memSession struct {
 	s         Session
-	msgs      []Message // append order; archived ones keep their place
-	summaries []Summary // oldest first
+	msgs      []Message  // append order; archived ones keep their place
+	summaries []Summary  // oldest first
+	calls     []OpenCall // in the order first saved
 }
 
 // now is the clock of both stores; it returns UTC without a monotonic
@@ -129,6 +141,11 @@ func (st *MemStore) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	delete(st.sessions, id)
+	for aid, a := range st.approvals {
+		if a.SessionID == id {
+			delete(st.approvals, aid)
+		}
+	}
 	return nil
 }
 
@@ -154,6 +171,11 @@ func (st *MemStore) Append(ctx context.Context, sessionID string, msgs ...Messag
 		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
 	}
 	ms.msgs = append(ms.msgs, CloneMessages(out)...)
+	for _, m := range out {
+		if m.Role == RoleTool {
+			ms.calls = slices.DeleteFunc(ms.calls, func(c OpenCall) bool { return c.CallID == m.ToolCallID })
+		}
+	}
 	ms.s.UpdatedAt = t
 	return out, nil
 }

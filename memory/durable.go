@@ -1,0 +1,150 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Durable runs. A Store may implement, beside [Store], the interfaces below:
+// they keep what a run needs to continue after its process stopped (the
+// tool calls of a round that has not ended, the approvals and their
+// decisions), to be answered from another process (a [Notifier] between
+// the processes that share the store), and to be driven by one process at a
+// time (a [Leaser]). MemStore implements all four within one process; the
+// SQLite store within the processes that share its file, and the PostgreSQL
+// store (memory/pgstore) across machines.
+
+// OpenCall is the durable state of a tool call whose tool message is not in
+// the history yet: a call waiting for its approval, or running. The
+// assistant message that asks for the call is stored before the record is.
+type OpenCall struct {
+	// MessageID is the id of the stored assistant message that holds the
+	// call, and CallID the call's id in it ([ToolCall.ID]); together they
+	// name the record.
+	MessageID int64  `json:"message_id"`
+	CallID    string `json:"call_id"`
+	// Round is the tool round of the call.
+	Round int `json:"round"`
+	// ApprovalID is the id of the call's approval, once requested.
+	ApprovalID string `json:"approval_id,omitempty"`
+	// Executing is set just before the tool starts: a call found executing
+	// without its tool message stopped while it ran and is never run again.
+	Executing bool `json:"executing,omitempty"`
+	// Partial is the output the running tool had written when it was last
+	// saved.
+	Partial string `json:"partial,omitempty"`
+	// UpdatedAt is when the record was last saved; the store sets it.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// CallLog is implemented by stores that keep [OpenCall] records.
+//
+// Append removes, in its transaction, the record of every call that an
+// appended tool message answers (the session's records with that
+// [Message.ToolCallID]); DeleteSession removes a session's records.
+type CallLog interface {
+	// SaveCall inserts the record of (c.MessageID, c.CallID) in the
+	// session, or replaces it. The session must exist ([ErrNotFound]).
+	SaveCall(ctx context.Context, sessionID string, c OpenCall) error
+	// OpenCalls returns the session's records, by MessageID and then in
+	// the order they were first saved.
+	OpenCalls(ctx context.Context, sessionID string) ([]OpenCall, error)
+}
+
+// Approval is the durable record of one approval: a tool call waiting for a
+// person's decision, or decided.
+type Approval struct {
+	// ID is the approval id a front end answers with. Required, unique.
+	ID string `json:"id"`
+	// SessionID is the session of the run; only a decision for this
+	// session is taken. Required.
+	SessionID string `json:"session_id"`
+	// CallID, Tool, Arguments and Round describe the call.
+	CallID    string          `json:"call_id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Round     int             `json:"round"`
+	// CreatedAt is set by the store when zero.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Decided is set once a decision is taken; Decision and DecidedAt
+	// are then set.
+	Decided   bool             `json:"decided,omitempty"`
+	Decision  ApprovalDecision `json:"decision,omitzero"`
+	DecidedAt time.Time        `json:"decided_at,omitzero"`
+}
+
+// ApprovalDecision is the decision of an [Approval], in the store's own
+// vocabulary (package approval converts it to and from agent.Decision).
+type ApprovalDecision struct {
+	Approved  bool            `json:"approved"`
+	Reason    string          `json:"reason,omitempty"`
+	Cause     string          `json:"cause,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Scope     string          `json:"scope,omitempty"`
+}
+
+// Errors of an [ApprovalStore].
+var (
+	// ErrDecided is returned (wrapped) by DecideApproval for an approval
+	// that already has a decision; the first decision stays.
+	ErrDecided = errors.New("memory: approval already decided")
+	// ErrWrongSession is returned (wrapped) by DecideApproval for an
+	// approval of another session; it stays as it was.
+	ErrWrongSession = errors.New("memory: approval belongs to another session")
+)
+
+// ApprovalStore is implemented by stores that keep [Approval] records.
+// Approvals do not need their session to exist in the Store; DeleteSession
+// removes the session's approvals.
+type ApprovalStore interface {
+	// CreateApproval stores a pending approval (Decided must be false).
+	// An existing id is an error wrapping [ErrExists].
+	CreateApproval(ctx context.Context, a Approval) error
+	// DecideApproval takes the decision of the pending approval id of
+	// sessionID, atomically: of concurrent deciders, across processes,
+	// exactly one succeeds. It returns the stored approval. An unknown id
+	// wraps [ErrNotFound], another session's [ErrWrongSession], a decided
+	// one [ErrDecided] (and returns it, with the decision that stands).
+	DecideApproval(ctx context.Context, sessionID, id string, d ApprovalDecision) (Approval, error)
+	// GetApproval returns one approval; an unknown id wraps [ErrNotFound].
+	GetApproval(ctx context.Context, id string) (Approval, error)
+	// PendingApprovals returns the approvals of sessionID that have no
+	// decision, oldest first; an empty sessionID returns those of every
+	// session.
+	PendingApprovals(ctx context.Context, sessionID string) ([]Approval, error)
+}
+
+// MaxNotifyPayload is the largest payload a [Notifier] must carry, in
+// bytes (PostgreSQL's NOTIFY takes a little less than 8000).
+const MaxNotifyPayload = 7000
+
+// Notifier carries short notes between the processes that share a store,
+// such as "approval X was decided". Delivery is at most once and only to
+// listeners that were listening when the note was sent: a note is a hint
+// to look at the store, never the only copy of anything.
+type Notifier interface {
+	// Notify sends payload (at most [MaxNotifyPayload] bytes) to the
+	// listeners of channel, in this process and the others.
+	Notify(ctx context.Context, channel, payload string) error
+	// Listen calls fn with the payload of every note sent to channel from
+	// now until stop is called. fn is called from one goroutine at a time,
+	// in the order the notes were sent by each sender; it must not block
+	// for long. Once stop has returned, fn is not called again.
+	Listen(ctx context.Context, channel string, fn func(payload string)) (stop func(), err error)
+}
+
+// Leaser grants a lease on a session to one holder at a time: the process
+// that holds it drives the session's run. A lease that its holder does not
+// renew expires, so a process that died releases its sessions after at most
+// one ttl.
+type Leaser interface {
+	// AcquireLease gives the lease of sessionID to holder for ttl, unless
+	// another holder has one that has not expired; holder renews its own
+	// lease the same way. It reports whether holder now holds the lease.
+	AcquireLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (bool, error)
+	// ReleaseLease ends holder's lease of sessionID; releasing a lease
+	// that holder does not hold does nothing.
+	ReleaseLease(ctx context.Context, sessionID, holder string) error
+}

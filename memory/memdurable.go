@@ -1,0 +1,270 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SaveCall implements [CallLog.SaveCall].
+func (st *MemStore) SaveCall(ctx context.Context, sessionID string, c OpenCall) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ms, err := st.session("save call of", sessionID)
+	if err != nil {
+		return err
+	}
+	c.UpdatedAt = now()
+	for i, old := range ms.calls {
+		if old.MessageID == c.MessageID && old.CallID == c.CallID {
+			ms.calls[i] = c
+			return nil
+		}
+	}
+	ms.calls = append(ms.calls, c)
+	return nil
+}
+
+// OpenCalls implements [CallLog.OpenCalls].
+func (st *MemStore) OpenCalls(ctx context.Context, sessionID string) ([]OpenCall, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	ms, err := st.session("open calls of", sessionID)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(ms.calls)
+	slices.SortStableFunc(out, func(a, b OpenCall) int { return cmp.Compare(a.MessageID, b.MessageID) })
+	return out, nil
+}
+
+// CreateApproval implements [ApprovalStore.CreateApproval].
+func (st *MemStore) CreateApproval(ctx context.Context, a Approval) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateApproval(a); err != nil {
+		return err
+	}
+	a = a.clone()
+	a.CreatedAt = normTime(a.CreatedAt, now())
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.approvals[a.ID]; ok {
+		return fmt.Errorf("memory: create approval %q: %w", a.ID, ErrExists)
+	}
+	if st.approvals == nil {
+		st.approvals = make(map[string]*Approval)
+	}
+	st.approvals[a.ID] = &a
+	return nil
+}
+
+// DecideApproval implements [ApprovalStore.DecideApproval].
+func (st *MemStore) DecideApproval(ctx context.Context, sessionID, id string, d ApprovalDecision) (Approval, error) {
+	if err := ctx.Err(); err != nil {
+		return Approval{}, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	a, ok := st.approvals[id]
+	switch {
+	case !ok:
+		return Approval{}, fmt.Errorf("memory: decide approval %q: %w", id, ErrNotFound)
+	case a.SessionID != sessionID:
+		return Approval{}, fmt.Errorf("memory: decide approval %q: %w", id, ErrWrongSession)
+	case a.Decided:
+		return a.clone(), fmt.Errorf("memory: decide approval %q: %w", id, ErrDecided)
+	}
+	a.Decided, a.Decision, a.DecidedAt = true, d.clone(), now()
+	return a.clone(), nil
+}
+
+// GetApproval implements [ApprovalStore.GetApproval].
+func (st *MemStore) GetApproval(ctx context.Context, id string) (Approval, error) {
+	if err := ctx.Err(); err != nil {
+		return Approval{}, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	a, ok := st.approvals[id]
+	if !ok {
+		return Approval{}, fmt.Errorf("memory: approval %q: %w", id, ErrNotFound)
+	}
+	return a.clone(), nil
+}
+
+// PendingApprovals implements [ApprovalStore.PendingApprovals].
+func (st *MemStore) PendingApprovals(ctx context.Context, sessionID string) ([]Approval, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	var out []Approval
+	for _, a := range st.approvals {
+		if !a.Decided && (sessionID == "" || a.SessionID == sessionID) {
+			out = append(out, a.clone())
+		}
+	}
+	st.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Approval) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// AcquireLease implements [Leaser.AcquireLease].
+func (st *MemStore) AcquireLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if holder == "" || ttl <= 0 {
+		return false, fmt.Errorf("memory: acquire lease of %q: empty holder or ttl %s", sessionID, ttl)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	t := time.Now()
+	if l, ok := st.leases[sessionID]; ok && l.holder != holder && t.Before(l.expires) {
+		return false, nil
+	}
+	if st.leases == nil {
+		st.leases = make(map[string]memLease)
+	}
+	st.leases[sessionID] = memLease{holder: holder, expires: t.Add(ttl)}
+	return true, nil
+}
+
+// ReleaseLease implements [Leaser.ReleaseLease].
+func (st *MemStore) ReleaseLease(ctx context.Context, sessionID, holder string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if l, ok := st.leases[sessionID]; ok && l.holder == holder {
+		delete(st.leases, sessionID)
+	}
+	return nil
+}
+
+// memListener is one Listen of a MemStore: notes are queued and delivered
+// by one goroutine, so that Notify never waits for a listener.
+type memListener struct {
+	mu      sync.Mutex
+	queue   []string
+	wake    chan struct{}
+	stopped chan struct{}
+	done    chan struct{}
+}
+
+// Notify implements [Notifier.Notify], within the process.
+func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(payload) > MaxNotifyPayload {
+		return fmt.Errorf("memory: notify %q: payload of %d bytes, more than %d", channel, len(payload), MaxNotifyPayload)
+	}
+	st.lmu.Lock()
+	ls := slices.Clone(st.listeners[channel])
+	st.lmu.Unlock()
+	for _, l := range ls {
+		l.mu.Lock()
+		l.queue = append(l.queue, payload)
+		l.mu.Unlock()
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Listen implements [Notifier.Listen], within the process.
+func (st *MemStore) Listen(ctx context.Context, channel string, fn func(payload string)) (stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l := &memListener{wake: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
+	st.lmu.Lock()
+	if st.listeners == nil {
+		st.listeners = make(map[string][]*memListener)
+	}
+	st.listeners[channel] = append(st.listeners[channel], l)
+	st.lmu.Unlock()
+	go func() {
+		defer close(l.done)
+		for {
+			select {
+			case <-l.stopped:
+				return
+			case <-l.wake:
+			}
+			l.mu.Lock()
+			q := l.queue
+			l.queue = nil
+			l.mu.Unlock()
+			for _, p := range q {
+				select {
+				case <-l.stopped:
+					return
+				default:
+				}
+				fn(p)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			st.lmu.Lock()
+			st.listeners[channel] = slices.DeleteFunc(st.listeners[channel], func(x *memListener) bool { return x == l })
+			st.lmu.Unlock()
+			close(l.stopped)
+			<-l.done
+		})
+	}, nil
+}
+
+// ValidateApproval reports whether a may be created: an id, a session,
+// a call id and a tool name, and no decision yet.
+func ValidateApproval(a Approval) error {
+	switch {
+	case a.ID == "":
+		return fmt.Errorf("memory: approval without an id")
+	case a.SessionID == "":
+		return fmt.Errorf("memory: approval %q without a session", a.ID)
+	case a.CallID == "" || a.Tool == "":
+		return fmt.Errorf("memory: approval %q without its call id or tool", a.ID)
+	case a.Decided:
+		return fmt.Errorf("memory: approval %q is created decided", a.ID)
+	}
+	return nil
+}
+
+func (a Approval) clone() Approval {
+	a.Arguments = slices.Clone(a.Arguments)
+	a.Decision = a.Decision.clone()
+	return a
+}
+
+func (d ApprovalDecision) clone() ApprovalDecision {
+	d.Arguments = slices.Clone(d.Arguments)
+	return d
+}
+
+var (
+	_ CallLog       = (*MemStore)(nil)
+	_ ApprovalStore = (*MemStore)(nil)
+	_ Notifier      = (*MemStore)(nil)
+	_ Leaser        = (*MemStore)(nil)
+)
