@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3/option"
 
@@ -59,6 +60,10 @@ const (
 // DefaultMaxToolRounds is the number of tool rounds a run may take when
 // [Config.MaxToolRounds] is zero.
 const DefaultMaxToolRounds = 8
+
+// DefaultLeaseTTL is how long a session's lease lasts unrenewed when
+// [Config.LeaseTTL] is zero.
+const DefaultLeaseTTL = 15 * time.Second
 
 // Config configures an [Agent]. Its zero value is not enough (Model is
 // required), but every other field has a default, given in its comment.
@@ -169,6 +174,18 @@ type Config struct {
 	// iterator returns: the model call is part of the run. Cancelling the run's context abandons it (the run then ends with
 	// an interrupted chunk); a failure is a warning chunk, not an error.
 	SummarizeAt int
+
+	// Holder names this process to a Store that implements memory.Leaser
+	// (an id unique among the processes that share the store): a run or a
+	// resumed turn with a session then holds the session's lease while it
+	// runs, renewed every LeaseTTL/3, so that one process at a time drives
+	// a session; a run on a session another holder drives ends at once
+	// with ErrBusy. Empty takes no lease.
+	Holder string
+	// LeaseTTL is how long a lease lasts unrenewed, which is how long the
+	// sessions of a process that died stay locked (default
+	// DefaultLeaseTTL).
+	LeaseTTL time.Duration
 
 	// Logger receives one record per model call; nil discards them.
 	Logger *slog.Logger

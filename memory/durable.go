@@ -51,6 +51,9 @@ type CallLog interface {
 	// OpenCalls returns the session's records, by MessageID and then in
 	// the order they were first saved.
 	OpenCalls(ctx context.Context, sessionID string) ([]OpenCall, error)
+	// OpenSessions returns the ids of the sessions that have records,
+	// in no particular order.
+	OpenSessions(ctx context.Context) ([]string, error)
 }
 
 // Approval is the durable record of one approval: a tool call waiting for a

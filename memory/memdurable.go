@@ -47,6 +47,22 @@ func (st *MemStore) OpenCalls(ctx context.Context, sessionID string) ([]OpenCall
 	return out, nil
 }
 
+// OpenSessions implements [CallLog.OpenSessions].
+func (st *MemStore) OpenSessions(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	var out []string
+	for id, ms := range st.sessions {
+		if len(ms.calls) > 0 {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // CreateApproval implements [ApprovalStore.CreateApproval].
 func (st *MemStore) CreateApproval(ctx context.Context, a Approval) error {
 	if err := ctx.Err(); err != nil {
