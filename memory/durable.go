@@ -128,11 +128,14 @@ const MaxNotifyPayload = 7000
 // listeners that were listening when the note was sent: a note is a hint
 // to look at the store, never the only copy of anything.
 type Notifier interface {
-	// Notify sends payload (at most [MaxNotifyPayload] bytes) to the
+	// Notify sends payload (not empty, at most [MaxNotifyPayload] bytes) to the
 	// listeners of channel, in this process and the others.
 	Notify(ctx context.Context, channel, payload string) error
 	// Listen calls fn with the payload of every note sent to channel from
-	// now until stop is called. fn is called from one goroutine at a time,
+	// now until stop is called. An empty payload (never sent by Notify,
+	// which refuses one) says that notes may have been lost, as after the
+	// connection to another process was lost and made again: the listener
+	// looks at the store. fn is called from one goroutine at a time,
 	// in the order the notes were sent by each sender; it must not block
 	// for long. Once stop has returned, fn is not called again.
 	Listen(ctx context.Context, channel string, fn func(payload string)) (stop func(), err error)

@@ -187,6 +187,9 @@ func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if payload == "" {
+		return fmt.Errorf("memory: notify %q: empty payload", channel)
+	}
 	if len(payload) > MaxNotifyPayload {
 		return fmt.Errorf("memory: notify %q: payload of %d bytes, more than %d", channel, len(payload), MaxNotifyPayload)
 	}
