@@ -80,8 +80,8 @@ func (r *replica) handleTurn(w http.ResponseWriter, req *http.Request) {
 }
 
 // handleApprove takes a decision. It answers 200 when this decision was
-// taken, 409 when another came first, 404 for an unknown approval and 403
-// for one of another session.
+// taken, 409 when another came first (with the approval as it stands), 404
+// for an unknown approval and 403 for one of another session.
 func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 	var body struct {
 		SessionID  string `json:"session_id"`
@@ -96,20 +96,31 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, "session_id and approval_id are required")
 		return
 	}
-	pending, err := r.mgr.Respond(body.SessionID, body.ApprovalID, agent.Decision{Approved: body.Approved, Reason: body.Reason})
+	ctx := req.Context()
+	pending, err := r.mgr.RespondContext(ctx, body.SessionID, body.ApprovalID, agent.Decision{Approved: body.Approved, Reason: body.Reason})
 	switch {
-	case err == nil:
-		httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "pending": pending})
-	case errors.Is(err, memory.ErrDecided):
-		httpjson.WriteError(w, http.StatusConflict, err.Error())
-	case errors.Is(err, memory.ErrNotFound):
-		httpjson.WriteError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, approval.ErrWrongSession), errors.Is(err, memory.ErrWrongSession):
+	case errors.Is(err, approval.ErrWrongSession):
 		httpjson.WriteError(w, http.StatusForbidden, err.Error())
+		return
 	case errors.Is(err, approval.ErrInvalidArguments), errors.Is(err, approval.ErrInvalidScope):
 		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
-	default:
+		return
+	case err != nil:
 		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	case pending:
+		httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true})
+		return
+	}
+	// Not pending: unknown, or decided before this decision came.
+	a, err := r.store.GetApproval(ctx, body.ApprovalID)
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		httpjson.WriteError(w, http.StatusNotFound, "no approval "+body.ApprovalID)
+	case err != nil:
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+	default:
+		httpjson.WriteJSON(w, http.StatusConflict, map[string]any{"success": false, "error": "already decided", "approval": a})
 	}
 }
 
