@@ -169,19 +169,28 @@ func (s *syncBuffer) String() string {
 // group) when t ends; its stderr is logged when t failed.
 func startReplica(t testing.TB, name string, args ...string) *replica {
 	t.Helper()
+	r, err := launch(t, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// launch is startReplica for any goroutine: it returns its error.
+func launch(t testing.TB, name string, args ...string) (*replica, error) {
 	if buildErr != nil {
-		t.Fatal(buildErr)
+		return nil, buildErr
 	}
 	r := &replica{t: t, name: name, args: args, exited: make(chan struct{}), stderr: &syncBuffer{}}
 	cmd := exec.Command(replicaBin, args...)
 	cmd.Stderr = r.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	r.group, err = procgroup.Start(cmd)
 	if err != nil {
-		t.Fatalf("start replica %s: %v", name, err)
+		return nil, fmt.Errorf("start replica %s: %w", name, err)
 	}
 	t.Cleanup(func() {
 		r.kill()
@@ -202,13 +211,14 @@ func startReplica(t testing.TB, name string, args ...string) *replica {
 	case a := <-addr:
 		if a == "" {
 			<-r.exited
-			t.Fatalf("replica %s ended before it listened:\n%s", name, r.stderr.String())
+			return nil, fmt.Errorf("replica %s ended before it listened:\n%s", name, r.stderr.String())
 		}
 		r.base = "http://" + a
 	case <-time.After(60 * time.Second):
-		t.Fatalf("replica %s did not print its address within 60s:\n%s", name, r.stderr.String())
+		r.kill()
+		return nil, fmt.Errorf("replica %s did not print its address within 60s:\n%s", name, r.stderr.String())
 	}
-	return r
+	return r, nil
 }
 
 // kill ends the replica with SIGKILL (its whole group) and waits for it.
@@ -279,19 +289,30 @@ type stream struct {
 // until the body ends, ctx ends or t ends.
 func (r *replica) open(ctx context.Context, t testing.TB, method, path string, body any) *stream {
 	t.Helper()
+	s, err := r.openStream(ctx, t, method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// openStream is open for any goroutine: it returns its error.
+func (r *replica) openStream(ctx context.Context, t testing.TB, method, path string, body any) (*stream, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &stream{what: r.name + " " + path, events: make(chan event, 1024), cancel: cancel, done: make(chan struct{})}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			t.Fatal(err)
+			cancel()
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, r.base+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		cancel()
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -299,13 +320,13 @@ func (r *replica) open(ctx context.Context, t testing.TB, method, path string, b
 	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
-		t.Fatalf("%s %s on %s: %v", method, path, r.name, err)
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, r.name, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
-		t.Fatalf("%s %s on %s: %s: %s", method, path, r.name, resp.Status, b)
+		return nil, fmt.Errorf("%s %s on %s: %s: %s", method, path, r.name, resp.Status, b)
 	}
 	go func() {
 		defer close(s.done)
@@ -325,11 +346,14 @@ func (r *replica) open(ctx context.Context, t testing.TB, method, path string, b
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		<-s.done
-	})
-	return s
+	t.Cleanup(s.close)
+	return s, nil
+}
+
+// close stops reading the stream and waits for its reader.
+func (s *stream) close() {
+	s.cancel()
+	<-s.done
 }
 
 // turn starts a turn on the replica.

@@ -16,11 +16,12 @@ import (
 
 // twoReplicas starts replicas A and B on one fresh PostgreSQL schema; it
 // returns them and the effects file.
-func twoReplicas(t *testing.T) (a, b *replica, effects string) {
+func twoReplicas(t testing.TB, extra ...string) (a, b *replica, effects string) {
 	db := postgresBackend(t)
 	effects = filepath.Join(t.TempDir(), "effects")
 	args := func(holder string) []string {
-		return append([]string{"-holder", holder, "-lease-ttl", "2s", "-effects", effects}, db.args...)
+		args := append([]string{"-holder", holder, "-lease-ttl", "2s", "-effects", effects}, db.args...)
+		return append(args, extra...)
 	}
 	return startReplica(t, "A", args("A")...), startReplica(t, "B", args("B")...), effects
 }

@@ -1,0 +1,387 @@
+package durabletest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	neturl "net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/memory"
+)
+
+// The chaos test's size: chaosSessions sessions of chaosTurnsPerSession
+// turns each, driven by chaosWorkers at once over chaosReplicas replicas.
+const (
+	chaosReplicas        = 3
+	chaosWorkers         = 8
+	chaosSessions        = 50
+	chaosTurnsPerSession = 4
+)
+
+// TestChaos runs 200 turns over three replicas on one PostgreSQL schema
+// while a monkey SIGKILLs a random replica every second or two and
+// restarts it. Each turn is asked of a random replica (again elsewhere when
+// its stream breaks before the approval_required chunk), and its decision
+// is posted to a random replica (approve four times in five). Then it
+// checks every session: decisions lost, tools run twice, invalid histories
+// and turns left pending must all be zero.
+//
+// It runs when PLANROUND_CHAOS=1 or PLANROUND_REQUIRE_ALL=1.
+func TestChaos(t *testing.T) {
+	if os.Getenv("PLANROUND_CHAOS") != "1" && os.Getenv("PLANROUND_REQUIRE_ALL") != "1" {
+		t.Skip("the chaos test runs with PLANROUND_CHAOS=1 (or PLANROUND_REQUIRE_ALL=1)")
+	}
+	checkLeaks(t)
+	db := postgresBackend(t)
+	effects := filepath.Join(t.TempDir(), "effects")
+	ctx := testContext(t, 5*time.Minute)
+
+	c := &chaos{t: t, slots: make([]*replica, chaosReplicas)}
+	for i := range c.slots {
+		holder := fmt.Sprintf("R%d", i)
+		c.slots[i] = startReplica(t, holder, append([]string{"-holder", holder, "-lease-ttl", "1s", "-effects", effects}, db.args...)...)
+	}
+
+	monkeyDone := make(chan struct{})
+	stopMonkey := make(chan struct{})
+	go func() {
+		defer close(monkeyDone)
+		c.monkey(stopMonkey)
+	}()
+
+	jobs := make(chan int)
+	results := make(chan turnOutcome, chaosSessions*chaosTurnsPerSession)
+	var wg sync.WaitGroup
+	for range chaosWorkers {
+		wg.Go(func() {
+			for s := range jobs {
+				session := fmt.Sprintf("c%d", s)
+				for k := range chaosTurnsPerSession {
+					results <- c.turn(ctx, session, fmt.Sprintf("%s-t%d", session, k))
+				}
+			}
+		})
+	}
+	for s := range chaosSessions {
+		jobs <- s
+	}
+	close(jobs)
+	wg.Wait()
+	close(stopMonkey)
+	<-monkeyDone
+	close(results)
+	if err := c.restartAll(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every session settles (no open call, no pending approval) with all
+	// replicas up; then every history, decision and execution is checked.
+	var report chaosReport
+	report.kills = c.kills
+	outcomes := map[string][]turnOutcome{}
+	for o := range results {
+		outcomes[o.session] = append(outcomes[o.session], o)
+		report.turns++
+		report.attempts += o.attempts
+	}
+	lines := readEffects(t, effects)
+	runs := map[string]int{}
+	for _, e := range lines {
+		runs[e.Key]++
+	}
+	for s := range chaosSessions {
+		session := fmt.Sprintf("c%d", s)
+		settled, err := within(ctx, 30*time.Second, func() (bool, error) { return c.settled(ctx, session) })
+		if !settled {
+			report.pending++
+			t.Errorf("%s: still has open calls or pending approvals 30s after the chaos (%v)", session, err)
+		}
+		msgs, err := c.history(ctx, session)
+		if err != nil {
+			t.Errorf("%s: %v", session, err)
+			continue
+		}
+		if err := validHistory(msgs); err != nil {
+			report.invalid++
+			t.Errorf("%s: invalid history: %v\n%s", session, err, dump(msgs))
+		}
+		for _, o := range outcomes[session] {
+			report.count(t, o, msgs, runs[o.key])
+		}
+	}
+	for key, n := range runs {
+		if n > 1 {
+			report.twice++
+			t.Errorf("%s: the tool ran %d times", key, n)
+		}
+	}
+	t.Logf("chaos: %s", report)
+	if report.lost+report.twice+report.invalid+report.pending+report.unanswered > 0 {
+		t.Errorf("chaos: want 0 decisions lost, tools run twice, invalid histories, turns pending and turns unanswered")
+	}
+}
+
+// chaos holds the replicas of TestChaos, which its monkey kills and
+// restarts.
+type chaos struct {
+	t     *testing.T
+	mu    sync.Mutex // guards slots, down, dead and kills
+	slots []*replica
+	down  int  // the slot of the replica the monkey killed, when dead
+	dead  bool // a replica is down (one at most)
+	kills int
+}
+
+// pick returns a random replica that is up.
+func (c *chaos) pick() *replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		i := rand.IntN(len(c.slots))
+		if !c.dead || i != c.down {
+			return c.slots[i]
+		}
+	}
+}
+
+// monkey kills a random replica every 1 to 2.5 s and restarts it 0.3 to
+// 0.8 s later, until stop is closed.
+func (c *chaos) monkey(stop <-chan struct{}) {
+	pause := func(lo, hi time.Duration) bool {
+		select {
+		case <-stop:
+			return false
+		case <-time.After(lo + rand.N(hi-lo)):
+			return true
+		}
+	}
+	for pause(time.Second, 2500*time.Millisecond) {
+		i := rand.IntN(len(c.slots))
+		c.mu.Lock()
+		r := c.slots[i]
+		c.down, c.dead = i, true
+		c.kills++
+		c.mu.Unlock()
+		r.kill()
+		pause(300*time.Millisecond, 800*time.Millisecond)
+		if err := c.restart(i); err != nil {
+			c.t.Error(err)
+			return
+		}
+	}
+}
+
+// restart starts the replica of slot i again, with the same arguments.
+func (c *chaos) restart(i int) error {
+	c.mu.Lock()
+	old := c.slots[i]
+	c.mu.Unlock()
+	r, err := launch(c.t, old.name, old.args...)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.slots[i], c.dead = r, false
+	c.mu.Unlock()
+	return nil
+}
+
+// restartAll restarts a replica the monkey left down.
+func (c *chaos) restartAll() error {
+	c.mu.Lock()
+	dead, i := c.dead, c.down
+	c.mu.Unlock()
+	if dead {
+		return c.restart(i)
+	}
+	return nil
+}
+
+// turnOutcome is what a worker saw of one turn.
+type turnOutcome struct {
+	session, key string
+	callID       string
+	approvalID   string
+	decided      bool // a decision was taken (by this worker's POST)
+	approved     bool // ... and it was an approval
+	attempts     int  // turns asked until one showed approval_required
+	err          error
+}
+
+// turn runs one turn of the chaos: asks it (again, when the stream breaks
+// before the approval), decides it, and waits for its call to be answered.
+func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
+	o := turnOutcome{session: session, key: key}
+	for o.attempts < 20 && ctx.Err() == nil {
+		o.attempts++
+		r := c.pick()
+		s, err := r.openStream(ctx, c.t, http.MethodPost, "/turn", map[string]string{"session": session, "message": key})
+		if err != nil {
+			sleep(ctx, 100*time.Millisecond) // a dead replica, or the session still busy
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		e, err := s.find(wctx, func(e event) bool { return e.End || isState(agent.StateApprovalRequired)(e) })
+		cancel()
+		s.close()
+		if err != nil || e.End {
+			sleep(ctx, 100*time.Millisecond) // killed, or busy elsewhere: ask again
+			continue
+		}
+		o.callID, o.approvalID = e.tool().ID, e.tool().ApprovalID
+		break
+	}
+	if o.approvalID == "" {
+		o.err = fmt.Errorf("no approval_required in %d attempts", o.attempts)
+		return o
+	}
+	o.approved = rand.IntN(5) != 0
+	for i := 0; i < 20 && ctx.Err() == nil; i++ {
+		status, body, err := c.pick().approve(ctx, session, o.approvalID, o.approved)
+		switch {
+		case err != nil || status >= 500:
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		case status == http.StatusOK:
+			o.decided = true
+		case status == http.StatusConflict:
+			// An earlier POST of this decision was taken, and its
+			// answer lost with the replica that took it.
+			var answer struct {
+				Approval memory.Approval `json:"approval"`
+			}
+			if json.Unmarshal([]byte(body), &answer) == nil && answer.Approval.Decided && answer.Approval.Decision.Approved == o.approved {
+				o.decided = true
+			} else {
+				o.err = fmt.Errorf("decision refused: %s", body)
+			}
+		default:
+			o.err = fmt.Errorf("decision refused: %d %s", status, body)
+		}
+		break
+	}
+	if !o.decided && o.err == nil {
+		o.err = errors.New("the decision could not be posted")
+	}
+	// The turn goes on wherever it can; the worker moves on once the call
+	// has its tool message, so the session's next turn does not move it
+	// on.
+	if ok, err := within(ctx, 30*time.Second, func() (bool, error) { return c.answered(ctx, session, o.callID) }); !ok && o.err == nil {
+		o.err = fmt.Errorf("call %s not answered 30s after the decision (%v)", o.callID, err)
+	}
+	return o
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// history reads a session's messages from any replica that answers.
+func (c *chaos) history(ctx context.Context, session string) ([]memory.Message, error) {
+	var err error
+	for range 20 {
+		var msgs []memory.Message
+		if err = c.pick().get(ctx, "/history?session="+neturl.QueryEscape(session), &msgs); err == nil {
+			return msgs, nil
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	return nil, err
+}
+
+// answered reports whether the session's history has the tool message of
+// callID.
+func (c *chaos) answered(ctx context.Context, session, callID string) (bool, error) {
+	var msgs []memory.Message
+	if err := c.pick().get(ctx, "/history?session="+neturl.QueryEscape(session), &msgs); err != nil {
+		return false, err
+	}
+	for _, m := range msgs {
+		if m.Role == memory.RoleTool && m.ToolCallID == callID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// settled reports whether the session has no open call and no pending
+// approval.
+func (c *chaos) settled(ctx context.Context, session string) (bool, error) {
+	r := c.pick()
+	calls, err := r.openCalls(ctx, session)
+	if err != nil {
+		return false, err
+	}
+	var pending []memory.Approval
+	if err := r.get(ctx, "/approvals?session="+neturl.QueryEscape(session), &pending); err != nil {
+		return false, err
+	}
+	return len(calls) == 0 && len(pending) == 0, nil
+}
+
+// chaosReport counts what TestChaos found.
+type chaosReport struct {
+	turns, attempts, kills        int
+	ran, stopped, rejected        int
+	lost, twice, invalid, pending int
+	unanswered                    int
+}
+
+func (r chaosReport) String() string {
+	return fmt.Sprintf("%d turns (%d asked, %d kills): %d ran, %d stopped by a kill while executing, %d rejected; "+
+		"decisions lost %d, tools run twice %d, invalid histories %d, turns pending %d, turns unanswered %d",
+		r.turns, r.attempts, r.kills, r.ran, r.stopped, r.rejected, r.lost, r.twice, r.invalid, r.pending, r.unanswered)
+}
+
+// count checks one turn's outcome against the final history of its session
+// and the executions of its key.
+func (r *chaosReport) count(t *testing.T, o turnOutcome, msgs []memory.Message, runs int) {
+	t.Helper()
+	if o.err != nil {
+		r.unanswered++
+		t.Errorf("%s: %v", o.key, o.err)
+		return
+	}
+	var answer *memory.Message
+	for i := range msgs {
+		if msgs[i].Role == memory.RoleTool && msgs[i].ToolCallID == o.callID {
+			answer = &msgs[i]
+		}
+	}
+	switch {
+	case answer == nil:
+		r.lost++
+		t.Errorf("%s: call %s has no tool message after its decision", o.key, o.callID)
+	case !o.approved && runs > 0:
+		r.lost++
+		t.Errorf("%s: rejected, yet the tool ran", o.key)
+	case !o.approved:
+		r.rejected++
+	case runs == 1 && strings.Contains(answer.Content, "effect done for "+o.key):
+		r.ran++
+	case stoppedAnswer(answer.Content):
+		r.stopped++ // approved, then killed while executing: never run again
+	default:
+		r.lost++
+		t.Errorf("%s: approved, the tool ran %d times and the call was answered %q", o.key, runs, answer.Content)
+	}
+}
+
+// stoppedAnswer reports whether a tool message says that its call was
+// stopped by the end of its process while it ran (agent.CauseStopped).
+func stoppedAnswer(content string) bool {
+	return strings.Contains(strings.ToLower(content), "stopped")
+}
