@@ -363,10 +363,11 @@ func (r *replica) turn(ctx context.Context, t testing.TB, session, message strin
 }
 
 // events subscribes to the events of session's runs on the replica ("" for
-// every session); the subscription is active when it returns.
+// every session), from the first the replica kept: a restarted replica may
+// resume a run before the test subscribes.
 func (r *replica) events(ctx context.Context, t testing.TB, session string) *stream {
 	t.Helper()
-	return r.open(ctx, t, http.MethodGet, "/events?session="+neturl.QueryEscape(session), nil)
+	return r.open(ctx, t, http.MethodGet, "/events?replay=1&session="+neturl.QueryEscape(session), nil)
 }
 
 // next returns the next event; false when the stream ended.

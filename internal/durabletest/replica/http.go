@@ -126,11 +126,18 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 
 // handleEvents streams the events of the runs of a session (of every
 // session without one) in this replica, from the moment its headers are
-// sent until the client leaves or the replica stops.
+// sent (with replay=1, from the oldest event the replica kept) until the
+// client leaves or the replica stops.
 func (r *replica) handleEvents(w http.ResponseWriter, req *http.Request) {
-	s := r.hub.subscribe(req.URL.Query().Get("session"))
+	q := req.URL.Query()
+	s, past := r.hub.subscribe(q.Get("session"), q.Get("replay") == "1")
 	defer r.hub.unsubscribe(s)
 	lw := newLineWriter(w)
+	for _, e := range past {
+		if !lw.write(e) {
+			return
+		}
+	}
 	for {
 		select {
 		case <-req.Context().Done():

@@ -30,7 +30,8 @@
 //	                one JSON event per line until the run ends
 //	POST /approve   {"session_id", "approval_id", "approved", "reason"}
 //	GET  /events    ?session= (all when empty): the events of every run of
-//	                the session in this replica from now on, turns and
+//	                the session in this replica from now on (with
+//	                replay=1, from the oldest one it kept), turns and
 //	                resumes, one JSON line each
 //	GET  /history   ?session=: the session's messages (memory.Message)
 //	GET  /calls     ?session=: the session's open calls (memory.OpenCall)

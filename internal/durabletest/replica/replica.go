@@ -174,10 +174,40 @@ type event struct {
 	Error   string       `json:"error,omitempty"`
 }
 
-// hub hands the events of every run to the /events subscribers.
+// hub hands the events of every run to the /events subscribers, and keeps
+// the latest ones so that a subscriber can ask for what came before it
+// subscribed (a test that restarts a replica cannot subscribe before the
+// replica's first sweep resumes a run).
 type hub struct {
-	mu   sync.Mutex // guards subs
+	mu   sync.Mutex // guards subs and log
 	subs map[*subscriber]struct{}
+	log  ring
+}
+
+// ring holds the latest hubBacklog events, oldest first from next once
+// full.
+type ring struct {
+	buf  []event
+	next int
+}
+
+// hubBacklog is how many of the latest events the hub keeps.
+const hubBacklog = 16384
+
+func (r *ring) add(e event) {
+	if len(r.buf) < hubBacklog {
+		r.buf = append(r.buf, e)
+		return
+	}
+	r.buf[r.next] = e
+	r.next = (r.next + 1) % hubBacklog
+}
+
+// all returns the events kept, oldest first.
+func (r *ring) all() []event {
+	out := make([]event, 0, len(r.buf))
+	out = append(out, r.buf[r.next:]...)
+	return append(out, r.buf[:r.next]...)
 }
 
 // subscriber is one /events stream. Its channel is bounded: a subscriber
@@ -191,28 +221,41 @@ type subscriber struct {
 
 const subscriberBuffer = 4096
 
-func (h *hub) subscribe(session string) *subscriber {
+func (s *subscriber) wants(e event) bool { return s.session == "" || s.session == e.Session }
+
+// subscribe adds a subscriber for session ("" for all). With replay, it
+// returns the kept events the subscriber wants, which come before any
+// event it receives.
+func (h *hub) subscribe(session string, replay bool) (*subscriber, []event) {
 	s := &subscriber{session: session, ch: make(chan event, subscriberBuffer)}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.subs[s] = struct{}{}
-	h.mu.Unlock()
-	return s
+	if !replay {
+		return s, nil
+	}
+	var past []event
+	for _, e := range h.log.all() {
+		if s.wants(e) {
+			past = append(past, e)
+		}
+	}
+	return s, past
 }
 
-// unsubscribe removes s; it reports whether s had been dropped for falling
-// behind.
-func (h *hub) unsubscribe(s *subscriber) (lost bool) {
+// unsubscribe removes s.
+func (h *hub) unsubscribe(s *subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.subs, s)
-	return s.lost
 }
 
 func (h *hub) publish(e event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.log.add(e)
 	for s := range h.subs {
-		if s.session != "" && s.session != e.Session {
+		if !s.wants(e) {
 			continue
 		}
 		select {
