@@ -201,6 +201,9 @@ type Agent struct {
 	layers   []memory.Layer
 	hooks    []Hook
 	truncate memory.TruncateOptions
+
+	// leases are what Config.Holder needs: nil without one.
+	leases *leases
 }
 
 // New validates cfg and returns an Agent.
@@ -255,11 +258,26 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.SummarizeAt < 0 {
 		return nil, fmt.Errorf("agent: Config.SummarizeAt is %d, want >= 0", cfg.SummarizeAt)
 	}
+	if cfg.LeaseTTL < 0 {
+		return nil, fmt.Errorf("agent: Config.LeaseTTL is %s, want >= 0", cfg.LeaseTTL)
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	var ls *leases
+	if cfg.Holder != "" {
+		l, ok := cfg.Store.(memory.Leaser)
+		if !ok {
+			return nil, errors.New("agent: Config.Holder needs a Config.Store that implements memory.Leaser")
+		}
+		ls = &leases{leaser: l, holder: cfg.Holder, ttl: cfg.LeaseTTL, driving: make(map[string]bool)}
+	}
 	a := &Agent{
 		cfg:    cfg,
 		tags:   append([]string{stream.VoiceTag}, cfg.Intents.Tags()...),
 		model:  newModel(cfg),
 		logger: logger,
+		leases: ls,
 		layers: slices.Clone(cfg.Layers),
 		hooks:  slices.Clone(cfg.Hooks),
 	}
