@@ -144,8 +144,14 @@ type Config struct {
 
 	// Store, when set, keeps conversations: a run with an Input.SessionID
 	// loads the session's active messages (creating the session when it is
-	// new), appends the user's message before its first model request, and
-	// appends the rest of the turn when it ends, however it ends.
+	// new), appends the user's message before its first model request,
+	// the messages of each round when the round ends (before its
+	// round_end chunk), and the rest of the turn when it ends, however it
+	// ends. A Store that implements memory.CallLog makes runs durable (see
+	// the package documentation, "Durable runs"): the calls of a round are
+	// saved as open before anything is asked, so an approver's edit of the
+	// arguments (Decision.Arguments) shows in the chunks and the result but
+	// not in the stored assistant message, which keeps the model's.
 	Store memory.Store
 
 	// Layers add system blocks after SystemPrompt and before the history

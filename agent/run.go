@@ -103,7 +103,8 @@ func (a *Agent) Run(ctx context.Context, in Input) iter.Seq2[Chunk, error] {
 	return a.NewTurn(in).Run(ctx)
 }
 
-// Messages returns the messages the turn added to the conversation so far:
+// Messages returns the messages the turn added to the conversation so far
+// (for a turn that suspended, the calls still open have no tool message):
 // the user message, assistant messages (raw text, with tool calls), tool
 // messages and the persistent injections of Config.Hooks (system or user
 // messages with Hook set, where they were injected). It is always valid history (every tool call has its tool
@@ -132,9 +133,11 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // chunk and a nil error. With a Store, the user's message is saved before
 // the first model request (if that fails, the run ends with the store's
 // error and nothing else happens), so a process that dies during the turn
-// keeps it; the rest of the turn is saved after the last chunk, whatever
-// ended the run, and if that fails, the store's error is the last pair (also
-// after an interrupted chunk). Input.Settings that [New] would refuse in a
+// keeps it; each round is saved when it ends, before its round_end chunk,
+// and the rest of the turn after the last chunk, whatever ended the run; if
+// saving fails, the store's error is the last pair (also after an
+// interrupted chunk). A run that suspends (see [ErrSuspended]) ends with a
+// suspended chunk and a nil error, its open calls kept for [Agent.Resume]. Input.Settings that [New] would refuse in a
 // Config end the run at once with an error, before anything is loaded,
 // saved or sent.
 //
