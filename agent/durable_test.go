@@ -452,4 +452,3 @@ func TestHolderNeedsALeaser(t *testing.T) {
 	_, err = agent.New(agent.Config{Model: "m", Store: &memory.MemStore{}, Holder: "A", LeaseTTL: -1})
 	require.Error(t, err)
 }
-
