@@ -173,7 +173,8 @@ func (r *run) resume() {
 			if cs.open.Executing {
 				// The process stopped while the tool ran: what it did is
 				// unknown, and it is never run again.
-				if !r.interrupted(cs, CauseStopped, ReasonStopped, cs.open.Partial) && r.stopped {
+				r.interrupted(cs, CauseStopped, ReasonStopped, cs.open.Partial)
+				if r.stopped {
 					return false
 				}
 			}
