@@ -14,21 +14,20 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/intent"
 )
 
 // script is the model. It keeps no state, so that a run resumed by another
 // process gets the answers the first one would have: the planning request
 // (no tools) asks for the tool loop; a tool round whose last message is a
 // tool message answers "done: " and the key; any other tool round calls the
-// key's tool with {"key": key}. The key is the last user message.
+// key's tool with {"key": key}. The key is the last user message (not the
+// agent's "[continue]").
 func script(req *agenttest.Request) agenttest.Response {
 	if !req.HasTools() {
 		return agenttest.Reply().Text("On it. <need_tool>").Finish("stop")
 	}
-	key := ""
-	if m, ok := req.LastMessageWithRole("user"); ok {
-		key = m.Content
-	}
+	key := lastUserMessage(req)
 	if last, ok := lastNonSystem(req); ok && last.Role == "tool" {
 		return agenttest.Reply().Text("done: " + key).Finish("stop")
 	}
@@ -45,6 +44,17 @@ func toolFor(key string) string {
 		return "slow"
 	}
 	return "effect"
+}
+
+// lastUserMessage returns the content of the last user message that is
+// not the agent's transition after the planning round.
+func lastUserMessage(req *agenttest.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.Role == "user" && m.Content != intent.ContinueMessage {
+			return m.Content
+		}
+	}
+	return ""
 }
 
 func lastNonSystem(req *agenttest.Request) (agenttest.Message, bool) {
