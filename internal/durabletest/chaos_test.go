@@ -93,6 +93,9 @@ func TestChaos(t *testing.T) {
 		outcomes[o.session] = append(outcomes[o.session], o)
 		report.turns++
 		report.attempts += o.attempts
+		if o.adopted {
+			report.adopted++
+		}
 	}
 	lines := readEffects(t, effects)
 	runs := map[string]int{}
@@ -215,6 +218,7 @@ type turnOutcome struct {
 	decided      bool // a decision was taken (by this worker's POST)
 	approved     bool // ... and it was an approval
 	attempts     int  // turns asked until one showed approval_required
+	adopted      bool // the approval was found in the store, not on a stream
 	err          error
 }
 
@@ -234,12 +238,19 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 		e, err := s.find(wctx, func(e event) bool { return e.End || isState(agent.StateApprovalRequired)(e) })
 		cancel()
 		s.close()
-		if err != nil || e.End {
-			sleep(ctx, 100*time.Millisecond) // killed, or busy elsewhere: ask again
-			continue
+		if err == nil && !e.End {
+			o.callID, o.approvalID = e.tool().ID, e.tool().ApprovalID
+			break
 		}
-		o.callID, o.approvalID = e.tool().ID, e.tool().ApprovalID
-		break
+		// The replica was killed, or another drives the session: maybe a
+		// replica resumed this turn (killed before its approval was
+		// asked) and waits for a decision that no stream showed. A front
+		// end finds it in the store's pending approvals, as this does.
+		if a, ok := c.pendingFor(ctx, session, key); ok {
+			o.callID, o.approvalID, o.adopted = a.CallID, a.ID, true
+			break
+		}
+		sleep(ctx, 100*time.Millisecond)
 	}
 	if o.approvalID == "" {
 		o.err = fmt.Errorf("no approval_required in %d attempts", o.attempts)
@@ -302,6 +313,24 @@ func (c *chaos) history(ctx context.Context, session string) ([]memory.Message, 
 	return nil, err
 }
 
+// pendingFor returns the pending approval of the session's call for key,
+// if there is one.
+func (c *chaos) pendingFor(ctx context.Context, session, key string) (memory.Approval, bool) {
+	var pending []memory.Approval
+	if err := c.pick().get(ctx, "/approvals?session="+neturl.QueryEscape(session), &pending); err != nil {
+		return memory.Approval{}, false
+	}
+	for _, a := range pending {
+		var args struct {
+			Key string `json:"key"`
+		}
+		if json.Unmarshal(a.Arguments, &args) == nil && args.Key == key {
+			return a, true
+		}
+	}
+	return memory.Approval{}, false
+}
+
 // answered reports whether the session's history has the tool message of
 // callID.
 func (c *chaos) answered(ctx context.Context, session, callID string) (bool, error) {
@@ -334,16 +363,16 @@ func (c *chaos) settled(ctx context.Context, session string) (bool, error) {
 
 // chaosReport counts what TestChaos found.
 type chaosReport struct {
-	turns, attempts, kills        int
-	ran, stopped, rejected        int
-	lost, twice, invalid, pending int
-	unanswered                    int
+	turns, attempts, kills, adopted int
+	ran, stopped, rejected          int
+	lost, twice, invalid, pending   int
+	unanswered                      int
 }
 
 func (r chaosReport) String() string {
-	return fmt.Sprintf("%d turns (%d asked, %d kills): %d ran, %d stopped by a kill while executing, %d rejected; "+
+	return fmt.Sprintf("%d turns (%d asked, %d kills, %d approvals found pending in the store): %d ran, %d stopped by a kill while executing, %d rejected; "+
 		"decisions lost %d, tools run twice %d, invalid histories %d, turns pending %d, turns unanswered %d",
-		r.turns, r.attempts, r.kills, r.ran, r.stopped, r.rejected, r.lost, r.twice, r.invalid, r.pending, r.unanswered)
+		r.turns, r.attempts, r.kills, r.adopted, r.ran, r.stopped, r.rejected, r.lost, r.twice, r.invalid, r.pending, r.unanswered)
 }
 
 // count checks one turn's outcome against the final history of its session
