@@ -107,7 +107,7 @@ func TestChaos(t *testing.T) {
 		settled, err := within(ctx, 30*time.Second, func() (bool, error) { return c.settled(ctx, session) })
 		if !settled {
 			report.pending++
-			t.Errorf("%s: still has open calls or pending approvals 30s after the chaos (%v)", session, err)
+			t.Errorf("%s: still has open calls or pending approvals 30s after the chaos (%v)\n%s", session, err, c.describe(ctx, session))
 		}
 		msgs, err := c.history(ctx, session)
 		if err != nil {
@@ -311,6 +311,29 @@ func (c *chaos) history(ctx context.Context, session string) ([]memory.Message, 
 		sleep(ctx, 100*time.Millisecond)
 	}
 	return nil, err
+}
+
+// describe returns what the store holds of a session's open calls and
+// their approvals, for a failure message.
+func (c *chaos) describe(ctx context.Context, session string) string {
+	r := c.pick()
+	calls, err := r.openCalls(ctx, session)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, oc := range calls {
+		fmt.Fprintf(&b, "  open call %+v\n", oc)
+		if oc.ApprovalID != "" {
+			var a memory.Approval
+			err := r.get(ctx, "/approval?id="+neturl.QueryEscape(oc.ApprovalID), &a)
+			fmt.Fprintf(&b, "    approval %+v %v\n", a, err)
+		}
+	}
+	if msgs, err := c.history(ctx, session); err == nil {
+		b.WriteString(dump(msgs))
+	}
+	return b.String()
 }
 
 // pendingFor returns the pending approval of the session's call for key,

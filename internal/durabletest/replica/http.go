@@ -22,6 +22,7 @@ func (r *replica) routes() http.Handler {
 	mux.HandleFunc("GET /history", r.handleHistory)
 	mux.HandleFunc("GET /calls", r.handleCalls)
 	mux.HandleFunc("GET /approvals", r.handleApprovals)
+	mux.HandleFunc("GET /approval", r.handleApproval)
 	mux.HandleFunc("GET /healthz", r.handleHealth)
 	return mux
 }
@@ -169,6 +170,11 @@ func (r *replica) handleCalls(w http.ResponseWriter, req *http.Request) {
 func (r *replica) handleApprovals(w http.ResponseWriter, req *http.Request) {
 	as, err := r.store.PendingApprovals(req.Context(), req.URL.Query().Get("session"))
 	answer(w, as, err)
+}
+
+func (r *replica) handleApproval(w http.ResponseWriter, req *http.Request) {
+	a, err := r.store.GetApproval(req.Context(), req.URL.Query().Get("id"))
+	answer(w, a, err)
 }
 
 func (r *replica) handleHealth(w http.ResponseWriter, _ *http.Request) {

@@ -36,6 +36,7 @@
 //	GET  /history   ?session=: the session's messages (memory.Message)
 //	GET  /calls     ?session=: the session's open calls (memory.OpenCall)
 //	GET  /approvals ?session=: the pending approvals (memory.Approval)
+//	GET  /approval  ?id=: one approval (memory.Approval)
 //	GET  /healthz   {"ok", "holder", "sweeps"}
 //
 // SIGTERM or SIGINT shuts it down: runs that wait for an approval are

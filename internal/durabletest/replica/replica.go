@@ -123,9 +123,10 @@ func (r *replica) resume(sessionID string) {
 		switch {
 		case err == nil:
 			r.log.Info("resumed", "session", sessionID)
-		case errors.Is(err, agent.ErrBusy), errors.Is(err, agent.ErrNothingToResume), r.ctx.Err() != nil:
-			// Another replica drives it, somebody ended it first, or
-			// this replica is stopping: nothing to say.
+		case errors.Is(err, agent.ErrBusy), r.ctx.Err() != nil:
+			// Another replica drives it, or this replica is stopping.
+		case errors.Is(err, agent.ErrNothingToResume):
+			r.log.Info("nothing to resume", "session", sessionID)
 		default:
 			r.log.Warn("resume failed", "session", sessionID, "err", err)
 		}
