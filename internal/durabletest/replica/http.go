@@ -64,7 +64,8 @@ func (r *replica) handleTurn(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, "session and message are required")
 		return
 	}
-	switch err := r.begin(body.Session); {
+	a, err := r.begin(body.Session)
+	switch {
 	case errors.Is(err, errBusyHere):
 		httpjson.WriteError(w, http.StatusConflict, err.Error())
 		return
@@ -74,7 +75,7 @@ func (r *replica) handleTurn(w http.ResponseWriter, req *http.Request) {
 	}
 	defer r.end(body.Session)
 	lw := newLineWriter(w)
-	err := r.drive(body.Session, "turn", r.agent.Run(r.ctx, agent.Input{SessionID: body.Session, Message: body.Message}), lw.write)
+	err = r.drive(body.Session, "turn", a.Run(r.ctx, agent.Input{SessionID: body.Session, Message: body.Message}), lw.write)
 	if err != nil && !errors.Is(err, agent.ErrBusy) && r.ctx.Err() == nil {
 		r.log.Warn("turn failed", "session", body.Session, "err", err)
 	}
@@ -97,8 +98,13 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, "session_id and approval_id are required")
 		return
 	}
+	mgr := r.manager()
+	if mgr == nil {
+		httpjson.WriteError(w, http.StatusServiceUnavailable, "the replica is not ready")
+		return
+	}
 	ctx := req.Context()
-	pending, err := r.mgr.RespondContext(ctx, body.SessionID, body.ApprovalID, agent.Decision{Approved: body.Approved, Reason: body.Reason})
+	pending, err := mgr.RespondContext(ctx, body.SessionID, body.ApprovalID, agent.Decision{Approved: body.Approved, Reason: body.Reason})
 	switch {
 	case errors.Is(err, approval.ErrWrongSession):
 		httpjson.WriteError(w, http.StatusForbidden, err.Error())

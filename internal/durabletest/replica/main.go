@@ -211,7 +211,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r.agent, r.mgr = a, mgr
+	r.ready(a, mgr)
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

@@ -20,8 +20,6 @@ type replica struct {
 	opts  options
 	store store
 	log   *slog.Logger
-	agent *agent.Agent      // set once before the server starts
-	mgr   *approval.Manager // set once before the server starts
 	hub   hub
 
 	ctx    context.Context // the runs'; cancelled by stop
@@ -32,10 +30,15 @@ type replica struct {
 	// active holds the sessions that have a run in this process, so that
 	// a resume never races a turn (or another resume) of its session here:
 	// the lease keeps other processes out, not this one, which holds it.
-	// closed is set by stop; no run starts after it. runs counts the
-	// runs started and not ended. mu guards active, closed and the Adds
-	// of runs.
+	// agent and mgr are set once by ready; no run starts before (the
+	// Manager may pass a decision to onDecided as soon as it exists, and
+	// the first sweep, after ready, finds what was passed before). closed
+	// is set by stop; no run starts after it. runs counts the runs started
+	// and not ended. mu guards active, agent, mgr, closed and the Adds of
+	// runs.
 	active map[string]bool
+	agent  *agent.Agent
+	mgr    *approval.Manager
 	closed bool
 	runs   sync.WaitGroup
 }
@@ -48,22 +51,38 @@ func newReplica(o options, st store, log *slog.Logger) *replica {
 // errBusyHere refuses a turn on a session that has a run in this process.
 var errBusyHere = errors.New("the session has a run in this replica")
 
-// errStopping refuses a run once the replica is stopping.
-var errStopping = errors.New("the replica is stopping")
+// errStopping refuses a run once the replica is stopping, or before it is
+// ready.
+var errStopping = errors.New("the replica is stopping or not ready")
 
-// begin marks sessionID as having a run here; end must follow.
-func (r *replica) begin(sessionID string) error {
+// ready sets the agent and the Manager: runs may start.
+func (r *replica) ready(a *agent.Agent, mgr *approval.Manager) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.agent, r.mgr = a, mgr
+}
+
+// begin marks sessionID as having a run here and returns the agent; end
+// must follow.
+func (r *replica) begin(sessionID string) (*agent.Agent, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.closed:
-		return errStopping
+	case r.closed || r.agent == nil:
+		return nil, errStopping
 	case r.active[sessionID]:
-		return errBusyHere
+		return nil, errBusyHere
 	}
 	r.active[sessionID] = true
 	r.runs.Add(1)
-	return nil
+	return r.agent, nil
+}
+
+// manager returns the Manager, nil before ready.
+func (r *replica) manager() *approval.Manager {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mgr
 }
 
 func (r *replica) end(sessionID string) {
@@ -114,12 +133,13 @@ func (r *replica) drive(sessionID, kind string, seq iter.Seq2[agent.Chunk, error
 // resume resumes sessionID in the background, unless a run of it is in
 // this process already.
 func (r *replica) resume(sessionID string) {
-	if err := r.begin(sessionID); err != nil {
+	a, err := r.begin(sessionID)
+	if err != nil {
 		return
 	}
 	go func() {
 		defer r.end(sessionID)
-		err := r.drive(sessionID, "resume", r.agent.Resume(r.ctx, sessionID), nil)
+		err := r.drive(sessionID, "resume", a.Resume(r.ctx, sessionID), nil)
 		switch {
 		case err == nil:
 			r.log.Info("resumed", "session", sessionID)
