@@ -288,7 +288,8 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 	// has its tool message, so the session's next turn does not move it
 	// on.
 	if ok, err := within(ctx, 30*time.Second, func() (bool, error) { return c.answered(ctx, session, o.callID) }); !ok && o.err == nil {
-		o.err = fmt.Errorf("call %s not answered 30s after the decision (%v)", o.callID, err)
+		o.err = fmt.Errorf("call %s not answered 30s after the decision of approval %s (found in the store: %v; %v)\n%s",
+			o.callID, o.approvalID, o.adopted, err, c.describe(ctx, session))
 	}
 	return o
 }
@@ -329,6 +330,14 @@ func (c *chaos) describe(ctx context.Context, session string) string {
 			err := r.get(ctx, "/approval?id="+neturl.QueryEscape(oc.ApprovalID), &a)
 			fmt.Fprintf(&b, "    approval %+v %v\n", a, err)
 		}
+	}
+	var pending []memory.Approval
+	err = r.get(ctx, "/approvals?session="+neturl.QueryEscape(session), &pending)
+	for _, a := range pending {
+		fmt.Fprintf(&b, "  pending approval %+v\n", a)
+	}
+	if err != nil {
+		fmt.Fprintf(&b, "  pending approvals: %v\n", err)
 	}
 	if msgs, err := c.history(ctx, session); err == nil {
 		b.WriteString(dump(msgs))
