@@ -22,7 +22,7 @@ import (
 // turns each, driven by chaosWorkers at once over chaosReplicas replicas.
 const (
 	chaosReplicas        = 3
-	chaosWorkers         = 8
+	chaosWorkers         = 4
 	chaosSessions        = 50
 	chaosTurnsPerSession = 4
 )
