@@ -1,6 +1,7 @@
 package durabletest
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -116,4 +117,38 @@ func TestDecisionsRace(t *testing.T) {
 		checkHistory(t, a.history(ctx, t, session))
 	}
 	t.Logf("winners: %v", wins)
+}
+
+// TestSuspendedRunResumesOnOtherReplica: a run on A that waits longer than
+// -suspend-after ends suspended, releasing its goroutine and its lease; A
+// is then killed, and the decision, posted to B, resumes the turn on B
+// without waiting for A's lease to expire (30s: the resume must come
+// within 15s).
+func TestSuspendedRunResumesOnOtherReplica(t *testing.T) {
+	checkLeaks(t)
+	a, b, effects := twoReplicas(t, "-suspend-after", "300ms", "-lease-ttl", "30s")
+	ctx := testContext(t, 60*time.Second)
+
+	turn := a.turn(ctx, t, "s1", "k1")
+	call := turn.waitFor(ctx, t, "approval_required", isState(agent.StateApprovalRequired)).tool()
+	turn.waitFor(ctx, t, "the suspended chunk", func(e event) bool { return e.Chunk != nil && e.Chunk.Kind == agent.KindSuspended })
+	turn.waitFor(ctx, t, "the end of A's turn", isEnd("turn"))
+	calls, err := a.openCalls(ctx, "s1")
+	require.NoError(t, err)
+	require.Len(t, calls, 1, "the suspended call stays open")
+	assert.Equal(t, call.ApprovalID, calls[0].ApprovalID)
+	a.kill() // so that only B can resume it
+
+	ev := b.events(ctx, t, "s1")
+	b.mustApprove(ctx, t, "s1", call.ApprovalID, true)
+	soon, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ex := ev.waitFor(soon, t, "executing on B", isState(agent.StateExecuting))
+	assert.Equal(t, call.ID, ex.tool().ID)
+	ev.waitFor(ctx, t, "the end of the resumed run", isEnd("resume"))
+	got := executions(t, effects, "k1")
+	if assert.Len(t, got, 1, "executions of k1") {
+		assert.Equal(t, "B", got[0].Holder)
+	}
+	checkHistory(t, b.history(ctx, t, "s1"))
 }
