@@ -182,24 +182,17 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 // resume answers a request that names the approval req.ApprovalID asked
 // before. ok is false when that approval is not this call's (unknown, or
 // of another session or call): the caller registers a new one.
+//
+// The entry is inserted before the Store is read, so that a note about a
+// decision taken meanwhile finds it (and is not passed to OnDecided, which
+// would resume the turn a second time).
 func (m *Manager) resume(ctx context.Context, req agent.ApprovalRequest) (tk agent.Ticket, ok bool, err error) {
-	a, err := m.store.GetApproval(ctx, req.ApprovalID)
-	switch {
-	case errors.Is(err, memory.ErrNotFound):
-		return agent.Ticket{}, false, nil
-	case err != nil:
-		return agent.Ticket{}, false, fmt.Errorf("approval: look up approval %s of call %s: %w", req.ApprovalID, req.Call.ID, err)
-	case a.SessionID != req.SessionID || a.CallID != req.Call.ID:
-		return agent.Ticket{}, false, nil
-	case a.Decided:
-		return agent.Decided(resumedDecision(a.Decision)), true, nil
-	}
 	e := &entry{
-		id:      a.ID,
-		session: a.SessionID,
-		round:   a.Round,
+		id:      req.ApprovalID,
+		session: req.SessionID,
+		round:   req.Round,
 		call:    req.Call,
-		created: a.CreatedAt,
+		created: time.Now(),
 		done:    make(chan struct{}),
 	}
 	e.call.ApprovalID = e.id
@@ -210,18 +203,34 @@ func (m *Manager) resume(ctx context.Context, req agent.ApprovalRequest) (tk age
 	}
 	m.insert(e)
 	m.mu.Unlock()
-	// A decision taken between the look-up and the insert found no entry
-	// here (its note, if any, went to OnDecided): look once more.
-	a, err = m.store.GetApproval(ctx, e.id)
-	switch {
-	case err != nil:
+	drop := func() {
 		m.mu.Lock()
 		m.remove(e)
 		m.mu.Unlock()
-		return agent.Ticket{}, false, fmt.Errorf("approval: look up approval %s of call %s: %w", e.id, req.Call.ID, err)
-	case a.Decided:
-		m.deliver(a, false)
 	}
+	a, err := m.store.GetApproval(ctx, req.ApprovalID)
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		drop()
+		return agent.Ticket{}, false, nil
+	case err != nil:
+		drop()
+		return agent.Ticket{}, false, fmt.Errorf("approval: look up approval %s of call %s: %w", req.ApprovalID, req.Call.ID, err)
+	case a.SessionID != req.SessionID || a.CallID != req.Call.ID:
+		drop()
+		return agent.Ticket{}, false, nil
+	case a.Decided:
+		m.mu.Lock()
+		m.remove(e)
+		if e.state == statePending {
+			m.read.add(e.id) // its note, if still to come, is not news
+		}
+		m.mu.Unlock()
+		return agent.Decided(resumedDecision(a.Decision)), true, nil
+	}
+	m.mu.Lock()
+	e.created, e.round = a.CreatedAt, a.Round
+	m.mu.Unlock()
 	if m.onRegister != nil {
 		m.onRegister(e.pending())
 	}
@@ -323,6 +332,19 @@ func (m *Manager) settle(e *entry, d agent.Decision) agent.Decision {
 	return e.decision
 }
 
+// settleRead is settle with the decision of a, which Wait read from the
+// Store and another Manager took: the note about it may still come.
+func (m *Manager) settleRead(e *entry, a memory.Approval) agent.Decision {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.state == statePending {
+		m.finish(e, DecodeDecision(a.Decision))
+		m.read.add(a.ID)
+	}
+	m.remove(e)
+	return e.decision
+}
+
 // graceContext returns a context for the Store calls of a Wait whose own
 // context may have ended.
 func graceContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -340,7 +362,7 @@ func (m *Manager) interrupt(ctx context.Context, e *entry) (agent.Decision, erro
 	case err == nil, errors.Is(err, memory.ErrNotFound):
 		return m.settle(e, cancelled()), ctx.Err()
 	case errors.Is(err, memory.ErrDecided):
-		return m.settle(e, DecodeDecision(a.Decision)), nil
+		return m.settleRead(e, a), nil
 	}
 	return m.settle(e, cancelled()), fmt.Errorf("%w (and the store did not record the interruption: %v)", ctx.Err(), err)
 }
@@ -355,7 +377,7 @@ func (m *Manager) timeOut(e *entry) (agent.Decision, error) {
 	case err == nil, errors.Is(err, memory.ErrNotFound):
 		return m.settle(e, d), nil
 	case errors.Is(err, memory.ErrDecided):
-		return m.settle(e, DecodeDecision(a.Decision)), nil
+		return m.settleRead(e, a), nil
 	}
 	return m.settle(e, d), fmt.Errorf("approval: record the timeout of approval %s: %w", e.id, err)
 }
@@ -367,7 +389,7 @@ func (m *Manager) suspend(e *entry) (agent.Decision, error) {
 	defer cancel()
 	a, err := m.store.GetApproval(ctx, e.id)
 	if err == nil && a.Decided {
-		return m.settle(e, DecodeDecision(a.Decision)), nil
+		return m.settleRead(e, a), nil
 	}
 	m.mu.Lock()
 	if e.state != statePending {
@@ -388,27 +410,77 @@ func (m *Manager) suspend(e *entry) (agent.Decision, error) {
 // entry for it, if it has one that is pending, and wakes its Wait. A
 // decided entry whose Wait waits leaves the indexes at once, and so does
 // any when drop is set (as CancelSession does). It reports whether this
-// Manager has an entry for a.
-func (m *Manager) deliver(a memory.Approval, drop bool) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// Manager has an entry for a. m.mu must be held.
+func (m *Manager) deliver(a memory.Approval, drop bool) (woke, had bool) {
 	e := m.byID[a.ID]
 	if e == nil {
-		return false
+		return false, false
 	}
 	if e.state == statePending {
 		m.finish(e, DecodeDecision(a.Decision))
+		woke = true
 	}
 	if e.waiting || drop {
 		m.remove(e)
 	}
+	return woke, true
+}
+
+// deliverRead delivers a decision this Manager read from the Store and did
+// not take, whose note may still come.
+func (m *Manager) deliverRead(a memory.Approval) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if woke, _ := m.deliver(a, false); woke {
+		m.read.add(a.ID)
+	}
+}
+
+// maxRead is how many approval ids a Manager remembers in its
+// readDecisions.
+const maxRead = 1024
+
+// readDecisions remembers the ids of the approvals whose decision an entry
+// of this Manager took from the Store (it was taken by another Manager)
+// before the note about it came: when the note comes, the entry is gone,
+// and without this record the note would go to OnDecided as a decision no
+// Wait took. A note comes at most once, and only shortly after the
+// decision, so the oldest ids are forgotten first.
+type readDecisions struct {
+	ids  map[string]struct{}
+	ring []string // the ids in the order they came; len maxRead once used
+	next int
+}
+
+func (r *readDecisions) add(id string) {
+	if r.ids == nil {
+		r.ids = make(map[string]struct{})
+		r.ring = make([]string, maxRead)
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.ids, old)
+	}
+	r.ring[r.next] = id
+	r.ids[id] = struct{}{}
+	r.next = (r.next + 1) % len(r.ring)
+}
+
+// take reports whether id was remembered, and forgets it.
+func (r *readDecisions) take(id string) bool {
+	if _, ok := r.ids[id]; !ok {
+		return false
+	}
+	delete(r.ids, id)
 	return true
 }
 
 // decided tells of the decision a this Manager just took in the Store: to
 // its own entry, else to OnDecided, and to the other processes.
 func (m *Manager) decided(ctx context.Context, a memory.Approval, drop bool) {
-	if !m.deliver(a, drop) && m.onDecided != nil {
+	m.mu.Lock()
+	_, had := m.deliver(a, drop)
+	m.mu.Unlock()
+	if !had && m.onDecided != nil {
 		m.onDecided(a)
 	}
 	if m.notifier == nil {
@@ -437,7 +509,7 @@ func (m *Manager) respondDurable(ctx context.Context, sessionID, id string, d ag
 	case errors.Is(err, memory.ErrDecided):
 		// Decided elsewhere; if its note has not come yet, this
 		// Manager's entry need not wait for it.
-		m.deliver(a, false)
+		m.deliverRead(a)
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("approval: decide approval %s: %w", id, err)
@@ -500,10 +572,10 @@ func (m *Manager) onNote(payload string) {
 	}
 	m.mu.Lock()
 	e := m.byID[n.ApprovalID]
-	waits := e != nil && e.state == statePending
+	known := (e == nil && m.read.take(n.ApprovalID)) || (e != nil && e.state != statePending)
 	m.mu.Unlock()
-	if e != nil && !waits {
-		return // this Manager has the decision already
+	if known {
+		return // a Wait of this Manager took the decision already
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeGrace)
 	defer cancel()
@@ -511,7 +583,13 @@ func (m *Manager) onNote(payload string) {
 	if err != nil || !a.Decided {
 		return // deleted, or a store failure: the Wait finds out when it suspends or times out
 	}
-	if !m.deliver(a, false) && m.onDecided != nil {
+	m.mu.Lock()
+	_, had := m.deliver(a, false)
+	if !had && m.read.take(a.ID) {
+		had = true // a Wait read it from the Store while we did
+	}
+	m.mu.Unlock()
+	if !had && m.onDecided != nil {
 		m.onDecided(a)
 	}
 }
@@ -533,7 +611,7 @@ func (m *Manager) recheck() {
 		a, err := m.store.GetApproval(ctx, id)
 		cancel()
 		if err == nil && a.Decided {
-			m.deliver(a, false)
+			m.deliverRead(a)
 		}
 	}
 }

@@ -160,7 +160,8 @@ type Manager struct {
 	// leaves both maps together.
 	byID      map[string]*entry
 	bySession map[string]map[string]*entry
-	seq       uint64 // guarded by mu; orders Pending's listing
+	seq       uint64        // guarded by mu; orders Pending's listing
+	read      readDecisions // guarded by mu; durable mode only
 }
 
 type entryState uint8
