@@ -679,8 +679,9 @@ func TestDurableCancelSession(t *testing.T) {
 		waited, err := a.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		done := waitAsync(t.Context(), waited)
-		time.Sleep(time.Second)                               // orders the approvals
-		local, err := b.Request(t.Context(), request("s", 2)) // registered, not yet waited for
+		time.Sleep(time.Second) // orders the approvals
+		// B registers one approval and does not wait for it yet.
+		local, err := b.Request(t.Context(), request("s", 2))
 		require.NoError(t, err)
 		time.Sleep(time.Second)
 		suspended, err := b.Request(t.Context(), request("s", 3))

@@ -345,10 +345,10 @@ func (e *entry) pending() PendingApproval {
 }
 
 // remove deletes e from both indexes, if it is still there: in durable
-// mode a later entry may hold the same id (a resumed turn asked again). m.mu
-// must be held.
+// mode a later entry may hold the same id (a resumed turn asked again); an
+// in-memory Manager's ids are never reused. m.mu must be held.
 func (m *Manager) remove(e *entry) {
-	if m.byID[e.id] != e {
+	if m.store != nil && m.byID[e.id] != e {
 		return
 	}
 	delete(m.byID, e.id)
