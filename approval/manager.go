@@ -140,6 +140,11 @@ type PendingApproval struct {
 // is cancelled, or when a decision reaches a Wait that already waits, so the
 // count of [Manager.Len] returns to zero after every run.
 //
+// With a [ManagerConfig.Store] the Manager is durable: the approvals and
+// their decisions are kept in the Store, shared by every process that uses
+// it (see the package documentation). The Manager itself then holds only
+// the approvals its own tickets wait for.
+//
 // All methods are safe for concurrent use.
 type Manager struct {
 	timeout    time.Duration
