@@ -1053,3 +1053,50 @@ func TestDurableLateNote(t *testing.T) {
 		})
 	}
 }
+
+// TestDurableResumeThroughWrappers: a resumed turn's request goes past the
+// policies of a Chain or an AllowList to the Manager that holds its
+// approval: a person's rejection stands even when a grant learned since
+// would approve the tool, and the grant of a decision taken while the run
+// was suspended is learned.
+func TestDurableResumeThroughWrappers(t *testing.T) {
+	st := &memory.MemStore{}
+	m := replica(t, approval.ManagerConfig{Store: st})
+	list := approval.NewAllowList()
+	wrapped := list.Wrap(m)
+	chained := approval.Chain(m, approval.AllowTools("run_command"))
+
+	suspendOne := func(i int, d agent.Decision) agent.ApprovalRequest {
+		req := request("s", i)
+		tk, err := m.Request(t.Context(), req)
+		require.NoError(t, err)
+		_, err = tk.Wait(withCause(t.Context(), agent.ErrSuspended))
+		require.ErrorIs(t, err, agent.ErrSuspended)
+		_, err = m.Respond("s", tk.ApprovalID(), d)
+		require.NoError(t, err)
+		req.ApprovalID = tk.ApprovalID()
+		return req
+	}
+
+	rejected := suspendOne(1, agent.Decision{Reason: "no"})
+	tk, err := chained.Request(t.Context(), rejected)
+	require.NoError(t, err)
+	d, decided := tk.Decision()
+	require.True(t, decided)
+	assert.False(t, d.Approved, "the policy approves run_command, but a person rejected this call")
+	assert.Equal(t, agent.CauseUser, d.Cause)
+
+	granted := suspendOne(2, agent.Decision{Approved: true, Scope: agent.ScopeSession})
+	require.False(t, list.Allowed("s", "run_command"))
+	tk, err = wrapped.Request(t.Context(), granted)
+	require.NoError(t, err)
+	d, decided = tk.Decision()
+	require.True(t, decided && d.Approved)
+	assert.True(t, list.Allowed("s", "run_command"), "the grant of the resumed decision is learned")
+
+	tk, err = wrapped.Request(t.Context(), rejected)
+	require.NoError(t, err)
+	d, _ = tk.Decision()
+	assert.False(t, d.Approved, "the grant does not overrule the person's rejection")
+	assert.Equal(t, 0, m.Len())
+}

@@ -59,12 +59,18 @@ var (
 // ManagerConfig configures a [Manager]. The zero value is ready to use.
 type ManagerConfig struct {
 	// Timeout is how long a ticket's Wait waits for a decision before it
-	// rejects the call with [agent.CauseTimeout]. Zero means
-	// [DefaultTimeout]; negative values are invalid.
+	// rejects the call with [agent.CauseTimeout], counted from the start of
+	// Wait, or with a Store from the approval's creation (a resumed turn
+	// gets no fresh timeout). Zero means [DefaultTimeout]; negative values
+	// are invalid. With a Store, an approval nobody waits for (its run is
+	// suspended) does not time out by itself: a decision that comes later
+	// is taken, and a resumed turn that finds none waits only what is left
+	// of the timeout.
 	Timeout time.Duration
 
-	// OnRegister, when not nil, is called with every new pending approval,
-	// synchronously, in the goroutine that registered it (the agent's, in
+	// OnRegister, when not nil, is called with every new pending approval
+	// (with a Store, also with a pending one a resumed turn asks about
+	// again, which shows its card again), synchronously, in the goroutine that registered it (the agent's, in
 	// Request), after the approval can be answered and before the agent
 	// shows the approval_required chunk. It may call [Manager.Respond] (an
 	// auto-approval) but must not block. It must be safe for concurrent use.
