@@ -70,10 +70,11 @@ type ManagerConfig struct {
 
 	// OnRegister, when not nil, is called with every new pending approval
 	// (with a Store, also with a pending one a resumed turn asks about
-	// again, which shows its card again), synchronously, in the goroutine that registered it (the agent's, in
-	// Request), after the approval can be answered and before the agent
-	// shows the approval_required chunk. It may call [Manager.Respond] (an
-	// auto-approval) but must not block. It must be safe for concurrent use.
+	// again, whose card is shown again), synchronously, in the goroutine
+	// that registered it (the agent's, in Request), after the approval can
+	// be answered and before the agent shows the approval_required chunk.
+	// It may call [Manager.Respond] (an auto-approval) but must not block.
+	// It must be safe for concurrent use.
 	OnRegister func(PendingApproval)
 
 	// Store, when not nil, makes the Manager durable: every pending
