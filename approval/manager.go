@@ -156,15 +156,7 @@ type PendingApproval struct {
 type Manager struct {
 	timeout    time.Duration
 	onRegister func(PendingApproval)
-
-	// The durable mode (see durable.go); all nil or zero without a Store.
-	store        memory.ApprovalStore
-	notifier     memory.Notifier
-	onDecided    func(memory.Approval)
-	suspendAfter time.Duration
-	instance     string // tells this Manager's notes from the others'
-	stopListen   func() // ends the Notifier's Listen; nil without one
-	closeOnce    sync.Once
+	store      memory.ApprovalStore // nil for an in-memory Manager
 
 	mu sync.Mutex
 	// byID and bySession index the same live entries; mu guards both maps
@@ -174,6 +166,15 @@ type Manager struct {
 	bySession map[string]map[string]*entry
 	seq       uint64        // guarded by mu; orders Pending's listing
 	read      readDecisions // guarded by mu; durable mode only
+
+	// The rest of the durable mode (see durable.go); nil or zero without a
+	// Store.
+	notifier     memory.Notifier
+	onDecided    func(memory.Approval)
+	suspendAfter time.Duration
+	instance     string // tells this Manager's notes from the others'
+	stopListen   func() // ends the Notifier's Listen; nil without one
+	closeOnce    sync.Once
 }
 
 type entryState uint8
