@@ -3,6 +3,10 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	neturl "net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -313,4 +317,129 @@ func TestMigrateVersion1(t *testing.T) {
 	calls, err := st.OpenCalls(ctx, "s")
 	require.NoError(t, err)
 	assert.Empty(t, calls)
+}
+
+// proxy forwards TCP connections from 127.0.0.1 to a server. Taken down,
+// it cuts the connections it holds and closes every new one at once,
+// counting them.
+type proxy struct {
+	target  string
+	ln      net.Listener
+	refused chan struct{} // a token per connection closed while down
+	wg      sync.WaitGroup
+
+	mu     sync.Mutex
+	isDown bool
+	conns  map[net.Conn]bool
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{target: target, ln: ln, refused: make(chan struct{}, 1000), conns: map[net.Conn]bool{}}
+	p.wg.Go(p.serve)
+	t.Cleanup(func() {
+		ln.Close()
+		p.down()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.isDown
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			select {
+			case p.refused <- struct{}{}:
+			default:
+			}
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[s] = true, true
+		p.mu.Unlock()
+		for _, pair := range [][2]net.Conn{{c, s}, {s, c}} {
+			p.wg.Go(func() {
+				io.Copy(pair[0], pair[1])
+				pair[0].Close()
+				pair[1].Close()
+			})
+		}
+	}
+}
+
+// down cuts every connection and refuses new ones.
+func (p *proxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isDown = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// up forwards new connections again.
+func (p *proxy) up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isDown = false
+}
+
+// TestListenServerDown cuts the store's way to the server: while it is
+// down, a new Listen fails with the connection's error, the LISTEN
+// connection is tried again and again, and notes sent by others are lost;
+// once it is back, the listeners hear the empty payload, then notes again.
+func TestListenServerDown(t *testing.T) {
+	leaktest.Check(t)
+	url := server(t)
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	p := startProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	u.Host = p.ln.Addr().String()
+	q := u.Query()
+	q.Set("connect_timeout", "5")
+	u.RawQuery = q.Encode()
+
+	schema := freshSchema(t, url)
+	direct := open(t, url, schema)
+	st := open(t, u.String(), schema)
+	h := listenOn(t, st, "c")
+	require.NoError(t, direct.Notify(t.Context(), "c", "before"))
+	assert.Equal(t, "before", h.next(t))
+
+	p.down()
+	_, err = st.Listen(t.Context(), "other", func(string) {})
+	require.Error(t, err, "Listen while the server cannot be reached")
+	require.NoError(t, direct.Notify(t.Context(), "c", "lost"))
+	// The loop tries again, waiting longer each time.
+	start := time.Now()
+	for i := range 4 {
+		select {
+		case <-p.refused:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d connection attempts within 10s while the server was down, want 4", i)
+		}
+	}
+	assert.Greater(t, time.Since(start), 50*time.Millisecond, "attempts without a pause")
+	p.up()
+	assert.Equal(t, "", h.next(t), "the hint that notes may have been lost")
+	require.NoError(t, direct.Notify(t.Context(), "c", "after"))
+	assert.Equal(t, "after", h.next(t))
 }
