@@ -124,6 +124,7 @@ var migrations = []migration{
 		PRIMARY KEY (session_id, message_id, call_id)
 	) STRICT;
 	CREATE INDEX open_calls_call ON open_calls (session_id, call_id);
+	CREATE INDEX open_calls_seq ON open_calls (session_id, seq); -- the next seq, without a scan
 	CREATE TABLE approvals (
 		id                 TEXT PRIMARY KEY,
 		session_id         TEXT NOT NULL, -- no foreign key: an approval needs no session row
