@@ -102,6 +102,7 @@ const (
 	reconnectMin   = 50 * time.Millisecond
 	reconnectMax   = 5 * time.Second
 	connectTimeout = 15 * time.Second
+	cleanupWait    = 5 * time.Second
 )
 
 // errClosed is the error of a Listen on a closed Store.
@@ -292,6 +293,7 @@ func (l *listener) loop(r *listenRun) {
 		default:
 		}
 		want := l.hub.Keys()
+		waiting := len(l.waiters) > 0
 		if len(want) == 0 || r.ctx.Err() != nil {
 			l.run, l.listened = nil, nil
 			l.answerLocked(nil, errClosed)
@@ -301,12 +303,13 @@ func (l *listener) loop(r *listenRun) {
 		l.mu.Unlock()
 
 		if conn == nil {
-			if wait := time.Until(nextTry); wait > 0 {
+			// A Listen waiting for its answer tries at once; the
+			// listeners already there wait for the next attempt.
+			if wait := time.Until(nextTry); wait > 0 && !waiting {
 				t := time.NewTimer(wait)
 				select {
 				case <-r.ctx.Done():
 				case <-r.kick:
-					nextTry = time.Time{} // a new Listen tries at once
 				case <-t.C:
 				}
 				t.Stop()
@@ -398,9 +401,18 @@ func (l *listener) loop(r *listenRun) {
 	}
 }
 
-// closeConn closes c, waiting a little for the server to hear it.
+// closeConn closes c, waiting a little for the server to hear it. A
+// connection that broke is closed by pgx in a goroutine of its own, which
+// first sends the server a cancel request: closeConn waits for it too, up
+// to cleanupWait, so that it does not outlive the Store.
 func closeConn(c *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	c.Close(ctx)
+	t := time.NewTimer(cleanupWait)
+	defer t.Stop()
+	select {
+	case <-c.PgConn().CleanupDone():
+	case <-t.C:
+	}
 }
