@@ -454,3 +454,32 @@ func TestListenServerDown(t *testing.T) {
 	require.NoError(t, direct.Notify(t.Context(), "c", "after"))
 	assert.Equal(t, "after", h.next(t))
 }
+
+// TestListenAgain stops the only listener of a channel and listens to it
+// again at once, many times: every note sent after Listen returned is
+// heard, though the loop may be about to UNLISTEN the channel when Listen
+// is called.
+func TestListenAgain(t *testing.T) {
+	leaktest.Check(t)
+	url := server(t)
+	st := open(t, url, freshSchema(t, url))
+	listenOn(t, st, "keep") // the connection stays up throughout
+	stop := func() {}
+	for i := range 100 {
+		stop()
+		h := make(heard, 10)
+		var err error
+		stop, err = st.Listen(t.Context(), "x", func(p string) { h <- p })
+		require.NoError(t, err)
+		want := strconv.Itoa(i)
+		require.NoError(t, st.Notify(t.Context(), "x", want))
+		select {
+		case got := <-h:
+			require.Equal(t, want, got)
+		case <-time.After(10 * time.Second):
+			stop()
+			t.Fatalf("round %d: the note sent after Listen returned was not heard", i)
+		}
+	}
+	stop()
+}

@@ -300,6 +300,17 @@ func (l *listener) loop(r *listenRun) {
 			l.mu.Unlock()
 			return
 		}
+		// Channels about to be UNLISTENed are no longer listened: a
+		// Listen from now on waits for the next LISTEN.
+		wantSet := make(map[string]bool, len(want))
+		for _, name := range want {
+			wantSet[name] = true
+		}
+		for name := range l.listened {
+			if !wantSet[name] {
+				delete(l.listened, name)
+			}
+		}
 		l.mu.Unlock()
 
 		if conn == nil {
@@ -327,10 +338,8 @@ func (l *listener) loop(r *listenRun) {
 			conn, listened, backoff = c, make(map[string]bool), 0
 		}
 
-		wantSet := make(map[string]bool, len(want))
 		var failed error
 		for _, name := range want {
-			wantSet[name] = true
 			if listened[name] {
 				continue
 			}
