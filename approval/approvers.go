@@ -80,8 +80,8 @@ func toSet(names []string) map[string]struct{} {
 // the approval asked before (agent.ApprovalRequest.ApprovalID) goes to next
 // without asking the policies: that approval, and the decision a person may
 // have taken on it, are next's, and a policy must not overrule them. The
-// returned Approver is safe for concurrent use when the policies and next
-// are.
+// returned Approver passes CancelApproval (agent.ApprovalCanceler) on to
+// next, and is safe for concurrent use when the policies and next are.
 func Chain(next agent.Approver, policies ...Policy) agent.Approver {
 	return &chain{next: next, policies: slices.Clone(policies)}
 }
@@ -123,6 +123,16 @@ func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.T
 		c.record(req, d, err)
 		return d, err
 	}), nil
+}
+
+// CancelApproval implements agent.ApprovalCanceler for the wrappers of this
+// package: it passes the call to next when next is an ApprovalCanceler (a
+// Manager), and does nothing otherwise.
+func (c *chain) CancelApproval(ctx context.Context, sessionID, approvalID string) error {
+	if ac, ok := c.next.(agent.ApprovalCanceler); ok {
+		return ac.CancelApproval(ctx, sessionID, approvalID)
+	}
+	return nil
 }
 
 // record shows c.after a decision next returned without error.

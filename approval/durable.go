@@ -81,7 +81,9 @@ func (m *Manager) listen() error {
 // Manager without a Notifier has nothing to close. Close does not end the
 // Waits that wait (cancel their runs first); after Close they learn of a
 // decision taken in another process only when they suspend or time out.
-// Close always returns nil; calling it again does nothing.
+// Close must not be called from OnDecided (it waits for the Notifier's
+// listener, which calls OnDecided). Close always returns nil; calling it
+// again does nothing.
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() {
 		if m.stopListen != nil {
@@ -615,3 +617,58 @@ func (m *Manager) recheck() {
 		}
 	}
 }
+
+// movedOn is the decision of an approval whose call the agent rejected
+// because the user moved on (see Manager.CancelApproval).
+func movedOn() agent.Decision {
+	return agent.Decision{Reason: agent.ReasonMovedOn, Cause: agent.CauseMovedOn}
+}
+
+// CancelApproval implements [agent.ApprovalCanceler]. The agent calls it for
+// each approval of a session's open calls that it rejected because a new
+// user message came (agent.CauseMovedOn): the approval is decided as that
+// rejection, so that it is no longer pending or answerable, and a ticket of
+// this Manager that still holds it gets that decision. Nobody is told
+// otherwise (no OnDecided, no note): the agent closed the call itself.
+//
+// An unknown approval, or one already decided, is left as it is and
+// CancelApproval returns nil; one of another session is refused with
+// [ErrWrongSession]. In durable mode the decision is taken in the Store,
+// bounded by ctx, and a failing Store's error is returned.
+func (m *Manager) CancelApproval(ctx context.Context, sessionID, approvalID string) error {
+	if m.store == nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		e := m.byID[approvalID]
+		switch {
+		case e == nil:
+			return nil
+		case e.session != sessionID:
+			return ErrWrongSession
+		case e.state == statePending:
+			m.finish(e, movedOn())
+			m.remove(e)
+		}
+		return nil
+	}
+	if approvalID == "" {
+		return nil
+	}
+	a, err := m.store.DecideApproval(ctx, sessionID, approvalID, EncodeDecision(movedOn()))
+	switch {
+	case err == nil:
+		m.mu.Lock()
+		m.deliver(a, true)
+		m.mu.Unlock()
+	case errors.Is(err, memory.ErrDecided):
+		m.deliverRead(a)
+	case errors.Is(err, memory.ErrNotFound):
+	case errors.Is(err, memory.ErrWrongSession):
+		return ErrWrongSession
+	default:
+		return fmt.Errorf("approval: cancel approval %s: %w", approvalID, err)
+	}
+	return nil
+}
+
+var _ agent.ApprovalCanceler = (*Manager)(nil)

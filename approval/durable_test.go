@@ -781,7 +781,7 @@ type lossyNotifier struct {
 	*memory.MemStore
 }
 
-const lostNote = "\x00lost"
+const lostNote = "planround-test: notes were lost"
 
 func (l *lossyNotifier) Listen(ctx context.Context, channel string, fn func(string)) (func(), error) {
 	return l.MemStore.Listen(ctx, channel, func(p string) {
@@ -1099,4 +1099,76 @@ func TestDurableResumeThroughWrappers(t *testing.T) {
 	d, _ = tk.Decision()
 	assert.False(t, d.Approved, "the grant does not overrule the person's rejection")
 	assert.Equal(t, 0, m.Len())
+}
+
+// TestCancelApproval: the agent cancels the approval of a call it rejected
+// because the user moved on; the approval is decided so, a ticket that holds
+// it gets that decision, a later answer finds it stale, and nobody is told
+// (no OnDecided). Wrappers pass the call on.
+func TestCancelApproval(t *testing.T) {
+	movedOn := agent.Decision{Reason: agent.ReasonMovedOn, Cause: agent.CauseMovedOn}
+	for _, durable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "store"}[durable], func(t *testing.T) {
+			st := &memory.MemStore{}
+			on := newDecisions()
+			cfg := approval.ManagerConfig{}
+			if durable {
+				cfg = approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn}
+			}
+			m := replica(t, cfg)
+			var canceler agent.ApprovalCanceler = m
+			tk, err := m.Request(t.Context(), request("s", 1))
+			require.NoError(t, err)
+			id := tk.ApprovalID()
+
+			assert.ErrorIs(t, canceler.CancelApproval(t.Context(), "other", id), approval.ErrWrongSession)
+			assert.NoError(t, canceler.CancelApproval(t.Context(), "s", "unknown"))
+			wrapped, ok := approval.Chain(m).(agent.ApprovalCanceler)
+			require.True(t, ok, "Chain passes CancelApproval on")
+			require.NoError(t, wrapped.CancelApproval(t.Context(), "s", id))
+			assert.Equal(t, 0, m.Len())
+			d, err := tk.Wait(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, movedOn, d)
+			pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+			require.NoError(t, err)
+			assert.False(t, pending, "a cancelled approval is not answerable")
+			require.NoError(t, canceler.CancelApproval(t.Context(), "s", id), "again: nothing to do")
+			if durable {
+				a := stored(t, st, id)
+				assert.True(t, a.Decided)
+				assert.Equal(t, string(agent.CauseMovedOn), a.Decision.Cause)
+				on.none(t, "the agent closed the call itself")
+			}
+		})
+	}
+	t.Run("a suspended approval, from another process", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			st := &memory.MemStore{}
+			on := newDecisions()
+			a := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn})
+			b := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn})
+			tk, err := a.Request(t.Context(), request("s", 1))
+			require.NoError(t, err)
+			_, err = tk.Wait(withCause(t.Context(), agent.ErrSuspended))
+			require.ErrorIs(t, err, agent.ErrSuspended)
+			require.NoError(t, b.CancelApproval(t.Context(), "s", tk.ApprovalID()))
+			assert.Equal(t, string(agent.CauseMovedOn), stored(t, st, tk.ApprovalID()).Decision.Cause)
+			assert.Empty(t, a.Pending("s"))
+			synctest.Wait()
+			on.none(t, "no Manager is told")
+		})
+	})
+	t.Run("store fails", func(t *testing.T) {
+		st := &failingStore{MemStore: &memory.MemStore{}}
+		m := replica(t, approval.ManagerConfig{Store: st})
+		tk, err := m.Request(t.Context(), request("s", 1))
+		require.NoError(t, err)
+		st.set(true)
+		err = m.CancelApproval(t.Context(), "s", tk.ApprovalID())
+		require.ErrorIs(t, err, errStoreDown)
+		assert.Contains(t, err.Error(), "cancel approval "+tk.ApprovalID())
+		st.set(false)
+		_, _ = tk.Wait(cancelledContext())
+	})
 }
