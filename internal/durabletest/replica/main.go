@@ -39,6 +39,9 @@
 //	GET  /approval  ?id=: one approval (memory.Approval)
 //	GET  /healthz   {"ok", "holder", "sweeps"}
 //
+// With -crash-at create-approval it kills itself with SIGKILL right after
+// its store created an approval, to test what a resumed run does with it.
+//
 // SIGTERM or SIGINT shuts it down: runs that wait for an approval are
 // suspended (their calls stay open in the store), then it exits.
 package main
@@ -86,6 +89,7 @@ type options struct {
 	suspendAfter    time.Duration
 	sweep           time.Duration
 	approvalTimeout time.Duration
+	crashAt         string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -102,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.suspendAfter, "suspend-after", 0, "suspend a run that waited this long for a decision (0: never)")
 	fs.DurationVar(&o.sweep, "sweep", 200*time.Millisecond, "how often to look for runs to resume (0: never)")
 	fs.DurationVar(&o.approvalTimeout, "approval-timeout", 10*time.Minute, "how long a run waits for a decision before the call times out")
+	fs.StringVar(&o.crashAt, "crash-at", "", `kill this process with SIGKILL at a point of a run: "create-approval" (right after the store created an approval)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -114,6 +119,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-effects PATH is required")
 	case o.leaseTTL < 0 || o.suspendAfter < 0 || o.sweep < 0 || o.approvalTimeout < 0:
 		return o, errors.New("durations must not be negative")
+	case o.crashAt != "" && o.crashAt != "create-approval":
+		return o, fmt.Errorf("unknown -crash-at %q (want create-approval)", o.crashAt)
 	}
 	if o.holder == "" {
 		host, _ := os.Hostname()
@@ -157,6 +164,20 @@ func openStore(ctx context.Context, o options) (st store, close func(), err erro
 	return st, close, nil
 }
 
+// crashAfterCreateApproval is a store whose process dies (SIGKILL) right
+// after it created an approval: before the agent records the approval's id
+// in the call's record and shows the approval_required chunk.
+type crashAfterCreateApproval struct{ store }
+
+func (s crashAfterCreateApproval) CreateApproval(ctx context.Context, a memory.Approval) error {
+	err := s.store.CreateApproval(ctx, a)
+	if err == nil {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+	return err
+}
+
 // run is the program: it returns when ctx ends (after a clean shutdown) or
 // when the server fails.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -171,6 +192,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
+	if o.crashAt == "create-approval" {
+		st = crashAfterCreateApproval{st}
+	}
 	effects, err := openEffects(o.effects, o.holder)
 	if err != nil {
 		return err
