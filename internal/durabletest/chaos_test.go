@@ -35,9 +35,9 @@ const (
 // checks every session: decisions lost, tools run twice, invalid histories
 // and turns left pending must all be zero.
 //
-// It runs when PLANROUND_CHAOS=1 or PLANROUND_REQUIRE_ALL=1. Decisions
-// lost to the known bug of TestKillBetweenApprovalAndRecord are counted
-// and logged, and fail it only with PLANROUND_KNOWN_BUGS=1.
+// It runs when PLANROUND_CHAOS=1 or PLANROUND_REQUIRE_ALL=1. A decision
+// taken on an approval that no run waited for (the kill of
+// TestKillBetweenApprovalAndRecord) counts as lost.
 func TestChaos(t *testing.T) {
 	if os.Getenv("PLANROUND_CHAOS") != "1" && os.Getenv("PLANROUND_REQUIRE_ALL") != "1" {
 		t.Skip("the chaos test runs with PLANROUND_CHAOS=1 (or PLANROUND_REQUIRE_ALL=1)")
@@ -99,12 +99,7 @@ func TestChaos(t *testing.T) {
 		}
 		if len(o.orphaned) > 0 {
 			report.orphaned += len(o.orphaned)
-			msg := fmt.Sprintf("%s: decided approvals %v of call %s, which no run waited for; the run waited for %s", o.key, o.orphaned, o.callID, o.approvalID)
-			if knownBugs() {
-				t.Error(msg)
-			} else {
-				t.Log(msg + " (the known bug of TestKillBetweenApprovalAndRecord)")
-			}
+			t.Errorf("%s: decided approvals %v of call %s, which no run waited for; the run waited for %s", o.key, o.orphaned, o.callID, o.approvalID)
 		}
 	}
 	lines := readEffects(t, effects)
@@ -139,10 +134,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	t.Logf("chaos: %s", report)
-	failures := report.lost + report.twice + report.invalid + report.pending + report.unanswered
-	if knownBugs() {
-		failures += report.orphaned
-	}
+	failures := report.lost + report.twice + report.invalid + report.pending + report.unanswered + report.orphaned
 	if failures > 0 {
 		t.Errorf("chaos: want 0 decisions lost, tools run twice, invalid histories, sessions left pending and turns unanswered")
 	}

@@ -172,13 +172,9 @@ func TestKillWhileExecuting(t *testing.T) {
 // for: a front end lists the pending approvals, and a card that no run
 // waits for takes a decision that is lost.
 //
-// A known bug today: the approval A created stays pending forever, and
-// the resumed run waits for another. The test runs with
-// PLANROUND_KNOWN_BUGS=1.
+// The resumed turn's request says Resumed, and the durable Manager answers
+// it with the approval A left (agent.ApprovalRequest.Resumed).
 func TestKillBetweenApprovalAndRecord(t *testing.T) {
-	if !knownBugs() {
-		t.Skip("known bug: an approval created just before a kill stays pending beside the one the resumed run asks for (PLANROUND_KNOWN_BUGS=1 runs this)")
-	}
 	checkLeaks(t)
 	s := crashSetup{db: postgresBackend(t), effects: filepath.Join(t.TempDir(), "effects"), other: true}
 	ctx := testContext(t, 60*time.Second)

@@ -48,12 +48,6 @@ func testContext(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// knownBugs reports whether the tests check what a known bug breaks today
-// (PLANROUND_KNOWN_BUGS=1): an approval created right before its process
-// was killed, and never recorded in its call's record, stays pending
-// forever while the resumed run asks again under a new id (see
-// TestKillBetweenApprovalAndRecord). Remove it once the bug is fixed.
-func knownBugs() bool { return os.Getenv("PLANROUND_KNOWN_BUGS") == "1" }
 
 // backend is the store the replicas of a test share.
 type backend struct {
