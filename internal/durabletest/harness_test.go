@@ -48,7 +48,6 @@ func testContext(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-
 // backend is the store the replicas of a test share.
 type backend struct {
 	name string
