@@ -350,6 +350,25 @@ func (r *run) lease() (release func(), err error) {
 	}, nil
 }
 
+// holdsLease renews the session's lease, when the run holds one, and
+// reports whether the run still holds it. A tool runs only after it: a
+// process that was too slow to renew its lease in time (another process may
+// have taken the session over) never runs a call the other may run too.
+func (r *run) holdsLease() bool {
+	ls, id := r.a.leases, r.t.in.SessionID
+	if ls == nil || id == "" {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), ls.ttl/3)
+	defer cancel()
+	ok, err := ls.leaser.AcquireLease(ctx, id, ls.holder, ls.ttl)
+	if err != nil || !ok {
+		r.a.logger.LogAttrs(ctx, slog.LevelError, "session lease lost before a tool ran", slog.String("session", id), slog.Any("error", err))
+		return false
+	}
+	return true
+}
+
 // suspendable reports whether the run's context was cancelled to suspend
 // the run, and the run can be suspended.
 func (r *run) suspendable() bool {

@@ -454,3 +454,39 @@ func TestHolderNeedsALeaser(t *testing.T) {
 	_, err = agent.New(agent.Config{Model: "m", Store: &memory.MemStore{}, Holder: "A", LeaseTTL: -1})
 	require.Error(t, err)
 }
+
+// TestLostLeaseRunsNothing: a run whose lease another holder took (its
+// process was too slow to renew it) does not run the approved call: it
+// suspends, and the call stays open for the new holder, which runs it once.
+func TestLostLeaseRunsNothing(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	openTurn(srv)
+	var runs atomic.Int32
+	stolen := personFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+		// While A waits, its lease goes to B.
+		require.NoError(t, st.ReleaseLease(ctx, "s1", "A"))
+		ok, err := st.AcquireLease(ctx, "s1", "B", time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return agent.Decision{Approved: true}, nil
+	})
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = stolen; c.Holder = "A" }, countingWeather(&runs))
+	chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	require.NoError(t, err)
+	assert.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind)
+	assert.Zero(t, runs.Load())
+	open, err := st.OpenCalls(ctx, "s1")
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.False(t, open[0].Executing)
+
+	require.NoError(t, st.ReleaseLease(ctx, "s1", "B"))
+	srv.Enqueue(agenttest.Reply().Text("Sunny.").Finish("stop"))
+	b := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = approveAll; c.Holder = "B" }, countingWeather(&runs))
+	_, err = collect(b.Resume(ctx, "s1"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), runs.Load())
+}

@@ -190,6 +190,12 @@ func (r *run) runCalls(calls []*callState) bool {
 // startCall records cs as executing, yields its executing chunk and starts
 // it. It reports false, with the tool not started, when the run is over.
 func (r *run) startCall(cs *callState) bool {
+	if !r.holdsLease() {
+		// Another process may drive the session now: the call stays open
+		// for it, and this run suspends without running anything.
+		r.cancelCause(errLeaseLost)
+		return r.suspend()
+	}
 	if cs.open != nil {
 		// At most once: a call found executing after a crash is never run
 		// again, so the mark is saved before the tool starts.

@@ -50,7 +50,7 @@ func TestChaos(t *testing.T) {
 	c := &chaos{t: t, slots: make([]*replica, chaosReplicas)}
 	for i := range c.slots {
 		holder := fmt.Sprintf("R%d", i)
-		c.slots[i] = startReplica(t, holder, append([]string{"-holder", holder, "-lease-ttl", "1s", "-effects", effects}, db.args...)...)
+		c.slots[i] = startReplica(t, holder, append([]string{"-holder", holder, "-lease-ttl", "2s", "-effects", effects}, db.args...)...)
 	}
 
 	monkeyDone := make(chan struct{})
