@@ -169,11 +169,11 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 
 	err := s.store.DeleteSession(r.Context(), req.SessionID)
 
+	if err == nil {
+		s.publish(ss, event{name: "session_deleted", data: mustJSON(struct{}{})})
+	}
 	s.mu.Lock()
 	ss.deleting = false
-	if err == nil {
-		s.publishLocked(ss, event{name: "session_deleted", data: mustJSON(struct{}{})})
-	}
 	s.forgetLocked(ss)
 	s.mu.Unlock()
 	if err != nil {
