@@ -473,7 +473,7 @@ func (s *Server) Close() error {
 			ss.run.cancel(cause)
 		}
 		s.mu.Unlock()
-		close(s.stopped)      // no new resume from the sweeper or a decision
+		close(s.stopped)        // no new resume from the sweeper or a decision
 		s.stopBase(errShutdown) // cancels every other run's context
 		s.runs.Wait()
 		s.workers.Wait()
