@@ -144,8 +144,14 @@ type Config struct {
 
 	// Store, when set, keeps conversations: a run with an Input.SessionID
 	// loads the session's active messages (creating the session when it is
-	// new), appends the user's message before its first model request, and
-	// appends the rest of the turn when it ends, however it ends.
+	// new), appends the user's message before its first model request,
+	// the messages of each round when the round ends (before its
+	// round_end chunk), and the rest of the turn when it ends, however it
+	// ends. A Store that implements memory.CallLog makes runs durable (see
+	// the package documentation, "Durable runs"): the calls of a round are
+	// saved as open before anything is asked, so an approver's edit of the
+	// arguments (Decision.Arguments) shows in the chunks and the result but
+	// not in the stored assistant message, which keeps the model's.
 	Store memory.Store
 
 	// Layers add system blocks after SystemPrompt and before the history
@@ -201,6 +207,9 @@ type Agent struct {
 	layers   []memory.Layer
 	hooks    []Hook
 	truncate memory.TruncateOptions
+
+	// leases are what Config.Holder needs: nil without one.
+	leases *leases
 }
 
 // New validates cfg and returns an Agent.
@@ -255,11 +264,26 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.SummarizeAt < 0 {
 		return nil, fmt.Errorf("agent: Config.SummarizeAt is %d, want >= 0", cfg.SummarizeAt)
 	}
+	if cfg.LeaseTTL < 0 {
+		return nil, fmt.Errorf("agent: Config.LeaseTTL is %s, want >= 0", cfg.LeaseTTL)
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	var ls *leases
+	if cfg.Holder != "" {
+		l, ok := cfg.Store.(memory.Leaser)
+		if !ok {
+			return nil, errors.New("agent: Config.Holder needs a Config.Store that implements memory.Leaser")
+		}
+		ls = &leases{leaser: l, holder: cfg.Holder, ttl: cfg.LeaseTTL, driving: make(map[string]bool)}
+	}
 	a := &Agent{
 		cfg:    cfg,
 		tags:   append([]string{stream.VoiceTag}, cfg.Intents.Tags()...),
 		model:  newModel(cfg),
 		logger: logger,
+		leases: ls,
 		layers: slices.Clone(cfg.Layers),
 		hooks:  slices.Clone(cfg.Hooks),
 	}

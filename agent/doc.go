@@ -117,6 +117,32 @@
 // [Config.Store] and [Input.SessionID] the agent loads and saves the
 // conversation itself (package memory).
 //
+// # Durable runs
+//
+// With a Store that also implements memory.CallLog (MemStore, the SQLite
+// and the PostgreSQL stores do), a turn persists as it goes: the user
+// message when it starts, each round when it ends, a round's tool calls as
+// open records before the first approval_required chunk (with the approval
+// id before its card is shown), a call as executing before its tool starts,
+// and each tool message as soon as it is known. A process that dies loses
+// nothing it had shown.
+//
+// Agent.Resume continues a turn left with open calls: after a crash, a
+// restart, or a suspension. An Approver suspends a run by answering "not
+// now" (ErrSuspended from a ticket's Wait; approval.Manager does it after
+// ManagerConfig.SuspendAfter), and a host suspends its runs when it shuts
+// down by cancelling their contexts with the cause ErrSuspended: the run
+// ends with a suspended chunk instead of holding a goroutine for hours, and
+// its approvals stay answerable. A resumed call asks the Approver about the
+// same approval id (ApprovalRequest.ApprovalID); a call found executing is
+// never run again (CauseStopped). A new user message on a session with
+// open calls closes them first (CauseMovedOn), so the history stays valid.
+//
+// Config.Holder gives a session to one driver at a time, among the
+// processes that share a Store implementing memory.Leaser: a run holds the
+// session's lease while it runs, and a process that dies releases it after
+// Config.LeaseTTL.
+//
 // # Errors
 //
 // A run ends with an error only when the model, the transport or the store

@@ -1,9 +1,17 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
 )
 
 // ErrSuspended suspends a run at a pending approval: returned (wrapped or
@@ -20,19 +28,388 @@ import (
 // rejection (CauseApprovalFailed), as any other error of Wait.
 var ErrSuspended = errors.New("agent: run suspended at a pending approval")
 
-// ErrNothingToResume is returned by [Agent.Resume] for a session whose last
-// turn has no open tool calls.
+// ErrNothingToResume is returned (wrapped) by [Agent.Resume] for a session
+// whose last turn has no open tool calls.
 var ErrNothingToResume = errors.New("agent: nothing to resume")
 
-// ErrBusy is returned by a run on a session whose lease another holder has
-// (see Config.Holder): another process drives the session's run.
-var ErrBusy = errors.New("agent: another holder drives this session")
+// ErrBusy is returned (wrapped) by a run or a resumed turn on a session that
+// another holder drives (see Config.Holder), or that this Agent drives
+// already.
+var ErrBusy = errors.New("agent: another run drives this session")
+
+// errLeaseLost cancels a run whose lease could not be renewed: it suspends,
+// so another holder can resume the turn.
+var errLeaseLost = fmt.Errorf("%w: the session's lease was lost", ErrSuspended)
+
+// Reasons of the rejections of durable runs.
+const (
+	// ReasonStopped is the reason of a call that was running when its
+	// process stopped; a resumed turn never runs it again.
+	ReasonStopped = "tool call stopped: the process stopped while it ran, and it is not run again"
+	// ReasonMovedOn is the reason of a call that still waited for its
+	// approval when a new user message came.
+	ReasonMovedOn = "rejected: the user moved on without deciding"
+)
+
+// ApprovalCanceler is implemented by an Approver that keeps approvals beyond
+// a run, such as approval.Manager with a store. When a new user message comes
+// to a session whose last turn still has open calls, the agent rejects
+// those calls (CauseMovedOn) and calls CancelApproval for each of them that
+// had an approval id, so that the approval stops being answerable.
+type ApprovalCanceler interface {
+	CancelApproval(ctx context.Context, sessionID, approvalID string) error
+}
 
 // Resume continues the last turn of a session that stopped with open tool
-// calls: after a crash, a restart, or a suspension (ErrSuspended). It
-// yields chunks as Run does from that point. Not implemented yet.
+// calls: after a crash, a restart, or a suspension (ErrSuspended). It needs a
+// Config.Store that implements memory.CallLog; the turn's messages and the
+// state of its open calls come from it.
+//
+// It yields chunks as Run does from that point. A call found executing
+// (its process stopped while the tool ran) is rejected with CauseStopped and
+// the output it had saved, and never runs again. Every other open call is
+// asked about again with the id of its earlier approval
+// (ApprovalRequest.ApprovalID): a decision taken meanwhile proceeds at once
+// (executing and result, or rejected), an undecided call is
+// approval_required again with the same approval id. The round then ends
+// with round_end, and the tool loop goes on as in Run. Input.Settings of the
+// run that stopped are not kept: the resumed turn uses Config.Settings.
+//
+// A session with nothing open yields the error [ErrNothingToResume]; one
+// that another run drives, [ErrBusy]. Turn messages are saved as in Run.
 func (a *Agent) Resume(ctx context.Context, sessionID string) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
-		yield(Chunk{}, errors.New("agent: Resume not implemented yet"))
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := &Turn{a: a, in: Input{SessionID: sessionID}, used: true}
+		r := &run{t: t, a: a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: a.cfg.Tools.tools()}
+		r.emitPiece = r.textPiece
+		r.resume()
 	}
+}
+
+func (r *run) resume() {
+	id := r.t.in.SessionID
+	st := r.a.cfg.Store
+	log, ok := st.(memory.CallLog)
+	if !ok || id == "" {
+		r.fail(errors.New("agent: Resume needs a session id and a Config.Store that implements memory.CallLog"))
+		return
+	}
+	r.log = log
+	r.settings = r.a.cfg.Settings.merge(ModelSettings{})
+	if r.ctx.Err() != nil {
+		r.emit(Chunk{Kind: KindInterrupted})
+		return
+	}
+	release, err := r.lease()
+	if err != nil {
+		r.failOrInterrupt(err)
+		return
+	}
+	defer release()
+	msgs, err := st.Messages(r.ctx, id, false)
+	if err != nil {
+		r.failOrInterrupt(fmt.Errorf("agent: loading session %q: %w", id, err))
+		return
+	}
+	at, open := openTail(msgs)
+	if len(open) == 0 {
+		r.fail(fmt.Errorf("agent: session %q: %w", id, ErrNothingToResume))
+		return
+	}
+	recs, err := log.OpenCalls(r.ctx, id)
+	if err != nil {
+		r.failOrInterrupt(fmt.Errorf("agent: loading the open calls of session %q: %w", id, err))
+		return
+	}
+	if r.prefix, err = r.contextPrefix(); err != nil {
+		r.failOrInterrupt(err)
+		return
+	}
+	defer r.persist()
+
+	// The working list: the turns before this one made valid and shortened
+	// as in Run, then this turn as stored, without its intent tags.
+	start := memory.CurrentTurn(msgs[:at+1])
+	if u := msgs[start]; u.Role == memory.RoleUser {
+		r.t.in.Message = u.Content // for the hooks
+	}
+	r.working = memory.Truncate(memory.Repair(msgs[:start]), r.tools.truncate(r.a.truncate))
+	for _, m := range msgs[start:] {
+		if r.intent == "" && m.Role == memory.RoleAssistant && !r.a.cfg.DisablePlanning {
+			if det := r.a.cfg.Intents.Detect(m.Content); det.Found {
+				r.intent = Intent(det.Intent)
+			}
+		}
+		r.working = append(r.working, m)
+	}
+	r.stripTags()
+	r.parser = newParser(r.a)
+
+	asst := msgs[at]
+	calls := make([]*callState, len(open))
+	r.round = 1
+	for i, tc := range open {
+		cs := &callState{call: streamCall(tc), chunk: ToolCall{ID: tc.ID, Name: tc.Name}, record: &open[i]}
+		cs.open = &memory.OpenCall{MessageID: asst.ID, CallID: tc.ID}
+		for _, rec := range recs {
+			if rec.MessageID == asst.ID && rec.CallID == tc.ID {
+				cs.open = &rec
+				r.round = max(r.round, rec.Round)
+			}
+		}
+		if args, err := parseArgs(string(tc.Arguments)); err == nil {
+			cs.args, cs.chunk.Arguments = args, args
+		} else {
+			cs.argErr, cs.chunk.ArgumentsRaw = err, string(tc.Arguments)
+		}
+		calls[i] = cs
+	}
+	r.calls = calls
+	goOn := func() bool {
+		defer r.closeRound()
+		for _, cs := range calls {
+			if cs.open.Executing {
+				// The process stopped while the tool ran: what it did is
+				// unknown, and it is never run again.
+				r.interrupted(cs, CauseStopped, ReasonStopped, cs.open.Partial)
+				if r.stopped {
+					return false
+				}
+			}
+		}
+		return r.runCalls(calls)
+	}()
+	if !goOn || !r.endRound(roundResult{}, "") {
+		return
+	}
+	r.toolLoop(r.round + 1)
+}
+
+// openTail finds the open calls of msgs: the calls of its last assistant
+// message with calls that have no tool message after it, when nothing but
+// tool messages and hook injections follows that message. It returns the
+// message's index and the open calls, in call order.
+func openTail(msgs []memory.Message) (at int, open []memory.ToolCall) {
+	at = -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role == memory.RoleAssistant && len(m.ToolCalls) > 0 {
+			at = i
+			break
+		}
+		if m.Role != memory.RoleTool && !m.Hook {
+			return -1, nil
+		}
+	}
+	if at < 0 {
+		return -1, nil
+	}
+	answered := make(map[string]bool, len(msgs)-at)
+	for _, m := range msgs[at+1:] {
+		if m.Role == memory.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	for _, tc := range msgs[at].ToolCalls {
+		if !answered[tc.ID] {
+			open = append(open, tc)
+		}
+	}
+	return at, open
+}
+
+// moveOn closes the open calls of the session's last turn before a new user
+// message: each gets a tool message saying that the user moved on (and a
+// tool_rejected chunk), and its approval is cancelled when the Approver can
+// do that. It returns msgs with the tool messages added, and false when the
+// run is over.
+func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
+	at, open := openTail(msgs)
+	if len(open) == 0 {
+		return msgs, true
+	}
+	id := r.t.in.SessionID
+	var recs []memory.OpenCall
+	if r.log != nil {
+		var err error
+		if recs, err = r.log.OpenCalls(r.ctx, id); err != nil {
+			r.failOrInterrupt(fmt.Errorf("agent: loading the open calls of session %q: %w", id, err))
+			return nil, false
+		}
+	}
+	now := time.Now()
+	tms := make([]memory.Message, len(open))
+	for i, tc := range open {
+		tms[i] = memory.Message{Role: memory.RoleTool, ToolCallID: tc.ID, Name: tc.Name, Content: ReasonMovedOn, CreatedAt: now}
+	}
+	if _, err := r.a.cfg.Store.Append(r.ctx, id, tms...); err != nil {
+		r.failOrInterrupt(fmt.Errorf("agent: closing the open calls of session %q: %w", id, err))
+		return nil, false
+	}
+	canceler, _ := r.a.cfg.Approver.(ApprovalCanceler)
+	for _, tc := range open {
+		round := 0
+		for _, rec := range recs {
+			if rec.MessageID != msgs[at].ID || rec.CallID != tc.ID {
+				continue
+			}
+			round = rec.Round
+			if canceler != nil && rec.ApprovalID != "" {
+				if err := canceler.CancelApproval(context.WithoutCancel(r.ctx), id, rec.ApprovalID); err != nil {
+					r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "cancelling an approval failed", slog.String("session", id),
+						slog.String("approval", rec.ApprovalID), slog.Any("error", err))
+				}
+			}
+		}
+		c := ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, State: StateRejected, Reason: ReasonMovedOn, Cause: CauseMovedOn}
+		if !r.emit(Chunk{Kind: KindToolRejected, Round: round, Tool: &c}) {
+			return nil, false
+		}
+	}
+	return append(msgs, tms...), true
+}
+
+// leases holds the leases of an Agent with a Config.Holder, and the sessions
+// it drives (a second run of this process on one of them is refused, as one
+// of another holder is).
+type leases struct {
+	leaser memory.Leaser
+	holder string
+	ttl    time.Duration
+
+	mu      sync.Mutex
+	driving map[string]bool
+}
+
+// lease takes the session's lease for the run, when the agent has a
+// Config.Holder and the run a session, and keeps it renewed until release is
+// called. A run whose lease cannot be renewed is cancelled with a cause that
+// suspends it.
+func (r *run) lease() (release func(), err error) {
+	ls, id := r.a.leases, r.t.in.SessionID
+	if ls == nil || id == "" {
+		return func() {}, nil
+	}
+	ls.mu.Lock()
+	busy := ls.driving[id]
+	if !busy {
+		ls.driving[id] = true
+	}
+	ls.mu.Unlock()
+	if busy {
+		return nil, fmt.Errorf("agent: session %q: %w (in this process)", id, ErrBusy)
+	}
+	unmark := func() {
+		ls.mu.Lock()
+		delete(ls.driving, id)
+		ls.mu.Unlock()
+	}
+	ok, err := ls.leaser.AcquireLease(r.ctx, id, ls.holder, ls.ttl)
+	if err != nil || !ok {
+		unmark()
+		if err != nil {
+			return nil, fmt.Errorf("agent: taking the lease of session %q: %w", id, err)
+		}
+		return nil, fmt.Errorf("agent: session %q: %w", id, ErrBusy)
+	}
+	// The renewal runs beside the run and ends with it.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(ls.ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), ls.ttl/3)
+			ok, err := ls.leaser.AcquireLease(ctx, id, ls.holder, ls.ttl)
+			cancel()
+			if err != nil || !ok {
+				r.a.logger.LogAttrs(ctx, slog.LevelError, "session lease lost", slog.String("session", id), slog.Any("error", err))
+				if r.cancelCause != nil {
+					r.cancelCause(errLeaseLost)
+				}
+				return
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), cmp.Or(ls.ttl/3, time.Second))
+		defer cancel()
+		if err := ls.leaser.ReleaseLease(ctx, id, ls.holder); err != nil {
+			r.a.logger.LogAttrs(ctx, slog.LevelWarn, "releasing a session lease failed", slog.String("session", id), slog.Any("error", err))
+		}
+		unmark()
+	}, nil
+}
+
+// suspendable reports whether the run's context was cancelled to suspend
+// the run, and the run can be suspended.
+func (r *run) suspendable() bool {
+	return r.log != nil && r.ctx.Err() != nil && errors.Is(context.Cause(r.ctx), ErrSuspended)
+}
+
+// suspend ends the run at cs, whose approval stays open with the calls
+// after it, and yields the suspended chunk. It always reports false.
+func (r *run) suspend() bool {
+	r.suspended = true
+	r.emit(Chunk{Kind: KindSuspended, Round: r.round})
+	return false
+}
+
+// openCalls saves the turn so far (the round's assistant message last) and
+// an open-call record for each call, before anything of the round is asked
+// or run.
+func (r *run) openCalls(calls []*callState) error {
+	stored, err := r.save()
+	if err != nil {
+		return err
+	}
+	asst := stored[len(stored)-1]
+	for _, cs := range calls {
+		cs.open = &memory.OpenCall{MessageID: asst.ID, CallID: cs.call.ID, Round: r.round}
+		if err := r.log.SaveCall(r.ctx, r.t.in.SessionID, *cs.open); err != nil {
+			return fmt.Errorf("agent: saving the calls of session %q: %w", r.t.in.SessionID, err)
+		}
+	}
+	return nil
+}
+
+// saveCall saves the open-call record of cs, when the run keeps them.
+func (r *run) saveCall(cs *callState) error {
+	if r.log == nil || cs.open == nil {
+		return nil
+	}
+	if err := r.log.SaveCall(context.WithoutCancel(r.ctx), r.t.in.SessionID, *cs.open); err != nil {
+		return fmt.Errorf("agent: saving call %s of session %q: %w", cs.call.ID, r.t.in.SessionID, err)
+	}
+	return nil
+}
+
+// partialEvery is how often the output of a running tool is saved to its
+// open-call record.
+const partialEvery = time.Second
+
+// savePartial saves what a running tool wrote, at most every partialEvery.
+func (r *run) savePartial(cs *callState) {
+	if r.log == nil || cs.open == nil || time.Since(cs.partialSaved) < partialEvery {
+		return
+	}
+	cs.partialSaved = time.Now()
+	cs.open.Partial = cs.progress.String()
+	if err := r.saveCall(cs); err != nil {
+		r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "saving a tool's output failed", toolAttr(cs), slog.Any("error", err))
+	}
+}
+
+// streamCall is a stored call as the stream would have given it.
+func streamCall(tc memory.ToolCall) stream.Call {
+	return stream.Call{Index: stream.NoIndex, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
 }

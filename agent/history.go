@@ -26,7 +26,9 @@ import (
 // [Turn.Messages] without the first (the user's), apart from CreatedAt and
 // the persistent injections of [Config.Hooks], which are not chunks. It
 // lets a host that logs chunks (such as the CLI's -json output) rebuild the
-// conversation, and its result is always valid history.
+// conversation, and its result is always valid history: the calls a
+// suspended run left open get the tool message [ReasonNotRun] here, where
+// Turn.Messages leaves them open for [Agent.Resume].
 func History(chunks []Chunk) []memory.Message {
 	var (
 		out   []memory.Message

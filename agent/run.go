@@ -103,7 +103,8 @@ func (a *Agent) Run(ctx context.Context, in Input) iter.Seq2[Chunk, error] {
 	return a.NewTurn(in).Run(ctx)
 }
 
-// Messages returns the messages the turn added to the conversation so far:
+// Messages returns the messages the turn added to the conversation so far
+// (for a turn that suspended, the calls still open have no tool message):
 // the user message, assistant messages (raw text, with tool calls), tool
 // messages and the persistent injections of Config.Hooks (system or user
 // messages with Hook set, where they were injected). It is always valid history (every tool call has its tool
@@ -132,9 +133,11 @@ func (t *Turn) Usage() stream.Usage { return t.usage }
 // chunk and a nil error. With a Store, the user's message is saved before
 // the first model request (if that fails, the run ends with the store's
 // error and nothing else happens), so a process that dies during the turn
-// keeps it; the rest of the turn is saved after the last chunk, whatever
-// ended the run, and if that fails, the store's error is the last pair (also
-// after an interrupted chunk). Input.Settings that [New] would refuse in a
+// keeps it; each round is saved when it ends, before its round_end chunk,
+// and the rest of the turn after the last chunk, whatever ended the run; if
+// saving fails, the store's error is the last pair (also after an
+// interrupted chunk). A run that suspends (see [ErrSuspended]) ends with a
+// suspended chunk and a nil error, its open calls kept for [Agent.Resume]. Input.Settings that [New] would refuse in a
 // Config end the run at once with an error, before anything is loaded,
 // saved or sent.
 //
@@ -146,9 +149,9 @@ func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
 			return
 		}
 		t.used = true
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		r := &run{t: t, a: t.a, ctx: ctx, cancel: cancel, yield: yield, tools: t.a.cfg.Tools.tools()}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		r := &run{t: t, a: t.a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: t.a.cfg.Tools.tools()}
 		r.emitPiece = r.textPiece
 		r.do()
 	}
@@ -160,17 +163,30 @@ type run struct {
 	a      *Agent
 	t      *Turn
 	ctx    context.Context // the run's: cancelled by the caller or by stop
-	cancel context.CancelFunc
-	yield  func(Chunk, error) bool
+	cancel func()
+	// cancelCause cancels ctx with a cause (a lost lease suspends the run).
+	cancelCause context.CancelCauseFunc
+	yield       func(Chunk, error) bool
 	// stopped is set once yield returned false: yield is never called again.
 	stopped bool
 	// over is set once the interrupted chunk was yielded: it is the last
 	// chunk (only a store error may follow it).
 	over bool
 
-	// saved is how many of t.msgs are in the Store already (the user
-	// message, saved when the turn starts).
+	// saved is how many of t.msgs are in the Store already: the user
+	// message is saved when the turn starts, the rest at the end of each
+	// round and, with a CallLog, as each call's outcome is known.
 	saved int
+
+	// log is the Store's CallLog, for a run with a session: the calls of a
+	// round are kept open in it until their tool messages are saved.
+	log memory.CallLog
+	// suspended is set when the run suspended at a pending approval.
+	suspended bool
+	// calls are the calls of the current tool round; recorded is how many
+	// of them have their tool message in t.msgs.
+	calls    []*callState
+	recorded int
 
 	settings ModelSettings // Config.Settings with Input.Settings over them
 
@@ -200,7 +216,7 @@ func (r *run) emit(c Chunk) bool {
 		r.stop()
 		return false
 	}
-	r.over = c.Kind == KindInterrupted
+	r.over = c.Kind == KindInterrupted || c.Kind == KindSuspended
 	return true
 }
 
@@ -280,11 +296,29 @@ func (r *run) do() {
 		r.fail(err)
 		return
 	}
+	if st, ok := r.a.cfg.Store.(memory.CallLog); ok && r.t.in.SessionID != "" {
+		r.log = st
+	}
+	release, err := r.lease()
+	if err != nil {
+		r.failOrInterrupt(err)
+		return
+	}
+	defer release()
 	history, err := r.load(true)
 	if err != nil {
 		r.failOrInterrupt(err)
 		return
 	}
+	if r.a.cfg.Store != nil && r.t.in.SessionID != "" {
+		// A turn left with open calls (a crash, a suspension) is over
+		// now: its calls are closed before the new message.
+		var ok bool
+		if history, ok = r.moveOn(history); !ok {
+			return
+		}
+	}
+	history = memory.Repair(history)
 	if r.prefix, err = r.contextPrefix(); err != nil {
 		r.failOrInterrupt(err)
 		return
@@ -296,7 +330,7 @@ func (r *run) do() {
 	}
 	defer r.persist()
 	r.begin(history, user)
-	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
+	r.parser = newParser(r.a)
 
 	skipTools := false
 	if r.a.cfg.DisablePlanning {
@@ -322,7 +356,18 @@ func (r *run) do() {
 		return
 	}
 
-	for r.round = 1; r.round <= r.a.cfg.MaxToolRounds; r.round++ {
+	r.toolLoop(1)
+}
+
+// newParser returns the stream parser of a's runs.
+func newParser(a *Agent) *stream.Parser {
+	return stream.NewParser(stream.Config{Tags: a.tags, Mode: a.cfg.TextMode})
+}
+
+// toolLoop runs the tool rounds from round from until the model answers
+// without calling a tool, the run ends, or Config.MaxToolRounds.
+func (r *run) toolLoop(from int) {
+	for r.round = from; r.round <= r.a.cfg.MaxToolRounds; r.round++ {
 		res, ok := r.streamRound(true, "")
 		if !ok {
 			return
@@ -395,6 +440,12 @@ func (r *run) endRound(res roundResult, in Intent) bool {
 			return false
 		}
 	}
+	// The round is saved before its end is shown: a consumer that saw
+	// round_end can count on it.
+	if _, err := r.save(); err != nil {
+		r.fail(err)
+		return false
+	}
 	return r.emit(Chunk{Kind: KindRoundEnd, Round: r.round, Intent: in, FinishReason: res.finish, Usage: res.usage})
 }
 
@@ -424,6 +475,7 @@ func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error)
 	if err != nil {
 		return nil, err
 	}
+	history = memory.Repair(history)
 	if r.prefix, err = r.contextPrefix(); err != nil {
 		return nil, err
 	}
@@ -462,13 +514,14 @@ func (r *run) begin(history []memory.Message, user memory.Message) {
 	r.working = memory.Truncate(r.working, r.tools.truncate(r.a.truncate))
 }
 
-// load returns the conversation so far. With create, a session the Store
-// does not have is created; without, it has no history.
+// load returns the conversation so far, as stored (not repaired). With
+// create, a session the Store does not have is created; without, it has no
+// history.
 func (r *run) load(create bool) ([]memory.Message, error) {
 	in := r.t.in
 	st := r.a.cfg.Store
 	if st == nil || in.SessionID == "" {
-		return memory.Repair(in.History), nil
+		return in.History, nil
 	}
 	if _, err := st.Session(r.ctx, in.SessionID); errors.Is(err, memory.ErrNotFound) {
 		if !create {
@@ -484,7 +537,7 @@ func (r *run) load(create bool) ([]memory.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: loading session %q: %w", in.SessionID, err)
 	}
-	return memory.Repair(msgs), nil
+	return msgs, nil
 }
 
 // saveUser appends the user's message to the Store as the turn starts,
@@ -509,20 +562,32 @@ func (r *run) persist() {
 	if st == nil || r.t.in.SessionID == "" || len(r.t.msgs) == 0 {
 		return
 	}
-	ctx := context.WithoutCancel(r.ctx)
-	if rest := r.t.msgs[r.saved:]; len(rest) > 0 {
-		if _, err := st.Append(ctx, r.t.in.SessionID, rest...); err != nil {
-			err = fmt.Errorf("agent: saving turn of session %q: %w", r.t.in.SessionID, err)
-			r.a.logger.LogAttrs(ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
-			r.fail(err)
-			return
-		}
+	if _, err := r.save(); err != nil {
+		r.a.logger.LogAttrs(r.ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
+		r.fail(err)
+		return
 	}
-	if r.ctx.Err() == nil { // not after an interrupt, an error or a consumer that left
+	if r.ctx.Err() == nil && !r.suspended { // not after an interrupt, an error, a suspension or a consumer that left
 		// With the run's own context: the summary is part of the run, and
 		// cancelling the run abandons it.
 		r.maybeSummarize()
 	}
+}
+
+// save appends the turn's messages that are not in the Store yet, also
+// after the run's context ended, and returns them as stored. Without a
+// Store or a session it does nothing.
+func (r *run) save() ([]memory.Message, error) {
+	st := r.a.cfg.Store
+	if st == nil || r.t.in.SessionID == "" || r.saved == len(r.t.msgs) {
+		return nil, nil
+	}
+	stored, err := st.Append(context.WithoutCancel(r.ctx), r.t.in.SessionID, r.t.msgs[r.saved:]...)
+	if err != nil {
+		return nil, fmt.Errorf("agent: saving turn of session %q: %w", r.t.in.SessionID, err)
+	}
+	r.saved = len(r.t.msgs)
+	return stored, nil
 }
 
 // roundResult is what one streamed round produced.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -35,6 +36,11 @@ type callState struct {
 	waitOwed bool             // approval's Wait is still owed to the Approver
 	out      outcome
 
+	// open is the call's open-call record, when the run keeps them
+	// (Config.Store implements memory.CallLog).
+	open         *memory.OpenCall
+	partialSaved time.Time // when open.Partial was last saved
+
 	// execution: written by the call's goroutine before it closes done
 	progress *progressBuffer
 	done     chan struct{}
@@ -44,7 +50,8 @@ type callState struct {
 }
 
 // toolRound handles the calls of one round: it records the assistant message
-// and one tool message per call, whatever happens, and reports whether the
+// and one tool message per call, whatever happens (unless the run
+// suspends: then the calls still waiting stay open), and reports whether the
 // run goes on.
 func (r *run) toolRound(res roundResult) (goOn bool) {
 	calls := make([]*callState, len(res.calls))
@@ -68,32 +75,86 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 		}
 		calls[i] = cs
 	}
-	defer func() {
-		// The history: the assistant message with its calls and one tool
-		// message per call, in call order, also when the run ended early.
-		msgs := make([]memory.Message, 0, len(calls)+1)
-		now := time.Now()
-		msgs = append(msgs, memory.Message{Role: memory.RoleAssistant, Content: res.raw, ToolCalls: tcs, CreatedAt: now})
-		for _, cs := range calls {
-			content := cs.out.content
-			if !cs.out.done {
-				content = ReasonNotRun
-			}
-			msgs = append(msgs, memory.Message{Role: memory.RoleTool, ToolCallID: cs.call.ID, Name: cs.call.Name, Content: content, CreatedAt: now})
+	// The history: the assistant message with its calls, then one tool
+	// message per call in call order, each recorded as soon as it and
+	// those before it are known (see advance), the rest when the round
+	// closes.
+	r.record(memory.Message{Role: memory.RoleAssistant, Content: res.raw, ToolCalls: tcs, CreatedAt: time.Now()})
+	r.calls, r.recorded = calls, 0
+	defer r.closeRound()
+	if r.log != nil {
+		// Durable: the round and its calls are saved before anything is
+		// asked or run.
+		if err := r.openCalls(calls); err != nil {
+			r.fail(err)
+			return false
 		}
-		r.record(msgs...)
-		// A pending approval whose Wait is still owed (the consumer left at
-		// approval_required) is released now, as the Approver contract says.
-		for _, cs := range calls {
-			r.releaseApproval(cs)
-		}
-	}()
+	}
+	return r.runCalls(calls)
+}
 
+// closeRound records a tool message for every call of the round that has
+// none yet (not run), unless the run suspended: its waiting calls stay
+// open. A pending approval whose Wait is still owed (the consumer left at
+// approval_required) is released, as the Approver contract says.
+func (r *run) closeRound() {
+	if !r.suspended {
+		for _, cs := range r.calls {
+			if !cs.out.done {
+				cs.out = outcome{content: ReasonNotRun, done: true}
+			}
+		}
+	}
+	r.advance()
+	for _, cs := range r.calls {
+		r.releaseApproval(cs)
+	}
+	r.calls, r.recorded = nil, 0
+}
+
+// settle sets the outcome of cs and records the tool messages it completes.
+func (r *run) settle(cs *callState, content string) {
+	cs.out = outcome{content: content, done: true}
+	r.advance()
+}
+
+// advance records the tool messages of the round's calls whose outcome is
+// known, in call order, up to the first call without one. A run that keeps
+// open calls saves them at once, so that the Store never holds a call as
+// open that has ended; a failure to save fails the run.
+func (r *run) advance() {
+	n := r.recorded
+	for r.recorded < len(r.calls) && r.calls[r.recorded].out.done {
+		r.recorded++
+	}
+	if r.recorded == n {
+		return
+	}
+	now := time.Now()
+	for _, cs := range r.calls[n:r.recorded] {
+		r.record(memory.Message{Role: memory.RoleTool, ToolCallID: cs.call.ID, Name: cs.call.Name, Content: cs.out.content, CreatedAt: now})
+	}
+	if r.log != nil {
+		if _, err := r.save(); err != nil {
+			r.fail(err)
+		}
+	}
+}
+
+// runCalls asks about and runs the calls of a round that have no outcome
+// yet, and reports whether the run goes on.
+func (r *run) runCalls(calls []*callState) bool {
 	if r.a.cfg.ParallelTools {
 		return r.runParallel(calls)
 	}
 	for i, cs := range calls {
+		if cs.out.done {
+			continue
+		}
 		if r.ctx.Err() != nil {
+			if r.suspendable() {
+				return r.suspend()
+			}
 			// Interrupted between calls: the rest never begin.
 			r.endCalls(calls[i:])
 			return false
@@ -106,16 +167,17 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 		}
 		approved, goOn := r.approve(cs)
 		if !goOn {
-			r.endCalls(calls[i+1:])
+			if !r.suspended {
+				r.endCalls(calls[i+1:])
+			}
 			return false
 		}
 		if !approved {
 			continue
 		}
-		if !r.executing(cs) {
+		if !r.startCall(cs) {
 			return false
 		}
-		r.start(cs)
 		if !r.finish(cs) {
 			r.endCalls(calls[i+1:])
 			return false
@@ -124,12 +186,37 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 	return true
 }
 
+// startCall records cs as executing, yields its executing chunk and starts
+// it. It reports false, with the tool not started, when the run is over.
+func (r *run) startCall(cs *callState) bool {
+	if cs.open != nil {
+		// At most once: a call found executing after a crash is never run
+		// again, so the mark is saved before the tool starts.
+		cs.open.Executing = true
+		if err := r.saveCall(cs); err != nil {
+			r.fail(err)
+			return false
+		}
+	}
+	if !r.executing(cs) {
+		return false
+	}
+	r.start(cs)
+	return true
+}
+
 // runParallel asks for every approval in call order, then runs the approved
 // calls concurrently and yields their results in call order.
 func (r *run) runParallel(calls []*callState) bool {
 	var approved []*callState
 	for i, cs := range calls {
+		if cs.out.done {
+			continue
+		}
 		if r.ctx.Err() != nil {
+			if r.suspendable() {
+				return r.suspend()
+			}
 			// Interrupted between calls: none of them begins.
 			r.endCalls(calls)
 			return false
@@ -142,6 +229,11 @@ func (r *run) runParallel(calls []*callState) bool {
 		}
 		ok, goOn := r.approve(cs)
 		if !goOn {
+			if r.suspended {
+				// The calls approved before this one wait for the resumed
+				// turn, as this one does.
+				return false
+			}
 			if r.stopped || r.ctx.Err() != nil {
 				// Interrupted, or the consumer left: the calls approved
 				// before this one have not started, and none will.
@@ -171,7 +263,7 @@ func (r *run) runParallel(calls []*callState) bool {
 // interrupt, or the consumer left) the caller ends the run.
 func (r *run) runApproved(approved []*callState) bool {
 	for i, cs := range approved {
-		if !r.executing(cs) {
+		if !r.startCall(cs) {
 			// The consumer left. Those already started must still be waited
 			// for and recorded (finish yields nothing now).
 			for _, s := range approved[:i] {
@@ -179,7 +271,6 @@ func (r *run) runApproved(approved []*callState) bool {
 			}
 			return false
 		}
-		r.start(cs)
 	}
 	// Every call is finished in call order, also after an interrupt (or a
 	// consumer that left), which cancelled the calls still running: a call
@@ -217,7 +308,7 @@ func (r *run) check(cs *callState) bool {
 // the run goes on whatever Config.OnReject says, so that the model can call
 // again. It reports false so the caller skips the call.
 func (r *run) refuse(cs *callState, cause Cause, msg string) bool {
-	cs.out = outcome{content: msg, done: true}
+	r.settle(cs, msg)
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = msg
@@ -240,8 +331,14 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		return false, r.reject(cs, CauseNoApprover, ReasonNoApprover)
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk}
+	if cs.open != nil {
+		req.ApprovalID = cs.open.ApprovalID // a resumed call's earlier approval
+	}
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
 	if err != nil {
+		if r.suspendable() {
+			return false, r.suspend()
+		}
 		if r.ctx.Err() != nil {
 			return false, r.interrupted(cs, CauseApprovalInterrupted, ReasonApprovalInterrupted, "")
 		}
@@ -254,6 +351,15 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		if r.ctx.Err() == nil {
 			cs.approval, cs.waitOwed = t, true
 			cs.chunk.ApprovalID = t.ApprovalID()
+			if cs.open != nil && cs.open.ApprovalID != cs.chunk.ApprovalID {
+				// Saved before the card is shown: a resumed turn asks
+				// about the same approval.
+				cs.open.ApprovalID = cs.chunk.ApprovalID
+				if err := r.saveCall(cs); err != nil {
+					r.fail(err)
+					return false, false // the deferred release calls the owed Wait
+				}
+			}
 			c := cs.chunk
 			c.State = StateApprovalRequired
 			c.ApprovalRequired = true
@@ -265,6 +371,10 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		// Interrupted before the card was shown, Wait gets the cancelled
 		// context at once: it is the release.
 		d, err = t.Wait(r.ctx)
+	}
+	if r.suspendable() || (err != nil && errors.Is(err, ErrSuspended) && r.log != nil) {
+		// Not now: the call stays open, its decision will come later.
+		return false, r.suspend()
 	}
 	if r.ctx.Err() != nil {
 		cause, reason := interruptedApproval(d, err, decided)
@@ -337,7 +447,7 @@ func (r *run) releaseApproval(cs *callState) {
 
 // reject records a rejection and reports whether the run goes on.
 func (r *run) reject(cs *callState, cause Cause, reason string) bool {
-	cs.out = outcome{content: reason, done: true}
+	r.settle(cs, reason)
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = reason
@@ -351,7 +461,7 @@ func (r *run) reject(cs *callState, cause Cause, reason string) bool {
 // interrupted records a call stopped by the run's cancellation and ends the
 // run; it always reports false.
 func (r *run) interrupted(cs *callState, cause Cause, reason, partial string) bool {
-	cs.out = outcome{content: joinPartial(partial, reason), done: true}
+	r.settle(cs, joinPartial(partial, reason))
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = reason
@@ -368,7 +478,7 @@ func (r *run) endCalls(rest []*callState) {
 		if cs.out.done {
 			continue
 		}
-		cs.out = outcome{content: ReasonNotRun, done: true}
+		r.settle(cs, ReasonNotRun)
 		c := cs.chunk
 		c.State = StateRejected
 		c.Reason = ReasonNotRun
@@ -456,6 +566,7 @@ func (r *run) finish(cs *callState) bool {
 			c.State = StateExecuting
 			c.PartialResult = p
 			r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+			r.savePartial(cs)
 		}
 	}
 wait:
@@ -479,7 +590,7 @@ wait:
 	if cs.err != nil {
 		content = "error: " + cs.err.Error()
 	}
-	cs.out = outcome{content: content, done: true}
+	r.settle(cs, content)
 	c := cs.chunk
 	c.State = StateResult
 	c.Result = content

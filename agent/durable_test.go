@@ -1,0 +1,454 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
+)
+
+// keeper is an Approver that keeps its approvals beyond a run, as a durable
+// approval.Manager does: a request that names an earlier approval id gets
+// that approval back (its decision, or pending again with the same id); a
+// pending ticket's Wait returns ErrSuspended unless a decision is there, or
+// waits for one when wait is set.
+type keeper struct {
+	mu        sync.Mutex
+	next      int
+	decisions map[string]*agent.Decision // nil: pending
+	requests  []agent.ApprovalRequest
+	cancelled []string
+	wait      bool
+	decided   chan struct{} // closed by decide when wait is set
+}
+
+func newKeeper() *keeper {
+	return &keeper{decisions: map[string]*agent.Decision{}, decided: make(chan struct{})}
+}
+
+func (k *keeper) Request(_ context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.requests = append(k.requests, req)
+	id := req.ApprovalID
+	if d, ok := k.decisions[id]; ok && id != "" {
+		if d != nil {
+			return agent.Decided(*d), nil
+		}
+	} else {
+		k.next++
+		id = fmt.Sprintf("appr-%d", k.next)
+		k.decisions[id] = nil
+	}
+	return agent.Pending(id, func(ctx context.Context) (agent.Decision, error) {
+		if k.wait {
+			select {
+			case <-k.decided:
+			case <-ctx.Done():
+				return agent.Decision{}, ctx.Err()
+			}
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if d := k.decisions[id]; d != nil {
+			return *d, nil
+		}
+		if ctx.Err() != nil {
+			return agent.Decision{}, ctx.Err()
+		}
+		return agent.Decision{}, agent.ErrSuspended
+	}), nil
+}
+
+func (k *keeper) decide(id string, d agent.Decision) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if d.Approved == false && d.Cause == "" {
+		d.Cause = agent.CauseUser
+	}
+	k.decisions[id] = &d
+}
+
+func (k *keeper) CancelApproval(_ context.Context, sessionID, id string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cancelled = append(k.cancelled, id)
+	return nil
+}
+
+// countingWeather is get_weather counting its runs.
+func countingWeather(runs *atomic.Int32) agent.Tool {
+	w := weatherTool().(agent.FuncTool)
+	fn := w.Fn
+	w.Fn = func(ctx context.Context, args json.RawMessage, p agent.Progress) (string, error) {
+		runs.Add(1)
+		return fn(ctx, args, p)
+	}
+	return w
+}
+
+// openTurn scripts a turn that stops at the approval of get_weather(Lima).
+func openTurn(srv *agenttest.Server) {
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"))
+}
+
+// TestSuspendThenResume: an approver that says "not now" suspends the run:
+// it ends with a suspended chunk and no error, the call stays open in the
+// Store with its approval id, and nothing of it is answered. Resume after
+// the decision runs the call once, with no new approval card, and finishes
+// the turn; the history is valid and whole.
+func TestSuspendThenResume(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := context.Background()
+			st := newStore(t)
+			srv := newServer(t)
+			openTurn(srv)
+			k := newKeeper()
+			var runs atomic.Int32
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
+
+			chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"text", "round_end:0:need_tool", "tool:start:get_weather", "tool:approval_required:get_weather", "suspended"}, trace(chunks))
+			id := chunks[len(chunks)-2].Tool.ApprovalID
+			require.Equal(t, "appr-1", id)
+			assert.Zero(t, runs.Load())
+
+			log := st.(memory.CallLog)
+			open, err := log.OpenCalls(ctx, "s1")
+			require.NoError(t, err)
+			require.Len(t, open, 1)
+			assert.Equal(t, memory.OpenCall{MessageID: open[0].MessageID, CallID: "call_1", Round: 1, ApprovalID: id, UpdatedAt: open[0].UpdatedAt}, open[0])
+			msgs, err := st.Messages(ctx, "s1", false)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Let me look that up. <need_tool>", "assistant:"}, contents(msgs), "the call is open, not answered")
+
+			k.decide(id, agent.Decision{Approved: true})
+			srv.Enqueue(agenttest.Reply().Text("Sunny in Lima.").Finish("stop"))
+			chunks, err = collect(a.Resume(ctx, "s1"))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"tool:executing:get_weather", "tool:result:get_weather", "round_end:1", "text", "round_end:2"}, trace(chunks))
+			assert.Equal(t, int32(1), runs.Load())
+			require.Len(t, k.requests, 2)
+			assert.Equal(t, id, k.requests[1].ApprovalID, "the resumed turn asks about the same approval")
+
+			// The model saw the turn so far, then the result.
+			reqs := srv.Requests()
+			last := reqs[len(reqs)-1].Messages
+			assert.Equal(t, "tool", last[len(last)-1].Role)
+			assert.Equal(t, "sunny in Lima", last[len(last)-1].Content)
+
+			msgs, err = st.Messages(ctx, "s1", false)
+			require.NoError(t, err)
+			validHistory(t, msgs)
+			assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Let me look that up. <need_tool>", "assistant:", "tool:sunny in Lima", "assistant:Sunny in Lima."}, contents(msgs))
+			open, err = log.OpenCalls(ctx, "s1")
+			require.NoError(t, err)
+			assert.Empty(t, open, "an answered call is no longer open")
+
+			_, err = collect(a.Resume(ctx, "s1"))
+			assert.ErrorIs(t, err, agent.ErrNothingToResume)
+		})
+	}
+}
+
+// TestResumeUndecidedShowsTheSameApproval: a resumed call whose approval
+// is still undecided is approval_required again with the same approval id,
+// and a rejection then closes the turn as in Run.
+func TestResumeUndecidedShowsTheSameApproval(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	openTurn(srv)
+	k := newKeeper()
+	var runs atomic.Int32
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
+	_, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	require.NoError(t, err)
+
+	chunks, err := collect(a.Resume(ctx, "s1"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tool:approval_required:get_weather", "suspended"}, trace(chunks))
+	assert.Equal(t, "appr-1", chunks[0].Tool.ApprovalID)
+	assert.JSONEq(t, `{"city":"Lima"}`, string(chunks[0].Tool.Arguments))
+
+	k.decide("appr-1", agent.Decision{Approved: false, Reason: "not today"})
+	chunks, err = collect(a.Resume(ctx, "s1"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"rejected:get_weather:not today", "interrupted"}, trace(chunks), "a rejection ends the run by default")
+	assert.Equal(t, agent.CauseUser, chunks[0].Tool.Cause)
+	assert.Zero(t, runs.Load())
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	validHistory(t, msgs)
+	assert.Equal(t, "tool:not today", contents(msgs)[len(msgs)-1])
+}
+
+// TestResumeNeverRerunsAnExecutingCall: a call found executing (its process
+// stopped while the tool ran) is rejected with CauseStopped and the output
+// it had saved; the tool does not run again, and the turn goes on.
+func TestResumeNeverRerunsAnExecutingCall(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := context.Background()
+			st := newStore(t)
+			log := st.(memory.CallLog)
+			_, err := st.CreateSession(ctx, memory.Session{ID: "s1"})
+			require.NoError(t, err)
+			stored, err := st.Append(ctx, "s1",
+				memory.Message{Role: memory.RoleUser, Content: "Weather in Lima?"},
+				memory.Message{Role: memory.RoleAssistant, Content: "Looking. <need_tool>"},
+				memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Lima"}`)}}})
+			require.NoError(t, err)
+			require.NoError(t, log.SaveCall(ctx, "s1", memory.OpenCall{MessageID: stored[2].ID, CallID: "call_1", Round: 1, ApprovalID: "appr-9", Executing: true, Partial: "half way"}))
+
+			srv := newServer(t)
+			srv.Enqueue(agenttest.Reply().Text("The lookup was cut.").Finish("stop"))
+			var runs atomic.Int32
+			k := newKeeper()
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
+			chunks, err := collect(a.Resume(ctx, "s1"))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonStopped, "round_end:1", "text", "round_end:2"}, trace(chunks))
+			assert.Equal(t, agent.CauseStopped, chunks[0].Tool.Cause)
+			assert.Equal(t, "half way", chunks[0].Tool.PartialResult)
+			assert.Zero(t, runs.Load(), "never run again")
+			assert.Empty(t, k.requests, "nobody is asked about it")
+
+			msgs, err := st.Messages(ctx, "s1", false)
+			require.NoError(t, err)
+			validHistory(t, msgs)
+			assert.Equal(t, "tool:half way\n["+agent.ReasonStopped+"]", contents(msgs)[3])
+		})
+	}
+}
+
+// TestNewMessageClosesOpenCalls: a new user message on a session whose
+// last turn has open calls rejects them first (CauseMovedOn, and the
+// approver's CancelApproval), so the history stays valid for the model.
+func TestNewMessageClosesOpenCalls(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	openTurn(srv)
+	k := newKeeper()
+	var runs atomic.Int32
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
+	_, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	require.NoError(t, err)
+
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("Hello.").Finish("stop"))
+	chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Never mind."}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonMovedOn, "text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
+	assert.Equal(t, agent.CauseMovedOn, chunks[0].Tool.Cause)
+	assert.Equal(t, 1, chunks[0].Round)
+	assert.Equal(t, []string{"appr-1"}, k.cancelled)
+	assert.Zero(t, runs.Load())
+
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	validHistory(t, msgs)
+	assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Let me look that up. <need_tool>", "assistant:", "tool:" + agent.ReasonMovedOn,
+		"user:Never mind.", "assistant:Hello! I can answer that.<no_tool>", "assistant:Hello."}, contents(msgs))
+	open, err := st.OpenCalls(ctx, "s1")
+	require.NoError(t, err)
+	assert.Empty(t, open)
+	_, err = collect(a.Resume(ctx, "s1"))
+	assert.ErrorIs(t, err, agent.ErrNothingToResume)
+}
+
+// TestSuspendByContextCause: cancelling a run that waits for an approval
+// with the cause ErrSuspended (a host that shuts down) suspends it instead
+// of interrupting it: the approval stays open for a resumed turn.
+func TestSuspendByContextCause(t *testing.T) {
+	leaktest.Check(t)
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	openTurn(srv)
+	k := newKeeper()
+	k.wait = true
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, weatherTool())
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var chunks []agent.Chunk
+	for c, err := range a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}) {
+		require.NoError(t, err)
+		chunks = append(chunks, c)
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+			cancel(fmt.Errorf("shutting down: %w", agent.ErrSuspended))
+		}
+	}
+	assert.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind)
+	open, err := st.OpenCalls(context.Background(), "s1")
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.Equal(t, "appr-1", open[0].ApprovalID)
+	assert.False(t, open[0].Executing)
+
+	// A plain cancel interrupts as before: the call is closed.
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_2", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	for c, err := range a.Run(ctx2, agent.Input{SessionID: "s1", Message: "Oslo then?"}) {
+		require.NoError(t, err)
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+			cancel2()
+		}
+	}
+	open, err = st.OpenCalls(context.Background(), "s1")
+	require.NoError(t, err)
+	assert.Empty(t, open)
+	msgs, err := st.Messages(context.Background(), "s1", false)
+	require.NoError(t, err)
+	validHistory(t, msgs)
+}
+
+// TestSuspendWithoutCallLogIsARejection: without a Store that keeps open
+// calls a run cannot be resumed, so "not now" is a failed approval.
+func TestSuspendWithoutCallLogIsARejection(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	openTurn(srv)
+	srv.Enqueue(agenttest.Reply().Text("ok").Finish("stop"))
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Approver = newKeeper()
+		c.OnReject = agent.RejectContinue
+	}, weatherTool())
+	chunks, err := collect(a.Run(context.Background(), agent.Input{Message: "Weather in Lima?"}))
+	require.NoError(t, err)
+	var rej *agent.ToolCall
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolRejected {
+			rej = c.Tool
+		}
+	}
+	require.NotNil(t, rej)
+	assert.Equal(t, agent.CauseApprovalFailed, rej.Cause)
+	assert.Contains(t, rej.Reason, "suspended")
+}
+
+// TestParallelSuspendKeepsApprovedCalls: with ParallelTools, a suspension
+// at the second call leaves the first (approved, not run yet) open too; the
+// resumed turn runs both once.
+func TestParallelSuspendKeepsApprovedCalls(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), agenttest.Reply().
+		Call(0, "call_1", "get_weather", `{"city":"Lima"}`).
+		Call(1, "call_2", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	k := newKeeper()
+	k.decisions["appr-1"] = nil
+	k.next = 1
+	// The first call's approval is decided as soon as it is asked.
+	first := &agent.Decision{Approved: true}
+	var runs atomic.Int32
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Store = st
+		c.ParallelTools = true
+		c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+			t, err := k.Request(ctx, req)
+			if t.ApprovalID() == "appr-2" && req.ApprovalID == "" {
+				k.mu.Lock()
+				k.decisions["appr-2"] = first
+				k.mu.Unlock()
+			}
+			return t, err
+		})
+	}, countingWeather(&runs))
+	chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Lima and Oslo?"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"text", "round_end:0:need_tool", "tool:start:get_weather", "tool:start:get_weather",
+		"tool:approval_required:get_weather", "tool:approval_required:get_weather", "suspended"}, trace(chunks))
+	open, err := st.OpenCalls(ctx, "s1")
+	require.NoError(t, err)
+	require.Len(t, open, 2)
+	assert.Equal(t, []string{"appr-2", "appr-3"}, []string{open[0].ApprovalID, open[1].ApprovalID})
+
+	k.decide("appr-3", agent.Decision{Approved: true})
+	srv.Enqueue(agenttest.Reply().Text("Sunny in both.").Finish("stop"))
+	chunks, err = collect(a.Resume(ctx, "s1"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tool:executing:get_weather", "tool:executing:get_weather", "tool:result:get_weather", "tool:result:get_weather", "round_end:1", "text", "round_end:2"}, trace(chunks))
+	assert.Equal(t, int32(2), runs.Load())
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	validHistory(t, msgs)
+}
+
+// TestLeaseOneDriverPerSession: with Config.Holder, a session that one run
+// drives is refused to a second run, of this agent or of another holder,
+// until the first ends; the lease is renewed while a run waits longer than
+// its ttl.
+func TestLeaseOneDriverPerSession(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	openTurn(srv)
+	srv.Enqueue(agenttest.Reply().Text("Sunny.").Finish("stop"))
+	k := newKeeper()
+	k.wait = true
+	const ttl = 90 * time.Millisecond
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k; c.Holder = "A"; c.LeaseTTL = ttl }, weatherTool())
+	b := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k; c.Holder = "B"; c.LeaseTTL = ttl }, weatherTool())
+
+	done := make(chan error, 1)
+	waiting := make(chan struct{})
+	go func() {
+		var err error
+		for c, e := range a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}) {
+			if e != nil {
+				err = e
+			}
+			if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+				close(waiting)
+			}
+		}
+		done <- err
+	}()
+	<-waiting
+	for range 3 { // well past one ttl: the lease is renewed
+		_, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "again"}))
+		assert.ErrorIs(t, err, agent.ErrBusy, "the same agent")
+		_, err = collect(b.Run(ctx, agent.Input{SessionID: "s1", Message: "again"}))
+		assert.ErrorIs(t, err, agent.ErrBusy, "another holder")
+		_, err = collect(b.Resume(ctx, "s1"))
+		assert.ErrorIs(t, err, agent.ErrBusy, "another holder's resume")
+		time.Sleep(ttl / 2)
+	}
+	k.decide("appr-1", agent.Decision{Approved: true})
+	close(k.decided)
+	require.NoError(t, <-done)
+	ok, err := st.AcquireLease(ctx, "s1", "C", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok, "the lease is released when the run ends")
+}
+
+// TestHolderNeedsALeaser: Config.Holder without a Store that grants leases
+// is refused by New.
+func TestHolderNeedsALeaser(t *testing.T) {
+	_, err := agent.New(agent.Config{Model: "m", Holder: "A"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "memory.Leaser")
+	_, err = agent.New(agent.Config{Model: "m", Store: &memory.MemStore{}, Holder: "A", LeaseTTL: -1})
+	require.Error(t, err)
+}
