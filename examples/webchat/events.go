@@ -204,7 +204,16 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		// Turn is the number of the run_started event of the run in
 		// progress (0: none, or not known here).
 		Turn int64 `json:"turn,omitempty"`
-	}{s.info, busy, state.Turn}
+		// Seq is the number of the session's last logged event when the
+		// stream opened.
+		Seq int64 `json:"seq"`
+		// Replay is true when the logged events after the page's come
+		// next; false when the stream goes on from Seq.
+		Replay bool `json:"replay"`
+	}{s.info, busy, state.Turn, state.Last, hasAfter && complete}
+	if hasAfter && !complete && s.durable {
+		hello.Busy = false // the page reloads
+	}
 	writeEvent(w, event{name: "hello", data: mustJSON(hello)})
 	var last int64 // the number of the last logged event written
 	switch {
