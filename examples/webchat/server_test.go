@@ -147,6 +147,7 @@ func mustString(v any) string {
 type sseEvent struct {
 	name string // "" for a chunk
 	data string
+	id   string // the SSE id: the event's number in the turn log
 }
 
 func (e sseEvent) chunk(t *testing.T) agent.Chunk {
@@ -167,9 +168,21 @@ type events struct {
 // openEvents opens the session's event stream and reads its hello event.
 func (h *harness) openEvents(t *testing.T, session string) (*events, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, h.ts.URL+"/api/events?session_id="+session, nil)
+	return openEventsAt(t, h.client, h.ts.URL, session, "")
+}
+
+// openEventsAt opens the session's event stream on the server at base as
+// client, with the extra query (such as "after=3"), and reads its hello
+// event.
+func openEventsAt(t *testing.T, client *http.Client, base, session, query string) (*events, map[string]any) {
+	t.Helper()
+	u := base + "/api/events?session_id=" + session
+	if query != "" {
+		u += "&" + query
+	}
+	req, err := http.NewRequest(http.MethodGet, u, nil)
 	require.NoError(t, err)
-	resp, err := h.client.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
@@ -198,6 +211,8 @@ func (ev *events) read(r io.Reader) {
 			}
 			cur = sseEvent{}
 		case strings.HasPrefix(line, ":"): // a comment (keep-alive)
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):
 			cur.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
