@@ -148,12 +148,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/hooks"
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
+	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
@@ -169,8 +171,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	fs := flag.NewFlagSet("webchat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
-	db := fs.String("db", "", "SQLite `file` that keeps the conversations (default: in memory)")
+	db := fs.String("db", "", "SQLite `file` that keeps the conversations and their waiting tool calls (default: in memory)")
+	pgURL := fs.String("postgres", "", "PostgreSQL `URL` that keeps the conversations: this process is one replica of many (see README)")
+	pgSchema := fs.String("postgres-schema", pgstore.DefaultSchema, "PostgreSQL `schema` of the tables, with -postgres")
 	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
+	suspendAfter := fs.Duration("suspend-after", 0, "with -db or -postgres, how long a run waits for an approval before it is suspended (the card stays answerable; 0: until the timeout)")
+	leaseTTL := fs.Duration("lease-ttl", agent.DefaultLeaseTTL, "with -db or -postgres, how long the sessions of a process that died stay locked")
+	sweep := fs.Duration("sweep-interval", DefaultSweepInterval, "with -db or -postgres, how often to look for turns to resume")
 	system := fs.String("system", "", "system `prompt`")
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
@@ -186,6 +193,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "webchat: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *db != "" && *pgURL != "" {
+		fmt.Fprintln(stderr, "webchat: -db and -postgres exclude each other")
+		return 2
+	}
+	if *suspendAfter < 0 || *leaseTTL <= 0 || *sweep <= 0 {
+		fmt.Fprintln(stderr, "webchat: -suspend-after must not be negative, -lease-ttl and -sweep-interval must be positive")
 		return 2
 	}
 
@@ -204,6 +219,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
 		Researcher:      true,
+		SuspendAfter:    *suspendAfter,
+		Holder:          "webchat-" + randomID(),
+		LeaseTTL:        *leaseTTL,
+		SweepInterval:   *sweep,
+		Logger:          slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if *skillsDir != "" {
 		logger := slog.New(slog.NewTextHandler(stderr, nil))
@@ -240,6 +260,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		}
 		defer st.Close()
 		o.Store = st
+	}
+	if *pgURL != "" {
+		st, err := pgstore.Open(ctx, *pgURL, pgstore.WithSchema(*pgSchema))
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: -postgres: %v\n", err)
+			return 1
+		}
+		defer st.Close()
+		o.Store = st
+		fmt.Fprintf(stderr, "webchat: on PostgreSQL (schema %s) as replica %s\n", *pgSchema, o.Holder)
 	}
 	if *mcpFile != "" {
 		mc, err := startMCP(ctx, *mcpFile, stderr)

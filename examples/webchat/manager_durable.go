@@ -17,6 +17,7 @@ func (s *Server) newManager(o Options) (*approval.Manager, error) {
 		cfg.Store = o.Store.(memory.ApprovalStore)
 		cfg.Notifier, _ = o.Store.(memory.Notifier)
 		cfg.OnDecided = func(a memory.Approval) { s.resumeAsync(a.SessionID) }
+		cfg.SuspendAfter = o.SuspendAfter
 	}
 	return approval.NewManager(cfg)
 }

@@ -117,6 +117,11 @@ type Options struct {
 	// ApprovalTimeout is how long an approval card waits before the call
 	// is rejected; zero means approval.DefaultTimeout.
 	ApprovalTimeout time.Duration
+	// SuspendAfter, when positive and the Store is durable, is how long a
+	// run waits for a decision before it is suspended
+	// (approval.ManagerConfig.SuspendAfter): its card stays answerable,
+	// and the decision resumes the turn. Zero waits until ApprovalTimeout.
+	SuspendAfter time.Duration
 	// SystemPrompt is the agent's system prompt.
 	SystemPrompt string
 	// Intents is the agent's intent tag dictionary; the zero value is
@@ -284,17 +289,18 @@ func NewServer(o Options) (*Server, error) {
 		stop(nil)
 		return nil, err
 	}
+	s.approvals = mgr
 	forms, err := interact.NewForms(interact.FormsConfig{Timeout: o.FormTimeout})
 	if err != nil {
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	tools, err := agent.NewToolRegistry(o.Tools...)
 	if err != nil {
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	if o.MCP != nil {
 		if err := o.MCP.Register(tools); err != nil {
-			return nil, err
+			return nil, s.abandon(err)
 		}
 	}
 	// The interactive tools the page draws: offered whatever Tools holds.
@@ -307,7 +313,7 @@ func NewServer(o Options) (*Server, error) {
 	}
 	for _, t := range extra {
 		if err := tools.Add(t); err != nil {
-			return nil, err
+			return nil, s.abandon(err)
 		}
 	}
 	cfg := agent.Config{
@@ -330,15 +336,14 @@ func NewServer(o Options) (*Server, error) {
 	}
 	if o.Researcher {
 		if err := addResearcher(tools, cfg); err != nil {
-			return nil, err
+			return nil, s.abandon(err)
 		}
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	s.agent = a
-	s.approvals = mgr
 	s.forms = forms
 	s.skills = o.Skills
 	s.tools = tools
@@ -361,12 +366,19 @@ func NewServer(o Options) (*Server, error) {
 	s.ownerRuns = make(map[string]int)
 	s.ownerStreams = make(map[string]int)
 	if err := s.startShared(o.Store); err != nil {
-		stop(nil)
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	s.startSweeper()
 	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
+}
+
+// abandon undoes what NewServer started before it failed with err, and
+// returns err.
+func (s *Server) abandon(err error) error {
+	s.closeManager()
+	s.stopBase(err)
+	return err
 }
 
 func (s *Server) routes(token string, bodyTimeout time.Duration) {
