@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -26,7 +28,7 @@ import (
 )
 
 // childArgsEnv names, in a process that a test starts as a web chat, its
-// command-line arguments, separated by NUL bytes.
+// command-line arguments, as a JSON array.
 const childArgsEnv = "WEBCHAT_TEST_CHILD_ARGS"
 
 // childMain is the web chat's main in a child process of a test: the test
@@ -34,9 +36,14 @@ const childArgsEnv = "WEBCHAT_TEST_CHILD_ARGS"
 // start, kill and restart is the code under test, built as the tests are
 // (with -race when they are).
 func childMain(args string) int {
+	var list []string
+	if err := json.Unmarshal([]byte(args), &list); err != nil {
+		fmt.Fprintf(os.Stderr, "webchat test child: %s: %v\n", childArgsEnv, err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return run(ctx, strings.Split(args, "\x00"), os.Stdout, os.Stderr, nil)
+	return run(ctx, list, os.Stdout, os.Stderr, nil)
 }
 
 // child is a web chat process started by a test.
@@ -79,7 +86,7 @@ func startChild(t *testing.T, args ...string) *child {
 		cmd.Env = append(cmd.Env, kv)
 	}
 	all := append([]string{"-addr", "127.0.0.1:0"}, args...)
-	cmd.Env = append(cmd.Env, childArgsEnv+"="+strings.Join(all, "\x00"))
+	cmd.Env = append(cmd.Env, childArgsEnv+"="+mustString(all))
 	c := &child{cmd: cmd, stderr: new(syncBuffer), exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()
