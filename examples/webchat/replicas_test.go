@@ -102,8 +102,9 @@ func eventTexts(t *testing.T, evs []sseEvent) string {
 // on both; a turn started on A streams to the browser's event stream on B;
 // a page reloaded on B mid-run gets the text streamed so far and the rest;
 // a decision posted to B wakes the run waiting on A; an interrupt posted to
-// B stops a run on A; and once A is killed, a decision posted to B resumes
-// A's turn on B. The tool runs once per decision.
+// B stops a run on A; and once A is killed, B ends the turn A left (its
+// card stays answerable) and a decision posted to B resumes it there. The
+// tool runs once per decision.
 func TestReplicasOnPostgres(t *testing.T) {
 	leaktest.Check(t)
 	url := postgresURL(t)
@@ -168,9 +169,13 @@ func TestReplicasOnPostgres(t *testing.T) {
 	status, out = postAs(t, client, a.url, "/api/chat", mustString(map[string]string{"session_id": s1, "message": message}))
 	require.Equal(t, http.StatusAccepted, status, "%v", out)
 	call, _ = onB.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	var exit error = a.stop(t, syscall.SIGKILL)
-	require.Error(t, exit)
-	hist, _, _ = historyAt(t, client, b.url, s1)
+	require.Error(t, a.stop(t, syscall.SIGKILL))
+	// B's sweeper ends the turn that nobody drives any more, once A's lease
+	// has expired: suspended, its card answerable.
+	done, _ = onB.runDone(t)
+	assert.Equal(t, runDone{Status: "suspended", Reason: "the server that ran it stopped"}, done)
+	hist, _, running = historyAt(t, client, b.url, s1)
+	assert.False(t, running)
 	var open []openCall
 	for _, e := range hist {
 		open = append(open, e.OpenCalls...)
