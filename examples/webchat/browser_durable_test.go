@@ -46,7 +46,7 @@ func TestBrowserCardAnsweredAfterRestart(t *testing.T) {
 		`[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Waiting for your decision')`)
 	require.Equal(t, 1, p.int(cards+`.length`), "one card, drawn from the history")
 	assert.Equal(t, "approval", p.str(lastCard+`.dataset.state`))
-	assert.Equal(t, "true", p.str(`[...document.querySelectorAll('.turn')].at(-1).classList.contains('waiting')`))
+	assert.Equal(t, "true", p.str(`String([...document.querySelectorAll('.turn')].at(-1).classList.contains('waiting'))`))
 	p.screenshot(filepath.Join(t.ArtifactDir(), "waiting-after-restart.png"))
 
 	p.clickJS(lastCard + `.querySelector('button.approve')`)
