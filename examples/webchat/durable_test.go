@@ -35,7 +35,7 @@ func historyAt(t *testing.T, client *http.Client, base, session string) ([]histo
 }
 
 // openSQLite opens the SQLite store in file path, closed when t ends.
-func openSQLite(t *testing.T, path string) *sqlitestore.Store {
+func openSQLite(t testing.TB, path string) *sqlitestore.Store {
 	t.Helper()
 	st, err := sqlitestore.Open(t.Context(), path)
 	require.NoError(t, err)
