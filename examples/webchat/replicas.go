@@ -63,9 +63,18 @@ type pgLog struct {
 	// stops are the Notifier listeners' stop functions, called by close.
 	stops []func()
 
-	mu    sync.Mutex          // guards dirty
-	dirty map[string]struct{} // sessions whose streams may have events to read; nil: every session with a stream
-	wake  chan struct{}       // has an element when dirty has news
+	mu    sync.Mutex       // guards dirty
+	dirty map[string]int64 // sessions whose streams may have events to read, and the last number noted; nil: every session with a stream
+	wake  chan struct{}    // has an element when dirty has news
+
+	// The notes to send, sent by the notifier goroutine: a burst of
+	// events of one session makes one note, and the run that writes them
+	// does not wait for it.
+	noteMu   sync.Mutex       // guards notes
+	notes    map[string]int64 // session → the number of its last event not noted yet
+	noteWake chan struct{}    // has an element when notes has news
+	noteStop chan struct{}    // closed by close: send what is left and end
+	noteDone chan struct{}    // closed when the notifier goroutine ended
 }
 
 // pgMigration creates the log's tables; %[1]s is the quoted schema.
@@ -107,8 +116,12 @@ func (s *Server) startShared(store memory.Store) error {
 		logger:   s.logger,
 		events:   schema + ".webchat_events",
 		seqs:     schema + ".webchat_event_seq",
-		dirty:    make(map[string]struct{}),
+		dirty:    make(map[string]int64),
 		wake:     make(chan struct{}, 1),
+		notes:    make(map[string]int64),
+		noteWake: make(chan struct{}, 1),
+		noteStop: make(chan struct{}),
+		noteDone: make(chan struct{}),
 	}
 	// One migrating replica at a time: CREATE ... IF NOT EXISTS is not safe
 	// against a concurrent one.
@@ -134,6 +147,7 @@ func (s *Server) startShared(store memory.Store) error {
 	}
 	l.stops = append(l.stops, stop)
 	s.shared = l
+	go l.notifyLoop()
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
@@ -142,10 +156,52 @@ func (s *Server) startShared(store memory.Store) error {
 	return nil
 }
 
-// close stops the listeners.
+// close sends the notes not sent yet and stops the listeners. The runs
+// must have ended.
 func (l *pgLog) close() {
+	close(l.noteStop)
+	<-l.noteDone
 	for _, stop := range l.stops {
 		stop()
+	}
+}
+
+// noteLater has the notifier goroutine tell the other replicas that the
+// session's log goes up to seq.
+func (l *pgLog) noteLater(id string, seq int64) {
+	l.noteMu.Lock()
+	l.notes[id] = max(l.notes[id], seq)
+	l.noteMu.Unlock()
+	select {
+	case l.noteWake <- struct{}{}:
+	default:
+	}
+}
+
+// notifyLoop sends the notes of noteLater until close.
+func (l *pgLog) notifyLoop() {
+	defer close(l.noteDone)
+	for {
+		stopping := false
+		select {
+		case <-l.noteWake:
+		case <-l.noteStop:
+			stopping = true
+		}
+		l.noteMu.Lock()
+		notes := l.notes
+		l.notes = make(map[string]int64)
+		l.noteMu.Unlock()
+		for id, seq := range notes {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			if err := l.notifier.Notify(ctx, eventsChannel, strconv.FormatInt(seq, 10)+" "+id); err != nil {
+				l.logger.Warn("webchat: telling the other replicas about an event", "session", id, "err", err)
+			}
+			cancel()
+		}
+		if stopping {
+			return
+		}
 	}
 }
 
@@ -175,9 +231,7 @@ func (l *pgLog) append(ctx context.Context, id string, ev event) event {
 		return ev
 	}
 	ev.seq, ev.turn = seq, turn
-	if err := l.notifier.Notify(ctx, eventsChannel, strconv.FormatInt(seq, 10)+" "+id); err != nil {
-		l.logger.Warn("webchat: telling the other replicas about an event", "session", id, "err", err)
-	}
+	l.noteLater(id, seq)
 	return ev
 }
 
@@ -261,8 +315,11 @@ func (l *pgLog) noted(payload string) {
 	l.mu.Lock()
 	if payload == "" {
 		l.dirty = nil // notes were lost: every stream looks
-	} else if _, id, ok := strings.Cut(payload, " "); ok && l.dirty != nil {
-		l.dirty[id] = struct{}{}
+	} else if n, id, ok := strings.Cut(payload, " "); ok && l.dirty != nil {
+		seq, err := strconv.ParseInt(n, 10, 64)
+		if err == nil {
+			l.dirty[id] = max(l.dirty[id], seq)
+		}
 	}
 	l.mu.Unlock()
 	select {
@@ -283,7 +340,7 @@ func (s *Server) follow() {
 		}
 		l.mu.Lock()
 		dirty := l.dirty
-		l.dirty = make(map[string]struct{})
+		l.dirty = make(map[string]int64)
 		l.mu.Unlock()
 
 		// Each stream reads from the last event it has: from the
@@ -295,10 +352,13 @@ func (s *Server) follow() {
 		}
 		var work []todo
 		for id, ss := range s.sessions {
-			if len(ss.subs) == 0 {
+			// A run of this process sends its events itself; the others
+			// cannot run meanwhile (the lease).
+			if len(ss.subs) == 0 || ss.run != nil {
 				continue
 			}
-			if _, ok := dirty[id]; !ok && dirty != nil {
+			noted, ok := dirty[id]
+			if !ok && dirty != nil {
 				continue
 			}
 			from := int64(-1)
@@ -306,6 +366,9 @@ func (s *Server) follow() {
 				if from < 0 || sub.last < from {
 					from = sub.last
 				}
+			}
+			if dirty != nil && noted <= from {
+				continue // every stream has it
 			}
 			work = append(work, todo{ss, from})
 		}
