@@ -110,8 +110,21 @@ func (s *Server) startShared(store memory.Store) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	schema := pgx.Identifier{pg.Schema()}.Sanitize()
+	// A pool of its own, whose commits do not wait for the disk: the log
+	// holds copies of a run's events for the pages that reload (the
+	// conversation itself is in the Store, committed as usual), and an
+	// event per streamed delta would otherwise wait for a flush each.
+	cfg := pg.Pool().Config()
+	cfg.MaxConns = 4
+	cfg.MinConns = 0
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.ConnConfig.RuntimeParams["application_name"] = "planround webchat turn log"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("webchat: connecting for the turn log: %w", err)
+	}
 	l := &pgLog{
-		pool:     pg.Pool(),
+		pool:     pool,
 		notifier: notifier,
 		logger:   s.logger,
 		events:   schema + ".webchat_events",
@@ -125,7 +138,7 @@ func (s *Server) startShared(store memory.Store) error {
 	}
 	// One migrating replica at a time: CREATE ... IF NOT EXISTS is not safe
 	// against a concurrent one.
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "planround/webchat:"+pg.Schema()); err != nil {
 			return err
 		}
@@ -133,13 +146,16 @@ func (s *Server) startShared(store memory.Store) error {
 		return err
 	})
 	if err != nil {
+		pool.Close()
 		return fmt.Errorf("webchat: creating the turn log's tables: %w", err)
 	}
 	stop, err := notifier.Listen(ctx, eventsChannel, l.noted)
 	if err != nil {
+		pool.Close()
 		return fmt.Errorf("webchat: listening for the turn log's notes: %w", err)
 	}
 	l.stops = append(l.stops, stop)
+	go l.notifyLoop()
 	stop, err = notifier.Listen(ctx, interruptChannel, s.interruptNoted)
 	if err != nil {
 		l.close()
@@ -147,7 +163,6 @@ func (s *Server) startShared(store memory.Store) error {
 	}
 	l.stops = append(l.stops, stop)
 	s.shared = l
-	go l.notifyLoop()
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
@@ -164,6 +179,7 @@ func (l *pgLog) close() {
 	for _, stop := range l.stops {
 		stop()
 	}
+	l.pool.Close()
 }
 
 // noteLater has the notifier goroutine tell the other replicas that the
