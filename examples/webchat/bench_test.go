@@ -17,8 +17,8 @@ import (
 )
 
 // benchServer starts a Server on the demo model (no delay) with store
-// (nil: in memory) and returns it with a browser client and a session id.
-func benchServer(b *testing.B, store memory.Store) (*httptest.Server, *http.Client, string) {
+// (nil: in memory) and returns its address and a browser client.
+func benchServer(b *testing.B, store memory.Store) (string, *http.Client) {
 	b.Helper()
 	srv, err := NewServer(Options{
 		BaseURL: demo.BaseURL, HTTPClient: demo.Model{}.Client(), Model: demo.ModelName,
@@ -37,37 +37,37 @@ func benchServer(b *testing.B, store memory.Store) (*httptest.Server, *http.Clie
 		b.Fatal(err)
 	}
 	resp.Body.Close()
-	resp, err = c.Post(ts.URL+"/api/sessions", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var out apiResponse
-	jsonDecode(resp, &out) //nolint:errcheck // checked below
-	resp.Body.Close()
-	if out.SessionID == "" {
-		b.Fatal("no session")
-	}
-	return ts, c, out.SessionID
+	return ts.URL, c
 }
 
-// benchTurns runs b.N turns that need no tool ("Hello!") in one session
-// and reads each to its run_done on an event stream: what a turn costs the
-// server, the demo model (in process, no delay) and the store included.
+// benchTurns runs b.N turns that need no tool ("Hello!"), each in a new
+// session (a session's history grows with its turns) watched by an event
+// stream until its run_done: what a turn costs the server, the demo model
+// (in process, no delay) and the store included.
 func benchTurns(b *testing.B, store memory.Store) {
-	ts, c, session := benchServer(b, store)
-	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/events?session_id="+session, nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
-	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	base, c := benchServer(b, store)
 	events := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r, err := c.Post(ts.URL+"/api/chat", "application/json", strings.NewReader(`{"session_id":"`+session+`","message":"Hello!"}`))
+		resp, err := c.Post(base+"/api/sessions", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out apiResponse
+		jsonDecode(resp, &out) //nolint:errcheck // checked below
+		resp.Body.Close()
+		if out.SessionID == "" {
+			b.Fatal("no session")
+		}
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/events?session_id="+out.SessionID, nil)
+		stream, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lines := bufio.NewScanner(stream.Body)
+		lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		r, err := c.Post(base+"/api/chat", "application/json", strings.NewReader(`{"session_id":"`+out.SessionID+`","message":"Hello!"}`))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -84,6 +84,7 @@ func benchTurns(b *testing.B, store memory.Store) {
 				break
 			}
 		}
+		stream.Body.Close()
 	}
 	b.ReportMetric(float64(events)/float64(b.N), "events/turn")
 }
