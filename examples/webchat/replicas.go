@@ -325,6 +325,29 @@ func (l *pgLog) state(ctx context.Context, id string) (logState, error) {
 	return ls, nil
 }
 
+// running returns those of the sessions ids whose log has a run in
+// progress.
+func (l *pgLog) running(ctx context.Context, ids []string) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	rows, err := l.pool.Query(ctx, `SELECT DISTINCT r.session_id FROM `+l.events+` r
+	WHERE r.session_id = ANY($1) AND r.name = 'run_started'
+	AND NOT EXISTS (SELECT 1 FROM `+l.events+` d WHERE d.session_id = r.session_id AND d.name = 'run_done' AND d.turn = r.seq)
+	AND NOT EXISTS (SELECT 1 FROM `+l.events+` n WHERE n.session_id = r.session_id AND n.name = 'run_started' AND n.seq > r.seq)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the turn log: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("reading the turn log: %w", err)
+	}
+	out := make(map[string]bool, len(list))
+	for _, id := range list {
+		out[id] = true
+	}
+	return out, nil
+}
+
 // noted is the listener of eventsChannel: it marks the session's streams
 // as having events to read, and wakes the follower.
 func (l *pgLog) noted(payload string) {
