@@ -12,9 +12,11 @@ import (
 // tool calls of a round that has not ended, the approvals and their
 // decisions), to be answered from another process (a [Notifier] between
 // the processes that share the store), and to be driven by one process at a
-// time (a [Leaser]). MemStore implements all four within one process; the
-// SQLite store within the processes that share its file, and the PostgreSQL
-// store (memory/pgstore) across machines.
+// time (a [Leaser]). MemStore implements all four within one process. The
+// SQLite store keeps calls, approvals and leases for every process that
+// shares its file, but its Notifier reaches only the listeners of the same
+// Store. The PostgreSQL store (memory/pgstore) implements all four across
+// machines.
 
 // OpenCall is the durable state of a tool call whose tool message is not in
 // the history yet: a call waiting for its approval, or running. The
@@ -128,7 +130,8 @@ const MaxNotifyPayload = 7000
 // listeners that were listening when the note was sent: a note is a hint
 // to look at the store, never the only copy of anything.
 type Notifier interface {
-	// Notify sends payload (not empty, at most [MaxNotifyPayload] bytes) to the
+	// Notify sends payload (not empty, at most [MaxNotifyPayload] bytes of
+	// text: PostgreSQL refuses invalid UTF-8 and NUL bytes) to the
 	// listeners of channel, in this process and the others.
 	Notify(ctx context.Context, channel, payload string) error
 	// Listen calls fn with the payload of every note sent to channel from
@@ -137,7 +140,8 @@ type Notifier interface {
 	// connection to another process was lost and made again: the listener
 	// looks at the store. fn is called from one goroutine at a time,
 	// in the order the notes were sent by each sender; it must not block
-	// for long. Once stop has returned, fn is not called again.
+	// for long. Once stop has returned, fn is not called again. stop must
+	// not be called from fn.
 	Listen(ctx context.Context, channel string, fn func(payload string)) (stop func(), err error)
 }
 

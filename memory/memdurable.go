@@ -14,6 +14,9 @@ func (st *MemStore) SaveCall(ctx context.Context, sessionID string, c OpenCall) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := ValidateOpenCall(c); err != nil {
+		return fmt.Errorf("memory: save call of %q: %w", sessionID, err)
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	ms, err := st.session("save call of", sessionID)
@@ -187,11 +190,8 @@ func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if payload == "" {
-		return fmt.Errorf("memory: notify %q: empty payload", channel)
-	}
-	if len(payload) > MaxNotifyPayload {
-		return fmt.Errorf("memory: notify %q: payload of %d bytes, more than %d", channel, len(payload), MaxNotifyPayload)
+	if err := ValidateNote(channel, payload); err != nil {
+		return err
 	}
 	st.lmu.Lock()
 	ls := slices.Clone(st.listeners[channel])
@@ -212,6 +212,12 @@ func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
 func (st *MemStore) Listen(ctx context.Context, channel string, fn func(payload string)) (stop func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if channel == "" {
+		return nil, fmt.Errorf("memory: listen: empty channel name")
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("memory: listen to %q: nil function", channel)
 	}
 	l := &memListener{wake: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	st.lmu.Lock()
@@ -247,6 +253,9 @@ func (st *MemStore) Listen(ctx context.Context, channel string, fn func(payload 
 		once.Do(func() {
 			st.lmu.Lock()
 			st.listeners[channel] = slices.DeleteFunc(st.listeners[channel], func(x *memListener) bool { return x == l })
+			if len(st.listeners[channel]) == 0 {
+				delete(st.listeners, channel)
+			}
 			st.lmu.Unlock()
 			close(l.stopped)
 			<-l.done
@@ -266,6 +275,32 @@ func ValidateApproval(a Approval) error {
 		return fmt.Errorf("memory: approval %q without its call id or tool", a.ID)
 	case a.Decided:
 		return fmt.Errorf("memory: approval %q is created decided", a.ID)
+	}
+	return nil
+}
+
+// ValidateOpenCall reports whether c may be saved: a stored message's id
+// (positive) and a call id.
+func ValidateOpenCall(c OpenCall) error {
+	switch {
+	case c.MessageID <= 0:
+		return fmt.Errorf("memory: open call %q: message id %d, want a stored message's", c.CallID, c.MessageID)
+	case c.CallID == "":
+		return fmt.Errorf("memory: open call of message %d without a call id", c.MessageID)
+	}
+	return nil
+}
+
+// ValidateNote reports whether a note may be sent: a channel name and a
+// payload of 1 to [MaxNotifyPayload] bytes.
+func ValidateNote(channel, payload string) error {
+	switch {
+	case channel == "":
+		return fmt.Errorf("memory: notify: empty channel name")
+	case payload == "":
+		return fmt.Errorf("memory: notify %q: empty payload", channel)
+	case len(payload) > MaxNotifyPayload:
+		return fmt.Errorf("memory: notify %q: payload of %d bytes, more than %d", channel, len(payload), MaxNotifyPayload)
 	}
 	return nil
 }

@@ -141,6 +141,7 @@ func (st *MemStore) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	delete(st.sessions, id)
+	delete(st.leases, id)
 	for aid, a := range st.approvals {
 		if a.SessionID == id {
 			delete(st.approvals, aid)

@@ -40,12 +40,26 @@ const DefaultSchema = "planround"
 // ConnConfig.DefaultQueryExecMode is pgx.QueryExecModeExec to [New].
 //
 // A Store is safe for concurrent use. Its methods return copies.
+//
+// # Durable runs
+//
+// A Store implements [memory.CallLog], [memory.ApprovalStore],
+// [memory.Leaser] and [memory.Notifier] for every process on its schema,
+// on any machine: a decision is one UPDATE of a pending row, so of
+// concurrent deciders exactly one wins; leases expire by the database
+// server's clock, so replicas whose clocks differ agree on them; notes
+// travel by PostgreSQL's NOTIFY and LISTEN, on channels named after the
+// schema, so stores on different schemas of one database do not hear each
+// other. See [Store.Listen] for the connection that listens.
 type Store struct {
 	pool   *pgxpool.Pool
 	owned  bool // Close closes pool
 	schema string
 	// Table names, quoted and qualified with the schema.
 	sessions, messages, summaries, version string
+	openCalls, approvals, leases           string
+	// lis is the LISTEN connection of Listen and its listeners.
+	lis listener
 }
 
 // Option configures a [Store].
@@ -96,6 +110,43 @@ var migrations = []string{
 	);
 	CREATE INDEX messages_session ON %[1]s.messages (session_id, id);
 	CREATE INDEX messages_active ON %[1]s.messages (session_id, id) WHERE summary_id IS NULL;`,
+	// 2: durable runs: open tool calls, approvals and leases.
+	`CREATE TABLE %[1]s.open_calls (
+		session_id  text NOT NULL REFERENCES %[1]s.sessions (id) ON DELETE CASCADE,
+		message_id  bigint NOT NULL,
+		call_id     text NOT NULL,
+		seq         bigint GENERATED ALWAYS AS IDENTITY, -- first-saved order
+		round       integer NOT NULL,
+		approval_id text NOT NULL DEFAULT '',
+		executing   boolean NOT NULL DEFAULT false,
+		partial     bytea NOT NULL DEFAULT '', -- the Go string's bytes, exactly
+		updated_at  bigint NOT NULL,
+		PRIMARY KEY (session_id, message_id, call_id)
+	);
+	CREATE INDEX open_calls_call ON %[1]s.open_calls (session_id, call_id);
+	CREATE TABLE %[1]s.approvals (
+		id                 text PRIMARY KEY,
+		session_id         text NOT NULL, -- no foreign key: an approval needs no session row
+		call_id            text NOT NULL,
+		tool               text NOT NULL,
+		arguments          bytea,         -- kept byte for byte
+		round              integer NOT NULL,
+		created_at         bigint NOT NULL,
+		decided            boolean NOT NULL DEFAULT false,
+		approved           boolean NOT NULL DEFAULT false,
+		reason             text NOT NULL DEFAULT '',
+		cause              text NOT NULL DEFAULT '',
+		decision_arguments bytea,
+		scope              text NOT NULL DEFAULT '',
+		decided_at         bigint
+	);
+	CREATE INDEX approvals_session ON %[1]s.approvals (session_id);
+	CREATE INDEX approvals_pending ON %[1]s.approvals (created_at, id) WHERE NOT decided;
+	CREATE TABLE %[1]s.leases (
+		session_id text PRIMARY KEY, -- no foreign key: a lease needs no session row
+		holder     text NOT NULL,
+		expires_at timestamptz NOT NULL -- by the server's clock
+	);`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,
@@ -143,6 +194,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	}
 	q := func(table string) string { return pgx.Identifier{st.schema, table}.Sanitize() }
 	st.sessions, st.messages, st.summaries, st.version = q("sessions"), q("messages"), q("summaries"), q("schema_version")
+	st.openCalls, st.approvals, st.leases = q("open_calls"), q("approvals"), q("leases")
+	st.lis.st = st
 	if err := st.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", st.schema, err)
 	}
@@ -200,9 +253,11 @@ func (st *Store) migrate(ctx context.Context) error {
 	})
 }
 
-// Close closes the pool when [Open] made it; a pool passed to [New] stays
-// open.
+// Close stops every listener of [Store.Listen], waiting for calls of their
+// functions in progress to return, closes the LISTEN connection, and closes
+// the pool when [Open] made it; a pool passed to [New] stays open.
 func (st *Store) Close() {
+	st.lis.close()
 	if st.owned {
 		st.pool.Close()
 	}
@@ -286,20 +341,33 @@ func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 	return nil
 }
 
-// DeleteSession implements [memory.Store.DeleteSession]. Its messages and
-// summaries go with it (ON DELETE CASCADE), in the same statement.
+// DeleteSession implements [memory.Store.DeleteSession]. Its messages,
+// summaries and open-call records go with it (ON DELETE CASCADE), and its
+// approvals and lease in the same transaction.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
-	tag, err := st.pool.Exec(ctx, "DELETE FROM "+st.sessions+" WHERE id = $1", id)
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM "+st.sessions+" WHERE id = $1", id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return memory.ErrNotFound
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM "+st.approvals+" WHERE session_id = $1", id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "DELETE FROM "+st.leases+" WHERE session_id = $1", id)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: delete session %q: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return errMissing("delete session", id)
 	}
 	return nil
 }
 
-// Append implements [memory.Store.Append].
+// Append implements [memory.Store.Append]. In the same transaction, a tool
+// message removes the session's open-call records of its call
+// ([memory.CallLog]).
 func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Message) ([]memory.Message, error) {
 	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("pgstore: append to %q: %w", sessionID, err)
@@ -350,6 +418,15 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 				}
 				return nil
 			})
+		}
+		var answered []string
+		for _, m := range out {
+			if m.Role == memory.RoleTool {
+				answered = append(answered, m.ToolCallID)
+			}
+		}
+		if len(answered) > 0 {
+			b.Queue("DELETE FROM "+st.openCalls+" WHERE session_id = $1 AND call_id = ANY($2)", sessionID, answered)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})

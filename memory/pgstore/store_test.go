@@ -262,13 +262,16 @@ func checkVersion(t *testing.T, url, schema string) {
 	require.NoError(t, err)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)
-	assert.Equal(t, []int32{1}, versions)
+	assert.Equal(t, []int32{currentVersion}, versions)
 	rows, err = conn.Query(ctx, "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1", schema)
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	assert.Equal(t, []string{"messages", "schema_version", "sessions", "summaries"}, tables)
+	assert.Equal(t, []string{"approvals", "leases", "messages", "open_calls", "schema_version", "sessions", "summaries"}, tables)
 }
+
+// currentVersion is the schema version this version of the store writes.
+const currentVersion = 2
 
 func TestSchemaTooNew(t *testing.T) {
 	leaktest.Check(t)

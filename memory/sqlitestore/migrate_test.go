@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -115,7 +116,20 @@ func TestOpenMigratesVersion1(t *testing.T) {
 	var version int
 	require.NoError(t, rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&version))
 	assert.Equal(t, currentVersion, version)
+
+	// The tables of durable runs are there and work with the old rows.
+	require.NoError(t, st.SaveCall(ctx, "s", memory.OpenCall{MessageID: got[1].ID, CallID: "c9"}))
+	open, err := st.OpenCalls(ctx, "s")
+	require.NoError(t, err)
+	assert.Len(t, open, 1)
+	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "ap", SessionID: "s", CallID: "c9", Tool: "ls"}))
+	ok, err := st.AcquireLease(ctx, "s", "me", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	require.NoError(t, st.DeleteSession(ctx, "s"))
+	_, err = st.GetApproval(ctx, "ap")
+	assert.ErrorIs(t, err, memory.ErrNotFound)
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 3
+const currentVersion = 4

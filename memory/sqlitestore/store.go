@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/internal/notehub"
 	"github.com/planround/planround/memory/internal/storecol"
 )
 
@@ -35,10 +36,22 @@ import (
 // short write transactions.
 //
 // A Store is safe for concurrent use. Its methods return copies.
+//
+// # Durable runs
+//
+// A Store implements [memory.CallLog], [memory.ApprovalStore] and
+// [memory.Leaser] for every process that opens its file: records,
+// approvals and leases are rows, decisions are taken in one write
+// transaction, and leases expire by this machine's clock. It implements
+// [memory.Notifier] within the Store only: SQLite has no notifications, so
+// a note reaches the listeners of the Store that sent it, and other Stores
+// on the same file, in this process or another, do not hear it. Processes
+// that share a file and must wake each other look at the store on a timer.
 type Store struct {
-	path string
-	w    *sql.DB // one connection: every write goes through it
-	r    *sql.DB // pool of readers
+	path  string
+	w     *sql.DB     // one connection: every write goes through it
+	r     *sql.DB     // pool of readers
+	notes notehub.Hub // the listeners of Listen
 }
 
 // sqliteAppID marks a database file as planround's (PRAGMA application_id):
@@ -97,6 +110,44 @@ var migrations = []migration{
 	{fn: argumentsAsObjects},
 	// 3: the images of user messages. Older rows have none.
 	{sql: `ALTER TABLE messages ADD COLUMN images TEXT; -- JSON array of memory.Image, NULL when none`},
+	// 4: durable runs: open tool calls, approvals and leases.
+	{sql: `CREATE TABLE open_calls (
+		session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+		message_id  INTEGER NOT NULL,
+		call_id     TEXT NOT NULL,
+		seq         INTEGER NOT NULL, -- first-saved order in the session
+		round       INTEGER NOT NULL,
+		approval_id TEXT NOT NULL DEFAULT '',
+		executing   INTEGER NOT NULL DEFAULT 0,
+		partial     TEXT NOT NULL DEFAULT '',
+		updated_at  INTEGER NOT NULL,
+		PRIMARY KEY (session_id, message_id, call_id)
+	) STRICT;
+	CREATE INDEX open_calls_call ON open_calls (session_id, call_id);
+	CREATE INDEX open_calls_seq ON open_calls (session_id, seq); -- the next seq, without a scan
+	CREATE TABLE approvals (
+		id                 TEXT PRIMARY KEY,
+		session_id         TEXT NOT NULL, -- no foreign key: an approval needs no session row
+		call_id            TEXT NOT NULL,
+		tool               TEXT NOT NULL,
+		arguments          BLOB,          -- kept byte for byte
+		round              INTEGER NOT NULL,
+		created_at         INTEGER NOT NULL,
+		decided            INTEGER NOT NULL DEFAULT 0,
+		approved           INTEGER NOT NULL DEFAULT 0,
+		reason             TEXT NOT NULL DEFAULT '',
+		cause              TEXT NOT NULL DEFAULT '',
+		decision_arguments BLOB,
+		scope              TEXT NOT NULL DEFAULT '',
+		decided_at         INTEGER
+	) STRICT;
+	CREATE INDEX approvals_session ON approvals (session_id);
+	CREATE INDEX approvals_pending ON approvals (created_at, id) WHERE decided = 0;
+	CREATE TABLE leases (
+		session_id TEXT PRIMARY KEY, -- no foreign key: a lease needs no session row
+		holder     TEXT NOT NULL,
+		expires_at INTEGER NOT NULL  -- Unix nanoseconds, this machine's clock
+	) STRICT;`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments
@@ -322,9 +373,11 @@ func (st *Store) migrateStep(ctx context.Context) (done bool, err error) {
 // Path returns the absolute path of the database file.
 func (st *Store) Path() string { return st.path }
 
-// Close closes the database. Calls in flight may fail; calls after Close
-// return an error.
+// Close stops every listener of Listen, waiting for calls of their
+// functions in progress to return, and closes the database. Calls in flight
+// may fail; calls after Close return an error.
 func (st *Store) Close() error {
+	st.notes.Close()
 	return errors.Join(st.r.Close(), st.w.Close())
 }
 
@@ -450,14 +503,19 @@ func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 	return nil
 }
 
-// DeleteSession implements [memory.Store.DeleteSession].
+// DeleteSession implements [memory.Store.DeleteSession]. The session's
+// open-call records, approvals and lease go with it.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, tx, "delete session", id); err != nil {
 			return err
 		}
-		// Messages first: they reference summaries.
+		// Messages first: they reference summaries. Approvals and leases
+		// have no foreign key to the session.
 		for _, q := range []string{
+			"DELETE FROM open_calls WHERE session_id = ?",
+			"DELETE FROM approvals WHERE session_id = ?",
+			"DELETE FROM leases WHERE session_id = ?",
 			"DELETE FROM messages WHERE session_id = ?",
 			"DELETE FROM summaries WHERE session_id = ?",
 			"DELETE FROM sessions WHERE id = ?",
@@ -471,7 +529,9 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	return err
 }
 
-// Append implements [memory.Store.Append].
+// Append implements [memory.Store.Append]. In the same transaction, a tool
+// message removes the session's open-call records of its call
+// ([memory.CallLog]).
 func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Message) ([]memory.Message, error) {
 	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
@@ -522,6 +582,14 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano(), images[i]).Scan(&out[i].ID)
 			if err != nil {
 				return fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
+			}
+		}
+		for _, m := range out {
+			if m.Role != memory.RoleTool {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, "DELETE FROM open_calls WHERE session_id = ? AND call_id = ?", sessionID, m.ToolCallID); err != nil {
+				return fmt.Errorf("sqlitestore: append to %q: close call %q: %w", sessionID, m.ToolCallID, err)
 			}
 		}
 		return nil

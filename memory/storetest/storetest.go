@@ -13,6 +13,12 @@
 // active versus archived messages, summarisation, copies instead of
 // aliases, concurrent appends and cancelled contexts. It runs in bounded
 // time and starts no goroutine that outlives it.
+//
+// A store that also implements the optional interfaces of durable runs
+// ([memory.CallLog], [memory.ApprovalStore], [memory.Leaser],
+// [memory.Notifier]) calls [RunDurable], which tests those it implements,
+// and, when its notes travel between processes, [RunNotifierPair] with two
+// handles on one backing store.
 package storetest
 
 import (

@@ -1,0 +1,61 @@
+package sqlitestore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/planround/planround/memory"
+)
+
+// BenchmarkApprovalCreateDecide: one op is a CreateApproval and its
+// DecideApproval, each a write transaction.
+func BenchmarkApprovalCreateDecide(b *testing.B) {
+	st := openSQLite(b, filepath.Join(b.TempDir(), "bench.db"))
+	ctx := b.Context()
+	args := json.RawMessage(`{"to":"a@example.com","subject":"hello"}`)
+	d := memory.ApprovalDecision{Approved: true, Reason: "ok", Cause: "user"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		id := fmt.Sprint("ap-", i)
+		i++
+		if err := st.CreateApproval(ctx, memory.Approval{ID: id, SessionID: "s", CallID: "c", Tool: "send_mail", Arguments: args}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.DecideApproval(ctx, "s", id, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSaveCall: "insert" saves a new record per op, "replace" saves
+// the same record again.
+func BenchmarkSaveCall(b *testing.B) {
+	for _, mode := range []string{"insert", "replace"} {
+		b.Run(mode, func(b *testing.B) {
+			st := openSQLite(b, filepath.Join(b.TempDir(), "bench.db"))
+			ctx := b.Context()
+			if _, err := st.CreateSession(ctx, memory.Session{ID: "s"}); err != nil {
+				b.Fatal(err)
+			}
+			m, err := st.Append(ctx, "s", memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f"}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				c := memory.OpenCall{MessageID: m[0].ID, CallID: "c", Round: 1, ApprovalID: "ap", Executing: i%2 == 0}
+				if mode == "insert" {
+					c.CallID = fmt.Sprint("c", i)
+				}
+				i++
+				if err := st.SaveCall(ctx, "s", c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,310 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/internal/storecol"
+)
+
+// SaveCall implements [memory.CallLog.SaveCall].
+func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCall) error {
+	if err := memory.ValidateOpenCall(c); err != nil {
+		return fmt.Errorf("sqlitestore: save call of %q: %w", sessionID, err)
+	}
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		if err := exists(ctx, tx, "save call of", sessionID); err != nil {
+			return err
+		}
+		// seq is taken on insert and kept on replace: the first-saved order.
+		_, err := tx.ExecContext(ctx, `INSERT INTO open_calls
+			(session_id, message_id, call_id, seq, round, approval_id, executing, partial, updated_at)
+			VALUES (?1, ?2, ?3, (SELECT COALESCE(MAX(seq), 0) + 1 FROM open_calls WHERE session_id = ?1), ?4, ?5, ?6, ?7, ?8)
+			ON CONFLICT (session_id, message_id, call_id) DO UPDATE SET
+				round = excluded.round, approval_id = excluded.approval_id, executing = excluded.executing,
+				partial = excluded.partial, updated_at = excluded.updated_at`,
+			sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, c.Partial, storecol.Now().UnixNano())
+		if err != nil {
+			return fmt.Errorf("sqlitestore: save call %q of %q: %w", c.CallID, sessionID, err)
+		}
+		return nil
+	})
+	return err
+}
+
+// OpenCalls implements [memory.CallLog.OpenCalls].
+func (st *Store) OpenCalls(ctx context.Context, sessionID string) ([]memory.OpenCall, error) {
+	tx, err := st.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open calls of %q: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	if err := exists(ctx, tx, "open calls of", sessionID); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT message_id, call_id, round, approval_id, executing, partial, updated_at
+		FROM open_calls WHERE session_id = ? ORDER BY message_id, seq`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open calls of %q: %w", sessionID, err)
+	}
+	defer rows.Close()
+	out := []memory.OpenCall{}
+	for rows.Next() {
+		var c memory.OpenCall
+		var updated int64
+		if err := rows.Scan(&c.MessageID, &c.CallID, &c.Round, &c.ApprovalID, &c.Executing, &c.Partial, &updated); err != nil {
+			return nil, fmt.Errorf("sqlitestore: open calls of %q: %w", sessionID, err)
+		}
+		c.UpdatedAt = storecol.FromNanos(updated)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: open calls of %q: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+// OpenSessions implements [memory.CallLog.OpenSessions].
+func (st *Store) OpenSessions(ctx context.Context) ([]string, error) {
+	rows, err := st.r.QueryContext(ctx, "SELECT DISTINCT session_id FROM open_calls")
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlitestore: open sessions: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: open sessions: %w", err)
+	}
+	return out, nil
+}
+
+// approvalCols are the columns scanApproval reads, in its order.
+const approvalCols = `id, session_id, call_id, tool, arguments, round, created_at,
+	decided, approved, reason, cause, decision_arguments, scope, decided_at`
+
+// scanApproval reads one row of approvalCols.
+func scanApproval(row interface{ Scan(...any) error }) (memory.Approval, error) {
+	var (
+		a                memory.Approval
+		created          int64
+		decidedAt        sql.NullInt64
+		args, returnArgs []byte
+	)
+	err := row.Scan(&a.ID, &a.SessionID, &a.CallID, &a.Tool, &args, &a.Round, &created,
+		&a.Decided, &a.Decision.Approved, &a.Decision.Reason, &a.Decision.Cause, &returnArgs, &a.Decision.Scope, &decidedAt)
+	if err != nil {
+		return memory.Approval{}, err
+	}
+	a.CreatedAt = storecol.FromNanos(created)
+	if len(args) > 0 {
+		a.Arguments = args
+	}
+	if len(returnArgs) > 0 {
+		a.Decision.Arguments = returnArgs
+	}
+	if decidedAt.Valid {
+		a.DecidedAt = storecol.FromNanos(decidedAt.Int64)
+	}
+	return a, nil
+}
+
+// blob returns b as a column value: NULL when empty.
+func blob(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// CreateApproval implements [memory.ApprovalStore.CreateApproval].
+func (st *Store) CreateApproval(ctx context.Context, a memory.Approval) error {
+	if err := memory.ValidateApproval(a); err != nil {
+		return fmt.Errorf("sqlitestore: create approval: %w", err)
+	}
+	a.CreatedAt = storecol.NormTime(a.CreatedAt, storecol.Now())
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, session_id, call_id, tool, arguments, round, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			a.ID, a.SessionID, a.CallID, a.Tool, blob(a.Arguments), a.Round, a.CreatedAt.UnixNano())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return memory.ErrExists
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create approval %q: %w", a.ID, err)
+	}
+	return nil
+}
+
+// DecideApproval implements [memory.ApprovalStore.DecideApproval]. The
+// decision is one UPDATE of a pending row in a write transaction, which
+// SQLite runs one at a time across the processes on the file: of
+// concurrent deciders, one finds the row pending.
+func (st *Store) DecideApproval(ctx context.Context, sessionID, id string, d memory.ApprovalDecision) (memory.Approval, error) {
+	var a memory.Approval
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		a, err = scanApproval(tx.QueryRowContext(ctx, `UPDATE approvals SET decided = 1, approved = ?, reason = ?, cause = ?,
+				decision_arguments = ?, scope = ?, decided_at = ?
+			WHERE id = ? AND session_id = ? AND decided = 0
+			RETURNING `+approvalCols,
+			d.Approved, d.Reason, d.Cause, blob(d.Arguments), d.Scope, storecol.Now().UnixNano(), id, sessionID))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		// Nothing updated: say why.
+		a, err = scanApproval(tx.QueryRowContext(ctx, "SELECT "+approvalCols+" FROM approvals WHERE id = ?", id))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return memory.ErrNotFound
+		case err != nil:
+			return err
+		case a.SessionID != sessionID:
+			a = memory.Approval{}
+			return memory.ErrWrongSession
+		default:
+			return memory.ErrDecided
+		}
+	})
+	if err != nil {
+		return a, fmt.Errorf("sqlitestore: decide approval %q: %w", id, err)
+	}
+	return a, nil
+}
+
+// GetApproval implements [memory.ApprovalStore.GetApproval].
+func (st *Store) GetApproval(ctx context.Context, id string) (memory.Approval, error) {
+	a, err := scanApproval(st.r.QueryRowContext(ctx, "SELECT "+approvalCols+" FROM approvals WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = memory.ErrNotFound
+	}
+	if err != nil {
+		return memory.Approval{}, fmt.Errorf("sqlitestore: approval %q: %w", id, err)
+	}
+	return a, nil
+}
+
+// PendingApprovals implements [memory.ApprovalStore.PendingApprovals].
+func (st *Store) PendingApprovals(ctx context.Context, sessionID string) ([]memory.Approval, error) {
+	q, args := "SELECT "+approvalCols+" FROM approvals WHERE decided = 0 ORDER BY created_at, id", []any(nil)
+	if sessionID != "" {
+		q = "SELECT " + approvalCols + " FROM approvals WHERE decided = 0 AND session_id = ? ORDER BY created_at, id"
+		args = append(args, sessionID)
+	}
+	rows, err := st.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: pending approvals of %q: %w", sessionID, err)
+	}
+	defer rows.Close()
+	out := []memory.Approval{}
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: pending approvals of %q: %w", sessionID, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: pending approvals of %q: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+// maxLease bounds a lease's ttl, so that its expiry fits in Unix
+// nanoseconds.
+const maxLease = 100 * 365 * 24 * time.Hour
+
+// AcquireLease implements [memory.Leaser.AcquireLease]. Expiry is measured
+// with this machine's clock, which the processes that share the file share.
+func (st *Store) AcquireLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (bool, error) {
+	if holder == "" || ttl <= 0 {
+		return false, fmt.Errorf("sqlitestore: acquire lease of %q: want a holder and a positive ttl, got holder %q and ttl %s", sessionID, holder, ttl)
+	}
+	var got bool
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		t := time.Now().UnixNano()
+		var h string
+		err := tx.QueryRowContext(ctx, `INSERT INTO leases (session_id, holder, expires_at) VALUES (?1, ?2, ?3)
+			ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+				WHERE leases.holder = excluded.holder OR leases.expires_at <= ?4
+			RETURNING holder`, sessionID, holder, t+min(ttl, maxLease).Nanoseconds(), t).Scan(&h)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // another holder's lease stands
+		}
+		got = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlitestore: acquire lease of %q for %q: %w", sessionID, holder, err)
+	}
+	return got, nil
+}
+
+// ReleaseLease implements [memory.Leaser.ReleaseLease].
+func (st *Store) ReleaseLease(ctx context.Context, sessionID, holder string) error {
+	err := st.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "DELETE FROM leases WHERE session_id = ? AND holder = ?", sessionID, holder)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: release lease of %q by %q: %w", sessionID, holder, err)
+	}
+	return nil
+}
+
+// Notify implements [memory.Notifier.Notify] within the Store: the note
+// reaches the listeners of this Store only (see [Store]).
+func (st *Store) Notify(ctx context.Context, channel, payload string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: notify %q: %w", channel, err)
+	}
+	if err := memory.ValidateNote(channel, payload); err != nil {
+		return fmt.Errorf("sqlitestore: %w", err)
+	}
+	if err := st.notes.Deliver(channel, payload); err != nil {
+		return fmt.Errorf("sqlitestore: notify %q: store %w", channel, err)
+	}
+	return nil
+}
+
+// Listen implements [memory.Notifier.Listen] within the Store: fn hears the
+// notes sent through this Store only (see [Store]). Each Listen has its own
+// goroutine, which ends when stop is called or the Store is closed; stop
+// must not be called from fn.
+func (st *Store) Listen(ctx context.Context, channel string, fn func(payload string)) (stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: listen to %q: %w", channel, err)
+	}
+	if channel == "" || fn == nil {
+		return nil, fmt.Errorf("sqlitestore: listen to %q: want a channel name and a function", channel)
+	}
+	stop, err = st.notes.Add(channel, fn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: listen to %q: store %w", channel, err)
+	}
+	return stop, nil
+}
+
+var (
+	_ memory.CallLog       = (*Store)(nil)
+	_ memory.ApprovalStore = (*Store)(nil)
+	_ memory.Leaser        = (*Store)(nil)
+	_ memory.Notifier      = (*Store)(nil)
+)
