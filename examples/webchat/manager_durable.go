@@ -9,6 +9,10 @@ import (
 	"github.com/planround/planround/memory"
 )
 
+// durableManager says whether the approval Manager keeps its approvals in
+// the Store.
+const durableManager = true
+
 // newManager returns the approval Manager of o: durable, on the Store, when
 // the Server is.
 func (s *Server) newManager(o Options) (*approval.Manager, error) {
