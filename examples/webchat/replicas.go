@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,6 +165,8 @@ func (s *Server) startShared(store memory.Store) error {
 	}
 	l.stops = append(l.stops, stop)
 	s.shared = l
+	sum := sha256.Sum256([]byte("planround webchat log\x00" + pg.Schema()))
+	s.info.Log = "shared-" + hex.EncodeToString(sum[:8])
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()

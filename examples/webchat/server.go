@@ -219,10 +219,13 @@ type info struct {
 	ModelLabel string `json:"model_label,omitempty"`
 	// ApprovalTimeout is the Manager's timeout in seconds.
 	ApprovalTimeout float64 `json:"approval_timeout"`
-	// Durable is true when approvals outlive the server (Options.Store):
-	// a page that finds a restarted server loads the history again, where
-	// its cards still wait.
+	// Durable is true when approvals outlive the server (Options.Store).
 	Durable bool `json:"durable,omitempty"`
+	// Log names the turn log whose numbers the events carry: this
+	// process's (its instance id), or the one replicas share. A durable
+	// page that finds another log loads the history again, where its
+	// cards still wait.
+	Log string `json:"log"`
 }
 
 // session is one conversation's live state. Server.mu guards all of it.
@@ -348,8 +351,10 @@ func NewServer(o Options) (*Server, error) {
 	s.skills = o.Skills
 	s.tools = tools
 	s.mcp = o.MCP
+	instance := randomID()
 	s.info = info{
-		Instance:        randomID(),
+		Instance:        instance,
+		Log:             instance,
 		Model:           o.Model,
 		ModelLabel:      o.ModelLabel,
 		ApprovalTimeout: mgr.Timeout().Seconds(),

@@ -30,6 +30,7 @@
     reconnectTimer: null,
     connected: false,
     instance: '',
+    log: '', // the turn log the event numbers belong to (hello's log)
     running: false,
     interrupting: false,
     interruptTimer: null,
@@ -984,7 +985,16 @@
     ui.model.textContent = h.model + (h.model_label ? ' · ' + h.model_label : '');
     ui.model.classList.toggle('demo', !!h.model_label);
     const restarted = st.instance !== '' && st.instance !== h.instance;
+    const otherLog = st.log !== '' && st.log !== h.log;
     st.instance = h.instance;
+    st.log = h.log;
+    if (otherLog && h.durable) {
+      // A restarted server (or another replica's log): the numbers this
+      // page has mean nothing there. The conversation is loaded again from
+      // the store, where its cards still wait.
+      openSession(st.sessionId);
+      return;
+    }
     if (restarted) system('info', 'Reconnected to a restarted server.');
     // Without a replay the stream goes on from the log's end: the numbers
     // of a restarted server's log start again.
