@@ -76,8 +76,12 @@ func toSet(names []string) map[string]struct{} {
 //	approval.Chain(manager, approval.AllowTools("read_file", "list_dir"))
 //
 // next is asked only about the calls no policy decided, so nothing is
-// registered with it for the others. The returned Approver is safe for
-// concurrent use when the policies and next are.
+// registered with it for the others. A request of a resumed turn that names
+// the approval asked before (agent.ApprovalRequest.ApprovalID) goes to next
+// without asking the policies: that approval, and the decision a person may
+// have taken on it, are next's, and a policy must not overrule them. The
+// returned Approver passes CancelApproval (agent.ApprovalCanceler) on to
+// next, and is safe for concurrent use when the policies and next are.
 func Chain(next agent.Approver, policies ...Policy) agent.Approver {
 	return &chain{next: next, policies: slices.Clone(policies)}
 }
@@ -95,8 +99,8 @@ type chain struct {
 
 func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 	for _, p := range c.policies {
-		if p == nil {
-			continue
+		if p == nil || req.ApprovalID != "" {
+			continue // see Chain: an approval asked before is next's
 		}
 		if d, ok := p(ctx, req); ok {
 			return agent.Decided(d), nil
@@ -119,6 +123,16 @@ func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.T
 		c.record(req, d, err)
 		return d, err
 	}), nil
+}
+
+// CancelApproval implements agent.ApprovalCanceler for the wrappers of this
+// package: it passes the call to next when next is an ApprovalCanceler (a
+// Manager), and does nothing otherwise.
+func (c *chain) CancelApproval(ctx context.Context, sessionID, approvalID string) error {
+	if ac, ok := c.next.(agent.ApprovalCanceler); ok {
+		return ac.CancelApproval(ctx, sessionID, approvalID)
+	}
+	return nil
 }
 
 // record shows c.after a decision next returned without error.

@@ -16,6 +16,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/approval/approvaltest"
+	"github.com/planround/planround/memory"
 )
 
 func call(session, tool string) agent.ApprovalRequest {
@@ -266,6 +267,15 @@ func TestConformance(t *testing.T) {
 		{"Manager", func() agent.Approver {
 			m, _ := approval.NewManager(approval.ManagerConfig{})
 			return m
+		}},
+		{"Manager/durable", func() agent.Approver {
+			st := &memory.MemStore{}
+			m, _ := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st, SuspendAfter: time.Hour, OnDecided: func(memory.Approval) {}})
+			return m // an io.Closer: the suite closes it
+		}},
+		{"Chain/Manager/durable", func() agent.Approver {
+			m, _ := approval.NewManager(approval.ManagerConfig{Store: &memory.MemStore{}})
+			return approval.Chain(m, approval.AllowTools("read_file"))
 		}},
 		{"ApproveAll", approval.ApproveAll},
 		{"DenyAll", func() agent.Approver { return approval.DenyAll("") }},

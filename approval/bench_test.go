@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/memory"
 )
 
 func benchRequest(session string, i int) agent.ApprovalRequest {
@@ -129,4 +130,133 @@ func BenchmarkRequestRespondWaitParallel(b *testing.B) {
 			tk.Wait(ctx)
 		}
 	})
+}
+
+// BenchmarkPendingHeld measures the heap that 10,000 pending approvals
+// (over 100 sessions) hold, per approval: in an in-memory Manager, and in a
+// durable one whose Store is a MemStore (the figure then includes the
+// Store's records, which a database would keep out of the process).
+func BenchmarkPendingHeld(b *testing.B) {
+	const n, sessions = 10_000, 100
+	reqs := make([]agent.ApprovalRequest, n)
+	for i := range reqs {
+		reqs[i] = benchRequest(fmt.Sprintf("session-%d", i%sessions), i)
+	}
+	for _, mode := range []string{"memory", "MemStore"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			var perPending float64
+			for b.Loop() {
+				cfg := ManagerConfig{}
+				if mode == "MemStore" {
+					cfg.Store = &memory.MemStore{}
+				}
+				m, err := NewManager(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				for i := range reqs {
+					if _, err := m.Request(ctx, reqs[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perPending = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+				if m.Len() != n {
+					b.Fatalf("Len() = %d, want %d", m.Len(), n)
+				}
+				for s := range sessions {
+					m.CancelSession(fmt.Sprintf("session-%d", s))
+				}
+				runtime.KeepAlive(cfg.Store)
+				runtime.KeepAlive(m)
+			}
+			b.ReportMetric(perPending, "bytes/pending")
+		})
+	}
+}
+
+// BenchmarkRequestRespondWaitStore is BenchmarkRequestRespondWait for a
+// durable Manager on a MemStore: the approval is created and decided in the
+// Store, and, with a Notifier, the decision announced.
+func BenchmarkRequestRespondWaitStore(b *testing.B) {
+	for _, notify := range []bool{false, true} {
+		b.Run(map[bool]string{false: "store", true: "store+notifier"}[notify], func(b *testing.B) {
+			st := &memory.MemStore{}
+			cfg := ManagerConfig{Store: st}
+			if notify {
+				cfg.Notifier = st
+			}
+			m, err := NewManager(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			req := benchRequest("s", 1)
+			for b.Loop() {
+				tk, err := m.Request(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true}); err != nil {
+					b.Fatal(err)
+				}
+				if d, err := tk.Wait(ctx); err != nil || !d.Approved {
+					b.Fatalf("Wait = %+v, %v", d, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRespondToResumeReplicas is BenchmarkRespondToResume across two
+// durable Managers on one MemStore (its Notifier within the process): the
+// Wait waits on A, the decision is posted to B. It reports the p50 and p99
+// of the time from B's Respond to the return of A's Wait.
+func BenchmarkRespondToResumeReplicas(b *testing.B) {
+	st := &memory.MemStore{}
+	ma, err := NewManager(ManagerConfig{Store: st, Notifier: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ma.Close()
+	mb, err := NewManager(ManagerConfig{Store: st, Notifier: st, OnDecided: func(memory.Approval) {}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mb.Close()
+	ctx := context.Background()
+	req := benchRequest("s", 1)
+	tickets := make(chan agent.Ticket)
+	resumed := make(chan time.Time)
+	go func() {
+		for tk := range tickets {
+			tk.Wait(ctx)
+			resumed <- time.Now()
+		}
+	}()
+	lat := make([]time.Duration, 0, 1024)
+	for b.Loop() {
+		tk, _ := ma.Request(ctx, req)
+		id := tk.ApprovalID()
+		tickets <- tk
+		for !ma.waiting(id) {
+			runtime.Gosched()
+		}
+		start := time.Now()
+		mb.Respond("s", id, agent.Decision{Approved: true})
+		lat = append(lat, (<-resumed).Sub(start))
+	}
+	close(tickets)
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+	if ma.Len() != 0 {
+		b.Fatalf("Len() = %d after the benchmark", ma.Len())
+	}
 }

@@ -42,6 +42,35 @@
 // Waiting costs no goroutine and a few hundred bytes per approval; see
 // BENCHMARKS.md at the root of the module.
 //
+// # Durable approvals: restarts and replicas
+//
+// Without more, a Manager's approvals live in its process: a restart
+// invalidates every open card. Give it a [ManagerConfig.Store] (a
+// memory.ApprovalStore: the SQLite store across restarts, the PostgreSQL
+// one across machines) and every approval is created there before the
+// agent shows its card, every decision is taken there, first wins across
+// all the processes that share it, and an approval outlives the run that
+// asked for it:
+//
+//   - [ManagerConfig.Notifier] (PostgreSQL's LISTEN/NOTIFY, or MemStore in
+//     one process) carries each decision to the other processes, so a
+//     decision posted to any replica wakes the Wait on the replica that
+//     runs the turn at once. Such a Manager must be closed ([Manager.Close]).
+//   - [ManagerConfig.SuspendAfter] ends a wait that has lasted long enough
+//     with agent.ErrSuspended instead of holding the run for hours: the
+//     run ends suspended and the approval stays pending.
+//   - [ManagerConfig.OnDecided] is told of a decision that no Wait of the
+//     process waits for (the run was suspended, or its process died): the
+//     host resumes the turn there (agent.Resume), and the resumed turn's
+//     request, which names the approval (agent.ApprovalRequest.ApprovalID),
+//     gets the decision, or waits again for the same card.
+//   - [Resumable] lists the sessions whose open calls can go on without
+//     anybody deciding, for a host's sweeper to resume after a crash.
+//
+// A run whose context is cancelled with the cause agent.ErrSuspended (a host
+// shutting down) leaves its approvals pending; any other end of the wait
+// records the approval as interrupted.
+//
 // # Policies and ready approvers
 //
 // [ApproveAll] and [DenyAll] decide alone. A [Policy] decides or abstains;

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/memory"
 )
 
 // A web host sets a Manager as the agent's approver and mounts its handlers.
@@ -200,4 +202,78 @@ func ExampleWithTimeout() {
 	fmt.Printf("%s: %q\n", d.Cause, d.Reason)
 	// Output:
 	// timeout: "approval timed out after 1ns"
+}
+
+// Two replicas of a service share one store: here a MemStore, which is also
+// the Notifier between them within this process (in production, the
+// PostgreSQL store for both). The run waits on replica A; the person's
+// click lands on replica B; A's Wait gets the decision at once. B has no
+// run waiting for it, so its OnDecided hears of it: a host would try to
+// resume the turn there, and the session's lease would tell it that A
+// drives it.
+func ExampleManager_replicas() {
+	st := &memory.MemStore{}
+	resumeOnB := make(chan string, 1)
+	a, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st})
+	if err != nil {
+		panic(err)
+	}
+	defer a.Close()
+	b, err := approval.NewManager(approval.ManagerConfig{
+		Store:     st,
+		Notifier:  st,
+		OnDecided: func(ap memory.Approval) { resumeOnB <- ap.SessionID },
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+
+	req := agent.ApprovalRequest{
+		SessionID: "s1",
+		Call:      agent.ToolCall{ID: "call_1", Name: "deploy", Arguments: json.RawMessage(`{"env":"prod"}`)},
+	}
+	ticket, _ := a.Request(context.Background(), req) // on A, by the agent
+	fmt.Println("pending on B:", len(b.Pending("s1")))
+
+	pending, _ := b.Respond("s1", ticket.ApprovalID(), agent.Decision{Approved: true}) // on B, from the browser
+	d, _ := ticket.Wait(context.Background())                                          // on A
+	fmt.Println("taken:", pending, "approved on A:", d.Approved)
+	fmt.Println("B would resume session:", <-resumeOnB)
+	// Output:
+	// pending on B: 1
+	// taken: true approved on A: true
+	// B would resume session: s1
+}
+
+// A run suspended at its approval (SuspendAfter, or a host shutting down)
+// ends; the decision comes later, maybe to another process, and the resumed
+// turn asks again with the approval's id: it gets the decision at once.
+func ExampleManager_suspend() {
+	st := &memory.MemStore{}
+	m, err := approval.NewManager(approval.ManagerConfig{Store: st, SuspendAfter: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "deploy"}}
+	ticket, _ := m.Request(context.Background(), req)
+
+	// The host shuts down: the run's context ends with ErrSuspended.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(agent.ErrSuspended)
+	_, err = ticket.Wait(ctx)
+	fmt.Println("suspended:", errors.Is(err, agent.ErrSuspended), "still pending:", len(m.Pending("s1")))
+
+	// The person answers the card, after the restart.
+	m.Respond("s1", ticket.ApprovalID(), agent.Decision{Reason: "not on a Friday"})
+
+	// The resumed turn asks again about the call.
+	req.ApprovalID = ticket.ApprovalID()
+	again, _ := m.Request(context.Background(), req)
+	d, decided := again.Decision()
+	fmt.Printf("decided: %v, approved: %v, cause: %s, reason: %s\n", decided, d.Approved, d.Cause, d.Reason)
+	// Output:
+	// suspended: true still pending: 1
+	// decided: true, approved: false, cause: user, reason: not on a Friday
 }

@@ -145,7 +145,8 @@ type Response struct {
 //	401, 403 {"success":false,...}         refused by cfg.Authorize; 403 also
 //	                                       when the id belongs to another
 //	                                       session
-//	500 {"success":false,...}              cfg has no Authorize
+//	500 {"success":false,...}              cfg has no Authorize, or the
+//	                                       Manager's Store failed
 //	405, 408, 413, 415                     not POST; the body did not arrive
 //	                                       before the server's read deadline;
 //	                                       body over MaxBodyBytes; not
@@ -192,12 +193,14 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 		if len(req.Arguments) > 0 && !bytes.Equal(req.Arguments, []byte("null")) {
 			d.Arguments = req.Arguments
 		}
-		pending, err := m.Respond(req.SessionID, req.ApprovalID, d)
+		pending, err := m.RespondContext(r.Context(), req.SessionID, req.ApprovalID, d)
 		switch {
 		case errors.Is(err, ErrWrongSession):
 			writeError(w, http.StatusForbidden, err.Error())
-		case err != nil:
+		case errors.Is(err, ErrInvalidArguments), errors.Is(err, ErrInvalidScope):
 			writeError(w, http.StatusBadRequest, err.Error())
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err.Error())
 		case !pending:
 			writeJSON(w, http.StatusOK, Response{Error: errStale})
 		default:
@@ -216,6 +219,8 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 //	200 {"success":true,"was_active":true,"cancelled":1}
 //	404 {"success":false,"error":"..."}    no active run and no pending
 //	                                       approval in that session
+//	500 {"success":false,"error":"..."}    the Manager's Store failed (the
+//	                                       run was interrupted all the same)
 //	400, 401, 403, 405, 408, 413, 415, 500 as for ApproveHandler
 //
 // The handler is safe for concurrent use when interrupt is.
@@ -236,7 +241,11 @@ func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg Ha
 			return
 		}
 		active := interrupt != nil && interrupt(req.SessionID)
-		n := m.CancelSession(req.SessionID)
+		n, err := m.CancelSessionContext(r.Context(), req.SessionID)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
 		if !active && n == 0 {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no active run in session %q", req.SessionID))
 			return

@@ -14,6 +14,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 )
 
 func serve(h http.Handler, method, body string) *httptest.ResponseRecorder {
@@ -260,4 +261,80 @@ func TestHandlersNeedAuthorize(t *testing.T) {
 	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
 	assert.True(t, d.Approved)
+}
+
+// TestDurableHandlers: two durable Managers on one Store stand for two
+// replicas behind a load balancer, each serving the handlers on 127.0.0.1.
+// A decision or an interrupt posted to B reaches the Wait on A.
+func TestDurableHandlers(t *testing.T) {
+	leaktest.Check(t)
+	st := &failingStore{MemStore: &memory.MemStore{}}
+	a := replica(t, approval.ManagerConfig{Store: st, Notifier: st.MemStore})
+	b := replica(t, approval.ManagerConfig{Store: st, Notifier: st.MemStore})
+	cfg := approval.HandlerConfig{Authorize: approval.AllowAnyCaller}
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/tool-approve", b.ApproveHandler(cfg))
+	mux.Handle("POST /api/interrupt", b.InterruptHandler(func(string) bool { return false }, cfg))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	post := func(path, body string) (int, approval.Response) {
+		t.Helper()
+		resp, err := srv.Client().Post(srv.URL+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var r approval.Response
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		return resp.StatusCode, r
+	}
+	approve := func(session, id, extra string) (int, approval.Response) {
+		return post("/api/tool-approve", `{"session_id":"`+session+`","approval_id":"`+id+`","approved":true`+extra+`}`)
+	}
+
+	tk, err := a.Request(t.Context(), request("s1", 1))
+	require.NoError(t, err)
+	id := tk.ApprovalID()
+	done := waitAsync(t.Context(), tk)
+
+	code, r := approve("s2", id, "")
+	assert.Equal(t, http.StatusForbidden, code, "another session's approval")
+	assert.Contains(t, r.Error, "another session")
+	code, r = approve("s1", id, `,"arguments":[1]`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, r.Error, "JSON object")
+	st.set(true)
+	code, r = approve("s1", id, "")
+	assert.Equal(t, http.StatusInternalServerError, code, "the Store failed")
+	assert.Contains(t, r.Error, "store down")
+	code, r = post("/api/interrupt", `{"session_id":"s1"}`)
+	assert.Equal(t, http.StatusInternalServerError, code)
+	assert.Contains(t, r.Error, "store down")
+	st.set(false)
+	require.Len(t, a.Pending("s1"), 1, "nothing was decided")
+
+	code, r = approve("s1", id, `,"scope":"always","reason":"ok"`)
+	require.Equal(t, http.StatusOK, code)
+	assert.True(t, r.Success, r.Error)
+	got := within(t, done)
+	require.NoError(t, got.err)
+	assert.Equal(t, agent.Decision{Approved: true, Reason: "ok", Scope: agent.ScopeSession}, got.d, "decided on B, woken on A; always capped to session")
+	code, r = approve("s1", id, "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.False(t, r.Success, "a stale card")
+	assert.Contains(t, r.Error, "not pending")
+
+	tk, err = a.Request(t.Context(), request("s1", 2))
+	require.NoError(t, err)
+	done = waitAsync(t.Context(), tk)
+	code, r = post("/api/interrupt", `{"session_id":"s1"}`)
+	require.Equal(t, http.StatusOK, code, r.Error)
+	require.NotNil(t, r.Cancelled)
+	assert.Equal(t, 1, *r.Cancelled, "the approval waited for on A, cancelled on B")
+	got = within(t, done)
+	require.NoError(t, got.err)
+	assert.Equal(t, cancelledDecision, got.d)
+	code, _ = post("/api/interrupt", `{"session_id":"s1"}`)
+	assert.Equal(t, http.StatusNotFound, code, "nothing left to interrupt")
+	assert.Equal(t, 0, a.Len())
+	assert.Equal(t, 0, b.Len())
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/memory"
 )
 
 // DefaultTimeout is how long a [Manager] waits for a decision when
@@ -58,16 +59,62 @@ var (
 // ManagerConfig configures a [Manager]. The zero value is ready to use.
 type ManagerConfig struct {
 	// Timeout is how long a ticket's Wait waits for a decision before it
-	// rejects the call with [agent.CauseTimeout]. Zero means
-	// [DefaultTimeout]; negative values are invalid.
+	// rejects the call with [agent.CauseTimeout], counted from the start of
+	// Wait, or with a Store from the approval's creation (a resumed turn
+	// gets no fresh timeout). Zero means [DefaultTimeout]; negative values
+	// are invalid. With a Store, an approval nobody waits for (its run is
+	// suspended) does not time out by itself: a decision that comes later
+	// is taken, and a resumed turn that finds none waits only what is left
+	// of the timeout.
 	Timeout time.Duration
 
-	// OnRegister, when not nil, is called with every new pending approval,
-	// synchronously, in the goroutine that registered it (the agent's, in
-	// Request), after the approval can be answered and before the agent
-	// shows the approval_required chunk. It may call [Manager.Respond] (an
-	// auto-approval) but must not block. It must be safe for concurrent use.
+	// OnRegister, when not nil, is called with every new pending approval
+	// (with a Store, also with a pending one a resumed turn asks about
+	// again, whose card is shown again), synchronously, in the goroutine
+	// that registered it (the agent's, in Request), after the approval can
+	// be answered and before the agent shows the approval_required chunk.
+	// It may call [Manager.Respond] (an auto-approval) but must not block.
+	// It must be safe for concurrent use.
 	OnRegister func(PendingApproval)
+
+	// Store, when not nil, makes the Manager durable: every pending
+	// approval is created in Store before Request returns, every decision
+	// is taken there (the first wins, across all the processes that share
+	// Store), and an approval outlives its Wait and its process, so a run
+	// can be suspended and resumed (see [agent.ErrSuspended] and
+	// agent.ApprovalRequest.ApprovalID). "Durable mode" in the doc of the
+	// Manager's methods means a Manager with a Store.
+	Store memory.ApprovalStore
+
+	// Notifier, when not nil, carries the Manager's decisions to the other
+	// processes that share Store, and theirs to this one, so that a
+	// decision posted to any process wakes the Wait that waits for it at
+	// once (see [NotifyChannel]). It requires Store. A Manager with a
+	// Notifier listens from NewManager on and must be closed
+	// ([Manager.Close]).
+	Notifier memory.Notifier
+
+	// OnDecided, when not nil, is called with every decision this Manager
+	// learns of for an approval that no ticket of this Manager waits for:
+	// one taken by its own Respond or CancelSession, or one another
+	// process took and announced through Notifier. Such a decision
+	// belongs to a run that was suspended or whose process stopped; the
+	// host resumes it (agent.Resume on the approval's session) in a
+	// goroutine of its own. OnDecided is called outside the Manager's
+	// locks, at most once per decision in each Manager, and must not block.
+	// Several processes may be told of one decision: the session's lease
+	// (agent.Config.Holder) lets one of them drive the run. It requires
+	// Store.
+	OnDecided func(a memory.Approval)
+
+	// SuspendAfter, when positive, is how long a ticket's Wait waits for a
+	// decision before it gives up for now: it returns
+	// [agent.ErrSuspended] and the approval stays pending in Store, to be
+	// decided later, by a person, in any process (the run ends suspended
+	// and is resumed after the decision, see OnDecided). Zero means never;
+	// a value not shorter than the time left before the timeout has no
+	// effect. It requires Store.
+	SuspendAfter time.Duration
 }
 
 // PendingApproval describes an approval that waits for a decision, as
@@ -100,10 +147,16 @@ type PendingApproval struct {
 // is cancelled, or when a decision reaches a Wait that already waits, so the
 // count of [Manager.Len] returns to zero after every run.
 //
+// With a [ManagerConfig.Store] the Manager is durable: the approvals and
+// their decisions are kept in the Store, shared by every process that uses
+// it (see the package documentation). The Manager itself then holds only
+// the approvals its own tickets wait for.
+//
 // All methods are safe for concurrent use.
 type Manager struct {
 	timeout    time.Duration
 	onRegister func(PendingApproval)
+	store      memory.ApprovalStore // nil for an in-memory Manager
 
 	mu sync.Mutex
 	// byID and bySession index the same live entries; mu guards both maps
@@ -111,7 +164,17 @@ type Manager struct {
 	// leaves both maps together.
 	byID      map[string]*entry
 	bySession map[string]map[string]*entry
-	seq       uint64 // guarded by mu; orders Pending's listing
+	seq       uint64        // guarded by mu; orders Pending's listing
+	read      readDecisions // guarded by mu; durable mode only
+
+	// The rest of the durable mode (see durable.go); nil or zero without a
+	// Store.
+	notifier     memory.Notifier
+	onDecided    func(memory.Approval)
+	suspendAfter time.Duration
+	instance     string // tells this Manager's notes from the others'
+	stopListen   func() // ends the Notifier's Listen; nil without one
+	closeOnce    sync.Once
 }
 
 type entryState uint8
@@ -138,7 +201,9 @@ type entry struct {
 }
 
 // NewManager returns a Manager configured by cfg. It fails when cfg is
-// invalid.
+// invalid (a negative duration; a Notifier, OnDecided or SuspendAfter
+// without a Store), and when the Notifier cannot listen. A Manager with a
+// Notifier must be closed with [Manager.Close].
 func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("approval: negative timeout %v", cfg.Timeout)
@@ -146,12 +211,25 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Manager{
-		timeout:    cfg.Timeout,
-		onRegister: cfg.OnRegister,
-		byID:       make(map[string]*entry),
-		bySession:  make(map[string]map[string]*entry),
-	}, nil
+	if err := checkDurable(cfg); err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		timeout:      cfg.Timeout,
+		onRegister:   cfg.OnRegister,
+		store:        cfg.Store,
+		notifier:     cfg.Notifier,
+		onDecided:    cfg.OnDecided,
+		suspendAfter: cfg.SuspendAfter,
+		byID:         make(map[string]*entry),
+		bySession:    make(map[string]map[string]*entry),
+	}
+	if m.notifier != nil {
+		if err := m.listen(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // Timeout returns how long a ticket's Wait waits for a decision.
@@ -188,6 +266,29 @@ func newID() string {
 //
 // Whichever of these happens first wins; the entry is removed before Wait
 // returns. Wait is called once: a second call returns [ErrAlreadyWaiting].
+//
+// In durable mode (a [ManagerConfig.Store]) the approval is created in the
+// Store before Request returns (Request fails when the Store does), and:
+//
+//   - a request with req.ApprovalID set (a resumed turn asking again about
+//     a call) is answered with that approval when the Store has it for the
+//     same session and call: a Decided ticket with its decision when it was
+//     decided (a rejection without a cause gets [agent.CauseUser]: a person
+//     took it), else a Pending ticket with the same id. An unknown id, or
+//     one of another session or call, gets a new approval;
+//   - the timeout counts from the approval's creation, not from the start
+//     of Wait, so a resumed approval gets no fresh timeout; a timeout is
+//     taken in the Store like any decision, and a person's decision that
+//     came first stands;
+//   - with [ManagerConfig.SuspendAfter], Wait returns [agent.ErrSuspended]
+//     after waiting that long: the approval stays pending in the Store
+//     (unless a decision came in meanwhile, which Wait then returns);
+//   - a Wait ended by its context decides the approval in the Store as
+//     interrupted, so that a later decision is refused, except when the
+//     context's cause is [agent.ErrSuspended] (context.Cause, errors.Is),
+//     as when a host that shuts down suspends its runs: Wait then returns
+//     that cause and the approval stays as it is in the Store, pending or
+//     decided, for the resumed turn to take.
 func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return agent.Ticket{}, err
@@ -195,10 +296,21 @@ func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent
 	if err := checkSession(req); err != nil {
 		return agent.Ticket{}, err
 	}
+	if m.store != nil {
+		return m.requestDurable(ctx, req)
+	}
 	e := m.register(req)
+	if m.onRegister != nil {
+		m.onRegister(e.pending())
+	}
+	return m.ticket(e), nil
+}
+
+// ticket returns the pending ticket of e.
+func (m *Manager) ticket(e *entry) agent.Ticket {
 	return agent.Pending(e.id, func(ctx context.Context) (agent.Decision, error) {
 		return m.wait(ctx, e)
-	}), nil
+	})
 }
 
 // checkSession returns an error wrapping ErrNoSession when req has no
@@ -210,6 +322,7 @@ func checkSession(req agent.ApprovalRequest) error {
 	return nil
 }
 
+// register adds a new pending entry for req, with a new id.
 func (m *Manager) register(req agent.ApprovalRequest) *entry {
 	e := &entry{
 		id:      newID(),
@@ -221,6 +334,14 @@ func (m *Manager) register(req agent.ApprovalRequest) *entry {
 	}
 	e.call.ApprovalID = e.id
 	m.mu.Lock()
+	m.insert(e)
+	m.mu.Unlock()
+	return e
+}
+
+// insert adds e to both indexes. m.mu must be held and e.id must not be in
+// them.
+func (m *Manager) insert(e *entry) {
 	m.seq++
 	e.seq = m.seq
 	m.byID[e.id] = e
@@ -230,19 +351,19 @@ func (m *Manager) register(req agent.ApprovalRequest) *entry {
 		m.bySession[e.session] = s
 	}
 	s[e.id] = e
-	m.mu.Unlock()
-	if m.onRegister != nil {
-		m.onRegister(e.pending())
-	}
-	return e
 }
 
 func (e *entry) pending() PendingApproval {
 	return PendingApproval{ApprovalID: e.id, SessionID: e.session, Round: e.round, Call: e.call, Created: e.created}
 }
 
-// remove deletes e from both indexes. m.mu must be held.
+// remove deletes e from both indexes, if it is still there: in durable
+// mode a later entry may hold the same id (a resumed turn asked again); an
+// in-memory Manager's ids are never reused. m.mu must be held.
 func (m *Manager) remove(e *entry) {
+	if m.store != nil && m.byID[e.id] != e {
+		return
+	}
 	delete(m.byID, e.id)
 	if s := m.bySession[e.session]; s != nil {
 		delete(s, e.id)
@@ -254,6 +375,9 @@ func (m *Manager) remove(e *entry) {
 
 // wait waits for the decision on e; see the ticket's Wait in Request.
 func (m *Manager) wait(ctx context.Context, e *entry) (agent.Decision, error) {
+	if m.store != nil {
+		return m.waitDurable(ctx, e)
+	}
 	m.mu.Lock()
 	if e.waiting {
 		m.mu.Unlock()
@@ -326,7 +450,25 @@ func (m *Manager) finish(e *entry, d agent.Decision) {
 // id belongs to another session, and with an error wrapping
 // [ErrInvalidArguments] when d.Arguments is not nil and not a JSON object,
 // and with an error wrapping [ErrInvalidScope] for an unknown d.Scope.
+//
+// In durable mode the decision is taken in the Store, where the first
+// decision from any process wins; then it wakes the Wait of this Manager
+// that waits for the approval, or, when none does, is passed to
+// [ManagerConfig.OnDecided], and is announced to the other processes through
+// the Notifier. Respond then also fails when the Store does (the approval
+// stays as it was). Respond uses no deadline: see [Manager.RespondContext].
 func (m *Manager) Respond(sessionID, id string, d agent.Decision) (pending bool, err error) {
+	return m.RespondContext(context.Background(), sessionID, id, d)
+}
+
+// RespondContext is [Manager.Respond] with a context that bounds the calls
+// to the Store and the Notifier in durable mode; without a Store it is
+// Respond and ctx is not used. The note to the other processes is sent
+// even when ctx ends after the decision was taken (within a few seconds);
+// a note that cannot be sent is no error: notes are hints, and a process
+// that waits finds the decision in the Store when it suspends or times
+// out.
+func (m *Manager) RespondContext(ctx context.Context, sessionID, id string, d agent.Decision) (pending bool, err error) {
 	if d.Scope > agent.ScopeAlways {
 		return false, fmt.Errorf("%w: %d", ErrInvalidScope, d.Scope)
 	}
@@ -335,6 +477,9 @@ func (m *Manager) Respond(sessionID, id string, d agent.Decision) (pending bool,
 			return false, err
 		}
 		d.Arguments = slices.Clone(d.Arguments)
+	}
+	if m.store != nil {
+		return m.respondDurable(ctx, sessionID, id, d)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -381,7 +526,29 @@ func describe(raw []byte) string {
 // (the reason is [agent.ReasonApprovalInterrupted]).
 // Approvals that were already answered keep their decision. CancelSession
 // returns the number of approvals it cancelled.
+//
+// In durable mode it cancels every pending approval of the session in the
+// Store, also those no ticket of this Manager waits for (their decision goes
+// to [ManagerConfig.OnDecided] and, through the Notifier, to the processes
+// that wait), and a failing Store cancels only some or none: see
+// [Manager.CancelSessionContext], which reports the error.
 func (m *Manager) CancelSession(sessionID string) int {
+	n, _ := m.CancelSessionContext(context.Background(), sessionID)
+	return n
+}
+
+// CancelSessionContext is [Manager.CancelSession] with a context that
+// bounds the calls to the Store, and the Store's error: without a Store it
+// never fails and ctx is not used. It returns the number of approvals it
+// cancelled also when it fails.
+func (m *Manager) CancelSessionContext(ctx context.Context, sessionID string) (int, error) {
+	if m.store != nil {
+		return m.cancelDurable(ctx, sessionID)
+	}
+	return m.cancelLocal(sessionID), nil
+}
+
+func (m *Manager) cancelLocal(sessionID string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -407,7 +574,27 @@ func (m *Manager) Len() int {
 
 // Pending lists the approvals of sessionID that wait for a decision, oldest
 // first, so a reconnecting front end can draw their cards again.
+//
+// In durable mode the list comes from the Store: it holds every pending
+// approval of the session, also those whose run is suspended or was driven
+// by another process. It is empty when the Store fails; see
+// [Manager.PendingContext], which reports the error.
 func (m *Manager) Pending(sessionID string) []PendingApproval {
+	p, _ := m.PendingContext(context.Background(), sessionID)
+	return p
+}
+
+// PendingContext is [Manager.Pending] with a context that bounds the call to
+// the Store, and the Store's error: without a Store it never fails and ctx
+// is not used.
+func (m *Manager) PendingContext(ctx context.Context, sessionID string) ([]PendingApproval, error) {
+	if m.store != nil {
+		return m.pendingDurable(ctx, sessionID)
+	}
+	return m.pendingLocal(sessionID), nil
+}
+
+func (m *Manager) pendingLocal(sessionID string) []PendingApproval {
 	m.mu.Lock()
 	s := m.bySession[sessionID]
 	list := make([]*entry, 0, len(s))

@@ -12,6 +12,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 )
 
 type action uint8
@@ -29,7 +30,22 @@ const (
 // and times them out in random order from several goroutines, with whole
 // sessions cancelled in the middle. Every outcome must match what happened,
 // and afterwards no entry and no goroutine may remain.
+//
+// It runs with an in-memory Manager and with a durable one (a MemStore as
+// its Store), whose outcomes must be the same.
 func TestStress(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { stress(t, approval.ManagerConfig{}) })
+	t.Run("store", func(t *testing.T) {
+		st := &memory.MemStore{}
+		stress(t, approval.ManagerConfig{Store: st})
+		left, err := st.PendingApprovals(context.Background(), "")
+		if err != nil || len(left) > 0 {
+			t.Errorf("after the run the Store has %d pending approvals (%v), want none: every outcome is a decision", len(left), err)
+		}
+	})
+}
+
+func stress(t *testing.T, cfg approval.ManagerConfig) {
 	leaktest.Check(t)
 	const (
 		sessions = 100
@@ -51,7 +67,8 @@ func TestStress(t *testing.T) {
 	}
 
 	synctest.Test(t, func(t *testing.T) {
-		m := newManager(t, approval.ManagerConfig{Timeout: timeout})
+		cfg.Timeout = timeout
+		m := newManager(t, cfg)
 		type result struct {
 			d       agent.Decision
 			err     error

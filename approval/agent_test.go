@@ -1,0 +1,225 @@
+package approval_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
+)
+
+// The tests of this file run the agent with durable Managers, against a
+// scripted model on 127.0.0.1: the contract between the two.
+
+// host is one process of a service: an agent whose approver is a durable
+// Manager on the shared store, and whose OnDecided resumes the turn, as a
+// host does.
+type host struct {
+	m       *approval.Manager
+	a       *agent.Agent
+	resumed chan resumption
+}
+
+type resumption struct {
+	chunks []agent.Chunk
+	err    error
+}
+
+func drain(seq func(func(agent.Chunk, error) bool)) resumption {
+	var r resumption
+	for c, err := range seq {
+		if err != nil {
+			r.err = err
+			break
+		}
+		r.chunks = append(r.chunks, c)
+	}
+	return r
+}
+
+// weather is get_weather, which needs approval; runs counts its runs.
+func weather(runs *atomic.Int32) agent.Tool {
+	return agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "get_weather", Description: "Weather for a city"},
+		Fn: func(_ context.Context, args json.RawMessage, _ agent.Progress) (string, error) {
+			runs.Add(1)
+			var a struct{ City string }
+			if err := json.Unmarshal(args, &a); err != nil {
+				return "", err
+			}
+			return "sunny in " + a.City, nil
+		},
+	}
+}
+
+func newHost(t *testing.T, name string, st *memory.MemStore, srv *agenttest.Server, runs *atomic.Int32, cfg approval.ManagerConfig) *host {
+	t.Helper()
+	h := &host{resumed: make(chan resumption, 4)}
+	cfg.Store, cfg.Notifier = st, st
+	cfg.OnDecided = func(ap memory.Approval) {
+		go func() { h.resumed <- drain(h.a.Resume(context.Background(), ap.SessionID)) }()
+	}
+	h.m = replica(t, cfg)
+	tools, err := agent.NewToolRegistry(weather(runs))
+	require.NoError(t, err)
+	h.a, err = agent.New(agent.Config{
+		BaseURL:    srv.URL(),
+		APIKey:     "test-key",
+		HTTPClient: srv.Client(),
+		Model:      "test-model",
+		Tools:      tools,
+		Store:      st,
+		Approver:   h.m,
+		Holder:     name,
+	})
+	require.NoError(t, err)
+	return h
+}
+
+func (h *host) next(t *testing.T) resumption {
+	t.Helper()
+	select {
+	case r := <-h.resumed:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no resumption")
+		return resumption{}
+	}
+}
+
+func scriptedModel(t *testing.T) *agenttest.Server {
+	t.Helper()
+	srv := agenttest.NewServer()
+	t.Cleanup(func() {
+		srv.Client().CloseIdleConnections()
+		srv.Close()
+	})
+	srv.Enqueue(
+		agenttest.Reply().Text("Let me look that up. <need_tool>").Finish("stop"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls"),
+	)
+	return srv
+}
+
+// TestAgentResumedOnAnotherReplica: a run on A reaches approval_required and
+// is suspended (its host shuts down); the decision is posted to B; both
+// hosts hear of it and try to resume the turn; exactly one does, the tool
+// runs once, the history is valid and nothing is left to resume.
+func TestAgentResumedOnAnotherReplica(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := scriptedModel(t)
+	var runs atomic.Int32
+	a := newHost(t, "replica-a", st, srv, &runs, approval.ManagerConfig{})
+	b := newHost(t, "replica-b", st, srv, &runs, approval.ManagerConfig{})
+
+	runCtx, shutdown := context.WithCancelCause(ctx)
+	defer shutdown(nil)
+	var id string
+	var last agent.Chunk
+	for c, err := range a.a.Run(runCtx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}) {
+		require.NoError(t, err)
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+			id = c.Tool.ApprovalID
+			shutdown(agent.ErrSuspended)
+		}
+		last = c
+	}
+	require.NotEmpty(t, id)
+	assert.Equal(t, agent.KindSuspended, last.Kind)
+	got, err := approval.Resumable(ctx, st, st)
+	require.NoError(t, err)
+	assert.Empty(t, got, "the session waits for a person")
+	require.Len(t, b.m.Pending("s1"), 1, "B shows the card")
+
+	srv.Enqueue(agenttest.Reply().Text("Sunny in Lima.").Finish("stop"))
+	pending, err := b.m.Respond("s1", id, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, pending)
+
+	ra, rb := a.next(t), b.next(t)
+	done, other := ra, rb
+	if ra.err != nil {
+		done, other = rb, ra
+	}
+	require.NoError(t, done.err, "one host resumes the turn")
+	if !errors.Is(other.err, agent.ErrBusy) && !errors.Is(other.err, agent.ErrNothingToResume) {
+		t.Errorf("the other host's Resume: %v, want ErrBusy or ErrNothingToResume", other.err)
+	}
+	var states []string
+	for _, c := range done.chunks {
+		if c.Kind == agent.KindToolCall {
+			states = append(states, string(c.Tool.State))
+		}
+	}
+	assert.Equal(t, []string{"executing", "result"}, states, "no new card: the decision was taken")
+	assert.Equal(t, int32(1), runs.Load(), "the tool ran once")
+
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	require.NotEmpty(t, msgs)
+	assert.Equal(t, "Sunny in Lima.", msgs[len(msgs)-1].Content)
+	assert.Equal(t, "sunny in Lima", msgs[len(msgs)-2].Content)
+	got, err = approval.Resumable(ctx, st, st)
+	require.NoError(t, err)
+	assert.Empty(t, got, "nothing is left to resume")
+	assert.Equal(t, 0, a.m.Len())
+	assert.Equal(t, 0, b.m.Len())
+}
+
+// TestAgentSuspendAfterThenMovedOn: a Manager with SuspendAfter suspends a
+// run nobody answers; a new message on the session rejects the open call
+// (the user moved on) and cancels its approval, so a late answer to the old
+// card is stale and resumes nothing.
+func TestAgentSuspendAfterThenMovedOn(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := scriptedModel(t)
+	var runs atomic.Int32
+	h := newHost(t, "replica-a", st, srv, &runs, approval.ManagerConfig{SuspendAfter: time.Millisecond})
+
+	r := drain(h.a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	require.NoError(t, r.err)
+	require.NotEmpty(t, r.chunks)
+	assert.Equal(t, agent.KindSuspended, r.chunks[len(r.chunks)-1].Kind)
+	listed := h.m.Pending("s1")
+	require.Len(t, listed, 1)
+	id := listed[0].ApprovalID
+
+	srv.Enqueue(
+		agenttest.Reply().Text("Fine. <no_tool>").Finish("stop"),
+		agenttest.Reply().Text("Hello.").Finish("stop"),
+	)
+	r = drain(h.a.Run(ctx, agent.Input{SessionID: "s1", Message: "Never mind."}))
+	require.NoError(t, r.err)
+	require.NotEmpty(t, r.chunks)
+	assert.Equal(t, agent.KindToolRejected, r.chunks[0].Kind)
+	assert.Equal(t, agent.CauseMovedOn, r.chunks[0].Tool.Cause)
+
+	a, err := st.GetApproval(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, a.Decided)
+	assert.Equal(t, string(agent.CauseMovedOn), a.Decision.Cause)
+	pending, err := h.m.Respond("s1", id, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	assert.False(t, pending, "the old card is stale")
+	select {
+	case r := <-h.resumed:
+		t.Errorf("a resumption after the move on: %+v", r)
+	default:
+	}
+	assert.Zero(t, runs.Load())
+	assert.Empty(t, h.m.Pending("s1"))
+}

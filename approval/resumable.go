@@ -1,0 +1,85 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/planround/planround/memory"
+)
+
+// Resumable returns the sessions whose open tool calls (see
+// [memory.CallLog]) can go on without anybody deciding anything, sorted:
+// what a host's sweeper calls, at start and from time to time, to find the
+// turns to resume (agent.Resume) after a crash, a restart, or a decision
+// whose note was lost. calls and approvals are usually the same Store.
+//
+// A session is resumable when one of its open calls
+//
+//   - is executing (its process stopped while the tool ran: the resumed
+//     turn reports it as stopped, it never runs it again), or
+//   - has an approval that was decided;
+//
+// or when it has a call that was not asked about yet (no approval id, or
+// one the approval store does not know, which the resumed turn asks about
+// again) and none of its calls has an approval that waits for a decision:
+// a run asks about its calls one at a time, so a session with an undecided
+// approval waits for a person, and resuming it would only ask again.
+//
+// A session listed may be driven right now by a live process: agent.Resume
+// then fails with agent.ErrBusy (the session's lease) and the sweeper moves
+// on. A session deleted while Resumable reads it is left out.
+func Resumable(ctx context.Context, calls memory.CallLog, approvals memory.ApprovalStore) ([]string, error) {
+	sessions, err := calls.OpenSessions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("approval: list the sessions with open calls: %w", err)
+	}
+	var out []string
+	for _, s := range sessions {
+		ok, err := resumable(ctx, calls, approvals, s)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// resumable applies Resumable's rules to one session.
+func resumable(ctx context.Context, calls memory.CallLog, approvals memory.ApprovalStore, sessionID string) (bool, error) {
+	open, err := calls.OpenCalls(ctx, sessionID)
+	if errors.Is(err, memory.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("approval: open calls of session %q: %w", sessionID, err)
+	}
+	unasked, undecided := false, false
+	for _, c := range open {
+		if c.Executing {
+			return true, nil
+		}
+		if c.ApprovalID == "" {
+			unasked = true
+			continue
+		}
+		a, err := approvals.GetApproval(ctx, c.ApprovalID)
+		switch {
+		case errors.Is(err, memory.ErrNotFound):
+			unasked = true
+		case err != nil:
+			return false, fmt.Errorf("approval: approval %s of session %q: %w", c.ApprovalID, sessionID, err)
+		case a.SessionID != sessionID:
+			unasked = true // not this call's approval: asked again
+		case a.Decided:
+			return true, nil
+		default:
+			undecided = true
+		}
+	}
+	return unasked && !undecided, nil
+}
