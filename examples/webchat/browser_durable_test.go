@@ -18,7 +18,6 @@ import (
 // is still there, and answering it resumes the run on the page, in the
 // same turn, to its end. The tool runs once.
 func TestBrowserCardAnsweredAfterRestart(t *testing.T) {
-	needDurableManager(t)
 	leaktest.Check(t)
 	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
 	message, ran := markerCommand(t)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory"
 )
 
@@ -26,6 +27,26 @@ import (
 //     process at a time drives a session; a process that finds another one
 //     driving it leaves it alone (agent.ErrBusy, or a 409 for a new
 //     message).
+
+// newManager returns the approval Manager of o: durable, on the Store, when
+// the Server is.
+func (s *Server) newManager(o Options) (*approval.Manager, error) {
+	cfg := approval.ManagerConfig{Timeout: o.ApprovalTimeout}
+	if s.durable {
+		cfg.Store = o.Store.(memory.ApprovalStore)
+		cfg.Notifier, _ = o.Store.(memory.Notifier)
+		cfg.OnDecided = func(a memory.Approval) { s.resumeAsync(a.SessionID) }
+		cfg.SuspendAfter = o.SuspendAfter
+	}
+	return approval.NewManager(cfg)
+}
+
+// closeManager closes the approval Manager, once the runs have ended.
+func (s *Server) closeManager() {
+	if err := s.approvals.Close(); err != nil {
+		s.logger.Warn("webchat: closing the approval manager", "err", err)
+	}
+}
 
 // lease takes the session's lease for this process, when the Store has
 // leases, and reports whether it holds it: false when another process
@@ -129,7 +150,7 @@ func (s *Server) startSweeper() {
 func (s *Server) sweepOnce() {
 	ctx, cancel := context.WithTimeout(s.base, s.sweep+10*time.Second)
 	defer cancel()
-	ids, err := resumable(ctx, s.store.(memory.CallLog), s.store.(memory.ApprovalStore))
+	ids, err := approval.Resumable(ctx, s.store.(memory.CallLog), s.store.(memory.ApprovalStore))
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("webchat: looking for turns to resume", "err", err)
 	}

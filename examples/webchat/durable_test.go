@@ -19,15 +19,6 @@ import (
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
-// needDurableManager skips t until the approval Manager's durable mode
-// (ManagerConfig.Store) reaches this branch: see manager_pending.go.
-func needDurableManager(t *testing.T) {
-	t.Helper()
-	if !durableManager {
-		t.Skip("approval.Manager's durable mode has not landed: build with -tags approvaldurable on a tree that has it")
-	}
-}
-
 // historyAt reads GET /api/history of the session on the server at base as
 // client: the entries, and the X-Webchat-Seq and X-Webchat-Running headers.
 func historyAt(t *testing.T, client *http.Client, base, session string) ([]historyEntry, int64, bool) {
@@ -162,7 +153,6 @@ func (h *harness) newClientWithJar(t *testing.T, c *http.Client) *http.Client {
 // id, and a decision posted to it resumes the turn on the page's event
 // stream: the tool runs once and the run ends.
 func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
-	needDurableManager(t)
 	leaktest.Check(t)
 	db := filepath.Join(t.TempDir(), "chat.db")
 	message, ran := markerCommand(t)
@@ -221,7 +211,6 @@ func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
 // the turn (here straight in the store) is found by the sweeper of the
 // next server at its start, which resumes the turn.
 func TestSweeperResumesADecidedTurn(t *testing.T) {
-	needDurableManager(t)
 	leaktest.Check(t)
 	db := filepath.Join(t.TempDir(), "chat.db")
 	message, ran := markerCommand(t)
@@ -255,7 +244,6 @@ func TestSweeperResumesADecidedTurn(t *testing.T) {
 // waits for a decision rejects the waiting call (the user moved on) before
 // its own run goes on; the card's approval is no longer answerable.
 func TestNewMessageClosesWaitingCards(t *testing.T) {
-	needDurableManager(t)
 	leaktest.Check(t)
 	db := filepath.Join(t.TempDir(), "chat.db")
 	message, ran := markerCommand(t)

@@ -106,7 +106,6 @@ func eventTexts(t *testing.T, evs []sseEvent) string {
 // card stays answerable) and a decision posted to B resumes it there. The
 // tool runs once per decision.
 func TestReplicasOnPostgres(t *testing.T) {
-	needDurableManager(t)
 	leaktest.Check(t)
 	url := postgresURL(t)
 	schema := freshSchema(t, url)

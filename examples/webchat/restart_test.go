@@ -158,7 +158,6 @@ func browserOf(t *testing.T, base string) *http.Client {
 // the turn on the page's event stream, and the tool runs once: a call cut
 // by the kill is reported as stopped, never run again.
 func TestRestartOnSQLite(t *testing.T) {
-	needDurableManager(t)
 	for _, tc := range []struct {
 		name      string
 		sig       syscall.Signal
