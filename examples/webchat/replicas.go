@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,6 +353,21 @@ func (l *pgLog) running(ctx context.Context, ids []string) (map[string]bool, err
 	return out, nil
 }
 
+// touch has the follower read the session's log for its streams: a
+// reservation of a run that did not happen here made it skip the notes
+// that came meanwhile.
+func (l *pgLog) touch(id string) {
+	l.mu.Lock()
+	if l.dirty != nil {
+		l.dirty[id] = math.MaxInt64
+	}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
 // noted is the listener of eventsChannel: it marks the session's streams
 // as having events to read, and wakes the follower.
 func (l *pgLog) noted(payload string) {
@@ -396,7 +412,8 @@ func (s *Server) follow() {
 		var work []todo
 		for id, ss := range s.sessions {
 			// A run of this process sends its events itself; the others
-			// cannot run meanwhile (the lease).
+			// cannot run meanwhile (the lease). A reservation that ends
+			// without a run touches the session (unreserve).
 			if len(ss.subs) == 0 || ss.run != nil {
 				continue
 			}

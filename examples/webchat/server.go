@@ -661,6 +661,9 @@ func (s *Server) unreserve(ss *session, run *activeRun) {
 	s.clearRunLocked(ss)
 	s.forgetLocked(ss)
 	s.mu.Unlock()
+	if s.shared != nil {
+		s.shared.touch(ss.id) // the follower skipped it meanwhile
+	}
 	s.runs.Done()
 }
 
