@@ -696,6 +696,10 @@ func TestFlags(t *testing.T) {
 	var stdout, stderr strings.Builder
 	assert.Equal(t, 2, run(context.Background(), []string{"-nope"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"extra"}, &stdout, &stderr, nil))
+	assert.Equal(t, 2, run(context.Background(), []string{"-db", "x.db", "-postgres", "postgres://127.0.0.1:1/x"}, &stdout, &stderr, nil))
+	assert.Contains(t, stderr.String(), "-db and -postgres exclude each other")
+	assert.Equal(t, 2, run(context.Background(), []string{"-lease-ttl", "0s"}, &stdout, &stderr, nil))
+	assert.Equal(t, 2, run(context.Background(), []string{"-suspend-after", "-1s"}, &stdout, &stderr, nil))
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	t.Setenv("OPENAI_MODEL", "")
 	assert.Equal(t, 2, run(context.Background(), nil, &stdout, &stderr, nil), "a real API needs a model name")
