@@ -119,7 +119,7 @@ func BenchmarkPublish(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer srv.Close()
-		sub := &subscriber{ch: make(chan event, 1), dropped: make(chan struct{})}
+		sub := &subscriber{ch: make(chan *event, 1), dropped: make(chan struct{})}
 		srv.mu.Lock()
 		ss := srv.sessionLocked("bench-session")
 		ss.subs[sub] = struct{}{}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -31,7 +30,7 @@ type event struct {
 
 // subscriber is one open event stream.
 type subscriber struct {
-	ch      chan event    // events to write; never closed
+	ch      chan *event   // events to write (shared with the other streams: read only); never closed
 	dropped chan struct{} // closed when the stream fell too far behind
 	// last is the number of the last logged event the stream has (queued
 	// on ch, or written by the replay). Server.mu guards it.
@@ -66,6 +65,10 @@ func (s *Server) publish(ss *session, ev event) event {
 // s.mu keeps the order of events the same on every stream. s.mu must be
 // held.
 func (s *Server) fanoutLocked(ss *session, ev event) {
+	if len(ss.subs) == 0 {
+		return
+	}
+	p := &ev // a stream's buffer holds pointers: 4096 of them are 32 KiB
 	for sub := range ss.subs {
 		if ev.seq != 0 {
 			if ev.seq <= sub.last {
@@ -74,7 +77,7 @@ func (s *Server) fanoutLocked(ss *session, ev event) {
 			sub.last = ev.seq
 		}
 		select {
-		case sub.ch <- ev:
+		case sub.ch <- p:
 		default:
 			delete(ss.subs, sub)
 			close(sub.dropped)
@@ -128,7 +131,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d event streams open): try again shortly", s.maxStreams)})
 		return
 	}
-	sub := &subscriber{ch: make(chan event, subscriberBuffer), dropped: make(chan struct{})}
+	sub := &subscriber{ch: make(chan *event, subscriberBuffer), dropped: make(chan struct{})}
 	ss := s.sessionLocked(id)
 	ss.subs[sub] = struct{}{}
 	s.streamCount++
@@ -240,14 +243,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// write writes a live event, unless the replay had it.
-	write := func(ev event) bool {
+	write := func(ev *event) bool {
 		if ev.seq != 0 && ev.seq <= last {
 			return true
 		}
 		if ev.seq != 0 {
 			last = ev.seq
 		}
-		writeEvent(w, ev)
+		writeEvent(w, *ev)
 		return ev.name != "reload"
 	}
 	tick := time.NewTicker(keepAlive)
@@ -289,20 +292,21 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 
 // writeEvent writes one event; write errors show at the next Flush.
 func writeEvent(w http.ResponseWriter, ev event) {
-	var b strings.Builder
+	// One buffer, one write: an event per streamed delta.
+	b := make([]byte, 0, len(ev.data)+len(ev.name)+48)
 	if ev.seq != 0 {
-		b.WriteString("id: ")
-		b.WriteString(strconv.FormatInt(ev.seq, 10))
-		b.WriteByte('\n')
+		b = append(b, "id: "...)
+		b = strconv.AppendInt(b, ev.seq, 10)
+		b = append(b, '\n')
 	}
 	if ev.name != "" {
-		b.WriteString("event: ")
-		b.WriteString(ev.name)
-		b.WriteByte('\n')
+		b = append(b, "event: "...)
+		b = append(b, ev.name...)
+		b = append(b, '\n')
 	}
 	// JSON never holds a raw newline, so one data line carries it.
-	b.WriteString("data: ")
-	b.Write(ev.data)
-	b.WriteString("\n\n")
-	w.Write([]byte(b.String())) //nolint:errcheck // seen by Flush
+	b = append(b, "data: "...)
+	b = append(b, ev.data...)
+	b = append(b, "\n\n"...)
+	w.Write(b) //nolint:errcheck // seen by Flush
 }

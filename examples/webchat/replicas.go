@@ -448,7 +448,7 @@ func (s *Server) follow() {
 				for sub := range w.ss.subs {
 					if sub.last == w.from {
 						select {
-						case sub.ch <- event{name: "reload", data: mustJSON(struct{}{})}:
+						case sub.ch <- &event{name: "reload", data: mustJSON(struct{}{})}:
 						default:
 						}
 					}
