@@ -852,7 +852,6 @@ func endsRun(c agent.Cause) bool {
 // is asked to). It is the function of the approval package's
 // interrupt handler, which then cancels the session's pending approvals.
 func (s *Server) interrupt(sessionID string) bool {
-	s.forms.CancelSession(sessionID)
 	s.mu.Lock()
 	ss := s.sessions[sessionID]
 	local := ss != nil && ss.run != nil
@@ -860,6 +859,9 @@ func (s *Server) interrupt(sessionID string) bool {
 		ss.run.cancel(errInterrupted)
 	}
 	s.mu.Unlock()
+	// After the run's context: a form's call then ends as interrupted, not
+	// with the form's closing as its result.
+	s.forms.CancelSession(sessionID)
 	if !local && s.shared != nil {
 		return s.interruptElsewhere(sessionID)
 	}
