@@ -45,8 +45,11 @@ const (
 	DefaultMaxStreams         = 1024
 	DefaultMaxStreamsPerOwner = 16
 	DefaultBodyTimeout        = 10 * time.Second
-	DefaultSweepInterval      = 3 * time.Second
 )
+
+// DefaultSweepInterval is how often the sweeper of a durable Server looks
+// for turns to resume when Options.SweepInterval is zero.
+const DefaultSweepInterval = 3 * time.Second
 
 // Options configure a [Server].
 type Options struct {
