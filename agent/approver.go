@@ -23,6 +23,14 @@ type ApprovalRequest struct {
 	// Decision.Cause is CauseUser for a person's rejection), else a Pending
 	// ticket with the same id. Other approvers ask again.
 	ApprovalID string
+	// Resumed is set on the requests of the calls a resumed turn took up
+	// (not on those of its later rounds). With an empty
+	// ApprovalID it means that the process that asked first may have
+	// registered an approval for the call without the agent saving its id
+	// (it stopped in between): a durable approver answers with that
+	// approval when it finds one pending for the same session and call,
+	// rather than leave it pending beside a new one.
+	Resumed bool
 }
 
 // Scope says how far an approval reaches.

@@ -144,6 +144,8 @@ func TestSuspendThenResume(t *testing.T) {
 			assert.Equal(t, int32(1), runs.Load())
 			require.Len(t, k.requests, 2)
 			assert.Equal(t, id, k.requests[1].ApprovalID, "the resumed turn asks about the same approval")
+			assert.True(t, k.requests[1].Resumed)
+			assert.False(t, k.requests[0].Resumed)
 
 			// The model saw the turn so far, then the result.
 			reqs := srv.Requests()

@@ -40,6 +40,7 @@ type callState struct {
 	// (Config.Store implements memory.CallLog).
 	open         *memory.OpenCall
 	partialSaved time.Time // when open.Partial was last saved
+	resumed      bool      // a call of the round Agent.Resume took up
 
 	// execution: written by the call's goroutine before it closes done
 	progress *progressBuffer
@@ -334,6 +335,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if cs.open != nil {
 		req.ApprovalID = cs.open.ApprovalID // a resumed call's earlier approval
 	}
+	req.Resumed = cs.resumed
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
 	if err != nil {
 		if r.suspendable() {

@@ -162,6 +162,16 @@ func pendingOf(a memory.Approval) PendingApproval {
 
 // requestDurable is Request in durable mode.
 func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	if req.ApprovalID == "" && req.Resumed {
+		// The process that asked first may have stopped between creating
+		// the approval and the agent saving its id: that approval is the
+		// call's, not a second one beside it.
+		id, err := m.orphan(ctx, req)
+		if err != nil {
+			return agent.Ticket{}, err
+		}
+		req.ApprovalID = id
+	}
 	if req.ApprovalID != "" {
 		tk, ok, err := m.resume(ctx, req)
 		if err != nil || ok {
@@ -179,6 +189,23 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 		m.onRegister(e.pending())
 	}
 	return m.ticket(e), nil
+}
+
+// orphan returns the id of a pending approval of req's session and call
+// that no ticket of this Manager waits for, or "".
+func (m *Manager) orphan(ctx context.Context, req agent.ApprovalRequest) (string, error) {
+	pending, err := m.store.PendingApprovals(ctx, req.SessionID)
+	if err != nil {
+		return "", fmt.Errorf("approval: look up the pending approvals of session %q: %w", req.SessionID, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range pending {
+		if a.CallID == req.Call.ID && a.Tool == req.Call.Name && m.byID[a.ID] == nil {
+			return a.ID, nil
+		}
+	}
+	return "", nil
 }
 
 // resume answers a request that names the approval req.ApprovalID asked

@@ -1172,3 +1172,45 @@ func TestCancelApproval(t *testing.T) {
 		_, _ = tk.Wait(cancelledContext())
 	})
 }
+
+// TestDurableResumedRequestFindsOrphan: a process that stopped right after
+// its Manager created an approval, before the agent saved the approval's
+// id, left it pending. The resumed turn's request (Resumed, no ApprovalID)
+// gets that approval back instead of a second one beside it; a request
+// that is not a resumed one, or of another call, gets a new approval.
+func TestDurableResumedRequestFindsOrphan(t *testing.T) {
+	leaktest.Check(t)
+	st := &memory.MemStore{}
+	a := replica(t, approval.ManagerConfig{Store: st})
+	req := request("s", 1)
+	first, err := a.Request(t.Context(), req)
+	require.NoError(t, err)
+	orphan := first.ApprovalID()
+	// The process dies here: nobody waits, nobody releases.
+
+	b := replica(t, approval.ManagerConfig{Store: st})
+	other := req
+	other.Call.ID = "call_other"
+	other.Resumed = true
+	tk, err := b.Request(t.Context(), other)
+	require.NoError(t, err)
+	assert.NotEqual(t, orphan, tk.ApprovalID(), "another call's approval is not this one's")
+	_, _ = tk.Wait(cancelledContext())
+
+	req.Resumed = true
+	tk, err = b.Request(t.Context(), req)
+	require.NoError(t, err)
+	assert.Equal(t, orphan, tk.ApprovalID(), "the orphan is the call's approval")
+	pending, err := st.PendingApprovals(t.Context(), "s")
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Equal(t, orphan, pending[0].ID)
+
+	ok, err := b.Respond("s", orphan, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	d, err := tk.Wait(t.Context())
+	require.NoError(t, err)
+	assert.True(t, d.Approved)
+	_, _ = first.Wait(cancelledContext())
+}

@@ -1,0 +1,91 @@
+package durabletest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/planround/planround/agent"
+)
+
+// Run with enough decisions for a p99, and without -race:
+//
+//	go test -run '^$' -bench 'Decision' -benchtime 200x ./internal/durabletest/
+//
+// Each benchmark starts its replicas on a fresh PostgreSQL schema (it skips
+// without a server) and reports the latency of a decision: p50-ms and
+// p99-ms, from the moment the test sends the POST to the moment it reads
+// the executing chunk of the call the decision approved. ns/op is the time
+// of a whole turn and its set-up, not a figure to compare.
+
+// BenchmarkDecisionWakesOtherReplica: the run waits on replica A, the
+// decision is posted to replica B; measured until A's turn stream shows the
+// call executing (B takes the decision in PostgreSQL and notifies, A's
+// Manager wakes the Wait, the agent records the call as executing).
+func BenchmarkDecisionWakesOtherReplica(b *testing.B) {
+	a, rb, _ := twoReplicas(b)
+	ctx := testContext(b, 30*time.Minute)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		session, key := fmt.Sprintf("s%d", i), fmt.Sprintf("k%d", i)
+		turn := a.turn(ctx, b, session, key)
+		call := turn.waitFor(ctx, b, "approval_required", isState(agent.StateApprovalRequired)).tool()
+		start := time.Now()
+		rb.mustApprove(ctx, b, session, call.ApprovalID, true)
+		turn.waitFor(ctx, b, "executing", isState(agent.StateExecuting))
+		lat = append(lat, time.Since(start))
+		turn.waitFor(ctx, b, "the end of the turn", isEnd("turn"))
+		turn.close()
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// BenchmarkDecisionResumesAfterKill: b.N runs wait on replica A, which is
+// killed; once its leases expired, each decision is posted to replica B,
+// which resumes the run; measured until B shows the call executing. The
+// lease expiry is not in the figure: every decision comes after it.
+func BenchmarkDecisionResumesAfterKill(b *testing.B) {
+	const ttl = 3 * time.Second
+	a, rb, _ := twoReplicas(b, "-lease-ttl", ttl.String())
+	ctx := testContext(b, 30*time.Minute)
+	ids := make([]string, b.N)
+	for i := range b.N {
+		turn := a.turn(ctx, b, fmt.Sprintf("s%d", i), fmt.Sprintf("k%d", i))
+		ids[i] = turn.waitFor(ctx, b, "approval_required", isState(agent.StateApprovalRequired)).tool().ApprovalID
+	}
+	a.kill()
+	time.Sleep(ttl + 500*time.Millisecond) // every lease of A expires
+	events := rb.events(ctx, b, "")
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i, id := range ids {
+		session := fmt.Sprintf("s%d", i)
+		start := time.Now()
+		rb.mustApprove(ctx, b, session, id, true)
+		events.waitFor(ctx, b, "executing on B", func(e event) bool {
+			return e.Session == session && isState(agent.StateExecuting)(e)
+		})
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// reportLatency reports the median and the 99th percentile of lat.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		i := int(p*float64(len(lat))+0.999999) - 1
+		return lat[max(0, min(i, len(lat)-1))]
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(pct(0.50)), "p50-ms")
+	b.ReportMetric(ms(pct(0.99)), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}

@@ -1,0 +1,641 @@
+package durabletest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/procgroup"
+	"github.com/planround/planround/memory"
+)
+
+// transport carries every request of the tests to the replicas. Its idle
+// connections are closed before a test looks for leaked goroutines.
+var transport = &http.Transport{MaxIdleConnsPerHost: 64}
+
+var client = &http.Client{Transport: transport}
+
+// checkLeaks is leaktest.Check with the transport's idle connections closed
+// first.
+func checkLeaks(t testing.TB) {
+	t.Helper()
+	leaktest.Check(t, transport.CloseIdleConnections)
+}
+
+// testContext bounds a test.
+func testContext(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// backend is the store the replicas of a test share.
+type backend struct {
+	name string
+	args []string // -sqlite PATH, or -postgres URL -schema NAME
+}
+
+// sqliteBackend is a fresh SQLite file.
+func sqliteBackend(t testing.TB) backend {
+	return backend{name: "sqlite", args: []string{"-sqlite", filepath.Join(t.TempDir(), "store.db")}}
+}
+
+// postgresBackend is a fresh schema on the test server, dropped when t
+// ends; it skips t without a server (fails it under PLANROUND_REQUIRE_ALL=1).
+func postgresBackend(t testing.TB) backend {
+	url := pgServer(t)
+	return backend{name: "postgres", args: []string{"-postgres", url, "-schema", freshSchema(t, url)}}
+}
+
+// defaultPostgresURL is the test server on this project's machines.
+const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+func pgURL() string {
+	if u := os.Getenv("PLANROUND_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return defaultPostgresURL
+}
+
+// pgServer returns the test server's URL after checking that it answers;
+// when it does not, it skips t, or fails it under PLANROUND_REQUIRE_ALL=1.
+func pgServer(t testing.TB) string {
+	t.Helper()
+	u := pgURL()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err == nil {
+		err = conn.Ping(ctx)
+		conn.Close(context.Background())
+	}
+	if err != nil {
+		msg := fmt.Sprintf("PostgreSQL at %s cannot be reached (%v); set PLANROUND_POSTGRES_URL to a server", redactURL(u), err)
+		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
+			t.Fatal(msg + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
+		}
+		t.Skip(msg)
+	}
+	return u
+}
+
+// redactURL returns u without its password, if it has one.
+func redactURL(u string) string {
+	p, err := neturl.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = neturl.User(p.User.Username())
+	return p.String()
+}
+
+// freshSchema returns the name of a schema no one uses, dropped with
+// everything in it when t ends (after the replicas were killed).
+func freshSchema(t testing.TB, url string) string {
+	t.Helper()
+	name := "planround_durable_" + randomHex(6)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// replica is one running replica process.
+type replica struct {
+	t      testing.TB
+	name   string
+	args   []string
+	group  *procgroup.Group
+	base   string        // http://addr
+	exited chan struct{} // closed once the process was waited for
+	stderr *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer for a process's stderr, read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startReplica starts the replica program with args in a process group of
+// its own, and waits until it listens. It is killed (SIGKILL, the whole
+// group) when t ends; its stderr is logged when t failed.
+func startReplica(t testing.TB, name string, args ...string) *replica {
+	t.Helper()
+	r, err := launch(t, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// launch is startReplica for any goroutine: it returns its error.
+func launch(t testing.TB, name string, args ...string) (*replica, error) {
+	if buildErr != nil {
+		return nil, buildErr
+	}
+	r := &replica{t: t, name: name, args: args, exited: make(chan struct{}), stderr: &syncBuffer{}}
+	cmd := exec.Command(replicaBin, args...)
+	cmd.Stderr = r.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	r.group, err = procgroup.Start(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("start replica %s: %w", name, err)
+	}
+	t.Cleanup(func() {
+		r.kill()
+		if t.Failed() {
+			t.Logf("stderr of replica %s:\n%s", name, r.stderr.String())
+		}
+	})
+	addr := make(chan string, 1)
+	go func() {
+		defer close(r.exited)
+		br := bufio.NewReader(stdout)
+		line, _ := br.ReadString('\n')
+		addr <- strings.TrimSpace(line)
+		io.Copy(io.Discard, br)
+		cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		if a == "" {
+			<-r.exited
+			return nil, fmt.Errorf("replica %s ended before it listened:\n%s", name, r.stderr.String())
+		}
+		r.base = "http://" + a
+	case <-time.After(60 * time.Second):
+		r.kill()
+		return nil, fmt.Errorf("replica %s did not print its address within 60s:\n%s", name, r.stderr.String())
+	}
+	return r, nil
+}
+
+// kill ends the replica with SIGKILL (its whole group) and waits for it.
+func (r *replica) kill() {
+	r.group.Kill()
+	select {
+	case <-r.exited:
+	case <-time.After(30 * time.Second):
+		r.t.Errorf("replica %s still runs 30s after SIGKILL", r.name)
+	}
+}
+
+// restart starts a new process with the replica's arguments.
+func (r *replica) restart(t testing.TB) *replica {
+	return startReplica(t, r.name+"'", r.args...)
+}
+
+// event is one line of a /turn or /events stream (the replica's type).
+type event struct {
+	Session string       `json:"session"`
+	Run     string       `json:"run"`
+	Chunk   *agent.Chunk `json:"chunk,omitempty"`
+	End     bool         `json:"end,omitempty"`
+	Error   string       `json:"error,omitempty"`
+}
+
+func (e event) String() string {
+	switch {
+	case e.End:
+		return fmt.Sprintf("%s %s end %q", e.Session, e.Run, e.Error)
+	case e.Chunk == nil:
+		return fmt.Sprintf("%s %s ?", e.Session, e.Run)
+	case e.Chunk.Tool != nil:
+		return fmt.Sprintf("%s %s %s %s %s %s", e.Session, e.Run, e.Chunk.Kind, e.Chunk.Tool.Name, e.Chunk.Tool.State, e.Chunk.Tool.Cause)
+	}
+	return fmt.Sprintf("%s %s %s %q", e.Session, e.Run, e.Chunk.Kind, e.Chunk.Text)
+}
+
+// tool returns the event's tool call, nil when it has none.
+func (e event) tool() *agent.ToolCall {
+	if e.Chunk == nil {
+		return nil
+	}
+	return e.Chunk.Tool
+}
+
+// isState matches the chunk of a tool call in state s.
+func isState(s agent.ToolState) func(event) bool {
+	return func(e event) bool { return e.tool() != nil && e.tool().State == s }
+}
+
+// isEnd matches the end of a run of kind run ("turn", "resume") that
+// ended without error.
+func isEnd(run string) func(event) bool {
+	return func(e event) bool { return e.End && e.Run == run && e.Error == "" }
+}
+
+// stream is a /turn or /events answer being read.
+type stream struct {
+	what   string
+	events chan event // closed at the end of the body
+	seen   []event    // the events taken so far, for failure messages
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the reader ended
+}
+
+// open starts a streaming request and reads its JSON lines in a goroutine
+// until the body ends, ctx ends or t ends.
+func (r *replica) open(ctx context.Context, t testing.TB, method, path string, body any) *stream {
+	t.Helper()
+	s, err := r.openStream(ctx, t, method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// openStream is open for any goroutine: it returns its error.
+func (r *replica) openStream(ctx context.Context, t testing.TB, method, path string, body any) (*stream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &stream{what: r.name + " " + path, events: make(chan event, 1024), cancel: cancel, done: make(chan struct{})}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, r.base+path, rd)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, r.name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("%s %s on %s: %s: %s", method, path, r.name, resp.Status, b)
+	}
+	go func() {
+		defer close(s.done)
+		defer close(s.events)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var e event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				e = event{End: true, Error: fmt.Sprintf("bad line %q: %v", sc.Text(), err)}
+			}
+			select {
+			case s.events <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(s.close)
+	return s, nil
+}
+
+// close stops reading the stream and waits for its reader.
+func (s *stream) close() {
+	s.cancel()
+	<-s.done
+}
+
+// turn starts a turn on the replica.
+func (r *replica) turn(ctx context.Context, t testing.TB, session, message string) *stream {
+	t.Helper()
+	return r.open(ctx, t, http.MethodPost, "/turn", map[string]string{"session": session, "message": message})
+}
+
+// events subscribes to the events of session's runs on the replica ("" for
+// every session), from the first the replica kept: a restarted replica may
+// resume a run before the test subscribes.
+func (r *replica) events(ctx context.Context, t testing.TB, session string) *stream {
+	t.Helper()
+	return r.open(ctx, t, http.MethodGet, "/events?replay=1&session="+neturl.QueryEscape(session), nil)
+}
+
+// next returns the next event; false when the stream ended.
+func (s *stream) next(ctx context.Context) (event, bool, error) {
+	select {
+	case e, ok := <-s.events:
+		if ok {
+			s.seen = append(s.seen, e)
+		}
+		return e, ok, nil
+	case <-ctx.Done():
+		return event{}, false, ctx.Err()
+	}
+}
+
+// waitFor returns the first event that matches, failing t when the stream
+// or ctx ends first.
+func (s *stream) waitFor(ctx context.Context, t testing.TB, what string, match func(event) bool) event {
+	t.Helper()
+	e, err := s.find(ctx, match)
+	if err != nil {
+		t.Fatalf("%s: waiting for %s: %v; events so far:\n%s", s.what, what, err, s.history())
+	}
+	return e
+}
+
+// find returns the first event that matches, or why none came.
+func (s *stream) find(ctx context.Context, match func(event) bool) (event, error) {
+	for {
+		e, ok, err := s.next(ctx)
+		switch {
+		case err != nil:
+			return event{}, err
+		case !ok:
+			return event{}, errors.New("the stream ended")
+		case match(e):
+			return e, nil
+		}
+	}
+}
+
+// buffered returns the events that have arrived and were not taken yet,
+// without waiting.
+func (s *stream) buffered() []event {
+	var out []event
+	for {
+		select {
+		case e, ok := <-s.events:
+			if !ok {
+				return out
+			}
+			s.seen = append(s.seen, e)
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (s *stream) history() string {
+	var b strings.Builder
+	for _, e := range s.seen {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	return b.String()
+}
+
+// approve posts a decision; it returns the status and the body.
+func (r *replica) approve(ctx context.Context, session, approvalID string, approved bool) (int, string, error) {
+	b, _ := json.Marshal(map[string]any{"session_id": session, "approval_id": approvalID, "approved": approved})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/approve", bytes.NewReader(b))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// mustApprove posts a decision that must be taken (200).
+func (r *replica) mustApprove(ctx context.Context, t testing.TB, session, approvalID string, approved bool) {
+	t.Helper()
+	status, body, err := r.approve(ctx, session, approvalID, approved)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("approve %s on %s: %d %s %v", approvalID, r.name, status, body, err)
+	}
+}
+
+// get decodes the JSON answer of a GET.
+func (r *replica) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s on %s: %s: %s", path, r.name, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// history returns the session's stored messages.
+func (r *replica) history(ctx context.Context, t testing.TB, session string) []memory.Message {
+	t.Helper()
+	var msgs []memory.Message
+	if err := r.get(ctx, "/history?session="+neturl.QueryEscape(session), &msgs); err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// openCalls returns the session's open call records.
+func (r *replica) openCalls(ctx context.Context, session string) ([]memory.OpenCall, error) {
+	var calls []memory.OpenCall
+	err := r.get(ctx, "/calls?session="+neturl.QueryEscape(session), &calls)
+	return calls, err
+}
+
+// sweeps returns how many sweeps the replica has done.
+func (r *replica) sweeps(ctx context.Context, t testing.TB) int64 {
+	t.Helper()
+	var h struct {
+		Sweeps int64 `json:"sweeps"`
+	}
+	if err := r.get(ctx, "/healthz", &h); err != nil {
+		t.Fatal(err)
+	}
+	return h.Sweeps
+}
+
+// effectLine is one line of the effects file (the replica's type).
+type effectLine struct {
+	Tool   string `json:"tool"`
+	Key    string `json:"key"`
+	Holder string `json:"holder"`
+	PID    int    `json:"pid"`
+}
+
+// readEffects returns the executions recorded in the effects file.
+func readEffects(t testing.TB, path string) []effectLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []effectLine
+	for line := range strings.Lines(string(b)) {
+		var e effectLine
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("effects file %s: line %q: %v", path, line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// executions returns the recorded executions of key.
+func executions(t testing.TB, path, key string) []effectLine {
+	t.Helper()
+	var out []effectLine
+	for _, e := range readEffects(t, path) {
+		if e.Key == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// validHistory checks what a provider needs of a history: right after each
+// assistant message with tool calls come its tool messages, one per call,
+// and no tool message stands anywhere else; memory.Repair then changes
+// nothing.
+func validHistory(msgs []memory.Message) error {
+	for i := 0; i < len(msgs); {
+		m := msgs[i]
+		i++
+		if m.Role == memory.RoleTool {
+			return fmt.Errorf("message %d (id %d): a tool message (call %q) that follows no call", i-1, m.ID, m.ToolCallID)
+		}
+		if m.Role != memory.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		answers := map[string]int{}
+		for _, c := range m.ToolCalls {
+			answers[c.ID] = 0
+		}
+		for ; i < len(msgs) && msgs[i].Role == memory.RoleTool; i++ {
+			n, ok := answers[msgs[i].ToolCallID]
+			if !ok {
+				return fmt.Errorf("message %d (id %d): a tool message for call %q, which message %d does not make", i, msgs[i].ID, msgs[i].ToolCallID, m.ID)
+			}
+			answers[msgs[i].ToolCallID] = n + 1
+		}
+		for _, c := range m.ToolCalls {
+			if answers[c.ID] != 1 {
+				return fmt.Errorf("call %q of message %d has %d tool messages, want 1", c.ID, m.ID, answers[c.ID])
+			}
+		}
+	}
+	a, _ := json.Marshal(msgs)
+	b, _ := json.Marshal(memory.Repair(msgs))
+	if !bytes.Equal(a, b) {
+		return fmt.Errorf("memory.Repair changes the history:\n%s\nto\n%s", a, b)
+	}
+	return nil
+}
+
+// checkHistory fails t when msgs is not a valid history.
+func checkHistory(t testing.TB, msgs []memory.Message) {
+	t.Helper()
+	if err := validHistory(msgs); err != nil {
+		t.Errorf("invalid history: %v\n%s", err, dump(msgs))
+	}
+}
+
+func dump(msgs []memory.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "  %d %s %q", m.ID, m.Role, m.Content)
+		for _, c := range m.ToolCalls {
+			fmt.Fprintf(&b, " call %s %s %s", c.ID, c.Name, c.Arguments)
+		}
+		if m.ToolCallID != "" {
+			fmt.Fprintf(&b, " answers %s", m.ToolCallID)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// poll calls cond every 20 ms until it holds, for state that lives in
+// another process's store and has no signal to wait for; it fails t after
+// d.
+func poll(ctx context.Context, t testing.TB, d time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	if ok, err := within(ctx, d, cond); !ok {
+		t.Fatalf("waited %v for %s (last error: %v)", d, what, err)
+	}
+}
+
+// within calls cond every 20 ms until it holds, for at most d; it reports
+// whether it held, and cond's last error.
+func within(ctx context.Context, d time.Duration, cond func() (bool, error)) (bool, error) {
+	deadline := time.Now().Add(d)
+	for {
+		ok, err := cond()
+		if ok {
+			return true, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,7 @@
+//go:build race
+
+package durabletest
+
+// raceEnabled reports whether the tests run with the race detector: the
+// replicas are then built with it too.
+const raceEnabled = true

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/httpjson"
+	"github.com/planround/planround/memory"
+)
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+func (r *replica) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /turn", r.handleTurn)
+	mux.HandleFunc("POST /approve", r.handleApprove)
+	mux.HandleFunc("GET /events", r.handleEvents)
+	mux.HandleFunc("GET /history", r.handleHistory)
+	mux.HandleFunc("GET /calls", r.handleCalls)
+	mux.HandleFunc("GET /approvals", r.handleApprovals)
+	mux.HandleFunc("GET /approval", r.handleApproval)
+	mux.HandleFunc("GET /healthz", r.handleHealth)
+	return mux
+}
+
+// lineWriter writes events as JSON lines, flushing each; it reports false
+// once the client is gone.
+type lineWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	enc *json.Encoder
+}
+
+func newLineWriter(w http.ResponseWriter) *lineWriter {
+	w.Header().Set("Content-Type", "application/jsonl")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	lw := &lineWriter{w: w, rc: http.NewResponseController(w), enc: json.NewEncoder(w)}
+	lw.flush()
+	return lw
+}
+
+func (lw *lineWriter) flush() bool { return lw.rc.Flush() == nil }
+
+func (lw *lineWriter) write(e event) bool {
+	return lw.enc.Encode(e) == nil && lw.flush()
+}
+
+// handleTurn runs a turn and streams its events. The run does not depend on
+// the client: it goes on (and is persisted) if the client leaves.
+func (r *replica) handleTurn(w http.ResponseWriter, req *http.Request) {
+	var body struct {
+		Session string `json:"session"`
+		Message string `json:"message"`
+	}
+	if !httpjson.Decode(w, req, &body, maxBody) {
+		return
+	}
+	if body.Session == "" || body.Message == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "session and message are required")
+		return
+	}
+	a, err := r.begin(body.Session)
+	switch {
+	case errors.Is(err, errBusyHere):
+		httpjson.WriteError(w, http.StatusConflict, err.Error())
+		return
+	case err != nil:
+		httpjson.WriteError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	defer r.end(body.Session)
+	lw := newLineWriter(w)
+	err = r.drive(body.Session, "turn", a.Run(r.ctx, agent.Input{SessionID: body.Session, Message: body.Message}), lw.write)
+	if err != nil && !errors.Is(err, agent.ErrBusy) && r.ctx.Err() == nil {
+		r.log.Warn("turn failed", "session", body.Session, "err", err)
+	}
+}
+
+// handleApprove takes a decision. It answers 200 when this decision was
+// taken, 409 when another came first (with the approval as it stands), 404
+// for an unknown approval and 403 for one of another session.
+func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
+	var body struct {
+		SessionID  string `json:"session_id"`
+		ApprovalID string `json:"approval_id"`
+		Approved   bool   `json:"approved"`
+		Reason     string `json:"reason"`
+	}
+	if !httpjson.Decode(w, req, &body, maxBody) {
+		return
+	}
+	if body.SessionID == "" || body.ApprovalID == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "session_id and approval_id are required")
+		return
+	}
+	mgr := r.manager()
+	if mgr == nil {
+		httpjson.WriteError(w, http.StatusServiceUnavailable, "the replica is not ready")
+		return
+	}
+	ctx := req.Context()
+	pending, err := mgr.RespondContext(ctx, body.SessionID, body.ApprovalID, agent.Decision{Approved: body.Approved, Reason: body.Reason})
+	switch {
+	case errors.Is(err, approval.ErrWrongSession):
+		httpjson.WriteError(w, http.StatusForbidden, err.Error())
+		return
+	case errors.Is(err, approval.ErrInvalidArguments), errors.Is(err, approval.ErrInvalidScope):
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	case pending:
+		httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true})
+		return
+	}
+	// Not pending: unknown, or decided before this decision came.
+	a, err := r.store.GetApproval(ctx, body.ApprovalID)
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		httpjson.WriteError(w, http.StatusNotFound, "no approval "+body.ApprovalID)
+	case err != nil:
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+	default:
+		httpjson.WriteJSON(w, http.StatusConflict, map[string]any{"success": false, "error": "already decided", "approval": a})
+	}
+}
+
+// handleEvents streams the events of the runs of a session (of every
+// session without one) in this replica, from the moment its headers are
+// sent (with replay=1, from the oldest event the replica kept) until the
+// client leaves or the replica stops.
+func (r *replica) handleEvents(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	s, past := r.hub.subscribe(q.Get("session"), q.Get("replay") == "1")
+	defer r.hub.unsubscribe(s)
+	lw := newLineWriter(w)
+	for _, e := range past {
+		if !lw.write(e) {
+			return
+		}
+	}
+	for {
+		select {
+		case <-req.Context().Done():
+			return
+		case <-r.ctx.Done():
+			return
+		case e, ok := <-s.ch:
+			if !ok {
+				lw.write(event{Session: s.session, End: true, Error: "events lost: this subscriber fell behind"})
+				return
+			}
+			if !lw.write(e) {
+				return
+			}
+		}
+	}
+}
+
+func (r *replica) handleHistory(w http.ResponseWriter, req *http.Request) {
+	msgs, err := r.store.Messages(req.Context(), req.URL.Query().Get("session"), true)
+	answer(w, msgs, err)
+}
+
+func (r *replica) handleCalls(w http.ResponseWriter, req *http.Request) {
+	calls, err := r.store.OpenCalls(req.Context(), req.URL.Query().Get("session"))
+	answer(w, calls, err)
+}
+
+func (r *replica) handleApprovals(w http.ResponseWriter, req *http.Request) {
+	as, err := r.store.PendingApprovals(req.Context(), req.URL.Query().Get("session"))
+	answer(w, as, err)
+}
+
+func (r *replica) handleApproval(w http.ResponseWriter, req *http.Request) {
+	a, err := r.store.GetApproval(req.Context(), req.URL.Query().Get("id"))
+	answer(w, a, err)
+}
+
+func (r *replica) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "holder": r.opts.holder, "sweeps": r.sweeps.Load()})
+}
+
+// answer writes v, or err as 404 (memory.ErrNotFound) or 500.
+func answer(w http.ResponseWriter, v any, err error) {
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		httpjson.WriteError(w, http.StatusNotFound, err.Error())
+	case err != nil:
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+	default:
+		httpjson.WriteJSON(w, http.StatusOK, v)
+	}
+}

@@ -1,0 +1,278 @@
+// Command replica is one replica of a service that runs durable agent turns,
+// for the tests and benchmarks of package durabletest. Several replicas share
+// one PostgreSQL schema (-postgres, -schema), or one SQLite file (-sqlite)
+// across restarts of one replica.
+//
+// A replica runs an agent whose Store is the shared store, holding each
+// session's lease while it drives the session's run (-holder, -lease-ttl),
+// with a durable approval.Manager as its Approver: a decision posted to any
+// replica is stored and announced to the others, which wakes the run that
+// waits for it wherever it runs. A decision that no run of this replica waits
+// for resumes the session here (agent.Resume), as does a sweeper that looks
+// every -sweep for sessions stopped with open calls (approval.Resumable),
+// such as those of a replica that was killed: another holder's lease makes
+// the resume end at once with agent.ErrBusy, and the sweeper tries again
+// later.
+//
+// The model is scripted and lives in the process (an agenttest.Server on
+// 127.0.0.1): every turn plans with <need_tool>, calls one tool with
+// {"key": the user's message} and, once the tool message is there, answers
+// "done: " and the key. The tool is "slow" when the message starts with
+// "slow", else "effect". Both record each execution as one line appended to
+// the -effects file (O_APPEND, one write), so a test counts executions per
+// key; "effect" then returns at once, "slow" writes progress every 50 ms and
+// blocks until its run ends (a kill, in the tests).
+//
+// It prints the address it listens on as the first line of its standard
+// output, and serves:
+//
+//	POST /turn      {"session", "message"}: runs a turn; the answer streams
+//	                one JSON event per line until the run ends
+//	POST /approve   {"session_id", "approval_id", "approved", "reason"}
+//	GET  /events    ?session= (all when empty): the events of every run of
+//	                the session in this replica from now on (with
+//	                replay=1, from the oldest one it kept), turns and
+//	                resumes, one JSON line each
+//	GET  /history   ?session=: the session's messages (memory.Message)
+//	GET  /calls     ?session=: the session's open calls (memory.OpenCall)
+//	GET  /approvals ?session=: the pending approvals (memory.Approval)
+//	GET  /approval  ?id=: one approval (memory.Approval)
+//	GET  /healthz   {"ok", "holder", "sweeps"}
+//
+// With -crash-at create-approval it kills itself with SIGKILL right after
+// its store created an approval, to test what a resumed run does with it.
+//
+// SIGTERM or SIGINT shuts it down: runs that wait for an approval are
+// suspended (their calls stay open in the store), then it exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/pgstore"
+	"github.com/planround/planround/memory/sqlitestore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "replica:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line's.
+type options struct {
+	addr            string
+	sqlite          string
+	postgres        string
+	schema          string
+	holder          string
+	effects         string
+	leaseTTL        time.Duration
+	suspendAfter    time.Duration
+	sweep           time.Duration
+	approvalTimeout time.Duration
+	crashAt         string
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "address to listen on (printed on the first line of stdout)")
+	fs.StringVar(&o.sqlite, "sqlite", "", "SQLite file of the store")
+	fs.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL of the store")
+	fs.StringVar(&o.schema, "schema", pgstore.DefaultSchema, "PostgreSQL schema of the store (with -postgres)")
+	fs.StringVar(&o.holder, "holder", "", "this replica's lease holder name (default: one made from the pid)")
+	fs.StringVar(&o.effects, "effects", "", "file that gets one line per tool execution (required)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 0, "session lease time to live (0: the agent's default)")
+	fs.DurationVar(&o.suspendAfter, "suspend-after", 0, "suspend a run that waited this long for a decision (0: never)")
+	fs.DurationVar(&o.sweep, "sweep", 200*time.Millisecond, "how often to look for runs to resume (0: never)")
+	fs.DurationVar(&o.approvalTimeout, "approval-timeout", 10*time.Minute, "how long a run waits for a decision before the call times out")
+	fs.StringVar(&o.crashAt, "crash-at", "", `kill this process with SIGKILL at a point of a run: "create-approval" (right after the store created an approval)`)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case (o.sqlite == "") == (o.postgres == ""):
+		return o, errors.New("give exactly one of -sqlite PATH and -postgres URL")
+	case o.effects == "":
+		return o, errors.New("-effects PATH is required")
+	case o.leaseTTL < 0 || o.suspendAfter < 0 || o.sweep < 0 || o.approvalTimeout < 0:
+		return o, errors.New("durations must not be negative")
+	case o.crashAt != "" && o.crashAt != "create-approval":
+		return o, fmt.Errorf("unknown -crash-at %q (want create-approval)", o.crashAt)
+	}
+	if o.holder == "" {
+		host, _ := os.Hostname()
+		o.holder = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return o, nil
+}
+
+// store is what a replica needs of its store: a memory.Store that keeps
+// open calls and approvals, carries notes between processes and grants
+// leases.
+type store interface {
+	memory.Store
+	memory.CallLog
+	memory.ApprovalStore
+	memory.Notifier
+	memory.Leaser
+}
+
+// openStore opens the store the options name; close closes it.
+func openStore(ctx context.Context, o options) (st store, close func(), err error) {
+	var ms memory.Store
+	if o.sqlite != "" {
+		s, err := sqlitestore.Open(ctx, o.sqlite)
+		if err != nil {
+			return nil, nil, err
+		}
+		ms, close = s, func() { _ = s.Close() }
+	} else {
+		s, err := pgstore.Open(ctx, o.postgres, pgstore.WithSchema(o.schema))
+		if err != nil {
+			return nil, nil, err
+		}
+		ms, close = s, s.Close
+	}
+	st, ok := ms.(store)
+	if !ok {
+		close()
+		return nil, nil, fmt.Errorf("the store %T does not implement memory.CallLog, ApprovalStore, Notifier and Leaser", ms)
+	}
+	return st, close, nil
+}
+
+// crashAfterCreateApproval is a store whose process dies (SIGKILL) right
+// after it created an approval: before the agent records the approval's id
+// in the call's record and shows the approval_required chunk.
+type crashAfterCreateApproval struct{ store }
+
+func (s crashAfterCreateApproval) CreateApproval(ctx context.Context, a memory.Approval) error {
+	err := s.store.CreateApproval(ctx, a)
+	if err == nil {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+	return err
+}
+
+// run is the program: it returns when ctx ends (after a clean shutdown) or
+// when the server fails.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("holder", o.holder)
+
+	st, closeStore, err := openStore(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	if o.crashAt == "create-approval" {
+		st = crashAfterCreateApproval{st}
+	}
+	effects, err := openEffects(o.effects, o.holder)
+	if err != nil {
+		return err
+	}
+	defer effects.close()
+
+	model := agenttest.NewServer()
+	defer model.Close()
+	model.KeepRequests(0)
+	model.Respond(script)
+
+	r := newReplica(o, st, log)
+	mgr, err := approval.NewManager(approval.ManagerConfig{
+		Timeout:      o.approvalTimeout,
+		Store:        st,
+		Notifier:     st,
+		SuspendAfter: o.suspendAfter,
+		OnDecided:    r.onDecided,
+	})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	tools, err := agent.NewToolRegistry(effectTool(effects), slowTool(effects))
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Config{
+		BaseURL:    model.URL(),
+		HTTPClient: model.Client(),
+		Model:      "scripted",
+		Tools:      tools,
+		Approver:   mgr,
+		Store:      st,
+		Holder:     o.holder,
+		LeaseTTL:   o.leaseTTL,
+	})
+	if err != nil {
+		return err
+	}
+	r.ready(a, mgr)
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: r.routes(), ReadHeaderTimeout: 10 * time.Second}
+	if _, err := fmt.Fprintln(stdout, ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		r.sweep()
+	}()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-served:
+	}
+	// Runs waiting for a decision suspend (their calls stay open for a
+	// replica to resume); the server then waits for their handlers.
+	r.stop(agent.ErrSuspended)
+	<-swept
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil && err == nil {
+		err = serr
+	}
+	r.wait()
+	log.Info("stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
