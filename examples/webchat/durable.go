@@ -76,7 +76,7 @@ func (s *Server) releaseLease(id string) {
 }
 
 // resumeAsync resumes the session's turn in a goroutine of its own (see
-// resume), unless the Server is closing. It does not block: the approval
+// resume), unless the Server is not started yet or is closing. It does not block: the approval
 // Manager calls it as it takes a decision.
 func (s *Server) resumeAsync(id string) {
 	if checkSessionID(id) != nil {
@@ -84,8 +84,8 @@ func (s *Server) resumeAsync(id string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return
+	if s.closed || !s.started {
+		return // not yet: the sweeper's first sweep finds it
 	}
 	s.runs.Add(1)
 	go func() {

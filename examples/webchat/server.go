@@ -208,6 +208,7 @@ type Server struct {
 	mu           sync.Mutex          // guards sessions, logs, closed, the counts below and everything reachable from sessions and logs
 	sessions     map[string]*session // sessions with a run or an event stream
 	logs         map[string]*memLog  // the turn logs (without a shared log)
+	started      bool                // NewServer is done: decisions may resume turns
 	closed       bool
 	runCount     int            // active runs
 	ownerRuns    map[string]int // active runs per owner tag; no zero entries
@@ -376,8 +377,13 @@ func NewServer(o Options) (*Server, error) {
 	if err := s.startShared(o.Store); err != nil {
 		return nil, s.abandon(err)
 	}
-	s.startSweeper()
 	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
+	// The Manager hears other processes' decisions from its start; those
+	// that came before now are the sweeper's, whose first sweep is now.
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
+	s.startSweeper()
 	return s, nil
 }
 
