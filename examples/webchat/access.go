@@ -25,7 +25,8 @@ import (
 // cookie; the session list shows the sessions with the request's tag, and
 // an import gets a new id with it. So a session
 // belongs to the browser that opened it, across server restarts, and the
-// server keeps no list of owners. Anyone who reaches the port can get a
+// server keeps no list of owners: replicas (-postgres) share nothing for
+// this check, each computes the same tag from the same cookie. Anyone who reaches the port can get a
 // cookie of their own, which opens sessions of their own only; a server
 // reachable by others also wants its token (Options.Token).
 

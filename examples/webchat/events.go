@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"strings"
+	"strconv"
 	"time"
 )
 
@@ -16,33 +16,68 @@ const subscriberBuffer = 4096
 const keepAlive = 20 * time.Second
 
 // event is one Server-Sent Event: a chunk (no name, the chunk's JSON as
-// data) or a control event (run_started, run_done, hello).
+// data) or a control event (run_started, run_done, hello, ...).
 type event struct {
 	name string
 	data []byte
+	// seq is the event's number in the session's turn log (the SSE id), 0
+	// for an event that is not logged (hello, the redraw of what waits).
+	seq int64
+	// turn is the number of the run_started event of the run the event
+	// belongs to; 0 outside a run.
+	turn int64
 }
 
 // subscriber is one open event stream.
 type subscriber struct {
-	ch      chan event    // events to write; never closed
+	ch      chan *event   // events to write (shared with the other streams: read only); never closed
 	dropped chan struct{} // closed when the stream fell too far behind
+	// last is the number of the last logged event the stream has (queued
+	// on ch, or written by the replay). Server.mu guards it.
+	last int64
 }
 
-// publish sends ev to the session's streams.
-func (s *Server) publish(ss *session, ev event) {
+// publish numbers ev in the session's turn log and sends it to the
+// session's event streams. It returns ev numbered (seq 0 when a shared log
+// failed to take it: the streams of this process still get it, and the
+// error is logged). Events of one session are published by one goroutine
+// at a time (its run's, or the handler that starts it), which keeps their
+// order.
+func (s *Server) publish(ss *session, ev event) event {
+	if s.shared != nil {
+		ev = s.shared.append(s.base, ss.id, ev)
+		s.mu.Lock()
+		s.fanoutLocked(ss, ev)
+		s.mu.Unlock()
+		return ev
+	}
 	s.mu.Lock()
-	s.publishLocked(ss, ev)
+	ev = s.logLocked(ss.id).add(ev)
+	s.fanoutLocked(ss, ev)
 	s.mu.Unlock()
+	return ev
 }
 
-// publishLocked sends ev to every stream of ss without blocking: a stream
-// whose buffer is full is dropped (its browser reconnects), so a stalled tab
-// never stalls a run. Holding s.mu keeps the order of events the same on
-// every stream. s.mu must be held.
-func (s *Server) publishLocked(ss *session, ev event) {
+// fanoutLocked sends ev to every stream of ss that does not have it yet
+// (with a shared log, an event may come both from this process's run and
+// from the log) without blocking: a stream whose buffer is full is dropped
+// (its browser reconnects), so a stalled tab never stalls a run. Holding
+// s.mu keeps the order of events the same on every stream. s.mu must be
+// held.
+func (s *Server) fanoutLocked(ss *session, ev event) {
+	if len(ss.subs) == 0 {
+		return
+	}
+	p := &ev // a stream's buffer holds pointers: 4096 of them are 32 KiB
 	for sub := range ss.subs {
+		if ev.seq != 0 {
+			if ev.seq <= sub.last {
+				continue
+			}
+			sub.last = ev.seq
+		}
 		select {
-		case sub.ch <- ev:
+		case sub.ch <- p:
 		default:
 			delete(ss.subs, sub)
 			close(sub.dropped)
@@ -50,25 +85,34 @@ func (s *Server) publishLocked(ss *session, ev event) {
 	}
 }
 
-// handleEvents is GET /api/events?session_id=...: the session's push
-// channel, as Server-Sent Events.
+// handleEvents is GET /api/events?session_id=...[&after=N]: the session's
+// push channel, as Server-Sent Events.
 //
 // The stream opens with a hello event (the server's instance id, the model,
-// whether a run is active), then the approval_required chunks of approvals
-// that still wait and the form_request side chunks of forms that still wait
-// (each after an executing chunk of its call), so that a reconnecting page
-// draws them again, then every
-// chunk of the session's runs as an unnamed event whose data is the chunk's
-// JSON, between run_started and run_done {status, reason?, cause?, error?}
-// events. Only the session's browser may open it: 401 without an
-// owner cookie, 403 with another browser's. Streams are bounded per browser
-// (429) and in the whole server (503).
+// whether a run is active), then every event of the session's runs: the
+// chunks as unnamed events whose data is the chunk's JSON, between
+// run_started {message?, resumed?, history} and run_done {status, reason?,
+// cause?, error?, turn} events. These events carry their number in the
+// session's turn log as their SSE id. A page that names the last one it
+// has (after, or the Last-Event-ID header of a reconnecting EventSource)
+// first gets every logged event after it; when the log no longer holds
+// them all, a server whose store outlives it (Options.Store set) sends a
+// reload event and ends the stream: the page loads the history again.
+// Without after, the stream goes on with the approval_required chunks of
+// approvals that still wait and the form_request side chunks of forms that
+// still wait (each after an executing chunk of its call), so that a
+// reconnecting page draws them again.
+//
+// Only the session's browser may open it: 401 without an owner cookie, 403
+// with another browser's. Streams are bounded per browser (429) and in the
+// whole server (503).
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("session_id")
 	if !checkSession(w, r, id) {
 		return
 	}
 	rc := http.NewResponseController(w)
+	after, hasAfter := afterParam(r)
 
 	owner := sessionOwner(id)
 	s.mu.Lock()
@@ -87,12 +131,36 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d event streams open): try again shortly", s.maxStreams)})
 		return
 	}
-	sub := &subscriber{ch: make(chan event, subscriberBuffer), dropped: make(chan struct{})}
+	sub := &subscriber{ch: make(chan *event, subscriberBuffer), dropped: make(chan struct{})}
 	ss := s.sessionLocked(id)
 	ss.subs[sub] = struct{}{}
 	s.streamCount++
 	s.ownerStreams[owner]++
 	busy := ss.run != nil
+	// In memory, subscribed and read under one lock: the replay and the
+	// live events meet without a gap.
+	var (
+		replay   []event
+		complete = true
+		state    logState
+	)
+	if s.shared == nil {
+		l := s.logs[id]
+		if l != nil {
+			state = l.state()
+		}
+		if hasAfter {
+			switch {
+			case l != nil:
+				replay, complete = l.since(after)
+			case after != 0:
+				complete = false // a number of another process's log
+			}
+		}
+		sub.last = state.Last
+	} else if hasAfter {
+		sub.last = after
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -104,6 +172,28 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Unlock()
 	}()
+	if s.shared != nil {
+		// Subscribed first, read second: an event may come both ways
+		// (skipped below by its number), none is missed.
+		var err error
+		if state, err = s.shared.state(r.Context(), id); err == nil && hasAfter {
+			replay, complete, err = s.shared.since(r.Context(), id, after)
+		}
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "reading the session's events: " + err.Error()})
+			return
+		}
+		busy = busy || state.running()
+		s.mu.Lock()
+		if hasAfter && complete {
+			if n := len(replay); n > 0 {
+				sub.last = max(sub.last, replay[n-1].seq)
+			}
+		} else {
+			sub.last = max(sub.last, state.Last)
+		}
+		s.mu.Unlock()
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -114,28 +204,69 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	hello := struct {
 		info
 		Busy bool `json:"busy"`
-	}{s.info, busy}
+		// Turn is the number of the run_started event of the run in
+		// progress (0: none, or not known here).
+		Turn int64 `json:"turn,omitempty"`
+		// Seq is the number of the session's last logged event when the
+		// stream opened.
+		Seq int64 `json:"seq"`
+		// Replay is true when the logged events after the page's come
+		// next; false when the stream goes on from Seq.
+		Replay bool `json:"replay"`
+	}{s.info, busy, state.Turn, state.Last, hasAfter && complete}
+	if hasAfter && !complete && s.durable {
+		hello.Busy = false // the page reloads
+	}
 	writeEvent(w, event{name: "hello", data: mustJSON(hello)})
-	// Subscribed first, listed second: an approval registered in between
-	// may come twice, which the page handles (cards are keyed by call id);
-	// none is missed.
-	for _, c := range s.pendingChunks(id) {
-		writeEvent(w, event{data: mustJSON(c)})
+	var last int64 // the number of the last logged event written
+	switch {
+	case hasAfter && !complete && s.durable:
+		writeEvent(w, event{name: "reload", data: mustJSON(struct{}{})})
+		rc.Flush() //nolint:errcheck // ending anyway
+		return
+	case hasAfter && complete:
+		last = after
+		for _, ev := range replay {
+			writeEvent(w, ev)
+			last = ev.seq
+		}
+	default:
+		// Subscribed first, listed second: an approval registered in
+		// between may come twice, which the page handles (cards are keyed
+		// by call id); none is missed.
+		for _, c := range s.pendingChunks(id) {
+			writeEvent(w, event{data: mustJSON(c)})
+		}
 	}
 	if rc.Flush() != nil {
 		return
 	}
 
+	// write writes a live event, unless the replay had it.
+	write := func(ev *event) bool {
+		if ev.seq != 0 && ev.seq <= last {
+			return true
+		}
+		if ev.seq != 0 {
+			last = ev.seq
+		}
+		writeEvent(w, *ev)
+		return ev.name != "reload"
+	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
 		select {
 		case ev := <-sub.ch:
-			writeEvent(w, ev)
+			ok := write(ev)
 			// Write what is queued before flushing: fewer packets when the
 			// model streams fast.
-			for n := len(sub.ch); n > 0; n-- {
-				writeEvent(w, <-sub.ch)
+			for n := len(sub.ch); ok && n > 0; n-- {
+				ok = write(<-sub.ch)
+			}
+			if !ok {
+				rc.Flush() //nolint:errcheck // ending anyway
+				return
 			}
 		case <-tick.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
@@ -146,7 +277,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		case <-s.closing:
 			// Close waited for the runs: their last events are queued.
 			for n := len(sub.ch); n > 0; n-- {
-				writeEvent(w, <-sub.ch)
+				write(<-sub.ch)
 			}
 			rc.Flush() //nolint:errcheck // closing anyway
 			return
@@ -161,15 +292,21 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 
 // writeEvent writes one event; write errors show at the next Flush.
 func writeEvent(w http.ResponseWriter, ev event) {
-	var b strings.Builder
+	// One buffer, one write: an event per streamed delta.
+	b := make([]byte, 0, len(ev.data)+len(ev.name)+48)
+	if ev.seq != 0 {
+		b = append(b, "id: "...)
+		b = strconv.AppendInt(b, ev.seq, 10)
+		b = append(b, '\n')
+	}
 	if ev.name != "" {
-		b.WriteString("event: ")
-		b.WriteString(ev.name)
-		b.WriteByte('\n')
+		b = append(b, "event: "...)
+		b = append(b, ev.name...)
+		b = append(b, '\n')
 	}
 	// JSON never holds a raw newline, so one data line carries it.
-	b.WriteString("data: ")
-	b.Write(ev.data)
-	b.WriteString("\n\n")
-	w.Write([]byte(b.String())) //nolint:errcheck // seen by Flush
+	b = append(b, "data: "...)
+	b = append(b, ev.data...)
+	b = append(b, "\n\n"...)
+	w.Write(b) //nolint:errcheck // seen by Flush
 }

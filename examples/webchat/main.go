@@ -10,6 +10,7 @@
 //
 //	go run ./examples/webchat                 # http://127.0.0.1:8080
 //	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db
+//	go run ./examples/webchat -postgres postgres://app@db/app   # one replica of many
 //	go run ./examples/webchat -mcp mcp.json      # with the tools of MCP servers
 //	go run ./examples/webchat -skills skills/ -hooks hooks/
 //	WEBCHAT_TOKEN=$(openssl rand -hex 16) go run ./examples/webchat -addr :8080 -allow-remote
@@ -98,11 +99,18 @@
 //	POST /api/sessions/import      a session export as the body (at most
 //	                               32 MiB): a new session of this browser,
 //	                               {session_id, title}
-//	GET  /api/events?session_id=   Server-Sent Events: hello, the pending
-//	                               approvals and forms, then every chunk (data: the
-//	                               chunk's JSON) between run_started and
-//	                               run_done {status, reason?, cause?, error?};
-//	                               session_deleted when it is deleted
+//	GET  /api/events?session_id=[&after=N]
+//	                               Server-Sent Events: hello, then every chunk
+//	                               (data: the chunk's JSON) between run_started
+//	                               {message?, resumed?, history} and run_done
+//	                               {status, reason?, cause?, error?, turn};
+//	                               session_deleted when it is deleted. These
+//	                               carry their number in the session's turn
+//	                               log as SSE id: with after (or
+//	                               Last-Event-ID) the stream first sends the
+//	                               events after N, or a reload event when it
+//	                               no longer has them all; without, the
+//	                               pending approvals and forms
 //	POST /api/chat                 {session_id, message, skills?} starts a run: 202,
 //	                               409 if busy; the first one stores the session,
 //	                               titled after it. skills names the skills the
@@ -113,7 +121,11 @@
 //	                               a form no longer open; 400 for answers that do
 //	                               not fit (the form stays open)
 //	POST /api/interrupt            {session_id}; also closes its forms
-//	GET  /api/history?session_id=  the stored messages, hook messages left out
+//	GET  /api/history?session_id=  the stored messages, hook messages left out,
+//	                               open calls with their state and approval id;
+//	                               while a run is active, up to its start
+//	                               (X-Webchat-Running: true). X-Webchat-Seq:
+//	                               the number of the last event included
 //	GET  /api/skills               the skills: [{name, description}]
 //	GET  /api/mcp/servers          the MCP servers: [{name, transport,
 //	                               isolation, state, tools, error?}]
@@ -121,16 +133,43 @@
 // POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
 // decision's scope "always" counts for its session only.
 //
-// Approvals and forms live in memory: after a restart a page's pending
-// cards are stale, approving one answers success:false, and the page marks
-// them all invalidated; answering a stale form closes it. Conversations live
-// in memory too, unless -db names a SQLite file.
+// A run's events are numbered in the session's turn log (in memory, or in
+// PostgreSQL with -postgres), so a page that reloads or reconnects in the
+// middle of a run gets what it missed: the text streamed so far is not
+// lost.
+//
+// # Durable turns
+//
+// Without -db or -postgres, conversations and approvals live in memory:
+// after a restart a page's pending cards are stale, approving one answers
+// success:false, and the page marks them all invalidated; answering a
+// stale form closes it.
+//
+// With -db (SQLite) or -postgres, a turn that waits for a decision
+// survives the process. SIGINT or SIGTERM suspends the runs that wait for
+// one (their pages say so, and keep the cards answerable) and interrupts
+// the others; a crash leaves the turn as it was. After a restart the
+// history shows the waiting cards with their approval ids, and answering
+// one resumes the turn (agent.Resume) on the page's event stream; a
+// decision taken while no process ran the turn, or a call cut while its
+// tool ran (reported as stopped, never run again), is resumed by a sweeper
+// at start-up and every -sweep-interval. A new message on a session whose
+// turn waits rejects its open calls first ("the user moved on"). With
+// -suspend-after a run that waits longer is suspended too, freeing its
+// goroutine; the decision resumes it. Each run holds its session's lease
+// (-lease-ttl: how long a dead process keeps it).
+//
+// With -postgres the process is one replica of many: conversations,
+// approvals, open calls, leases and the turn log are shared through
+// PostgreSQL, a browser may reach any replica, and a replica that dies
+// leaves its turns to the others (see replicas.go and the README's
+// "Running several replicas").
 //
 // Cross-site POSTs are refused (CSRF), and so are Host names other than
 // localhost (DNS rebinding); IP addresses are fine.
 //
-// SIGINT or SIGTERM interrupts the runs (their pages are told) and stops
-// the server.
+// SIGINT or SIGTERM ends the runs as above (their pages are told) and
+// stops the server.
 package main
 
 import (
@@ -148,12 +187,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/hooks"
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
+	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
@@ -169,8 +210,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	fs := flag.NewFlagSet("webchat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
-	db := fs.String("db", "", "SQLite `file` that keeps the conversations (default: in memory)")
+	db := fs.String("db", "", "SQLite `file` that keeps the conversations and their waiting tool calls (default: in memory)")
+	pgURL := fs.String("postgres", "", "PostgreSQL `URL` that keeps the conversations: this process is one replica of many (see README)")
+	pgSchema := fs.String("postgres-schema", pgstore.DefaultSchema, "PostgreSQL `schema` of the tables, with -postgres")
 	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
+	suspendAfter := fs.Duration("suspend-after", 0, "with -db or -postgres, how long a run waits for an approval before it is suspended (the card stays answerable; 0: until the timeout)")
+	leaseTTL := fs.Duration("lease-ttl", agent.DefaultLeaseTTL, "with -db or -postgres, how long the sessions of a process that died stay locked")
+	sweep := fs.Duration("sweep-interval", DefaultSweepInterval, "with -db or -postgres, how often to look for turns to resume")
 	system := fs.String("system", "", "system `prompt`")
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
@@ -186,6 +232,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "webchat: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *db != "" && *pgURL != "" {
+		fmt.Fprintln(stderr, "webchat: -db and -postgres exclude each other")
+		return 2
+	}
+	if *suspendAfter < 0 || *leaseTTL <= 0 || *sweep <= 0 {
+		fmt.Fprintln(stderr, "webchat: -suspend-after must not be negative, -lease-ttl and -sweep-interval must be positive")
 		return 2
 	}
 
@@ -204,6 +258,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
 		Researcher:      true,
+		SuspendAfter:    *suspendAfter,
+		Holder:          "webchat-" + randomID(),
+		LeaseTTL:        *leaseTTL,
+		SweepInterval:   *sweep,
+		Logger:          slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if *skillsDir != "" {
 		logger := slog.New(slog.NewTextHandler(stderr, nil))
@@ -240,6 +299,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		}
 		defer st.Close()
 		o.Store = st
+	}
+	if *pgURL != "" {
+		st, err := pgstore.Open(ctx, *pgURL, pgstore.WithSchema(*pgSchema))
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: -postgres: %v\n", err)
+			return 1
+		}
+		defer st.Close()
+		o.Store = st
+		fmt.Fprintf(stderr, "webchat: on PostgreSQL (schema %s) as replica %s\n", *pgSchema, o.Holder)
 	}
 	if *mcpFile != "" {
 		mc, err := startMCP(ctx, *mcpFile, stderr)

@@ -31,6 +31,9 @@ var stdioBuild struct {
 }
 
 func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(childArgsEnv); ok {
+		os.Exit(childMain(args)) // a web chat process of a test: see startChild
+	}
 	code := m.Run()
 	if stdioBuild.dir != "" {
 		os.RemoveAll(stdioBuild.dir)

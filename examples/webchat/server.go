@@ -11,10 +11,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +46,10 @@ const (
 	DefaultMaxStreamsPerOwner = 16
 	DefaultBodyTimeout        = 10 * time.Second
 )
+
+// DefaultSweepInterval is how often the sweeper of a durable Server looks
+// for turns to resume when Options.SweepInterval is zero.
+const DefaultSweepInterval = 3 * time.Second
 
 // Options configure a [Server].
 type Options struct {
@@ -82,11 +89,42 @@ type Options struct {
 	// per_conversation server runs an instance per session. The Server
 	// does not close it.
 	MCP *mcpclient.Client
-	// Store keeps the conversations; nil means a fresh memory.MemStore.
+	// Store keeps the conversations; nil means a fresh memory.MemStore
+	// that lives and dies with the Server, whose approvals then live in
+	// the approval Manager only.
+	//
+	// A Store given here is taken to outlive the Server: when it keeps
+	// open tool calls and approvals (memory.CallLog and
+	// memory.ApprovalStore, as the SQLite and PostgreSQL stores do), a
+	// turn waiting for a decision survives a restart. Close suspends it
+	// instead of interrupting it, GET /api/history shows its cards, and a
+	// decision resumes it (agent.Resume) in this process, its chunks going
+	// to the session's event streams as a run's do; so does a sweeper,
+	// every SweepInterval, for every turn that can go on. With a
+	// *pgstore.Store the Server is one replica of many: see replicas.go.
 	Store memory.Store
+	// Holder names this process to the Store's leases (agent.Config.Holder):
+	// one process at a time drives a session's run. Empty means a random
+	// name, new at every start.
+	Holder string
+	// LeaseTTL is how long the lease of a process that died keeps its
+	// sessions; zero means agent.DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// SweepInterval is how often the sweeper looks for turns to resume
+	// (and, on PostgreSQL, for turn logs to trim); zero means
+	// DefaultSweepInterval. It runs only with a durable Store.
+	SweepInterval time.Duration
+	// Logger receives what goes wrong outside a request (a store that
+	// fails while a run's events are logged, a sweep); nil discards it.
+	Logger *slog.Logger
 	// ApprovalTimeout is how long an approval card waits before the call
 	// is rejected; zero means approval.DefaultTimeout.
 	ApprovalTimeout time.Duration
+	// SuspendAfter, when positive and the Store is durable, is how long a
+	// run waits for a decision before it is suspended
+	// (approval.ManagerConfig.SuspendAfter): its card stays answerable,
+	// and the decision resumes the turn. Zero waits until ApprovalTimeout.
+	SuspendAfter time.Duration
 	// SystemPrompt is the agent's system prompt.
 	SystemPrompt string
 	// Intents is the agent's intent tag dictionary; the zero value is
@@ -153,8 +191,24 @@ type Server struct {
 	maxStreams, maxStreamsPerOwner int
 	maxImport                      int64
 
-	mu           sync.Mutex          // guards sessions, closed, the counts below and everything reachable from sessions
+	// durable is true when the Store outlives the process (Options.Store
+	// set): approvals and open tool calls are kept there, runs waiting for
+	// a decision are suspended at Close, and a decision that no run waits
+	// for resumes the turn.
+	durable bool
+	holder  string        // this process's name to the Store's leases (agent.Config.Holder)
+	leaser  memory.Leaser // the Store's leases; nil without
+	ttl     time.Duration // a lease's time to live
+	shared  *pgLog        // the turn log in PostgreSQL (replicas); nil: in memory
+	logger  *slog.Logger
+	sweep   time.Duration  // the sweeper's period; 0: no sweeper
+	stopped chan struct{}  // closed by Close: the sweeper and the follower end
+	workers sync.WaitGroup // the sweeper and the follower
+
+	mu           sync.Mutex          // guards sessions, logs, closed, the counts below and everything reachable from sessions and logs
 	sessions     map[string]*session // sessions with a run or an event stream
+	logs         map[string]*memLog  // the turn logs (without a shared log)
+	started      bool                // NewServer is done: decisions may resume turns
 	closed       bool
 	runCount     int            // active runs
 	ownerRuns    map[string]int // active runs per owner tag; no zero entries
@@ -169,6 +223,13 @@ type info struct {
 	ModelLabel string `json:"model_label,omitempty"`
 	// ApprovalTimeout is the Manager's timeout in seconds.
 	ApprovalTimeout float64 `json:"approval_timeout"`
+	// Durable is true when approvals outlive the server (Options.Store).
+	Durable bool `json:"durable,omitempty"`
+	// Log names the turn log whose numbers the events carry: this
+	// process's (its instance id), or the one replicas share. A durable
+	// page that finds another log loads the history again, where its
+	// cards still wait.
+	Log string `json:"log"`
 }
 
 // session is one conversation's live state. Server.mu guards all of it.
@@ -192,34 +253,61 @@ type nestedMark struct {
 	round  int
 }
 
-// activeRun is a run in progress.
+// activeRun is a run in progress. Server.mu guards its fields but
+// cancel.
 type activeRun struct {
 	cancel context.CancelCauseFunc
+	// waiting holds the ids of the calls that wait for a decision: an
+	// approval_required chunk came and nothing since. Close suspends a run
+	// that has one instead of interrupting it.
+	waiting map[string]bool
 }
 
 // NewServer builds the agent from o and returns the Server.
 func NewServer(o Options) (*Server, error) {
-	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.MaxStreams < 0 || o.MaxStreamsPerOwner < 0 || o.BodyTimeout < 0 || o.MaxImportSize < 0 {
+	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.MaxStreams < 0 || o.MaxStreamsPerOwner < 0 || o.BodyTimeout < 0 || o.MaxImportSize < 0 || o.LeaseTTL < 0 || o.SweepInterval < 0 {
 		return nil, errors.New("webchat: negative limit in Options")
 	}
+	durable := false
 	if o.Store == nil {
 		o.Store = new(memory.MemStore)
+	} else {
+		_, calls := o.Store.(memory.CallLog)
+		_, approvals := o.Store.(memory.ApprovalStore)
+		durable = calls && approvals
 	}
-	mgr, err := approval.NewManager(approval.ManagerConfig{Timeout: o.ApprovalTimeout})
+	base, stop := context.WithCancelCause(context.Background())
+	s := &Server{
+		store:    o.Store,
+		durable:  durable,
+		holder:   cmp.Or(o.Holder, "webchat-"+randomID()),
+		ttl:      cmp.Or(o.LeaseTTL, agent.DefaultLeaseTTL),
+		logger:   cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
+		stopped:  make(chan struct{}),
+		base:     base,
+		stopBase: stop,
+	}
+	s.leaser, _ = o.Store.(memory.Leaser)
+	if durable {
+		s.sweep = cmp.Or(o.SweepInterval, DefaultSweepInterval)
+	}
+	mgr, err := s.newManager(o)
 	if err != nil {
+		stop(nil)
 		return nil, err
 	}
+	s.approvals = mgr
 	forms, err := interact.NewForms(interact.FormsConfig{Timeout: o.FormTimeout})
 	if err != nil {
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	tools, err := agent.NewToolRegistry(o.Tools...)
 	if err != nil {
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	if o.MCP != nil {
 		if err := o.MCP.Register(tools); err != nil {
-			return nil, err
+			return nil, s.abandon(err)
 		}
 	}
 	// The interactive tools the page draws: offered whatever Tools holds.
@@ -232,7 +320,7 @@ func NewServer(o Options) (*Server, error) {
 	}
 	for _, t := range extra {
 		if err := tools.Add(t); err != nil {
-			return nil, err
+			return nil, s.abandon(err)
 		}
 	}
 	cfg := agent.Config{
@@ -246,6 +334,8 @@ func NewServer(o Options) (*Server, error) {
 		Approver:     mgr,
 		Store:        o.Store,
 		Hooks:        o.Hooks,
+		Holder:       s.holder,
+		LeaseTTL:     s.ttl,
 	}
 	if o.Skills != nil {
 		// First: the skills block follows the system prompt directly.
@@ -253,42 +343,56 @@ func NewServer(o Options) (*Server, error) {
 	}
 	if o.Researcher {
 		if err := addResearcher(tools, cfg); err != nil {
-			return nil, err
+			return nil, s.abandon(err)
 		}
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, s.abandon(err)
 	}
-	base, stop := context.WithCancelCause(context.Background())
-	s := &Server{
-		agent:     a,
-		approvals: mgr,
-		forms:     forms,
-		skills:    o.Skills,
-		store:     o.Store,
-		tools:     tools,
-		mcp:       o.MCP,
-		info: info{
-			Instance:        randomID(),
-			Model:           o.Model,
-			ModelLabel:      o.ModelLabel,
-			ApprovalTimeout: mgr.Timeout().Seconds(),
-		},
-		base:               base,
-		stopBase:           stop,
-		closing:            make(chan struct{}),
-		maxRuns:            cmp.Or(o.MaxRuns, DefaultMaxRuns),
-		maxRunsPerOwner:    cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner),
-		maxStreams:         cmp.Or(o.MaxStreams, DefaultMaxStreams),
-		maxStreamsPerOwner: cmp.Or(o.MaxStreamsPerOwner, DefaultMaxStreamsPerOwner),
-		maxImport:          cmp.Or(o.MaxImportSize, DefaultMaxImportSize),
-		sessions:           make(map[string]*session),
-		ownerRuns:          make(map[string]int),
-		ownerStreams:       make(map[string]int),
+	s.agent = a
+	s.forms = forms
+	s.skills = o.Skills
+	s.tools = tools
+	s.mcp = o.MCP
+	instance := randomID()
+	s.info = info{
+		Instance:        instance,
+		Log:             instance,
+		Model:           o.Model,
+		ModelLabel:      o.ModelLabel,
+		ApprovalTimeout: mgr.Timeout().Seconds(),
+		Durable:         durable,
+	}
+	s.closing = make(chan struct{})
+	s.maxRuns = cmp.Or(o.MaxRuns, DefaultMaxRuns)
+	s.maxRunsPerOwner = cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner)
+	s.maxStreams = cmp.Or(o.MaxStreams, DefaultMaxStreams)
+	s.maxStreamsPerOwner = cmp.Or(o.MaxStreamsPerOwner, DefaultMaxStreamsPerOwner)
+	s.maxImport = cmp.Or(o.MaxImportSize, DefaultMaxImportSize)
+	s.sessions = make(map[string]*session)
+	s.logs = make(map[string]*memLog)
+	s.ownerRuns = make(map[string]int)
+	s.ownerStreams = make(map[string]int)
+	if err := s.startShared(o.Store); err != nil {
+		return nil, s.abandon(err)
 	}
 	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
+	// The Manager hears other processes' decisions from its start; those
+	// that came before now are the sweeper's, whose first sweep is now.
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
+	s.startSweeper()
 	return s, nil
+}
+
+// abandon undoes what NewServer started before it failed with err, and
+// returns err.
+func (s *Server) abandon(err error) error {
+	s.closeManager()
+	s.stopBase(err)
+	return err
 }
 
 func (s *Server) routes(token string, bodyTimeout time.Duration) {
@@ -373,16 +477,36 @@ func securityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// Close cancels every run, waits for them to end (their last events reach
-// the open streams), then ends the event streams. It does not close the
-// Store. Close is safe to call more than once.
+// Close ends every run and waits for them to end (their last events reach
+// the open streams), then ends the event streams, the sweeper and the
+// approval Manager. With a durable Store a run that waits for a decision
+// is suspended (agent.ErrSuspended): its cards stay answerable, and the
+// next process on the Store resumes the turn when one is answered. Other
+// runs are interrupted. It does not close the Store. Close is safe to call
+// more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		for _, ss := range s.sessions {
+			if ss.run == nil {
+				continue
+			}
+			cause := errShutdown
+			if s.durable && len(ss.run.waiting) > 0 {
+				cause = agent.ErrSuspended
+			}
+			ss.run.cancel(cause)
+		}
 		s.mu.Unlock()
-		s.stopBase(errShutdown) // cancels every run's context
+		close(s.stopped)        // no new resume from the sweeper or a decision
+		s.stopBase(errShutdown) // cancels every other run's context
 		s.runs.Wait()
+		s.workers.Wait()
+		if s.shared != nil {
+			s.shared.close()
+		}
+		s.closeManager()
 		close(s.closing)
 	})
 	return nil
@@ -495,54 +619,129 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ss = s.sessionLocked(req.SessionID)
-	s.runCount++
-	s.ownerRuns[owner]++
 	ctx, cancel := context.WithCancelCause(s.base)
 	if req.Skills != nil {
 		ctx = skills.WithEnabled(ctx, req.Skills...)
 	}
-	ss.run = &activeRun{cancel: cancel}
-	// run_started is published here, under the lock, so it precedes every
-	// chunk of the run and follows the previous run's run_done.
-	s.publishLocked(ss, event{name: "run_started", data: mustJSON(struct{}{})})
-	s.runs.Add(1)
+	// Reserved under the lock: no other run starts here in the session,
+	// and run_started, published below, follows the previous run's
+	// run_done.
+	run := s.reserveLocked(ss, cancel)
 	s.mu.Unlock()
 
+	// Another process may drive the session (replicas): its lease says.
+	if held, err := s.lease(ctx, req.SessionID); !held {
+		s.unreserve(ss, run)
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "taking the session's lease: " + err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session (on another server): wait for it or interrupt it"})
+		return
+	}
 	// Stored and titled now, not by the run: the session list shows it
 	// once this answer is read.
 	s.nameSession(req.SessionID, req.Message)
-	go s.run(ctx, cancel, ss, req.Message)
+	started := s.publish(ss, event{name: "run_started", data: mustJSON(runStarted{
+		Message: req.Message,
+		History: s.lastMessageID(ctx, req.SessionID),
+	})})
+	go s.drive(ctx, ss, run, started, s.agent.Run(ctx, agent.Input{SessionID: ss.id, Message: req.Message}))
 	writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
+}
+
+// reserveLocked makes run, cancelled by cancel, the active run of ss and
+// counts it; the run must then end with s.finish or s.unreserve. s.mu must
+// be held.
+func (s *Server) reserveLocked(ss *session, cancel context.CancelCauseFunc) *activeRun {
+	run := &activeRun{cancel: cancel}
+	ss.run = run
+	s.runCount++
+	s.ownerRuns[sessionOwner(ss.id)]++
+	s.runs.Add(1)
+	return run
+}
+
+// unreserve undoes reserveLocked for a run that never started: nothing was
+// published.
+func (s *Server) unreserve(ss *session, run *activeRun) {
+	run.cancel(nil)
+	s.mu.Lock()
+	s.clearRunLocked(ss)
+	s.forgetLocked(ss)
+	s.mu.Unlock()
+	if s.shared != nil {
+		s.shared.touch(ss.id) // the follower skipped it meanwhile
+	}
+	s.runs.Done()
+}
+
+// clearRunLocked clears the active run of ss and its counts. s.mu must be
+// held.
+func (s *Server) clearRunLocked(ss *session) {
+	ss.run = nil
+	ss.nested = nil
+	s.runCount--
+	owner := sessionOwner(ss.id)
+	if s.ownerRuns[owner]--; s.ownerRuns[owner] == 0 {
+		delete(s.ownerRuns, owner)
+	}
+}
+
+// lastMessageID returns the id of the session's last stored message, 0
+// when it has none (or the Store fails: a page that loads the history
+// mid-run then gets all of it).
+func (s *Server) lastMessageID(ctx context.Context, id string) int64 {
+	msgs, err := s.store.Messages(ctx, id, true)
+	if err != nil || len(msgs) == 0 {
+		return 0
+	}
+	return msgs[len(msgs)-1].ID
 }
 
 // runDone is the data of the run_done event.
 type runDone struct {
-	// Status is finished, interrupted, rejected or error.
+	// Status is finished, interrupted, rejected, suspended or error.
+	// suspended: the run stopped at approvals that still wait (the server
+	// shut down, or they waited too long); their cards stay answerable,
+	// and a decision resumes the turn.
 	Status string `json:"status"`
-	// Reason says why a run was rejected or interrupted by something else
-	// than the user (a timeout, a shutdown).
+	// Reason says why a run was rejected, interrupted or suspended by
+	// something else than the user (a timeout, a shutdown).
 	Reason string `json:"reason,omitempty"`
 	// Cause is the cause of the rejection that ended the run (status
 	// rejected), such as "user" or "timeout".
 	Cause agent.Cause `json:"cause,omitempty"`
 	// Error is the run's error (status error).
 	Error string `json:"error,omitempty"`
+	// Turn is the number of the run's run_started event.
+	Turn int64 `json:"turn,omitempty"`
 }
 
-// run ranges over one turn and forwards its chunks to the session's streams.
-func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *session, message string) {
-	defer s.runs.Done()
-	defer cancel(nil)
-
+// drive ranges over a run (agent.Run, or agent.Resume) and sends its chunks
+// to the session's streams, then ends it: run_done, and the session's
+// lease released. started is its run_started event; a zero one (a resumed
+// turn) is published with the first chunk, so a turn with nothing to
+// resume, or that another process drives, publishes nothing.
+func (s *Server) drive(ctx context.Context, ss *session, run *activeRun, started event, chunks iter.Seq2[agent.Chunk, error]) {
 	var (
 		rejected    *agent.ToolCall // the rejected call that ended the run
 		interrupted bool
+		suspended   bool
 		runErr      error
 	)
-	for c, err := range s.agent.Run(ctx, agent.Input{SessionID: ss.id, Message: message}) {
+	resumed := started.seq == 0 && started.name == ""
+	var history int64
+	if resumed {
+		history = s.lastMessageID(ctx, ss.id)
+	}
+	for c, err := range chunks {
 		if err != nil {
 			runErr = err
 			break
+		}
+		if started.name == "" {
+			started = s.publish(ss, event{name: "run_started", data: mustJSON(runStarted{Resumed: true, History: history})})
 		}
 		switch c.Kind {
 		case agent.KindToolRejected:
@@ -553,7 +752,12 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 			if c.Depth == 0 { // a sub-agent's ends its own run only
 				interrupted = true
 			}
+		case agent.KindSuspended:
+			if c.Depth == 0 {
+				suspended = true
+			}
 		}
+		s.trackWaiting(run, c)
 		if c.Depth > 0 {
 			s.markNested(ss, c)
 		}
@@ -562,13 +766,28 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 			runErr = fmt.Errorf("encoding a chunk: %w", err)
 			break
 		}
-		s.publish(ss, event{data: data})
+		s.publish(ss, event{data: data, turn: started.turn})
+	}
+
+	if started.name == "" {
+		// Nothing was published: a turn with nothing to resume, one that
+		// another process drives, or a resume that failed at once.
+		if runErr != nil && !isQuiet(runErr) {
+			s.logger.Warn("webchat: resuming a turn", "session", ss.id, "err", runErr)
+		}
+		s.releaseLease(ss.id)
+		s.unreserve(ss, run)
+		return
 	}
 
 	done := runDone{Status: "finished"}
 	cause := context.Cause(ctx)
 	switch {
-	case ctx.Err() != nil && errors.Is(cause, errShutdown):
+	case suspended && ctx.Err() != nil && errors.Is(cause, agent.ErrSuspended):
+		done = runDone{Status: "suspended", Reason: errShutdown.Error()}
+	case suspended:
+		done = runDone{Status: "suspended"}
+	case ctx.Err() != nil && (errors.Is(cause, errShutdown) || errors.Is(cause, agent.ErrSuspended)):
 		done = runDone{Status: "interrupted", Reason: errShutdown.Error()}
 	case ctx.Err() != nil && errors.Is(cause, errInterrupted):
 		done = runDone{Status: "interrupted"}
@@ -579,20 +798,51 @@ func (s *Server) run(ctx context.Context, cancel context.CancelCauseFunc, ss *se
 	case interrupted:
 		done = runDone{Status: "interrupted"}
 	}
+	done.Turn = started.turn
+	run.cancel(nil)
+	s.finish(ss, event{name: "run_done", data: mustJSON(done), turn: started.turn})
+}
 
-	// The run is cleared and run_done published under one lock: a page that
-	// sends its next message on run_done never meets a 409.
-	s.mu.Lock()
-	ss.run = nil
-	ss.nested = nil
-	s.runCount--
-	owner := sessionOwner(ss.id)
-	if s.ownerRuns[owner]--; s.ownerRuns[owner] == 0 {
-		delete(s.ownerRuns, owner)
+// finish ends the session's run with its run_done event. The run is
+// cleared and run_done sent under one lock: a page that sends its next
+// message on run_done never meets a 409. The session's lease is released
+// first, for the same reason on another replica.
+func (s *Server) finish(ss *session, ev event) {
+	s.releaseLease(ss.id)
+	if s.shared != nil {
+		ev = s.shared.append(s.base, ss.id, ev)
 	}
-	s.publishLocked(ss, event{name: "run_done", data: mustJSON(done)})
+	s.mu.Lock()
+	s.clearRunLocked(ss)
+	if s.shared != nil {
+		s.fanoutLocked(ss, ev)
+	} else {
+		l := s.logLocked(ss.id)
+		ev = l.add(ev)
+		s.fanoutLocked(ss, ev)
+		s.trimLater(ss.id, l, ev.seq)
+	}
 	s.forgetLocked(ss)
 	s.mu.Unlock()
+	s.runs.Done()
+}
+
+// trackWaiting keeps the set of the run's calls that wait for a decision.
+func (s *Server) trackWaiting(run *activeRun, c agent.Chunk) {
+	if c.Tool == nil || c.Tool.ID == "" || (c.Kind != agent.KindToolCall && c.Kind != agent.KindToolRejected) {
+		return
+	}
+	key := c.Parent + "/" + c.Tool.ID
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+		if run.waiting == nil {
+			run.waiting = make(map[string]bool)
+		}
+		run.waiting[key] = true
+		return
+	}
+	delete(run.waiting, key)
 }
 
 // endsRun reports whether a rejection of cause c can be the one that ends a
@@ -607,18 +857,24 @@ func endsRun(c agent.Cause) bool {
 }
 
 // interrupt cancels the session's run and its open forms, and reports
-// whether there was a run. It is the function of the approval package's
+// whether there was a run: here, or on the replica that drives it (which
+// is asked to). It is the function of the approval package's
 // interrupt handler, which then cancels the session's pending approvals.
 func (s *Server) interrupt(sessionID string) bool {
-	s.forms.CancelSession(sessionID)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	ss := s.sessions[sessionID]
-	if ss == nil || ss.run == nil {
-		return false
+	local := ss != nil && ss.run != nil
+	if local {
+		ss.run.cancel(errInterrupted)
 	}
-	ss.run.cancel(errInterrupted)
-	return true
+	s.mu.Unlock()
+	// After the run's context: a form's call then ends as interrupted, not
+	// with the form's closing as its result.
+	s.forms.CancelSession(sessionID)
+	if !local && s.shared != nil {
+		return s.interruptElsewhere(sessionID)
+	}
+	return local
 }
 
 // busy reports whether a run is active in the session.
@@ -639,30 +895,97 @@ type historyEntry struct {
 	// URL), which the page shows as placeholders: their bytes stay on the
 	// server. It hides Message.Images in the JSON.
 	Images []string `json:"images,omitempty"`
+	// OpenCalls are the calls of an assistant message that have no tool
+	// message yet (a turn that waits for decisions, or runs them), with
+	// what the page needs to draw their cards: answerable ones with their
+	// approval id.
+	OpenCalls []openCall `json:"open_calls,omitempty"`
 }
+
+// openCall is a call of a stored assistant message whose tool message is
+// not stored yet (memory.OpenCall), as GET /api/history tells the page.
+type openCall struct {
+	CallID string `json:"call_id"`
+	// State is "approval" (waits for a decision: the card is answerable
+	// with ApprovalID), "pending" (its approval is not requested yet),
+	// "approved" or "rejected" (decided: the turn goes on when it is
+	// resumed), or "executing" (its tool was running).
+	State      string `json:"state"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	// Reason is a rejection's reason.
+	Reason string `json:"reason,omitempty"`
+}
+
+// History headers: where the history ends in the session's turn log.
+const (
+	// headerSeq is the number of the last event of the session's turn log
+	// that the history includes: the page opens the event stream after it.
+	headerSeq = "X-Webchat-Seq"
+	// headerRunning is "true" when a run is in progress: the history ends
+	// where it started, and the event stream brings the rest.
+	headerRunning = "X-Webchat-Running"
+)
 
 // handleHistory answers GET /api/history?session_id=... with the session's
 // stored messages, oldest first, archived ones included; an unknown session
-// has none.
+// has none. The calls that have no tool message yet come with their state
+// (historyEntry.OpenCalls).
+//
+// While a run is in progress the messages end where it started (the event
+// stream brings the rest, the text streamed so far included), and the
+// X-Webchat-Running header is "true". X-Webchat-Seq is the number of the
+// last event of the session's turn log the answer includes: the page asks
+// GET /api/events for the events after it.
 func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("session_id")
 	if !checkSession(w, r, id) {
 		return
 	}
-	msgs, err := s.store.Messages(r.Context(), id, true)
-	if errors.Is(err, memory.ErrNotFound) {
-		msgs, err = nil, nil
+	ctx := r.Context()
+	var (
+		state logState
+		msgs  []memory.Message
+		open  map[int64][]openCall
+		err   error
+	)
+	// The log, the messages, and the log again: a run that started or
+	// ended in between is read again, so the messages and the number
+	// agree.
+	for range 3 {
+		var before logState
+		if before, err = s.logState(ctx, id); err != nil {
+			break
+		}
+		if msgs, err = s.store.Messages(ctx, id, true); errors.Is(err, memory.ErrNotFound) {
+			msgs, err = nil, nil
+		}
+		if err != nil {
+			break
+		}
+		if open, err = s.openCalls(ctx, id); err != nil {
+			break
+		}
+		if state, err = s.logState(ctx, id); err != nil || state == before {
+			break
+		}
 	}
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: err.Error()})
 		return
 	}
+	seq := state.Last
+	if state.running() {
+		msgs = slices.DeleteFunc(msgs, func(m memory.Message) bool { return m.ID > state.Started.History })
+		seq = state.Turn - 1
+		w.Header().Set(headerRunning, "true")
+	}
+	w.Header().Set(headerSeq, strconv.FormatInt(seq, 10))
 	out := make([]historyEntry, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Hook {
 			continue // sent to the model, never shown
 		}
-		e := historyEntry{Message: m}
+		e := historyEntry{Message: m, OpenCalls: open[m.ID]}
 		if m.Role == memory.RoleAssistant {
 			e.Text = s.agent.VisibleText(m.Content)
 		}
@@ -672,6 +995,50 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		out = append(out, e)
 	}
 	writeJSONValue(w, http.StatusOK, out)
+}
+
+// openCalls returns the session's open calls by the id of their assistant
+// message, when the Store keeps them; nil otherwise.
+func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall, error) {
+	calls, ok := s.store.(memory.CallLog)
+	if !ok {
+		return nil, nil
+	}
+	recs, err := calls.OpenCalls(ctx, id)
+	if errors.Is(err, memory.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the open calls: %w", err)
+	}
+	approvals, _ := s.store.(memory.ApprovalStore)
+	out := make(map[int64][]openCall)
+	for _, rec := range recs {
+		oc := openCall{CallID: rec.CallID, State: "pending", ApprovalID: rec.ApprovalID}
+		switch {
+		case rec.Executing:
+			oc.State = "executing"
+		case rec.ApprovalID != "" && approvals != nil:
+			a, err := approvals.GetApproval(ctx, rec.ApprovalID)
+			switch {
+			case errors.Is(err, memory.ErrNotFound):
+				// Requested but not stored: a resumed turn asks again.
+			case err != nil:
+				return nil, fmt.Errorf("reading approval %s: %w", rec.ApprovalID, err)
+			case !a.Decided:
+				oc.State = "approval"
+			case a.Decision.Approved:
+				oc.State = "approved"
+			default:
+				oc.State, oc.Reason = "rejected", a.Decision.Reason
+			}
+		}
+		if oc.State != "approval" {
+			oc.ApprovalID = "" // nothing to answer
+		}
+		out[rec.MessageID] = append(out[rec.MessageID], oc)
+	}
+	return out, nil
 }
 
 // decodeJSON reads r's body, a single JSON object, into v. On failure it

@@ -147,6 +147,7 @@ func mustString(v any) string {
 type sseEvent struct {
 	name string // "" for a chunk
 	data string
+	id   string // the SSE id: the event's number in the turn log
 }
 
 func (e sseEvent) chunk(t *testing.T) agent.Chunk {
@@ -167,9 +168,21 @@ type events struct {
 // openEvents opens the session's event stream and reads its hello event.
 func (h *harness) openEvents(t *testing.T, session string) (*events, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, h.ts.URL+"/api/events?session_id="+session, nil)
+	return openEventsAt(t, h.client, h.ts.URL, session, "")
+}
+
+// openEventsAt opens the session's event stream on the server at base as
+// client, with the extra query (such as "after=3"), and reads its hello
+// event.
+func openEventsAt(t *testing.T, client *http.Client, base, session, query string) (*events, map[string]any) {
+	t.Helper()
+	u := base + "/api/events?session_id=" + session
+	if query != "" {
+		u += "&" + query
+	}
+	req, err := http.NewRequest(http.MethodGet, u, nil)
 	require.NoError(t, err)
-	resp, err := h.client.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
@@ -198,6 +211,8 @@ func (ev *events) read(r io.Reader) {
 			}
 			cur = sseEvent{}
 		case strings.HasPrefix(line, ":"): // a comment (keep-alive)
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):
 			cur.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
@@ -266,6 +281,10 @@ func (ev *events) runDone(t *testing.T) (runDone, []agent.Chunk) {
 	}
 	var d runDone
 	require.NoError(t, json.Unmarshal([]byte(seen[len(seen)-1].data), &d))
+	// The turn's number is the log's business (TestTurnLog): a run_done
+	// names one, and the tests compare the rest.
+	assert.Positive(t, d.Turn, "run_done names its turn: %s", seen[len(seen)-1].data)
+	d.Turn = 0
 	return d, chunks
 }
 
@@ -677,6 +696,10 @@ func TestFlags(t *testing.T) {
 	var stdout, stderr strings.Builder
 	assert.Equal(t, 2, run(context.Background(), []string{"-nope"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"extra"}, &stdout, &stderr, nil))
+	assert.Equal(t, 2, run(context.Background(), []string{"-db", "x.db", "-postgres", "postgres://127.0.0.1:1/x"}, &stdout, &stderr, nil))
+	assert.Contains(t, stderr.String(), "-db and -postgres exclude each other")
+	assert.Equal(t, 2, run(context.Background(), []string{"-lease-ttl", "0s"}, &stdout, &stderr, nil))
+	assert.Equal(t, 2, run(context.Background(), []string{"-suspend-after", "-1s"}, &stdout, &stderr, nil))
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	t.Setenv("OPENAI_MODEL", "")
 	assert.Equal(t, 2, run(context.Background(), nil, &stdout, &stderr, nil), "a real API needs a model name")

@@ -72,6 +72,21 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 		out[i].Busy = live != nil && live.run != nil
 	}
 	s.mu.Unlock()
+	if s.shared != nil && len(out) > 0 {
+		// Runs of the other replicas.
+		ids := make([]string, len(out))
+		for i := range out {
+			ids[i] = out[i].ID
+		}
+		running, err := s.shared.running(r.Context(), ids)
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "listing the sessions: " + err.Error()})
+			return
+		}
+		for i := range out {
+			out[i].Busy = out[i].Busy || running[out[i].ID]
+		}
+	}
 	writeJSONValue(w, http.StatusOK, out)
 }
 
@@ -163,17 +178,33 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is active in this session: interrupt it before deleting the session"})
 		return
 	}
-	// No run starts while the Store deletes (handleChat answers 409).
+	// No run starts here while the Store deletes (handleChat answers 409).
 	ss.deleting = true
 	s.mu.Unlock()
+	if s.shared != nil {
+		// Nor is one running on another replica.
+		ls, err := s.shared.state(r.Context(), req.SessionID)
+		if err != nil || ls.running() {
+			s.mu.Lock()
+			ss.deleting = false
+			s.forgetLocked(ss)
+			s.mu.Unlock()
+			if err != nil {
+				writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "deleting the session: " + err.Error()})
+			} else {
+				writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is active in this session (on another server): interrupt it before deleting the session"})
+			}
+			return
+		}
+	}
 
 	err := s.store.DeleteSession(r.Context(), req.SessionID)
 
+	if err == nil {
+		s.publish(ss, event{name: "session_deleted", data: mustJSON(struct{}{})})
+	}
 	s.mu.Lock()
 	ss.deleting = false
-	if err == nil {
-		s.publishLocked(ss, event{name: "session_deleted", data: mustJSON(struct{}{})})
-	}
 	s.forgetLocked(ss)
 	s.mu.Unlock()
 	if err != nil {

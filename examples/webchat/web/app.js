@@ -30,12 +30,18 @@
     reconnectTimer: null,
     connected: false,
     instance: '',
+    log: '', // the turn log the event numbers belong to (hello's log)
     running: false,
     interrupting: false,
     interruptTimer: null,
     turn: null, // the live turn's element
     top: null, // the live turn's scope: {body, textEl, reasonEl} (see scopeOf)
-    cards: new Map(), // card key → card, for the current run (see cardKey)
+    turnId: 0, // the number of the live turn's run_started event
+    openTurn: null, // a turn that is not running but waits for decisions on its cards
+    lastSeq: 0, // the number of the last event of the session's turn log this page has
+    sent: null, // the message this page sent, until its run_started comes
+    reloads: [], // when the server last asked for a reload (see onReload)
+    cards: new Map(), // card key → card, for the current run and a turn that waits (see cardKey)
     forms: new Map(), // form id → form, for the current run
     autoApprove: loadAuto(),
     mcp: [], // the MCP servers, as GET /api/mcp/servers last said
@@ -486,7 +492,7 @@
   }
 
   // The causes (agent.Cause) of calls that were stopped, not rejected.
-  const STOPPED = new Set(['approval_interrupted', 'interrupted', 'not_run', 'incomplete']);
+  const STOPPED = new Set(['approval_interrupted', 'interrupted', 'not_run', 'incomplete', 'stopped', 'moved_on']);
 
   // invalidateStopped turns the cards of a run that was stopped (by the
   // user or the server), not rejected, from rejected into invalidated.
@@ -788,11 +794,25 @@
     document.body.dataset.interrupting = String(st.interrupting);
   }
 
-  function startRun() {
+  // startRun shows a run starting. A resumed one goes on in the turn whose
+  // cards waited; a new one starts a turn of its own, and the cards that
+  // still wait (a turn its message closes) stay reachable for their
+  // rejection.
+  function startRun(resumed) {
     st.running = true;
-    st.cards = new Map();
+    const open = st.openTurn;
+    st.openTurn = null;
     st.forms = new Map();
-    st.turn = null;
+    if (resumed && open) {
+      open.classList.remove('waiting');
+      open.classList.add('live');
+      st.turn = open;
+      st.top = { body: open, textEl: null, reasonEl: null };
+    } else {
+      if (open) open.classList.remove('waiting');
+      st.cards = new Map([...st.cards].filter(([, k]) => !FINAL.has(k.state)));
+      st.turn = null;
+    }
     const t = liveTurn();
     const th = el('div', 'thinking');
     th.append(el('span', 'spinner'));
@@ -812,6 +832,7 @@
       if (f.state === 'open') setFormState(f, 'closed', 'Closed: the run ended.');
     }
     st.running = false;
+    st.turnId = 0;
     st.interrupting = false;
     clearTimeout(st.interruptTimer);
     st.interruptTimer = null;
@@ -820,8 +841,16 @@
 
   function onRunDone(d) {
     if (!st.running && !st.turn) return; // already ended here (fallback, stale approval)
+    if (d.turn && st.turnId && d.turn !== st.turnId) return; // an earlier turn's, late
     const userInterrupt = st.interrupting;
     switch (d.status) {
+      case 'suspended':
+        // The cards stay answerable: an answer resumes the turn.
+        st.openTurn = st.turn;
+        st.turn?.classList.add('waiting');
+        if (d.reason) system('info', 'Suspended: ' + d.reason + '. The cards wait for your decision; the run goes on when you answer.');
+        else system('info', 'Waiting for your decision: the run goes on when you answer a card.');
+        break;
       case 'interrupted':
         invalidateStopped();
         invalidatePending('interrupted');
@@ -880,17 +909,20 @@
     toBottom();
     ui.input.value = '';
     autosize();
+    st.sent = text; // drawn already: its run_started does not draw it again
     st.running = true; // until run_started / run_done say otherwise
     updateButtons();
     let res;
     try {
       res = await post('/api/chat', { session_id: st.sessionId, message: text, skills: chosenSkills() });
     } catch (e) {
+      st.sent = null;
       system('error', 'Could not send: ' + e.message);
       finishRun();
       return;
     }
     if (!res.ok) {
+      st.sent = null;
       system('error', 'Could not send: ' + (res.data.error || 'HTTP ' + res.status));
       if (res.status !== 409) finishRun(); // 409: a run is active; its run_done ends it
       return;
@@ -914,6 +946,30 @@
     }
   }
 
+  // onRunStarted: a run of the session starts, sent by this page or not
+  // (another tab's, a resumed turn, or one this page reloaded in the middle
+  // of: its events come from the log).
+  function onRunStarted(d, seq) {
+    if (seq && seq === st.turnId) return;
+    if (d.message && st.sent !== d.message) addUser(d.message);
+    st.sent = null;
+    if (!st.running || !st.turn || d.resumed) startRun(!!d.resumed);
+    st.turnId = seq;
+  }
+
+  // onReload: the server's log no longer holds what this page missed (it
+  // restarted, or the page was away too long): the history is loaded again.
+  function onReload() {
+    const now = Date.now();
+    st.reloads = st.reloads.filter((t) => now - t < 10000);
+    if (st.reloads.length >= 3) {
+      system('error', 'The server keeps asking to reload this conversation: reload the page.');
+      return;
+    }
+    st.reloads.push(now);
+    openSession(st.sessionId);
+  }
+
   function setConnected(on) {
     st.connected = on;
     ui.conn.textContent = on ? 'connected' : 'offline';
@@ -929,10 +985,22 @@
     ui.model.textContent = h.model + (h.model_label ? ' · ' + h.model_label : '');
     ui.model.classList.toggle('demo', !!h.model_label);
     const restarted = st.instance !== '' && st.instance !== h.instance;
+    const otherLog = st.log !== '' && st.log !== h.log;
     st.instance = h.instance;
+    st.log = h.log;
+    if (otherLog && h.durable) {
+      // A restarted server (or another replica's log): the numbers this
+      // page has mean nothing there. The conversation is loaded again from
+      // the store, where its cards still wait.
+      openSession(st.sessionId);
+      return;
+    }
     if (restarted) system('info', 'Reconnected to a restarted server.');
-    if (h.busy && !st.running) {
-      startRun();
+    // Without a replay the stream goes on from the log's end: the numbers
+    // of a restarted server's log start again.
+    if (!h.replay) st.lastSeq = h.seq || 0;
+    if (h.busy && !st.running && !(h.turn > st.lastSeq)) {
+      startRun(); // a run whose start this page will not be sent
     } else if (!h.busy && st.running && !st.interrupting) {
       // The run ended while we were away. Its cards stay as they are:
       // approving a stale one tells us so and invalidates them.
@@ -943,20 +1011,25 @@
   function connect() {
     clearTimeout(st.reconnectTimer);
     if (st.es) st.es.close();
-    const es = new EventSource('/api/events?session_id=' + encodeURIComponent(st.sessionId));
+    // From the last event this page has: the server sends what it missed.
+    // (An EventSource that reconnects by itself says so in Last-Event-ID.)
+    const es = new EventSource('/api/events?session_id=' + encodeURIComponent(st.sessionId) + '&after=' + st.lastSeq);
     st.es = es;
     const guard = (fn) => (e) => {
       if (st.es !== es) return;
       let data;
       try { data = JSON.parse(e.data); } catch { return; }
+      const seq = Number(e.lastEventId) || 0;
+      if (seq > st.lastSeq) st.lastSeq = seq;
       const stick = nearBottom();
-      fn(data);
+      fn(data, seq);
       if (stick) toBottom();
     };
     es.addEventListener('hello', guard(onHello));
-    es.addEventListener('run_started', guard(() => { if (!st.running || !st.turn) startRun(); }));
+    es.addEventListener('run_started', guard(onRunStarted));
     es.addEventListener('run_done', guard(onRunDone));
     es.addEventListener('session_deleted', guard(onSessionDeleted));
+    es.addEventListener('reload', guard(onReload));
     es.onmessage = guard(onChunk);
     es.onerror = () => {
       if (st.es !== es) return;
@@ -969,9 +1042,15 @@
 
   // ---- history --------------------------------------------------------------
 
-  function renderHistory(msgs) {
+  // renderHistory draws the stored messages. A call without its tool
+  // message is drawn as the server says (open_calls): a card that waits for
+  // a decision is answerable, and the cards of that turn stay reachable, so
+  // the chunks of the turn when it is resumed go on in it. running says a
+  // run is in progress: its calls not stored yet come with its events.
+  function renderHistory(msgs, running) {
     let turn = null;
-    const cards = new Map();
+    const results = new Map();
+    for (const m of msgs) if (m.role === 'tool') results.set(m.tool_call_id, m.content || '');
     for (const m of msgs) {
       if (m.role === 'user') {
         addUser(m.content || '', m.images);
@@ -979,32 +1058,61 @@
         continue;
       }
       if (!turn) turn = add(el('div', 'turn'));
-      if (m.role === 'assistant') {
-        if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
-        for (const tc of m.tool_calls || []) {
-          const k = newCard(turn, tc.id, tc.id, tc.name);
-          if (tc.arguments !== undefined) k.args = tc.arguments; // the JSON object itself
-          k.result = '';
+      if (m.role !== 'assistant') continue;
+      if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
+      const open = new Map((m.open_calls || []).map((o) => [o.call_id, o]));
+      for (const tc of m.tool_calls || []) {
+        const k = newCard(turn, tc.id, tc.id, tc.name);
+        if (tc.arguments !== undefined) k.args = tc.arguments; // the JSON object itself
+        const o = open.get(tc.id);
+        if (results.has(tc.id)) {
+          k.result = results.get(tc.id);
           setState(k, 'done');
-          cards.set(tc.id, k);
+          continue;
         }
-      } else if (m.role === 'tool') {
-        const k = cards.get(m.tool_call_id);
-        if (k) { k.result = m.content || ''; render(k); }
+        if (!o && !running) {
+          k.result = '';
+          setState(k, 'done'); // a history from before open calls were kept
+          continue;
+        }
+        switch (o?.state) {
+          case 'approval':
+          case 'pending':
+            k.approvalId = o.approval_id || '';
+            setState(k, 'approval');
+            break;
+          case 'rejected':
+            k.reason = o.reason || '';
+            setState(k, 'rejected');
+            break;
+          default: // approved, executing, or what the run's events will say
+            setState(k, 'executing');
+        }
+        st.cards.set(tc.id, k);
+        st.openTurn = turn;
+      }
+    }
+    if (st.openTurn && !running) {
+      st.openTurn.classList.add('waiting');
+      if ([...st.cards.values()].some((k) => k.state === 'approval' && k.approvalId)) {
+        system('info', 'Waiting for your decision: the run goes on when you answer a card.');
       }
     }
     toBottom();
   }
 
-  // loadHistory draws the session's stored messages. It returns false when
-  // the session is not this browser's (401, 403): its owner cookie changed.
+  // loadHistory draws the session's stored messages, and takes the number
+  // of the last event they include, from which the event stream goes on. It
+  // returns false when the session is not this browser's (401, 403): its
+  // owner cookie changed.
   async function loadHistory() {
     try {
       const r = await fetch('/api/history?session_id=' + encodeURIComponent(st.sessionId));
       if (r.status === 401 || r.status === 403) return false;
       if (!r.ok) return true;
+      st.lastSeq = Number(r.headers.get('X-Webchat-Seq')) || 0;
       const msgs = await r.json();
-      if (Array.isArray(msgs)) renderHistory(msgs);
+      if (Array.isArray(msgs)) renderHistory(msgs, r.headers.get('X-Webchat-Running') === 'true');
     } catch {
       // An empty page is fine.
     }
@@ -1030,6 +1138,10 @@
     finishRun();
     st.cards = new Map();
     st.forms = new Map();
+    st.openTurn = null;
+    st.turnId = 0;
+    st.lastSeq = 0;
+    st.sent = null;
     ui.messages.replaceChildren(ui.empty);
     ui.empty.hidden = false;
     setConnected(false);

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/internal/leaktest"
+)
+
+// TestBrowserCardAnsweredAfterRestart: on a SQLite store, the server
+// behind the page shuts down while a card waits; the page says the run is
+// suspended and keeps the card answerable. A new server on the same file
+// takes over the address: the page loads the conversation again, the card
+// is still there, and answering it resumes the run on the page, in the
+// same turn, to its end. The tool runs once.
+func TestBrowserCardAnsweredAfterRestart(t *testing.T) {
+	leaktest.Check(t)
+	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
+	message, ran := markerCommand(t)
+	h := newHarness(t, Options{Store: st})
+	sw := &switcher{}
+	sw.set(h.srv)
+	front := newSwitchServer(t, sw)
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(front.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.typeText("#input", message)
+	p.click("#send")
+	p.waitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
+
+	h.srv.Close() // SIGTERM: the waiting run is suspended
+	p.waitFor("the suspension", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Suspended: the server is shutting down')`)
+	assert.Equal(t, "approval", p.str(lastCard+`.dataset.state`), "the card stays answerable")
+	assert.Equal(t, "false", p.str(`document.body.dataset.running`))
+
+	next := newHarness(t, Options{Store: st})
+	sw.set(next.srv)
+	front.CloseClientConnections()
+	p.waitFor("the page to load the conversation again", `document.querySelector('#conn').textContent === 'connected' && `+
+		`[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Waiting for your decision')`)
+	require.Equal(t, 1, p.int(cards+`.length`), "one card, drawn from the history")
+	assert.Equal(t, "approval", p.str(lastCard+`.dataset.state`))
+	assert.Equal(t, "true", p.str(`String([...document.querySelectorAll('.turn')].at(-1).classList.contains('waiting'))`))
+	p.screenshot(filepath.Join(t.ArtifactDir(), "waiting-after-restart.png"))
+
+	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.waitFor("the resumed run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
+		`[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Here is what I found')`)
+	assert.Equal(t, 1, p.int(cards+`.length`), "the resumed run went on in the card's turn")
+	assert.Equal(t, 1, p.int(`[...document.querySelectorAll('.turn')].at(-1).querySelectorAll('.card').length`))
+	assert.Equal(t, 1, ran(), "the tool ran once")
+	assert.Empty(t, b.pageErrors())
+}
+
+// TestBrowserReloadMidRun: a page reloaded while its run waits for a
+// decision shows the user's message, the text streamed so far and the
+// card, each once; the card is answerable and the run goes on.
+func TestBrowserReloadMidRun(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.typeText("#input", "Weather in Oslo?")
+	p.click("#send")
+	p.waitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
+	before := p.str(`document.querySelector('#messages').innerText`)
+	require.Contains(t, before, "Let me call get_weather.")
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the card again", `document.querySelector('#conn').textContent === 'connected' && `+lastCard+`?.dataset.state === 'approval'`)
+	p.waitFor("the streamed text", `document.querySelector('#messages').innerText.includes('Let me call get_weather.')`)
+	after := p.str(`document.querySelector('#messages').innerText`)
+	assert.Equal(t, 1, strings.Count(after, "Weather in Oslo?"), "the user's message once:\n%s", after)
+	assert.Equal(t, 1, strings.Count(after, "Let me call get_weather."), "the streamed text once:\n%s", after)
+	assert.Equal(t, 1, p.int(cards+`.length`))
+	assert.Equal(t, "true", p.str(`document.body.dataset.running`))
+
+	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.waitFor("the run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "Here is what I found")
+	assert.Empty(t, b.pageErrors())
+}
+
+// int evaluates expr, a number.
+func (p *page) int(expr string) int {
+	p.b.t.Helper()
+	var n int
+	if err := p.eval(expr, &n); err != nil {
+		p.b.t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	neturl "net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
+)
+
+// defaultPostgresURL is the test server on this project's machines.
+const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// postgresURL returns the test server's URL (PLANROUND_POSTGRES_URL, or the
+// default) after checking that it answers; when it does not, it skips t,
+// or fails it under PLANROUND_REQUIRE_ALL=1.
+func postgresURL(t testing.TB) string {
+	t.Helper()
+	u := cmpOr(os.Getenv("PLANROUND_POSTGRES_URL"), defaultPostgresURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err == nil {
+		err = conn.Ping(ctx)
+		conn.Close(context.Background())
+	}
+	if err != nil {
+		shown := u
+		if p, perr := neturl.Parse(u); perr == nil {
+			shown = p.Redacted()
+		}
+		msg := fmt.Sprintf("PostgreSQL at %s cannot be reached (%v); set PLANROUND_POSTGRES_URL to a server", shown, err)
+		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
+			t.Fatal(msg + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
+		}
+		t.Skip(msg)
+	}
+	return u
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// freshSchema returns the name of a PostgreSQL schema no other test uses,
+// dropped when t ends.
+func freshSchema(t testing.TB, url string) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	name := "webchat_test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("dropping schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// texts of the chunks among events.
+func eventTexts(t *testing.T, evs []sseEvent) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range evs {
+		if e.name == "" {
+			if c := e.chunk(t); c.Kind == agent.KindText {
+				b.WriteString(c.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
+// TestReplicasOnPostgres: two web chat processes on one PostgreSQL schema
+// serve one browser as replicas with no stickiness. Its owner cookie works
+// on both; a turn started on A streams to the browser's event stream on B;
+// a page reloaded on B mid-run gets the text streamed so far and the rest;
+// a decision posted to B wakes the run waiting on A; an interrupt posted to
+// B stops a run on A; and once A is killed, B ends the turn A left (its
+// card stays answerable) and a decision posted to B resumes it there. The
+// tool runs once per decision.
+func TestReplicasOnPostgres(t *testing.T) {
+	leaktest.Check(t)
+	url := postgresURL(t)
+	schema := freshSchema(t, url)
+	args := []string{"-postgres", url, "-postgres-schema", schema, "-lease-ttl", "1s", "-sweep-interval", "100ms"}
+	a := startChild(t, args...)
+	b := startChild(t, args...)
+
+	// One browser, its cookie from A, and a session made by A.
+	client := browserOf(t, a.url)
+	s1 := postSession(t, client, a.url)
+	_, _, _ = historyAt(t, client, b.url, s1) // B takes A's cookie
+	other := browserOf(t, b.url)
+	status, _ := getAs(t, other, b.url+"/api/history?session_id="+s1)
+	assert.Equal(t, http.StatusForbidden, status, "another browser on B")
+
+	// 1. A turn started on A, watched on B; a reload on B mid-run; the
+	// decision posted to B.
+	message, ran := markerCommand(t)
+	onB, _ := openEventsAt(t, client, b.url, s1, "after=0")
+	status, out := postAs(t, client, a.url, "/api/chat", mustString(map[string]string{"session_id": s1, "message": message}))
+	require.Equal(t, http.StatusAccepted, status, "%v", out)
+	call, seen := onB.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
+	require.Equal(t, "run_started", seen[0].name)
+	assert.Contains(t, seen[0].data, "echo ran", "the message that started it")
+	streamed := eventTexts(t, seen)
+	require.NotEmpty(t, streamed, "text came before the approval")
+
+	hist, seq, running := historyAt(t, client, b.url, s1)
+	assert.True(t, running, "the run on A is in progress, says B")
+	for _, e := range hist {
+		assert.NotEqual(t, "user", string(e.Role), "the run's message comes with its events")
+	}
+	reloaded, hello := openEventsAt(t, client, b.url, s1, "after="+strconv.FormatInt(seq, 10))
+	assert.Equal(t, true, hello["busy"])
+	again := reloaded.until(t, func(e sseEvent) bool { return e.id == seen[len(seen)-1].id })
+	assert.Equal(t, streamed, eventTexts(t, again), "the reloaded page has the text streamed so far")
+
+	status, out = postAs(t, client, b.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	assert.Equal(t, true, out["success"], "%v", out)
+	done, chunks := onB.runDone(t)
+	assert.Equal(t, "finished", done.Status, "%+v", done)
+	assert.Contains(t, summary(chunks), "result run_command")
+	done, _ = reloaded.runDone(t)
+	assert.Equal(t, "finished", done.Status)
+	assert.Equal(t, 1, ran(), "the tool ran once")
+
+	// 2. An interrupt posted to B stops the run waiting on A.
+	status, out = postAs(t, client, a.url, "/api/chat", mustString(map[string]string{"session_id": s1, "message": "Weather in Oslo?"}))
+	require.Equal(t, http.StatusAccepted, status, "%v", out)
+	onB.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
+	status, out = postAs(t, client, b.url, "/api/chat", mustString(map[string]string{"session_id": s1, "message": "hi"}))
+	assert.Equal(t, http.StatusConflict, status, "B does not start a run that A drives: %v", out)
+	status, out = postAs(t, client, b.url, "/api/sessions/delete", mustString(map[string]string{"session_id": s1}))
+	assert.Equal(t, http.StatusConflict, status, "B does not delete a session whose run A drives: %v", out)
+	status, body := getAs(t, client, b.url+"/api/sessions")
+	require.Equal(t, http.StatusOK, status)
+	var list []sessionEntry
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	require.Len(t, list, 1)
+	assert.True(t, list[0].Busy, "B's list says A runs the session")
+	status, out = postAs(t, client, b.url, "/api/interrupt", mustString(map[string]string{"session_id": s1}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	done, _ = onB.runDone(t)
+	assert.Equal(t, "interrupted", done.Status, "%+v", done)
+
+	// 3. A dies while a run waits: the decision posted to B resumes the
+	// turn there.
+	status, out = postAs(t, client, a.url, "/api/chat", mustString(map[string]string{"session_id": s1, "message": message}))
+	require.Equal(t, http.StatusAccepted, status, "%v", out)
+	call, _ = onB.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
+	require.Error(t, a.stop(t, syscall.SIGKILL))
+	// B's sweeper ends the turn that nobody drives any more, once A's lease
+	// has expired: suspended, its card answerable.
+	done, _ = onB.runDone(t)
+	assert.Equal(t, runDone{Status: "suspended", Reason: "the server that ran it stopped"}, done)
+	hist, _, running = historyAt(t, client, b.url, s1)
+	assert.False(t, running)
+	var open []openCall
+	for _, e := range hist {
+		open = append(open, e.OpenCalls...)
+	}
+	require.Len(t, open, 1, "%+v", hist)
+	assert.Equal(t, call.ApprovalID, open[0].ApprovalID)
+	status, out = postAs(t, client, b.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	assert.Equal(t, true, out["success"], "%v", out)
+	evs := onB.until(t, func(e sseEvent) bool {
+		if e.name != "run_started" {
+			return false
+		}
+		var d runStarted
+		require.NoError(t, json.Unmarshal([]byte(e.data), &d))
+		return d.Resumed
+	})
+	require.NotEmpty(t, evs)
+	done, chunks = onB.runDone(t)
+	assert.Equal(t, "finished", done.Status, "%+v\n%s", done, b.stderr)
+	assert.Contains(t, summary(chunks), "result run_command")
+	assert.Equal(t, 2, ran(), "once per decision")
+	require.NoError(t, b.stop(t, syscall.SIGTERM), "%s", b.stderr)
+}
