@@ -15,8 +15,6 @@ import (
 // Approver, with the calling run's session, so the page shows their cards
 // nested under the researcher's.
 func addResearcher(tools *agent.ToolRegistry, host agent.Config) error {
-	// Its runs are parts of the calling run, which holds the session.
-	host.Holder, host.LeaseTTL = "", 0
 	t, err := demo.Researcher(host)
 	if err != nil {
 		return fmt.Errorf("researcher sub-agent: %w", err)
