@@ -1,87 +1,20 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	neturl "net/url"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/pgtest"
 )
-
-// defaultPostgresURL is the test server on this project's machines.
-const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// postgresURL returns the test server's URL (PLANROUND_POSTGRES_URL, or the
-// default) after checking that it answers; when it does not, it skips t,
-// or fails it under PLANROUND_REQUIRE_ALL=1.
-func postgresURL(t testing.TB) string {
-	t.Helper()
-	u := cmpOr(os.Getenv("PLANROUND_POSTGRES_URL"), defaultPostgresURL)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, u)
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(context.Background())
-	}
-	if err != nil {
-		shown := u
-		if p, perr := neturl.Parse(u); perr == nil {
-			shown = p.Redacted()
-		}
-		msg := fmt.Sprintf("PostgreSQL at %s cannot be reached (%v); set PLANROUND_POSTGRES_URL to a server", shown, err)
-		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
-			t.Fatal(msg + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
-		}
-		t.Skip(msg)
-	}
-	return u
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// freshSchema returns the name of a PostgreSQL schema no other test uses,
-// dropped when t ends.
-func freshSchema(t testing.TB, url string) string {
-	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	name := "webchat_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", name, err)
-		}
-	})
-	return name
-}
 
 // texts of the chunks among events.
 func eventTexts(t *testing.T, evs []sseEvent) string {
@@ -207,4 +140,13 @@ func TestReplicasOnPostgres(t *testing.T) {
 	assert.Contains(t, summary(chunks), "result run_command")
 	assert.Equal(t, 2, ran(), "once per decision")
 	require.NoError(t, b.stop(t, syscall.SIGTERM), "%s", b.stderr)
+}
+
+// postgresURL returns the test server's URL (see pgtest.URL).
+func postgresURL(t testing.TB) string { t.Helper(); return pgtest.URL(t) }
+
+// freshSchema returns a schema of t's own, dropped when t ends.
+func freshSchema(t testing.TB, url string) string {
+	t.Helper()
+	return pgtest.Schema(t, url, "webchat_test_")
 }

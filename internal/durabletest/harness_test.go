@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,10 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/internal/procgroup"
 	"github.com/planround/planround/memory"
 )
@@ -62,77 +59,8 @@ func sqliteBackend(t testing.TB) backend {
 // postgresBackend is a fresh schema on the test server, dropped when t
 // ends; it skips t without a server (fails it under PLANROUND_REQUIRE_ALL=1).
 func postgresBackend(t testing.TB) backend {
-	url := pgServer(t)
-	return backend{name: "postgres", args: []string{"-postgres", url, "-schema", freshSchema(t, url)}}
-}
-
-// defaultPostgresURL is the test server on this project's machines.
-const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-func pgURL() string {
-	if u := os.Getenv("PLANROUND_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return defaultPostgresURL
-}
-
-// pgServer returns the test server's URL after checking that it answers;
-// when it does not, it skips t, or fails it under PLANROUND_REQUIRE_ALL=1.
-func pgServer(t testing.TB) string {
-	t.Helper()
-	u := pgURL()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, u)
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(context.Background())
-	}
-	if err != nil {
-		msg := fmt.Sprintf("PostgreSQL at %s cannot be reached (%v); set PLANROUND_POSTGRES_URL to a server", redactURL(u), err)
-		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
-			t.Fatal(msg + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
-		}
-		t.Skip(msg)
-	}
-	return u
-}
-
-// redactURL returns u without its password, if it has one.
-func redactURL(u string) string {
-	p, err := neturl.Parse(u)
-	if err != nil || p.User == nil {
-		return u
-	}
-	p.User = neturl.User(p.User.Username())
-	return p.String()
-}
-
-// freshSchema returns the name of a schema no one uses, dropped with
-// everything in it when t ends (after the replicas were killed).
-func freshSchema(t testing.TB, url string) string {
-	t.Helper()
-	name := "planround_durable_" + randomHex(6)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+	url := pgtest.URL(t)
+	return backend{name: "postgres", args: []string{"-postgres", url, "-schema", pgtest.Schema(t, url, "planround_durable_")}}
 }
 
 // replica is one running replica process.

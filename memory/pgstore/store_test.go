@@ -2,11 +2,8 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	neturl "net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -21,13 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/storetest"
 )
-
-// defaultURL is the test server on this project's machines.
-const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // childEnv names, in a child process of TestMigrateProcesses, the schema it
 // opens.
@@ -36,7 +31,7 @@ const childEnv = "PGSTORE_TEST_CHILD_SCHEMA"
 func TestMain(m *testing.M) {
 	if schema := os.Getenv(childEnv); schema != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		st, err := pgstore.Open(ctx, serverURL(), pgstore.WithSchema(schema))
+		st, err := pgstore.Open(ctx, pgtest.ConfiguredURL(), pgstore.WithSchema(schema))
 		cancel()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -46,68 +41,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-func serverURL() string {
-	if u := os.Getenv("PLANROUND_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return defaultURL
-}
-
-// server returns the test server's URL, after checking that it answers;
-// when it does not, it skips t, or fails it under PLANROUND_REQUIRE_ALL=1.
-func server(t testing.TB) string {
-	t.Helper()
-	u := serverURL()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, u)
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(context.Background())
-	}
-	if err != nil {
-		msg := fmt.Sprintf("PostgreSQL at %s cannot be reached (%v); set PLANROUND_POSTGRES_URL to a server", redactURL(u), err)
-		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
-			t.Fatal(msg + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
-		}
-		t.Skip(msg)
-	}
-	return u
-}
-
-// redactURL returns u without its password, if it has one.
-func redactURL(u string) string {
-	p, err := neturl.Parse(u)
-	if err != nil || p.User == nil {
-		return u
-	}
-	p.User = neturl.User(p.User.Username())
-	return p.String()
-}
-
-// freshSchema returns the name of a schema no one uses, which is dropped
-// with everything in it when t ends.
-func freshSchema(t testing.TB, url string) string {
-	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	name := "planround_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
 }
 
 // open opens a store on schema, closed when t ends.
@@ -319,7 +252,7 @@ func TestOpenErrors(t *testing.T) {
 	_, err = pgstore.Open(ctx, "postgres://user:secret@127.0.0.1:1/db?sslmode=disable&connect_timeout=2")
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "secret")
-	_, err = pgstore.Open(ctx, serverURL(), pgstore.WithSchema(""))
+	_, err = pgstore.Open(ctx, pgtest.ConfiguredURL(), pgstore.WithSchema(""))
 	require.Error(t, err)
 }
 
@@ -347,4 +280,13 @@ func TestContentBytes(t *testing.T) {
 	// An append to a missing session is ErrNotFound and adds nothing.
 	_, err = st.Append(ctx, "missing", memory.Message{Role: memory.RoleUser, Content: "x"})
 	require.True(t, errors.Is(err, memory.ErrNotFound), "err = %v", err)
+}
+
+// server returns the test server's URL (see pgtest.URL).
+func server(t testing.TB) string { t.Helper(); return pgtest.URL(t) }
+
+// freshSchema returns a schema of t's own, dropped when t ends.
+func freshSchema(t testing.TB, url string) string {
+	t.Helper()
+	return pgtest.Schema(t, url, "planround_test_")
 }
