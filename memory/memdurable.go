@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -175,17 +174,8 @@ func (st *MemStore) ReleaseLease(ctx context.Context, sessionID, holder string) 
 	return nil
 }
 
-// memListener is one Listen of a MemStore: notes are queued and delivered
-// by one goroutine, so that Notify never waits for a listener.
-type memListener struct {
-	mu      sync.Mutex
-	queue   []string
-	wake    chan struct{}
-	stopped chan struct{}
-	done    chan struct{}
-}
-
-// Notify implements [Notifier.Notify], within the process.
+// Notify implements [Notifier.Notify], within the process: each listener
+// has its own goroutine and a bounded queue (see memory/internal/notehub).
 func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -193,19 +183,7 @@ func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
 	if err := ValidateNote(channel, payload); err != nil {
 		return err
 	}
-	st.lmu.Lock()
-	ls := slices.Clone(st.listeners[channel])
-	st.lmu.Unlock()
-	for _, l := range ls {
-		l.mu.Lock()
-		l.queue = append(l.queue, payload)
-		l.mu.Unlock()
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
-	}
-	return nil
+	return st.notes.Deliver(channel, payload)
 }
 
 // Listen implements [Notifier.Listen], within the process.
@@ -219,48 +197,7 @@ func (st *MemStore) Listen(ctx context.Context, channel string, fn func(payload 
 	if fn == nil {
 		return nil, fmt.Errorf("memory: listen to %q: nil function", channel)
 	}
-	l := &memListener{wake: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
-	st.lmu.Lock()
-	if st.listeners == nil {
-		st.listeners = make(map[string][]*memListener)
-	}
-	st.listeners[channel] = append(st.listeners[channel], l)
-	st.lmu.Unlock()
-	go func() {
-		defer close(l.done)
-		for {
-			select {
-			case <-l.stopped:
-				return
-			case <-l.wake:
-			}
-			l.mu.Lock()
-			q := l.queue
-			l.queue = nil
-			l.mu.Unlock()
-			for _, p := range q {
-				select {
-				case <-l.stopped:
-					return
-				default:
-				}
-				fn(p)
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			st.lmu.Lock()
-			st.listeners[channel] = slices.DeleteFunc(st.listeners[channel], func(x *memListener) bool { return x == l })
-			if len(st.listeners[channel]) == 0 {
-				delete(st.listeners, channel)
-			}
-			st.lmu.Unlock()
-			close(l.stopped)
-			<-l.done
-		})
-	}, nil
+	return st.notes.Add(channel, fn)
 }
 
 // ValidateApproval reports whether a may be created: an id, a session,

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/planround/planround/memory/internal/notehub"
 )
 
 // MemStore is a [Store] that keeps everything in memory. Its zero value is
@@ -20,10 +22,9 @@ type MemStore struct {
 	lastMsgID int64 // last message id handed out, across sessions
 	lastSumID int64 // last summary id handed out, across sessions
 
-	approvals map[string]*Approval      // by id
-	leases    map[string]memLease       // by session id
-	listeners map[string][]*memListener // by channel; guarded by lmu
-	lmu       sync.Mutex                // guards listeners
+	approvals map[string]*Approval // by id
+	leases    map[string]memLease  // by session id
+	notes     notehub.Hub          // the listeners of Notify
 }
 
 // memLease is a lease of a MemStore.
