@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -1213,4 +1214,34 @@ func TestDurableResumedRequestFindsOrphan(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Approved)
 	_, _ = first.Wait(cancelledContext())
+}
+
+// FuzzNote: a note comes from the network (another process, through the
+// database): whatever its payload, the Manager neither panics nor takes it
+// for a decision the store does not hold. The pending approval stays
+// pending, its Wait is not woken and OnDecided is not called.
+func FuzzNote(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"session_id":"s","approval_id":"x","from":"y"}`, `null`, `[`, `{"approval_id":1}`, "\x00", `{"approval_id":"` + "\u2028" + `"}`} {
+		f.Add(s)
+	}
+	st := &memory.MemStore{}
+	called := make(chan memory.Approval, 1)
+	m, err := approval.NewManager(approval.ManagerConfig{Store: st, OnDecided: func(a memory.Approval) { called <- a }})
+	require.NoError(f, err)
+	tk, err := m.Request(context.Background(), request("s", 1))
+	require.NoError(f, err)
+	id := tk.ApprovalID()
+	f.Cleanup(func() { _, _ = tk.Wait(cancelledContext()) })
+	f.Fuzz(func(t *testing.T, payload string) {
+		m.OnNote(payload)
+		m.OnNote(strings.ReplaceAll(payload, "x", id)) // notes that name the approval
+		a, err := st.GetApproval(context.Background(), id)
+		require.NoError(t, err)
+		assert.False(t, a.Decided)
+		select {
+		case a := <-called:
+			t.Fatalf("OnDecided called for %s on a note %q", a.ID, payload)
+		default:
+		}
+	})
 }
