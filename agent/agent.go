@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/memory"
@@ -195,6 +197,27 @@ type Config struct {
 
 	// Logger receives one record per model call; nil discards them.
 	Logger *slog.Logger
+
+	// TracerProvider and MeterProvider receive the agent's OpenTelemetry
+	// spans and metrics, named by the GenAI semantic conventions (see the
+	// package documentation, "Telemetry"); nil means otel's global
+	// providers, which record nothing unless the host set them. The agent
+	// uses the OpenTelemetry API only: the host brings the SDK and the
+	// exporter.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// TelemetryContent records the content of runs on their spans: the
+	// messages of each model request and the model's response
+	// (gen_ai.input.messages, gen_ai.output.messages), and each tool
+	// call's arguments and result (gen_ai.tool.call.arguments,
+	// gen_ai.tool.call.result). It is off by default: prompts and results
+	// may hold what a trace backend should not keep.
+	TelemetryContent bool
+	// TelemetryContentLimit bounds each recorded piece of content, in
+	// bytes: a longer one is cut on a character boundary and ends with a
+	// "…[truncated: N of M bytes]" marker (a cut JSON value is no longer
+	// valid JSON). Zero means DefaultTelemetryContentLimit.
+	TelemetryContentLimit int
 }
 
 // Agent runs planning-round turns against a model. It is safe for concurrent
@@ -210,6 +233,9 @@ type Agent struct {
 
 	// leases are what Config.Holder needs: nil without one.
 	leases *leases
+
+	// tel is the tracer and the instruments of every run.
+	tel *telemetry
 }
 
 // New validates cfg and returns an Agent.
@@ -270,6 +296,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
+	if cfg.TelemetryContentLimit < 0 {
+		return nil, fmt.Errorf("agent: Config.TelemetryContentLimit is %d, want >= 0", cfg.TelemetryContentLimit)
+	}
+	tel, err := newTelemetry(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var ls *leases
 	if cfg.Holder != "" {
 		l, ok := cfg.Store.(memory.Leaser)
@@ -286,6 +319,7 @@ func New(cfg Config) (*Agent, error) {
 		leases: ls,
 		layers: slices.Clone(cfg.Layers),
 		hooks:  slices.Clone(cfg.Hooks),
+		tel:    tel,
 	}
 	if cfg.Store != nil && cfg.SummarizeAt > 0 {
 		a.layers = append(a.layers, sessionSummaries{memory.SummaryLayer{Store: cfg.Store}})

@@ -79,12 +79,14 @@ type ApprovalCanceler interface {
 // that another run drives, [ErrBusy]. Turn messages are saved as in Run.
 func (a *Agent) Resume(ctx context.Context, sessionID string) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
+		ctx, tel := a.tel.startRun(ctx, sessionID, true)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		t := &Turn{a: a, in: Input{SessionID: sessionID}, used: true}
-		r := &run{t: t, a: a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: a.cfg.Tools.tools()}
+		r := &run{t: t, a: a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: a.cfg.Tools.tools(), tel: tel}
 		r.emitPiece = r.textPiece
 		r.resume()
+		r.endRun()
 	}
 }
 
@@ -173,6 +175,7 @@ func (r *run) resume() {
 			if cs.open.Executing {
 				// The process stopped while the tool ran: what it did is
 				// unknown, and it is never run again.
+				r.stoppedTool(cs)
 				r.interrupted(cs, CauseStopped, ReasonStopped, cs.open.Partial)
 				if r.stopped {
 					return false

@@ -149,11 +149,13 @@ func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
 			return
 		}
 		t.used = true
+		ctx, tel := t.a.tel.startRun(ctx, t.in.SessionID, false)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		r := &run{t: t, a: t.a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: t.a.cfg.Tools.tools()}
+		r := &run{t: t, a: t.a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: t.a.cfg.Tools.tools(), tel: tel}
 		r.emitPiece = r.textPiece
 		r.do()
+		r.endRun()
 	}
 }
 
@@ -206,6 +208,9 @@ type run struct {
 	// nested carries the chunks of sub-agents' runs to this run's
 	// iterator; made at the run's first sub-agent call (see nestContext).
 	nested chan Chunk
+
+	// tel is the run's invoke_agent span and what decides its outcome.
+	tel runTel
 }
 
 func (r *run) emit(c Chunk) bool {
@@ -222,6 +227,9 @@ func (r *run) emit(c Chunk) bool {
 
 // fail yields err as the last pair unless the consumer has gone.
 func (r *run) fail(err error) {
+	if r.tel.err == nil {
+		r.tel.err = err
+	}
 	if !r.stopped {
 		r.stop()
 		r.yield(Chunk{}, err)
@@ -387,6 +395,7 @@ func (r *run) toolLoop(from int) {
 		}
 	}
 	r.round--
+	r.tel.maxRounds = true
 	r.emit(Chunk{Kind: KindWarning, Round: r.round, Code: WarnMaxToolRounds, Text: "maximum tool rounds reached"})
 }
 
@@ -618,11 +627,13 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 	}
 
 	start := time.Now()
+	ctx, chat := r.startChat(req)
 	var finish string
-	err := r.readStream(req, withTools, &res, &finish)
+	err := r.readStream(ctx, chat, req, withTools, &res, &finish)
 	res.finish = FinishReason(finish)
 	r.t.usage = r.t.usage.Add(usageOr(res.usage))
 	r.logCall(start, withTools, res, finish, err)
+	r.endChat(chat, res, finish, err)
 
 	if r.stopped { // the consumer broke out of the loop
 		r.recordPartial(withTools)
@@ -668,8 +679,10 @@ func (r *run) namedCalls() []stream.Call {
 	return calls
 }
 
-func (r *run) readStream(req request, withTools bool, res *roundResult, finish *string) error {
-	rd, resp, err := r.a.model.open(r.ctx, req)
+// readStream sends req with ctx (the run's, carrying the chat span) and
+// reads its response.
+func (r *run) readStream(ctx context.Context, chat *chatTel, req request, withTools bool, res *roundResult, finish *string) error {
+	rd, resp, err := r.a.model.open(ctx, req)
 	if err != nil {
 		return fmt.Errorf("model request failed: %w", err)
 	}
@@ -683,6 +696,9 @@ func (r *run) readStream(req request, withTools bool, res *roundResult, finish *
 		}
 		if err != nil {
 			return streamError(err, resp)
+		}
+		if chat.first && (d.Content != "" || d.Reasoning != "" || len(d.ToolCalls) > 0) {
+			chat.firstToken()
 		}
 		if d.Reasoning != "" {
 			if !r.emit(Chunk{Kind: KindReasoning, Round: r.round, Text: d.Reasoning}) {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/stream"
 )
@@ -48,6 +50,14 @@ type callState struct {
 	result   string
 	err      error
 	cut      bool // Execute returned after the run's context ended
+
+	// telemetry: the execute_tool span while the tool runs, when it
+	// started; the cause of the call's rejection; whether its approval was
+	// pending (a person was waited for).
+	span    trace.Span
+	started time.Time
+	cause   Cause
+	pending bool
 }
 
 // toolRound handles the calls of one round: it records the assistant message
@@ -330,6 +340,8 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if cs.def.SkipApproval {
 		return true, true
 	}
+	at := r.startApproval(cs)
+	defer func() { r.endApproval(at, cs, approved) }()
 	if r.a.cfg.Approver == nil {
 		// New checked that no tool needs approval, but the registry is
 		// shared and gained one since: reject its calls, never call a nil
@@ -356,6 +368,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if !decided {
 		// The request is registered: a decision that arrives as soon as the
 		// card below is shown lands in it.
+		cs.pending = true
 		if r.ctx.Err() == nil {
 			cs.approval, cs.waitOwed = t, true
 			cs.chunk.ApprovalID = t.ApprovalID()
@@ -455,6 +468,7 @@ func (r *run) releaseApproval(cs *callState) {
 
 // reject records a rejection and reports whether the run goes on.
 func (r *run) reject(cs *callState, cause Cause, reason string) bool {
+	cs.cause = cause
 	r.settle(cs, reason)
 	c := cs.chunk
 	c.State = StateRejected
@@ -463,12 +477,14 @@ func (r *run) reject(cs *callState, cause Cause, reason string) bool {
 	if !r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c}) {
 		return false
 	}
+	r.tel.rejected = r.a.cfg.OnReject == RejectEndRun
 	return r.a.cfg.OnReject == RejectContinue
 }
 
 // interrupted records a call stopped by the run's cancellation and ends the
 // run; it always reports false.
 func (r *run) interrupted(cs *callState, cause Cause, reason, partial string) bool {
+	cs.cause = cause
 	r.settle(cs, joinPartial(partial, reason))
 	c := cs.chunk
 	c.State = StateRejected
@@ -535,7 +551,7 @@ func (r *run) sideMessage(sm SideMessenger, cs *callState) (side any, err error)
 func (r *run) start(cs *callState) {
 	cs.progress = newProgressBuffer()
 	cs.done = make(chan struct{})
-	ctx := r.callContext(cs)
+	ctx := r.startTool(r.callContext(cs), cs)
 	if _, ok := cs.tool.(*subAgent); ok {
 		ctx = r.nestContext(ctx)
 	}
@@ -589,6 +605,7 @@ wait:
 		}
 	}
 	if cs.cut {
+		r.endTool(cs, outcomeInterrupted, cs.partial())
 		return r.interrupted(cs, CauseInterrupted, ReasonInterrupted, cs.partial())
 	}
 	// Output written just before the tool returned is yielded too, so the
@@ -597,6 +614,9 @@ wait:
 	content := cs.result
 	if cs.err != nil {
 		content = "error: " + cs.err.Error()
+		r.endTool(cs, outcomeError, content)
+	} else {
+		r.endTool(cs, outcomeResult, content)
 	}
 	r.settle(cs, content)
 	c := cs.chunk

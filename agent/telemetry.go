@@ -1,0 +1,504 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
+)
+
+// DefaultTelemetryContentLimit is the size in bytes at which a recorded
+// piece of content is cut when [Config.TelemetryContentLimit] is zero.
+const DefaultTelemetryContentLimit = 4 << 10
+
+// instrumentationName names the tracer and the meter of the agent.
+const instrumentationName = "github.com/planround/planround/agent"
+
+// Outcomes of runs, tool calls and approval waits, the value of the
+// planround.outcome attribute of their spans and metrics.
+const (
+	outcomeAnswered    = "answered"
+	outcomeInterrupted = "interrupted"
+	outcomeRejected    = "rejected"
+	outcomeError       = "error"
+	outcomeMaxRounds   = "max_rounds"
+	outcomeSuspended   = "suspended"
+	outcomeAbandoned   = "abandoned"
+	outcomeResult      = "result"
+	outcomeStopped     = "stopped"
+	outcomeApproved    = "approved"
+	outcomeTimedOut    = "timed_out"
+)
+
+// Attribute keys: the GenAI semantic conventions', then planround's own.
+const (
+	keyOperation     = attribute.Key("gen_ai.operation.name")
+	keyProvider      = attribute.Key("gen_ai.provider.name")
+	keyConversation  = attribute.Key("gen_ai.conversation.id")
+	keyRequestModel  = attribute.Key("gen_ai.request.model")
+	keyFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
+	keyInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
+	keyOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
+	keyTokenType     = attribute.Key("gen_ai.token.type")
+	keyToolName      = attribute.Key("gen_ai.tool.name")
+	keyToolCallID    = attribute.Key("gen_ai.tool.call.id")
+	keyToolType      = attribute.Key("gen_ai.tool.type")
+	keyToolArgs      = attribute.Key("gen_ai.tool.call.arguments")
+	keyToolResult    = attribute.Key("gen_ai.tool.call.result")
+	keyInputMessages = attribute.Key("gen_ai.input.messages")
+	keyOutput        = attribute.Key("gen_ai.output.messages")
+	keyErrorType     = attribute.Key("error.type")
+
+	keyRound      = attribute.Key("planround.round")
+	keyIntent     = attribute.Key("planround.intent")
+	keyOutcome    = attribute.Key("planround.outcome")
+	keyResumed    = attribute.Key("planround.resumed")
+	keyCause      = attribute.Key("planround.cause")
+	keyApprovalID = attribute.Key("planround.approval.id")
+	keyWaited     = attribute.Key("planround.approval.waited")
+)
+
+// telemetry is an Agent's tracer and instruments, made once in New.
+type telemetry struct {
+	tracer   trace.Tracer
+	content  bool
+	limit    int
+	provider string // gen_ai.provider.name, "" when it cannot be told
+	model    string
+
+	tokens       metric.Int64Histogram
+	opDuration   metric.Float64Histogram
+	toolDuration metric.Float64Histogram
+	approvalWait metric.Float64Histogram
+	runs         metric.Int64Counter
+
+	// common are the attributes of every chat span and metric:
+	// gen_ai.request.model and gen_ai.provider.name when known.
+	common []attribute.KeyValue
+}
+
+func newTelemetry(cfg Config) (*telemetry, error) {
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	mp := cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	tel := &telemetry{
+		tracer:   tp.Tracer(instrumentationName),
+		content:  cfg.TelemetryContent,
+		limit:    cfg.TelemetryContentLimit,
+		provider: providerName(cfg.BaseURL),
+		model:    cfg.Model,
+	}
+	if tel.limit == 0 {
+		tel.limit = DefaultTelemetryContentLimit
+	}
+	tel.common = []attribute.KeyValue{keyRequestModel.String(cfg.Model)}
+	if tel.provider != "" {
+		tel.common = append(tel.common, keyProvider.String(tel.provider))
+	}
+	m := mp.Meter(instrumentationName)
+	// The bucket boundaries the GenAI conventions advise.
+	durations := metric.WithExplicitBucketBoundaries(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+	var err error
+	if tel.tokens, err = m.Int64Histogram("gen_ai.client.token.usage",
+		metric.WithDescription("Number of input and output tokens used per model call."), metric.WithUnit("{token}"),
+		metric.WithExplicitBucketBoundaries(1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)); err != nil {
+		return nil, fmt.Errorf("agent: creating metric gen_ai.client.token.usage: %w", err)
+	}
+	if tel.opDuration, err = m.Float64Histogram("gen_ai.client.operation.duration",
+		metric.WithDescription("Duration of a model call, from the request to the end of its stream."), metric.WithUnit("s"), durations); err != nil {
+		return nil, fmt.Errorf("agent: creating metric gen_ai.client.operation.duration: %w", err)
+	}
+	if tel.toolDuration, err = m.Float64Histogram("planround.tool.duration",
+		metric.WithDescription("Duration of a tool call's execution."), metric.WithUnit("s"), durations); err != nil {
+		return nil, fmt.Errorf("agent: creating metric planround.tool.duration: %w", err)
+	}
+	if tel.approvalWait, err = m.Float64Histogram("planround.approval.wait",
+		metric.WithDescription("Time from asking the Approver about a tool call to its decision."), metric.WithUnit("s"), durations); err != nil {
+		return nil, fmt.Errorf("agent: creating metric planround.approval.wait: %w", err)
+	}
+	if tel.runs, err = m.Int64Counter("planround.runs",
+		metric.WithDescription("Runs and resumed turns, by how they ended."), metric.WithUnit("{run}")); err != nil {
+		return nil, fmt.Errorf("agent: creating metric planround.runs: %w", err)
+	}
+	return tel, nil
+}
+
+// providerName tells gen_ai.provider.name from Config.BaseURL: the hosts of
+// the providers the conventions name, and OpenAI for the default URL. Any
+// other host (a local server, a proxy) is not told: "".
+func providerName(base string) string {
+	if base == "" {
+		return "openai"
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	host := strings.ToLower(u.Hostname())
+	switch {
+	case host == "api.openai.com":
+		return "openai"
+	case strings.HasSuffix(host, ".openai.azure.com"):
+		return "azure.ai.openai"
+	case host == "api.anthropic.com":
+		return "anthropic"
+	case host == "generativelanguage.googleapis.com":
+		return "gcp.gemini"
+	case host == "api.mistral.ai":
+		return "mistral_ai"
+	case host == "api.groq.com":
+		return "groq"
+	case host == "api.deepseek.com":
+		return "deepseek"
+	case host == "api.x.ai":
+		return "x_ai"
+	case host == "api.perplexity.ai":
+		return "perplexity"
+	}
+	return ""
+}
+
+// bound cuts s at the content limit, on a character boundary, and says so.
+func (tel *telemetry) bound(s string) string {
+	if len(s) <= tel.limit {
+		return s
+	}
+	cut := tel.limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("…[truncated: %d of %d bytes]", len(s)-cut, len(s))
+}
+
+// runTel is a run's telemetry: its invoke_agent span and what decides its
+// outcome. Touched only by the run's goroutine.
+type runTel struct {
+	span    trace.Span
+	resumed bool
+	// err is the error the run ended with (see run.fail).
+	err error
+	// rejected is set by a rejection that ends the run, maxRounds by the
+	// end of the tool loop.
+	rejected, maxRounds bool
+}
+
+// startRun starts the invoke_agent span of a run (or a resumed turn) and
+// returns ctx carrying it: the model calls and tool calls of the run are
+// its children, and a sub-agent's run is a child of its call's span.
+func (tel *telemetry) startRun(ctx context.Context, sessionID string, resumed bool) (context.Context, runTel) {
+	ctx, span := tel.tracer.Start(ctx, "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(keyOperation.String("invoke_agent"), keyResumed.Bool(resumed))
+		span.SetAttributes(tel.common...)
+		if sessionID != "" {
+			span.SetAttributes(keyConversation.String(sessionID))
+		}
+	}
+	return ctx, runTel{span: span, resumed: resumed}
+}
+
+// endRun ends the run's span with its outcome and counts the run.
+func (r *run) endRun() {
+	tel, rt := r.a.tel, &r.tel
+	outcome := outcomeAnswered
+	switch {
+	case rt.err != nil:
+		outcome = outcomeError
+	case r.suspended:
+		outcome = outcomeSuspended
+	case rt.rejected:
+		outcome = outcomeRejected
+	case r.over:
+		outcome = outcomeInterrupted
+	case r.stopped:
+		outcome = outcomeAbandoned
+	case rt.maxRounds:
+		outcome = outcomeMaxRounds
+	}
+	attrs := metric.WithAttributes(keyOperation.String("invoke_agent"), keyOutcome.String(outcome), keyResumed.Bool(rt.resumed))
+	tel.runs.Add(context.WithoutCancel(r.ctx), 1, attrs)
+	if !rt.span.IsRecording() {
+		rt.span.End()
+		return
+	}
+	rt.span.SetAttributes(keyOutcome.String(outcome), keyRound.Int(r.round))
+	if r.intent != "" {
+		rt.span.SetAttributes(keyIntent.String(string(r.intent)))
+	}
+	if u := r.t.usage; u != (usageOr(nil)) {
+		rt.span.SetAttributes(keyInputTokens.Int64(u.PromptTokens), keyOutputTokens.Int64(u.CompletionTokens))
+	}
+	if rt.err != nil {
+		rt.span.RecordError(rt.err)
+		rt.span.SetStatus(codes.Error, rt.err.Error())
+		rt.span.SetAttributes(keyErrorType.String(errorType(rt.err)))
+	}
+	rt.span.End()
+}
+
+// errorType is the error.type of err: its Go type, as the conventions
+// suggest when there is no better code.
+func errorType(err error) string {
+	if pe, ok := errors.AsType[*ProviderError](err); ok && pe.StatusCode != 0 {
+		return fmt.Sprint(pe.StatusCode)
+	}
+	return fmt.Sprintf("%T", err)
+}
+
+// chatTel is the chat span of one model call.
+type chatTel struct {
+	span  trace.Span
+	start time.Time
+	first bool // the first token has not been seen yet
+}
+
+// startChat starts the chat span of the current round's model call, as a
+// child of the run's span, and returns the context the request is sent
+// with.
+func (r *run) startChat(req request) (context.Context, *chatTel) {
+	tel := r.a.tel
+	ctx, span := tel.tracer.Start(r.ctx, "chat "+tel.model, trace.WithSpanKind(trace.SpanKindClient))
+	ct := &chatTel{span: span, start: time.Now(), first: true}
+	if span.IsRecording() {
+		span.SetAttributes(keyOperation.String("chat"), keyRound.Int(r.round))
+		span.SetAttributes(tel.common...)
+		if r.t.in.SessionID != "" {
+			span.SetAttributes(keyConversation.String(r.t.in.SessionID))
+		}
+		if tel.content {
+			span.SetAttributes(keyInputMessages.String(tel.bound(messagesJSON(req.messages))))
+		}
+	}
+	return ctx, ct
+}
+
+// firstToken marks the first token of the response on the chat span.
+func (ct *chatTel) firstToken() {
+	ct.first = false
+	ct.span.AddEvent("first_token")
+}
+
+// endChat ends the chat span of the round's model call and records its
+// duration and token usage.
+func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
+	tel := r.a.tel
+	ctx := context.WithoutCancel(r.ctx)
+	failed := err != nil && r.ctx.Err() == nil
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, keyOperation.String("chat"))
+	attrs = append(attrs, tel.common...)
+	if failed {
+		attrs = append(attrs, keyErrorType.String(errorType(err)))
+	}
+	tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
+	if res.usage != nil {
+		tel.tokens.Record(ctx, res.usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
+		tel.tokens.Record(ctx, res.usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
+	}
+	span := ct.span
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	if finish != "" {
+		span.SetAttributes(keyFinishReasons.StringSlice([]string{finish}))
+	}
+	if res.usage != nil {
+		span.SetAttributes(keyInputTokens.Int64(res.usage.PromptTokens), keyOutputTokens.Int64(res.usage.CompletionTokens))
+	}
+	if r.round == 0 && err == nil && !r.a.cfg.DisablePlanning {
+		// The planning round's intent, as planningRound will read it.
+		in := IntentNone
+		if det := r.a.cfg.Intents.Detect(r.parser.Raw()); det.Found {
+			in = Intent(det.Intent)
+		}
+		span.SetAttributes(keyIntent.String(string(in)))
+	}
+	if tel.content {
+		span.SetAttributes(keyOutput.String(tel.bound(outputJSON(r.parser.Raw(), r.acc.Calls(), finish))))
+	}
+	switch {
+	case failed:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(keyErrorType.String(errorType(err)))
+	case err != nil || r.stopped:
+		span.SetAttributes(keyOutcome.String(outcomeInterrupted))
+	}
+	span.End()
+}
+
+// startTool starts the execute_tool span of cs, a child of the run's span,
+// and returns ctx (the call's context) carrying it.
+func (r *run) startTool(ctx context.Context, cs *callState) context.Context {
+	tel := r.a.tel
+	ctx, cs.span = tel.tracer.Start(ctx, "execute_tool "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	cs.started = time.Now()
+	if cs.span.IsRecording() {
+		cs.span.SetAttributes(keyOperation.String("execute_tool"), keyToolName.String(cs.call.Name),
+			keyToolCallID.String(cs.call.ID), keyToolType.String("function"), keyRound.Int(r.round))
+		if tel.content {
+			cs.span.SetAttributes(keyToolArgs.String(tel.bound(string(cs.args))))
+		}
+	}
+	return ctx
+}
+
+// endTool ends the execute_tool span of cs with its outcome (result,
+// error, interrupted) and records the tool's duration.
+func (r *run) endTool(cs *callState, outcome, content string) {
+	if cs.span == nil {
+		return
+	}
+	r.a.tel.toolDuration.Record(context.WithoutCancel(r.ctx), time.Since(cs.started).Seconds(),
+		metric.WithAttributes(keyOperation.String("execute_tool"), keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
+	if cs.span.IsRecording() {
+		cs.span.SetAttributes(keyOutcome.String(outcome))
+		if outcome == outcomeError {
+			cs.span.SetStatus(codes.Error, cs.err.Error())
+			cs.span.SetAttributes(keyErrorType.String("tool_error"))
+		}
+		if r.a.tel.content {
+			cs.span.SetAttributes(keyToolResult.String(r.a.tel.bound(content)))
+		}
+	}
+	cs.span.End()
+	cs.span = nil
+}
+
+// stoppedTool records, as an execute_tool span without duration, a call a
+// resumed turn found executing: its process stopped while it ran.
+func (r *run) stoppedTool(cs *callState) {
+	r.startTool(r.ctx, cs)
+	r.endTool(cs, outcomeStopped, cs.open.Partial)
+}
+
+// approvalTel is the await_approval span of one call.
+type approvalTel struct {
+	span  trace.Span
+	start time.Time
+}
+
+// startApproval starts the await_approval span of cs.
+func (r *run) startApproval(cs *callState) approvalTel {
+	_, span := r.a.tel.tracer.Start(r.ctx, "await_approval "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(keyToolName.String(cs.call.Name), keyToolCallID.String(cs.call.ID), keyRound.Int(r.round))
+	}
+	return approvalTel{span: span, start: time.Now()}
+}
+
+// endApproval ends the await_approval span of cs: approved, rejected,
+// timed_out, interrupted or suspended, with the time it took and whether a
+// person was waited for (the ticket was pending).
+func (r *run) endApproval(at approvalTel, cs *callState, approved bool) {
+	outcome := outcomeRejected
+	switch {
+	case r.suspended:
+		outcome = outcomeSuspended
+	case approved:
+		outcome = outcomeApproved
+	case cs.cause == CauseTimeout:
+		outcome = outcomeTimedOut
+	case r.ctx.Err() != nil || r.stopped:
+		outcome = outcomeInterrupted
+	}
+	waited := time.Since(at.start)
+	r.a.tel.approvalWait.Record(context.WithoutCancel(r.ctx), waited.Seconds(),
+		metric.WithAttributes(keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
+	if at.span.IsRecording() {
+		at.span.SetAttributes(keyOutcome.String(outcome), keyWaited.Bool(cs.pending))
+		id := cs.chunk.ApprovalID
+		if id == "" && cs.open != nil {
+			id = cs.open.ApprovalID // a resumed call's approval, decided meanwhile
+		}
+		if id != "" {
+			at.span.SetAttributes(keyApprovalID.String(id))
+		}
+		if cs.cause != "" {
+			at.span.SetAttributes(keyCause.String(string(cs.cause)))
+		}
+	}
+	at.span.End()
+}
+
+// chatMessage is a message as the GenAI conventions record it in
+// gen_ai.input.messages and gen_ai.output.messages.
+type chatMessage struct {
+	Role         string     `json:"role"`
+	Parts        []chatPart `json:"parts"`
+	FinishReason string     `json:"finish_reason,omitempty"`
+}
+
+type chatPart struct {
+	Type      string          `json:"type"`
+	Content   string          `json:"content,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Response  string          `json:"response,omitempty"`
+}
+
+// messagesJSON renders a request's messages for gen_ai.input.messages.
+// Images are named, not included.
+func messagesJSON(msgs []memory.Message) string {
+	out := make([]chatMessage, 0, len(msgs))
+	for _, m := range msgs {
+		cm := chatMessage{Role: string(m.Role)}
+		switch {
+		case m.Role == memory.RoleTool:
+			cm.Parts = append(cm.Parts, chatPart{Type: "tool_call_response", ID: m.ToolCallID, Response: m.Content})
+		case m.Content != "":
+			cm.Parts = append(cm.Parts, chatPart{Type: "text", Content: m.Content})
+		}
+		for _, img := range m.Images {
+			cm.Parts = append(cm.Parts, chatPart{Type: "image", Name: img.String()})
+		}
+		for _, tc := range m.ToolCalls {
+			cm.Parts = append(cm.Parts, chatPart{Type: "tool_call", ID: tc.ID, Name: tc.Name, Arguments: validJSON(tc.Arguments)})
+		}
+		out = append(out, cm)
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// outputJSON renders a model response for gen_ai.output.messages.
+func outputJSON(raw string, calls []stream.Call, finish string) string {
+	cm := chatMessage{Role: "assistant", FinishReason: finish, Parts: []chatPart{}}
+	if raw != "" {
+		cm.Parts = append(cm.Parts, chatPart{Type: "text", Content: raw})
+	}
+	for _, c := range calls {
+		cm.Parts = append(cm.Parts, chatPart{Type: "tool_call", ID: c.ID, Name: c.Name, Arguments: validJSON([]byte(c.Arguments))})
+	}
+	b, _ := json.Marshal([]chatMessage{cm})
+	return string(b)
+}
+
+// validJSON returns b when it is JSON, else b as a JSON string.
+func validJSON(b []byte) json.RawMessage {
+	if len(b) == 0 || json.Valid(b) {
+		return b
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}

@@ -1,0 +1,435 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
+)
+
+// recording is an SDK tracer provider with an in-memory span recorder and
+// a meter provider with a manual reader, for an agent's Config.
+type recording struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	tp     *sdktrace.TracerProvider
+	mp     *sdkmetric.MeterProvider
+}
+
+func newRecording(t *testing.T) *recording {
+	t.Helper()
+	rec := &recording{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	rec.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec.spans))
+	rec.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(rec.reader))
+	t.Cleanup(func() {
+		assert.NoError(t, rec.tp.Shutdown(context.Background()))
+		assert.NoError(t, rec.mp.Shutdown(context.Background()))
+	})
+	return rec
+}
+
+// config sets the recording's providers in c.
+func (rec *recording) config(c *agent.Config) {
+	c.TracerProvider, c.MeterProvider = rec.tp, rec.mp
+}
+
+// tree renders the ended spans as an indented tree, children in start
+// order: "invoke_agent", "  chat test-model", ...
+func (rec *recording) tree() []string {
+	spans := rec.spans.Ended()
+	slices.SortStableFunc(spans, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanContext().SpanID().String()] = true
+	}
+	var out []string
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		for _, s := range spans {
+			p := ""
+			if s.Parent().IsValid() && ids[s.Parent().SpanID().String()] {
+				p = s.Parent().SpanID().String()
+			}
+			if p == parent {
+				out = append(out, strings.Repeat("  ", depth)+s.Name())
+				walk(s.SpanContext().SpanID().String(), depth+1)
+			}
+		}
+	}
+	walk("", 0)
+	return out
+}
+
+// named returns the ended spans called name, in start order.
+func (rec *recording) named(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	return out
+}
+
+// one returns the only ended span called name.
+func (rec *recording) one(t *testing.T, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	spans := rec.named(name)
+	require.Len(t, spans, 1, "spans named %q in %v", name, rec.tree())
+	return spans[0]
+}
+
+// attrs returns a span's attributes by key, as their values' Go form.
+func attrs(s sdktrace.ReadOnlySpan) map[string]any {
+	out := map[string]any{}
+	for _, kv := range s.Attributes() {
+		out[string(kv.Key)] = kv.Value.AsInterface()
+	}
+	return out
+}
+
+// events returns the names of a span's events.
+func events(s sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, e := range s.Events() {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// metrics collects the recorded metrics by name.
+func (rec *recording) metrics(t *testing.T) map[string]metricdata.Aggregation {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, rec.reader.Collect(context.Background(), &rm))
+	out := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[m.Name] = m.Data
+		}
+	}
+	return out
+}
+
+// points renders the data points of a histogram or a sum as
+// "attr=value,...: count/sum", sorted.
+func points(t *testing.T, data metricdata.Aggregation) []string {
+	t.Helper()
+	render := func(set attribute.Set) string {
+		var kvs []string
+		for _, kv := range set.ToSlice() {
+			kvs = append(kvs, string(kv.Key)+"="+kv.Value.Emit())
+		}
+		return strings.Join(kvs, ",")
+	}
+	var out []string
+	switch d := data.(type) {
+	case metricdata.Histogram[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, fmt.Sprintf("%s: %d/%d", render(p.Attributes), p.Count, p.Sum))
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, fmt.Sprintf("%s: %d", render(p.Attributes), p.Count))
+		}
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, fmt.Sprintf("%s: %d", render(p.Attributes), p.Value))
+		}
+	default:
+		t.Fatalf("unexpected aggregation %T", data)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// noContent checks that no span records content.
+func noContent(t *testing.T, rec *recording) {
+	t.Helper()
+	for _, s := range rec.spans.Ended() {
+		for _, key := range []string{"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"} {
+			assert.NotContains(t, attrs(s), key, "span %s records content without the opt-in", s.Name())
+		}
+	}
+}
+
+func TestTelemetryNoToolRun(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("It is noon.").Usage(20, 5).Finish("stop"))
+	rec := newRecording(t)
+	a := newAgent(t, srv, rec.config)
+	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "What time is it?"}))
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"invoke_agent", "  chat test-model", "  chat test-model"}, rec.tree())
+	run := rec.one(t, "invoke_agent")
+	assert.Equal(t, map[string]any{
+		"gen_ai.operation.name":     "invoke_agent",
+		"gen_ai.request.model":      "test-model",
+		"gen_ai.conversation.id":    "s1",
+		"planround.resumed":         false,
+		"planround.outcome":         "answered",
+		"planround.round":           int64(1),
+		"planround.intent":          "no_tool",
+		"gen_ai.usage.input_tokens": int64(20), "gen_ai.usage.output_tokens": int64(5),
+	}, attrs(run))
+	assert.Equal(t, codes.Unset, run.Status().Code)
+
+	chats := rec.named("chat test-model")
+	require.Len(t, chats, 2)
+	plan := attrs(chats[0])
+	assert.Equal(t, "chat", plan["gen_ai.operation.name"])
+	assert.Equal(t, "test-model", plan["gen_ai.request.model"])
+	assert.NotContains(t, plan, "gen_ai.provider.name", "a local server's provider cannot be told")
+	assert.Equal(t, int64(0), plan["planround.round"])
+	assert.Equal(t, "no_tool", plan["planround.intent"])
+	assert.Equal(t, []string{"stop"}, plan["gen_ai.response.finish_reasons"])
+	assert.Equal(t, []string{"first_token"}, events(chats[0]))
+	answer := attrs(chats[1])
+	assert.Equal(t, int64(1), answer["planround.round"])
+	assert.NotContains(t, answer, "planround.intent")
+	assert.Equal(t, int64(20), answer["gen_ai.usage.input_tokens"])
+	assert.Equal(t, int64(5), answer["gen_ai.usage.output_tokens"])
+	noContent(t, rec)
+
+	m := rec.metrics(t)
+	assert.Equal(t, []string{"gen_ai.operation.name=chat,gen_ai.request.model=test-model: 2"}, points(t, m["gen_ai.client.operation.duration"]))
+	assert.Equal(t, []string{
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=input: 1/20",
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=output: 1/5",
+	}, points(t, m["gen_ai.client.token.usage"]))
+	assert.Equal(t, []string{"gen_ai.operation.name=invoke_agent,planround.outcome=answered,planround.resumed=false: 1"}, points(t, m["planround.runs"]))
+}
+
+func TestTelemetryToolRunWithApproval(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Usage(30, 6).Finish("tool_calls"),
+		agenttest.Reply().Text("Sunny in Oslo.").Finish("stop"))
+	rec := newRecording(t)
+	a := newAgent(t, srv, rec.config, weatherTool())
+	_, err := collect(a.Run(context.Background(), agent.Input{Message: "Weather in Oslo?"}))
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"  await_approval get_weather",
+		"  execute_tool get_weather",
+		"  chat test-model",
+	}, rec.tree())
+	assert.Equal(t, "answered", attrs(rec.one(t, "invoke_agent"))["planround.outcome"])
+	assert.NotContains(t, attrs(rec.one(t, "invoke_agent")), "gen_ai.conversation.id", "a run without a session has none")
+	wait := attrs(rec.one(t, "await_approval get_weather"))
+	assert.Equal(t, "approved", wait["planround.outcome"])
+	assert.Equal(t, true, wait["planround.approval.waited"], "the ticket was pending: a person was waited for")
+	assert.Equal(t, "call_1", wait["gen_ai.tool.call.id"])
+	assert.Equal(t, map[string]any{
+		"gen_ai.operation.name": "execute_tool",
+		"gen_ai.tool.name":      "get_weather",
+		"gen_ai.tool.call.id":   "call_1",
+		"gen_ai.tool.type":      "function",
+		"planround.round":       int64(1),
+		"planround.outcome":     "result",
+	}, attrs(rec.one(t, "execute_tool get_weather")))
+	chats := rec.named("chat test-model")
+	assert.Equal(t, "need_tool", attrs(chats[0])["planround.intent"])
+	assert.Equal(t, []string{"tool_calls"}, attrs(chats[1])["gen_ai.response.finish_reasons"])
+	assert.Equal(t, []string{"first_token"}, events(chats[1]), "a tool call is the first token of a response without text")
+	noContent(t, rec)
+
+	m := rec.metrics(t)
+	assert.Equal(t, []string{"gen_ai.operation.name=execute_tool,gen_ai.tool.name=get_weather,planround.outcome=result: 1"}, points(t, m["planround.tool.duration"]))
+	assert.Equal(t, []string{"gen_ai.tool.name=get_weather,planround.outcome=approved: 1"}, points(t, m["planround.approval.wait"]))
+	assert.Equal(t, []string{
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=input: 2/40",
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=output: 2/10",
+	}, points(t, m["gen_ai.client.token.usage"]))
+}
+
+func TestTelemetryRejection(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		decision agent.Decision
+		want     string
+	}{
+		{"rejected", agent.Decision{Reason: "no"}, "rejected"},
+		{"timed out", agent.Decision{Cause: agent.CauseTimeout}, "timed_out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+			rec := newRecording(t)
+			no := personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) { return tc.decision, nil })
+			a := newAgent(t, srv, func(c *agent.Config) { rec.config(c); c.Approver = no }, weatherTool())
+			_, err := collect(a.Run(context.Background(), agent.Input{Message: "Weather in Oslo?"}))
+			require.NoError(t, err)
+
+			assert.Equal(t, []string{"invoke_agent", "  chat test-model", "  chat test-model", "  await_approval get_weather"}, rec.tree())
+			assert.Equal(t, "rejected", attrs(rec.one(t, "invoke_agent"))["planround.outcome"])
+			assert.Equal(t, tc.want, attrs(rec.one(t, "await_approval get_weather"))["planround.outcome"])
+			assert.Equal(t, []string{"gen_ai.operation.name=invoke_agent,planround.outcome=rejected,planround.resumed=false: 1"}, points(t, rec.metrics(t)["planround.runs"]))
+		})
+	}
+}
+
+func TestTelemetryInterrupt(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := personFunc(func(ctx context.Context, _ agent.ApprovalRequest) (agent.Decision, error) {
+		cancel() // the user presses stop while the card waits
+		<-ctx.Done()
+		return agent.Decision{}, ctx.Err()
+	})
+	rec := newRecording(t)
+	a := newAgent(t, srv, func(c *agent.Config) { rec.config(c); c.Approver = stop }, weatherTool())
+	_, err := collect(a.Run(ctx, agent.Input{Message: "go"}))
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"invoke_agent", "  chat test-model", "  chat test-model", "  await_approval get_weather"}, rec.tree())
+	run := rec.one(t, "invoke_agent")
+	assert.Equal(t, "interrupted", attrs(run)["planround.outcome"])
+	assert.Equal(t, codes.Unset, run.Status().Code, "an interrupt is not an error")
+	assert.Equal(t, "interrupted", attrs(rec.one(t, "await_approval get_weather"))["planround.outcome"])
+}
+
+func TestTelemetryInterruptDuringExecution(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	slow := weatherTool().(agent.FuncTool)
+	slow.Fn = func(ctx context.Context, _ json.RawMessage, _ agent.Progress) (string, error) {
+		cancel()
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	rec := newRecording(t)
+	a := newAgent(t, srv, rec.config, slow)
+	_, err := collect(a.Run(ctx, agent.Input{Message: "go"}))
+	require.NoError(t, err)
+	assert.Equal(t, "interrupted", attrs(rec.one(t, "execute_tool get_weather"))["planround.outcome"])
+	assert.Equal(t, "interrupted", attrs(rec.one(t, "invoke_agent"))["planround.outcome"])
+}
+
+func TestTelemetryModelError(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(agenttest.HTTPError(500, "the model is down"))
+	rec := newRecording(t)
+	a := newAgent(t, srv, rec.config)
+	_, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
+	require.Error(t, err)
+
+	assert.Equal(t, []string{"invoke_agent", "  chat test-model"}, rec.tree())
+	run := rec.one(t, "invoke_agent")
+	assert.Equal(t, "error", attrs(run)["planround.outcome"])
+	assert.Equal(t, codes.Error, run.Status().Code)
+	assert.Contains(t, run.Status().Description, "the model is down")
+	chat := rec.one(t, "chat test-model")
+	assert.Equal(t, codes.Error, chat.Status().Code)
+	assert.Equal(t, "500", attrs(chat)["error.type"])
+	assert.Contains(t, events(chat), "exception")
+
+	m := rec.metrics(t)
+	assert.Equal(t, []string{"error.type=500,gen_ai.operation.name=chat,gen_ai.request.model=test-model: 1"}, points(t, m["gen_ai.client.operation.duration"]))
+	assert.Equal(t, []string{"gen_ai.operation.name=invoke_agent,planround.outcome=error,planround.resumed=false: 1"}, points(t, m["planround.runs"]))
+}
+
+func TestTelemetrySuspendAndResume(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	srv := newServer(t)
+	openTurn(srv)
+	k := newKeeper()
+	rec := newRecording(t)
+	a := newAgent(t, srv, func(c *agent.Config) { rec.config(c); c.Store = &memory.MemStore{}; c.Approver = k }, weatherTool())
+	chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	require.NoError(t, err)
+	assert.Equal(t, "suspended", attrs(rec.one(t, "invoke_agent"))["planround.outcome"])
+	assert.Equal(t, "suspended", attrs(rec.one(t, "await_approval get_weather"))["planround.outcome"])
+
+	k.decide(chunks[len(chunks)-2].Tool.ApprovalID, agent.Decision{Approved: true})
+	srv.Enqueue(agenttest.Reply().Text("Sunny in Lima.").Finish("stop"))
+	rec.spans.Reset()
+	_, err = collect(a.Resume(ctx, "s1"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"invoke_agent", "  await_approval get_weather", "  execute_tool get_weather", "  chat test-model"}, rec.tree())
+	run := attrs(rec.one(t, "invoke_agent"))
+	assert.Equal(t, true, run["planround.resumed"])
+	assert.Equal(t, "answered", run["planround.outcome"])
+	assert.Equal(t, "s1", run["gen_ai.conversation.id"])
+	wait := attrs(rec.one(t, "await_approval get_weather"))
+	assert.Equal(t, "approved", wait["planround.outcome"])
+	assert.Equal(t, "appr-1", wait["planround.approval.id"])
+	assert.Equal(t, []string{
+		"gen_ai.operation.name=invoke_agent,planround.outcome=answered,planround.resumed=true: 1",
+		"gen_ai.operation.name=invoke_agent,planround.outcome=suspended,planround.resumed=false: 1",
+	}, points(t, rec.metrics(t)["planround.runs"]))
+}
+
+func TestTelemetryContentOptIn(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	long := strings.Repeat("é", 300) // 600 bytes: cut by the limit
+	srv.Enqueue(planNeedTool(),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text(long).Finish("stop"))
+	rec := newRecording(t)
+	a := newAgent(t, srv, func(c *agent.Config) {
+		rec.config(c)
+		c.TelemetryContent = true
+		c.TelemetryContentLimit = 201
+	}, weatherTool())
+	_, err := collect(a.Run(context.Background(), agent.Input{Message: "Weather in Oslo?"}))
+	require.NoError(t, err)
+
+	tool := attrs(rec.one(t, "execute_tool get_weather"))
+	assert.Equal(t, `{"city":"Oslo"}`, tool["gen_ai.tool.call.arguments"])
+	assert.Equal(t, "sunny in Oslo", tool["gen_ai.tool.call.result"])
+	chats := rec.named("chat test-model")
+	require.Len(t, chats, 3)
+	in := attrs(chats[0])["gen_ai.input.messages"].(string)
+	assert.True(t, strings.HasPrefix(in, `[{"role":"user","parts":[{"type":"text","content":"Weather in Oslo?`), in)
+	assert.Contains(t, in, "…[truncated: ", "the planning prompt makes the request longer than the limit")
+	assert.Equal(t, `[{"role":"assistant","parts":[{"type":"tool_call","id":"call_1","name":"get_weather","arguments":{"city":"Oslo"}}],"finish_reason":"tool_calls"}]`,
+		attrs(chats[1])["gen_ai.output.messages"])
+	out := attrs(chats[2])["gen_ai.output.messages"].(string)
+	head, marker, ok := strings.Cut(out, "…[truncated: ")
+	require.True(t, ok, out)
+	assert.True(t, len(head) == 200 || len(head) == 201, "cut at the limit: %d bytes", len(head))
+	assert.True(t, utf8.ValidString(head), "cut on a character boundary: %q", head)
+	assert.True(t, strings.HasSuffix(marker, "bytes]"), marker)
+}
+
+func TestTelemetryConfig(t *testing.T) {
+	_, err := agent.New(agent.Config{Model: "m", TelemetryContentLimit: -1})
+	assert.ErrorContains(t, err, "TelemetryContentLimit is -1")
+
+}
