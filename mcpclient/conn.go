@@ -371,6 +371,7 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 			c.progMu.Unlock()
 		}()
 	}
+	req.Params.Meta = withTraceContext(ctx, req.Params.Meta)
 
 	c.mu.Lock()
 	if c.closing || c.isLost() {
