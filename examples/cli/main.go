@@ -112,6 +112,7 @@ type options struct {
 	skills                 string   // the folder of skills
 	enable                 []string // the skills enabled; none: all of them
 	hooks                  string   // the folder of hooks
+	trace                  string   // the file the runs' spans are written to
 	prompt                 string   // empty: the interactive loop
 }
 
@@ -172,6 +173,7 @@ flags:
 	fs.StringVar(&o.skills, "skills", "", "`folder` of skills (folders holding a SKILL.md) the model may read with get_skill")
 	fs.Var((*nameList)(&o.enable), "enable-skill", "enable the skill `name` of -skills (repeat for several; none given enables them all)")
 	fs.StringVar(&o.hooks, "hooks", "", "`folder` holding a hooks.json of prompts injected at the checkpoints of each run")
+	fs.StringVar(&o.trace, "trace", "", "write the OpenTelemetry spans of each run to `file`, one JSON object per line")
 	if err := fs.Parse(args); err != nil {
 		return o, err // the flag package has already said what is wrong
 	}
@@ -238,6 +240,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if opts.sentences {
 		cfg.TextMode = stream.ModeSentences
+	}
+	if opts.trace != "" {
+		tp, stop, err := startTracing(opts.trace, "planround-cli")
+		if err != nil {
+			fmt.Fprintf(stderr, "cli: %v\n", err)
+			return 1
+		}
+		// Deferred first, so it runs last: after the MCP servers ended.
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "cli: %v\n", err)
+				status = max(status, 1)
+			}
+		}()
+		cfg.TracerProvider = tp
 	}
 	var out renderer
 	if opts.json {
