@@ -224,6 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
 	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
 	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
+	traceFile := fs.String("trace", "", "write the OpenTelemetry spans of each run to `file`, one JSON object per line")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -263,6 +264,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		LeaseTTL:        *leaseTTL,
 		SweepInterval:   *sweep,
 		Logger:          slog.New(slog.NewTextHandler(stderr, nil)),
+	}
+	if *traceFile != "" {
+		tp, stop, err := startTracing(*traceFile, "planround-webchat")
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: %v\n", err)
+			return 1
+		}
+		// Deferred first, so it runs last: after the runs have ended.
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "webchat: %v\n", err)
+			}
+		}()
+		o.TracerProvider = tp
 	}
 	if *skillsDir != "" {
 		logger := slog.New(slog.NewTextHandler(stderr, nil))

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
@@ -117,6 +119,9 @@ type Options struct {
 	// Logger receives what goes wrong outside a request (a store that
 	// fails while a run's events are logged, a sweep); nil discards it.
 	Logger *slog.Logger
+	// TracerProvider receives the OpenTelemetry spans of the runs
+	// (agent.Config.TracerProvider); nil means otel's global provider.
+	TracerProvider trace.TracerProvider
 	// ApprovalTimeout is how long an approval card waits before the call
 	// is rejected; zero means approval.DefaultTimeout.
 	ApprovalTimeout time.Duration
@@ -336,6 +341,8 @@ func NewServer(o Options) (*Server, error) {
 		Hooks:        o.Hooks,
 		Holder:       s.holder,
 		LeaseTTL:     s.ttl,
+
+		TracerProvider: o.TracerProvider,
 	}
 	if o.Skills != nil {
 		// First: the skills block follows the system prompt directly.
