@@ -8,6 +8,9 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
@@ -31,14 +34,31 @@ func benchReplies() (plan, cont agenttest.Response) {
 // BenchmarkRawOpenAI consumes the same two responses from the same kind of
 // local server through openai-go's own streaming client. Compare ns/delta
 // and allocs/delta.
-func BenchmarkAgentRun(b *testing.B) {
+func BenchmarkAgentRun(b *testing.B) { benchAgentRun(b, nil) }
+
+// BenchmarkAgentRunTraced is BenchmarkAgentRun with telemetry recorded: an
+// SDK tracer provider whose spans go to a no-op exporter, synchronously,
+// and an SDK meter provider with a manual reader.
+func BenchmarkAgentRunTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer tp.Shutdown(context.Background())
+	defer mp.Shutdown(context.Background())
+	benchAgentRun(b, func(c *agent.Config) { c.TracerProvider, c.MeterProvider = tp, mp })
+}
+
+func benchAgentRun(b *testing.B, mut func(*agent.Config)) {
 	srv := agenttest.NewServer()
 	defer srv.Close()
 	plan, cont := benchReplies()
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench",
 		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
-	})
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
