@@ -170,6 +170,37 @@
 // does not show. Package agent/hooks loads hooks from a folder (hooks.json
 // and Markdown bodies).
 //
+// # Telemetry
+//
+// An Agent emits OpenTelemetry spans and metrics named by the GenAI
+// semantic conventions, through the providers of Config.TracerProvider and
+// Config.MeterProvider (otel's global ones when nil: no-op unless the host
+// set them). The library uses the OpenTelemetry API only; the host brings
+// the SDK and the exporter. Each run (and each [Agent.Resume]) is an
+// invoke_agent span, with gen_ai.conversation.id, planround.resumed and
+// planround.outcome (answered, interrupted, rejected, error, max_rounds,
+// suspended, or abandoned when the consumer stopped ranging); an error
+// sets its status. Its children are one "chat {model}" span per model
+// call (gen_ai.request.model, gen_ai.provider.name when Config.BaseURL
+// names a known provider, gen_ai.response.finish_reasons, token usage,
+// planround.round, planround.intent on the planning round, and a
+// first_token event), one "await_approval {tool}" span per call asked
+// about (planround.outcome approved, rejected, timed_out, interrupted or
+// suspended; planround.approval.waited when a person was waited for) and
+// one "execute_tool {tool}" span per call run (gen_ai.tool.name,
+// gen_ai.tool.call.id, planround.outcome result, error, interrupted, or
+// stopped for a call a resumed turn found cut by a crash). A tool's
+// context carries its span, so a sub-agent's run nests under its call and
+// an MCP call (package mcpclient) sends the trace context to its server.
+//
+// The metrics are gen_ai.client.token.usage and
+// gen_ai.client.operation.duration (per model call), planround.tool.duration,
+// planround.approval.wait and planround.runs (by outcome). Prompts,
+// replies, tool arguments and results are recorded only with
+// Config.TelemetryContent, each cut at Config.TelemetryContentLimit bytes.
+// gen_ai.response.model is not recorded: the stream decoder does not read
+// the model field of the chunks.
+//
 // # Testing
 //
 // Package agent/agenttest has a fake model for a host's tests: a server on
