@@ -433,3 +433,39 @@ func TestTelemetryConfig(t *testing.T) {
 	assert.ErrorContains(t, err, "TelemetryContentLimit is -1")
 
 }
+
+// TestTelemetrySubAgentNests: a sub-agent's run is a child of the span of
+// the call that started it, with its own chat and execute_tool spans under
+// it, whatever provider the sub-agent's Config names: the nested run's
+// spans come from the calling run's context.
+func TestTelemetrySubAgentNests(t *testing.T) {
+	leaktest.Check(t)
+	rec := newRecording(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		agenttest.Reply().Call(0, "call_1", "research", `{"task":"weather in Oslo?"}`).Finish("tool_calls"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Sunny in Oslo.").Finish("stop"),
+		agenttest.Reply().Text("Research says: sunny.").Finish("stop"),
+	)
+	subTools, err := agent.NewToolRegistry(weatherTool())
+	require.NoError(t, err)
+	research := newSubAgent(t, "research", subConfig(t, srv, subTools, rec.config))
+	a := newAgent(t, srv, rec.config, research)
+	_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"  await_approval research",
+		"  execute_tool research",
+		"    invoke_agent",
+		"      chat sub-model",
+		"      await_approval get_weather",
+		"      execute_tool get_weather",
+		"      chat sub-model",
+		"  chat test-model",
+	}, rec.tree())
+}
