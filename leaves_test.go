@@ -27,7 +27,10 @@ func TestLeavesImportOnlyTheStandardLibrary(t *testing.T) {
 	var outside []string
 	for line := range strings.Lines(string(out)) {
 		path, std, _ := strings.Cut(strings.TrimSpace(line), " ")
-		if std != "true" && !slices.Contains(leaves, path) {
+		// The leaves' own internal packages count as theirs: what they
+		// build with is listed too.
+		own := strings.HasPrefix(path, module) && strings.Contains(path, "/internal/")
+		if std != "true" && !own && !slices.Contains(leaves, path) {
 			outside = append(outside, path)
 		}
 	}

@@ -266,6 +266,11 @@ type activeRun struct {
 	// approval_required chunk came and nothing since. Close suspends a run
 	// that has one instead of interrupting it.
 	waiting map[string]bool
+	// ending is closed when the run has ended and is about to be cleared:
+	// its run_done may already be visible to other replicas, whose pages
+	// send their next message here at once, so a new message waits for the
+	// clearing (ended) instead of meeting a 409.
+	ending, ended chan struct{}
 }
 
 // NewServer builds the agent from o and returns the Server.
@@ -600,6 +605,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	owner := sessionOwner(req.SessionID)
 
 	s.mu.Lock()
+	if ss := s.sessions[req.SessionID]; ss != nil && ss.run != nil && isClosed(ss.run.ending) {
+		// The previous run has ended and is being cleared: wait for it.
+		ended := ss.run.ended
+		s.mu.Unlock()
+		select {
+		case <-ended:
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		s.mu.Lock()
+	}
 	if s.closed {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
@@ -657,11 +673,21 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
 }
 
+// isClosed reports whether c is closed.
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // reserveLocked makes run, cancelled by cancel, the active run of ss and
 // counts it; the run must then end with s.finish or s.unreserve. s.mu must
 // be held.
 func (s *Server) reserveLocked(ss *session, cancel context.CancelCauseFunc) *activeRun {
-	run := &activeRun{cancel: cancel}
+	run := &activeRun{cancel: cancel, ending: make(chan struct{}), ended: make(chan struct{})}
 	ss.run = run
 	s.runCount++
 	s.ownerRuns[sessionOwner(ss.id)]++
@@ -815,6 +841,13 @@ func (s *Server) drive(ctx context.Context, ss *session, run *activeRun, started
 // message on run_done never meets a 409. The session's lease is released
 // first, for the same reason on another replica.
 func (s *Server) finish(ss *session, ev event) {
+	s.mu.Lock()
+	run := ss.run
+	s.mu.Unlock()
+	if run != nil {
+		close(run.ending)
+		defer close(run.ended)
+	}
 	s.releaseLease(ss.id)
 	if s.shared != nil {
 		ev = s.shared.append(s.base, ss.id, ev)
