@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,12 +28,16 @@ import (
 	"github.com/planround/planround/memory/pgstore"
 )
 
+// chaosEffectsEnv names, in the web chat processes of TestWebchatChaos,
+// the file its commands append to.
+const chaosEffectsEnv = "WEBCHAT_CHAOS_EFFECTS"
+
 // The web chat chaos test's size: chaosSessions sessions of chaosTurns
 // turns each, driven by chaosBrowsers browsers at once over chaosReplicas
 // web chat processes.
 const (
 	chaosReplicas  = 3
-	chaosBrowsers  = 8
+	chaosBrowsers  = 16
 	chaosSessions  = 50
 	chaosTurns     = 4
 	chaosTurnLimit = 30 * time.Second // one turn, from its message to its call's answer
@@ -41,27 +46,32 @@ const (
 
 // TestWebchatChaos runs 200 turns over three web chat processes on one
 // PostgreSQL schema while a monkey SIGKILLs a random one every 0.5 to 1.5 s
-// and restarts it 0.2 to 0.6 s later (one down at a time). Eight browsers
-// (a cookie jar each, used on every replica) drive 50 sessions of four
-// turns: each message ("Please run `echo KEY >> effects ...`", which the
-// demo model turns into a run_command call that needs approval) goes to a
-// random live replica, the card is read from the session's event stream on
-// a random replica (a stream opened without after lists the approvals that
-// wait, then the live events), and the decision (approve four times in
-// five) goes to a random replica. A message whose turn died before its
-// call was recorded (killed while the model streamed) is sent again.
+// and restarts it 0.2 to 0.6 s later (one down at a time). Sixteen
+// browsers (a cookie jar each, used on every replica) drive 50 sessions of
+// four turns: each message ("Please run `echo KEY >> $FILE && sleep 0.2 &&
+// echo effect done for KEY`", which the demo model turns into a
+// run_command call that needs approval; the pause lets kills land while
+// the tool runs) goes to a random live replica, the card is read from the
+// session's event stream on a random replica (a stream opened without
+// after lists the approvals that wait, then the live events; another
+// replica when it breaks), and the decision (approve four times in five)
+// goes to a random replica. A turn that died before its call was recorded
+// (killed while the model streamed: no run in progress once the sweeper
+// ended it, no open call) is asked again with the same message.
 //
 // Then every session must settle (no open call, no pending approval, no
 // run) and it checks: decisions lost (an approved call that neither ran
 // nor was reported stopped by a kill while it ran, a rejected call that
-// ran or was answered otherwise), tools run twice (lines per key in the
-// effects file), invalid histories (GET /api/history: every call answered
-// by exactly one tool message right after its assistant message), sessions
-// left pending and turns unanswered, all of which must be 0. It logs a
-// one-line report.
+// ran or was answered otherwise, a decision taken on an approval no run
+// waited for), tools run twice (lines per key in the effects file),
+// invalid histories (GET /api/history: no open call, every call answered
+// by exactly one tool message right after its assistant message, no stray
+// tool message), sessions left pending and turns unanswered: all must be
+// 0. It logs a one-line report with where a turn's time went.
 //
-// It takes about a minute and a half under -race, so it runs only with
-// PLANROUND_CHAOS=1, and needs PostgreSQL (PLANROUND_POSTGRES_URL).
+// It takes 80 to 120 s under -race on a loaded two-core machine, so it
+// runs only with PLANROUND_CHAOS=1; it needs PostgreSQL
+// (PLANROUND_POSTGRES_URL, skipped without one).
 func TestWebchatChaos(t *testing.T) {
 	if os.Getenv("PLANROUND_CHAOS") != "1" {
 		t.Skip("the web chat chaos test runs with PLANROUND_CHAOS=1")
@@ -84,10 +94,11 @@ func TestWebchatChaos(t *testing.T) {
 	effects := filepath.Join(t.TempDir(), "effects")
 
 	c := &chaosRun{
-		t:     t,
-		store: store,
-		args:  []string{"-postgres", url, "-postgres-schema", schema, "-lease-ttl", "2s", "-sweep-interval", "300ms"},
-		slots: make([]*child, chaosReplicas),
+		t:       t,
+		store:   store,
+		effects: effects,
+		args:    []string{"-postgres", url, "-postgres-schema", schema, "-lease-ttl", "2s", "-sweep-interval", "300ms"},
+		slots:   make([]*child, chaosReplicas),
 	}
 	t.Cleanup(c.killAll)
 	for i := range c.slots {
@@ -112,6 +123,7 @@ func TestWebchatChaos(t *testing.T) {
 		c.monkey(stopMonkey)
 	}()
 
+	start := time.Now()
 	results := make(chan chaosOutcome, chaosSessions*chaosTurns)
 	var wg sync.WaitGroup
 	for b, client := range browsers {
@@ -119,12 +131,13 @@ func TestWebchatChaos(t *testing.T) {
 			for s := b; s < chaosSessions; s += chaosBrowsers {
 				for k := range chaosTurns {
 					key := fmt.Sprintf("s%02dt%d", s, k)
-					results <- c.turn(ctx, client, sessions[s], key, effects)
+					results <- c.turn(ctx, client, sessions[s], key)
 				}
 			}
 		})
 	}
 	wg.Wait()
+	chaosTime := time.Since(start)
 	close(stopMonkey)
 	<-monkeyDone
 	close(results)
@@ -132,14 +145,16 @@ func TestWebchatChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var report chaosReport
-	report.kills = c.kills
+	report := chaosReport{kills: c.kills, took: chaosTime}
 	outcomes := map[string][]chaosOutcome{}
 	for o := range results {
 		outcomes[o.session] = append(outcomes[o.session], o)
 		report.turns++
 		report.asked += o.asked
 		report.adopted += o.adopted
+		report.sending = append(report.sending, o.sending)
+		report.watching = append(report.watching, o.watching)
+		report.answering = append(report.answering, o.answering)
 		if len(o.orphaned) > 0 {
 			report.orphaned += len(o.orphaned)
 			t.Errorf("%s: decided approvals %v of call %s, which no run waited for; the run waited for %s", o.key, o.orphaned, o.callID, o.approvalID)
@@ -159,7 +174,8 @@ func TestWebchatChaos(t *testing.T) {
 		msgs, err := c.history(ctx, browsers[s%chaosBrowsers], session)
 		if err != nil {
 			report.invalid++
-			t.Errorf("%s: %v", session, err)
+			report.unanswered += len(outcomes[session])
+			t.Errorf("%s: %v (its %d turns count as unanswered)", session, err, len(outcomes[session]))
 			continue
 		}
 		if err := chaosValidHistory(msgs); err != nil {
@@ -188,6 +204,9 @@ type chaosRun struct {
 	t     *testing.T
 	store *pgstore.Store // the replicas' schema, read to check what they share
 	args  []string       // every replica's arguments
+	// effects is the file the tool's commands append a line to, named by
+	// the replicas' environment variable chaosEffectsEnv.
+	effects string
 
 	mu    sync.Mutex // guards slots, all, down, dead and kills
 	slots []*child
@@ -202,12 +221,12 @@ type chaosRun struct {
 func (c *chaosRun) launch() (*child, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OPENAI_") || k == childArgsEnv {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OPENAI_") || k == childArgsEnv || k == chaosEffectsEnv {
 			continue
 		}
 		cmd.Env = append(cmd.Env, kv)
 	}
-	cmd.Env = append(cmd.Env, childArgsEnv+"="+mustString(append([]string{"-addr", "127.0.0.1:0"}, c.args...)))
+	cmd.Env = append(cmd.Env, childArgsEnv+"="+mustString(append([]string{"-addr", "127.0.0.1:0"}, c.args...)), chaosEffectsEnv+"="+c.effects)
 	r := &child{cmd: cmd, stderr: new(syncBuffer), exited: make(chan struct{})}
 	cmd.Stderr = r.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -350,6 +369,11 @@ type chaosOutcome struct {
 	adopted      int      // cards read from a stream's list of waiting approvals, not live
 	orphaned     []string // approvals decided that no run waited for
 	err          error
+
+	// Where the turn's time went: sending its messages (409 while the
+	// previous turn ends), waiting for its card, and from the decision
+	// to its call's answer.
+	sending, watching, answering time.Duration
 }
 
 // chaosCard is an approval_required chunk's call, and whether it came
@@ -362,19 +386,27 @@ type chaosCard struct {
 // turn runs one turn: sends its message (again when the turn died before
 // its call was recorded), decides its card, and waits for its call's
 // tool message.
-func (c *chaosRun) turn(ctx context.Context, client *http.Client, session, key, effects string) chaosOutcome {
-	o := chaosOutcome{session: session, key: key}
-	message := fmt.Sprintf("Please run `echo %s >> %s && echo effect done for %s`", key, effects, key)
+func (c *chaosRun) turn(ctx context.Context, client *http.Client, session, key string) (o chaosOutcome) {
+	o = chaosOutcome{session: session, key: key}
+	// The pause gives the monkey a chance to kill a replica while the
+	// tool runs: the call is then reported stopped, never run again.
+	// The effects file's name comes from the replicas' environment, which
+	// keeps the message, and so the text the demo model streams, short.
+	message := fmt.Sprintf("Please run `echo %s >> $%s && sleep 0.2 && echo effect done for %s`", key, chaosEffectsEnv, key)
 	deadline := time.Now().Add(chaosTurnLimit)
 	var card chaosCard
 	for card.approvalID == "" && time.Now().Before(deadline) && ctx.Err() == nil {
+		t0 := time.Now()
 		if err := c.send(ctx, client, session, message, deadline); err != nil {
 			o.err = err
 			return o
 		}
 		o.asked++
+		t1 := time.Now()
 		// A turn that died before its call was recorded is asked again.
 		card, _ = c.watch(ctx, client, session, key, deadline)
+		o.sending += t1.Sub(t0)
+		o.watching += time.Since(t1)
 	}
 	if card.approvalID == "" {
 		o.err = fmt.Errorf("no card in %v (%d messages sent)\n%s", chaosTurnLimit, o.asked, c.describe(ctx, session))
@@ -385,6 +417,8 @@ func (c *chaosRun) turn(ctx context.Context, client *http.Client, session, key, 
 		o.adopted++
 	}
 	o.approved = rand.IntN(5) != 0
+	decided := time.Now()
+	defer func() { o.answering = time.Since(decided) }()
 	if o.err = c.decide(ctx, client, session, o.approvalID, o.approved); o.err != nil {
 		return o
 	}
@@ -672,6 +706,8 @@ func (c *chaosRun) describe(ctx context.Context, session string) string {
 // chaosReport counts what TestWebchatChaos found.
 type chaosReport struct {
 	turns, asked, kills, adopted  int
+	took                          time.Duration // the turns, from the first message to the last answer
+	sending, watching, answering  []time.Duration
 	orphaned                      int
 	ran, stopped, rejected        int
 	lost, twice, invalid, pending int
@@ -679,9 +715,23 @@ type chaosReport struct {
 }
 
 func (r chaosReport) String() string {
-	return fmt.Sprintf("%d turns (%d messages sent, %d kills, %d cards read from the waiting list): %d ran, %d stopped by a kill while executing, %d rejected; "+
-		"decisions lost %d (on approvals no run waited for %d), tools run twice %d, invalid histories %d, sessions left pending %d, turns unanswered %d",
-		r.turns, r.asked, r.kills, r.adopted, r.ran, r.stopped, r.rejected, r.lost+r.orphaned, r.orphaned, r.twice, r.invalid, r.pending, r.unanswered)
+	return fmt.Sprintf("%d turns in %.0f s (%d messages sent, %d kills, %d cards read from the waiting list): %d ran, %d stopped by a kill while executing, %d rejected; "+
+		"decisions lost %d (on approvals no run waited for %d), tools run twice %d, invalid histories %d, sessions left pending %d, turns unanswered %d; "+
+		"per turn p50/p99: sending %v/%v, to the card %v/%v, decision to answer %v/%v",
+		r.turns, r.took.Seconds(), r.asked, r.kills, r.adopted, r.ran, r.stopped, r.rejected, r.lost+r.orphaned, r.orphaned, r.twice, r.invalid, r.pending, r.unanswered,
+		chaosQuantile(r.sending, 0.5), chaosQuantile(r.sending, 0.99),
+		chaosQuantile(r.watching, 0.5), chaosQuantile(r.watching, 0.99),
+		chaosQuantile(r.answering, 0.5), chaosQuantile(r.answering, 0.99))
+}
+
+// chaosQuantile returns the q quantile of ds, to the millisecond.
+func chaosQuantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1))].Round(time.Millisecond)
 }
 
 func (r chaosReport) failures() int {
@@ -870,7 +920,7 @@ func chaosEvents(ctx context.Context, client *http.Client, base, session string)
 	return ev, nil
 }
 
-// chaosWithin calls cond every 50 ms until it holds, for at most d: for
+// chaosWithin calls cond every 100 ms until it holds, for at most d: for
 // state that lives in the replicas' database and has no signal to wait
 // for.
 func chaosWithin(ctx context.Context, d time.Duration, cond func() (bool, error)) (bool, error) {
@@ -883,7 +933,7 @@ func chaosWithin(ctx context.Context, d time.Duration, cond func() (bool, error)
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false, err
 		}
-		chaosSleep(ctx, 50*time.Millisecond)
+		chaosSleep(ctx, 100*time.Millisecond)
 	}
 }
 
