@@ -93,10 +93,32 @@ type Turn struct {
 	used  bool
 	msgs  []memory.Message // the turn's messages to persist, user message first
 	usage stream.Usage
+
+	// accepted is closed once the user message is stored, or the run
+	// ended without storing it (see Accepted).
+	accepted       chan struct{}
+	acceptedClosed bool // touched only by the run's goroutine
 }
 
 // NewTurn prepares a turn; nothing happens until [Turn.Run] is ranged over.
-func (a *Agent) NewTurn(in Input) *Turn { return &Turn{a: a, in: in} }
+func (a *Agent) NewTurn(in Input) *Turn { return &Turn{a: a, in: in, accepted: make(chan struct{})} }
+
+// Accepted returns a channel that is closed once the turn's user message is
+// stored: with a Config.Store and an Input.SessionID, when Append returned,
+// before the first model request; without, when the run starts. It is also
+// closed when the run ends without storing it (the run's error says why). A
+// host that acknowledges a message to its sender (an HTTP 202) waits for it
+// first, so that a message it acknowledged survives a crash. It may be
+// called from any goroutine.
+func (t *Turn) Accepted() <-chan struct{} { return t.accepted }
+
+// accept closes t.accepted once; the run's goroutine calls it.
+func (t *Turn) accept() {
+	if t.accepted != nil && !t.acceptedClosed {
+		t.acceptedClosed = true
+		close(t.accepted)
+	}
+}
 
 // Run answers one user turn: it is a.NewTurn(in).Run(ctx). See [Turn.Run].
 func (a *Agent) Run(ctx context.Context, in Input) iter.Seq2[Chunk, error] {
@@ -149,6 +171,7 @@ func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
 			return
 		}
 		t.used = true
+		defer t.accept()
 		ctx, tel := t.a.tel.startRun(ctx, t.in.SessionID, false)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -555,12 +578,14 @@ func (r *run) load(create bool) ([]memory.Message, error) {
 func (r *run) saveUser(m memory.Message) error {
 	st := r.a.cfg.Store
 	if st == nil || r.t.in.SessionID == "" {
+		r.t.accept()
 		return nil
 	}
 	if _, err := st.Append(r.ctx, r.t.in.SessionID, m); err != nil {
 		return fmt.Errorf("agent: saving the user message of session %q: %w", r.t.in.SessionID, err)
 	}
 	r.saved = 1
+	r.t.accept()
 	return nil
 }
 

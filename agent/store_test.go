@@ -485,3 +485,47 @@ func TestTurnAfterACrash(t *testing.T) {
 	validHistory(t, msgs)
 	assert.Equal(t, []string{"user:Weather in Lima?", "user:Are you there?", "assistant:Hello! I can answer that.<no_tool>", "assistant:Sunny."}, contents(msgs))
 }
+
+// TestTurnAccepted: Turn.Accepted is closed once the user message is
+// stored (a second handle sees it then), before the model is asked; and
+// when a run ends without storing it.
+func TestTurnAccepted(t *testing.T) {
+	leaktest.Check(t)
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st })
+	turn := a.NewTurn(agent.Input{SessionID: "s", Message: "hi"})
+	select {
+	case <-turn.Accepted():
+		t.Fatal("accepted before the run started")
+	default:
+	}
+	seen := false
+	for _, err := range turn.Run(context.Background()) {
+		require.NoError(t, err)
+		if !seen {
+			seen = true
+			select {
+			case <-turn.Accepted():
+			default:
+				t.Fatal("not accepted at the first chunk")
+			}
+			msgs, err := st.Messages(context.Background(), "s", false)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"user:hi"}, contents(msgs))
+		}
+	}
+
+	// A user message that cannot be stored: closed at the end, with the
+	// store's error.
+	failing := newAgent(t, srv, func(c *agent.Config) { c.Store = &appendFails{from: 1} })
+	turn = failing.NewTurn(agent.Input{SessionID: "s", Message: "hi"})
+	_, err := collect(turn.Run(context.Background()))
+	require.Error(t, err)
+	select {
+	case <-turn.Accepted():
+	default:
+		t.Fatal("not closed after a run that ended")
+	}
+}

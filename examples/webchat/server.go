@@ -669,7 +669,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		Message: req.Message,
 		History: s.lastMessageID(ctx, req.SessionID),
 	})})
-	go s.drive(ctx, ss, run, started, s.agent.Run(ctx, agent.Input{SessionID: ss.id, Message: req.Message}))
+	turn := s.agent.NewTurn(agent.Input{SessionID: ss.id, Message: req.Message})
+	go s.drive(ctx, ss, run, started, turn.Run(ctx))
+	// Acknowledged once stored: a server killed after its 202 keeps the
+	// message (a run that could not store it says why on the stream).
+	select {
+	case <-turn.Accepted():
+	case <-r.Context().Done():
+	}
 	writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
 }
 
