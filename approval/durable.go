@@ -508,6 +508,11 @@ func (r *readDecisions) take(id string) bool {
 func (m *Manager) decided(ctx context.Context, a memory.Approval, drop bool) {
 	m.mu.Lock()
 	_, had := m.deliver(a, drop)
+	if !had && m.read.take(a.ID) {
+		// A losing Respond of this Manager read the decision from the
+		// Store and gave it to its entry before this one got here.
+		had = true
+	}
 	m.mu.Unlock()
 	if !had && m.onDecided != nil {
 		m.onDecided(a)
