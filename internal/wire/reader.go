@@ -52,10 +52,23 @@ type Reader struct {
 // start of the body first.
 var errUnstarted = errors.New("wire: not started")
 
+// bufSize is the size of a Reader's read buffer. A stream's events are
+// mostly a few hundred bytes, and a run waiting for its next delta holds
+// the buffer all along: a line longer than it is collected in a slice of
+// its own instead (see readLine), so a small buffer costs only a copy for
+// a large event.
+const bufSize = 1 << 10
+
+// keepCap is the largest capacity the slices a Reader collects an event or
+// a long line in keep from one event to the next: after a larger event they
+// are dropped, so that a Reader does not hold memory in proportion to the
+// largest event it has seen.
+const keepCap = 16 << 10
+
 // NewReader returns a Reader that decodes the SSE body r. The caller
 // closes r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10), err: errUnstarted}
+	return &Reader{br: bufio.NewReaderSize(r, bufSize), err: errUnstarted}
 }
 
 // Next returns the next useful delta: one that carries content, reasoning,
@@ -185,6 +198,12 @@ func isDone(data []byte) bool {
 // returns io.EOF at the end of the body (after dispatching a last event
 // that was not followed by a blank line).
 func (r *Reader) readEvent() ([]byte, error) {
+	if cap(r.data) > keepCap {
+		r.data = nil
+	}
+	if cap(r.long) > keepCap {
+		r.long = nil
+	}
 	r.data = r.data[:0]
 	r.hasData, r.errEv = false, false
 	r.partial = false
