@@ -78,6 +78,7 @@ type telemetry struct {
 	limit    int
 	provider string // gen_ai.provider.name, "" when it cannot be told
 	model    string
+	chatName string // "chat {model}", the name of every chat span
 
 	tokens       metric.Int64Histogram
 	opDuration   metric.Float64Histogram
@@ -105,6 +106,7 @@ func newTelemetry(cfg Config) (*telemetry, error) {
 		limit:    cfg.TelemetryContentLimit,
 		provider: providerName(cfg.BaseURL),
 		model:    cfg.Model,
+		chatName: "chat " + cfg.Model,
 	}
 	if tel.limit == 0 {
 		tel.limit = DefaultTelemetryContentLimit
@@ -233,8 +235,11 @@ func (r *run) endRun() {
 	case rt.maxRounds:
 		outcome = outcomeMaxRounds
 	}
-	attrs := metric.WithAttributes(keyOperation.String("invoke_agent"), keyOutcome.String(outcome), keyResumed.Bool(rt.resumed))
-	tel.runs.Add(context.WithoutCancel(r.ctx), 1, attrs)
+	// The attributes of a measurement cost allocations: none are made for
+	// an instrument that measures nothing (no MeterProvider).
+	if ctx := context.WithoutCancel(r.ctx); tel.runs.Enabled(ctx) {
+		tel.runs.Add(ctx, 1, metric.WithAttributes(keyOperation.String("invoke_agent"), keyOutcome.String(outcome), keyResumed.Bool(rt.resumed)))
+	}
 	if !rt.span.IsRecording() {
 		rt.span.End()
 		return
@@ -275,7 +280,7 @@ type chatTel struct {
 // with.
 func (r *run) startChat(req request) (context.Context, *chatTel) {
 	tel := r.a.tel
-	ctx, span := tel.tracer.Start(r.ctx, "chat "+tel.model, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tel.tracer.Start(r.ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
 	ct := &chatTel{span: span, start: time.Now(), first: true}
 	if span.IsRecording() {
 		span.SetAttributes(keyOperation.String("chat"), keyRound.Int(r.round))
@@ -302,16 +307,21 @@ func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
 	tel := r.a.tel
 	ctx := context.WithoutCancel(r.ctx)
 	failed := err != nil && r.ctx.Err() == nil
-	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = append(attrs, keyOperation.String("chat"))
-	attrs = append(attrs, tel.common...)
-	if failed {
-		attrs = append(attrs, keyErrorType.String(errorType(err)))
-	}
-	tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
-	if res.usage != nil {
-		tel.tokens.Record(ctx, res.usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
-		tel.tokens.Record(ctx, res.usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
+	durations, tokens := tel.opDuration.Enabled(ctx), res.usage != nil && tel.tokens.Enabled(ctx)
+	if durations || tokens {
+		attrs := make([]attribute.KeyValue, 0, 4)
+		attrs = append(attrs, keyOperation.String("chat"))
+		attrs = append(attrs, tel.common...)
+		if failed {
+			attrs = append(attrs, keyErrorType.String(errorType(err)))
+		}
+		if durations {
+			tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
+		}
+		if tokens {
+			tel.tokens.Record(ctx, res.usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
+			tel.tokens.Record(ctx, res.usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
+		}
 	}
 	span := ct.span
 	if !span.IsRecording() {
@@ -368,8 +378,10 @@ func (r *run) endTool(cs *callState, outcome, content string) {
 	if cs.span == nil {
 		return
 	}
-	r.a.tel.toolDuration.Record(context.WithoutCancel(r.ctx), time.Since(cs.started).Seconds(),
-		metric.WithAttributes(keyOperation.String("execute_tool"), keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
+	if ctx := context.WithoutCancel(r.ctx); r.a.tel.toolDuration.Enabled(ctx) {
+		r.a.tel.toolDuration.Record(ctx, time.Since(cs.started).Seconds(),
+			metric.WithAttributes(keyOperation.String("execute_tool"), keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
+	}
 	if cs.span.IsRecording() {
 		cs.span.SetAttributes(keyOutcome.String(outcome))
 		if outcome == outcomeError {
@@ -422,8 +434,10 @@ func (r *run) endApproval(at approvalTel, cs *callState, approved bool) {
 		outcome = outcomeInterrupted
 	}
 	waited := time.Since(at.start)
-	r.a.tel.approvalWait.Record(context.WithoutCancel(r.ctx), waited.Seconds(),
-		metric.WithAttributes(keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
+	if ctx := context.WithoutCancel(r.ctx); r.a.tel.approvalWait.Enabled(ctx) {
+		r.a.tel.approvalWait.Record(ctx, waited.Seconds(),
+			metric.WithAttributes(keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
+	}
 	if at.span.IsRecording() {
 		at.span.SetAttributes(keyOutcome.String(outcome), keyWaited.Bool(cs.pending))
 		id := cs.chunk.ApprovalID
