@@ -1,4 +1,6 @@
-package main
+// Package tracefile writes the spans of the examples' runs to a file, for
+// their -trace flag.
+package tracefile
 
 import (
 	"context"
@@ -12,11 +14,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// startTracing creates path and returns a tracer provider that writes every
+// Start creates path and returns a tracer provider that writes every
 // ended span to it as one JSON object per line (the stdout exporter, run
 // synchronously: a span is in the file once it has ended), and the function
 // that flushes and shuts the provider down and closes the file.
-func startTracing(path, service string) (*sdktrace.TracerProvider, func() error, error) {
+func Start(path, service string) (*sdktrace.TracerProvider, func() error, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-trace: %w", err)
