@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/historytest"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -181,7 +182,7 @@ func TestWebchatChaos(t *testing.T) {
 			t.Errorf("%s: %v (its %d turns count as unanswered)", session, err, len(outcomes[session]))
 			continue
 		}
-		if err := chaosValidHistory(msgs); err != nil {
+		if err := historytest.Check(msgs); err != nil {
 			report.invalid++
 			t.Errorf("%s: invalid history: %v\n%s", session, err, chaosDump(msgs))
 		}
@@ -805,39 +806,6 @@ func readChaosEffects(t *testing.T, path string) []string {
 	}
 	require.NoError(t, err)
 	return strings.Fields(string(b))
-}
-
-// chaosValidHistory returns an error when a call of an assistant message
-// is not answered by exactly one tool message right after it, or a tool
-// message follows no call.
-func chaosValidHistory(msgs []memory.Message) error {
-	for i := 0; i < len(msgs); {
-		m := msgs[i]
-		i++
-		if m.Role == memory.RoleTool {
-			return fmt.Errorf("message %d (id %d): a tool message (call %q) that follows no call", i-1, m.ID, m.ToolCallID)
-		}
-		if m.Role != memory.RoleAssistant || len(m.ToolCalls) == 0 {
-			continue
-		}
-		answers := map[string]int{}
-		for _, tc := range m.ToolCalls {
-			answers[tc.ID] = 0
-		}
-		for ; i < len(msgs) && msgs[i].Role == memory.RoleTool; i++ {
-			n, ok := answers[msgs[i].ToolCallID]
-			if !ok {
-				return fmt.Errorf("message %d (id %d): a tool message for call %q, which message %d does not make", i, msgs[i].ID, msgs[i].ToolCallID, m.ID)
-			}
-			answers[msgs[i].ToolCallID] = n + 1
-		}
-		for _, tc := range m.ToolCalls {
-			if answers[tc.ID] != 1 {
-				return fmt.Errorf("call %q of message %d has %d tool messages, want 1", tc.ID, m.ID, answers[tc.ID])
-			}
-		}
-	}
-	return nil
 }
 
 func chaosDump(msgs []memory.Message) string {

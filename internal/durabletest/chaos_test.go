@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/historytest"
 	"github.com/planround/planround/memory"
 )
 
@@ -119,7 +120,7 @@ func TestChaos(t *testing.T) {
 			t.Errorf("%s: %v", session, err)
 			continue
 		}
-		if err := validHistory(msgs); err != nil {
+		if err := historytest.Check(msgs); err != nil {
 			report.invalid++
 			t.Errorf("%s: invalid history: %v\n%s", session, err, dump(msgs))
 		}

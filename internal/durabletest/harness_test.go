@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/historytest"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/internal/procgroup"
@@ -477,49 +478,10 @@ func executions(t testing.TB, path, key string) []effectLine {
 	return out
 }
 
-// validHistory checks what a provider needs of a history: right after each
-// assistant message with tool calls come its tool messages, one per call,
-// and no tool message stands anywhere else; memory.Repair then changes
-// nothing.
-func validHistory(msgs []memory.Message) error {
-	for i := 0; i < len(msgs); {
-		m := msgs[i]
-		i++
-		if m.Role == memory.RoleTool {
-			return fmt.Errorf("message %d (id %d): a tool message (call %q) that follows no call", i-1, m.ID, m.ToolCallID)
-		}
-		if m.Role != memory.RoleAssistant || len(m.ToolCalls) == 0 {
-			continue
-		}
-		answers := map[string]int{}
-		for _, c := range m.ToolCalls {
-			answers[c.ID] = 0
-		}
-		for ; i < len(msgs) && msgs[i].Role == memory.RoleTool; i++ {
-			n, ok := answers[msgs[i].ToolCallID]
-			if !ok {
-				return fmt.Errorf("message %d (id %d): a tool message for call %q, which message %d does not make", i, msgs[i].ID, msgs[i].ToolCallID, m.ID)
-			}
-			answers[msgs[i].ToolCallID] = n + 1
-		}
-		for _, c := range m.ToolCalls {
-			if answers[c.ID] != 1 {
-				return fmt.Errorf("call %q of message %d has %d tool messages, want 1", c.ID, m.ID, answers[c.ID])
-			}
-		}
-	}
-	a, _ := json.Marshal(msgs)
-	b, _ := json.Marshal(memory.Repair(msgs))
-	if !bytes.Equal(a, b) {
-		return fmt.Errorf("memory.Repair changes the history:\n%s\nto\n%s", a, b)
-	}
-	return nil
-}
-
 // checkHistory fails t when msgs is not a valid history.
 func checkHistory(t testing.TB, msgs []memory.Message) {
 	t.Helper()
-	if err := validHistory(msgs); err != nil {
+	if err := historytest.Check(msgs); err != nil {
 		t.Errorf("invalid history: %v\n%s", err, dump(msgs))
 	}
 }
