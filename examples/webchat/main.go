@@ -193,7 +193,6 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
-	"github.com/planround/planround/internal/tracefile"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
@@ -267,7 +266,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		Logger:          slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if *traceFile != "" {
-		tp, stop, err := tracefile.Start(*traceFile, "planround-webchat")
+		tp, stop, err := startTracing(*traceFile, "planround-webchat")
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: %v\n", err)
 			return 1

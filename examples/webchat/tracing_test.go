@@ -12,7 +12,6 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/internal/tracefile"
 )
 
 // TestTraceFile: the provider of -trace gets the spans of a turn with an
@@ -21,7 +20,7 @@ import (
 func TestTraceFile(t *testing.T) {
 	leaktest.Check(t)
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
-	tp, stop, err := tracefile.Start(path, "planround-webchat")
+	tp, stop, err := startTracing(path, "planround-webchat")
 	require.NoError(t, err)
 	h := newHarness(t, Options{TracerProvider: tp})
 	s1 := h.newSession(t)

@@ -1,6 +1,4 @@
-// Package tracefile writes the spans of the examples' runs to a file, for
-// their -trace flag.
-package tracefile
+package main
 
 import (
 	"context"
@@ -14,11 +12,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// Start creates path and returns a tracer provider that writes every
+// startTracing creates path and returns a tracer provider that writes every
 // ended span to it as one JSON object per line (the stdout exporter, run
 // synchronously: a span is in the file once it has ended), and the function
 // that flushes and shuts the provider down and closes the file.
-func Start(path, service string) (*sdktrace.TracerProvider, func() error, error) {
+func startTracing(path, service string) (*sdktrace.TracerProvider, func() error, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-trace: %w", err)

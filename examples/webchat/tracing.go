@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// startTracing creates path and returns a tracer provider that writes every
+// ended span to it as one JSON object per line (the stdout exporter, run
+// synchronously: a span is in the file once it has ended), and the function
+// that flushes and shuts the provider down and closes the file.
+func startTracing(path, service string) (*sdktrace.TracerProvider, func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-trace: %w", err)
+	}
+	exp, err := stdouttrace.New(stdouttrace.WithWriter(f))
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("-trace: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSyncer(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))),
+	)
+	stop := func() error {
+		err := tp.Shutdown(context.Background())
+		if cerr := f.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			return fmt.Errorf("-trace %s: %w", path, err)
+		}
+		return nil
+	}
+	return tp, stop, nil
+}
