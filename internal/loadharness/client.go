@@ -31,12 +31,11 @@ type server struct {
 	done chan struct{}
 }
 
-// startServer re-executes exe (with args) as the paced server and returns
-// once it has printed its URL. Close ends it.
-func startServer(exe string, args []string, deltas int, pace time.Duration) (*server, error) {
+// startServer re-executes exe (with args) as the paced server answering
+// as o says and returns once it has printed its URL. Close ends it.
+func startServer(exe string, args []string, o ServerOptions) (*server, error) {
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), serveEnv+"=1",
-		deltasEnv+"="+strconv.Itoa(deltas), paceEnv+"="+pace.String())
+	cmd.Env = append(os.Environ(), o.env()...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

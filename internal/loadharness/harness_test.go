@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestHarnessSmoke(t *testing.T) {
 	leaktest.Check(t)
 	const n, deltas, pace = 20, 20, 5 * time.Millisecond
-	srv, err := startServer(os.Args[0], []string{"-test.run=^$"}, deltas, pace)
+	srv, err := startServer(os.Args[0], []string{"-test.run=^$"}, ServerOptions{Deltas: deltas, Pace: pace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find this binary to start the server: %w", err)
 	}
-	srv, err := startServer(exe, nil, *deltas, *pace)
+	srv, err := startServer(exe, nil, ServerOptions{Deltas: *deltas, Pace: *pace})
 	if err != nil {
 		return err
 	}

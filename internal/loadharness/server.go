@@ -18,9 +18,30 @@ import (
 // test binary) serve instead of measuring.
 const (
 	serveEnv  = "PLANROUND_LOAD_SERVER" // set to 1 to serve
-	deltasEnv = "PLANROUND_LOAD_DELTAS" // deltas per continuation reply
+	deltasEnv = "PLANROUND_LOAD_DELTAS" // deltas per answer
 	paceEnv   = "PLANROUND_LOAD_PACE"   // time between two deltas
+	toolEnv   = "PLANROUND_LOAD_TOOL"   // the tool to call before answering; empty: no call
+	argsEnv   = "PLANROUND_LOAD_ARGS"   // the call's arguments (a JSON object)
 )
+
+// ServerOptions is what the paced server answers.
+type ServerOptions struct {
+	Deltas int           // text deltas in the answer
+	Pace   time.Duration // time between two deltas
+	// Tool, when set, makes every turn call it once: the planning reply
+	// ends with <need_tool>, the next request is answered with one call of
+	// Tool with Args, and the request that carries its result with the
+	// paced answer. Without Tool the planning reply ends with <no_tool> and
+	// the continuation is the answer.
+	Tool string
+	Args string
+}
+
+// env returns the environment that gives o to a re-executed server.
+func (o ServerOptions) env() []string {
+	return []string{serveEnv + "=1", deltasEnv + "=" + strconv.Itoa(o.Deltas),
+		paceEnv + "=" + o.Pace.String(), toolEnv + "=" + o.Tool, argsEnv + "=" + o.Args}
+}
 
 // serving reports whether this process was started to be the server.
 func serving() bool { return os.Getenv(serveEnv) == "1" }
@@ -36,11 +57,15 @@ func serveMain(in io.Reader, out io.Writer) error {
 	if err != nil || pace < 0 {
 		return fmt.Errorf("loadharness server: %s=%q is not a duration", paceEnv, os.Getenv(paceEnv))
 	}
+	tool, args := os.Getenv(toolEnv), os.Getenv(argsEnv)
+	if tool != "" && !json.Valid([]byte(args)) {
+		return fmt.Errorf("loadharness server: %s=%q is not JSON", argsEnv, args)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("loadharness server: %w", err)
 	}
-	srv := &http.Server{Handler: &pacedServer{deltas: deltas, pace: pace}}
+	srv := &http.Server{Handler: newPacedServer(deltas, pace, tool, args)}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	fmt.Fprintf(out, "http://%s/v1\n", ln.Addr())
@@ -56,16 +81,31 @@ func serveMain(in io.Reader, out io.Writer) error {
 
 // pacedServer answers OpenAI chat-completions streaming requests like a
 // paced model: the planning request with a short reply ending in
-// <no_tool>, the continuation with deltas text deltas, pace apart.
+// <no_tool> (or <need_tool> when it has a tool to call), the tool round
+// with one call, and the answer with deltas text deltas, pace apart.
 type pacedServer struct {
-	deltas int
-	pace   time.Duration
+	deltas   int
+	pace     time.Duration
+	tool     string
+	callJSON string // the frame of the tool round's call, when tool is set
+}
+
+func newPacedServer(deltas int, pace time.Duration, tool, args string) *pacedServer {
+	s := &pacedServer{deltas: deltas, pace: pace, tool: tool}
+	if tool != "" {
+		name, _ := json.Marshal(tool)
+		quoted, _ := json.Marshal(args)
+		s.callJSON = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_load","type":"function","function":{"name":` +
+			string(name) + `,"arguments":` + string(quoted) + `}}]},"finish_reason":null}]}` + "\n\n"
+	}
+	return s
 }
 
 // chatRequest is the part of a chat-completions request the server reads.
 type chatRequest struct {
 	Messages []struct {
-		Role string `json:"role"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 }
 
@@ -73,7 +113,9 @@ type chatRequest struct {
 const (
 	frameDelta = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}` + "\n\n"
 	framePlan  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"role":"assistant","content":"Sure.<no_tool>"},"finish_reason":null}]}` + "\n\n"
+	frameNeed  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me check.<need_tool>"},"finish_reason":null}]}` + "\n\n"
 	frameStop  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
+	frameCalls = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n"
 	frameDone  = "data: [DONE]\n\n"
 )
 
@@ -83,10 +125,23 @@ func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad request body"}}`, http.StatusBadRequest)
 		return
 	}
-	continuation := false
-	for _, m := range req.Messages {
-		if m.Role == "assistant" { // the planning reply is in the history
-			continuation = true
+	// What the model has said since the user's last message decides the
+	// reply: nothing (planning), its plan (the tool round, or with no
+	// tool the answer), or a tool result (the answer). The agent's
+	// "[continue]" after the plan is not a user's message.
+	since := req.Messages
+	for i, m := range req.Messages {
+		if m.Role == "user" && string(m.Content) != `"[continue]"` {
+			since = req.Messages[i+1:]
+		}
+	}
+	planned, called := false, false
+	for _, m := range since {
+		switch m.Role {
+		case "assistant":
+			planned = true
+		case "tool":
+			called = true
 		}
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -97,8 +152,15 @@ func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		bw.WriteString(frame)
 		return bw.Flush() == nil && fl.Flush() == nil
 	}
-	if !continuation {
+	switch {
+	case !planned && s.tool == "":
 		_ = send(framePlan) && send(frameStop) && send(frameDone)
+		return
+	case !planned:
+		_ = send(frameNeed) && send(frameStop) && send(frameDone)
+		return
+	case s.tool != "" && !called:
+		_ = send(s.callJSON) && send(frameCalls) && send(frameDone)
 		return
 	}
 	t := time.NewTimer(s.pace)
