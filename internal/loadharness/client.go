@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,6 +128,9 @@ type Options struct {
 	HTTPClient *http.Client
 	// Agent, when not nil, changes the agent's Config before it is built.
 	Agent func(*agent.Config)
+	// HeapProfile, when not nil, receives a heap profile taken at the
+	// paused snapshot (or at the mid-stream one without Tool).
+	HeapProfile io.Writer
 	// ServerPID, when not 0, is the server process, whose CPU time per
 	// delta is reported too.
 	ServerPID int
@@ -336,6 +340,9 @@ func measure(o Options) (Report, error) {
 				r.PausedHeapConv = float64(snap.heap-base.heap) / float64(held)
 				r.PausedGoroutines = float64(snap.g-base.g) / float64(held)
 			}
+			if o.HeapProfile != nil {
+				pprof.Lookup("heap").WriteTo(o.HeapProfile, 0)
+			}
 		case <-ctx.Done():
 		}
 		// Answer every approval after its random delay; the channel holds
@@ -373,6 +380,9 @@ func measure(o Options) (Report, error) {
 			return fail(err)
 		}
 		g := snap.g - 1 // the waiter above has ended or is ending
+		if o.HeapProfile != nil && !o.Tool {
+			pprof.Lookup("heap").WriteTo(o.HeapProfile, 0)
+		}
 		r.Held = int(held)
 		r.RSSTotal = float64(snap.rss)
 		if held > 0 {

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -62,6 +63,7 @@ func run(args []string, out io.Writer) error {
 	approvalDelay := fs.Duration("approval-delay", time.Second, "each approval is answered after a random delay up to this")
 	asJSON := fs.Bool("json", false, "print one JSON object per N instead of a table")
 	idle := fs.Int("idle-per-host", 0, "give the agent its own transport keeping this many idle connections (0: the SDK's default client)")
+	heapProfile := fs.String("heapprofile", "", "write a heap profile taken at the paused snapshot (mid-stream with -tool=false) to `file` (one N only)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to `file`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,6 +91,20 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	var heapOut io.Writer
+	if *heapProfile != "" {
+		if len(counts) != 1 {
+			return errors.New("-heapprofile: one N only")
+		}
+		f, err := os.Create(*heapProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		heapOut = f
+		runtime.MemProfileRate = 64 // fine grained: a paused run holds a few KB
+
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -105,7 +121,7 @@ func run(args []string, out io.Writer) error {
 	}
 	for _, n := range counts {
 		r, err := measure(Options{URL: srv.URL, N: n, Deltas: *deltas, Pace: *pace, Ramp: *ramp, Timeout: *timeout,
-			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withIdle(*idle), ServerPID: srv.cmd.Process.Pid})
+			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withIdle(*idle), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut})
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(out, string(b))
