@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -87,6 +88,11 @@ func serveMain(in io.Reader, out io.Writer) error {
 			return fmt.Errorf("loadharness server: %w", err)
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		// When many requests start at once, Go's client dials several
+		// connections for one host and keeps the first that speaks
+		// HTTP/2: the others end mid-handshake, which the server would
+		// log by the hundred.
+		srv.ErrorLog = log.New(io.Discard, "", 0)
 		go func() { done <- srv.ServeTLS(ln, "", "") }()
 		fmt.Fprintf(out, "https://%s/v1\ncert %s\n", ln.Addr(), base64.StdEncoding.EncodeToString(cert.Certificate[0]))
 	} else {
