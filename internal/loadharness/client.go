@@ -31,6 +31,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/memory"
 )
 
 // server is the paced model server running in a child process.
@@ -128,6 +129,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// Agent, when not nil, changes the agent's Config before it is built.
 	Agent func(*agent.Config)
+	// History, when above 0, gives every conversation an earlier turn of
+	// about this many bytes (a user message and an answer), which every
+	// request carries, as a real conversation's history.
+	History int
 	// HeapProfile, when not nil, receives a heap profile taken at the
 	// paused snapshot (or at the mid-stream one without Tool).
 	HeapProfile io.Writer
@@ -142,6 +147,7 @@ type Report struct {
 	Client         string  `json:"client"`
 	TLS            bool    `json:"tls"`
 	Tool           bool    `json:"tool"`
+	History        int     `json:"history_b,omitempty"`
 	Held           int     `json:"held"`      // conversations mid-stream at the snapshot
 	MaxHeld        int     `json:"max_held"`  // most conversations mid-stream at once
 	Completed      int     `json:"completed"` // runs that ended without error
@@ -218,6 +224,13 @@ func measure(o Options) (Report, error) {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return Report{}, err
+	}
+	var history []memory.Message
+	msgs := continuation
+	if o.History > 0 {
+		half := strings.Repeat("history ", max(o.History/16, 1))
+		history = []memory.Message{{Role: memory.RoleUser, Content: half}, {Role: memory.RoleAssistant, Content: half}}
+		msgs = append([]openai.ChatCompletionMessageParamUnion{openai.UserMessage(half), openai.AssistantMessage(half)}, continuation...)
 	}
 	answerRound := 1 // the continuation
 	if o.Tool {
@@ -296,9 +309,9 @@ func measure(o Options) (Report, error) {
 			}
 			var runErr error
 			if o.Client == "openai" || o.Client == "openai-acc" {
-				runErr = converseOpenAI(ctx, &oc, o.Client == "openai-acc", text)
+				runErr = converseOpenAI(ctx, &oc, msgs, o.Client == "openai-acc", text)
 			} else {
-				runErr = converseAgent(ctx, a, session, answerRound, approve, text)
+				runErr = converseAgent(ctx, a, agent.Input{SessionID: session, History: history, Message: "go"}, answerRound, approve, text)
 			}
 			if in {
 				live.Add(-1)
@@ -320,7 +333,7 @@ func measure(o Options) (Report, error) {
 	}
 	var r Report
 	r.N, r.Client, r.TLS, r.Tool = o.N, cmp.Or(o.Client, "agent"), strings.HasPrefix(o.URL, "https:"), o.Tool
-	r.PaceMs, r.DeltasPerReply, r.LoadAvg = float64(o.Pace)/1e6, o.Deltas, load
+	r.PaceMs, r.DeltasPerReply, r.LoadAvg, r.History = float64(o.Pace)/1e6, o.Deltas, load, o.History
 	fail := func(err error) (Report, error) {
 		cancel()
 		wg.Wait()
@@ -428,8 +441,8 @@ func measure(o Options) (Report, error) {
 
 // converseAgent runs one agent turn, calling approve with the id of each
 // approval it waits for and text for each text chunk of the answer round.
-func converseAgent(ctx context.Context, a *agent.Agent, session string, answerRound int, approve func(id string), text func()) error {
-	for c, err := range a.Run(ctx, agent.Input{SessionID: session, Message: "go"}) {
+func converseAgent(ctx context.Context, a *agent.Agent, in agent.Input, answerRound int, approve func(id string), text func()) error {
+	for c, err := range a.Run(ctx, in) {
 		if err != nil {
 			return err
 		}
@@ -453,8 +466,8 @@ var continuation = []openai.ChatCompletionMessageParamUnion{
 // text for each chunk with content; with accumulate, it also adds each
 // chunk to a ChatCompletionAccumulator, as openai-go's documentation shows
 // for keeping the reply.
-func converseOpenAI(ctx context.Context, c *openai.Client, accumulate bool, text func()) error {
-	s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "load", Messages: continuation})
+func converseOpenAI(ctx context.Context, c *openai.Client, msgs []openai.ChatCompletionMessageParamUnion, accumulate bool, text func()) error {
+	s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "load", Messages: msgs})
 	defer s.Close()
 	var acc openai.ChatCompletionAccumulator
 	for s.Next() {

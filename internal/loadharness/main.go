@@ -62,6 +62,7 @@ func run(args []string, out io.Writer) error {
 	tool := fs.Bool("tool", true, "every turn calls a tool that waits for an approval (false: planning and answer only)")
 	approvalDelay := fs.Duration("approval-delay", time.Second, "each approval is answered after a random delay up to this")
 	asJSON := fs.Bool("json", false, "print one JSON object per N instead of a table")
+	history := fs.Int("history", 0, "give every conversation an earlier turn of about this many `bytes`, sent with every request")
 	idle := fs.Int("idle-per-host", 0, "give the agent its own transport keeping this many idle connections (0: the SDK's default client)")
 	heapProfile := fs.String("heapprofile", "", "write a heap profile taken at the paused snapshot (mid-stream with -tool=false) to `file` (one N only)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to `file`")
@@ -121,7 +122,7 @@ func run(args []string, out io.Writer) error {
 	}
 	for _, n := range counts {
 		r, err := measure(Options{URL: srv.URL, N: n, Deltas: *deltas, Pace: *pace, Ramp: *ramp, Timeout: *timeout,
-			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withIdle(*idle), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut})
+			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withIdle(*idle), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut, History: *history})
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(out, string(b))
