@@ -64,6 +64,7 @@ func run(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per N instead of a table")
 	history := fs.Int("history", 0, "give every conversation an earlier turn of about this many `bytes`, sent with every request")
 	idle := fs.Int("idle-per-host", 0, "give the agent its own transport keeping this many idle connections (0: the SDK's default client)")
+	connBuf := fs.Int("conn-buffers", 0, "give the agent its own transport with read and write buffers of this many `bytes` per HTTP/1.1 connection (0: net/http's 4096)")
 	heapProfile := fs.String("heapprofile", "", "write a heap profile taken at the paused snapshot (mid-stream with -tool=false) to `file` (one N only)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to `file`")
 	if err := fs.Parse(args); err != nil {
@@ -122,7 +123,7 @@ func run(args []string, out io.Writer) error {
 	}
 	for _, n := range counts {
 		r, err := measure(Options{URL: srv.URL, N: n, Deltas: *deltas, Pace: *pace, Ramp: *ramp, Timeout: *timeout,
-			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withIdle(*idle), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut, History: *history})
+			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withTransport(*idle, *connBuf), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut, History: *history})
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(out, string(b))
@@ -179,10 +180,11 @@ func tableRow(r Report) string {
 		r.GoroutinesConv, r.CPUPerDeltaNs/1000, r.SysPerDeltaNs/1000, r.ServerPerDeltaNs/1000, r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.WallSeconds, r.LoadAvg)
 }
 
-// withIdle returns an Options.Agent that gives the agent a transport
-// keeping idle idle connections per host, or nil for 0.
-func withIdle(idle int) func(*agent.Config) {
-	if idle <= 0 {
+// withTransport returns an Options.Agent that gives the agent a transport
+// keeping idle idle connections per host and with buffers of buf bytes
+// per connection, or nil when both are 0 (the SDK's default).
+func withTransport(idle, buf int) func(*agent.Config) {
+	if idle <= 0 && buf <= 0 {
 		return nil
 	}
 	return func(c *agent.Config) {
@@ -190,7 +192,10 @@ func withIdle(idle int) func(*agent.Config) {
 		if c.HTTPClient != nil {
 			tr = c.HTTPClient.Transport.(*http.Transport).Clone()
 		}
-		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = idle, idle
+		if idle > 0 {
+			tr.MaxIdleConns, tr.MaxIdleConnsPerHost = idle, idle
+		}
+		tr.ReadBufferSize, tr.WriteBufferSize = buf, buf
 		c.HTTPClient = &http.Client{Transport: tr}
 	}
 }
