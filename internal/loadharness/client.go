@@ -153,10 +153,11 @@ type Report struct {
 	Completed      int     `json:"completed"` // runs that ended without error
 	Errors         int     `json:"errors"`    // runs that ended with an error
 	FirstError     string  `json:"first_error,omitempty"`
-	Deltas         int64   `json:"deltas"`          // answer text chunks received
-	HeapPerConv    float64 `json:"heap_per_conv_b"` // HeapAlloc after GC at the snapshot, over the baseline, per held conversation
-	RSSPerConv     float64 `json:"rss_per_conv_b"`  // VmRSS at the snapshot over the baseline, per held conversation
-	RSSTotal       float64 `json:"rss_b"`           // VmRSS of the process at the mid-stream snapshot
+	Deltas         int64   `json:"deltas"`           // answer text chunks received
+	HeapPerConv    float64 `json:"heap_per_conv_b"`  // HeapAlloc after GC at the snapshot, over the baseline, per held conversation
+	RSSPerConv     float64 `json:"rss_per_conv_b"`   // VmRSS at the snapshot over the baseline, per held conversation
+	StackPerConv   float64 `json:"stack_per_conv_b"` // goroutine stacks (StackInuse) at the snapshot over the baseline, per held conversation
+	RSSTotal       float64 `json:"rss_b"`            // VmRSS of the process at the mid-stream snapshot
 	GoroutinesConv float64 `json:"goroutines_per_conv"`
 	// Paused: the same at the moment every run waited for its approval.
 	Paused           int     `json:"paused,omitempty"`
@@ -176,8 +177,8 @@ type Report struct {
 
 // snapshot is the process's memory at one moment, over a baseline.
 type snapshot struct {
-	heap, rss int64
-	g         int
+	heap, stack, rss int64
+	g                int
 }
 
 func takeSnapshot() (snapshot, error) {
@@ -185,7 +186,7 @@ func takeSnapshot() (snapshot, error) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	rss, err := vmRSS()
-	return snapshot{heap: int64(ms.HeapAlloc), rss: rss, g: runtime.NumGoroutine()}, err
+	return snapshot{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse), rss: rss, g: runtime.NumGoroutine()}, err
 }
 
 // measure runs o.N conversations at once, each to its end, and reports.
@@ -402,6 +403,7 @@ func measure(o Options) (Report, error) {
 			h := float64(held)
 			r.HeapPerConv = float64(snap.heap-base.heap) / h
 			r.RSSPerConv = float64(snap.rss-base.rss) / h
+			r.StackPerConv = float64(snap.stack-base.stack) / h
 			r.GoroutinesConv = float64(g-base.g) / h
 		}
 	case <-ctx.Done():
