@@ -136,6 +136,8 @@ type Options struct {
 	// HeapProfile, when not nil, receives a heap profile taken at the
 	// paused snapshot (or at the mid-stream one without Tool).
 	HeapProfile io.Writer
+	// Setup is copied into the report.
+	Setup string
 	// ServerPID, when not 0, is the server process, whose CPU time per
 	// delta is reported too.
 	ServerPID int
@@ -148,10 +150,11 @@ type Report struct {
 	TLS            bool    `json:"tls"`
 	Tool           bool    `json:"tool"`
 	History        int     `json:"history_b,omitempty"`
-	Held           int     `json:"held"`      // conversations mid-stream at the snapshot
-	MaxHeld        int     `json:"max_held"`  // most conversations mid-stream at once
-	Completed      int     `json:"completed"` // runs that ended without error
-	Errors         int     `json:"errors"`    // runs that ended with an error
+	Setup          string  `json:"setup,omitempty"` // what was changed from the defaults: GOGC, GOMEMLIMIT, the agent's transport
+	Held           int     `json:"held"`            // conversations mid-stream at the snapshot
+	MaxHeld        int     `json:"max_held"`        // most conversations mid-stream at once
+	Completed      int     `json:"completed"`       // runs that ended without error
+	Errors         int     `json:"errors"`          // runs that ended with an error
 	FirstError     string  `json:"first_error,omitempty"`
 	Deltas         int64   `json:"deltas"`           // answer text chunks received
 	HeapPerConv    float64 `json:"heap_per_conv_b"`  // HeapAlloc after GC at the snapshot, over the baseline, per held conversation
@@ -334,7 +337,7 @@ func measure(o Options) (Report, error) {
 	}
 	var r Report
 	r.N, r.Client, r.TLS, r.Tool = o.N, cmp.Or(o.Client, "agent"), strings.HasPrefix(o.URL, "https:"), o.Tool
-	r.PaceMs, r.DeltasPerReply, r.LoadAvg, r.History = float64(o.Pace)/1e6, o.Deltas, load, o.History
+	r.PaceMs, r.DeltasPerReply, r.LoadAvg, r.History, r.Setup = float64(o.Pace)/1e6, o.Deltas, load, o.History, o.Setup
 	fail := func(err error) (Report, error) {
 		cancel()
 		wg.Wait()

@@ -123,7 +123,8 @@ func run(args []string, out io.Writer) error {
 	}
 	for _, n := range counts {
 		r, err := measure(Options{URL: srv.URL, N: n, Deltas: *deltas, Pace: *pace, Ramp: *ramp, Timeout: *timeout,
-			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withTransport(*idle, *connBuf), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut, History: *history})
+			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withTransport(*idle, *connBuf), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut, History: *history,
+			Setup: setup(*idle, *connBuf)})
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(out, string(b))
@@ -198,4 +199,22 @@ func withTransport(idle, buf int) func(*agent.Config) {
 		tr.ReadBufferSize, tr.WriteBufferSize = buf, buf
 		c.HTTPClient = &http.Client{Transport: tr}
 	}
+}
+
+// setup says what differs from the defaults in a measurement: the garbage
+// collector's settings and the agent's transport.
+func setup(idle, buf int) string {
+	var out []string
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS"} {
+		if v := os.Getenv(k); v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	if idle > 0 {
+		out = append(out, "idle-per-host="+strconv.Itoa(idle))
+	}
+	if buf > 0 {
+		out = append(out, "conn-buffers="+strconv.Itoa(buf))
+	}
+	return strings.Join(out, " ")
 }

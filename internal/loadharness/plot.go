@@ -62,6 +62,9 @@ func readPoints(r io.Reader) ([]point, error) {
 			if pace := num("pace_ms"); !math.IsNaN(pace) {
 				p.Series += fmt.Sprintf(", %g ms/delta", pace)
 			}
+			if s, _ := raw["setup"].(string); s != "" {
+				p.Series += ", " + s
+			}
 		} else if _, ok := raw["browsers"]; ok {
 			p = point{Series: "web chat", N: num("browsers"), RSS: num("rss_connected_b"), P99: num("added_p99_ms")}
 		} else {
@@ -98,12 +101,26 @@ func writePlots(dir string, files []string) error {
 	target := hline(pts, 1024)
 	rss.Add(target)
 	rss.Legend.Add("1 GiB target", target)
+	rss.Y.Min = 0
+	for _, p := range pts {
+		rss.Y.Max = math.Max(rss.Y.Max, math.Max(1024, p.RSS/(1<<20))*1.1)
+	}
 	p99 := chart("Inter-chunk latency added over the server's pacing, p99", "N (concurrent conversations)", "added p99 (ms, log scale)")
 	p99.Y.Scale = plot.LogScale{}
 	p99.Y.Tick.Marker = plot.TickerFunc(oneTwoFive)
 	target = hline(pts, 10)
 	p99.Add(target)
 	p99.Legend.Add("10 ms target", target)
+	ns := plot.TickerFunc(func(min, max float64) []plot.Tick {
+		var out []plot.Tick
+		for _, p := range pts {
+			if !slices.ContainsFunc(out, func(t plot.Tick) bool { return t.Value == p.N }) {
+				out = append(out, plot.Tick{Value: p.N, Label: strconv.FormatFloat(p.N, 'f', -1, 64)})
+			}
+		}
+		return out
+	})
+	rss.X.Tick.Marker, p99.X.Tick.Marker = ns, ns
 	for i, s := range seriesOf(pts) {
 		var m, l plotter.XYs
 		for _, p := range pts {
@@ -135,7 +152,8 @@ func writePlots(dir string, files []string) error {
 func chart(title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
-	p.Legend.Top = true
+	// Bottom right: the lines rise from the left as N grows.
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
 	p.Legend.ThumbnailWidth = vg.Points(14)
 	p.X.Padding, p.Y.Padding = vg.Points(12), vg.Points(12)
 	p.Add(plotter.NewGrid())
