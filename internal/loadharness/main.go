@@ -43,12 +43,16 @@ func run(args []string, out io.Writer) error {
 	ramp := fs.Int("ramp", 500, "conversations waiting for their first delta at most at once (0: all)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time limit per N")
 	asJSON := fs.Bool("json", false, "print one JSON object per N instead of a table")
+	web := addWebFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	counts, err := parseCounts(*ns)
 	if err != nil {
 		return err
+	}
+	if *web.binary != "" {
+		return runWeb(web, counts, *deltas, *pace, *timeout, *asJSON, out)
 	}
 	exe, err := os.Executable()
 	if err != nil {
