@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,9 +130,12 @@ type WebOptions struct {
 
 // RSSSample is the web chat's VmRSS after a number of turns.
 type RSSSample struct {
-	Turns   int     `json:"turns"`
-	RSS     int64   `json:"rss_b"`
-	Seconds float64 `json:"t_s"` // since the active phase began
+	Turns int   `json:"turns"`
+	RSS   int64 `json:"rss_b"`
+	// HeapLive is the web chat's live heap after its last GC before the
+	// sample (GODEBUG=gctrace=1, MB resolution); 0 before its first GC.
+	HeapLive int64   `json:"heap_live_b"`
+	Seconds  float64 `json:"t_s"` // since the active phase began
 }
 
 // WebReport is the result of one web chat measurement. Memory and CPU
@@ -147,20 +151,26 @@ type WebReport struct {
 	ConnectedRSS int64   `json:"connected_rss_b"`
 	// RSSPerBrowser is ConnectedRSS over BaseRSS per connected browser.
 	RSSPerBrowser float64 `json:"rss_per_browser_b"`
-	FDs           int     `json:"fds"`     // the web chat's open fds when all had connected
-	Threads       int     `json:"threads"` // the web chat's OS threads then
+	// HeapLiveConnected is the live heap after the web chat's last GC
+	// when all had connected, and StacksConnected its goroutine stacks
+	// then (both from GODEBUG=gctrace=1, MB resolution).
+	HeapLiveConnected int64 `json:"heap_live_connected_b"`
+	StacksConnected   int64 `json:"stacks_connected_b"`
+	FDs               int   `json:"fds"`     // the web chat's open fds when all had connected
+	Threads           int   `json:"threads"` // the web chat's OS threads then
 	// Samples are VmRSS every SampleEvery turns of the active phase.
 	Samples []RSSSample `json:"rss_samples"`
 	// RSSSlope is the least-squares slope of the samples after the first,
 	// in bytes per 1,000 turns: near zero when RSS is flat.
-	RSSSlope   float64 `json:"rss_slope_b_per_1k_turns"`
-	EndRSS     int64   `json:"end_rss_b"`  // VmRSS after the last turn
-	PeakRSS    int64   `json:"peak_rss_b"` // VmHWM after the last turn
-	Turns      int     `json:"turns"`      // turns that ended with run_done finished and all their deltas
-	Errors     int     `json:"errors"`
-	FirstError string  `json:"first_error,omitempty"`
-	Dropped    int     `json:"dropped"` // idle event streams that ended before the measurement did
-	Deltas     int64   `json:"deltas"`  // answer text chunks the active browsers read
+	RSSSlope    float64 `json:"rss_slope_b_per_1k_turns"`
+	EndRSS      int64   `json:"end_rss_b"`       // VmRSS after the last turn
+	EndHeapLive int64   `json:"end_heap_live_b"` // live heap after the last GC before the last turn ended
+	PeakRSS     int64   `json:"peak_rss_b"`      // VmHWM after the last turn
+	Turns       int     `json:"turns"`           // turns that ended with run_done finished and all their deltas
+	Errors      int     `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+	Dropped     int     `json:"dropped"` // idle event streams that ended before the measurement did
+	Deltas      int64   `json:"deltas"`  // answer text chunks the active browsers read
 	// CPUPerDeltaNs is the web chat's user+sys time over the active phase
 	// per answer delta (the whole turn's work: planning, the tool round,
 	// the approval, the idle streams' keep-alives, counted in).
@@ -206,7 +216,8 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	if o.DB != "" {
 		args = append(args, "-db", o.DB)
 	}
-	wc, err := startWebchat(o.Binary, o.ModelURL, args, o.Stderr)
+	gc := &gcTrace{out: o.Stderr}
+	wc, err := startWebchat(o.Binary, o.ModelURL, args, gc)
 	if err != nil {
 		return r, err
 	}
@@ -293,6 +304,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	if r.Connected > 0 {
 		r.RSSPerBrowser = float64(r.ConnectedRSS-r.BaseRSS) / float64(r.Connected)
 	}
+	r.HeapLiveConnected, r.StacksConnected = gc.live.Load(), gc.stacks.Load()
 	r.FDs = procFDs(wc.pid)
 	if th, err := procRSS(wc.pid, "Threads:"); err == nil {
 		r.Threads = int(th)
@@ -350,7 +362,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 					rss, err := procRSS(wc.pid, "VmRSS:")
 					if err == nil {
 						sampleMu.Lock()
-						r.Samples = append(r.Samples, RSSSample{Turns: int(d), RSS: rss, Seconds: time.Since(active).Seconds()})
+						r.Samples = append(r.Samples, RSSSample{Turns: int(d), RSS: rss, HeapLive: gc.live.Load(), Seconds: time.Since(active).Seconds()})
 						sampleMu.Unlock()
 					}
 				}
@@ -364,6 +376,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	}
 	r.EndRSS, _ = procRSS(wc.pid, "VmRSS:")
 	r.PeakRSS, _ = procRSS(wc.pid, "VmHWM:")
+	r.EndHeapLive = gc.live.Load()
 	r.Turns = int(done.Load())
 	r.Deltas = deltas.Load()
 	if r.ActiveSecs > 0 {
@@ -417,6 +430,42 @@ func slope(s []RSSSample) float64 {
 	return (n*sxy - sx*sy) / den
 }
 
+// gcTrace is the web chat's stderr: it keeps the figures of the last
+// GODEBUG=gctrace=1 line and passes the other lines to out (nil drops
+// them).
+type gcTrace struct {
+	out          io.Writer
+	live, stacks atomic.Int64 // bytes
+	partial      []byte       // a line not ended yet; only Write uses it
+}
+
+// gcLine matches the figures of a gctrace line: "..., 4->5->2 MB, 5 MB
+// goal, 0 MB stacks, ...".
+var gcLine = regexp.MustCompile(`^gc \d+ .* \d+->\d+->(\d+) MB, \d+ MB goal, (\d+) MB stacks`)
+
+// Write is called by one goroutine at a time (os/exec copies the pipe).
+func (g *gcTrace) Write(p []byte) (int, error) {
+	g.partial = append(g.partial, p...)
+	for {
+		i := bytes.IndexByte(g.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := g.partial[:i+1]
+		if m := gcLine.FindSubmatch(line); m != nil {
+			live, _ := strconv.ParseInt(string(m[1]), 10, 64)
+			stacks, _ := strconv.ParseInt(string(m[2]), 10, 64)
+			g.live.Store(live << 20)
+			g.stacks.Store(stacks << 20)
+		} else if g.out != nil {
+			g.out.Write(line) //nolint:errcheck // a log
+		}
+		g.partial = g.partial[i+1:]
+	}
+	g.partial = append(g.partial[:0:0], g.partial...)
+	return len(p), nil
+}
+
 // webchatProc is the web chat running in a child process.
 type webchatProc struct {
 	cmd  *exec.Cmd
@@ -432,10 +481,7 @@ func startWebchat(bin, modelURL string, args []string, stderr io.Writer) (*webch
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "OPENAI_") || strings.HasPrefix(kv, "WEBCHAT_TOKEN=") || strings.HasPrefix(kv, "PLANROUND_LOAD_")
 	})
-	cmd.Env = append(env, "OPENAI_BASE_URL="+modelURL, "OPENAI_API_KEY=load", "OPENAI_MODEL=load")
-	if stderr == nil {
-		stderr = io.Discard
-	}
+	cmd.Env = append(env, "OPENAI_BASE_URL="+modelURL, "OPENAI_API_KEY=load", "OPENAI_MODEL=load", "GODEBUG=gctrace=1")
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.StdoutPipe()
@@ -786,16 +832,16 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * clockTick, nil
 }
 
-const webTableHeader = "N\tactive\tstore\tconnected\tconnect\tbase RSS\tRSS connected\tRSS/browser\tfds\tturns\terrors\tdeltas\tRSS samples (turns:MB)\tslope/1k turns\tpeak RSS\tCPU/delta\tadded p50\tadded p99\tadded max\tturns/s\twall"
+const webTableHeader = "N\tactive\tstore\tconnected\tconnect\tbase RSS\tRSS connected\tRSS/browser\theap live\tstacks\tfds\tturns\terrors\tdeltas\tRSS samples (turns:RSS/live heap MB)\tslope/1k turns\tpeak RSS\tCPU/delta\tadded p50\tadded p99\tadded max\tturns/s\twall"
 
 func webTableRow(r WebReport) string {
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
 	var samples []string
 	for _, s := range r.Samples {
-		samples = append(samples, fmt.Sprintf("%d:%.0f", s.Turns, mb(s.RSS)))
+		samples = append(samples, fmt.Sprintf("%d:%.0f/%.0f", s.Turns, mb(s.RSS), mb(s.HeapLive)))
 	}
-	row := fmt.Sprintf("%d\t%d\t%s\t%d\t%.1f s\t%.1f MB\t%.1f MB\t%.1f KB\t%d\t%d\t%d\t%d\t%s\t%.2f MB\t%.1f MB\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f\t%.1f s",
-		r.N, r.Active, r.Store, r.Connected, r.ConnectSecs, mb(r.BaseRSS), mb(r.ConnectedRSS), r.RSSPerBrowser/1024, r.FDs,
+	row := fmt.Sprintf("%d\t%d\t%s\t%d\t%.1f s\t%.1f MB\t%.1f MB\t%.1f KB\t%.0f MB\t%.0f MB\t%d\t%d\t%d\t%d\t%s\t%.2f MB\t%.1f MB\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f\t%.1f s",
+		r.N, r.Active, r.Store, r.Connected, r.ConnectSecs, mb(r.BaseRSS), mb(r.ConnectedRSS), r.RSSPerBrowser/1024, mb(r.HeapLiveConnected), mb(r.StacksConnected), r.FDs,
 		r.Turns, r.Errors, r.Deltas, strings.Join(samples, " "), r.RSSSlope/(1<<20), mb(r.PeakRSS), r.CPUPerDeltaNs/1000,
 		r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.TurnsPerSec, r.WallSeconds)
 	if r.FirstError != "" {

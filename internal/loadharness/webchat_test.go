@@ -80,11 +80,11 @@ func TestReadEvent(t *testing.T) {
 
 // TestSlope checks the RSS slope over samples.
 func TestSlope(t *testing.T) {
-	flat := []RSSSample{{1000, 900, 0}, {2000, 100, 0}, {3000, 100, 0}, {4000, 100, 0}}
+	flat := []RSSSample{{Turns: 1000, RSS: 900}, {Turns: 2000, RSS: 100}, {Turns: 3000, RSS: 100}, {Turns: 4000, RSS: 100}}
 	if got := slope(flat); got != 0 {
 		t.Errorf("slope of flat samples = %v, want 0", got)
 	}
-	growing := []RSSSample{{1000, 0, 0}, {2000, 2000, 0}, {3000, 3000, 0}, {4000, 4000, 0}}
+	growing := []RSSSample{{Turns: 1000, RSS: 0}, {Turns: 2000, RSS: 2000}, {Turns: 3000, RSS: 3000}, {Turns: 4000, RSS: 4000}}
 	if got := slope(growing); got != 1000 {
 		t.Errorf("slope = %v, want 1000 bytes per 1,000 turns", got)
 	}
