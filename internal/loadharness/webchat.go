@@ -160,9 +160,11 @@ type WebReport struct {
 	Threads           int   `json:"threads"` // the web chat's OS threads then
 	// Samples are VmRSS every SampleEvery turns of the active phase.
 	Samples []RSSSample `json:"rss_samples"`
-	// RSSSlope is the least-squares slope of the samples after the first,
-	// in bytes per 1,000 turns: near zero when RSS is flat.
+	// RSSSlope and HeapSlope are the least-squares slopes of VmRSS and
+	// of the live heap over the samples of the second half of the turns,
+	// in bytes per 1,000 turns: near zero when flat.
 	RSSSlope    float64 `json:"rss_slope_b_per_1k_turns"`
+	HeapSlope   float64 `json:"heap_slope_b_per_1k_turns"`
 	EndRSS      int64   `json:"end_rss_b"`       // VmRSS after the last turn
 	EndHeapLive int64   `json:"end_heap_live_b"` // live heap after the last GC before the last turn ended
 	PeakRSS     int64   `json:"peak_rss_b"`      // VmHWM after the last turn
@@ -386,7 +388,8 @@ func measureWeb(o WebOptions) (WebReport, error) {
 		r.CPUPerDeltaNs = r.CPUSeconds * 1e9 / float64(r.Deltas)
 	}
 	slices.SortFunc(r.Samples, func(a, b RSSSample) int { return a.Turns - b.Turns })
-	r.RSSSlope = slope(r.Samples)
+	r.RSSSlope = slope(r.Samples, func(s RSSSample) int64 { return s.RSS })
+	r.HeapSlope = slope(r.Samples, func(s RSSSample) int64 { return s.HeapLive })
 	if len(gaps) > 0 {
 		slices.Sort(gaps)
 		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -409,22 +412,25 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	return r, nil
 }
 
-// slope returns the least-squares slope of the samples after the first
-// (the first includes the warm-up), in bytes per 1,000 turns; 0 with fewer
-// than two of them.
-func slope(s []RSSSample) float64 {
-	if len(s) < 3 {
+// slope returns the least-squares slope of the samples of the second half
+// of the turns (the first half holds the warm-up: the turn logs kept for
+// a minute after each turn, the heap growing to its GC goal), in bytes per
+// 1,000 turns; 0 with fewer than two of them. of picks the figure.
+func slope(s []RSSSample, of func(RSSSample) int64) float64 {
+	if len(s) == 0 {
 		return 0
 	}
-	s = s[1:]
-	var sx, sy, sxx, sxy float64
+	half := s[len(s)-1].Turns / 2
+	var sx, sy, sxx, sxy, n float64
 	for _, p := range s {
-		x, y := float64(p.Turns)/1000, float64(p.RSS)
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+		if p.Turns <= half {
+			continue
+		}
+		x, y := float64(p.Turns)/1000, float64(of(p))
+		sx, sy, sxx, sxy, n = sx+x, sy+y, sxx+x*x, sxy+x*y, n+1
 	}
-	n := float64(len(s))
 	den := n*sxx - sx*sx
-	if den == 0 {
+	if n < 2 || den == 0 {
 		return 0
 	}
 	return (n*sxy - sx*sy) / den
@@ -832,7 +838,7 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * clockTick, nil
 }
 
-const webTableHeader = "N\tactive\tstore\tconnected\tconnect\tbase RSS\tRSS connected\tRSS/browser\theap live\tstacks\tfds\tturns\terrors\tdeltas\tRSS samples (turns:RSS/live heap MB)\tslope/1k turns\tpeak RSS\tCPU/delta\tadded p50\tadded p99\tadded max\tturns/s\twall"
+const webTableHeader = "N\tactive\tstore\tconnected\tconnect\tbase RSS\tRSS connected\tRSS/browser\theap live\tstacks\tfds\tturns\terrors\tdeltas\tRSS samples (turns:RSS/live heap MB)\tRSS, heap slope/1k turns\tpeak RSS\tCPU/delta\tadded p50\tadded p99\tadded max\tturns/s\twall"
 
 func webTableRow(r WebReport) string {
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
@@ -840,9 +846,9 @@ func webTableRow(r WebReport) string {
 	for _, s := range r.Samples {
 		samples = append(samples, fmt.Sprintf("%d:%.0f/%.0f", s.Turns, mb(s.RSS), mb(s.HeapLive)))
 	}
-	row := fmt.Sprintf("%d\t%d\t%s\t%d\t%.1f s\t%.1f MB\t%.1f MB\t%.1f KB\t%.0f MB\t%.0f MB\t%d\t%d\t%d\t%d\t%s\t%.2f MB\t%.1f MB\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f\t%.1f s",
+	row := fmt.Sprintf("%d\t%d\t%s\t%d\t%.1f s\t%.1f MB\t%.1f MB\t%.1f KB\t%.0f MB\t%.0f MB\t%d\t%d\t%d\t%d\t%s\t%.2f, %.2f MB\t%.1f MB\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f\t%.1f s",
 		r.N, r.Active, r.Store, r.Connected, r.ConnectSecs, mb(r.BaseRSS), mb(r.ConnectedRSS), r.RSSPerBrowser/1024, mb(r.HeapLiveConnected), mb(r.StacksConnected), r.FDs,
-		r.Turns, r.Errors, r.Deltas, strings.Join(samples, " "), r.RSSSlope/(1<<20), mb(r.PeakRSS), r.CPUPerDeltaNs/1000,
+		r.Turns, r.Errors, r.Deltas, strings.Join(samples, " "), r.RSSSlope/(1<<20), r.HeapSlope/(1<<20), mb(r.PeakRSS), r.CPUPerDeltaNs/1000,
 		r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.TurnsPerSec, r.WallSeconds)
 	if r.FirstError != "" {
 		row += "\tfirst error: " + r.FirstError

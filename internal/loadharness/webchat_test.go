@@ -78,15 +78,19 @@ func TestReadEvent(t *testing.T) {
 	}
 }
 
-// TestSlope checks the RSS slope over samples.
+// TestSlope checks the slope over the second half of the samples.
 func TestSlope(t *testing.T) {
-	flat := []RSSSample{{Turns: 1000, RSS: 900}, {Turns: 2000, RSS: 100}, {Turns: 3000, RSS: 100}, {Turns: 4000, RSS: 100}}
-	if got := slope(flat); got != 0 {
+	rss := func(s RSSSample) int64 { return s.RSS }
+	flat := []RSSSample{{Turns: 1000, RSS: 0}, {Turns: 2000, RSS: 900}, {Turns: 3000, RSS: 100}, {Turns: 4000, RSS: 100}}
+	if got := slope(flat, rss); got != 0 {
 		t.Errorf("slope of flat samples = %v, want 0", got)
 	}
-	growing := []RSSSample{{Turns: 1000, RSS: 0}, {Turns: 2000, RSS: 2000}, {Turns: 3000, RSS: 3000}, {Turns: 4000, RSS: 4000}}
-	if got := slope(growing); got != 1000 {
+	growing := []RSSSample{{Turns: 1000, RSS: 0}, {Turns: 2000, RSS: 0}, {Turns: 3000, RSS: 3000}, {Turns: 4000, RSS: 4000}}
+	if got := slope(growing, rss); got != 1000 {
 		t.Errorf("slope = %v, want 1000 bytes per 1,000 turns", got)
+	}
+	if got := slope(growing[:1], rss); got != 0 {
+		t.Errorf("slope of one sample = %v, want 0", got)
 	}
 }
 
