@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3/option"
@@ -79,7 +80,17 @@ type Config struct {
 	// APIKey is sent as a bearer token; empty sends none.
 	APIKey string
 	// HTTPClient makes the requests; nil means a client without an overall
-	// timeout (a stream may take long: bound a run with its context).
+	// timeout (a stream may take long: bound a run with its context) over
+	// http.DefaultTransport.
+	//
+	// A host that runs many conversations at once against one provider
+	// over HTTP/1.1 (a local server, a plain http:// URL) should give a
+	// Transport whose MaxIdleConnsPerHost is near the number of runs that
+	// overlap: http.DefaultTransport keeps 2 idle connections per host, so
+	// most rounds of most runs would dial a new connection (and shake
+	// hands again over TLS). Over HTTPS, providers that speak HTTP/2 carry
+	// many runs' streams on each connection and the default is enough;
+	// BENCHMARKS.md (Load harness) has the figures of both.
 	HTTPClient *http.Client
 	// RequestOptions are extra openai-go options for every model request
 	// (headers, retries: openai-go retries 429 and 5xx twice by default,
@@ -236,6 +247,11 @@ type Agent struct {
 
 	// tel is the tracer and the instruments of every run.
 	tel *telemetry
+
+	// parsers are the stream parsers of the rounds being streamed: a run
+	// takes one for each round and gives it back when the round ends, so a
+	// run that waits (for a decision, a tool) holds none.
+	parsers sync.Pool
 }
 
 // New validates cfg and returns an Agent.

@@ -147,7 +147,6 @@ func (r *run) resume() {
 		r.working = append(r.working, m)
 	}
 	r.stripTags()
-	r.parser = newParser(r.a)
 
 	asst := msgs[at]
 	calls := make([]*callState, len(open))

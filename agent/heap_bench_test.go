@@ -20,6 +20,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/memory"
 )
 
 // heapRuns is how many conversations BenchmarkHeapPerConversation holds at
@@ -154,25 +155,36 @@ func heapTransport() *http.Transport {
 //     same point of the same reply;
 //   - ratio: the first divided by the second;
 //   - approval-B/run: an Agent.Run paused at an approval, its pending
-//     ticket waiting for a decision.
+//     ticket waiting for a decision;
+//   - the first three again (…-16KiB-history-…) for a conversation whose
+//     requests carry an earlier turn of 16 KiB.
 //
 // Run it once per measurement: -benchtime=1x.
 func BenchmarkHeapPerConversation(b *testing.B) {
 	url := startHeapServer(b)
-	var sums [3]float64
+	var sums [5]float64
+	// An earlier turn of 16 KiB, as a conversation a few turns in
+	// carries: every request sends it again.
+	long := strings.Repeat("history ", 1024)
+	history := []memory.Message{{Role: memory.RoleUser, Content: long}, {Role: memory.RoleAssistant, Content: long}}
 	for b.Loop() {
-		sums[0] += heapAgentMidStream(b, url)
-		sums[1] += heapOpenAIMidStream(b, url)
+		sums[0] += heapAgentMidStream(b, url, nil)
+		sums[1] += heapOpenAIMidStream(b, url, nil)
 		sums[2] += heapAgentApproval(b, url)
+		sums[3] += heapAgentMidStream(b, url, history)
+		sums[4] += heapOpenAIMidStream(b, url, history)
 	}
 	n := float64(b.N)
 	b.ReportMetric(sums[0]/n, "planround-B/run")
 	b.ReportMetric(sums[1]/n, "openai-go-B/run")
 	b.ReportMetric(sums[0]/sums[1], "ratio")
 	b.ReportMetric(sums[2]/n, "approval-B/run")
+	b.ReportMetric(sums[3]/n, "planround-16KiB-history-B/run")
+	b.ReportMetric(sums[4]/n, "openai-go-16KiB-history-B/run")
+	b.ReportMetric(sums[3]/sums[4], "ratio-16KiB-history")
 }
 
-func heapAgentMidStream(b *testing.B, url string) float64 {
+func heapAgentMidStream(b *testing.B, url string, history []memory.Message) float64 {
 	tr := heapTransport()
 	defer tr.CloseIdleConnections()
 	a, err := agent.New(agent.Config{
@@ -184,7 +196,7 @@ func heapAgentMidStream(b *testing.B, url string) float64 {
 	}
 	return heapPerRun(b, heapRuns, func(ctx context.Context, reached func()) error {
 		n := 0
-		for c, err := range a.Run(ctx, agent.Input{Message: "go"}) {
+		for c, err := range a.Run(ctx, agent.Input{History: history, Message: "go"}) {
 			if err != nil {
 				return err
 			}
@@ -198,14 +210,14 @@ func heapAgentMidStream(b *testing.B, url string) float64 {
 	})
 }
 
-func heapOpenAIMidStream(b *testing.B, url string) float64 {
+func heapOpenAIMidStream(b *testing.B, url string, history []memory.Message) float64 {
 	tr := heapTransport()
 	defer tr.CloseIdleConnections()
 	client := openai.NewClient(option.WithBaseURL(url), option.WithHTTPClient(&http.Client{Transport: tr}),
 		option.WithMaxRetries(0), option.WithAPIKey("k"))
 	params := openai.ChatCompletionNewParams{
 		Model:    "hold",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("go")},
+		Messages: append(agent.ToParams(history), openai.UserMessage("go")),
 	}
 	return heapPerRun(b, heapRuns, func(ctx context.Context, reached func()) error {
 		s := client.Chat.Completions.NewStreaming(ctx, params)

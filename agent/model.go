@@ -42,6 +42,7 @@ func newModel(cfg Config) *model {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
 	opts = append(opts, cfg.RequestOptions...)
+	opts = append(opts, option.WithMiddleware(releaseBody)) // the last one: next to the transport
 	// A bare Client (not openai.NewClient) so that OPENAI_* environment
 	// variables are not read behind the host's back.
 	return &model{client: openai.Client{Options: opts}, name: cfg.Model}

@@ -361,7 +361,6 @@ func (r *run) do() {
 	}
 	defer r.persist()
 	r.begin(history, user)
-	r.parser = newParser(r.a)
 
 	skipTools := false
 	if r.a.cfg.DisablePlanning {
@@ -390,9 +389,28 @@ func (r *run) do() {
 	r.toolLoop(1)
 }
 
-// newParser returns the stream parser of a's runs.
-func newParser(a *Agent) *stream.Parser {
-	return stream.NewParser(stream.Config{Tags: a.tags, Mode: a.cfg.TextMode})
+// maxPooledParser is the largest reply buffer (stream.Parser.Cap) a parser
+// may hold to go back to its Agent's pool: one that grew on a longer reply
+// is left to the garbage collector.
+const maxPooledParser = 16 << 10
+
+// takeParser gives r a stream parser for one round, from its Agent's pool.
+func (r *run) takeParser() {
+	if p, ok := r.a.parsers.Get().(*stream.Parser); ok {
+		p.Reset()
+		r.parser = p
+		return
+	}
+	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
+}
+
+// returnParser gives the round's parser back to the pool. Strings it
+// returned (Raw, pieces) stay valid.
+func (r *run) returnParser() {
+	if p := r.parser; p != nil && p.Cap() <= maxPooledParser {
+		r.a.parsers.Put(p)
+	}
+	r.parser = nil
 }
 
 // toolLoop runs the tool rounds from round from until the model answers
@@ -640,7 +658,8 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 	if !r.hooksBefore(withTools) {
 		return res, false
 	}
-	r.parser.Reset()
+	r.takeParser()
+	defer r.returnParser()
 	r.acc.Reset()
 	req := request{messages: r.requestMessages(prompt), settings: r.settings}
 	r.temp = nil // sent once

@@ -235,6 +235,11 @@ func (p *Parser) Raw() string {
 	return p.rawStr
 }
 
+// Cap returns how many bytes of reply the Parser holds room for: the
+// buffer Reset keeps for the next reply. A pool of Parsers can drop one
+// that grew large on a long reply instead of keeping its memory.
+func (p *Parser) Cap() int { return cap(p.raw) }
+
 // Voice reports whether the reply began with VoiceTag. It is false until
 // the Parser has seen enough of the reply to know.
 func (p *Parser) Voice() bool { return p.voice }

@@ -2,14 +2,21 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,17 +25,25 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/demo"
+	"github.com/planround/planround/memory"
 )
 
 // server is the paced model server running in a child process.
 type server struct {
-	URL  string
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	done chan struct{}
+	URL string
+	// Client trusts the server's certificate when it serves HTTPS, with
+	// a transport cloned from http.DefaultTransport (so HTTP/2); nil
+	// for plain HTTP.
+	Client *http.Client
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	done   chan struct{}
 }
 
 // startServer re-executes exe (with args) as the paced server answering
@@ -49,19 +64,40 @@ func startServer(exe string, args []string, o ServerOptions) (*server, error) {
 		return nil, fmt.Errorf("start the server process: %w", err)
 	}
 	s := &server{cmd: cmd, in: in, done: make(chan struct{})}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "http://127.0.0.1:") {
+	br := bufio.NewReader(out)
+	fail := func(format string, args ...any) (*server, error) {
 		in.Close()
 		cmd.Wait()
-		return nil, fmt.Errorf("the server process printed %q (%v), want its URL", line, err)
+		return nil, fmt.Errorf(format, args...)
+	}
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "http://127.0.0.1:") && !strings.HasPrefix(line, "https://127.0.0.1:") {
+		return fail("the server process printed %q (%v), want its URL", line, err)
 	}
 	s.URL = strings.TrimSpace(line)
-	go func() { io.Copy(io.Discard, out); close(s.done) }()
+	if o.TLS {
+		line, err := br.ReadString('\n')
+		der, err2 := base64.StdEncoding.DecodeString(strings.TrimSpace(strings.TrimPrefix(line, "cert ")))
+		cert, err3 := x509.ParseCertificate(der)
+		if err != nil || err2 != nil || err3 != nil {
+			return fail("the server process printed %q, want its certificate (%v)", line, errors.Join(err, err2, err3))
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(cert)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+		s.Client = &http.Client{Transport: tr}
+	}
+
+	go func() { io.Copy(io.Discard, br); close(s.done) }()
 	return s, nil
 }
 
 // Close ends the server process and waits for it.
 func (s *server) Close() error {
+	if s.Client != nil {
+		s.Client.CloseIdleConnections()
+	}
 	s.in.Close()
 	<-s.done
 	return s.cmd.Wait()
@@ -76,64 +112,145 @@ type Options struct {
 	Pace    time.Duration
 	Ramp    int           // conversations started at most at once before the previous ones reach the server; 0 is N
 	Timeout time.Duration // for the whole measurement
+	// Tool makes every turn call get_weather (the server must be started
+	// with the same tool), which waits for an approval.Manager's decision:
+	// once every run waits (or has ended), the harness takes the paused
+	// snapshot and then answers each approval after a random delay of at
+	// most ApprovalDelay.
+	Tool          bool
+	ApprovalDelay time.Duration
+	// Client is what holds the conversations: "agent" (or empty), an
+	// agent.Agent; "openai", a bare openai-go stream of the answer alone
+	// (the baseline: no planning round, no tool call); "openai-acc", the
+	// same with openai-go's ChatCompletionAccumulator.
+	Client string
+	// HTTPClient, when not nil, makes the requests of either client;
+	// nil leaves each with its own default.
+	HTTPClient *http.Client
+	// Agent, when not nil, changes the agent's Config before it is built.
+	Agent func(*agent.Config)
+	// History, when above 0, gives every conversation an earlier turn of
+	// about this many bytes (a user message and an answer), which every
+	// request carries, as a real conversation's history.
+	History int
+	// HeapProfile, when not nil, receives a heap profile taken at the
+	// paused snapshot (or at the mid-stream one without Tool).
+	HeapProfile io.Writer
+	// ServerPID, when not 0, is the server process, whose CPU time per
+	// delta is reported too.
+	ServerPID int
 }
 
 // Report is the result of one measurement.
 type Report struct {
 	N              int     `json:"n"`
+	Client         string  `json:"client"`
+	TLS            bool    `json:"tls"`
+	Tool           bool    `json:"tool"`
+	History        int     `json:"history_b,omitempty"`
 	Held           int     `json:"held"`      // conversations mid-stream at the snapshot
 	MaxHeld        int     `json:"max_held"`  // most conversations mid-stream at once
 	Completed      int     `json:"completed"` // runs that ended without error
 	Errors         int     `json:"errors"`    // runs that ended with an error
 	FirstError     string  `json:"first_error,omitempty"`
-	Deltas         int64   `json:"deltas"`          // continuation text chunks received
-	HeapPerConv    float64 `json:"heap_per_conv_b"` // HeapAlloc after GC at the snapshot, over the baseline, per held conversation
-	RSSPerConv     float64 `json:"rss_per_conv_b"`  // VmRSS at the snapshot over the baseline, per held conversation
+	Deltas         int64   `json:"deltas"`           // answer text chunks received
+	HeapPerConv    float64 `json:"heap_per_conv_b"`  // HeapAlloc after GC at the snapshot, over the baseline, per held conversation
+	RSSPerConv     float64 `json:"rss_per_conv_b"`   // VmRSS at the snapshot over the baseline, per held conversation
+	StackPerConv   float64 `json:"stack_per_conv_b"` // goroutine stacks (StackInuse) at the snapshot over the baseline, per held conversation
+	RSSTotal       float64 `json:"rss_b"`            // VmRSS of the process at the mid-stream snapshot
 	GoroutinesConv float64 `json:"goroutines_per_conv"`
-	CPUPerDeltaNs  float64 `json:"cpu_per_delta_ns"` // user+sys of this process over the measurement, per delta
-	AddedP50Ms     float64 `json:"added_p50_ms"`     // inter-chunk gap minus the server's pace
-	AddedP99Ms     float64 `json:"added_p99_ms"`
-	AddedMaxMs     float64 `json:"added_max_ms"`
-	WallSeconds    float64 `json:"wall_s"`
-	PaceMs         float64 `json:"pace_ms"`
-	DeltasPerReply int     `json:"deltas_per_reply"`
+	// Paused: the same at the moment every run waited for its approval.
+	Paused           int     `json:"paused,omitempty"`
+	PausedHeapConv   float64 `json:"paused_heap_per_conv_b,omitempty"`
+	PausedGoroutines float64 `json:"paused_goroutines_per_conv,omitempty"`
+	CPUPerDeltaNs    float64 `json:"cpu_per_delta_ns"`                  // user+sys of this process over the measurement, per delta
+	SysPerDeltaNs    float64 `json:"sys_per_delta_ns"`                  // the part of it in the kernel
+	ServerPerDeltaNs float64 `json:"server_cpu_per_delta_ns,omitempty"` // user+sys of the server process, per delta
+	AddedP50Ms       float64 `json:"added_p50_ms"`                      // inter-chunk gap minus the server's pace
+	AddedP99Ms       float64 `json:"added_p99_ms"`
+	AddedMaxMs       float64 `json:"added_max_ms"`
+	WallSeconds      float64 `json:"wall_s"`
+	LoadAvg          float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
+	PaceMs           float64 `json:"pace_ms"`
+	DeltasPerReply   int     `json:"deltas_per_reply"`
+}
+
+// snapshot is the process's memory at one moment, over a baseline.
+type snapshot struct {
+	heap, stack, rss int64
+	g                int
+}
+
+func takeSnapshot() (snapshot, error) {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	rss, err := vmRSS()
+	return snapshot{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse), rss: rss, g: runtime.NumGoroutine()}, err
 }
 
 // measure runs o.N conversations at once, each to its end, and reports.
 func measure(o Options) (Report, error) {
-	if o.N < 1 || o.Deltas < 1 || o.Pace < 0 || o.Timeout <= 0 {
+	if o.N < 1 || o.Deltas < 1 || o.Pace < 0 || o.Timeout <= 0 || o.ApprovalDelay < 0 ||
+		!slices.Contains([]string{"", "agent", "openai", "openai-acc"}, o.Client) || strings.HasPrefix(o.Client, "openai") && o.Tool {
 		return Report{}, fmt.Errorf("loadharness: bad options %+v", o)
 	}
 	ramp := o.Ramp
 	if ramp <= 0 || ramp > o.N {
 		ramp = o.N
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = o.N
-	tr.MaxIdleConnsPerHost = o.N
-	tr.MaxConnsPerHost = 0
-	defer tr.CloseIdleConnections()
-	a, err := agent.New(agent.Config{
-		BaseURL: o.URL, Model: "load", HTTPClient: &http.Client{Transport: tr},
+	cfg := agent.Config{
+		BaseURL: o.URL, Model: "load", HTTPClient: o.HTTPClient,
 		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
-	})
+	}
+	oopts := []option.RequestOption{option.WithBaseURL(o.URL), option.WithAPIKey("load"), option.WithMaxRetries(0)}
+	if o.HTTPClient != nil {
+		oopts = append(oopts, option.WithHTTPClient(o.HTTPClient))
+	}
+	oc := openai.NewClient(oopts...)
+	var mgr *approval.Manager
+	if o.Tool {
+		var err error
+		if mgr, err = approval.NewManager(approval.ManagerConfig{Timeout: o.Timeout}); err != nil {
+			return Report{}, err
+		}
+		if cfg.Tools, err = agent.NewToolRegistry(demo.GetWeather()); err != nil {
+			return Report{}, err
+		}
+		cfg.Approver = mgr
+	}
+	if o.Agent != nil {
+		o.Agent(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		return Report{}, err
+	}
+	var history []memory.Message
+	msgs := continuation
+	if o.History > 0 {
+		half := strings.Repeat("history ", max(o.History/16, 1))
+		history = []memory.Message{{Role: memory.RoleUser, Content: half}, {Role: memory.RoleAssistant, Content: half}}
+		msgs = append([]openai.ChatCompletionMessageParamUnion{openai.UserMessage(half), openai.AssistantMessage(half)}, continuation...)
+	}
+	answerRound := 1 // the continuation
+	if o.Tool {
+		answerRound = 2 // after the tool round
 	}
 
 	// The gaps are stored in one slice allocated before the baseline, so
 	// that the harness's own bookkeeping is not counted as the runs' heap.
 	gaps := make([]time.Duration, o.N*o.Deltas)
 	counts := make([]int, o.N)
-	var base runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&base)
-	baseRSS, err := vmRSS()
+	type pending struct{ session, id string }
+	waiting := make(chan pending, o.N)
+	base, err := takeSnapshot()
 	if err != nil {
 		return Report{}, err
 	}
-	baseG := runtime.NumGoroutine()
 	cpu0 := cpuTime()
+	load := loadAvg()
+	srv0, _ := procCPU(o.ServerPID)
 
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
@@ -141,36 +258,32 @@ func measure(o Options) (Report, error) {
 		live, maxLive atomic.Int64
 		deltas        atomic.Int64
 		reached       sync.WaitGroup // each run is Done once it is mid-stream or ended
+		paused        sync.WaitGroup // each run is Done once it waits for its approval or ended
 		wg            sync.WaitGroup
 		mu            sync.Mutex
 		errs          []error
 		completed     int
 	)
 	reached.Add(o.N)
+	paused.Add(o.N)
 	sem := make(chan struct{}, ramp)
 	start := time.Now()
 	for i := range o.N {
 		sem <- struct{}{}
 		wg.Go(func() {
-			var once sync.Once
+			var once, pauseOnce sync.Once
 			release := func() { once.Do(func() { <-sem }) }
+			pause := func() { pauseOnce.Do(paused.Done) }
 			defer release()
-			mid := o.Deltas / 2
-			if mid < 1 {
-				mid = 1
+			defer pause()
+			if !o.Tool {
+				pause()
 			}
+			mid := max(o.Deltas/2, 1)
 			my := gaps[i*o.Deltas : i*o.Deltas : (i+1)*o.Deltas]
 			var last time.Time
 			n, in := 0, false
-			var runErr error
-			for c, err := range a.Run(ctx, agent.Input{Message: "go"}) {
-				if err != nil {
-					runErr = err
-					break
-				}
-				if c.Kind != agent.KindText || c.Round < 1 {
-					continue
-				}
+			text := func() {
 				now := time.Now()
 				if n == 0 {
 					release() // it reached the server: let the next one start
@@ -189,6 +302,18 @@ func measure(o Options) (Report, error) {
 					reached.Done()
 				}
 			}
+			session := "c" + strconv.Itoa(i)
+			approve := func(id string) {
+				release()
+				waiting <- pending{session, id}
+				pause()
+			}
+			var runErr error
+			if o.Client == "openai" || o.Client == "openai-acc" {
+				runErr = converseOpenAI(ctx, &oc, msgs, o.Client == "openai-acc", text)
+			} else {
+				runErr = converseAgent(ctx, a, agent.Input{SessionID: session, History: history, Message: "go"}, answerRound, approve, text)
+			}
 			if in {
 				live.Add(-1)
 			}
@@ -200,43 +325,94 @@ func measure(o Options) (Report, error) {
 			if runErr != nil {
 				errs = append(errs, runErr)
 			} else if n != o.Deltas {
-				errs = append(errs, fmt.Errorf("a run read %d deltas, want %d", n, o.Deltas))
+				errs = append(errs, fmt.Errorf("a run read %d answer deltas, want %d", n, o.Deltas))
 			} else {
 				completed++
 			}
 			mu.Unlock()
 		})
 	}
+	var r Report
+	r.N, r.Client, r.TLS, r.Tool = o.N, cmp.Or(o.Client, "agent"), strings.HasPrefix(o.URL, "https:"), o.Tool
+	r.PaceMs, r.DeltasPerReply, r.LoadAvg, r.History = float64(o.Pace)/1e6, o.Deltas, load, o.History
+	fail := func(err error) (Report, error) {
+		cancel()
+		wg.Wait()
+		return r, err
+	}
+	if o.Tool {
+		allPaused := make(chan struct{})
+		go func() { paused.Wait(); close(allPaused) }()
+		select {
+		case <-allPaused:
+			snap, err := takeSnapshot()
+			if err != nil {
+				return fail(err)
+			}
+			if held := len(waiting); held > 0 {
+				r.Paused = held
+				r.PausedHeapConv = float64(snap.heap-base.heap) / float64(held)
+				r.PausedGoroutines = float64(snap.g-base.g) / float64(held)
+			}
+			if o.HeapProfile != nil {
+				pprof.Lookup("heap").WriteTo(o.HeapProfile, 0)
+			}
+		case <-ctx.Done():
+		}
+		// Answer every approval after its random delay; the channel holds
+		// them all, so no run ever blocks on it.
+		var timers sync.WaitGroup
+		for range o.N {
+			var p pending
+			select {
+			case p = <-waiting:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			delay := time.Duration(rand.Int64N(int64(o.ApprovalDelay) + 1))
+			timers.Go(func() {
+				t := time.NewTimer(delay)
+				defer t.Stop()
+				select {
+				case <-t.C:
+					mgr.Respond(p.session, p.id, agent.Decision{Approved: true})
+				case <-ctx.Done():
+				}
+			})
+		}
+		defer timers.Wait()
+	}
 	allMid := make(chan struct{})
 	go func() { reached.Wait(); close(allMid) }()
-	var r Report
-	r.N, r.PaceMs, r.DeltasPerReply = o.N, float64(o.Pace)/1e6, o.Deltas
 	select {
 	case <-allMid:
 		held := live.Load()
-		var snap runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&snap)
-		rss, err := vmRSS()
+		snap, err := takeSnapshot()
 		if err != nil {
-			cancel()
-			wg.Wait()
-			return Report{}, err
+			return fail(err)
 		}
-		g := runtime.NumGoroutine() - 1 // the waiter above has ended or is ending
+		g := snap.g - 1 // the waiter above has ended or is ending
+		if o.HeapProfile != nil && !o.Tool {
+			pprof.Lookup("heap").WriteTo(o.HeapProfile, 0)
+		}
 		r.Held = int(held)
+		r.RSSTotal = float64(snap.rss)
 		if held > 0 {
 			h := float64(held)
-			r.HeapPerConv = float64(int64(snap.HeapAlloc)-int64(base.HeapAlloc)) / h
-			r.RSSPerConv = float64(rss-baseRSS) / h
-			r.GoroutinesConv = float64(g-baseG) / h
+			r.HeapPerConv = float64(snap.heap-base.heap) / h
+			r.RSSPerConv = float64(snap.rss-base.rss) / h
+			r.StackPerConv = float64(snap.stack-base.stack) / h
+			r.GoroutinesConv = float64(g-base.g) / h
 		}
 	case <-ctx.Done():
 	}
 	wg.Wait()
 	<-allMid
 	r.WallSeconds = time.Since(start).Seconds()
-	cpu := cpuTime() - cpu0
+	cpu1 := cpuTime()
+	srv1, _ := procCPU(o.ServerPID)
 	r.MaxHeld = int(maxLive.Load())
 	r.Completed, r.Errors = completed, len(errs)
 	if len(errs) > 0 {
@@ -248,7 +424,9 @@ func measure(o Options) (Report, error) {
 	}
 	r.Deltas = deltas.Load()
 	if r.Deltas > 0 {
-		r.CPUPerDeltaNs = float64(cpu) / float64(r.Deltas)
+		r.CPUPerDeltaNs = float64(cpu1.user+cpu1.sys-cpu0.user-cpu0.sys) / float64(r.Deltas)
+		r.SysPerDeltaNs = float64(cpu1.sys-cpu0.sys) / float64(r.Deltas)
+		r.ServerPerDeltaNs = float64(srv1.user+srv1.sys-srv0.user-srv0.sys) / float64(r.Deltas)
 	}
 	if len(all) > 0 {
 		slices.Sort(all)
@@ -261,6 +439,49 @@ func measure(o Options) (Report, error) {
 		return r, fmt.Errorf("loadharness: N=%d timed out after %v with %d runs completed", o.N, o.Timeout, r.Completed)
 	}
 	return r, nil
+}
+
+// converseAgent runs one agent turn, calling approve with the id of each
+// approval it waits for and text for each text chunk of the answer round.
+func converseAgent(ctx context.Context, a *agent.Agent, in agent.Input, answerRound int, approve func(id string), text func()) error {
+	for c, err := range a.Run(ctx, in) {
+		if err != nil {
+			return err
+		}
+		switch {
+		case c.Kind == agent.KindToolCall && c.Tool.ApprovalRequired:
+			approve(c.Tool.ApprovalID)
+		case c.Kind == agent.KindText && c.Round >= answerRound:
+			text()
+		}
+	}
+	return nil
+}
+
+// continuation is the request of the agent's continuation round, which the
+// server answers with the paced answer.
+var continuation = []openai.ChatCompletionMessageParamUnion{
+	openai.UserMessage("go"), openai.AssistantMessage("Sure."), openai.UserMessage("[continue]"),
+}
+
+// converseOpenAI streams the same answer with openai-go alone, calling
+// text for each chunk with content; with accumulate, it also adds each
+// chunk to a ChatCompletionAccumulator, as openai-go's documentation shows
+// for keeping the reply.
+func converseOpenAI(ctx context.Context, c *openai.Client, msgs []openai.ChatCompletionMessageParamUnion, accumulate bool, text func()) error {
+	s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "load", Messages: msgs})
+	defer s.Close()
+	var acc openai.ChatCompletionAccumulator
+	for s.Next() {
+		chunk := s.Current()
+		if accumulate {
+			acc.AddChunk(chunk)
+		}
+		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			text()
+		}
+	}
+	return s.Err()
 }
 
 // vmRSS returns this process's resident set size in bytes, from
@@ -282,11 +503,58 @@ func vmRSS() (int64, error) {
 	return 0, errors.New("no VmRSS in /proc/self/status")
 }
 
-// cpuTime returns this process's user plus system CPU time.
-func cpuTime() time.Duration {
+// loadAvg returns the machine's load average over the last minute, or -1.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// cpuTimes is a process's CPU time in user space and in the kernel.
+type cpuTimes struct{ user, sys time.Duration }
+
+// procCPU returns the CPU times of process pid from /proc (with the
+// kernel's clock tick of 100 Hz), or zero times for pid 0.
+func procCPU(pid int) (cpuTimes, error) {
+	if pid == 0 {
+		return cpuTimes{}, nil
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// count the fields after its closing one. utime and stime are fields
+	// 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return cpuTimes{}, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	k, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return cpuTimes{}, err
+	}
+	const tick = 10 * time.Millisecond
+	return cpuTimes{time.Duration(u) * tick, time.Duration(k) * tick}, nil
+}
+
+// cpuTime returns this process's CPU times.
+func cpuTime() cpuTimes {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+		return cpuTimes{}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpuTimes{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
 }

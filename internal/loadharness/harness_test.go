@@ -1,7 +1,10 @@
 package main
 
 import (
+	"image/png"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,41 +24,140 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestHarnessSmoke runs one small measurement against the server in a
-// child process and checks that the report adds up.
+// TestHarnessSmoke runs small measurements against the server in a child
+// process, in each mode, and checks that the reports add up.
 func TestHarnessSmoke(t *testing.T) {
 	leaktest.Check(t)
 	const n, deltas, pace = 20, 20, 5 * time.Millisecond
-	srv, err := startServer(os.Args[0], []string{"-test.run=^$"}, ServerOptions{Deltas: deltas, Pace: pace})
-	if err != nil {
+	for _, c := range []struct {
+		name   string
+		client string
+		tool   bool
+		tls    bool
+	}{
+		{"agent with a tool call", "agent", true, false},
+		{"agent over HTTP/2", "agent", false, true},
+		{"agent with a tool call over HTTP/2", "agent", true, true},
+		{"openai-go", "openai", false, false},
+		{"openai-go with its accumulator over HTTP/2", "openai-acc", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			so := ServerOptions{Deltas: deltas, Pace: pace, TLS: c.tls}
+			if c.tool {
+				so.Tool, so.Args = "get_weather", `{"city":"Oslo"}`
+			}
+			srv, err := startServer(os.Args[0], []string{"-test.run=^$"}, so)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := srv.Close(); err != nil {
+					t.Errorf("server process: %v", err)
+				}
+			}()
+			if c.tls != (srv.Client != nil) || c.tls != strings.HasPrefix(srv.URL, "https://") {
+				t.Fatalf("TLS %v: server at %s, client %v", c.tls, srv.URL, srv.Client)
+			}
+			r, err := measure(Options{URL: srv.URL, N: n, Deltas: deltas, Pace: pace, Timeout: 30 * time.Second,
+				Client: c.client, Tool: c.tool, ApprovalDelay: 20 * time.Millisecond, HTTPClient: srv.Client,
+				ServerPID: srv.cmd.Process.Pid})
+			if err != nil {
+				t.Fatalf("measure: %v (report %+v)", err, r)
+			}
+			if r.Completed != n || r.Errors != 0 {
+				t.Fatalf("completed %d of %d runs, %d errors (first: %s)", r.Completed, n, r.Errors, r.FirstError)
+			}
+			if r.Deltas != n*deltas {
+				t.Errorf("counted %d deltas, want %d", r.Deltas, n*deltas)
+			}
+			if r.Client != c.client || r.TLS != c.tls || r.Tool != c.tool {
+				t.Errorf("report says client %q, TLS %v, tool %v", r.Client, r.TLS, r.Tool)
+			}
+			if r.Held < 1 || r.Held > n || r.MaxHeld < r.Held || r.MaxHeld > n {
+				t.Errorf("held %d at the snapshot, %d at most, want between 1 and %d", r.Held, r.MaxHeld, n)
+			}
+			if r.HeapPerConv <= 0 || r.GoroutinesConv <= 0 || r.CPUPerDeltaNs <= 0 || r.RSSTotal <= 0 {
+				t.Errorf("heap %.0f B, goroutines %.2f, CPU %.0f ns per delta, RSS %.0f B: want all positive",
+					r.HeapPerConv, r.GoroutinesConv, r.CPUPerDeltaNs, r.RSSTotal)
+			}
+			if r.SysPerDeltaNs < 0 || r.SysPerDeltaNs > r.CPUPerDeltaNs || r.ServerPerDeltaNs < 0 {
+				t.Errorf("sys %.0f ns of %.0f ns per delta, server %.0f ns", r.SysPerDeltaNs, r.CPUPerDeltaNs, r.ServerPerDeltaNs)
+			}
+			// Every run waits for its approval before the paused snapshot:
+			// none can go on until the harness answers.
+			if c.tool && (r.Paused != n || r.PausedHeapConv <= 0 || r.PausedGoroutines <= 0) {
+				t.Errorf("paused %d of %d runs, %.0f B and %.2f goroutines each", r.Paused, n, r.PausedHeapConv, r.PausedGoroutines)
+			}
+			if !c.tool && r.Paused != 0 {
+				t.Errorf("paused %d runs without a tool call", r.Paused)
+			}
+			// The server waits at least pace between two deltas, so a gap
+			// shorter than pace (a negative added latency) is two deltas
+			// read at once; the median must not be one.
+			if r.AddedP50Ms < 0 || r.AddedP99Ms < r.AddedP50Ms || r.AddedMaxMs < r.AddedP99Ms {
+				t.Errorf("added latency p50 %.3f ms, p99 %.3f ms, max %.3f ms: want 0 ≤ p50 ≤ p99 ≤ max", r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs)
+			}
+		})
+	}
+}
+
+// TestRunBadFlags checks that run refuses bad flags before it starts
+// anything.
+func TestRunBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-n", "0"},
+		{"-client", "nope", "-n", "1"},
+		{"-nope"},
+	} {
+		var out strings.Builder
+		if err := run(args, &out); err == nil {
+			t.Errorf("run(%q) gave no error", args)
+		}
+	}
+}
+
+// TestPlots writes the charts of a results file with agent and web chat
+// lines and checks that both are PNG images of the chosen size.
+func TestPlots(t *testing.T) {
+	dir := t.TempDir()
+	results := filepath.Join(dir, "r.jsonl")
+	lines := `{"n":1000,"client":"agent","tls":false,"tool":true,"rss_b":104857600,"added_p99_ms":5.5,"pace_ms":20}
+{"n":2000,"client":"agent","tls":false,"tool":true,"rss_b":209715200,"added_p99_ms":0,"pace_ms":20}
+{"n":1000,"client":"openai","tls":true,"tool":false,"rss_b":157286400,"added_p99_ms":80,"pace_ms":20}
+
+{"browsers":1000,"rss_connected_b":52428800,"added_p99_ms":3}
+`
+	if err := os.WriteFile(results, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("server process: %v", err)
+	pts, err := readPoints(strings.NewReader(lines))
+	if err != nil || len(pts) != 4 || len(seriesOf(pts)) != 3 {
+		t.Fatalf("readPoints = %d points in %d series, %v; want 4 in 3", len(pts), len(seriesOf(pts)), err)
+	}
+	if err := plotMain([]string{"-o", dir, results}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"rss.png", "p99.png"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	r, err := measure(Options{URL: srv.URL, N: n, Deltas: deltas, Pace: pace, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatalf("measure: %v (report %+v)", err, r)
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
+			t.Errorf("%s is %v, want a chart-sized image", name, b)
+		}
 	}
-	if r.Completed != n || r.Errors != 0 {
-		t.Fatalf("completed %d of %d runs, %d errors (first: %s)", r.Completed, n, r.Errors, r.FirstError)
+	for _, bad := range []string{"{", `{"n":1}`, `{"client":"agent"}`} {
+		if _, err := readPoints(strings.NewReader(bad)); err == nil {
+			t.Errorf("readPoints(%q) gave no error", bad)
+		}
 	}
-	if r.Deltas != n*deltas {
-		t.Errorf("counted %d deltas, want %d", r.Deltas, n*deltas)
-	}
-	if r.Held < 1 || r.Held > n || r.MaxHeld < r.Held || r.MaxHeld > n {
-		t.Errorf("held %d at the snapshot, %d at most, want between 1 and %d", r.Held, r.MaxHeld, n)
-	}
-	if r.HeapPerConv <= 0 || r.GoroutinesConv <= 0 || r.CPUPerDeltaNs <= 0 {
-		t.Errorf("heap %.0f B, goroutines %.2f, CPU %.0f ns per delta: want all positive", r.HeapPerConv, r.GoroutinesConv, r.CPUPerDeltaNs)
-	}
-	// The server waits at least pace between two deltas, so a gap shorter
-	// than pace (a negative added latency) is two deltas read at once;
-	// the median must not be one.
-	if r.AddedP50Ms < 0 || r.AddedP99Ms < r.AddedP50Ms || r.AddedMaxMs < r.AddedP99Ms {
-		t.Errorf("added latency p50 %.3f ms, p99 %.3f ms, max %.3f ms: want 0 ≤ p50 ≤ p99 ≤ max", r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs)
+	if err := plotMain([]string{"-o", dir}); err == nil {
+		t.Error("plot without results files gave no error")
 	}
 }
 

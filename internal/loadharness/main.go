@@ -7,22 +7,37 @@
 // pacing. See BENCHMARKS.md (Load harness).
 //
 //	go run ./internal/loadharness -n 1000,2000 -deltas 200 -pace 20ms
+//	go run ./internal/loadharness plot -o DIR results.jsonl...
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/planround/planround/agent"
 )
 
 func main() {
 	if serving() {
 		if err := serveMain(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "plot" {
+		if err := plotMain(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -42,7 +57,16 @@ func run(args []string, out io.Writer) error {
 	pace := fs.Duration("pace", 20*time.Millisecond, "time between two deltas at the server")
 	ramp := fs.Int("ramp", 500, "conversations waiting for their first delta at most at once (0: all)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time limit per N")
+	client := fs.String("client", "agent", "what holds the conversations: agent; openai, a bare openai-go stream of the answer (the baseline; implies -tool=false); openai-acc, the same with openai-go's accumulator")
+	useTLS := fs.Bool("tls", false, "serve HTTPS with HTTP/2, as hosted providers do, instead of plain HTTP/1.1")
+	tool := fs.Bool("tool", true, "every turn calls a tool that waits for an approval (false: planning and answer only)")
+	approvalDelay := fs.Duration("approval-delay", time.Second, "each approval is answered after a random delay up to this")
 	asJSON := fs.Bool("json", false, "print one JSON object per N instead of a table")
+	history := fs.Int("history", 0, "give every conversation an earlier turn of about this many `bytes`, sent with every request")
+	idle := fs.Int("idle-per-host", 0, "give the agent its own transport keeping this many idle connections (0: the SDK's default client)")
+	connBuf := fs.Int("conn-buffers", 0, "give the agent its own transport with read and write buffers of this many `bytes` per HTTP/1.1 connection (0: net/http's 4096)")
+	heapProfile := fs.String("heapprofile", "", "write a heap profile taken at the paused snapshot (mid-stream with -tool=false) to `file` (one N only)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to `file`")
 	web := addWebFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,33 +76,86 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	if *web.binary != "" {
-		return runWeb(web, counts, *deltas, *pace, *timeout, *asJSON, out)
+		return runWeb(web, counts, *deltas, *pace, *approvalDelay, *timeout, *asJSON, out)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary to start the server: %w", err)
 	}
-	srv, err := startServer(exe, nil, ServerOptions{Deltas: *deltas, Pace: *pace})
+	if !slices.Contains([]string{"agent", "openai", "openai-acc"}, *client) {
+		return fmt.Errorf("-client: %q is not agent, openai or openai-acc", *client)
+	}
+	if strings.HasPrefix(*client, "openai") {
+		*tool = false
+	}
+	so := ServerOptions{Deltas: *deltas, Pace: *pace, TLS: *useTLS}
+	if *tool {
+		so.Tool, so.Args = "get_weather", `{"city":"Oslo"}`
+	}
+	srv, err := startServer(exe, nil, so)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	var heapOut io.Writer
+	if *heapProfile != "" {
+		if len(counts) != 1 {
+			return errors.New("-heapprofile: one N only")
+		}
+		f, err := os.Create(*heapProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		heapOut = f
+		runtime.MemProfileRate = 64 // fine grained: a paused run holds a few KB
+
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if !*asJSON {
 		fmt.Fprintln(out, tableHeader)
 	}
 	for _, n := range counts {
-		r, err := measure(Options{URL: srv.URL, N: n, Deltas: *deltas, Pace: *pace, Ramp: *ramp, Timeout: *timeout})
+		r, err := measure(Options{URL: srv.URL, N: n, Deltas: *deltas, Pace: *pace, Ramp: *ramp, Timeout: *timeout,
+			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withTransport(*idle, *connBuf), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut, History: *history})
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(out, string(b))
 		} else {
 			fmt.Fprintln(out, tableRow(r))
+			if r.FirstError != "" {
+				fmt.Fprintf(out, "\tfirst error: %s\n", r.FirstError)
+			}
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// plotMain is "loadharness plot -o DIR FILE...": the charts of the JSON
+// lines (-json output) in the files.
+func plotMain(args []string) error {
+	fs := flag.NewFlagSet("loadharness plot", flag.ContinueOnError)
+	dir := fs.String("o", ".", "`folder` to write rss.png and p99.png into")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("loadharness plot: name the results files (the JSON lines of -json)")
+	}
+	return writePlots(*dir, fs.Args())
 }
 
 // parseCounts parses a comma list of positive counts.
@@ -94,10 +171,35 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-const tableHeader = "N\theld\tdone\terrors\tdeltas\theap/conv\tRSS/conv\tgoroutines/conv\tCPU/delta\tadded p50\tadded p99\tadded max\twall"
+const tableHeader = "client\tN\tpaused\theap/paused\tgoroutines/paused\theld\tdone\terrors\tdeltas\theap/conv\tstacks/conv\tRSS/conv\tRSS\tgoroutines/conv\tCPU/delta\tsys/delta\tserver CPU/delta\tadded p50\tadded p99\tadded max\twall\tload"
 
 func tableRow(r Report) string {
-	return fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%.1f KB\t%.1f KB\t%.2f\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f s",
-		r.N, r.Held, r.Completed, r.Errors, r.Deltas, r.HeapPerConv/1024, r.RSSPerConv/1024,
-		r.GoroutinesConv, r.CPUPerDeltaNs/1000, r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.WallSeconds)
+	client := r.Client
+	if r.TLS {
+		client += "+h2"
+	}
+	return fmt.Sprintf("%s\t%d\t%d\t%.1f KB\t%.2f\t%d\t%d\t%d\t%d\t%.1f KB\t%.1f KB\t%.1f KB\t%.0f MB\t%.2f\t%.1f µs\t%.1f µs\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f s\t%.1f",
+		client, r.N, r.Paused, r.PausedHeapConv/1024, r.PausedGoroutines, r.Held, r.Completed, r.Errors, r.Deltas,
+		r.HeapPerConv/1024, r.StackPerConv/1024, r.RSSPerConv/1024, r.RSSTotal/(1<<20),
+		r.GoroutinesConv, r.CPUPerDeltaNs/1000, r.SysPerDeltaNs/1000, r.ServerPerDeltaNs/1000, r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.WallSeconds, r.LoadAvg)
+}
+
+// withTransport returns an Options.Agent that gives the agent a transport
+// keeping idle idle connections per host and with buffers of buf bytes
+// per connection, or nil when both are 0 (the SDK's default).
+func withTransport(idle, buf int) func(*agent.Config) {
+	if idle <= 0 && buf <= 0 {
+		return nil
+	}
+	return func(c *agent.Config) {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if c.HTTPClient != nil {
+			tr = c.HTTPClient.Transport.(*http.Transport).Clone()
+		}
+		if idle > 0 {
+			tr.MaxIdleConns, tr.MaxIdleConnsPerHost = idle, idle
+		}
+		tr.ReadBufferSize, tr.WriteBufferSize = buf, buf
+		c.HTTPClient = &http.Client{Transport: tr}
+	}
 }

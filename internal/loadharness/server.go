@@ -3,10 +3,19 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +31,7 @@ const (
 	paceEnv   = "PLANROUND_LOAD_PACE"   // time between two deltas
 	toolEnv   = "PLANROUND_LOAD_TOOL"   // the tool to call before answering; empty: no call
 	argsEnv   = "PLANROUND_LOAD_ARGS"   // the call's arguments (a JSON object)
+	tlsEnv    = "PLANROUND_LOAD_TLS"    // set to 1 to serve HTTPS (with HTTP/2) on a self-signed certificate
 )
 
 // ServerOptions is what the paced server answers.
@@ -35,12 +45,17 @@ type ServerOptions struct {
 	// the continuation is the answer.
 	Tool string
 	Args string
+	// TLS serves HTTPS with HTTP/2, as hosted providers do, on a
+	// self-signed certificate the server prints after its URL (see
+	// startServer), instead of plain HTTP/1.1.
+	TLS bool
 }
 
 // env returns the environment that gives o to a re-executed server.
 func (o ServerOptions) env() []string {
 	return []string{serveEnv + "=1", deltasEnv + "=" + strconv.Itoa(o.Deltas),
-		paceEnv + "=" + o.Pace.String(), toolEnv + "=" + o.Tool, argsEnv + "=" + o.Args}
+		paceEnv + "=" + o.Pace.String(), toolEnv + "=" + o.Tool, argsEnv + "=" + o.Args,
+		tlsEnv + "=" + map[bool]string{true: "1"}[o.TLS]}
 }
 
 // serving reports whether this process was started to be the server.
@@ -67,8 +82,23 @@ func serveMain(in io.Reader, out io.Writer) error {
 	}
 	srv := &http.Server{Handler: newPacedServer(deltas, pace, tool, args)}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	fmt.Fprintf(out, "http://%s/v1\n", ln.Addr())
+	if os.Getenv(tlsEnv) == "1" {
+		cert, err := selfSigned()
+		if err != nil {
+			return fmt.Errorf("loadharness server: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		// When many requests start at once, Go's client dials several
+		// connections for one host and keeps the first that speaks
+		// HTTP/2: the others end mid-handshake, which the server would
+		// log by the hundred.
+		srv.ErrorLog = log.New(io.Discard, "", 0)
+		go func() { done <- srv.ServeTLS(ln, "", "") }()
+		fmt.Fprintf(out, "https://%s/v1\ncert %s\n", ln.Addr(), base64.StdEncoding.EncodeToString(cert.Certificate[0]))
+	} else {
+		go func() { done <- srv.Serve(ln) }()
+		fmt.Fprintf(out, "http://%s/v1\n", ln.Addr())
+	}
 	io.Copy(io.Discard, in)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -179,4 +209,28 @@ func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	_ = send(frameStop) && send(frameDone)
+}
+
+// selfSigned makes a certificate for 127.0.0.1 that signs itself.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "loadharness"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

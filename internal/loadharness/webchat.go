@@ -42,7 +42,6 @@ type webFlags struct {
 	binary       *string
 	active       *int
 	turns        *int
-	approveMax   *time.Duration
 	sessionTurns *int
 	db           *bool
 	connect      *int
@@ -55,7 +54,6 @@ func addWebFlags(fs *flag.FlagSet) webFlags {
 		binary:       fs.String("webchat", "", "web chat mode: drive the web chat `binary` (go build -o /tmp/webchat ./examples/webchat) with -n connected browsers"),
 		active:       fs.Int("active", 100, "web chat mode: browsers of the -n that send messages"),
 		turns:        fs.Int("turns", 1000, "web chat mode: turns the active browsers complete in all, per N"),
-		approveMax:   fs.Duration("approve-max", time.Second, "web chat mode: an active browser answers an approval after a random delay up to this"),
 		sessionTurns: fs.Int("session-turns", 5, "web chat mode: turns per session before an active browser opens a new one and deletes the old (0: one session for all)"),
 		db:           fs.Bool("webchat-db", false, "web chat mode: run the web chat with -db on a SQLite file in a temporary folder (default: in memory)"),
 		connect:      fs.Int("connect", 100, "web chat mode: browsers connecting at most at once"),
@@ -65,7 +63,9 @@ func addWebFlags(fs *flag.FlagSet) webFlags {
 
 // runWeb is the web chat mode: the paced server with a get_weather call
 // per turn, and one measurement per N, each against a fresh web chat.
-func runWeb(f webFlags, counts []int, deltas int, pace, timeout time.Duration, asJSON bool, out io.Writer) error {
+// An active browser answers each approval after a random delay up to
+// approvalDelay (-approval-delay).
+func runWeb(f webFlags, counts []int, deltas int, pace, approvalDelay, timeout time.Duration, asJSON bool, out io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary to start the server: %w", err)
@@ -85,7 +85,7 @@ func runWeb(f webFlags, counts []int, deltas int, pace, timeout time.Duration, a
 		}
 		o := WebOptions{
 			Binary: *f.binary, ModelURL: srv.URL, N: n, Active: min(*f.active, n), Turns: *f.turns,
-			Deltas: deltas, Pace: pace, ApproveMax: *f.approveMax, SessionTurns: *f.sessionTurns,
+			Deltas: deltas, Pace: pace, ApproveMax: approvalDelay, SessionTurns: *f.sessionTurns,
 			Connect: *f.connect, SampleEvery: *f.sample, Timeout: timeout, Stderr: os.Stderr,
 		}
 		if *f.db {
@@ -178,7 +178,8 @@ type WebReport struct {
 	// the approval, the idle streams' keep-alives, counted in).
 	CPUPerDeltaNs float64 `json:"cpu_per_delta_ns"`
 	CPUSeconds    float64 `json:"cpu_active_s"`
-	AddedP50Ms    float64 `json:"added_p50_ms"` // inter-chunk gap seen by an active browser minus the pace
+	CPUSysSeconds float64 `json:"cpu_sys_active_s"` // of which in the kernel
+	AddedP50Ms    float64 `json:"added_p50_ms"`     // inter-chunk gap seen by an active browser minus the pace
 	AddedP99Ms    float64 `json:"added_p99_ms"`
 	AddedMaxMs    float64 `json:"added_max_ms"`
 	ActiveSecs    float64 `json:"active_s"` // the active phase's wall time
@@ -374,7 +375,8 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	awg.Wait()
 	r.ActiveSecs = time.Since(active).Seconds()
 	if cpu1, err := procCPU(wc.pid); err == nil {
-		r.CPUSeconds = (cpu1 - cpu0).Seconds()
+		r.CPUSeconds = (cpu1.user + cpu1.sys - cpu0.user - cpu0.sys).Seconds()
+		r.CPUSysSeconds = (cpu1.sys - cpu0.sys).Seconds()
 	}
 	r.EndRSS, _ = procRSS(wc.pid, "VmRSS:")
 	r.PeakRSS, _ = procRSS(wc.pid, "VmHWM:")
@@ -807,35 +809,6 @@ func procFDs(pid int) int {
 		return -1
 	}
 	return len(ents)
-}
-
-// clockTick is the unit of utime and stime in /proc/pid/stat (USER_HZ,
-// 100 on Linux).
-const clockTick = 10 * time.Millisecond
-
-// procCPU returns process pid's user plus system time, from
-// /proc/pid/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The fields after the command name, which is in parentheses: state
-	// is field 3, utime 14 and stime 15.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return time.Duration(ut+st) * clockTick, nil
 }
 
 const webTableHeader = "N\tactive\tstore\tconnected\tconnect\tbase RSS\tRSS connected\tRSS/browser\theap live\tstacks\tfds\tturns\terrors\tdeltas\tRSS samples (turns:RSS/live heap MB)\tRSS, heap slope/1k turns\tpeak RSS\tCPU/delta\tadded p50\tadded p99\tadded max\tturns/s\twall"
