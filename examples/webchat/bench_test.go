@@ -119,15 +119,17 @@ func BenchmarkPublish(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer srv.Close()
-		sub := &subscriber{ch: make(chan *event, 1), dropped: make(chan struct{})}
+		sub := newSubscriber()
 		srv.mu.Lock()
 		ss := srv.sessionLocked("bench-session")
 		ss.subs[sub] = struct{}{}
 		srv.mu.Unlock()
+		var spare []*event
 		b.ReportAllocs()
 		for b.Loop() {
 			srv.publish(ss, event{data: data})
-			<-sub.ch
+			<-sub.ready
+			spare = sub.take(spare)
 		}
 		srv.mu.Lock()
 		delete(ss.subs, sub)

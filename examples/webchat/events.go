@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -29,12 +30,58 @@ type event struct {
 }
 
 // subscriber is one open event stream.
+//
+// Its queue grows with what is pending and starts empty: an idle stream
+// (most of them, on a server holding thousands of pages) costs no buffer.
+// A buffered channel of subscriberBuffer pointers would cost 32 KiB per
+// stream, open or idle.
 type subscriber struct {
-	ch      chan *event   // events to write (shared with the other streams: read only); never closed
+	mu    sync.Mutex
+	queue []*event // events to write, oldest first (shared with the other streams: read only); mu guards it
+	// ready holds a token when queue may have events: the writer waits on
+	// it.
+	ready   chan struct{}
 	dropped chan struct{} // closed when the stream fell too far behind
-	// last is the number of the last logged event the stream has (queued
-	// on ch, or written by the replay). Server.mu guards it.
+	// last is the number of the last logged event the stream has (queued,
+	// or written by the replay). Server.mu guards it.
 	last int64
+}
+
+func newSubscriber() *subscriber {
+	return &subscriber{ready: make(chan struct{}, 1), dropped: make(chan struct{})}
+}
+
+// push queues ev and wakes the writer; false when subscriberBuffer events
+// are queued already (nothing is queued then).
+func (sub *subscriber) push(ev *event) bool {
+	sub.mu.Lock()
+	if len(sub.queue) >= subscriberBuffer {
+		sub.mu.Unlock()
+		return false
+	}
+	sub.queue = append(sub.queue, ev)
+	sub.mu.Unlock()
+	select {
+	case sub.ready <- struct{}{}:
+	default: // a token is there already
+	}
+	return true
+}
+
+// take returns the queued events and leaves spare, emptied, as the queue:
+// the writer passes back the slice it took last time, so a stream that
+// gets one event at a time allocates nothing. A large spare is dropped, so
+// a burst's buffer does not stay with an idle stream.
+func (sub *subscriber) take(spare []*event) []*event {
+	clear(spare)
+	if cap(spare) > 64 {
+		spare = nil
+	}
+	sub.mu.Lock()
+	q := sub.queue
+	sub.queue = spare[:0]
+	sub.mu.Unlock()
+	return q
 }
 
 // publish numbers ev in the session's turn log and sends it to the
@@ -68,7 +115,7 @@ func (s *Server) fanoutLocked(ss *session, ev event) {
 	if len(ss.subs) == 0 {
 		return
 	}
-	p := &ev // a stream's buffer holds pointers: 4096 of them are 32 KiB
+	p := &ev // the streams' queues share it
 	for sub := range ss.subs {
 		if ev.seq != 0 {
 			if ev.seq <= sub.last {
@@ -76,9 +123,7 @@ func (s *Server) fanoutLocked(ss *session, ev event) {
 			}
 			sub.last = ev.seq
 		}
-		select {
-		case sub.ch <- p:
-		default:
+		if !sub.push(p) {
 			delete(ss.subs, sub)
 			close(sub.dropped)
 		}
@@ -131,7 +176,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d event streams open): try again shortly", s.maxStreams)})
 		return
 	}
-	sub := &subscriber{ch: make(chan *event, subscriberBuffer), dropped: make(chan struct{})}
+	sub := newSubscriber()
 	ss := s.sessionLocked(id)
 	ss.subs[sub] = struct{}{}
 	s.streamCount++
@@ -255,14 +300,18 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
+	var queued []*event
 	for {
 		select {
-		case ev := <-sub.ch:
-			ok := write(ev)
-			// Write what is queued before flushing: fewer packets when the
-			// model streams fast.
-			for n := len(sub.ch); ok && n > 0; n-- {
-				ok = write(<-sub.ch)
+		case <-sub.ready:
+			// Write all that is queued before flushing: fewer packets when
+			// the model streams fast.
+			queued = sub.take(queued)
+			ok := true
+			for _, ev := range queued {
+				if ok = write(ev); !ok {
+					break
+				}
 			}
 			if !ok {
 				rc.Flush() //nolint:errcheck // ending anyway
@@ -276,8 +325,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-s.closing:
 			// Close waited for the runs: their last events are queued.
-			for n := len(sub.ch); n > 0; n-- {
-				write(<-sub.ch)
+			for _, ev := range sub.take(nil) {
+				write(ev)
 			}
 			rc.Flush() //nolint:errcheck // closing anyway
 			return

@@ -81,8 +81,10 @@
 // answers 401 without the cookie and 403 with another browser's. The
 // session list shows a browser its own sessions only, and an import always
 // becomes a new session of the importing browser. At most 32 runs are
-// active at once (503 beyond), at most 4 of one browser (429), and a
-// request body must arrive within 10 s (408).
+// active at once (503 beyond; -max-runs), at most 4 of one browser (429),
+// at most 1024 event streams are open at once (503 beyond; -max-streams),
+// at most 16 of one browser (429), and a request body must arrive within
+// 10 s (408).
 //
 // # HTTP API
 //
@@ -225,6 +227,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
 	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
 	traceFile := fs.String("trace", "", "write the OpenTelemetry spans of each run to `file`, one JSON object per line")
+	maxRuns := fs.Int("max-runs", DefaultMaxRuns, "how many runs may be active at once in the whole server (503 beyond)")
+	maxStreams := fs.Int("max-streams", DefaultMaxStreams, "how many event streams (open pages) may be open at once in the whole server (503 beyond)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -241,6 +245,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	if *suspendAfter < 0 || *leaseTTL <= 0 || *sweep <= 0 {
 		fmt.Fprintln(stderr, "webchat: -suspend-after must not be negative, -lease-ttl and -sweep-interval must be positive")
+		return 2
+	}
+	if *maxRuns < 1 || *maxStreams < 1 {
+		fmt.Fprintln(stderr, "webchat: -max-runs and -max-streams must be positive")
 		return 2
 	}
 
@@ -263,6 +271,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		Holder:          "webchat-" + randomID(),
 		LeaseTTL:        *leaseTTL,
 		SweepInterval:   *sweep,
+		MaxRuns:         *maxRuns,
+		MaxStreams:      *maxStreams,
 		Logger:          slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if *traceFile != "" {

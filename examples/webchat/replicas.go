@@ -447,10 +447,7 @@ func (s *Server) follow() {
 				// Too far behind: its page loads the history again.
 				for sub := range w.ss.subs {
 					if sub.last == w.from {
-						select {
-						case sub.ch <- &event{name: "reload", data: mustJSON(struct{}{})}:
-						default:
-						}
+						sub.push(&event{name: "reload", data: mustJSON(struct{}{})}) // when full, it is dropped anyway
 					}
 				}
 			}

@@ -867,7 +867,7 @@ func (s *Server) finish(ss *session, ev event) {
 		l := s.logLocked(ss.id)
 		ev = l.add(ev)
 		s.fanoutLocked(ss, ev)
-		s.trimLater(ss.id, l, ev.seq)
+		s.trimLater(ss.id, l, ev.seq, false)
 	}
 	s.forgetLocked(ss)
 	s.mu.Unlock()

@@ -700,9 +700,62 @@ func TestFlags(t *testing.T) {
 	assert.Contains(t, stderr.String(), "-db and -postgres exclude each other")
 	assert.Equal(t, 2, run(context.Background(), []string{"-lease-ttl", "0s"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"-suspend-after", "-1s"}, &stdout, &stderr, nil))
+	assert.Equal(t, 2, run(context.Background(), []string{"-max-runs", "0"}, &stdout, &stderr, nil))
+	assert.Equal(t, 2, run(context.Background(), []string{"-max-streams", "-1"}, &stdout, &stderr, nil))
+	assert.Contains(t, stderr.String(), "-max-runs and -max-streams must be positive")
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	t.Setenv("OPENAI_MODEL", "")
 	assert.Equal(t, 2, run(context.Background(), nil, &stdout, &stderr, nil), "a real API needs a model name")
+}
+
+// TestMaxStreamsFlag checks that -max-streams reaches the server: with 1,
+// a second event stream is refused while the first is open.
+func TestMaxStreamsFlag(t *testing.T) {
+	leaktest.Check(t)
+	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "WEBCHAT_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	var stdout, stderr strings.Builder
+	status := make(chan int, 1)
+	go func() {
+		status <- run(ctx, []string{"-addr", "127.0.0.1:0", "-max-streams", "1", "-max-runs", "64"}, &stdout, &stderr, ready)
+	}()
+	var u string
+	select {
+	case u = <-ready:
+	case <-time.After(waitLimit):
+		t.Fatal("the server did not start")
+	}
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Transport: &http.Transport{}, Jar: jar}
+	defer client.CloseIdleConnections()
+	st, _ := getAs(t, client, u) // the owner cookie
+	require.Equal(t, http.StatusOK, st)
+	open := func() *http.Response {
+		st, out := postAs(t, client, strings.TrimSuffix(u, "/"), "/api/sessions", `{}`)
+		require.Equal(t, http.StatusOK, st, "new session: %v", out)
+		resp, err := client.Get(u + "api/events?session_id=" + out["session_id"].(string))
+		require.NoError(t, err)
+		return resp
+	}
+	first := open()
+	assert.Equal(t, http.StatusOK, first.StatusCode)
+	second := open()
+	second.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, second.StatusCode, "a second stream beyond -max-streams 1")
+	cancel() // the server ends the first stream
+	io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	select {
+	case s := <-status:
+		assert.Equal(t, 0, s, "stderr: %s", stderr.String())
+	case <-time.After(waitLimit):
+		t.Fatal("the server did not shut down")
+	}
 }
 
 func TestCrossSiteRequestsAreRefused(t *testing.T) {

@@ -200,12 +200,18 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 
 	err := s.store.DeleteSession(r.Context(), req.SessionID)
 
+	var deleted event
 	if err == nil {
-		s.publish(ss, event{name: "session_deleted", data: mustJSON(struct{}{})})
+		deleted = s.publish(ss, event{name: "session_deleted", data: mustJSON(struct{}{})})
 	}
 	s.mu.Lock()
 	ss.deleting = false
 	s.forgetLocked(ss)
+	if l := s.logs[req.SessionID]; err == nil && s.shared == nil && l != nil && deleted.seq == l.last {
+		// A page that reconnects within turnGrace still hears of the
+		// deletion; then the log goes.
+		s.trimLater(req.SessionID, l, deleted.seq, true)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		writeStoreError(w, "deleting the session", err)

@@ -494,3 +494,35 @@ func TestSessionEndpointsRefuseCrossSite(t *testing.T) {
 	assert.Equal(t, []string{s}, ids(list), "nothing deleted, nothing imported")
 	assert.Equal(t, "Hello!", list[0].Title, "nothing renamed")
 }
+
+// TestDeleteForgetsTheTurnLog: a deleted session's turn log (in memory)
+// goes turnGrace after the deletion, so a server whose pages open and
+// delete conversations keeps nothing of them; a session used again in the
+// meantime keeps its log.
+func TestDeleteForgetsTheTurnLog(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	logOf := func(id string) (*memLog, int64) {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		l := h.srv.logs[id]
+		if l == nil {
+			return nil, 0
+		}
+		return l, l.last
+	}
+	for _, again := range []bool{false, true} {
+		id := h.newSession(t)
+		h.converse(t, id, "Hello!")
+		status, out := h.post(t, "/api/sessions/delete", mustString(map[string]string{"session_id": id}))
+		require.Equal(t, http.StatusOK, status, "delete: %v", out)
+		l, last := logOf(id)
+		require.NotNil(t, l, "kept for turnGrace: a page that reconnects hears of the deletion")
+		if again {
+			h.converse(t, id, "Hello again")
+		}
+		h.srv.trim(id, l, last, true) // what the timer does after turnGrace
+		l, _ = logOf(id)
+		assert.Equal(t, again, l != nil, "the log of a session used again after its deletion stays")
+	}
+}

@@ -20,7 +20,8 @@ import (
 // PostgreSQL (pgLog in replicas.go): the replica that drives a run writes
 // its events there and a note wakes the other replicas' event streams.
 // Either way a turn's events are dropped turnGrace after it ended; the
-// number of a session's last event is kept.
+// number of a session's last event is kept, in memory until the session is
+// deleted (and turnGrace more).
 
 // turnGrace is how long a turn's events stay in the log after it ended:
 // long enough for a page that loaded the history just before the end to
@@ -138,20 +139,29 @@ func (s *Server) logLocked(id string) *memLog {
 
 // trimLater drops the events of the session's turn that ended with the
 // event numbered done, turnGrace from now, unless another turn started
-// meanwhile (which dropped them). s.mu must be held.
-func (s *Server) trimLater(id string, l *memLog, done int64) {
+// meanwhile (which dropped them). With forget (done is a deleted session's
+// session_deleted) it drops the whole log then, unless the session was
+// used again meanwhile: a server that deletes sessions keeps nothing of
+// them. s.mu must be held.
+func (s *Server) trimLater(id string, l *memLog, done int64, forget bool) {
 	if l.trim != nil {
 		l.trim.Stop()
 	}
-	l.trim = time.AfterFunc(turnGrace, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.logs[id] != l || l.turn != 0 || l.last != done {
-			return
-		}
-		l.events = nil
-		l.trim = nil
-	})
+	l.trim = time.AfterFunc(turnGrace, func() { s.trim(id, l, done, forget) })
+}
+
+// trim is trimLater's work, once turnGrace has passed.
+func (s *Server) trim(id string, l *memLog, done int64, forget bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logs[id] != l || l.turn != 0 || l.last != done {
+		return
+	}
+	l.events = nil
+	l.trim = nil
+	if ss := s.sessions[id]; forget && (ss == nil || ss.run == nil && len(ss.subs) == 0) {
+		delete(s.logs, id)
+	}
 }
 
 // logState returns what the session's log says now.

@@ -67,12 +67,16 @@ func run(args []string, out io.Writer) error {
 	connBuf := fs.Int("conn-buffers", 0, "give the agent its own transport with read and write buffers of this many `bytes` per HTTP/1.1 connection (0: net/http's 4096)")
 	heapProfile := fs.String("heapprofile", "", "write a heap profile taken at the paused snapshot (mid-stream with -tool=false) to `file` (one N only)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to `file`")
+	web := addWebFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	counts, err := parseCounts(*ns)
 	if err != nil {
 		return err
+	}
+	if *web.binary != "" {
+		return runWeb(web, counts, *deltas, *pace, *approvalDelay, *timeout, *asJSON, out)
 	}
 	exe, err := os.Executable()
 	if err != nil {
