@@ -65,8 +65,18 @@ func readPoints(r io.Reader) ([]point, error) {
 			if s, _ := raw["setup"].(string); s != "" {
 				p.Series += ", " + s
 			}
-		} else if _, ok := raw["browsers"]; ok {
-			p = point{Series: "web chat", N: num("browsers"), RSS: num("rss_connected_b"), P99: num("added_p99_ms")}
+		} else if _, ok := raw["connected"]; ok {
+			// The web chat's WebReport: two points, its RSS with N
+			// browsers connected, and its peak while some of them ran
+			// turns (with their added latency).
+			store, _ := raw["store"].(string)
+			idle := point{Series: "web chat, N browsers connected", N: num("n"), RSS: num("connected_rss_b"), P99: math.NaN()}
+			if math.IsNaN(idle.N) || math.IsNaN(idle.RSS) {
+				return nil, fmt.Errorf("results line %d: no N or RSS", line)
+			}
+			out = append(out, idle)
+			p = point{Series: fmt.Sprintf("web chat, peak with %g of them in turns (%s store)", num("active"), store),
+				N: num("n"), RSS: num("peak_rss_b"), P99: num("added_p99_ms")}
 		} else {
 			return nil, fmt.Errorf("results line %d: neither an agent nor a web chat report", line)
 		}
@@ -141,6 +151,10 @@ func writePlots(dir string, files []string) error {
 			}
 		}
 	}
+	// The latencies rise from left to right and the web chat's stay low:
+	// room above them, on the log scale, for the legend.
+	p99.Y.Max *= 30
+	p99.Legend.Top = true
 	for name, p := range map[string]*plot.Plot{"rss.png": rss, "p99.png": p99} {
 		if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, name)); err != nil {
 			return err
