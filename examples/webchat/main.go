@@ -315,6 +315,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	} else if o.Model == "" {
 		fmt.Fprintln(stderr, "webchat: no model: set OPENAI_MODEL")
 		return 2
+	} else {
+		// Up to -max-runs runs send their rounds' requests at once: keep
+		// as many idle connections to the provider, so that a round
+		// reuses the one the last round left instead of dialing (Go's
+		// default keeps 2 per host).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = *maxRuns, *maxRuns
+		defer tr.CloseIdleConnections()
+		o.HTTPClient = &http.Client{Transport: tr}
 	}
 	if *db != "" {
 		st, err := sqlitestore.Open(ctx, *db)
