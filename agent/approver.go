@@ -15,24 +15,13 @@ type ApprovalRequest struct {
 	Round int
 	// Call is the call: ID, Name and the complete, valid JSON Arguments.
 	Call ToolCall
-	// ApprovalID names the call's approval in the run's open-call record
-	// (with a Config.Store that is a memory.CallLog; empty without one).
-	//
-	// When a resumed turn (see [Agent.Resume]) asks again about a call it
-	// had asked about before it stopped, it is the approval id of that
-	// earlier request. An Approver that keeps its approvals durably
-	// (approval.Manager with a store) answers with that approval: its
-	// decision when it has one (a Decided ticket whose Decision.Cause is
-	// CauseUser for a person's rejection), else a Pending ticket with the
-	// same id. Other approvers ask again.
-	//
-	// On a first request it is a new id the run recorded before asking, so
-	// that a process stopping between the approver storing the approval
-	// and the run recording its id cannot leave the approval unknown to
-	// the resumed turn: a durable approver that has no approval under the
-	// id creates the new one under it (approval.Manager does). An Approver
-	// may ignore it and use ids of its own; the run then records the
-	// ticket's id as well.
+	// ApprovalID is set when a resumed turn (see [Agent.Resume]) asks
+	// again about a call it had asked about before it stopped: it is the
+	// approval id of that earlier request. An Approver that keeps its
+	// approvals durably (approval.Manager with a store) answers with that
+	// approval: its decision when it has one (a Decided ticket whose
+	// Decision.Cause is CauseUser for a person's rejection), else a Pending
+	// ticket with the same id. Other approvers ask again.
 	ApprovalID string
 	// Resumed is set on the requests of the calls a resumed turn took up
 	// (not on those of its later rounds). With an empty

@@ -368,7 +368,7 @@ func TestParallelSuspendKeepsApprovedCalls(t *testing.T) {
 		c.ParallelTools = true
 		c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 			t, err := k.Request(ctx, req)
-			if t.ApprovalID() == "appr-2" && !req.Resumed {
+			if t.ApprovalID() == "appr-2" && req.ApprovalID == "" {
 				k.mu.Lock()
 				k.decisions["appr-2"] = first
 				k.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -352,19 +351,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk}
 	if cs.open != nil {
-		if cs.open.ApprovalID == "" && !cs.resumed {
-			// The id is recorded before the approval exists: a process
-			// that stops right after a durable approver stored the
-			// approval leaves a record that names it, so the resumed turn
-			// asks about that one (decided meanwhile or not) instead of
-			// a second one beside it.
-			cs.open.ApprovalID = newApprovalID()
-			if err := r.saveCall(cs); err != nil {
-				r.fail(err)
-				return false, false
-			}
-		}
-		req.ApprovalID = cs.open.ApprovalID // recorded before, or a resumed call's earlier approval
+		req.ApprovalID = cs.open.ApprovalID // a resumed call's earlier approval
 	}
 	req.Resumed = cs.resumed
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
@@ -736,10 +723,4 @@ func (p *progressBuffer) Since(n int) string {
 
 func toolAttr(cs *callState) slog.Attr {
 	return slog.Group("tool", slog.String("id", cs.call.ID), slog.String("name", cs.call.Name))
-}
-
-// newApprovalID returns a random id for an approval the run records before
-// it asks (see ApprovalRequest.ApprovalID).
-func newApprovalID() string {
-	return rand.Text()
 }

@@ -172,20 +172,13 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 		}
 		req.ApprovalID = id
 	}
-	id := ""
 	if req.ApprovalID != "" {
 		tk, ok, err := m.resume(ctx, req)
-		switch {
-		case errors.Is(err, errUnknownApproval):
-			// The agent recorded this id before asking: the approval is
-			// created under it, so that a process that stops right after
-			// creating it leaves a record that names it.
-			id = req.ApprovalID
-		case err != nil || ok:
+		if err != nil || ok {
 			return tk, err
 		}
 	}
-	e := m.registerAs(req, id)
+	e := m.register(req)
 	if err := m.store.CreateApproval(ctx, e.record()); err != nil {
 		m.mu.Lock()
 		m.remove(e)
@@ -197,10 +190,6 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 	}
 	return m.ticket(e), nil
 }
-
-// errUnknownApproval is what resume returns for an id the Store does not
-// have.
-var errUnknownApproval = errors.New("approval: no such approval")
 
 // orphan returns the id of a pending approval of req's session and call
 // that no ticket of this Manager waits for, or "".
@@ -220,9 +209,8 @@ func (m *Manager) orphan(ctx context.Context, req agent.ApprovalRequest) (string
 }
 
 // resume answers a request that names the approval req.ApprovalID asked
-// before. ok is false when that approval is not this call's: of another
-// session or call (the caller registers a new one), or unknown (err is
-// errUnknownApproval: the caller creates it under that id).
+// before. ok is false when that approval is not this call's (unknown, or
+// of another session or call): the caller registers a new one.
 //
 // The entry is inserted before the Store is read, so that a note about a
 // decision taken meanwhile finds it (and is not passed to OnDecided, which
@@ -253,7 +241,7 @@ func (m *Manager) resume(ctx context.Context, req agent.ApprovalRequest) (tk age
 	switch {
 	case errors.Is(err, memory.ErrNotFound):
 		drop()
-		return agent.Ticket{}, false, errUnknownApproval
+		return agent.Ticket{}, false, nil
 	case err != nil:
 		drop()
 		return agent.Ticket{}, false, fmt.Errorf("approval: look up approval %s of call %s: %w", req.ApprovalID, req.Call.ID, err)

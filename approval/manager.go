@@ -274,10 +274,8 @@ func newID() string {
 //     a call) is answered with that approval when the Store has it for the
 //     same session and call: a Decided ticket with its decision when it was
 //     decided (a rejection without a cause gets [agent.CauseUser]: a person
-//     took it), else a Pending ticket with the same id. An id the Store
-//     does not have (the agent records the id before it first asks) gets
-//     a new approval under that id; one of another session or call gets a
-//     new approval with a new id;
+//     took it), else a Pending ticket with the same id. An unknown id, or
+//     one of another session or call, gets a new approval;
 //   - the timeout counts from the approval's creation, not from the start
 //     of Wait, so a resumed approval gets no fresh timeout; a timeout is
 //     taken in the Store like any decision, and a person's decision that
@@ -325,16 +323,9 @@ func checkSession(req agent.ApprovalRequest) error {
 }
 
 // register adds a new pending entry for req, with a new id.
-func (m *Manager) register(req agent.ApprovalRequest) *entry { return m.registerAs(req, "") }
-
-// registerAs adds a new pending entry for req with id, or a new id when id
-// is empty.
-func (m *Manager) registerAs(req agent.ApprovalRequest, id string) *entry {
-	if id == "" {
-		id = newID()
-	}
+func (m *Manager) register(req agent.ApprovalRequest) *entry {
 	e := &entry{
-		id:      id,
+		id:      newID(),
 		session: req.SessionID,
 		round:   req.Round,
 		call:    req.Call,
