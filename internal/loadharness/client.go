@@ -188,7 +188,7 @@ func takeSnapshot() (snapshot, error) {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	rss, err := vmRSS()
+	rss, err := procRSS(os.Getpid(), "VmRSS:")
 	return snapshot{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse), rss: rss, g: runtime.NumGoroutine()}, err
 }
 
@@ -431,13 +431,7 @@ func measure(o Options) (Report, error) {
 		r.SysPerDeltaNs = float64(cpu1.sys-cpu0.sys) / float64(r.Deltas)
 		r.ServerPerDeltaNs = float64(srv1.user+srv1.sys-srv0.user-srv0.sys) / float64(r.Deltas)
 	}
-	if len(all) > 0 {
-		slices.Sort(all)
-		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-		r.AddedP50Ms = ms(all[len(all)/2])
-		r.AddedP99Ms = ms(all[min(len(all)-1, len(all)*99/100)])
-		r.AddedMaxMs = ms(all[len(all)-1])
-	}
+	r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs = percentiles(all)
 	if ctx.Err() != nil && r.Completed < o.N {
 		return r, fmt.Errorf("loadharness: N=%d timed out after %v with %d runs completed", o.N, o.Timeout, r.Completed)
 	}
@@ -485,25 +479,6 @@ func converseOpenAI(ctx context.Context, c *openai.Client, msgs []openai.ChatCom
 		}
 	}
 	return s.Err()
-}
-
-// vmRSS returns this process's resident set size in bytes, from
-// /proc/self/status.
-func vmRSS() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("read VmRSS: %w", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("parse VmRSS %q: %w", rest, err)
-			}
-			return kb * 1024, nil
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc/self/status")
 }
 
 // loadAvg returns the machine's load average over the last minute, or -1.
@@ -560,4 +535,15 @@ func cpuTime() cpuTimes {
 		return cpuTimes{}
 	}
 	return cpuTimes{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
+}
+
+// percentiles sorts gaps and returns their median, 99th percentile and
+// largest, in milliseconds; zeros for none.
+func percentiles(gaps []time.Duration) (p50, p99, most float64) {
+	if len(gaps) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(gaps)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	return ms(gaps[len(gaps)/2]), ms(gaps[min(len(gaps)-1, len(gaps)*99/100)]), ms(gaps[len(gaps)-1])
 }

@@ -392,13 +392,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	slices.SortFunc(r.Samples, func(a, b RSSSample) int { return a.Turns - b.Turns })
 	r.RSSSlope = slope(r.Samples, func(s RSSSample) int64 { return s.RSS })
 	r.HeapSlope = slope(r.Samples, func(s RSSSample) int64 { return s.HeapLive })
-	if len(gaps) > 0 {
-		slices.Sort(gaps)
-		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-		r.AddedP50Ms = ms(gaps[len(gaps)/2])
-		r.AddedP99Ms = ms(gaps[min(len(gaps)-1, len(gaps)*99/100)])
-		r.AddedMaxMs = ms(gaps[len(gaps)-1])
-	}
+	r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs = percentiles(gaps)
 	// Idle streams that ended during the active phase are errors too.
 	r.Dropped = int(dropped.Load())
 	errMu.Lock()
