@@ -234,7 +234,11 @@ type turnOutcome struct {
 // before the approval), decides it, and waits for its call to be answered.
 func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 	o := turnOutcome{session: session, key: key}
-	for o.attempts < 20 && ctx.Err() == nil {
+	// Bounded by time more than by count: after a kill the session stays
+	// busy until the dead replica's lease (2 s) expires, and on a loaded
+	// machine 20 quick refusals came before that.
+	until := time.Now().Add(15 * time.Second)
+	for o.attempts < 200 && time.Now().Before(until) && ctx.Err() == nil {
 		o.attempts++
 		r := c.pick()
 		s, err := r.openStream(ctx, c.t, http.MethodPost, "/turn", map[string]string{"session": session, "message": key})
@@ -261,7 +265,7 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 		sleep(ctx, 100*time.Millisecond)
 	}
 	if o.approvalID == "" {
-		o.err = fmt.Errorf("no approval_required in %d attempts", o.attempts)
+		o.err = fmt.Errorf("no approval_required in %d attempts over 15s", o.attempts)
 		return o
 	}
 	o.approved = rand.IntN(5) != 0
