@@ -17,12 +17,24 @@ type ApprovalRequest struct {
 	Call ToolCall
 	// ApprovalID is set when a resumed turn (see [Agent.Resume]) asks
 	// again about a call it had asked about before it stopped: it is the
-	// approval id of that earlier request. An Approver that keeps its
-	// approvals durably (approval.Manager with a store) answers with that
-	// approval: its decision when it has one (a Decided ticket whose
-	// Decision.Cause is CauseUser for a person's rejection), else a Pending
-	// ticket with the same id. Other approvers ask again.
+	// approval id of that earlier request, as the run's open-call record
+	// names it. An Approver that keeps its approvals durably
+	// (approval.Manager with a store) answers with that approval: its
+	// decision when it has one (a Decided ticket whose Decision.Cause is
+	// CauseUser for a person's rejection), else a Pending ticket with the
+	// same id; when its store has no approval under the id, it creates the
+	// new one under it. Other approvers ask again.
 	ApprovalID string
+	// NewApprovalID is set, with a Config.Store that is a memory.CallLog,
+	// when the call has no approval yet: a new id that the run recorded in
+	// the call's open-call record before asking. A durable Approver creates
+	// the call's approval under this id (approval.Manager does), so that a
+	// process that stops between storing the approval and the run learning
+	// of it leaves a record that names the approval: the resumed turn takes
+	// up that approval, decided meanwhile or not, instead of asking beside
+	// it. An Approver may use ids of its own; the run then records the
+	// ticket's id (one more write to the Store).
+	NewApprovalID string
 	// Resumed is set on the requests of the calls a resumed turn took up
 	// (not on those of its later rounds). With an empty
 	// ApprovalID it means that the process that asked first may have

@@ -123,7 +123,8 @@
 // and the PostgreSQL stores do), a turn persists as it goes: the user
 // message when it starts, each round when it ends, a round's tool calls as
 // open records before the first approval_required chunk (with the approval
-// id before its card is shown), a call as executing before its tool starts,
+// id before the Approver is asked, ApprovalRequest.NewApprovalID), a call as
+// executing before its tool starts,
 // and each tool message as soon as it is known. A process that dies loses
 // nothing it had shown.
 //

@@ -322,6 +322,73 @@ func TestSuspendByContextCause(t *testing.T) {
 	validHistory(t, msgs)
 }
 
+// TestApprovalIDRecordedBeforeAsking: with a CallLog, the run records a
+// new approval id in the call's open record before it asks, and offers it
+// (ApprovalRequest.NewApprovalID): a process that stops right after a
+// durable approver stored the approval leaves a record that names it. An
+// approver that takes the id costs no second write; the in-memory runs,
+// without a CallLog, offer nothing.
+func TestApprovalIDRecordedBeforeAsking(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := context.Background()
+			st := newStore(t)
+			srv := newServer(t)
+			openTurn(srv)
+			log := st.(memory.CallLog)
+			var asked []agent.ApprovalRequest
+			var recorded []memory.OpenCall
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.Store = st
+				c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+					asked = append(asked, req)
+					open, err := log.OpenCalls(ctx, req.SessionID)
+					if err != nil {
+						return agent.Ticket{}, err
+					}
+					recorded = append(recorded, open...)
+					return agent.Pending(req.NewApprovalID, func(context.Context) (agent.Decision, error) {
+						return agent.Decision{}, agent.ErrSuspended
+					}), nil
+				})
+			}, weatherTool())
+
+			chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+			require.NoError(t, err)
+			assert.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind)
+			require.Len(t, asked, 1)
+			id := asked[0].NewApprovalID
+			assert.Regexp(t, `^[0-9a-f]{32}$`, id)
+			assert.Empty(t, asked[0].ApprovalID, "a first request names no earlier approval")
+			assert.False(t, asked[0].Resumed)
+			require.Len(t, recorded, 1)
+			assert.Equal(t, id, recorded[0].ApprovalID, "recorded before the approver was asked")
+			assert.Equal(t, id, chunks[len(chunks)-2].Tool.ApprovalID, "the card shows the same id")
+			open, err := log.OpenCalls(ctx, "s1")
+			require.NoError(t, err)
+			require.Len(t, open, 1)
+			assert.Equal(t, id, open[0].ApprovalID)
+			assert.Equal(t, recorded[0].UpdatedAt, open[0].UpdatedAt, "no second write for the ticket's id")
+		})
+	}
+
+	leaktest.Check(t)
+	srv := newServer(t)
+	openTurn(srv)
+	var got agent.ApprovalRequest
+	a := newAgent(t, srv, func(c *agent.Config) {
+		c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+			got = req
+			return agent.Decided(agent.Decision{Reason: "no"}), nil
+		})
+	}, weatherTool())
+	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	require.NoError(t, err)
+	assert.Equal(t, "call_1", got.Call.ID)
+	assert.Empty(t, got.NewApprovalID, "without a CallLog nothing is recorded, nothing offered")
+}
+
 // TestSuspendWithoutCallLogIsARejection: without a Store that keeps open
 // calls a run cannot be resumed, so "not now" is a failed approval.
 func TestSuspendWithoutCallLogIsARejection(t *testing.T) {
@@ -368,7 +435,7 @@ func TestParallelSuspendKeepsApprovedCalls(t *testing.T) {
 		c.ParallelTools = true
 		c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 			t, err := k.Request(ctx, req)
-			if t.ApprovalID() == "appr-2" && req.ApprovalID == "" {
+			if t.ApprovalID() == "appr-2" && !req.Resumed {
 				k.mu.Lock()
 				k.decisions["appr-2"] = first
 				k.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -352,6 +354,19 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk}
 	if cs.open != nil {
 		req.ApprovalID = cs.open.ApprovalID // a resumed call's earlier approval
+		if req.ApprovalID == "" {
+			// The id is recorded before the approval exists: a process
+			// that stops right after a durable approver stored the
+			// approval leaves a record that names it, and the resumed
+			// turn takes up that approval (decided meanwhile or not)
+			// instead of asking beside it.
+			cs.open.ApprovalID = newApprovalID()
+			if err := r.saveCall(cs); err != nil {
+				r.fail(err)
+				return false, false
+			}
+			req.NewApprovalID = cs.open.ApprovalID
+		}
 	}
 	req.Resumed = cs.resumed
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
@@ -723,4 +738,13 @@ func (p *progressBuffer) Since(n int) string {
 
 func toolAttr(cs *callState) slog.Attr {
 	return slog.Group("tool", slog.String("id", cs.call.ID), slog.String("name", cs.call.Name))
+}
+
+// newApprovalID returns a random id for an approval that the run records
+// before it asks (ApprovalRequest.NewApprovalID), in approval.Manager's
+// form: 32 hex digits.
+func newApprovalID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return hex.EncodeToString(b[:])
 }

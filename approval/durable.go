@@ -162,7 +162,12 @@ func pendingOf(a memory.Approval) PendingApproval {
 
 // requestDurable is Request in durable mode.
 func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
-	if req.ApprovalID == "" && req.Resumed {
+	// create is the id a new approval gets: the one the agent recorded
+	// before it asked (see agent.ApprovalRequest.NewApprovalID), else a
+	// new one.
+	create := req.NewApprovalID
+	named := req.ApprovalID != ""
+	if !named && req.Resumed {
 		// The process that asked first may have stopped between creating
 		// the approval and the agent saving its id: that approval is the
 		// call's, not a second one beside it.
@@ -174,15 +179,24 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 	}
 	if req.ApprovalID != "" {
 		tk, ok, err := m.resume(ctx, req)
-		if err != nil || ok {
+		switch {
+		case errors.Is(err, errUnknownApproval):
+			if named {
+				// The call's record names this id, and its process
+				// stopped before the store had it: created under it, the
+				// approval stays the one the record names.
+				create = req.ApprovalID
+			}
+		case err != nil || ok:
 			return tk, err
 		}
 	}
-	e := m.register(req)
-	if err := m.store.CreateApproval(ctx, e.record()); err != nil {
-		m.mu.Lock()
-		m.remove(e)
-		m.mu.Unlock()
+	e, err := m.create(ctx, req, create)
+	if errors.Is(err, memory.ErrExists) && create != "" {
+		// Not this call's (a caller's id taken already): a new id.
+		e, err = m.create(ctx, req, "")
+	}
+	if err != nil {
 		return agent.Ticket{}, fmt.Errorf("approval: store the approval of call %s: %w", req.Call.ID, err)
 	}
 	if m.onRegister != nil {
@@ -190,6 +204,48 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 	}
 	return m.ticket(e), nil
 }
+
+// create registers a new pending entry for req with id (a new id when id
+// is empty, not a usable id, or one this Manager holds already) and
+// creates its approval in the Store; it removes the entry when the Store
+// fails.
+func (m *Manager) create(ctx context.Context, req agent.ApprovalRequest, id string) (*entry, error) {
+	if !usableID(id) {
+		id = ""
+	}
+	e := m.registerAs(req, id)
+	if err := m.store.CreateApproval(ctx, e.record()); err != nil {
+		m.mu.Lock()
+		m.remove(e)
+		m.mu.Unlock()
+		return nil, err
+	}
+	return e, nil
+}
+
+// maxIDLen is the longest approval id a Manager takes from a request; a
+// longer one gets a new id.
+const maxIDLen = 128
+
+// usableID reports whether id, proposed by a request, may name a new
+// approval: not empty, at most maxIDLen bytes of letters, digits, '-' and
+// '_' (what fits a URL, a note and a log line as it is).
+func usableID(id string) bool {
+	if id == "" || len(id) > maxIDLen {
+		return false
+	}
+	for i := range len(id) {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// errUnknownApproval is what resume returns for an id the Store does not
+// have.
+var errUnknownApproval = errors.New("approval: no such approval")
 
 // orphan returns the id of a pending approval of req's session and call
 // that no ticket of this Manager waits for, or "".
@@ -209,8 +265,9 @@ func (m *Manager) orphan(ctx context.Context, req agent.ApprovalRequest) (string
 }
 
 // resume answers a request that names the approval req.ApprovalID asked
-// before. ok is false when that approval is not this call's (unknown, or
-// of another session or call): the caller registers a new one.
+// before. ok is false when that approval is not this call's: of another
+// session or call (the caller registers a new one), or unknown (err is
+// errUnknownApproval: the caller creates it under that id).
 //
 // The entry is inserted before the Store is read, so that a note about a
 // decision taken meanwhile finds it (and is not passed to OnDecided, which
@@ -241,7 +298,7 @@ func (m *Manager) resume(ctx context.Context, req agent.ApprovalRequest) (tk age
 	switch {
 	case errors.Is(err, memory.ErrNotFound):
 		drop()
-		return agent.Ticket{}, false, nil
+		return agent.Ticket{}, false, errUnknownApproval
 	case err != nil:
 		drop()
 		return agent.Ticket{}, false, fmt.Errorf("approval: look up approval %s of call %s: %w", req.ApprovalID, req.Call.ID, err)

@@ -418,21 +418,28 @@ func TestDurableResumeRequest(t *testing.T) {
 		onA.none(t, "A")
 		onB.none(t, "B: its Wait took the decision")
 
-		// Ids that are not this call's pending approval get a new one.
+		// An id the store does not have (the agent records it before it
+		// first asks) gets a new approval under that id; one of another
+		// session or call gets a new approval with a new id.
 		other, err := a.Request(t.Context(), request("other", 1))
 		require.NoError(t, err)
-		for _, tc := range []struct{ name, session, call, id string }{
-			{"unknown id", "s", "call_1", "0123456789abcdef0123456789abcdef"},
-			{"another session's", "s", "call_1", other.ApprovalID()},
-			{"another call's", "other", "call_9", other.ApprovalID()},
+		for _, tc := range []struct {
+			name, session, call, id string
+			same                    bool
+		}{
+			{"unknown id", "s", "call_1", "0123456789abcdef0123456789abcdef", true},
+			{"another session's", "s", "call_1", other.ApprovalID(), false},
+			{"another call's", "other", "call_9", other.ApprovalID(), false},
 		} {
 			r := request(tc.session, 1)
 			r.Call.ID = tc.call
 			r.ApprovalID = tc.id
 			tk, err := b.Request(t.Context(), r)
 			require.NoError(t, err, tc.name)
-			assert.NotEqual(t, tc.id, tk.ApprovalID(), tc.name)
-			assert.False(t, stored(t, st, tk.ApprovalID()).Decided, tc.name)
+			assert.Equal(t, tc.same, tc.id == tk.ApprovalID(), tc.name)
+			got := stored(t, st, tk.ApprovalID())
+			assert.False(t, got.Decided, tc.name)
+			assert.Equal(t, tc.call, got.CallID, tc.name)
 			_, _ = tk.Wait(cancelledContext())
 		}
 		_, _ = other.Wait(cancelledContext())
@@ -1244,4 +1251,77 @@ func FuzzNote(f *testing.F) {
 		default:
 		}
 	})
+}
+
+// TestDurableNewApprovalID: a durable Manager creates a first request's
+// approval under the id the agent recorded before asking
+// (agent.ApprovalRequest.NewApprovalID), so the record names the approval
+// even when the process stops right after the store created it. An id that
+// is taken, or not one a Manager would make (too long, odd characters),
+// gets a new id instead; the in-memory Manager, which keeps nothing past
+// its process, makes its own ids.
+func TestDurableNewApprovalID(t *testing.T) {
+	leaktest.Check(t)
+	st := &memory.MemStore{}
+	m := replica(t, approval.ManagerConfig{Store: st})
+	const id = "0123456789abcdef0123456789abcdef"
+
+	req := request("s", 1)
+	req.NewApprovalID = id
+	tk, err := m.Request(t.Context(), req)
+	require.NoError(t, err)
+	assert.Equal(t, id, tk.ApprovalID(), "the recorded id names the approval")
+	assert.Equal(t, "call_1", stored(t, st, id).CallID)
+
+	for _, tc := range []struct{ name, id string }{
+		{"taken by this process", id},
+		{"taken in the store", "taken-elsewhere"},
+		{"too long", strings.Repeat("a", 129)},
+		{"odd characters", "a/b"},
+		{"a space", "a b"},
+	} {
+		if tc.id == "taken-elsewhere" {
+			require.NoError(t, st.CreateApproval(t.Context(), memory.Approval{ID: tc.id, SessionID: "other", CallID: "c", Tool: "run_command"}))
+		}
+		r := request("s", 2)
+		r.NewApprovalID = tc.id
+		got, err := m.Request(t.Context(), r)
+		require.NoError(t, err, tc.name)
+		assert.NotEqual(t, tc.id, got.ApprovalID(), tc.name)
+		a := stored(t, st, got.ApprovalID())
+		assert.Equal(t, "call_2", a.CallID, tc.name)
+		assert.Equal(t, "s", a.SessionID, tc.name)
+		_, _ = got.Wait(cancelledContext())
+	}
+	// The first approval is untouched by the requests that proposed its id.
+	a := stored(t, st, id)
+	assert.Equal(t, "call_1", a.CallID)
+	assert.False(t, a.Decided)
+	pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, pending)
+	d, err := tk.Wait(t.Context())
+	require.NoError(t, err)
+	assert.True(t, d.Approved)
+
+	// A resumed request whose record names nothing yet finds the orphan
+	// first: the approval the stopped process created stays the call's.
+	orphan, err := m.Request(t.Context(), request("s", 3))
+	require.NoError(t, err)
+	b := replica(t, approval.ManagerConfig{Store: st})
+	r := request("s", 3)
+	r.Resumed, r.NewApprovalID = true, "fedcba9876543210fedcba9876543210"
+	again, err := b.Request(t.Context(), r)
+	require.NoError(t, err)
+	assert.Equal(t, orphan.ApprovalID(), again.ApprovalID())
+	_, _ = again.Wait(cancelledContext())
+	_, _ = orphan.Wait(cancelledContext())
+
+	mem := newManager(t, approval.ManagerConfig{})
+	r = request("s", 4)
+	r.NewApprovalID = id
+	own, err := mem.Request(t.Context(), r)
+	require.NoError(t, err)
+	assert.NotEqual(t, id, own.ApprovalID())
+	_, _ = own.Wait(cancelledContext())
 }

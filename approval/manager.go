@@ -274,8 +274,14 @@ func newID() string {
 //     a call) is answered with that approval when the Store has it for the
 //     same session and call: a Decided ticket with its decision when it was
 //     decided (a rejection without a cause gets [agent.CauseUser]: a person
-//     took it), else a Pending ticket with the same id. An unknown id, or
-//     one of another session or call, gets a new approval;
+//     took it), else a Pending ticket with the same id. An id the Store
+//     does not have (its process stopped before it stored the approval)
+//     gets a new approval under that id; one of another session or call
+//     gets a new approval with a new id;
+//   - a request with req.NewApprovalID set (the agent recorded the id
+//     before it asked) gets its new approval under that id, unless the id
+//     is taken, longer than 128 bytes, or holds other characters than
+//     letters, digits, '-' and '_': then under a new id;
 //   - the timeout counts from the approval's creation, not from the start
 //     of Wait, so a resumed approval gets no fresh timeout; a timeout is
 //     taken in the Store like any decision, and a person's decision that
@@ -323,17 +329,24 @@ func checkSession(req agent.ApprovalRequest) error {
 }
 
 // register adds a new pending entry for req, with a new id.
-func (m *Manager) register(req agent.ApprovalRequest) *entry {
+func (m *Manager) register(req agent.ApprovalRequest) *entry { return m.registerAs(req, "") }
+
+// registerAs adds a new pending entry for req with id, or with a new id
+// when id is empty or names an entry this Manager holds.
+func (m *Manager) registerAs(req agent.ApprovalRequest, id string) *entry {
 	e := &entry{
-		id:      newID(),
 		session: req.SessionID,
 		round:   req.Round,
 		call:    req.Call,
 		created: time.Now(),
 		done:    make(chan struct{}),
 	}
-	e.call.ApprovalID = e.id
 	m.mu.Lock()
+	if id == "" || m.byID[id] != nil {
+		id = newID()
+	}
+	e.id = id
+	e.call.ApprovalID = id
 	m.insert(e)
 	m.mu.Unlock()
 	return e
