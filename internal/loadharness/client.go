@@ -176,6 +176,7 @@ type Report struct {
 	LoadAvg          float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
 	PaceMs           float64 `json:"pace_ms"`
 	DeltasPerReply   int     `json:"deltas_per_reply"`
+	ApprovalDelayMs  float64 `json:"approval_delay_ms,omitempty"` // the bound of the random delay before each approval is answered
 }
 
 // snapshot is the process's memory at one moment, over a baseline.
@@ -338,6 +339,9 @@ func measure(o Options) (Report, error) {
 	var r Report
 	r.N, r.Client, r.TLS, r.Tool = o.N, cmp.Or(o.Client, "agent"), strings.HasPrefix(o.URL, "https:"), o.Tool
 	r.PaceMs, r.DeltasPerReply, r.LoadAvg, r.History, r.Setup = float64(o.Pace)/1e6, o.Deltas, load, o.History, o.Setup
+	if o.Tool {
+		r.ApprovalDelayMs = float64(o.ApprovalDelay) / 1e6
+	}
 	fail := func(err error) (Report, error) {
 		cancel()
 		wg.Wait()

@@ -85,7 +85,7 @@ func runWeb(f webFlags, counts []int, deltas int, pace, approvalDelay, timeout t
 		}
 		o := WebOptions{
 			Binary: *f.binary, ModelURL: srv.URL, N: n, Active: min(*f.active, n), Turns: *f.turns,
-			Deltas: deltas, Pace: pace, ApproveMax: approvalDelay, SessionTurns: *f.sessionTurns,
+			Deltas: deltas, Pace: pace, ApprovalDelay: approvalDelay, SessionTurns: *f.sessionTurns,
 			Connect: *f.connect, SampleEvery: *f.sample, Timeout: timeout, Stderr: os.Stderr,
 		}
 		if *f.db {
@@ -115,9 +115,9 @@ type WebOptions struct {
 	Turns    int    // turns the active browsers complete in all
 	Deltas   int    // text deltas per answer (the paced server's)
 	Pace     time.Duration
-	// ApproveMax bounds the random delay after which an active browser
+	// ApprovalDelay bounds the random delay after which an active browser
 	// answers an approval (approves it).
-	ApproveMax time.Duration
+	ApprovalDelay time.Duration
 	// SessionTurns is how many turns an active browser sends in a session
 	// before it opens a new one and deletes the old; 0 keeps one session.
 	SessionTurns int
@@ -176,25 +176,25 @@ type WebReport struct {
 	// CPUPerDeltaNs is the web chat's user+sys time over the active phase
 	// per answer delta (the whole turn's work: planning, the tool round,
 	// the approval, the idle streams' keep-alives, counted in).
-	CPUPerDeltaNs float64 `json:"cpu_per_delta_ns"`
-	CPUSeconds    float64 `json:"cpu_active_s"`
-	CPUSysSeconds float64 `json:"cpu_sys_active_s"` // of which in the kernel
-	AddedP50Ms    float64 `json:"added_p50_ms"`     // inter-chunk gap seen by an active browser minus the pace
-	AddedP99Ms    float64 `json:"added_p99_ms"`
-	AddedMaxMs    float64 `json:"added_max_ms"`
-	ActiveSecs    float64 `json:"active_s"` // the active phase's wall time
-	TurnsPerSec   float64 `json:"turns_per_s"`
-	WallSeconds   float64 `json:"wall_s"`
-	PaceMs        float64 `json:"pace_ms"`
-	DeltasPerTurn int     `json:"deltas_per_turn"`
-	ApproveMaxMs  float64 `json:"approve_max_ms"`
+	CPUPerDeltaNs   float64 `json:"cpu_per_delta_ns"`
+	CPUSeconds      float64 `json:"cpu_active_s"`
+	CPUSysSeconds   float64 `json:"cpu_sys_active_s"` // of which in the kernel
+	AddedP50Ms      float64 `json:"added_p50_ms"`     // inter-chunk gap seen by an active browser minus the pace
+	AddedP99Ms      float64 `json:"added_p99_ms"`
+	AddedMaxMs      float64 `json:"added_max_ms"`
+	ActiveSecs      float64 `json:"active_s"` // the active phase's wall time
+	TurnsPerSec     float64 `json:"turns_per_s"`
+	WallSeconds     float64 `json:"wall_s"`
+	PaceMs          float64 `json:"pace_ms"`
+	DeltasPerTurn   int     `json:"deltas_per_turn"`
+	ApprovalDelayMs float64 `json:"approval_delay_ms"`
 }
 
 // measureWeb starts the web chat, connects o.N browsers, runs o.Turns turns
 // from o.Active of them, and reports. The web chat ends before it returns.
 func measureWeb(o WebOptions) (WebReport, error) {
 	if o.N < 1 || o.Active < 0 || o.Active > o.N || o.Turns < 0 || (o.Turns > 0 && o.Active == 0) ||
-		o.Deltas < 1 || o.Pace < 0 || o.ApproveMax < 0 || o.SessionTurns < 0 || o.Timeout <= 0 || o.Binary == "" {
+		o.Deltas < 1 || o.Pace < 0 || o.ApprovalDelay < 0 || o.SessionTurns < 0 || o.Timeout <= 0 || o.Binary == "" {
 		return WebReport{}, fmt.Errorf("loadharness: bad web chat options %+v", o)
 	}
 	if o.Connect <= 0 {
@@ -205,7 +205,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	}
 	r := WebReport{
 		N: o.N, Active: o.Active, Store: "memory", SessionTurns: o.SessionTurns,
-		PaceMs: float64(o.Pace) / 1e6, DeltasPerTurn: o.Deltas, ApproveMaxMs: float64(o.ApproveMax) / 1e6,
+		PaceMs: float64(o.Pace) / 1e6, DeltasPerTurn: o.Deltas, ApprovalDelayMs: float64(o.ApprovalDelay) / 1e6,
 	}
 	if o.DB != "" {
 		r.Store = "sqlite"
@@ -726,8 +726,8 @@ func (b *browser) turn(ctx context.Context, o WebOptions, gaps *[]time.Duration)
 			return n, fmt.Errorf("a chunk that is not JSON: %s", data)
 		}
 		if c.Kind == "tool_call" && c.Tool != nil && c.Tool.State == "approval_required" {
-			if o.ApproveMax > 0 {
-				time.Sleep(rand.N(o.ApproveMax))
+			if o.ApprovalDelay > 0 {
+				time.Sleep(rand.N(o.ApprovalDelay))
 			}
 			st, body, err := b.do(ctx, http.MethodPost, "/api/tool-approve",
 				`{"session_id":"`+b.session+`","approval_id":"`+c.Tool.ApprovalID+`","approved":true}`)

@@ -38,7 +38,7 @@ func TestWebchatSmoke(t *testing.T) {
 	var stderr strings.Builder
 	r, err := measureWeb(WebOptions{
 		Binary: bin, ModelURL: srv.URL, N: n, Active: active, Turns: turns, Deltas: deltas, Pace: pace,
-		ApproveMax: 20 * time.Millisecond, SessionTurns: 3, SampleEvery: 5, Timeout: 60 * time.Second,
+		ApprovalDelay: 20 * time.Millisecond, SessionTurns: 3, SampleEvery: 5, Timeout: 60 * time.Second,
 		Stderr: &lockedWriter{b: &stderr},
 	})
 	if err != nil {
