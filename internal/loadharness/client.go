@@ -172,11 +172,20 @@ type Report struct {
 	AddedP50Ms       float64 `json:"added_p50_ms"`                      // inter-chunk gap minus the server's pace
 	AddedP99Ms       float64 `json:"added_p99_ms"`
 	AddedMaxMs       float64 `json:"added_max_ms"`
-	WallSeconds      float64 `json:"wall_s"`
-	LoadAvg          float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
-	PaceMs           float64 `json:"pace_ms"`
-	DeltasPerReply   int     `json:"deltas_per_reply"`
-	ApprovalDelayMs  float64 `json:"approval_delay_ms,omitempty"` // the bound of the random delay before each approval is answered
+	// Delay: from the server's write of a delta to its text chunk in
+	// this process, which the server stamps on the delta (both processes
+	// read the same clock): what the client side adds (the kernel's
+	// loopback, net/http, the SDK, the scheduler), without the server's
+	// own lateness, which the added gap counts.
+	DelayP50Ms      float64 `json:"delay_p50_ms"`
+	DelayP99Ms      float64 `json:"delay_p99_ms"`
+	DelayMaxMs      float64 `json:"delay_max_ms"`
+	Stamped         int     `json:"stamped"` // deltas whose write time was read: all of them
+	WallSeconds     float64 `json:"wall_s"`
+	LoadAvg         float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
+	PaceMs          float64 `json:"pace_ms"`
+	DeltasPerReply  int     `json:"deltas_per_reply"`
+	ApprovalDelayMs float64 `json:"approval_delay_ms,omitempty"` // the bound of the random delay before each approval is answered
 }
 
 // snapshot is the process's memory at one moment, over a baseline.
@@ -245,6 +254,8 @@ func measure(o Options) (Report, error) {
 	// The gaps are stored in one slice allocated before the baseline, so
 	// that the harness's own bookkeeping is not counted as the runs' heap.
 	gaps := make([]time.Duration, o.N*o.Deltas)
+	delays := make([]time.Duration, o.N*o.Deltas)
+	delayCounts := make([]int, o.N)
 	counts := make([]int, o.N)
 	type pending struct{ session, id string }
 	waiting := make(chan pending, o.N)
@@ -285,10 +296,16 @@ func measure(o Options) (Report, error) {
 			}
 			mid := max(o.Deltas/2, 1)
 			my := gaps[i*o.Deltas : i*o.Deltas : (i+1)*o.Deltas]
+			myDelays := delays[i*o.Deltas : i*o.Deltas : (i+1)*o.Deltas]
 			var last time.Time
 			n, in := 0, false
-			text := func() {
+			text := func(s string) {
 				now := time.Now()
+				stamps(s, func(sent int64) {
+					if len(myDelays) < cap(myDelays) {
+						myDelays = append(myDelays, time.Duration(now.UnixNano()-sent))
+					}
+				})
 				if n == 0 {
 					release() // it reached the server: let the next one start
 					in = true
@@ -324,7 +341,7 @@ func measure(o Options) (Report, error) {
 			if n < mid {
 				reached.Done()
 			}
-			counts[i] = len(my)
+			counts[i], delayCounts[i] = len(my), len(myDelays)
 			mu.Lock()
 			if runErr != nil {
 				errs = append(errs, runErr)
@@ -436,6 +453,12 @@ func measure(o Options) (Report, error) {
 		r.ServerPerDeltaNs = float64(srv1.user+srv1.sys-srv0.user-srv0.sys) / float64(r.Deltas)
 	}
 	r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs = percentiles(all)
+	allDelays := delays[:0]
+	for i, c := range delayCounts {
+		allDelays = append(allDelays, delays[i*o.Deltas:i*o.Deltas+c]...)
+	}
+	r.Stamped = len(allDelays)
+	r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs = percentiles(allDelays)
 	if ctx.Err() != nil && r.Completed < o.N {
 		return r, fmt.Errorf("loadharness: N=%d timed out after %v with %d runs completed", o.N, o.Timeout, r.Completed)
 	}
@@ -444,7 +467,7 @@ func measure(o Options) (Report, error) {
 
 // converseAgent runs one agent turn, calling approve with the id of each
 // approval it waits for and text for each text chunk of the answer round.
-func converseAgent(ctx context.Context, a *agent.Agent, in agent.Input, answerRound int, approve func(id string), text func()) error {
+func converseAgent(ctx context.Context, a *agent.Agent, in agent.Input, answerRound int, approve func(id string), text func(string)) error {
 	for c, err := range a.Run(ctx, in) {
 		if err != nil {
 			return err
@@ -453,7 +476,7 @@ func converseAgent(ctx context.Context, a *agent.Agent, in agent.Input, answerRo
 		case c.Kind == agent.KindToolCall && c.Tool.ApprovalRequired:
 			approve(c.Tool.ApprovalID)
 		case c.Kind == agent.KindText && c.Round >= answerRound:
-			text()
+			text(c.Text)
 		}
 	}
 	return nil
@@ -469,7 +492,7 @@ var continuation = []openai.ChatCompletionMessageParamUnion{
 // text for each chunk with content; with accumulate, it also adds each
 // chunk to a ChatCompletionAccumulator, as openai-go's documentation shows
 // for keeping the reply.
-func converseOpenAI(ctx context.Context, c *openai.Client, msgs []openai.ChatCompletionMessageParamUnion, accumulate bool, text func()) error {
+func converseOpenAI(ctx context.Context, c *openai.Client, msgs []openai.ChatCompletionMessageParamUnion, accumulate bool, text func(string)) error {
 	s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "load", Messages: msgs})
 	defer s.Close()
 	var acc openai.ChatCompletionAccumulator
@@ -479,7 +502,7 @@ func converseOpenAI(ctx context.Context, c *openai.Client, msgs []openai.ChatCom
 			acc.AddChunk(chunk)
 		}
 		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
-			text()
+			text(chunk.Choices[0].Delta.Content)
 		}
 	}
 	return s.Err()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -97,6 +99,12 @@ func TestHarnessSmoke(t *testing.T) {
 			if r.AddedP99Ms < r.AddedP50Ms || r.AddedMaxMs < r.AddedP99Ms {
 				t.Errorf("added latency p50 %.3f ms, p99 %.3f ms, max %.3f ms: want p50 ≤ p99 ≤ max", r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs)
 			}
+			// Every delta carries the time the server wrote it, and reaches
+			// the client after that.
+			if r.Stamped != n*deltas || r.DelayP50Ms <= 0 || r.DelayP99Ms < r.DelayP50Ms || r.DelayMaxMs < r.DelayP99Ms {
+				t.Errorf("%d deltas stamped of %d; delay p50 %.3f ms, p99 %.3f ms, max %.3f ms: want all, and 0 < p50 ≤ p99 ≤ max",
+					r.Stamped, n*deltas, r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs)
+			}
 		})
 	}
 }
@@ -170,6 +178,39 @@ func TestParseCounts(t *testing.T) {
 	for _, bad := range []string{"", "0", "x", "10,-1"} {
 		if _, err := parseCounts(bad); err == nil {
 			t.Errorf("parseCounts(%q) gave no error", bad)
+		}
+	}
+}
+
+// TestStamps checks that the write time a delta's frame carries is read
+// back from its text, from the frame and from a web chat chunk, and that
+// text which is not a stamp is passed over.
+func TestStamps(t *testing.T) {
+	at := time.Unix(1764633600, 123456789)
+	frame := appendDelta(nil, at)
+	var chunk struct {
+		Choices []struct {
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(bytes.TrimPrefix(frame, []byte("data: "))), &chunk); err != nil || len(chunk.Choices) != 1 {
+		t.Fatalf("the frame %q is not a chunk with one choice: %v", frame, err)
+	}
+	text := chunk.Choices[0].Delta.Content
+	for _, in := range []string{text, `{"kind":"text","round":2,"text":"` + text + `"}`} {
+		var got []int64
+		stamps(in, func(v int64) { got = append(got, v) })
+		if len(got) != 1 || got[0] != at.UnixNano() {
+			t.Errorf("stamps(%q) = %v, want [%d]", in, got, at.UnixNano())
+		}
+	}
+	for in, want := range map[string]int{"": 0, "t": 0, "tok ": 0, "t123456789012345 ": 0, "text t": 0, "t1234567890123456 t1234567890123456": 2, "t12345678901234567890123": 1} {
+		var got []int64
+		stamps([]byte(in), func(v int64) { got = append(got, v) })
+		if len(got) != want {
+			t.Errorf("stamps(%q) = %v, want %d stamps", in, got, want)
 		}
 	}
 }

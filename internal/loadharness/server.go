@@ -141,13 +141,43 @@ type chatRequest struct {
 
 // Frames of a reply; every delta is the same piece of text.
 const (
-	frameDelta = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}` + "\n\n"
 	framePlan  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"role":"assistant","content":"Sure.<no_tool>"},"finish_reason":null}]}` + "\n\n"
 	frameNeed  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me check.<need_tool>"},"finish_reason":null}]}` + "\n\n"
 	frameStop  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
 	frameCalls = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n"
 	frameDone  = "data: [DONE]\n\n"
+	// A delta's text is "t" and the time the server wrote it, in Unix
+	// nanoseconds, and a space: the client reads the delay of each delta
+	// from it (see stamps).
+	deltaHead = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"content":"t`
+	deltaTail = ` "},"finish_reason":null}]}` + "\n\n"
 )
+
+// appendDelta appends the frame of a delta written at now to b.
+func appendDelta(b []byte, now time.Time) []byte {
+	b = append(b, deltaHead...)
+	b = strconv.AppendInt(b, now.UnixNano(), 10)
+	return append(b, deltaTail...)
+}
+
+// stamps calls fn with each write time that the delta text in b carries:
+// a "t" and 16 to 19 digits (Unix nanoseconds have 19 until 2286).
+func stamps[T string | []byte](b T, fn func(unixNano int64)) {
+	for i := 0; i < len(b); i++ {
+		if b[i] != 't' {
+			continue
+		}
+		var v int64
+		j := i + 1
+		for ; j < len(b) && j-i <= 19 && '0' <= b[j] && b[j] <= '9'; j++ {
+			v = v*10 + int64(b[j]-'0')
+		}
+		if j-i-1 >= 16 {
+			fn(v)
+		}
+		i = j - 1
+	}
+}
 
 func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
@@ -195,6 +225,7 @@ func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t := time.NewTimer(s.pace)
 	defer t.Stop()
+	var frame []byte
 	for i := range s.deltas {
 		if i > 0 {
 			t.Reset(s.pace)
@@ -204,7 +235,9 @@ func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if !send(frameDelta) {
+		frame = appendDelta(frame[:0], time.Now())
+		bw.Write(frame)
+		if bw.Flush() != nil || fl.Flush() != nil {
 			return
 		}
 	}

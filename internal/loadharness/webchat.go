@@ -176,12 +176,20 @@ type WebReport struct {
 	// CPUPerDeltaNs is the web chat's user+sys time over the active phase
 	// per answer delta (the whole turn's work: planning, the tool round,
 	// the approval, the idle streams' keep-alives, counted in).
-	CPUPerDeltaNs   float64 `json:"cpu_per_delta_ns"`
-	CPUSeconds      float64 `json:"cpu_active_s"`
-	CPUSysSeconds   float64 `json:"cpu_sys_active_s"` // of which in the kernel
-	AddedP50Ms      float64 `json:"added_p50_ms"`     // inter-chunk gap seen by an active browser minus the pace
-	AddedP99Ms      float64 `json:"added_p99_ms"`
-	AddedMaxMs      float64 `json:"added_max_ms"`
+	CPUPerDeltaNs float64 `json:"cpu_per_delta_ns"`
+	CPUSeconds    float64 `json:"cpu_active_s"`
+	CPUSysSeconds float64 `json:"cpu_sys_active_s"` // of which in the kernel
+	AddedP50Ms    float64 `json:"added_p50_ms"`     // inter-chunk gap seen by an active browser minus the pace
+	AddedP99Ms    float64 `json:"added_p99_ms"`
+	AddedMaxMs    float64 `json:"added_max_ms"`
+	// Delay: from the model server's write of a delta to its text in an
+	// active browser (the server stamps it; every process reads the
+	// same clock): what the web chat and the SDK add, without the model
+	// server's own lateness.
+	DelayP50Ms      float64 `json:"delay_p50_ms"`
+	DelayP99Ms      float64 `json:"delay_p99_ms"`
+	DelayMaxMs      float64 `json:"delay_max_ms"`
+	Stamped         int     `json:"stamped"`  // deltas whose write time was read: all of them
 	ActiveSecs      float64 `json:"active_s"` // the active phase's wall time
 	TurnsPerSec     float64 `json:"turns_per_s"`
 	WallSeconds     float64 `json:"wall_s"`
@@ -319,7 +327,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 		deltas        atomic.Int64
 		sampleMu      sync.Mutex
 		gapsMu        sync.Mutex
-		gaps          []time.Duration
+		gaps, delays  []time.Duration
 		awg           sync.WaitGroup
 	)
 	cpu0, err := procCPU(wc.pid)
@@ -333,10 +341,11 @@ func measureWeb(o WebOptions) (WebReport, error) {
 			continue
 		}
 		awg.Go(func() {
-			var my []time.Duration
+			var my, myDelays []time.Duration
 			defer func() {
 				gapsMu.Lock()
 				gaps = append(gaps, my...)
+				delays = append(delays, myDelays...)
 				gapsMu.Unlock()
 			}()
 			inSession := 0
@@ -349,7 +358,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 					inSession = 0
 				}
 				inSession++
-				n, err := b.turn(ctx, o, &my)
+				n, err := b.turn(ctx, o, &my, &myDelays)
 				deltas.Add(int64(n))
 				if err != nil {
 					fail(err)
@@ -393,6 +402,8 @@ func measureWeb(o WebOptions) (WebReport, error) {
 	r.RSSSlope = slope(r.Samples, func(s RSSSample) int64 { return s.RSS })
 	r.HeapSlope = slope(r.Samples, func(s RSSSample) int64 { return s.HeapLive })
 	r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs = percentiles(gaps)
+	r.Stamped = len(delays)
+	r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs = percentiles(delays)
 	// Idle streams that ended during the active phase are errors too.
 	r.Dropped = int(dropped.Load())
 	errMu.Lock()
@@ -674,10 +685,14 @@ type turnChunk struct {
 // textPrefix begins the JSON of a text chunk; its round follows.
 var textPrefix = []byte(`{"kind":"text","round":`)
 
+// textField begins the visible text in the JSON of a text chunk.
+var textField = []byte(`"text":"`)
+
 // turn sends one message and reads the session's events to the run's
 // run_done, answering the approval on the way. It returns the answer's
-// text chunks read and appends their gaps over the pace to gaps.
-func (b *browser) turn(ctx context.Context, o WebOptions, gaps *[]time.Duration) (int, error) {
+// text chunks read and appends their gaps over the pace to gaps, and the
+// delays since the model server wrote them to delays.
+func (b *browser) turn(ctx context.Context, o WebOptions, gaps, delays *[]time.Duration) (int, error) {
 	msg := `{"session_id":"` + b.session + `","message":"What is the weather in Oslo?"}`
 	st, body, err := b.do(ctx, http.MethodPost, "/api/chat", msg)
 	if err != nil || st != http.StatusAccepted {
@@ -715,6 +730,11 @@ func (b *browser) turn(ctx context.Context, o WebOptions, gaps *[]time.Duration)
 				now := time.Now()
 				if n > 0 {
 					*gaps = append(*gaps, now.Sub(last)-o.Pace)
+				}
+				// The text (not the raw text beside it) carries the stamp.
+				if _, txt, ok := bytes.Cut(rest, textField); ok {
+					txt, _, _ = bytes.Cut(txt, []byte{'"'})
+					stamps(txt, func(sent int64) { *delays = append(*delays, time.Duration(now.UnixNano()-sent)) })
 				}
 				last = now
 				n++
@@ -805,7 +825,7 @@ func procFDs(pid int) int {
 	return len(ents)
 }
 
-const webTableHeader = "N\tactive\tstore\tconnected\tconnect\tbase RSS\tRSS connected\tRSS/browser\theap live\tstacks\tfds\tturns\terrors\tdeltas\tRSS samples (turns:RSS/live heap MB)\tRSS, heap slope/1k turns\tpeak RSS\tCPU/delta\tadded p50\tadded p99\tadded max\tturns/s\twall"
+const webTableHeader = "N\tactive\tstore\tconnected\tconnect\tbase RSS\tRSS connected\tRSS/browser\theap live\tstacks\tfds\tturns\terrors\tdeltas\tRSS samples (turns:RSS/live heap MB)\tRSS, heap slope/1k turns\tpeak RSS\tCPU/delta\tadded p50\tadded p99\tadded max\tdelay p50\tdelay p99\tdelay max\tturns/s\twall"
 
 func webTableRow(r WebReport) string {
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
@@ -813,10 +833,10 @@ func webTableRow(r WebReport) string {
 	for _, s := range r.Samples {
 		samples = append(samples, fmt.Sprintf("%d:%.0f/%.0f", s.Turns, mb(s.RSS), mb(s.HeapLive)))
 	}
-	row := fmt.Sprintf("%d\t%d\t%s\t%d\t%.1f s\t%.1f MB\t%.1f MB\t%.1f KB\t%.0f MB\t%.0f MB\t%d\t%d\t%d\t%d\t%s\t%.2f, %.2f MB\t%.1f MB\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f\t%.1f s",
+	row := fmt.Sprintf("%d\t%d\t%s\t%d\t%.1f s\t%.1f MB\t%.1f MB\t%.1f KB\t%.0f MB\t%.0f MB\t%d\t%d\t%d\t%d\t%s\t%.2f, %.2f MB\t%.1f MB\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.3f ms\t%.3f ms\t%.1f ms\t%.1f\t%.1f s",
 		r.N, r.Active, r.Store, r.Connected, r.ConnectSecs, mb(r.BaseRSS), mb(r.ConnectedRSS), r.RSSPerBrowser/1024, mb(r.HeapLiveConnected), mb(r.StacksConnected), r.FDs,
 		r.Turns, r.Errors, r.Deltas, strings.Join(samples, " "), r.RSSSlope/(1<<20), r.HeapSlope/(1<<20), mb(r.PeakRSS), r.CPUPerDeltaNs/1000,
-		r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.TurnsPerSec, r.WallSeconds)
+		r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs, r.TurnsPerSec, r.WallSeconds)
 	if r.FirstError != "" {
 		row += "\tfirst error: " + r.FirstError
 	}

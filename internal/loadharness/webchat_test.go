@@ -59,6 +59,10 @@ func TestWebchatSmoke(t *testing.T) {
 	if r.AddedP99Ms < r.AddedP50Ms || r.AddedMaxMs < r.AddedP99Ms {
 		t.Errorf("added latency p50 %.3f ms, p99 %.3f ms, max %.3f ms: want p50 ≤ p99 ≤ max", r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs)
 	}
+	if r.Stamped != int(r.Deltas) || r.DelayP50Ms <= 0 || r.DelayP99Ms < r.DelayP50Ms || r.DelayMaxMs < r.DelayP99Ms {
+		t.Errorf("%d deltas stamped of %d; delay p50 %.3f ms, p99 %.3f ms, max %.3f ms: want all, and 0 < p50 ≤ p99 ≤ max",
+			r.Stamped, r.Deltas, r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs)
+	}
 }
 
 // TestReadEvent checks the SSE reader on events as the web chat writes
