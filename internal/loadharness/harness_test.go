@@ -130,7 +130,7 @@ func TestPlots(t *testing.T) {
 	dir := t.TempDir()
 	results := filepath.Join(dir, "r.jsonl")
 	lines := `{"n":1000,"client":"agent","tls":false,"tool":true,"rss_b":104857600,"added_p99_ms":5.5,"pace_ms":20}
-{"n":2000,"client":"agent","tls":false,"tool":true,"rss_b":209715200,"added_p99_ms":0,"pace_ms":20}
+{"n":2000,"client":"agent","tls":false,"tool":true,"rss_b":209715200,"added_p99_ms":0,"delay_p99_ms":2.5,"pace_ms":20}
 {"n":1000,"client":"openai","tls":true,"tool":false,"rss_b":157286400,"added_p99_ms":80,"pace_ms":20}
 
 {"n":1000,"active":200,"store":"memory","connected":1000,"connected_rss_b":52428800,"peak_rss_b":157286400,"added_p99_ms":3}
@@ -145,7 +145,7 @@ func TestPlots(t *testing.T) {
 	if err := plotMain([]string{"-o", dir, results}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"rss.png", "p99.png"} {
+	for _, name := range []string{"rss.png", "p99.png", "delay.png"} {
 		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -158,6 +158,18 @@ func TestPlots(t *testing.T) {
 		if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
 			t.Errorf("%s is %v, want a chart-sized image", name, b)
 		}
+	}
+	// Results from before the delay was measured: no delay chart.
+	old := t.TempDir()
+	noDelay := filepath.Join(old, "r.jsonl")
+	if err := os.WriteFile(noDelay, []byte(strings.ReplaceAll(lines, `"delay_p99_ms":2.5,`, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := plotMain([]string{"-o", old, noDelay}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(old, "delay.png")); !os.IsNotExist(err) {
+		t.Errorf("delay.png without a delay in the results: %v", err)
 	}
 	for _, bad := range []string{"{", `{"n":1}`, `{"client":"agent"}`, `{"connected":1}`} {
 		if _, err := readPoints(strings.NewReader(bad)); err == nil {

@@ -26,6 +26,7 @@ type point struct {
 	N      float64 // conversations (or browsers)
 	RSS    float64 // bytes
 	P99    float64 // ms; NaN when the line has none
+	Delay  float64 // p99 delay from the server's write, ms; NaN when the line has none
 }
 
 // readPoints reads JSON lines of reports. A line with "client" is the
@@ -50,7 +51,7 @@ func readPoints(r io.Reader) ([]point, error) {
 		}
 		var p point
 		if c, ok := raw["client"].(string); ok {
-			p = point{Series: c, N: num("n"), RSS: num("rss_b"), P99: num("added_p99_ms")}
+			p = point{Series: c, N: num("n"), RSS: num("rss_b"), P99: num("added_p99_ms"), Delay: num("delay_p99_ms")}
 			if tls, _ := raw["tls"].(bool); tls {
 				p.Series += " (HTTP/2, TLS)"
 			} else {
@@ -70,13 +71,13 @@ func readPoints(r io.Reader) ([]point, error) {
 			// browsers connected, and its peak while some of them ran
 			// turns (with their added latency).
 			store, _ := raw["store"].(string)
-			idle := point{Series: "web chat, N browsers connected", N: num("n"), RSS: num("connected_rss_b"), P99: math.NaN()}
+			idle := point{Series: "web chat, N browsers connected", N: num("n"), RSS: num("connected_rss_b"), P99: math.NaN(), Delay: math.NaN()}
 			if math.IsNaN(idle.N) || math.IsNaN(idle.RSS) {
 				return nil, fmt.Errorf("results line %d: no N or RSS", line)
 			}
 			out = append(out, idle)
 			p = point{Series: fmt.Sprintf("web chat, peak with %g of them in turns (%s store)", num("active"), store),
-				N: num("n"), RSS: num("peak_rss_b"), P99: num("added_p99_ms")}
+				N: num("n"), RSS: num("peak_rss_b"), P99: num("added_p99_ms"), Delay: num("delay_p99_ms")}
 		} else {
 			return nil, fmt.Errorf("results line %d: neither an agent nor a web chat report", line)
 		}
@@ -89,7 +90,8 @@ func readPoints(r io.Reader) ([]point, error) {
 }
 
 // writePlots reads the results files and writes rss.png (RSS per N) and
-// p99.png (added p99 inter-chunk latency per N) into dir.
+// p99.png (added p99 inter-chunk latency per N) into dir, and delay.png
+// (p99 delay from the server's write per N) when a results line has it.
 func writePlots(dir string, files []string) error {
 	var pts []point
 	for _, f := range files {
@@ -130,9 +132,16 @@ func writePlots(dir string, files []string) error {
 		}
 		return out
 	})
-	rss.X.Tick.Marker, p99.X.Tick.Marker = ns, ns
+	delay := chart("Delay from the server's write of a delta to the client's chunk, p99", "N (concurrent conversations)", "delay p99 (ms, log scale)")
+	delay.Y.Scale = plot.LogScale{}
+	delay.Y.Tick.Marker = plot.TickerFunc(oneTwoFive)
+	target = hline(pts, 10)
+	delay.Add(target)
+	delay.Legend.Add("10 ms target", target)
+	delays := 0
+	rss.X.Tick.Marker, p99.X.Tick.Marker, delay.X.Tick.Marker = ns, ns, ns
 	for i, s := range seriesOf(pts) {
-		var m, l plotter.XYs
+		var m, l, d plotter.XYs
 		for _, p := range pts {
 			if p.Series != s {
 				continue
@@ -140,6 +149,9 @@ func writePlots(dir string, files []string) error {
 			m = append(m, plotter.XY{X: p.N, Y: p.RSS / (1 << 20)})
 			if !math.IsNaN(p.P99) {
 				l = append(l, plotter.XY{X: p.N, Y: math.Max(p.P99, 0.01)}) // log scale: no zero
+			}
+			if !math.IsNaN(p.Delay) {
+				d = append(d, plotter.XY{X: p.N, Y: math.Max(p.Delay, 0.01)})
 			}
 		}
 		if err := addLine(rss, s, i, m); err != nil {
@@ -150,12 +162,24 @@ func writePlots(dir string, files []string) error {
 				return err
 			}
 		}
+		if len(d) > 0 {
+			delays++
+			if err := addLine(delay, s, i, d); err != nil {
+				return err
+			}
+		}
 	}
 	// The latencies rise from left to right and the web chat's stay low:
 	// room above them, on the log scale, for the legend.
 	p99.Y.Max *= 30
 	p99.Legend.Top = true
-	for name, p := range map[string]*plot.Plot{"rss.png": rss, "p99.png": p99} {
+	delay.Y.Max *= 30
+	delay.Legend.Top = true
+	charts := map[string]*plot.Plot{"rss.png": rss, "p99.png": p99}
+	if delays > 0 {
+		charts["delay.png"] = delay
+	}
+	for name, p := range charts {
 		if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, name)); err != nil {
 			return err
 		}
