@@ -177,15 +177,23 @@ type Report struct {
 	// read the same clock): what the client side adds (the kernel's
 	// loopback, net/http, the SDK, the scheduler), without the server's
 	// own lateness, which the added gap counts.
-	DelayP50Ms      float64 `json:"delay_p50_ms"`
-	DelayP99Ms      float64 `json:"delay_p99_ms"`
-	DelayMaxMs      float64 `json:"delay_max_ms"`
-	Stamped         int     `json:"stamped"` // deltas whose write time was read: all of them
-	WallSeconds     float64 `json:"wall_s"`
-	LoadAvg         float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
-	PaceMs          float64 `json:"pace_ms"`
-	DeltasPerReply  int     `json:"deltas_per_reply"`
-	ApprovalDelayMs float64 `json:"approval_delay_ms,omitempty"` // the bound of the random delay before each approval is answered
+	DelayP50Ms float64 `json:"delay_p50_ms"`
+	DelayP99Ms float64 `json:"delay_p99_ms"`
+	DelayMaxMs float64 `json:"delay_max_ms"`
+	Stamped    int     `json:"stamped"` // deltas whose write time was read: all of them
+	// The mid-stream snapshot (a forced GC and a read of the memory
+	// statistics) stalls the process, every conversation at once, which
+	// alone puts up to one delta per conversation (1% of a 100-delta
+	// answer) behind: SnapshotMs is how long it took, and the last delay
+	// figure leaves out the deltas in flight meanwhile (written before it
+	// ended, read after it began). A service takes no such snapshot.
+	SnapshotMs        float64 `json:"snapshot_ms"`
+	DelayP99OutsideMs float64 `json:"delay_p99_outside_snapshot_ms"`
+	WallSeconds       float64 `json:"wall_s"`
+	LoadAvg           float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
+	PaceMs            float64 `json:"pace_ms"`
+	DeltasPerReply    int     `json:"deltas_per_reply"`
+	ApprovalDelayMs   float64 `json:"approval_delay_ms,omitempty"` // the bound of the random delay before each approval is answered
 }
 
 // snapshot is the process's memory at one moment, over a baseline.
@@ -255,6 +263,7 @@ func measure(o Options) (Report, error) {
 	// that the harness's own bookkeeping is not counted as the runs' heap.
 	gaps := make([]time.Duration, o.N*o.Deltas)
 	delays := make([]time.Duration, o.N*o.Deltas)
+	received := make([]int64, o.N*o.Deltas) // Unix ns, beside delays
 	delayCounts := make([]int, o.N)
 	counts := make([]int, o.N)
 	type pending struct{ session, id string }
@@ -297,6 +306,7 @@ func measure(o Options) (Report, error) {
 			mid := max(o.Deltas/2, 1)
 			my := gaps[i*o.Deltas : i*o.Deltas : (i+1)*o.Deltas]
 			myDelays := delays[i*o.Deltas : i*o.Deltas : (i+1)*o.Deltas]
+			myReceived := received[i*o.Deltas : i*o.Deltas : (i+1)*o.Deltas]
 			var last time.Time
 			n, in := 0, false
 			text := func(s string) {
@@ -304,6 +314,7 @@ func measure(o Options) (Report, error) {
 				stamps(s, func(sent int64) {
 					if len(myDelays) < cap(myDelays) {
 						myDelays = append(myDelays, time.Duration(now.UnixNano()-sent))
+						myReceived = append(myReceived, now.UnixNano())
 					}
 				})
 				if n == 0 {
@@ -410,10 +421,13 @@ func measure(o Options) (Report, error) {
 	}
 	allMid := make(chan struct{})
 	go func() { reached.Wait(); close(allMid) }()
+	var snapFrom, snapTo time.Time
 	select {
 	case <-allMid:
 		held := live.Load()
+		snapFrom = time.Now()
 		snap, err := takeSnapshot()
+		snapTo = time.Now()
 		if err != nil {
 			return fail(err)
 		}
@@ -453,6 +467,22 @@ func measure(o Options) (Report, error) {
 		r.ServerPerDeltaNs = float64(srv1.user+srv1.sys-srv0.user-srv0.sys) / float64(r.Deltas)
 	}
 	r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs = percentiles(all)
+	// The deltas in flight during the mid-stream snapshot are picked out
+	// before the delays are gathered (in place) and sorted.
+	var outside []time.Duration
+	for i, c := range delayCounts {
+		for j := i * o.Deltas; j < i*o.Deltas+c; j++ {
+			recv := received[j]
+			sent := recv - int64(delays[j])
+			if snapTo.IsZero() || sent > snapTo.UnixNano() || recv < snapFrom.UnixNano() {
+				outside = append(outside, delays[j])
+			}
+		}
+	}
+	_, r.DelayP99OutsideMs, _ = percentiles(outside)
+	if !snapTo.IsZero() {
+		r.SnapshotMs = float64(snapTo.Sub(snapFrom)) / 1e6
+	}
 	allDelays := delays[:0]
 	for i, c := range delayCounts {
 		allDelays = append(allDelays, delays[i*o.Deltas:i*o.Deltas+c]...)

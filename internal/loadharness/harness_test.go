@@ -105,6 +105,10 @@ func TestHarnessSmoke(t *testing.T) {
 				t.Errorf("%d deltas stamped of %d; delay p50 %.3f ms, p99 %.3f ms, max %.3f ms: want all, and 0 < p50 ≤ p99 ≤ max",
 					r.Stamped, n*deltas, r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs)
 			}
+			if r.SnapshotMs <= 0 || r.DelayP99OutsideMs <= 0 || r.DelayP99OutsideMs > r.DelayMaxMs {
+				t.Errorf("mid-stream snapshot %.3f ms, delay p99 outside it %.3f ms (max %.3f ms): want a snapshot, and a p99 within the delays",
+					r.SnapshotMs, r.DelayP99OutsideMs, r.DelayMaxMs)
+			}
 		})
 	}
 }
