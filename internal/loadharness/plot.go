@@ -63,6 +63,9 @@ func readPoints(r io.Reader) ([]point, error) {
 			if pace := num("pace_ms"); !math.IsNaN(pace) {
 				p.Series += fmt.Sprintf(", %g ms/delta", pace)
 			}
+			if d := num("approval_delay_ms"); !math.IsNaN(d) && d != 1000 {
+				p.Series += fmt.Sprintf(", approvals within %g s", d/1000) // 1 s is the default
+			}
 			if s, _ := raw["setup"].(string); s != "" {
 				p.Series += ", " + s
 			}
