@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -187,7 +189,14 @@ type Report struct {
 	// answer) behind: SnapshotMs is how long it took, and the last delay
 	// figure leaves out the deltas in flight meanwhile (written before it
 	// ended, read after it began). A service takes no such snapshot.
-	SnapshotMs        float64 `json:"snapshot_ms"`
+	SnapshotMs float64 `json:"snapshot_ms"`
+	// The Go scheduler's latency over the measurement (runtime/metrics
+	// /sched/latencies: how long goroutines waited runnable before they
+	// ran) and the longest stop-the-world pause of the GC, as the
+	// runtime's histograms bucket them.
+	SchedP99Ms        float64 `json:"sched_latency_p99_ms"`
+	SchedMaxMs        float64 `json:"sched_latency_max_ms"`
+	GCPauseMaxMs      float64 `json:"gc_pause_max_ms"`
 	DelayP99OutsideMs float64 `json:"delay_p99_outside_snapshot_ms"`
 	WallSeconds       float64 `json:"wall_s"`
 	LoadAvg           float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
@@ -273,6 +282,7 @@ func measure(o Options) (Report, error) {
 		return Report{}, err
 	}
 	cpu0 := cpuTime()
+	rt0 := readRuntimeHists()
 	load := loadAvg()
 	srv0, _ := procCPU(o.ServerPID)
 
@@ -450,6 +460,10 @@ func measure(o Options) (Report, error) {
 	<-allMid
 	r.WallSeconds = time.Since(start).Seconds()
 	cpu1 := cpuTime()
+	rt1 := readRuntimeHists()
+	r.SchedP99Ms = histQuantile(rt0.sched, rt1.sched, 0.99) * 1000
+	r.SchedMaxMs = histQuantile(rt0.sched, rt1.sched, 1) * 1000
+	r.GCPauseMaxMs = histQuantile(rt0.pauses, rt1.pauses, 1) * 1000
 	srv1, _ := procCPU(o.ServerPID)
 	r.MaxHeld = int(maxLive.Load())
 	r.Completed, r.Errors = completed, len(errs)
@@ -603,4 +617,49 @@ func percentiles(gaps []time.Duration) (p50, p99, most float64) {
 	slices.Sort(gaps)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	return ms(gaps[len(gaps)/2]), ms(gaps[min(len(gaps)-1, len(gaps)*99/100)]), ms(gaps[len(gaps)-1])
+}
+
+// runtimeHists are the runtime's histograms the report reads.
+type runtimeHists struct{ sched, pauses *metrics.Float64Histogram }
+
+func readRuntimeHists() runtimeHists {
+	samples := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(samples)
+	var h runtimeHists
+	if samples[0].Value.Kind() == metrics.KindFloat64Histogram {
+		h.sched = samples[0].Value.Float64Histogram()
+	}
+	if samples[1].Value.Kind() == metrics.KindFloat64Histogram {
+		h.pauses = samples[1].Value.Float64Histogram()
+	}
+	return h
+}
+
+// histQuantile returns the q quantile (0 < q ≤ 1) of what the histogram
+// after counted since before, as the upper bound of its bucket (the lower
+// one for the last bucket, whose upper bound is infinite), or 0 when it
+// counted nothing.
+func histQuantile(before, after *metrics.Float64Histogram, q float64) float64 {
+	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
+		return 0
+	}
+	var total uint64
+	for i := range after.Counts {
+		total += after.Counts[i] - before.Counts[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	want := uint64(math.Ceil(q * float64(total)))
+	var seen uint64
+	for i := range after.Counts {
+		seen += after.Counts[i] - before.Counts[i]
+		if seen >= want {
+			if hi := after.Buckets[i+1]; !math.IsInf(hi, 1) {
+				return hi
+			}
+			return after.Buckets[i]
+		}
+	}
+	return 0
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +230,27 @@ func TestStamps(t *testing.T) {
 		if len(got) != want {
 			t.Errorf("stamps(%q) = %v, want %d stamps", in, got, want)
 		}
+	}
+}
+
+// TestHistQuantile checks the quantiles read from the difference of two
+// runtime histograms.
+func TestHistQuantile(t *testing.T) {
+	buckets := []float64{0, 1, 2, 4, math.Inf(1)}
+	before := &metrics.Float64Histogram{Counts: []uint64{5, 0, 0, 0}, Buckets: buckets}
+	after := &metrics.Float64Histogram{Counts: []uint64{5 + 90, 9, 0, 1}, Buckets: buckets}
+	for _, tc := range []struct{ q, want float64 }{{0.5, 1}, {0.9, 1}, {0.99, 2}, {1, 4}} {
+		if got := histQuantile(before, after, tc.q); got != tc.want {
+			t.Errorf("q %v: %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := histQuantile(after, after, 0.99); got != 0 {
+		t.Errorf("nothing counted: %v, want 0", got)
+	}
+	if got := histQuantile(nil, after, 0.99); got != 0 {
+		t.Errorf("no histogram: %v, want 0", got)
+	}
+	if rt := readRuntimeHists(); rt.sched == nil || rt.pauses == nil {
+		t.Errorf("runtime histograms %+v: want both", rt)
 	}
 }
