@@ -129,7 +129,7 @@ func BenchmarkPublish(b *testing.B) {
 		for b.Loop() {
 			srv.publish(ss, event{data: data})
 			<-sub.ready
-			spare = sub.take(spare)
+			spare = reuse(sub.take(spare))
 		}
 		srv.mu.Lock()
 		delete(ss.subs, sub)

@@ -68,20 +68,27 @@ func (sub *subscriber) push(ev *event) bool {
 	return true
 }
 
-// take returns the queued events and leaves spare, emptied, as the queue:
-// the writer passes back the slice it took last time, so a stream that
-// gets one event at a time allocates nothing. A large spare is dropped, so
-// a burst's buffer does not stay with an idle stream.
+// take returns the queued events and leaves spare as the queue: the
+// writer passes back the slice it emptied after its last take (see
+// reuse), so a stream that gets one event at a time allocates nothing.
 func (sub *subscriber) take(spare []*event) []*event {
-	clear(spare)
-	if cap(spare) > 64 {
-		spare = nil
-	}
 	sub.mu.Lock()
 	q := sub.queue
-	sub.queue = spare[:0]
+	sub.queue = spare
 	sub.mu.Unlock()
 	return q
+}
+
+// reuse empties q, written, for the next take: it lets go of the events
+// at once (an idle stream holds none), and of the slice itself when a
+// burst made it large, so a burst's buffer does not stay with an idle
+// stream.
+func reuse(q []*event) []*event {
+	if cap(q) > 64 {
+		return nil
+	}
+	clear(q)
+	return q[:0]
 }
 
 // publish numbers ev in the session's turn log and sends it to the
@@ -313,6 +320,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 					break
 				}
 			}
+			queued = reuse(queued)
 			if !ok {
 				rc.Flush() //nolint:errcheck // ending anyway
 				return
