@@ -105,6 +105,9 @@ func (s *server) Close() error {
 	return s.cmd.Wait()
 }
 
+// clients are the values of Options.Client (besides "", the agent).
+var clients = []string{"agent", "openai", "openai-acc"}
+
 // Options is one measurement: N conversations against the server at URL,
 // whose replies have Deltas deltas Pace apart.
 type Options struct {
@@ -222,7 +225,7 @@ func takeSnapshot() (snapshot, error) {
 // measure runs o.N conversations at once, each to its end, and reports.
 func measure(o Options) (Report, error) {
 	if o.N < 1 || o.Deltas < 1 || o.Pace < 0 || o.Timeout <= 0 || o.ApprovalDelay < 0 ||
-		!slices.Contains([]string{"", "agent", "openai", "openai-acc"}, o.Client) || strings.HasPrefix(o.Client, "openai") && o.Tool {
+		o.Client != "" && !slices.Contains(clients, o.Client) || strings.HasPrefix(o.Client, "openai") && o.Tool {
 		return Report{}, fmt.Errorf("loadharness: bad options %+v", o)
 	}
 	ramp := o.Ramp

@@ -82,7 +82,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find this binary to start the server: %w", err)
 	}
-	if !slices.Contains([]string{"agent", "openai", "openai-acc"}, *client) {
+	if !slices.Contains(clients, *client) {
 		return fmt.Errorf("-client: %q is not agent, openai or openai-acc", *client)
 	}
 	if strings.HasPrefix(*client, "openai") {
@@ -109,7 +109,6 @@ func run(args []string, out io.Writer) error {
 		defer f.Close()
 		heapOut = f
 		runtime.MemProfileRate = 64 // fine grained: a paused run holds a few KB
-
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -149,7 +148,7 @@ func run(args []string, out io.Writer) error {
 // lines (-json output) in the files.
 func plotMain(args []string) error {
 	fs := flag.NewFlagSet("loadharness plot", flag.ContinueOnError)
-	dir := fs.String("o", ".", "`folder` to write rss.png and p99.png into")
+	dir := fs.String("o", ".", "`folder` to write rss.png, p99.png and delay.png into")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ type chatRequest struct {
 	} `json:"messages"`
 }
 
-// Frames of a reply; every delta is the same piece of text.
+// Frames of a reply; appendDelta makes those of the answer's deltas.
 const (
 	framePlan  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"role":"assistant","content":"Sure.<no_tool>"},"finish_reason":null}]}` + "\n\n"
 	frameNeed  = `data: {"id":"load","object":"chat.completion.chunk","created":1,"model":"load","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me check.<need_tool>"},"finish_reason":null}]}` + "\n\n"
@@ -208,9 +208,10 @@ func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 512)
 	fl := http.NewResponseController(w)
+	flush := func() bool { return bw.Flush() == nil && fl.Flush() == nil }
 	send := func(frame string) bool {
 		bw.WriteString(frame)
-		return bw.Flush() == nil && fl.Flush() == nil
+		return flush()
 	}
 	switch {
 	case !planned && s.tool == "":
@@ -237,7 +238,7 @@ func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		frame = appendDelta(frame[:0], time.Now())
 		bw.Write(frame)
-		if bw.Flush() != nil || fl.Flush() != nil {
+		if !flush() {
 			return
 		}
 	}
