@@ -11,6 +11,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/planround/planround/internal/names"
 )
 
 // ModelSettings are the sampling and output settings of model requests.
@@ -198,7 +200,7 @@ func (s ModelSettings) check(field string) error {
 			return bad("ResponseFormat: %v", rf.err)
 		case rf.Schema == nil && rf.Name != "":
 			return bad("ResponseFormat %q has no Schema", rf.Name)
-		case rf.Schema != nil && !validFormatName(rf.Name):
+		case rf.Schema != nil && !names.Valid(rf.Name, 64):
 			return bad("ResponseFormat.Name %q: want 1 to 64 letters, digits, '_' or '-'", rf.Name)
 		}
 		if _, err := json.Marshal(rf.Schema); err != nil {
@@ -214,19 +216,6 @@ func (s ModelSettings) check(field string) error {
 		}
 	}
 	return nil
-}
-
-// validFormatName reports whether name can name a response format.
-func validFormatName(name string) bool {
-	if name == "" || len(name) > 64 {
-		return false
-	}
-	for _, c := range name {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // apply sets s on params. With tools false (a request without tools),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/names"
 	"github.com/planround/planround/memory"
 )
 
@@ -210,7 +211,7 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 // creates its approval in the Store; it removes the entry when the Store
 // fails.
 func (m *Manager) create(ctx context.Context, req agent.ApprovalRequest, id string) (*entry, error) {
-	if !usableID(id) {
+	if !names.Valid(id, maxIDLen) {
 		id = ""
 	}
 	e := m.registerAs(req, id)
@@ -226,22 +227,6 @@ func (m *Manager) create(ctx context.Context, req agent.ApprovalRequest, id stri
 // maxIDLen is the longest approval id a Manager takes from a request; a
 // longer one gets a new id.
 const maxIDLen = 128
-
-// usableID reports whether id, proposed by a request, may name a new
-// approval: not empty, at most maxIDLen bytes of letters, digits, '-' and
-// '_' (what fits a URL, a note and a log line as it is).
-func usableID(id string) bool {
-	if id == "" || len(id) > maxIDLen {
-		return false
-	}
-	for i := range len(id) {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
 
 // errUnknownApproval is what resume returns for an id the Store does not
 // have.
