@@ -372,18 +372,8 @@ func TestMainPrintsTheTokenAddress(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	t.Setenv("WEBCHAT_TOKEN", "a-token-of-24-characters")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	var stdout, stderr strings.Builder
-	status := make(chan int, 1)
-	go func() { status <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &stdout, &stderr, ready) }()
-	var u string
-	select {
-	case u = <-ready:
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not start")
-	}
+	p := startProgram(t)
+	u := p.URL
 	assert.True(t, strings.HasSuffix(u, "/?token=a-token-of-24-characters"), u)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -392,13 +382,7 @@ func TestMainPrintsTheTokenAddress(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, st)
 	st, _ = getAs(t, client, u) // follows the redirect, without a jar
 	assert.Equal(t, http.StatusUnauthorized, st, "the cookie is the credential after the redirect")
-	cancel()
-	select {
-	case s := <-status:
-		assert.Equal(t, 0, s, "stderr: %s", stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not shut down")
-	}
+	assert.Equal(t, 0, p.stop(t), "stderr: %s", p.stderr.String())
 }
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }

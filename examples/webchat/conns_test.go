@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
@@ -36,23 +35,8 @@ func TestMainKeepsModelConnections(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("OPENAI_MODEL", "m")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	var stdout, stderr strings.Builder
-	status := make(chan int, 1)
-	go func() {
-		status <- run(ctx, []string{"-addr", "127.0.0.1:0", "-max-runs", "8"}, &stdout, &stderr, ready)
-	}()
-	var base string
-	select {
-	case base = <-ready:
-		base = strings.TrimSuffix(base, "/")
-	case code := <-status:
-		t.Fatalf("run ended with %d: %s", code, stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not start")
-	}
+	p := startProgram(t, "-max-runs", "8")
+	base := strings.TrimSuffix(p.URL, "/")
 	// A browser each: a browser may run only a few turns at once.
 	ids := make([]string, sessions)
 	clients := make([]*http.Client, sessions)
@@ -87,11 +71,5 @@ func TestMainKeepsModelConnections(t *testing.T) {
 	require.GreaterOrEqual(t, requests, 2*sessions*waves, "two rounds per turn")
 	assert.LessOrEqual(t, model.Conns(), 8, "connections to the model for %d requests in %d waves of %d runs", requests, waves, sessions)
 
-	cancel()
-	select {
-	case code := <-status:
-		assert.Equal(t, 0, code, "stderr: %s", stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not shut down")
-	}
+	assert.Equal(t, 0, p.stop(t), "stderr: %s", p.stderr.String())
 }

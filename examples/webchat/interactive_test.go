@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -431,36 +430,16 @@ func TestMainLoadsSkillsAndHooks(t *testing.T) {
 	assert.Equal(t, 1, run(t.Context(), []string{"-addr", "127.0.0.1:0", "-skills", filepath.Join(dir, "none")}, &stdout, &stderr, nil))
 	assert.Contains(t, stderr.String(), "-skills ")
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	ready := make(chan string, 1)
-	status := make(chan int, 1)
-	stderr.Reset()
-	go func() {
-		status <- run(ctx, []string{"-addr", "127.0.0.1:0", "-skills", skillsDir, "-hooks", hooksDir}, &stdout, &stderr, ready)
-	}()
-	var base string
-	select {
-	case base = <-ready:
-	case code := <-status:
-		t.Fatalf("run ended with %d: %s", code, stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not start")
-	}
+	p := startProgram(t, "-skills", skillsDir, "-hooks", hooksDir)
+	base := p.URL
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	code, body := getAs(t, client, base+"api/skills")
 	assert.Equal(t, http.StatusOK, code)
 	assert.JSONEq(t, `[{"name":"poet","description":"Rhymes."}]`, body)
-	cancel()
-	select {
-	case s := <-status:
-		assert.Equal(t, 0, s, "stderr: %s", stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not shut down")
-	}
-	assert.Contains(t, stderr.String(), "1 skills from "+skillsDir+" (1 skipped)")
-	assert.Contains(t, stderr.String(), "broken", "the skipped skill is logged")
+	assert.Equal(t, 0, p.stop(t), "stderr: %s", p.stderr.String())
+	assert.Contains(t, p.stderr.String(), "1 skills from "+skillsDir+" (1 skipped)")
+	assert.Contains(t, p.stderr.String(), "broken", "the skipped skill is logged")
 }
 
 // researchModel is a scripted model for a host that has the researcher

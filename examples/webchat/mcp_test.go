@@ -246,21 +246,8 @@ func TestMainEndsMCPServers(t *testing.T) {
 	t.Setenv("OPENAI_MODEL", "m")
 	file := mcpFile(t, map[string]any{"mcptest": map[string]any{"command": stdioServer(t), "skipApproval": true}})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	var stdout, stderr strings.Builder
-	status := make(chan int, 1)
-	go func() { status <- run(ctx, []string{"-addr", "127.0.0.1:0", "-mcp", file}, &stdout, &stderr, ready) }()
-	var base string
-	select {
-	case base = <-ready:
-		base = strings.TrimSuffix(base, "/")
-	case code := <-status:
-		t.Fatalf("run ended with %d: %s", code, stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not start")
-	}
+	p := startProgram(t, "-mcp", file)
+	base := strings.TrimSuffix(p.URL, "/")
 
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -305,16 +292,11 @@ func TestMainEndsMCPServers(t *testing.T) {
 	})
 	require.True(t, alive(server) && alive(child), "the server and its child run")
 
-	cancel() // SIGINT or SIGTERM
+	p.cancel() // SIGINT or SIGTERM
 	done := ev.until(t, func(e sseEvent) bool { return e.name == "run_done" })
 	assert.Contains(t, done[len(done)-1].data, `"status":"interrupted"`)
-	select {
-	case code := <-status:
-		assert.Equal(t, 0, code)
-	case <-time.After(waitLimit):
-		t.Fatal("run did not return")
-	}
+	assert.Equal(t, 0, p.wait(t))
 	gone(t, server, "the MCP server")
 	gone(t, child, "the MCP server's child")
-	assert.Contains(t, stderr.String(), `msg="server connected" mcp_server=mcptest`, "the MCP client logs on stderr")
+	assert.Contains(t, p.stderr.String(), `msg="server connected" mcp_server=mcptest`, "the MCP client logs on stderr")
 }

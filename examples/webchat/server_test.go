@@ -657,20 +657,9 @@ func TestMainServesAndShutsDown(t *testing.T) {
 	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"} {
 		t.Setenv(k, "")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	var stdout, stderr strings.Builder
-	status := make(chan int, 1)
 	db := filepath.Join(t.TempDir(), "chat.db")
-	go func() { status <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", db}, &stdout, &stderr, ready) }()
-
-	var url string
-	select {
-	case url = <-ready:
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not start")
-	}
+	p := startProgram(t, "-db", db)
+	url := p.URL
 	assert.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), url)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -679,15 +668,9 @@ func TestMainServesAndShutsDown(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 
-	cancel()
-	select {
-	case s := <-status:
-		assert.Equal(t, 0, s, "stderr: %s", stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not shut down")
-	}
-	assert.Contains(t, stdout.String(), "listening on "+url)
-	assert.Contains(t, stderr.String(), "built-in demo model")
+	assert.Equal(t, 0, p.stop(t), "stderr: %s", p.stderr.String())
+	assert.Contains(t, p.stdout.String(), "listening on "+url)
+	assert.Contains(t, p.stderr.String(), "built-in demo model")
 	_, err = os.Stat(db)
 	assert.NoError(t, err, "-db opened the SQLite file")
 }
@@ -715,20 +698,8 @@ func TestMaxStreamsFlag(t *testing.T) {
 	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "WEBCHAT_TOKEN"} {
 		t.Setenv(k, "")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	var stdout, stderr strings.Builder
-	status := make(chan int, 1)
-	go func() {
-		status <- run(ctx, []string{"-addr", "127.0.0.1:0", "-max-streams", "1", "-max-runs", "64"}, &stdout, &stderr, ready)
-	}()
-	var u string
-	select {
-	case u = <-ready:
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not start")
-	}
+	p := startProgram(t, "-max-streams", "1", "-max-runs", "64")
+	u := p.URL
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{}, Jar: jar}
@@ -747,15 +718,10 @@ func TestMaxStreamsFlag(t *testing.T) {
 	second := open()
 	second.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, second.StatusCode, "a second stream beyond -max-streams 1")
-	cancel() // the server ends the first stream
+	p.cancel() // the server ends the first stream
 	io.Copy(io.Discard, first.Body)
 	first.Body.Close()
-	select {
-	case s := <-status:
-		assert.Equal(t, 0, s, "stderr: %s", stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatal("the server did not shut down")
-	}
+	assert.Equal(t, 0, p.wait(t), "stderr: %s", p.stderr.String())
 }
 
 func TestCrossSiteRequestsAreRefused(t *testing.T) {
@@ -797,4 +763,56 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 		assert.NoError(t, err, "%s: the answer is JSON", tc.name)
 	}
 	assert.False(t, h.srv.busy(s1))
+}
+
+// program is the command (run) a test started on 127.0.0.1 with a free
+// port.
+type program struct {
+	URL            string // the address it printed
+	cancel         context.CancelFunc
+	status         chan int
+	stdout, stderr strings.Builder // read them once it has ended
+}
+
+// startProgram runs the command with args after "-addr 127.0.0.1:0" and
+// returns once it listens; it fails t when the command ends first or does
+// not listen within waitLimit. The program is cancelled when t ends.
+func startProgram(t *testing.T, args ...string) *program {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p := &program{cancel: cancel, status: make(chan int, 1)}
+	ready := make(chan string, 1)
+	go func() {
+		p.status <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), &p.stdout, &p.stderr, ready)
+	}()
+	select {
+	case p.URL = <-ready:
+	case code := <-p.status:
+		t.Fatalf("run ended with %d: %s", code, p.stderr.String())
+	case <-time.After(waitLimit):
+		t.Fatal("the server did not start")
+	}
+	return p
+}
+
+// stop ends the program as SIGINT or SIGTERM would and returns its exit
+// status.
+func (p *program) stop(t *testing.T) int {
+	t.Helper()
+	p.cancel()
+	return p.wait(t)
+}
+
+// wait returns the program's exit status once it has ended; it fails t
+// when that takes longer than waitLimit.
+func (p *program) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-p.status:
+		return code
+	case <-time.After(waitLimit):
+		t.Fatal("the server did not shut down")
+		return -1
+	}
 }
