@@ -136,7 +136,7 @@ func points(t *testing.T, data metricdata.Aggregation) []string {
 	render := func(set attribute.Set) string {
 		var kvs []string
 		for _, kv := range set.ToSlice() {
-			kvs = append(kvs, string(kv.Key)+"="+kv.Value.Emit())
+			kvs = append(kvs, string(kv.Key)+"="+kv.Value.String())
 		}
 		return strings.Join(kvs, ",")
 	}

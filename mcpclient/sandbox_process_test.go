@@ -29,13 +29,12 @@ import (
 // its own, standing in for a stdio server. Its close kills the group and
 // waits for the child, as the real stdio instance does.
 type procStarter struct {
-	t        testing.TB
-	path     string
-	onStart  func(pid int) // when set, called right after each process starts
-	live     atomic.Int32  // processes started and not yet waited for
-	mu       sync.Mutex
-	started  []*procInstance
-	startErr error
+	t       testing.TB
+	path    string
+	onStart func(pid int) // when set, called right after each process starts
+	live    atomic.Int32  // processes started and not yet waited for
+	mu      sync.Mutex
+	started []*procInstance
 }
 
 type procInstance struct {

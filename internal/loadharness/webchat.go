@@ -288,7 +288,7 @@ func measureWeb(o WebOptions) (WebReport, error) {
 			if i >= o.Active {
 				rd := b.rd
 				idle.Go(func() {
-					if err := drain(rd); err != nil && ctx.Err() == nil {
+					if err := drain(rd); ctx.Err() == nil { // drain ends only with an error
 						dropped.Add(1)
 						fail(fmt.Errorf("an idle event stream ended: %w", err))
 					}
