@@ -160,6 +160,12 @@ func (r *run) resume() {
 				r.round = max(r.round, rec.Round)
 			}
 		}
+		if !cs.open.Executing && cs.open.ApprovalID == "" {
+			// Its run stopped after it stored the call and before it
+			// asked about it: the call is asked about now.
+			r.a.logger.LogAttrs(r.ctx, slog.LevelInfo, "resuming a call that its stopped run had not asked about or started",
+				slog.String("session", id), slog.String("tool", tc.Name), slog.String("call", tc.ID))
+		}
 		if args, err := parseArgs(string(tc.Arguments)); err == nil {
 			cs.args, cs.chunk.Arguments = args, args
 		} else {
@@ -386,19 +392,25 @@ func (r *run) suspend() bool {
 }
 
 // openCalls saves the turn so far (the round's assistant message last) and
-// an open-call record for each call, before anything of the round is asked
-// or run.
+// an open-call record for each call, in one transaction (CallLog.AppendCalls),
+// before anything of the round is asked or run: a process that stops at
+// any point leaves either neither or both, so a sweeper finds every stored
+// call that nobody answered.
 func (r *run) openCalls(calls []*callState) error {
-	stored, err := r.save()
-	if err != nil {
-		return err
+	id := r.t.in.SessionID
+	recs := make([]memory.OpenCall, len(calls))
+	for i, cs := range calls {
+		recs[i] = memory.OpenCall{CallID: cs.call.ID, Round: r.round}
 	}
+	stored, err := r.log.AppendCalls(context.WithoutCancel(r.ctx), id, recs, r.t.msgs[r.saved:]...)
+	if err != nil {
+		return fmt.Errorf("agent: saving the calls of session %q: %w", id, err)
+	}
+	r.saved = len(r.t.msgs)
 	asst := stored[len(stored)-1]
-	for _, cs := range calls {
-		cs.open = &memory.OpenCall{MessageID: asst.ID, CallID: cs.call.ID, Round: r.round}
-		if err := r.log.SaveCall(r.ctx, r.t.in.SessionID, *cs.open); err != nil {
-			return fmt.Errorf("agent: saving the calls of session %q: %w", r.t.in.SessionID, err)
-		}
+	for i, cs := range calls {
+		recs[i].MessageID = asst.ID
+		cs.open = &recs[i]
 	}
 	return nil
 }

@@ -20,7 +20,8 @@ import (
 
 // OpenCall is the durable state of a tool call whose tool message is not in
 // the history yet: a call waiting for its approval, or running. The
-// assistant message that asks for the call is stored before the record is.
+// assistant message that asks for the call is stored with the record
+// ([CallLog.AppendCalls]) or before it.
 type OpenCall struct {
 	// MessageID is the id of the stored assistant message that holds the
 	// call, and CallID the call's id in it ([ToolCall.ID]); together they
@@ -47,6 +48,16 @@ type OpenCall struct {
 // appended tool message answers (the session's records with that
 // [Message.ToolCallID]); DeleteSession removes a session's records.
 type CallLog interface {
+	// AppendCalls appends msgs as [Store.Append] does and, in the same
+	// transaction, saves a record for each of calls, whose MessageID it
+	// sets to the new id of the last of msgs: all of it or none. So a
+	// stored call is never without its record, wherever the process that
+	// stores it stops, and a sweeper that lists [CallLog.OpenSessions]
+	// finds every turn left with open calls. The last of msgs must be an
+	// assistant message and each record name one of its [Message.ToolCalls]
+	// once (see [ValidateAppendCalls]); the records' MessageID passed in
+	// is ignored.
+	AppendCalls(ctx context.Context, sessionID string, calls []OpenCall, msgs ...Message) ([]Message, error)
 	// SaveCall inserts the record of (c.MessageID, c.CallID) in the
 	// session, or replaces it. The session must exist ([ErrNotFound]).
 	SaveCall(ctx context.Context, sessionID string, c OpenCall) error

@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -31,6 +32,29 @@ func (st *MemStore) SaveCall(ctx context.Context, sessionID string, c OpenCall) 
 	}
 	ms.calls = append(ms.calls, c)
 	return nil
+}
+
+// AppendCalls implements [CallLog.AppendCalls].
+func (st *MemStore) AppendCalls(ctx context.Context, sessionID string, calls []OpenCall, msgs ...Message) ([]Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateAppendCalls(calls, msgs); err != nil {
+		return nil, fmt.Errorf("memory: append calls to %q: %w", sessionID, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out, err := st.appendLocked(sessionID, msgs)
+	if err != nil {
+		return nil, err
+	}
+	ms := st.sessions[sessionID]
+	t := now()
+	for _, c := range calls {
+		c.MessageID, c.UpdatedAt = out[len(out)-1].ID, t
+		ms.calls = append(ms.calls, c)
+	}
+	return out, nil
 }
 
 // OpenCalls implements [CallLog.OpenCalls].
@@ -212,6 +236,31 @@ func ValidateApproval(a Approval) error {
 		return fmt.Errorf("memory: approval %q without its call id or tool", a.ID)
 	case a.Decided:
 		return fmt.Errorf("memory: approval %q is created decided", a.ID)
+	}
+	return nil
+}
+
+// ValidateAppendCalls reports whether calls and msgs may be passed to
+// [CallLog.AppendCalls]: msgs are valid ([ValidateMessages]), the last of
+// them is an assistant message, and each of calls names one of its tool
+// calls, none twice. Store implementations call it first.
+func ValidateAppendCalls(calls []OpenCall, msgs []Message) error {
+	if err := ValidateMessages(msgs); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return errors.New("no messages: the calls' assistant message comes last")
+	}
+	last := msgs[len(msgs)-1]
+	if last.Role != RoleAssistant {
+		return fmt.Errorf("the last message is a %s message, want the calls' assistant message", last.Role)
+	}
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		if c.CallID == "" || seen[c.CallID] || !slices.ContainsFunc(last.ToolCalls, func(tc ToolCall) bool { return tc.ID == c.CallID }) {
+			return fmt.Errorf("open call %q: want each of the last message's tool call ids once", c.CallID)
+		}
+		seen[c.CallID] = true
 	}
 	return nil
 }

@@ -159,13 +159,18 @@ func (st *MemStore) Append(ctx context.Context, sessionID string, msgs ...Messag
 	if err := ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("memory: append to %q: %w", sessionID, err)
 	}
-	out := CloneMessages(msgs)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	return st.appendLocked(sessionID, msgs)
+}
+
+// appendLocked appends valid msgs to the session, with st.mu held.
+func (st *MemStore) appendLocked(sessionID string, msgs []Message) ([]Message, error) {
 	ms, err := st.session("append to", sessionID)
 	if err != nil {
 		return nil, err
 	}
+	out := CloneMessages(msgs)
 	t := now()
 	for i := range out {
 		st.lastMsgID++

@@ -215,3 +215,48 @@ func TestKillBetweenApprovalAndRecord(t *testing.T) {
 	require.NoError(t, b.get(ctx, "/approvals?session=s1", &pending))
 	assert.Empty(t, pending, "approvals left pending after the turn")
 }
+
+// TestKillAfterStoringCalls kills A right after its store stored the
+// assistant message of a tool round, before the call was asked about: the
+// window where a turn was once left with a stored call, no record of it and
+// no approval, which no sweeper found. The replica that goes on must ask
+// about the call (its sweeper resumes the turn), and its decision must run
+// the tool once and end the turn.
+func TestKillAfterStoringCalls(t *testing.T) {
+	for name, setup := range crashSetups(t) {
+		t.Run(name, func(t *testing.T) {
+			checkLeaks(t)
+			s := setup(t)
+			ctx := testContext(t, 60*time.Second)
+			a := startReplica(t, "A", s.args("A", "-crash-at", "store-calls")...)
+			turn := a.turn(ctx, t, "s1", "k1")
+			if e, err := turn.find(ctx, isState(agent.StateApprovalRequired)); err == nil {
+				t.Fatalf("A showed %s before it died", e)
+			}
+			select {
+			case <-a.exited:
+			case <-ctx.Done():
+				t.Fatal("A did not die after it stored the calls")
+			}
+			// What A left: the call stored and recorded, nothing asked.
+			var pending []memory.Approval
+			b := s.afterKill(t, a)
+			ev := b.events(ctx, t, "s1")
+			for len(pending) == 0 && ctx.Err() == nil {
+				require.NoError(t, b.get(ctx, "/approvals?session=s1", &pending))
+				if len(pending) == 0 {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			require.Len(t, pending, 1, "the pending approvals of the session: the sweeper must ask about the call A stored")
+			b.mustApprove(ctx, t, "s1", pending[0].ID, true)
+			ev.waitFor(ctx, t, "the result", isState(agent.StateResult))
+			ev.waitFor(ctx, t, "the end of the resumed run", isEnd("resume"))
+			assert.Len(t, executions(t, s.effects, "k1"), 1, "executions of k1")
+			checkHistory(t, b.history(ctx, t, "s1"))
+			var calls []memory.OpenCall
+			require.NoError(t, b.get(ctx, "/calls?session=s1", &calls))
+			assert.Empty(t, calls, "open calls left after the turn")
+		})
+	}
+}

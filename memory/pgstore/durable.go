@@ -19,15 +19,7 @@ func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCa
 	if err := memory.ValidateOpenCall(c); err != nil {
 		return fmt.Errorf("pgstore: save call of %q: %w", sessionID, err)
 	}
-	// The row comes from the session's: no session, no row. seq is taken
-	// on insert and kept on replace: the first-saved order.
-	tag, err := st.pool.Exec(ctx, `INSERT INTO `+st.openCalls+`
-			(session_id, message_id, call_id, round, approval_id, executing, partial, updated_at)
-		SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM `+st.sessions+` WHERE id = $1
-		ON CONFLICT (session_id, message_id, call_id) DO UPDATE SET
-			round = excluded.round, approval_id = excluded.approval_id, executing = excluded.executing,
-			partial = excluded.partial, updated_at = excluded.updated_at`,
-		sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, []byte(c.Partial), storecol.Now().UnixNano())
+	tag, err := st.pool.Exec(ctx, st.saveCallSQL(), st.saveCallArgs(sessionID, c)...)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation: deleted meanwhile
 		return errMissing("save call of", sessionID)
@@ -39,6 +31,36 @@ func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCa
 		return errMissing("save call of", sessionID)
 	}
 	return nil
+}
+
+// AppendCalls implements [memory.CallLog.AppendCalls].
+func (st *Store) AppendCalls(ctx context.Context, sessionID string, calls []memory.OpenCall, msgs ...memory.Message) ([]memory.Message, error) {
+	if err := memory.ValidateAppendCalls(calls, msgs); err != nil {
+		return nil, fmt.Errorf("pgstore: append calls to %q: %w", sessionID, err)
+	}
+	return st.append(ctx, sessionID, msgs, calls)
+}
+
+// saveCallSQL inserts or replaces an open-call record. The row comes from
+// the session's: no session, no row. seq is taken on insert and kept on
+// replace: the first-saved order.
+func (st *Store) saveCallSQL() string {
+	return `INSERT INTO ` + st.openCalls + `
+			(session_id, message_id, call_id, round, approval_id, executing, partial, updated_at)
+		SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM ` + st.sessions + ` WHERE id = $1
+		ON CONFLICT (session_id, message_id, call_id) DO UPDATE SET
+			round = excluded.round, approval_id = excluded.approval_id, executing = excluded.executing,
+			partial = excluded.partial, updated_at = excluded.updated_at`
+}
+
+// saveCallArgs are the arguments of saveCallSQL.
+func (st *Store) saveCallArgs(sessionID string, c memory.OpenCall) []any {
+	return []any{sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, []byte(c.Partial), storecol.Now().UnixNano()}
+}
+
+// queueSaveCall queues the save of c in b.
+func (st *Store) queueSaveCall(b *pgx.Batch, sessionID string, c memory.OpenCall) {
+	b.Queue(st.saveCallSQL(), st.saveCallArgs(sessionID, c)...)
 }
 
 // OpenCalls implements [memory.CallLog.OpenCalls].

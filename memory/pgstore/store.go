@@ -372,6 +372,12 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("pgstore: append to %q: %w", sessionID, err)
 	}
+	return st.append(ctx, sessionID, msgs, nil)
+}
+
+// append appends valid msgs to the session and, in the same transaction,
+// saves calls (records of the last message's calls) when not empty.
+func (st *Store) append(ctx context.Context, sessionID string, msgs []memory.Message, open []memory.OpenCall) ([]memory.Message, error) {
 	out := memory.CloneMessages(msgs)
 	t := storecol.Now()
 	// Encoded before the transaction starts.
@@ -427,6 +433,15 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 		}
 		if len(answered) > 0 {
 			b.Queue("DELETE FROM "+st.openCalls+" WHERE session_id = $1 AND call_id = ANY($2)", sessionID, answered)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil || len(open) == 0 {
+			return err
+		}
+		// The records need the assistant message's id: a second batch.
+		b = &pgx.Batch{}
+		for _, c := range open {
+			c.MessageID = out[len(out)-1].ID
+			st.queueSaveCall(b, sessionID, c)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})

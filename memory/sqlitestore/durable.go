@@ -11,6 +11,22 @@ import (
 	"github.com/planround/planround/memory/internal/storecol"
 )
 
+// AppendCalls implements [memory.CallLog.AppendCalls].
+func (st *Store) AppendCalls(ctx context.Context, sessionID string, calls []memory.OpenCall, msgs ...memory.Message) ([]memory.Message, error) {
+	if err := memory.ValidateAppendCalls(calls, msgs); err != nil {
+		return nil, fmt.Errorf("sqlitestore: append calls to %q: %w", sessionID, err)
+	}
+	return st.append(ctx, sessionID, msgs, func(tx *sql.Tx, out []memory.Message) error {
+		for _, c := range calls {
+			c.MessageID = out[len(out)-1].ID
+			if err := saveCall(ctx, tx, sessionID, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // SaveCall implements [memory.CallLog.SaveCall].
 func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCall) error {
 	if err := memory.ValidateOpenCall(c); err != nil {
@@ -20,20 +36,25 @@ func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCa
 		if err := exists(ctx, tx, "save call of", sessionID); err != nil {
 			return err
 		}
-		// seq is taken on insert and kept on replace: the first-saved order.
-		_, err := tx.ExecContext(ctx, `INSERT INTO open_calls
-			(session_id, message_id, call_id, seq, round, approval_id, executing, partial, updated_at)
-			VALUES (?1, ?2, ?3, (SELECT COALESCE(MAX(seq), 0) + 1 FROM open_calls WHERE session_id = ?1), ?4, ?5, ?6, ?7, ?8)
-			ON CONFLICT (session_id, message_id, call_id) DO UPDATE SET
-				round = excluded.round, approval_id = excluded.approval_id, executing = excluded.executing,
-				partial = excluded.partial, updated_at = excluded.updated_at`,
-			sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, c.Partial, storecol.Now().UnixNano())
-		if err != nil {
-			return fmt.Errorf("sqlitestore: save call %q of %q: %w", c.CallID, sessionID, err)
-		}
-		return nil
+		return saveCall(ctx, tx, sessionID, c)
 	})
 	return err
+}
+
+// saveCall inserts or replaces the record c of an existing session in tx.
+func saveCall(ctx context.Context, tx *sql.Tx, sessionID string, c memory.OpenCall) error {
+	// seq is taken on insert and kept on replace: the first-saved order.
+	_, err := tx.ExecContext(ctx, `INSERT INTO open_calls
+		(session_id, message_id, call_id, seq, round, approval_id, executing, partial, updated_at)
+		VALUES (?1, ?2, ?3, (SELECT COALESCE(MAX(seq), 0) + 1 FROM open_calls WHERE session_id = ?1), ?4, ?5, ?6, ?7, ?8)
+		ON CONFLICT (session_id, message_id, call_id) DO UPDATE SET
+			round = excluded.round, approval_id = excluded.approval_id, executing = excluded.executing,
+			partial = excluded.partial, updated_at = excluded.updated_at`,
+		sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, c.Partial, storecol.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("sqlitestore: save call %q of %q: %w", c.CallID, sessionID, err)
+	}
+	return nil
 }
 
 // OpenCalls implements [memory.CallLog.OpenCalls].

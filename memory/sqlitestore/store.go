@@ -536,6 +536,12 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 	}
+	return st.append(ctx, sessionID, msgs, nil)
+}
+
+// append appends valid msgs to the session and, in the same transaction,
+// calls also (when not nil) with the appended messages.
+func (st *Store) append(ctx context.Context, sessionID string, msgs []memory.Message, also func(*sql.Tx, []memory.Message) error) ([]memory.Message, error) {
 	out := memory.CloneMessages(msgs)
 	t := storecol.Now()
 	// Encoded before the transaction starts.
@@ -591,6 +597,9 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 			if _, err := tx.ExecContext(ctx, "DELETE FROM open_calls WHERE session_id = ? AND call_id = ?", sessionID, m.ToolCallID); err != nil {
 				return fmt.Errorf("sqlitestore: append to %q: close call %q: %w", sessionID, m.ToolCallID, err)
 			}
+		}
+		if also != nil {
+			return also(tx, out)
 		}
 		return nil
 	})

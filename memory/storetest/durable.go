@@ -46,6 +46,8 @@ func RunDurable(t *testing.T, newStore func(t *testing.T) memory.Store) {
 			{"CallLog/SaveCallNotFound", testSaveCallNotFound},
 			{"CallLog/SaveCallInvalid", testSaveCallInvalid},
 			{"CallLog/AppendClosesCalls", testAppendClosesCalls},
+			{"CallLog/AppendCalls", testAppendCalls},
+			{"CallLog/AppendCallsInvalid", testAppendCallsInvalid},
 			{"CallLog/OpenSessions", testOpenSessions},
 			{"CallLog/DeleteSession", testDeleteSessionCalls},
 			{"CallLog/Cancelled", testCallLogCancelled},
@@ -313,6 +315,79 @@ func testAppendClosesCalls(t *testing.T, st memory.Store) {
 	appendMsgs(t, st, "s", memory.Message{Role: memory.RoleTool, ToolCallID: "c2", Name: "tool", Content: "done"})
 	if got := openCalls(t, log, "s"); len(got) != 0 {
 		t.Errorf("OpenCalls after every call answered = %v, want none", callKeys(got))
+	}
+}
+
+func testAppendCalls(t *testing.T, st memory.Store) {
+	create(t, st, "s")
+	log := st.(memory.CallLog)
+	asst := memory.Message{Role: memory.RoleAssistant, Content: "on it", ToolCalls: []memory.ToolCall{
+		{ID: "c1", Name: "tool", Arguments: json.RawMessage(`{"a":1}`)},
+		{ID: "c2", Name: "tool", Arguments: json.RawMessage(`{}`)},
+	}}
+	out, err := log.AppendCalls(t.Context(), "s", []memory.OpenCall{
+		{MessageID: 99, CallID: "c2", Round: 3, ApprovalID: "ap-2"}, // MessageID is ignored
+		{CallID: "c1", Round: 3},
+	}, user("hi"), asst)
+	if err != nil {
+		t.Fatalf("AppendCalls: %v", err)
+	}
+	if len(out) != 2 || out[0].ID <= 0 || out[1].ID <= out[0].ID || out[1].Role != memory.RoleAssistant || len(out[1].ToolCalls) != 2 {
+		t.Fatalf("AppendCalls returned %+v, want the user message and the assistant message with increasing ids", out)
+	}
+	if got := messages(t, st, "s", false); len(got) != 2 || got[1].ID != out[1].ID {
+		t.Fatalf("Messages after AppendCalls = %+v, want both messages", got)
+	}
+	got := openCalls(t, log, "s")
+	if want := []string{fmt.Sprint(out[1].ID, "/c2"), fmt.Sprint(out[1].ID, "/c1")}; !slices.Equal(callKeys(got), want) {
+		t.Fatalf("OpenCalls = %v, want %v (the assistant message's id, in the order given)", callKeys(got), want)
+	}
+	if got[0].Round != 3 || got[0].ApprovalID != "ap-2" || got[1].Round != 3 || got[1].UpdatedAt.IsZero() {
+		t.Errorf("OpenCalls = %+v, want the records' fields kept and UpdatedAt set", got)
+	}
+	if ids := openSessions(t, log); !slices.Equal(ids, []string{"s"}) {
+		t.Errorf("OpenSessions = %v, want [s]", ids)
+	}
+	// The records are replaced and closed as SaveCall's are.
+	saveCall(t, log, "s", memory.OpenCall{MessageID: out[1].ID, CallID: "c1", Round: 3, Executing: true})
+	appendMsgs(t, st, "s", memory.Message{Role: memory.RoleTool, ToolCallID: "c2", Name: "tool", Content: "done"})
+	if got := openCalls(t, log, "s"); len(got) != 1 || got[0].CallID != "c1" || !got[0].Executing {
+		t.Errorf("OpenCalls after a save and a tool message = %+v, want c1 alone, executing", got)
+	}
+	// No records: a plain Append.
+	if _, err := log.AppendCalls(t.Context(), "s", nil, memory.Message{Role: memory.RoleAssistant, Content: "text"}); err != nil {
+		t.Errorf("AppendCalls without records: %v", err)
+	}
+	if _, err := log.AppendCalls(t.Context(), "no-such-session", nil, asst); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("AppendCalls(unknown session): err = %v, want ErrNotFound", err)
+	}
+}
+
+func testAppendCallsInvalid(t *testing.T, st memory.Store) {
+	create(t, st, "s")
+	log := st.(memory.CallLog)
+	asst := memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "tool"}}}
+	for name, tc := range map[string]struct {
+		calls []memory.OpenCall
+		msgs  []memory.Message
+	}{
+		"no messages":            {calls: []memory.OpenCall{{CallID: "c1"}}},
+		"last not assistant":     {calls: []memory.OpenCall{{CallID: "c1"}}, msgs: []memory.Message{asst, user("x")}},
+		"unknown call":           {calls: []memory.OpenCall{{CallID: "c9"}}, msgs: []memory.Message{asst}},
+		"call twice":             {calls: []memory.OpenCall{{CallID: "c1"}, {CallID: "c1"}}, msgs: []memory.Message{asst}},
+		"empty call id":          {calls: []memory.OpenCall{{}}, msgs: []memory.Message{asst}},
+		"invalid message":        {calls: []memory.OpenCall{{CallID: "c1"}}, msgs: []memory.Message{{Role: "robot"}, asst}},
+		"call of an earlier msg": {calls: []memory.OpenCall{{CallID: "c1"}}, msgs: []memory.Message{asst, {Role: memory.RoleAssistant, Content: "x"}}},
+	} {
+		if _, err := log.AppendCalls(t.Context(), "s", tc.calls, tc.msgs...); err == nil {
+			t.Errorf("AppendCalls (%s): got nil error", name)
+		}
+	}
+	if got := messages(t, st, "s", true); len(got) != 0 {
+		t.Errorf("Messages after refused AppendCalls = %+v, want none", got)
+	}
+	if got := openCalls(t, log, "s"); len(got) != 0 {
+		t.Errorf("OpenCalls after refused AppendCalls = %v, want none", callKeys(got))
 	}
 }
 

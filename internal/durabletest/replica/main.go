@@ -40,7 +40,9 @@
 //	GET  /healthz   {"ok", "holder", "sweeps"}
 //
 // With -crash-at create-approval it kills itself with SIGKILL right after
-// its store created an approval, to test what a resumed run does with it.
+// its store created an approval, to test what a resumed run does with it;
+// with -crash-at store-calls, right after its store stored an assistant
+// message with tool calls (before any of them was asked about).
 //
 // SIGTERM or SIGINT shuts it down: runs that wait for an approval are
 // suspended (their calls stay open in the store), then it exits.
@@ -106,7 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.suspendAfter, "suspend-after", 0, "suspend a run that waited this long for a decision (0: never)")
 	fs.DurationVar(&o.sweep, "sweep", 200*time.Millisecond, "how often to look for runs to resume (0: never)")
 	fs.DurationVar(&o.approvalTimeout, "approval-timeout", 10*time.Minute, "how long a run waits for a decision before the call times out")
-	fs.StringVar(&o.crashAt, "crash-at", "", `kill this process with SIGKILL at a point of a run: "create-approval" (right after the store created an approval)`)
+	fs.StringVar(&o.crashAt, "crash-at", "", `kill this process with SIGKILL at a point of a run: "create-approval" (right after the store created an approval) or "store-calls" (right after it stored an assistant message with tool calls)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -119,8 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-effects PATH is required")
 	case o.leaseTTL < 0 || o.suspendAfter < 0 || o.sweep < 0 || o.approvalTimeout < 0:
 		return o, errors.New("durations must not be negative")
-	case o.crashAt != "" && o.crashAt != "create-approval":
-		return o, fmt.Errorf("unknown -crash-at %q (want create-approval)", o.crashAt)
+	case o.crashAt != "" && o.crashAt != "create-approval" && o.crashAt != "store-calls":
+		return o, fmt.Errorf("unknown -crash-at %q (want create-approval or store-calls)", o.crashAt)
 	}
 	if o.holder == "" {
 		host, _ := os.Hostname()
@@ -178,6 +180,36 @@ func (s crashAfterCreateApproval) CreateApproval(ctx context.Context, a memory.A
 	return err
 }
 
+// crashAfterStoreCalls is a store whose process dies (SIGKILL) right after
+// it stored an assistant message with tool calls, however it was stored:
+// before the run asked about any of them.
+type crashAfterStoreCalls struct{ store }
+
+func (s crashAfterStoreCalls) Append(ctx context.Context, sessionID string, msgs ...memory.Message) ([]memory.Message, error) {
+	out, err := s.store.Append(ctx, sessionID, msgs...)
+	crashOnCalls(out, err)
+	return out, err
+}
+
+func (s crashAfterStoreCalls) AppendCalls(ctx context.Context, sessionID string, calls []memory.OpenCall, msgs ...memory.Message) ([]memory.Message, error) {
+	out, err := s.store.AppendCalls(ctx, sessionID, calls, msgs...)
+	crashOnCalls(out, err)
+	return out, err
+}
+
+// crashOnCalls kills this process when an append stored tool calls.
+func crashOnCalls(stored []memory.Message, err error) {
+	if err != nil {
+		return
+	}
+	for _, m := range stored {
+		if m.Role == memory.RoleAssistant && len(m.ToolCalls) > 0 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+}
+
 // run is the program: it returns when ctx ends (after a clean shutdown) or
 // when the server fails.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -192,8 +224,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
-	if o.crashAt == "create-approval" {
+	switch o.crashAt {
+	case "create-approval":
 		st = crashAfterCreateApproval{st}
+	case "store-calls":
+		st = crashAfterStoreCalls{st}
 	}
 	effects, err := openEffects(o.effects, o.holder)
 	if err != nil {
