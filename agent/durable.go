@@ -229,10 +229,13 @@ func openTail(msgs []memory.Message) (at int, open []memory.ToolCall) {
 }
 
 // moveOn closes the open calls of the session's last turn before a new user
-// message: each gets a tool message saying that the user moved on (and a
-// tool_rejected chunk), and its approval is cancelled when the Approver can
-// do that. It returns msgs with the tool messages added, and false when the
-// run is over.
+// message, each by the state it was left in (and a tool_rejected chunk for
+// each): a call found executing was cut by the stop (CauseStopped, with the
+// output it had saved); a call whose approval was decided keeps that
+// decision (a rejection its cause and reason; an approval never ran:
+// CauseNotRun); only a call still undecided is "moved on" (CauseMovedOn),
+// and its approval is cancelled when the Approver can do that. It returns
+// msgs with the tool messages added, and false when the run is over.
 func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 	at, open := openTail(msgs)
 	if len(open) == 0 {
@@ -249,34 +252,65 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 	}
 	now := time.Now()
 	tms := make([]memory.Message, len(open))
+	chunks := make([]Chunk, len(open))
+	var cancel []string // approvals to cancel: the undecided ones
 	for i, tc := range open {
-		tms[i] = memory.Message{Role: memory.RoleTool, ToolCallID: tc.ID, Name: tc.Name, Content: ReasonMovedOn, CreatedAt: now}
+		rec := memory.OpenCall{MessageID: msgs[at].ID, CallID: tc.ID}
+		for _, rc := range recs {
+			if rc.MessageID == rec.MessageID && rc.CallID == tc.ID {
+				rec = rc
+			}
+		}
+		cause, reason, partial := r.closedAs(rec)
+		if cause == CauseMovedOn && rec.ApprovalID != "" {
+			cancel = append(cancel, rec.ApprovalID)
+		}
+		tms[i] = memory.Message{Role: memory.RoleTool, ToolCallID: tc.ID, Name: tc.Name, Content: joinPartial(partial, reason), CreatedAt: now}
+		chunks[i] = Chunk{Kind: KindToolRejected, Round: rec.Round, Tool: &ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments,
+			State: StateRejected, Reason: reason, Cause: cause, PartialResult: partial}}
 	}
 	if _, err := r.a.cfg.Store.Append(r.ctx, id, tms...); err != nil {
 		r.failOrInterrupt(fmt.Errorf("agent: closing the open calls of session %q: %w", id, err))
 		return nil, false
 	}
-	canceler, _ := r.a.cfg.Approver.(ApprovalCanceler)
-	for _, tc := range open {
-		round := 0
-		for _, rec := range recs {
-			if rec.MessageID != msgs[at].ID || rec.CallID != tc.ID {
-				continue
-			}
-			round = rec.Round
-			if canceler != nil && rec.ApprovalID != "" {
-				if err := canceler.CancelApproval(context.WithoutCancel(r.ctx), id, rec.ApprovalID); err != nil {
-					r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "cancelling an approval failed", slog.String("session", id),
-						slog.String("approval", rec.ApprovalID), slog.Any("error", err))
-				}
+	if canceler, ok := r.a.cfg.Approver.(ApprovalCanceler); ok {
+		for _, ap := range cancel {
+			if err := canceler.CancelApproval(context.WithoutCancel(r.ctx), id, ap); err != nil {
+				r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "cancelling an approval failed", slog.String("session", id),
+					slog.String("approval", ap), slog.Any("error", err))
 			}
 		}
-		c := ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, State: StateRejected, Reason: ReasonMovedOn, Cause: CauseMovedOn}
-		if !r.emit(Chunk{Kind: KindToolRejected, Round: round, Tool: &c}) {
+	}
+	for _, c := range chunks {
+		if !r.emit(c) {
 			return nil, false
 		}
 	}
 	return append(msgs, tms...), true
+}
+
+// closedAs is how a new user message closes the open call rec: its cause,
+// reason and the partial output to keep. A decision is read from the
+// Store when it keeps approvals; an approval it cannot read counts as
+// undecided.
+func (r *run) closedAs(rec memory.OpenCall) (Cause, string, string) {
+	if rec.Executing {
+		return CauseStopped, ReasonStopped, rec.Partial
+	}
+	approvals, ok := r.a.cfg.Store.(memory.ApprovalStore)
+	if rec.ApprovalID == "" || !ok {
+		return CauseMovedOn, ReasonMovedOn, ""
+	}
+	ap, err := approvals.GetApproval(r.ctx, rec.ApprovalID)
+	switch {
+	case err != nil || ap.SessionID != r.t.in.SessionID || !ap.Decided:
+		return CauseMovedOn, ReasonMovedOn, ""
+	case ap.Decision.Approved:
+		// Approved, but the turn never went on to run it.
+		return CauseNotRun, ReasonNotRun, ""
+	}
+	cause := Cause(cmp.Or(ap.Decision.Cause, string(CauseUser)))
+	return cause, cmp.Or(ap.Decision.Reason, defaultReason(cause)), ""
 }
 
 // leases holds the leases of an Agent with a Config.Holder, and the sessions

@@ -276,6 +276,79 @@ func TestNewMessageClosesOpenCalls(t *testing.T) {
 	assert.ErrorIs(t, err, agent.ErrNothingToResume)
 }
 
+// TestNewMessageClosesOpenCallsByState: a new user message closes each open
+// call of the last turn by the state it was left in, as Resume would: a call
+// cut while it ran keeps its partial output (CauseStopped), a decided
+// rejection keeps its cause and reason, an approved call that never ran is
+// not_run, and only the undecided one is moved on (its approval cancelled).
+func TestNewMessageClosesOpenCallsByState(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := context.Background()
+			st := newStore(t)
+			log, approvals := st.(memory.CallLog), st.(memory.ApprovalStore)
+			_, err := st.CreateSession(ctx, memory.Session{ID: "s1"})
+			require.NoError(t, err)
+			var calls []memory.ToolCall
+			for _, id := range []string{"run", "no", "yes", "wait"} {
+				calls = append(calls, memory.ToolCall{ID: id, Name: "get_weather", Arguments: json.RawMessage(`{"city":"Lima"}`)})
+			}
+			stored, err := log.AppendCalls(ctx, "s1", []memory.OpenCall{
+				{CallID: "run", Round: 1, ApprovalID: "ap-run", Executing: true, Partial: "half way"},
+				{CallID: "no", Round: 1, ApprovalID: "ap-no"},
+				{CallID: "yes", Round: 1, ApprovalID: "ap-yes"},
+				{CallID: "wait", Round: 1, ApprovalID: "ap-wait"},
+			}, memory.Message{Role: memory.RoleUser, Content: "Weather in Lima?"},
+				memory.Message{Role: memory.RoleAssistant, Content: "Looking. <need_tool>", ToolCalls: calls})
+			require.NoError(t, err)
+			require.Len(t, stored, 2)
+			for _, c := range []string{"no", "yes", "wait"} {
+				require.NoError(t, approvals.CreateApproval(ctx, memory.Approval{ID: "ap-" + c, SessionID: "s1", CallID: c, Tool: "get_weather", Round: 1}))
+			}
+			_, err = approvals.DecideApproval(ctx, "s1", "ap-no", memory.ApprovalDecision{Reason: "not Lima", Cause: string(agent.CauseUser)})
+			require.NoError(t, err)
+			_, err = approvals.DecideApproval(ctx, "s1", "ap-yes", memory.ApprovalDecision{Approved: true})
+			require.NoError(t, err)
+
+			srv := newServer(t)
+			srv.Enqueue(planNoTool(), agenttest.Reply().Text("Hello.").Finish("stop"))
+			k := newKeeper()
+			var runs atomic.Int32
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
+			chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Never mind."}))
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(chunks), 4)
+			type closed struct {
+				id      string
+				cause   agent.Cause
+				reason  string
+				partial string
+			}
+			var got []closed
+			for _, c := range chunks[:4] {
+				require.Equal(t, agent.KindToolRejected, c.Kind)
+				got = append(got, closed{c.Tool.ID, c.Tool.Cause, c.Tool.Reason, c.Tool.PartialResult})
+			}
+			assert.Equal(t, []closed{
+				{"run", agent.CauseStopped, agent.ReasonStopped, "half way"},
+				{"no", agent.CauseUser, "not Lima", ""},
+				{"yes", agent.CauseNotRun, agent.ReasonNotRun, ""},
+				{"wait", agent.CauseMovedOn, agent.ReasonMovedOn, ""},
+			}, got)
+			assert.Equal(t, []string{"ap-wait"}, k.cancelled, "only the undecided approval is cancelled")
+			assert.Zero(t, runs.Load())
+
+			msgs, err := st.Messages(ctx, "s1", false)
+			require.NoError(t, err)
+			validHistory(t, msgs)
+			assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Looking. <need_tool>",
+				"tool:half way\n[" + agent.ReasonStopped + "]", "tool:not Lima", "tool:" + agent.ReasonNotRun, "tool:" + agent.ReasonMovedOn,
+				"user:Never mind.", "assistant:Hello! I can answer that.<no_tool>", "assistant:Hello."}, contents(msgs))
+		})
+	}
+}
+
 // TestSuspendByContextCause: cancelling a run that waits for an approval
 // with the cause ErrSuspended (a host that shuts down) suspends it instead
 // of interrupting it: the approval stays open for a resumed turn.
