@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/openai/openai-go/v3/option"
 	"go.opentelemetry.io/otel/metric"
@@ -64,9 +63,6 @@ const (
 // [Config.MaxToolRounds] is zero.
 const DefaultMaxToolRounds = 8
 
-// DefaultLeaseTTL is how long a session's lease lasts unrenewed when
-// [Config.LeaseTTL] is zero.
-const DefaultLeaseTTL = 15 * time.Second
 
 // Config configures an [Agent]. Its zero value is not enough (Model is
 // required), but every other field has a default, given in its comment.
@@ -194,18 +190,6 @@ type Config struct {
 	// an interrupted chunk); a failure is a warning chunk, not an error.
 	SummarizeAt int
 
-	// Holder names this process to a Store that implements memory.Leaser
-	// (an id unique among the processes that share the store): a run or a
-	// resumed turn with a session then holds the session's lease while it
-	// runs, renewed every LeaseTTL/3, so that one process at a time drives
-	// a session; a run on a session another holder drives ends at once
-	// with ErrBusy. Empty takes no lease.
-	Holder string
-	// LeaseTTL is how long a lease lasts unrenewed, which is how long the
-	// sessions of a process that died stay locked (default
-	// DefaultLeaseTTL).
-	LeaseTTL time.Duration
-
 	// Logger receives one record per model call; nil discards them.
 	Logger *slog.Logger
 
@@ -242,8 +226,8 @@ type Agent struct {
 	hooks    []Hook
 	truncate memory.TruncateOptions
 
-	// leases are what Config.Holder needs: nil without one.
-	leases *leases
+	// driving holds the sessions this Agent runs now.
+	driving driving
 
 	// tel is the tracer and the instruments of every run.
 	tel *telemetry
@@ -306,12 +290,6 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.SummarizeAt < 0 {
 		return nil, fmt.Errorf("agent: Config.SummarizeAt is %d, want >= 0", cfg.SummarizeAt)
 	}
-	if cfg.LeaseTTL < 0 {
-		return nil, fmt.Errorf("agent: Config.LeaseTTL is %s, want >= 0", cfg.LeaseTTL)
-	}
-	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = DefaultLeaseTTL
-	}
 	if cfg.TelemetryContentLimit < 0 {
 		return nil, fmt.Errorf("agent: Config.TelemetryContentLimit is %d, want >= 0", cfg.TelemetryContentLimit)
 	}
@@ -319,20 +297,11 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ls *leases
-	if cfg.Holder != "" {
-		l, ok := cfg.Store.(memory.Leaser)
-		if !ok {
-			return nil, errors.New("agent: Config.Holder needs a Config.Store that implements memory.Leaser")
-		}
-		ls = &leases{leaser: l, holder: cfg.Holder, ttl: cfg.LeaseTTL, driving: make(map[string]bool)}
-	}
 	a := &Agent{
 		cfg:    cfg,
 		tags:   append([]string{stream.VoiceTag}, cfg.Intents.Tags()...),
 		model:  newModel(cfg),
 		logger: logger,
-		leases: ls,
 		layers: slices.Clone(cfg.Layers),
 		hooks:  slices.Clone(cfg.Hooks),
 		tel:    tel,
@@ -344,6 +313,12 @@ func New(cfg Config) (*Agent, error) {
 	a.truncate.Keep = slices.Clone(cfg.Truncate.Keep)
 	return a, nil
 }
+
+// Store returns the agent's Config.Store (nil without one).
+func (a *Agent) Store() memory.Store { return a.cfg.Store }
+
+// Approver returns the agent's Config.Approver (nil without one).
+func (a *Agent) Approver() Approver { return a.cfg.Approver }
 
 // VisibleText returns raw, the content of an assistant message as the
 // agent stores it, as the agent's text chunks showed it: without the speech

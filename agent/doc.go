@@ -139,10 +139,11 @@
 // never run again (CauseStopped). A new user message on a session with
 // open calls closes them first (CauseMovedOn), so the history stays valid.
 //
-// Config.Holder gives a session to one driver at a time, among the
-// processes that share a Store implementing memory.Leaser: a run holds the
-// session's lease while it runs, and a process that dies releases it after
-// Config.LeaseTTL.
+// An Agent drives a session with one run at a time: a run or a resumed
+// turn on a session that a run of the same Agent drives ends at once with
+// ErrBusy. Across processes that share a Store, the runner package drives
+// sessions: it holds each session's lease while a run drives it, so that
+// one process at a time does, and a tool never runs twice.
 //
 // # Errors
 //

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/planround/planround/internal/drive"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/stream"
 )
@@ -33,12 +34,12 @@ var ErrSuspended = errors.New("agent: run suspended at a pending approval")
 var ErrNothingToResume = errors.New("agent: nothing to resume")
 
 // ErrBusy is returned (wrapped) by a run or a resumed turn on a session that
-// another holder drives (see Config.Holder), or that this Agent drives
-// already.
+// a run of the same Agent drives already (and by the runner package for a
+// session another process drives).
 var ErrBusy = errors.New("agent: another run drives this session")
 
-// errLeaseLost cancels a run whose lease could not be renewed: it suspends,
-// so another holder can resume the turn.
+// errLeaseLost cancels a run whose session this process no longer holds:
+// it suspends, so another process can resume the turn.
 var errLeaseLost = fmt.Errorf("%w: the session's lease was lost", ErrSuspended)
 
 // Reasons of the rejections of durable runs.
@@ -313,102 +314,52 @@ func (r *run) closedAs(rec memory.OpenCall) (Cause, string, string) {
 	return cause, cmp.Or(ap.Decision.Reason, defaultReason(cause)), ""
 }
 
-// leases holds the leases of an Agent with a Config.Holder, and the sessions
-// it drives (a second run of this process on one of them is refused, as one
-// of another holder is).
-type leases struct {
-	leaser memory.Leaser
-	holder string
-	ttl    time.Duration
-
-	mu      sync.Mutex
-	driving map[string]bool
+// driving holds the sessions an Agent runs now: a second run or resumed
+// turn of the same Agent on one of them is refused (ErrBusy), so that a
+// decision that comes while the session's tool runs never runs it again
+// beside it.
+type driving struct {
+	mu       sync.Mutex
+	sessions map[string]bool // guarded by mu
 }
 
-// lease takes the session's lease for the run, when the agent has a
-// Config.Holder and the run a session, and keeps it renewed until release is
-// called. A run whose lease cannot be renewed is cancelled with a cause that
-// suspends it.
+// lease marks the run's session as driven by this Agent until release is
+// called, when the run has a session and a Store; ErrBusy when another run
+// of the Agent drives it. Across processes, a runner holds the session's
+// lease and puts a guard in the run's context (see internal/drive).
 func (r *run) lease() (release func(), err error) {
-	ls, id := r.a.leases, r.t.in.SessionID
-	if ls == nil || id == "" {
+	id := r.t.in.SessionID
+	if id == "" || r.a.cfg.Store == nil {
 		return func() {}, nil
 	}
-	ls.mu.Lock()
-	busy := ls.driving[id]
-	if !busy {
-		ls.driving[id] = true
-	}
-	ls.mu.Unlock()
-	if busy {
+	d := &r.a.driving
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sessions[id] {
 		return nil, fmt.Errorf("agent: session %q: %w (in this process)", id, ErrBusy)
 	}
-	unmark := func() {
-		ls.mu.Lock()
-		delete(ls.driving, id)
-		ls.mu.Unlock()
+	if d.sessions == nil {
+		d.sessions = make(map[string]bool)
 	}
-	ok, err := ls.leaser.AcquireLease(r.ctx, id, ls.holder, ls.ttl)
-	if err != nil || !ok {
-		unmark()
-		if err != nil {
-			return nil, fmt.Errorf("agent: taking the lease of session %q: %w", id, err)
-		}
-		return nil, fmt.Errorf("agent: session %q: %w", id, ErrBusy)
-	}
-	// The renewal runs beside the run and ends with it.
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(ls.ttl / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), ls.ttl/3)
-			ok, err := ls.leaser.AcquireLease(ctx, id, ls.holder, ls.ttl)
-			cancel()
-			if err != nil || !ok {
-				r.a.logger.LogAttrs(ctx, slog.LevelError, "session lease lost", slog.String("session", id), slog.Any("error", err))
-				if r.cancelCause != nil {
-					r.cancelCause(errLeaseLost)
-				}
-				return
-			}
-		}
-	}()
+	d.sessions[id] = true
 	return func() {
-		close(stop)
-		<-done
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), cmp.Or(ls.ttl/3, time.Second))
-		defer cancel()
-		if err := ls.leaser.ReleaseLease(ctx, id, ls.holder); err != nil {
-			r.a.logger.LogAttrs(ctx, slog.LevelWarn, "releasing a session lease failed", slog.String("session", id), slog.Any("error", err))
-		}
-		unmark()
+		d.mu.Lock()
+		delete(d.sessions, id)
+		d.mu.Unlock()
 	}, nil
 }
 
-// holdsLease renews the session's lease, when the run holds one, and
-// reports whether the run still holds it. A tool runs only after it: a
-// process that was too slow to renew its lease in time (another process may
-// have taken the session over) never runs a call the other may run too.
+// holdsLease reports whether the process still drives the run's session
+// (the guard of the runner that drives it, see internal/drive; true
+// without one). A tool runs only after it: a process that was too slow to
+// renew its lease (another process may have taken the session over) never
+// runs a call the other may run too.
 func (r *run) holdsLease() bool {
-	ls, id := r.a.leases, r.t.in.SessionID
-	if ls == nil || id == "" {
+	if drive.Held(r.ctx) {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), ls.ttl/3)
-	defer cancel()
-	ok, err := ls.leaser.AcquireLease(ctx, id, ls.holder, ls.ttl)
-	if err != nil || !ok {
-		r.a.logger.LogAttrs(ctx, slog.LevelError, "session lease lost before a tool ran", slog.String("session", id), slog.Any("error", err))
-		return false
-	}
-	return true
+	r.a.logger.LogAttrs(r.ctx, slog.LevelError, "session lost before a tool ran", slog.String("session", r.t.in.SessionID))
+	return false
 }
 
 // suspendable reports whether the run's context was cancelled to suspend

@@ -38,7 +38,7 @@ func WithMaxDepth(n int) SubAgentOption {
 // a call of any other tool is an unknown tool to it. Set
 // Config.DisablePlanning, as most sub-agents want: the planning round
 // writes words for a person, and the caller is a model. The nested run has
-// no Store (cfg.Store, cfg.SummarizeAt, cfg.Holder and cfg.LeaseTTL are
+// no Store (cfg.Store and cfg.SummarizeAt are
 // not used): its messages are not the user's conversation, and the calling
 // run holds the session. Its Input.SessionID is the calling run's, so
 // that its tools and layers know the session.
@@ -111,8 +111,8 @@ func NewSubAgent(name, description string, cfg Config, opts ...SubAgentOption) (
 	if description == "" {
 		description = "Runs the sub-agent " + name + " on a task and returns its answer."
 	}
-	// The calling run holds the session (and its lease, see Config.Holder).
-	cfg.Store, cfg.SummarizeAt, cfg.Holder, cfg.LeaseTTL = nil, 0, "", 0
+	// The calling run holds the session.
+	cfg.Store, cfg.SummarizeAt = nil, 0
 	if cfg.Approver == nil {
 		cfg.Approver = inheritApprover{}
 	}

@@ -1,0 +1,310 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/memory"
+)
+
+// interruptChannel is the Notifier channel on which a Runner asks the
+// others to interrupt a session's run; the payload is the session id.
+const interruptChannel = "planround_interrupt"
+
+// listen starts the Notifier listeners: decisions (a turn no run waits for
+// is resumed here), events of other processes (subscribers read them), and
+// interruptions.
+func (r *Runner) listen() error {
+	if r.notifier == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for _, l := range []struct {
+		channel string
+		fn      func(string)
+	}{
+		{approval.NotifyChannel, r.decisionNoted},
+		{eventsChannel, r.eventsNoted},
+		{interruptChannel, r.interruptNoted},
+	} {
+		stop, err := r.notifier.Listen(ctx, l.channel, l.fn)
+		if err != nil {
+			return fmt.Errorf("runner: listening on %q: %w", l.channel, err)
+		}
+		r.stops = append(r.stops, stop)
+	}
+	return nil
+}
+
+// closeListeners stops the Notifier listeners.
+func (r *Runner) closeListeners() {
+	for _, stop := range r.stops {
+		stop()
+	}
+	r.stops = nil
+}
+
+// decisionNoted hears an approval.Manager's note of a decision: the turn is
+// resumed here unless a run of this process waits for it (then the run
+// takes it; if that run suspends before it does, it is resumed when it
+// ends). A run of another process makes the resume end at once (the
+// lease). A lost note is the sweeper's.
+func (r *Runner) decisionNoted(payload string) {
+	if r.calls == nil || r.pending == nil || payload == "" {
+		return
+	}
+	var n struct {
+		SessionID string `json:"session_id"`
+	}
+	if json.Unmarshal([]byte(payload), &n) != nil || n.SessionID == "" {
+		return
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	if ss := r.sessions[n.SessionID]; ss != nil && ss.run != nil {
+		ss.run.again = true
+		r.mu.Unlock()
+		return
+	}
+	r.workers.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.workers.Done()
+		r.resumeQuietly(n.SessionID)
+	}()
+}
+
+// eventsNoted hears that another process wrote events ("<seq> <session>"),
+// or deleted a session ("deleted <session>"), or that notes may have been
+// lost (""): the subscribers concerned look at the Store's log.
+func (r *Runner) eventsNoted(payload string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if payload == "" {
+		for _, ss := range r.sessions {
+			if ss.run == nil {
+				wakeAll(ss)
+			}
+		}
+		return
+	}
+	head, id, ok := strings.Cut(payload, " ")
+	if !ok {
+		return
+	}
+	ss := r.sessions[id]
+	if ss == nil {
+		return
+	}
+	if head == "deleted" {
+		r.goneLocked(ss)
+		return
+	}
+	if _, err := strconv.ParseInt(head, 10, 64); err == nil && ss.run == nil {
+		wakeAll(ss)
+	}
+}
+
+func wakeAll(ss *session) {
+	for f := range ss.subs {
+		f.wake()
+	}
+}
+
+// interruptNoted hears another process ask for a session's run to be
+// interrupted: it is, if this process drives it.
+func (r *Runner) interruptNoted(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ss := r.sessions[id]; ss != nil && ss.run != nil {
+		ss.run.cancel(errInterrupted)
+	}
+}
+
+// Interrupt interrupts the session's run, wherever it is driven: in this
+// process at once, in another one through the Store's Notifier (when the
+// Store's event log says a turn is in progress). It reports whether a run
+// was found to interrupt. A turn suspended at calls that wait for a person
+// has no run: a host that wants it over also cancels its approvals (such as
+// approval.Manager.CancelSession), whose decisions then end the turn.
+func (r *Runner) Interrupt(ctx context.Context, sessionID string) (bool, error) {
+	r.mu.Lock()
+	ss := r.sessions[sessionID]
+	if ss != nil && ss.run != nil {
+		ending := ss.run.ending
+		ss.run.cancel(errInterrupted)
+		r.mu.Unlock()
+		return !ending, nil
+	}
+	r.mu.Unlock()
+	if r.notifier == nil || r.elog == nil {
+		return false, nil
+	}
+	running, err := r.inProgress(ctx, sessionID)
+	if err != nil || !running {
+		return false, err
+	}
+	if err := r.notifier.Notify(ctx, interruptChannel, sessionID); err != nil {
+		return false, fmt.Errorf("runner: asking another process to interrupt session %q: %w", sessionID, err)
+	}
+	return true, nil
+}
+
+// inProgress reports whether the Store's log has a turn of the session in
+// progress: its last event is not an EventTurnEnded.
+func (r *Runner) inProgress(ctx context.Context, id string) (bool, error) {
+	last, err := r.elog.LastEvent(ctx, id)
+	if errors.Is(err, memory.ErrNotFound) || (err == nil && last == 0) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("runner: reading the event log of session %q: %w", id, err)
+	}
+	evs, _, err := r.elog.Events(ctx, id, last-1, 1)
+	if err != nil {
+		return false, fmt.Errorf("runner: reading the event log of session %q: %w", id, err)
+	}
+	return len(evs) == 1 && evs[0].Kind != string(EventTurnEnded), nil
+}
+
+// Running reports whether a turn of the session is in progress: driven by
+// this process, or by another one according to the Store's event log.
+func (r *Runner) Running(ctx context.Context, sessionID string) (bool, error) {
+	r.mu.Lock()
+	ss := r.sessions[sessionID]
+	local := ss != nil && ss.run != nil && !ss.run.ending
+	r.mu.Unlock()
+	if local || r.elog == nil {
+		return local, nil
+	}
+	return r.inProgress(ctx, sessionID)
+}
+
+// Delete deletes a session: it interrupts the session's run and waits for
+// it to end (in this process; another process's run is asked to stop and
+// fails when it next writes), deletes the session from the Store, and ends
+// the session's subscriptions, here and in the other processes, with an
+// EventSessionDeleted. Deleting an unknown session is no error.
+func (r *Runner) Delete(ctx context.Context, sessionID string) error {
+	r.mu.Lock()
+	var d *driven
+	if ss := r.sessions[sessionID]; ss != nil {
+		d = ss.run
+	}
+	r.mu.Unlock()
+	if d != nil {
+		d.cancel(errInterrupted)
+		select {
+		case <-d.turn.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else if _, err := r.Interrupt(ctx, sessionID); err != nil {
+		r.logger.Warn("runner: interrupting a session being deleted", "session", sessionID, "err", err)
+	}
+	if err := r.store.DeleteSession(ctx, sessionID); err != nil && !errors.Is(err, memory.ErrNotFound) {
+		return fmt.Errorf("runner: deleting session %q: %w", sessionID, err)
+	}
+	r.mu.Lock()
+	if ss := r.sessions[sessionID]; ss != nil {
+		r.goneLocked(ss)
+	}
+	r.mu.Unlock()
+	if r.notifier != nil {
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		defer cancel()
+		if payload := "deleted " + sessionID; len(payload) <= memory.MaxNotifyPayload {
+			if err := r.notifier.Notify(nctx, eventsChannel, payload); err != nil {
+				r.logger.Warn("runner: telling the other processes about a deletion", "session", sessionID, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// goneLocked marks ss deleted: its subscriptions end, and the session's
+// next use starts afresh. r.mu must be held.
+func (r *Runner) goneLocked(ss *session) {
+	ss.gone = true
+	ss.log.stopTrim()
+	wakeAll(ss)
+	if r.sessions[ss.id] == ss && ss.run == nil {
+		delete(r.sessions, ss.id)
+	}
+}
+
+// startSweeper starts the sweeper: a sweep now, then one every r.sweep,
+// until Close.
+func (r *Runner) startSweeper() {
+	if r.sweep <= 0 {
+		return
+	}
+	r.workers.Add(1)
+	go func() {
+		defer r.workers.Done()
+		tick := time.NewTicker(r.sweep)
+		defer tick.Stop()
+		for {
+			r.sweepOnce()
+			select {
+			case <-r.stopped:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// sweepOnce resumes every turn of the Store that can go on without a
+// person (approval.Resumable: a decision no run took, a call cut by a stop,
+// a call stored and never asked about), and ends the turns that the
+// subscribers of this process follow and whose process stopped.
+func (r *Runner) sweepOnce() {
+	ctx, cancel := context.WithTimeout(r.base, r.sweep+opTimeout)
+	defer cancel()
+	ids, err := approval.Resumable(ctx, r.calls, r.pending)
+	if err != nil && ctx.Err() == nil {
+		r.logger.Warn("runner: looking for turns to resume", "err", err)
+	}
+	for _, id := range ids {
+		r.resumeQuietly(id)
+	}
+	if r.elog == nil {
+		return
+	}
+	r.mu.Lock()
+	var followed []string
+	for id, ss := range r.sessions {
+		if ss.run == nil && len(ss.subs) > 0 {
+			followed = append(followed, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range followed {
+		if running, err := r.inProgress(ctx, id); err != nil || !running {
+			continue
+		}
+		// A turn in progress that no process drives (its lease is free)
+		// was left by a process that stopped: take ends it.
+		ss, d, err := r.reserve(id)
+		if err != nil {
+			continue
+		}
+		release, err := r.take(ctx, ss, d, false)
+		if err != nil {
+			continue
+		}
+		release()
+		r.unreserve(ss, d)
+	}
+}

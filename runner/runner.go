@@ -1,0 +1,255 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/memory"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultLeaseTTL is how long a session's lease lasts unrenewed: how
+	// long the sessions of a process that died stay locked.
+	DefaultLeaseTTL = 15 * time.Second
+	// DefaultSweepInterval is how often the sweeper looks for turns to
+	// resume.
+	DefaultSweepInterval = 3 * time.Second
+)
+
+// Errors of a Runner.
+var (
+	// ErrClosed is returned (wrapped) by a Runner that is closing or
+	// closed.
+	ErrClosed = errors.New("runner: closed")
+	// ErrTooManyRuns is returned (wrapped) when the Runner drives
+	// Config.MaxRuns runs already.
+	ErrTooManyRuns = errors.New("runner: too many runs")
+	// ErrEventsLost ends a subscription whose cursor is older than what
+	// the log keeps, or from another log: the client loads the history
+	// again and subscribes from its end.
+	ErrEventsLost = errors.New("runner: the events after the cursor are no longer kept")
+)
+
+// Causes of a run's cancellation, told apart with context.Cause.
+var (
+	errInterrupted = errors.New("interrupted")
+	errShutdown    = errors.New("the process is shutting down")
+	errLeaseLost   = fmt.Errorf("%w: the session's lease was lost", agent.ErrSuspended)
+	errSuspendNow  = fmt.Errorf("%w: the process is shutting down", agent.ErrSuspended)
+)
+
+// Config configures a [Runner]. Its zero value, but Agent, is ready to use.
+type Config struct {
+	// Agent runs the turns; its Config.Store keeps the sessions, and must
+	// be set. The durable interfaces the Store implements decide what the
+	// Runner can do: memory.CallLog and memory.ApprovalStore keep turns
+	// that wait across restarts (the sweeper resumes them);
+	// memory.Leaser gives each session one driver among the processes that
+	// share the Store; memory.EventLog keeps the turns' events for the
+	// subscribers of other processes (without one, events live in this
+	// process only); memory.Notifier wakes the other processes (a
+	// decision, an interrupt, new events).
+	Agent *agent.Agent
+	// Holder names this process to the Store's leases: unique among the
+	// processes that share the Store. Empty means a random name, new at
+	// every New.
+	Holder string
+	// LeaseTTL is how long a lease lasts unrenewed (DefaultLeaseTTL when
+	// zero); a driver renews it every LeaseTTL/3.
+	LeaseTTL time.Duration
+	// SweepInterval is how often the sweeper looks for turns that can go on
+	// (DefaultSweepInterval when zero; negative: no sweeper). The sweeper
+	// runs only with a Store that keeps calls and approvals.
+	SweepInterval time.Duration
+	// MaxRuns bounds the runs the Runner drives at once (0: no bound):
+	// beyond it Start and Resume fail with ErrTooManyRuns, and the sweeper
+	// tries again later.
+	MaxRuns int
+	// TurnGrace is how long a turn's events stay in the log after the turn
+	// ended (one minute when zero), for a client that loaded the history
+	// just before the end.
+	TurnGrace time.Duration
+	// Logger receives what goes wrong outside a call (a sweep, a lease, an
+	// event that could not be written); nil discards it.
+	Logger *slog.Logger
+}
+
+// Runner drives the conversations of a process: one run at a time per
+// session, among every process that shares the Store (see [Config.Agent]),
+// with at most one execution of each tool call, whatever stops a process.
+//
+// A Runner starts turns ([Runner.Start], [Runner.Send]) and resumes them
+// ([Runner.Resume]; by itself, when a decision comes for a turn that no run
+// waits for, or when its sweeper finds a turn that can go on); it publishes
+// every turn's events, which clients follow from a cursor
+// ([Runner.Subscribe]), on any process; it interrupts a run wherever it is
+// driven ([Runner.Interrupt]); and [Runner.Close] suspends the runs that
+// wait for a person, so that another process (or this one, restarted)
+// resumes them on the decision. Its methods are safe for concurrent use.
+type Runner struct {
+	agent    *agent.Agent
+	store    memory.Store
+	calls    memory.CallLog       // nil: turns do not survive the process
+	pending  memory.ApprovalStore // nil: idem
+	leaser   memory.Leaser        // nil: one driver per session in this process only
+	notifier memory.Notifier      // nil: other processes are not told
+	elog     memory.EventLog      // nil: events in this process only
+	holder   string
+	ttl      time.Duration
+	sweep    time.Duration
+	grace    time.Duration
+	maxRuns  int
+	logger   *slog.Logger
+	writer   *writer // writes the events to elog; nil without one
+
+	base     context.Context // parent of every run's context; ends with Close
+	stopBase context.CancelCauseFunc
+	stopped  chan struct{} // closed by Close: the sweeper and listeners end
+	stops    []func()      // the Notifier listeners' stop functions
+	workers  sync.WaitGroup
+	runs     sync.WaitGroup
+	once     sync.Once
+
+	mu       sync.Mutex
+	sessions map[string]*session // sessions with a run or a subscriber here; mu guards it, closed, running and each session
+	closed   bool
+	running  int
+}
+
+// session is a session's live state in this process. Runner.mu guards it.
+type session struct {
+	id   string
+	run  *driven            // the run this process drives; nil when none
+	subs map[*follower]bool // open subscriptions
+	log  memLog             // the recent events
+	gone bool               // deleted: subscribers end
+}
+
+// New returns a Runner for cfg and starts its sweeper and listeners.
+// Close it when done.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Agent == nil {
+		return nil, errors.New("runner: Config.Agent is nil")
+	}
+	st := cfg.Agent.Store()
+	if st == nil {
+		return nil, errors.New("runner: the agent has no Config.Store")
+	}
+	if cfg.LeaseTTL < 0 || cfg.MaxRuns < 0 || cfg.TurnGrace < 0 {
+		return nil, errors.New("runner: negative LeaseTTL, MaxRuns or TurnGrace")
+	}
+	base, stop := context.WithCancelCause(context.Background())
+	r := &Runner{
+		agent:    cfg.Agent,
+		store:    st,
+		holder:   cmp.Or(cfg.Holder, "runner-"+randomID()),
+		ttl:      cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
+		sweep:    cmp.Or(cfg.SweepInterval, DefaultSweepInterval),
+		grace:    cmp.Or(cfg.TurnGrace, time.Minute),
+		maxRuns:  cfg.MaxRuns,
+		logger:   cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		base:     base,
+		stopBase: stop,
+		stopped:  make(chan struct{}),
+		sessions: make(map[string]*session),
+	}
+	r.calls, _ = st.(memory.CallLog)
+	r.pending, _ = st.(memory.ApprovalStore)
+	r.leaser, _ = st.(memory.Leaser)
+	r.notifier, _ = st.(memory.Notifier)
+	r.elog, _ = st.(memory.EventLog)
+	if r.calls == nil || r.pending == nil {
+		r.sweep = -1
+	}
+	if r.elog != nil {
+		r.writer = newWriter(r)
+	}
+	if err := r.listen(); err != nil {
+		r.closeListeners()
+		if r.writer != nil {
+			r.writer.close()
+		}
+		stop(err)
+		return nil, err
+	}
+	r.startSweeper()
+	return r, nil
+}
+
+// Close stops the Runner: no run starts any more; a run that waits for a
+// person is suspended (with a Store that keeps calls: its approvals stay
+// answerable, and a decision resumes the turn on a process that shares the
+// Store), every other run is interrupted; Close waits for them to end,
+// their last events written, and their leases released. Subscriptions
+// end. It does not close the Agent's Store. Close is safe to call more than
+// once.
+func (r *Runner) Close() error {
+	r.once.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		for _, ss := range r.sessions {
+			if ss.run == nil {
+				continue
+			}
+			if r.calls != nil && ss.run.waiting() {
+				ss.run.cancel(errSuspendNow)
+			} else {
+				ss.run.cancel(errShutdown)
+			}
+		}
+		r.mu.Unlock()
+		close(r.stopped)
+		r.stopBase(errShutdown)
+		r.runs.Wait()
+		r.workers.Wait()
+		r.closeListeners()
+		if r.writer != nil {
+			r.writer.close()
+		}
+		r.mu.Lock()
+		for _, ss := range r.sessions {
+			for f := range ss.subs {
+				f.wake()
+			}
+		}
+		r.mu.Unlock()
+	})
+	return nil
+}
+
+// Holder returns the name of this process in the Store's leases.
+func (r *Runner) Holder() string { return r.holder }
+
+// sessionLocked returns the live state of id, creating it. r.mu must be
+// held.
+func (r *Runner) sessionLocked(id string) *session {
+	ss := r.sessions[id]
+	if ss == nil {
+		ss = &session{id: id, subs: make(map[*follower]bool)}
+		r.sessions[id] = ss
+	}
+	return ss
+}
+
+// forgetLocked drops a session's live state once nothing uses it and its
+// events need not be kept. r.mu must be held.
+func (r *Runner) forgetLocked(ss *session) {
+	if ss.run == nil && len(ss.subs) == 0 && ss.log.empty() && r.sessions[ss.id] == ss {
+		delete(r.sessions, ss.id)
+	}
+}
+
+func randomID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,259 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/runner"
+)
+
+// TestSendFinishes: Send yields a whole turn, turn_started to turn_ended,
+// numbered without gaps; Subscribe from before the turn replays the same.
+func TestSendFinishes(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{})
+	var evs []runner.Event
+	for e, err := range p.r.Send(ctx, agent.Input{SessionID: "s1", Message: "hello"}) {
+		require.NoError(t, err)
+		evs = append(evs, e)
+	}
+	require.NotEmpty(t, evs)
+	assert.Equal(t, runner.EventTurnStarted, evs[0].Kind)
+	assert.Equal(t, "hello", evs[0].Started.Message)
+	last := evs[len(evs)-1]
+	assert.Equal(t, runner.EventTurnEnded, last.Kind)
+	assert.Equal(t, runner.StatusFinished, last.Ended.Status)
+	for i, e := range evs {
+		assert.Equal(t, int64(i+1), e.Seq, "event %d", i)
+		assert.Equal(t, evs[0].Seq, e.Turn, "event %d belongs to the turn", i)
+	}
+	// A second turn continues the numbering; a subscriber from 0 gets it
+	// all (the first turn's events are dropped once the second starts).
+	var second []runner.Event
+	for e, err := range p.r.Send(ctx, agent.Input{SessionID: "s1", Message: "hello again"}) {
+		require.NoError(t, err)
+		second = append(second, e)
+	}
+	assert.Equal(t, last.Seq+1, second[0].Seq)
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 6, "two turns of user, plan, answer")
+	assert.Equal(t, msgs[2].ID, second[0].Started.History, "History names the last message stored before the turn")
+}
+
+// TestApproveRunsOnce: a turn waits for its approval; a second message
+// meanwhile is refused (ErrBusy); the decision runs the tool once and the
+// turn ends.
+func TestApproveRunsOnce(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{})
+	f := subscribe(ctx, t, p.r, "s1", 0)
+	turn, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+
+	_, err = p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "again"})
+	assert.ErrorIs(t, err, agent.ErrBusy)
+	_, err = p.r.Resume(ctx, "s1")
+	assert.ErrorIs(t, err, agent.ErrBusy, "Resume of a session this process drives")
+
+	ok, err := p.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	f.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
+	<-turn.Done()
+	assert.Equal(t, runner.StatusFinished, turn.Ended().Status)
+	assert.Equal(t, int32(1), runs.Load())
+}
+
+// TestTwoProcessesOneDriver: two replicas on one store, no Holder set:
+// while A's turn waits, B refuses the session (the lease); the decision
+// posted to B is taken by A's run, B's attempt to resume it finds it busy,
+// and the tool runs once.
+func TestTwoProcessesOneDriver(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	srv := model(t)
+	var runs atomic.Int32
+	a := newReplica(t, st, srv, &runs, options{})
+	b := newReplica(t, st, srv, &runs, options{})
+	f := subscribe(ctx, t, a.r, "s1", 0)
+	_, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+
+	_, err = b.r.Start(ctx, agent.Input{SessionID: "s1", Message: "again"})
+	assert.ErrorIs(t, err, agent.ErrBusy, "another process's message")
+	_, err = b.r.Resume(ctx, "s1")
+	assert.ErrorIs(t, err, agent.ErrBusy, "another process's resume")
+
+	ok, err := b.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	f.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
+	time.Sleep(100 * time.Millisecond) // B's resume, if any, would have run by now
+	assert.Equal(t, int32(1), runs.Load())
+}
+
+// TestCloseSuspendsAndRestartResumes: Close suspends a turn that waits for
+// a decision; a new process on the store resumes it when the decision
+// comes, and the tool runs once.
+func TestCloseSuspendsAndRestartResumes(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	srv := model(t)
+	var runs atomic.Int32
+	a := newReplica(t, st, srv, &runs, options{})
+	f := subscribe(ctx, t, a.r, "s1", 0)
+	turn, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	a.close()
+	<-turn.Done()
+	assert.Equal(t, runner.StatusSuspended, turn.Ended().Status)
+	open, err := st.OpenCalls(ctx, "s1")
+	require.NoError(t, err)
+	require.Len(t, open, 1, "the call stays open")
+
+	b := newReplica(t, st, srv, &runs, options{})
+	g := subscribe(ctx, t, b.r, "s1", 0)
+	ok, err := b.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	started := g.waitFor(ctx, "the resumed turn", func(e runner.Event) bool { return e.Kind == runner.EventTurnStarted })
+	assert.True(t, started.Started.Resumed)
+	g.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
+	assert.Equal(t, int32(1), runs.Load())
+}
+
+// TestInterrupt: Interrupt stops a run that waits for its approval: the
+// turn ends interrupted, and the tool never runs.
+func TestInterrupt(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{})
+	f := subscribe(ctx, t, p.r, "s1", 0)
+	_, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	ok, err := p.r.Interrupt(ctx, "s1")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	f.waitFor(ctx, "the end", isEnd(runner.StatusInterrupted))
+	assert.Zero(t, runs.Load())
+	ok, err = p.r.Interrupt(ctx, "s1")
+	require.NoError(t, err)
+	assert.False(t, ok, "nothing left to interrupt")
+}
+
+// TestSubscribeFromCursor: a subscriber that reconnects with the Seq of
+// the last event it had gets the rest and nothing twice; one whose cursor
+// is beyond the log is told to reload.
+func TestSubscribeFromCursor(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{})
+	var all []runner.Event
+	for e, err := range p.r.Send(ctx, agent.Input{SessionID: "s1", Message: "hello"}) {
+		require.NoError(t, err)
+		all = append(all, e)
+	}
+	mid := all[len(all)/2].Seq
+	var rest []runner.Event
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	for e, err := range p.r.Subscribe(sctx, "s1", mid) {
+		require.NoError(t, err)
+		rest = append(rest, e)
+	}
+	assert.Equal(t, all[len(all)/2+1:], rest)
+
+	var lost error
+	for _, err := range p.r.Subscribe(ctx, "s1", all[len(all)-1].Seq+5) {
+		lost = err
+	}
+	assert.ErrorIs(t, lost, runner.ErrEventsLost)
+}
+
+// TestDeleteEndsSubscriptions: deleting a session ends its subscriptions
+// with EventSessionDeleted and removes it from the store.
+func TestDeleteEndsSubscriptions(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{})
+	f := subscribe(ctx, t, p.r, "s1", 0)
+	_, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	require.NoError(t, p.r.Delete(ctx, "s1"))
+	f.waitFor(ctx, "the deletion", func(e runner.Event) bool { return e.Kind == runner.EventSessionDeleted })
+	_, err = st.Session(ctx, "s1")
+	assert.ErrorIs(t, err, memory.ErrNotFound)
+	assert.Zero(t, runs.Load())
+}
+
+// TestLostLeaseRunsNothing: a run whose lease another process took (it was
+// too slow to renew it) does not run its approved call: it suspends, and
+// the call stays open for the new holder.
+func TestLostLeaseRunsNothing(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{holder: "A", ttl: time.Hour})
+	f := subscribe(ctx, t, p.r, "s1", 0)
+	turn, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	// While A waits, its lease goes to B.
+	require.NoError(t, st.ReleaseLease(ctx, "s1", "A"))
+	ok, err := st.AcquireLease(ctx, "s1", "B", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = p.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	<-turn.Done()
+	assert.Equal(t, runner.StatusSuspended, turn.Ended().Status)
+	assert.Zero(t, runs.Load())
+	open, err := st.OpenCalls(ctx, "s1")
+	require.NoError(t, err)
+	assert.Len(t, open, 1)
+}
+
+// TestClosed: a closed Runner starts nothing.
+func TestClosed(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	var runs atomic.Int32
+	p := newReplica(t, &memory.MemStore{}, model(t), &runs, options{})
+	p.close()
+	_, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "hello"})
+	assert.True(t, errors.Is(err, runner.ErrClosed), "Start after Close: %v", err)
+	for _, err := range p.r.Subscribe(ctx, "s1", 0) {
+		assert.ErrorIs(t, err, runner.ErrClosed)
+	}
+}
