@@ -63,7 +63,6 @@ const (
 // [Config.MaxToolRounds] is zero.
 const DefaultMaxToolRounds = 8
 
-
 // Config configures an [Agent]. Its zero value is not enough (Model is
 // required), but every other field has a default, given in its comment.
 type Config struct {
