@@ -7,13 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/internal/drive"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 )
@@ -536,22 +536,19 @@ func TestParallelSuspendKeepsApprovedCalls(t *testing.T) {
 	validHistory(t, msgs)
 }
 
-// TestLeaseOneDriverPerSession: with Config.Holder, a session that one run
-// drives is refused to a second run, of this agent or of another holder,
-// until the first ends; the lease is renewed while a run waits longer than
-// its ttl.
-func TestLeaseOneDriverPerSession(t *testing.T) {
+// TestOneDriverPerSession: a session that a run of an Agent drives is
+// refused to a second run or a Resume of the same Agent (ErrBusy), with no
+// option set, until the first ends; another session is not.
+func TestOneDriverPerSession(t *testing.T) {
 	leaktest.Check(t)
 	ctx := context.Background()
 	st := &memory.MemStore{}
 	srv := newServer(t)
 	openTurn(srv)
-	srv.Enqueue(agenttest.Reply().Text("Sunny.").Finish("stop"))
 	k := newKeeper()
 	k.wait = true
-	const ttl = 90 * time.Millisecond
-	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k; c.Holder = "A"; c.LeaseTTL = ttl }, weatherTool())
-	b := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k; c.Holder = "B"; c.LeaseTTL = ttl }, weatherTool())
+	var runs atomic.Int32
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
 
 	done := make(chan error, 1)
 	waiting := make(chan struct{})
@@ -568,53 +565,43 @@ func TestLeaseOneDriverPerSession(t *testing.T) {
 		done <- err
 	}()
 	<-waiting
-	for range 3 { // well past one ttl: the lease is renewed
-		_, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "again"}))
-		assert.ErrorIs(t, err, agent.ErrBusy, "the same agent")
-		_, err = collect(b.Run(ctx, agent.Input{SessionID: "s1", Message: "again"}))
-		assert.ErrorIs(t, err, agent.ErrBusy, "another holder")
-		_, err = collect(b.Resume(ctx, "s1"))
-		assert.ErrorIs(t, err, agent.ErrBusy, "another holder's resume")
-		time.Sleep(ttl / 2)
-	}
+	_, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "again"}))
+	assert.ErrorIs(t, err, agent.ErrBusy, "a second run")
+	_, err = collect(a.Resume(ctx, "s1"))
+	assert.ErrorIs(t, err, agent.ErrBusy, "a Resume while the run waits")
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("Hi.").Finish("stop"))
+	_, err = collect(a.Run(ctx, agent.Input{SessionID: "s2", Message: "hello"}))
+	assert.NoError(t, err, "another session")
+
+	srv.Enqueue(agenttest.Reply().Text("Sunny.").Finish("stop"))
 	k.decide("appr-1", agent.Decision{Approved: true})
 	close(k.decided)
 	require.NoError(t, <-done)
-	ok, err := st.AcquireLease(ctx, "s1", "C", time.Minute)
-	require.NoError(t, err)
-	assert.True(t, ok, "the lease is released when the run ends")
+	assert.Equal(t, int32(1), runs.Load())
+	_, err = collect(a.Resume(ctx, "s1"))
+	assert.ErrorIs(t, err, agent.ErrNothingToResume, "free again once the run ended")
 }
 
-// TestHolderNeedsALeaser: Config.Holder without a Store that grants leases
-// is refused by New.
-func TestHolderNeedsALeaser(t *testing.T) {
-	_, err := agent.New(agent.Config{Model: "m", Holder: "A"})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "memory.Leaser")
-	_, err = agent.New(agent.Config{Model: "m", Store: &memory.MemStore{}, Holder: "A", LeaseTTL: -1})
-	require.Error(t, err)
-}
-
-// TestLostLeaseRunsNothing: a run whose lease another holder took (its
-// process was too slow to renew it) does not run the approved call: it
-// suspends, and the call stays open for the new holder, which runs it once.
-func TestLostLeaseRunsNothing(t *testing.T) {
+// TestLostSessionRunsNothing: a run whose driver no longer holds the
+// session (the runner's guard in its context says so: another process took
+// the lease) does not run its approved call: it suspends, and the call
+// stays open for the new driver, which runs it once.
+func TestLostSessionRunsNothing(t *testing.T) {
 	leaktest.Check(t)
 	ctx := context.Background()
 	st := &memory.MemStore{}
 	srv := newServer(t)
 	openTurn(srv)
 	var runs atomic.Int32
-	stolen := personFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
-		// While A waits, its lease goes to B.
-		require.NoError(t, st.ReleaseLease(ctx, "s1", "A"))
-		ok, err := st.AcquireLease(ctx, "s1", "B", time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
+	var held atomic.Bool
+	held.Store(true)
+	lost := personFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+		held.Store(false) // while A waits, another process takes the session
 		return agent.Decision{Approved: true}, nil
 	})
-	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = stolen; c.Holder = "A" }, countingWeather(&runs))
-	chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = lost }, countingWeather(&runs))
+	guarded := drive.WithGuard(ctx, func(context.Context) bool { return held.Load() })
+	chunks, err := collect(a.Run(guarded, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
 	require.NoError(t, err)
 	assert.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind)
 	assert.Zero(t, runs.Load())
@@ -623,9 +610,8 @@ func TestLostLeaseRunsNothing(t *testing.T) {
 	require.Len(t, open, 1)
 	assert.False(t, open[0].Executing)
 
-	require.NoError(t, st.ReleaseLease(ctx, "s1", "B"))
 	srv.Enqueue(agenttest.Reply().Text("Sunny.").Finish("stop"))
-	b := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = approveAll; c.Holder = "B" }, countingWeather(&runs))
+	b := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = approveAll }, countingWeather(&runs))
 	_, err = collect(b.Resume(ctx, "s1"))
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), runs.Load())

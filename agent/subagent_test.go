@@ -789,10 +789,6 @@ func TestNewSubAgentRefuses(t *testing.T) {
 	assert.Equal(t, "Runs the sub-agent research on a task and returns its answer.", def.Description)
 	assert.False(t, def.SkipApproval)
 	assert.Equal(t, []any{"task"}, def.Parameters["required"])
-
-	// Nor is a Holder: the calling run holds the session's lease.
-	_, err = agent.NewSubAgent("research", "", agent.Config{Model: "m", Holder: "replica-1"})
-	require.NoError(t, err)
 }
 
 // The arguments come from the model: whatever they are, Execute answers

@@ -257,3 +257,39 @@ func TestClosed(t *testing.T) {
 		assert.ErrorIs(t, err, runner.ErrClosed)
 	}
 }
+
+// TestDecisionResumesOnce: A's turn is suspended while it waits
+// (SuspendAfter); the decision is posted to B; both processes hear of it
+// and try to resume the turn; exactly one does, and the tool runs once.
+func TestDecisionResumesOnce(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	srv := model(t)
+	var runs atomic.Int32
+	a := newReplica(t, st, srv, &runs, options{suspendAfter: 50 * time.Millisecond})
+	b := newReplica(t, st, srv, &runs, options{suspendAfter: 50 * time.Millisecond})
+	f := subscribe(ctx, t, a.r, "s1", 0)
+	turn, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	<-turn.Done()
+	require.Equal(t, runner.StatusSuspended, turn.Ended().Status)
+
+	ok, err := b.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	f.waitFor(ctx, "the resumed turn's end", isEnd(runner.StatusFinished))
+	time.Sleep(200 * time.Millisecond) // a second resume would have run by now
+	assert.Equal(t, int32(1), runs.Load())
+	starts := 0
+	for _, e := range f.seen {
+		if e.Kind == runner.EventTurnStarted {
+			starts++
+		}
+	}
+	assert.Equal(t, 2, starts, "the turn and one resumed turn: %s", describe(f.seen))
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	assert.Equal(t, "It is sunny in Lima.", msgs[len(msgs)-1].Content)
+}
