@@ -89,6 +89,9 @@ func (l *memLog) since(after int64) ([]Event, bool) {
 func (r *Runner) publish(ss *session, ev Event) Event {
 	r.mu.Lock()
 	ev = ss.log.add(ev)
+	if r.onEvent != nil {
+		r.onEvent(ss.id, ev)
+	}
 	for f := range ss.subs {
 		f.wake()
 	}
@@ -315,4 +318,71 @@ func (r *Runner) since(ctx context.Context, ss *session, cursor int64) (evs []Ev
 		evs = append(evs, e)
 	}
 	return evs, false, nil
+}
+
+// LogState is what a session's event log says now.
+type LogState struct {
+	// Last is the Seq of the session's last event (0: none yet): a client
+	// that shows the stored history subscribes after it.
+	Last int64
+	// Turn is the Seq of the EventTurnStarted of the turn in progress, 0
+	// when none is; Started is its data.
+	Turn    int64
+	Started *TurnStarted
+}
+
+// Running reports whether a turn is in progress.
+func (s LogState) Running() bool { return s.Turn != 0 }
+
+// Log returns what the session's event log says now: from this process
+// when it drives the session (or keeps events in memory only), else from
+// the Store's log. A host that shows the stored history of a session whose
+// turn is in progress shows the messages up to Started.History, and the
+// rest from the turn's events (subscribe after Turn-1).
+func (r *Runner) Log(ctx context.Context, sessionID string) (LogState, error) {
+	r.mu.Lock()
+	ss := r.sessions[sessionID]
+	if ss != nil && (ss.run != nil || r.elog == nil) && ss.log.known {
+		st := LogState{Last: ss.log.last, Turn: ss.log.open}
+		if st.Turn != 0 {
+			for _, e := range ss.log.events {
+				if e.Seq == st.Turn {
+					st.Started = e.Started
+				}
+			}
+		}
+		r.mu.Unlock()
+		if st.Turn == 0 || st.Started != nil || r.elog == nil {
+			if st.Started == nil {
+				st.Turn = 0 // its start is no longer kept: say none
+			}
+			return st, nil
+		}
+	} else {
+		r.mu.Unlock()
+	}
+	if r.elog == nil {
+		return LogState{}, nil
+	}
+	last, err := r.elog.LastEvent(ctx, sessionID)
+	if errors.Is(err, memory.ErrNotFound) {
+		return LogState{}, nil
+	}
+	if err != nil || last == 0 {
+		return LogState{Last: last}, err
+	}
+	evs, _, err := r.elog.Events(ctx, sessionID, last-1, 1)
+	if err != nil || len(evs) == 0 || evs[0].Kind == string(EventTurnEnded) || evs[0].Turn == 0 {
+		return LogState{Last: last}, err
+	}
+	turn := evs[0].Turn
+	start, _, err := r.elog.Events(ctx, sessionID, turn-1, 1)
+	if err != nil || len(start) == 0 || start[0].Seq != turn {
+		return LogState{Last: last}, err
+	}
+	e, err := loaded(start[0])
+	if err != nil {
+		return LogState{Last: last}, err
+	}
+	return LogState{Last: last, Turn: turn, Started: e.Started}, nil
 }

@@ -81,6 +81,13 @@ type Config struct {
 	// Logger receives what goes wrong outside a call (a sweep, a lease, an
 	// event that could not be written); nil discards it.
 	Logger *slog.Logger
+	// OnEvent, when not nil, is called with every event this process
+	// publishes, numbered, in the goroutine that drives the session's run,
+	// before subscribers see it: a host keeps state of its own with it
+	// (where a sub-agent's card is drawn, what a run waits for). It must not
+	// block nor call the Runner; it is not called for the events of other
+	// processes.
+	OnEvent func(sessionID string, e Event)
 }
 
 // Runner drives the conversations of a process: one run at a time per
@@ -109,6 +116,7 @@ type Runner struct {
 	grace    time.Duration
 	maxRuns  int
 	logger   *slog.Logger
+	onEvent  func(string, Event)
 	writer   *writer // writes the events to elog; nil without one
 
 	base     context.Context // parent of every run's context; ends with Close
@@ -157,6 +165,7 @@ func New(cfg Config) (*Runner, error) {
 		grace:    cmp.Or(cfg.TurnGrace, time.Minute),
 		maxRuns:  cfg.MaxRuns,
 		logger:   cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		onEvent:  cfg.OnEvent,
 		base:     base,
 		stopBase: stop,
 		stopped:  make(chan struct{}),

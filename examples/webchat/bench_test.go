@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/planround/planround/agent"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -109,40 +108,3 @@ func BenchmarkTurn(b *testing.B) {
 	})
 }
 
-// BenchmarkPublish: one event (a text chunk's JSON) published to a session
-// with one open stream: the in-memory turn log against the shared one.
-func BenchmarkPublish(b *testing.B) {
-	data := mustJSON(agent.Chunk{Kind: agent.KindText, Text: "Hello there, "})
-	run := func(b *testing.B, store memory.Store) {
-		srv, err := NewServer(Options{BaseURL: demo.BaseURL, HTTPClient: demo.Model{}.Client(), Model: demo.ModelName, Store: store})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer srv.Close()
-		sub := newSubscriber()
-		srv.mu.Lock()
-		ss := srv.sessionLocked("bench-session")
-		ss.subs[sub] = struct{}{}
-		srv.mu.Unlock()
-		var spare []*event
-		b.ReportAllocs()
-		for b.Loop() {
-			srv.publish(ss, event{data: data})
-			<-sub.ready
-			spare = reuse(sub.take(spare))
-		}
-		srv.mu.Lock()
-		delete(ss.subs, sub)
-		srv.mu.Unlock()
-	}
-	b.Run("memory", func(b *testing.B) { run(b, nil) })
-	b.Run("postgres", func(b *testing.B) {
-		url := postgresURL(b)
-		st, err := pgstore.Open(context.Background(), url, pgstore.WithSchema(freshSchema(b, url)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(st.Close)
-		run(b, st)
-	})
-}

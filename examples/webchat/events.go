@@ -1,16 +1,17 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
-)
 
-// subscriberBuffer is how many events an event stream may fall behind
-// before it is dropped; the browser reconnects and reloads the history.
-const subscriberBuffer = 4096
+	"github.com/planround/planround/runner"
+)
 
 // keepAlive is how often an idle event stream sends a comment, so proxies
 // and browsers keep it open.
@@ -24,117 +25,47 @@ type event struct {
 	// seq is the event's number in the session's turn log (the SSE id), 0
 	// for an event that is not logged (hello, the redraw of what waits).
 	seq int64
-	// turn is the number of the run_started event of the run the event
-	// belongs to; 0 outside a run.
-	turn int64
 }
 
-// subscriber is one open event stream.
-//
-// Its queue grows with what is pending and starts empty: an idle stream
-// (most of them, on a server holding thousands of pages) costs no buffer.
-// A buffered channel of subscriberBuffer pointers would cost 32 KiB per
-// stream, open or idle.
-type subscriber struct {
-	mu    sync.Mutex
-	queue []*event // events to write, oldest first (shared with the other streams: read only); mu guards it
-	// ready holds a token when queue may have events: the writer waits on
-	// it.
-	ready   chan struct{}
-	dropped chan struct{} // closed when the stream fell too far behind
-	// last is the number of the last logged event the stream has (queued,
-	// or written by the replay). Server.mu guards it.
-	last int64
+// runStarted is the data of the run_started event.
+type runStarted struct {
+	// Message is the user's message that started the run; empty for a
+	// resumed turn. A page that did not send it (another tab, a reload)
+	// shows it.
+	Message string `json:"message,omitempty"`
+	// Resumed is true for a turn continued from the store (agent.Resume):
+	// after a restart, or a decision on a suspended turn. Its events go on
+	// the turn whose tool calls it continues.
+	Resumed bool `json:"resumed,omitempty"`
+	// History is the id of the last message stored when the run started: a
+	// page that loads the history while the run is active gets the
+	// messages up to it, and the rest from the turn's events.
+	History int64 `json:"history"`
 }
 
-func newSubscriber() *subscriber {
-	return &subscriber{ready: make(chan struct{}, 1), dropped: make(chan struct{})}
-}
-
-// push queues ev and wakes the writer; false when subscriberBuffer events
-// are queued already (nothing is queued then).
-func (sub *subscriber) push(ev *event) bool {
-	sub.mu.Lock()
-	if len(sub.queue) >= subscriberBuffer {
-		sub.mu.Unlock()
-		return false
+// pageEvent is the event the page gets for a runner event.
+func pageEvent(e runner.Event) (event, error) {
+	var (
+		name string
+		v    any
+	)
+	switch e.Kind {
+	case runner.EventTurnStarted:
+		name, v = "run_started", runStarted{Message: e.Started.Message, Resumed: e.Started.Resumed, History: e.Started.History}
+	case runner.EventChunk:
+		v = e.Chunk
+	case runner.EventTurnEnded:
+		name, v = "run_done", runDone{Status: e.Ended.Status, Reason: e.Ended.Reason, Cause: e.Ended.Cause, Error: e.Ended.Error, Turn: e.Turn}
+	case runner.EventSessionDeleted:
+		name, v = "session_deleted", struct{}{}
+	default:
+		return event{}, fmt.Errorf("unknown event kind %q", e.Kind)
 	}
-	sub.queue = append(sub.queue, ev)
-	sub.mu.Unlock()
-	select {
-	case sub.ready <- struct{}{}:
-	default: // a token is there already
+	data, err := json.Marshal(v)
+	if err != nil {
+		return event{}, fmt.Errorf("encoding a %s event: %w", e.Kind, err)
 	}
-	return true
-}
-
-// take returns the queued events and leaves spare as the queue: the
-// writer passes back the slice it emptied after its last take (see
-// reuse), so a stream that gets one event at a time allocates nothing.
-func (sub *subscriber) take(spare []*event) []*event {
-	sub.mu.Lock()
-	q := sub.queue
-	sub.queue = spare
-	sub.mu.Unlock()
-	return q
-}
-
-// reuse empties q, written, for the next take: it lets go of the events
-// at once (an idle stream holds none), and of the slice itself when a
-// burst made it large, so a burst's buffer does not stay with an idle
-// stream.
-func reuse(q []*event) []*event {
-	if cap(q) > 64 {
-		return nil
-	}
-	clear(q)
-	return q[:0]
-}
-
-// publish numbers ev in the session's turn log and sends it to the
-// session's event streams. It returns ev numbered (seq 0 when a shared log
-// failed to take it: the streams of this process still get it, and the
-// error is logged). Events of one session are published by one goroutine
-// at a time (its run's, or the handler that starts it), which keeps their
-// order.
-func (s *Server) publish(ss *session, ev event) event {
-	if s.shared != nil {
-		ev = s.shared.append(s.base, ss.id, ev)
-		s.mu.Lock()
-		s.fanoutLocked(ss, ev)
-		s.mu.Unlock()
-		return ev
-	}
-	s.mu.Lock()
-	ev = s.logLocked(ss.id).add(ev)
-	s.fanoutLocked(ss, ev)
-	s.mu.Unlock()
-	return ev
-}
-
-// fanoutLocked sends ev to every stream of ss that does not have it yet
-// (with a shared log, an event may come both from this process's run and
-// from the log) without blocking: a stream whose buffer is full is dropped
-// (its browser reconnects), so a stalled tab never stalls a run. Holding
-// s.mu keeps the order of events the same on every stream. s.mu must be
-// held.
-func (s *Server) fanoutLocked(ss *session, ev event) {
-	if len(ss.subs) == 0 {
-		return
-	}
-	p := &ev // the streams' queues share it
-	for sub := range ss.subs {
-		if ev.seq != 0 {
-			if ev.seq <= sub.last {
-				continue
-			}
-			sub.last = ev.seq
-		}
-		if !sub.push(p) {
-			delete(ss.subs, sub)
-			close(sub.dropped)
-		}
-	}
+	return event{name: name, data: data, seq: e.Seq}, nil
 }
 
 // handleEvents is GET /api/events?session_id=...[&after=N]: the session's
@@ -144,16 +75,17 @@ func (s *Server) fanoutLocked(ss *session, ev event) {
 // whether a run is active), then every event of the session's runs: the
 // chunks as unnamed events whose data is the chunk's JSON, between
 // run_started {message?, resumed?, history} and run_done {status, reason?,
-// cause?, error?, turn} events. These events carry their number in the
-// session's turn log as their SSE id. A page that names the last one it
-// has (after, or the Last-Event-ID header of a reconnecting EventSource)
-// first gets every logged event after it; when the log no longer holds
-// them all, a server whose store outlives it (Options.Store set) sends a
-// reload event and ends the stream: the page loads the history again.
-// Without after, the stream goes on with the approval_required chunks of
-// approvals that still wait and the form_request side chunks of forms that
-// still wait (each after an executing chunk of its call), so that a
-// reconnecting page draws them again.
+// cause?, error?, turn} events, and session_deleted when the session is
+// deleted. These events carry their number in the session's turn log as
+// their SSE id. A page that names the last one it has (after, or the
+// Last-Event-ID header of a reconnecting EventSource) first gets every
+// logged event after it; when the log no longer holds them all, it gets a
+// reload event and the stream ends: the page loads the history again.
+// Without after, the stream goes on from the log's end, after the
+// approval_required chunks of approvals that still wait and the
+// form_request side chunks of forms that still wait (each after an
+// executing chunk of its call), so that a reconnecting page draws them
+// again.
 //
 // Only the session's browser may open it: 401 without an owner cookie, 403
 // with another browser's. Streams are bounded per browser (429) and in the
@@ -183,68 +115,27 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d event streams open): try again shortly", s.maxStreams)})
 		return
 	}
-	sub := newSubscriber()
-	ss := s.sessionLocked(id)
-	ss.subs[sub] = struct{}{}
 	s.streamCount++
 	s.ownerStreams[owner]++
-	busy := ss.run != nil
-	// In memory, subscribed and read under one lock: the replay and the
-	// live events meet without a gap.
-	var (
-		replay   []event
-		complete = true
-		state    logState
-	)
-	if s.shared == nil {
-		l := s.logs[id]
-		if l != nil {
-			state = l.state()
-		}
-		if hasAfter {
-			switch {
-			case l != nil:
-				replay, complete = l.since(after)
-			case after != 0:
-				complete = false // a number of another process's log
-			}
-		}
-		sub.last = state.Last
-	} else if hasAfter {
-		sub.last = after
-	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(ss.subs, sub)
-		s.forgetLocked(ss)
 		s.streamCount--
 		if s.ownerStreams[owner]--; s.ownerStreams[owner] == 0 {
 			delete(s.ownerStreams, owner)
 		}
 		s.mu.Unlock()
 	}()
-	if s.shared != nil {
-		// Subscribed first, read second: an event may come both ways
-		// (skipped below by its number), none is missed.
-		var err error
-		if state, err = s.shared.state(r.Context(), id); err == nil && hasAfter {
-			replay, complete, err = s.shared.since(r.Context(), id, after)
-		}
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "reading the session's events: " + err.Error()})
-			return
-		}
-		busy = busy || state.running()
-		s.mu.Lock()
-		if hasAfter && complete {
-			if n := len(replay); n > 0 {
-				sub.last = max(sub.last, replay[n-1].seq)
-			}
-		} else {
-			sub.last = max(sub.last, state.Last)
-		}
-		s.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	state, err := s.runner.Log(ctx, id)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "reading the session's events: " + err.Error()})
+		return
+	}
+	if !hasAfter {
+		after = state.Last
 	}
 
 	h := w.Header()
@@ -257,7 +148,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		info
 		Busy bool `json:"busy"`
 		// Turn is the number of the run_started event of the run in
-		// progress (0: none, or not known here).
+		// progress (0: none).
 		Turn int64 `json:"turn,omitempty"`
 		// Seq is the number of the session's last logged event when the
 		// stream opened.
@@ -265,83 +156,70 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		// Replay is true when the logged events after the page's come
 		// next; false when the stream goes on from Seq.
 		Replay bool `json:"replay"`
-	}{s.info, busy, state.Turn, state.Last, hasAfter && complete}
-	if hasAfter && !complete && s.durable {
-		hello.Busy = false // the page reloads
-	}
-	writeEvent(w, event{name: "hello", data: mustJSON(hello)})
-	var last int64 // the number of the last logged event written
-	switch {
-	case hasAfter && !complete && s.durable:
-		writeEvent(w, event{name: "reload", data: mustJSON(struct{}{})})
-		rc.Flush() //nolint:errcheck // ending anyway
-		return
-	case hasAfter && complete:
-		last = after
-		for _, ev := range replay {
+	}{s.info, state.Running(), state.Turn, state.Last, hasAfter}
+	// Writes come from this goroutine and the keep-alive's.
+	var wmu sync.Mutex
+	write := func(evs ...event) bool {
+		wmu.Lock()
+		defer wmu.Unlock()
+		for _, ev := range evs {
 			writeEvent(w, ev)
-			last = ev.seq
 		}
-	default:
-		// Subscribed first, listed second: an approval registered in
-		// between may come twice, which the page handles (cards are keyed
-		// by call id); none is missed.
+		return rc.Flush() == nil
+	}
+	first := []event{{name: "hello", data: mustJSON(hello)}}
+	if !hasAfter {
+		// Subscribed next, listed now: an approval registered in between
+		// may come twice, which the page handles (cards are keyed by call
+		// id); none is missed.
 		for _, c := range s.pendingChunks(id) {
-			writeEvent(w, event{data: mustJSON(c)})
+			first = append(first, event{data: mustJSON(c)})
 		}
 	}
-	if rc.Flush() != nil {
+	if !write(first...) {
 		return
 	}
-
-	// write writes a live event, unless the replay had it.
-	write := func(ev *event) bool {
-		if ev.seq != 0 && ev.seq <= last {
-			return true
-		}
-		if ev.seq != 0 {
-			last = ev.seq
-		}
-		writeEvent(w, *ev)
-		return ev.name != "reload"
-	}
-	tick := time.NewTicker(keepAlive)
-	defer tick.Stop()
-	var queued []*event
-	for {
-		select {
-		case <-sub.ready:
-			// Write all that is queued before flushing: fewer packets when
-			// the model streams fast.
-			queued = sub.take(queued)
-			ok := true
-			for _, ev := range queued {
-				if ok = write(ev); !ok {
-					break
-				}
+	stopKeepAlive := make(chan struct{})
+	defer close(stopKeepAlive)
+	go func() {
+		tick := time.NewTicker(keepAlive)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopKeepAlive:
+				return
+			case <-tick.C:
 			}
-			queued = reuse(queued)
-			if !ok {
-				rc.Flush() //nolint:errcheck // ending anyway
+			wmu.Lock()
+			_, err := w.Write([]byte(": keep-alive\n\n"))
+			if err == nil {
+				err = rc.Flush()
+			}
+			wmu.Unlock()
+			if err != nil {
+				cancel()
 				return
 			}
-		case <-tick.C:
-			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
-				return
+		}
+	}()
+	for e, err := range s.runner.Subscribe(ctx, id, after) {
+		if err != nil {
+			if errors.Is(err, runner.ErrEventsLost) {
+				write(event{name: "reload", data: mustJSON(struct{}{})})
+			} else if !errors.Is(err, runner.ErrClosed) {
+				s.logger.Warn("webchat: following a session's events", "session", id, "err", err)
 			}
-		case <-sub.dropped:
-			return
-		case <-s.closing:
-			// Close waited for the runs: their last events are queued.
-			for _, ev := range sub.take(nil) {
-				write(ev)
-			}
-			rc.Flush() //nolint:errcheck // closing anyway
-			return
-		case <-r.Context().Done():
 			return
 		}
-		if rc.Flush() != nil {
+		ev, err := pageEvent(e)
+		if err != nil {
+			s.logger.Warn("webchat: an event of a session", "session", id, "err", err)
+			continue
+		}
+		if !write(ev) {
+			return
+		}
+		if e.Kind == runner.EventSessionDeleted {
 			return
 		}
 	}
@@ -366,4 +244,22 @@ func writeEvent(w http.ResponseWriter, ev event) {
 	b = append(b, ev.data...)
 	b = append(b, "\n\n"...)
 	w.Write(b) //nolint:errcheck // seen by Flush
+}
+
+// afterParam returns the number of the last event a page has, from the
+// Last-Event-ID header (an EventSource reconnecting by itself) or the
+// after parameter, and false when the request names none.
+func afterParam(r *http.Request) (int64, bool) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
 }

@@ -56,9 +56,10 @@ func (s *Server) checkSkills(names []string) error {
 	return nil
 }
 
-// markNested remembers where an approval or a form of a sub-agent's run
-// belongs, for a page that reconnects while it waits.
-func (s *Server) markNested(ss *session, c agent.Chunk) {
+// markNestedLocked remembers where an approval or a form of a sub-agent's
+// run belongs, for a page that reconnects while it waits. s.mu must be
+// held.
+func (s *Server) markNestedLocked(id string, c agent.Chunk) {
 	var key string
 	switch {
 	case c.Kind == agent.KindToolCall && c.Tool != nil && c.Tool.State == agent.StateApprovalRequired:
@@ -68,15 +69,14 @@ func (s *Server) markNested(ss *session, c agent.Chunk) {
 			key = f.FormID
 		}
 	}
-	if key == "" {
+	ss := s.live[id]
+	if key == "" || ss == nil {
 		return
 	}
-	s.mu.Lock()
 	if ss.nested == nil {
 		ss.nested = make(map[string]nestedMark)
 	}
 	ss.nested[key] = nestedMark{agent: c.Agent, depth: c.Depth, parent: c.Parent, round: c.Round}
-	s.mu.Unlock()
 }
 
 // pendingChunks returns the chunks that draw again what waits for the
@@ -90,7 +90,7 @@ func (s *Server) pendingChunks(sessionID string) []agent.Chunk {
 	}
 	s.mu.Lock()
 	var nested map[string]nestedMark
-	if ss := s.sessions[sessionID]; ss != nil {
+	if ss := s.live[sessionID]; ss != nil {
 		nested = ss.nested
 	}
 	mark := func(key string, c agent.Chunk) agent.Chunk {

@@ -534,7 +534,7 @@ func TestResearcherSubAgent(t *testing.T) {
 	}
 	assert.Equal(t, 0, h.srv.approvals.Len())
 	h.srv.mu.Lock()
-	assert.Nil(t, h.srv.sessions[session].nested, "the marks end with the run")
+	assert.Nil(t, h.srv.live[session], "the marks end with the run")
 	h.srv.mu.Unlock()
 }
 

@@ -186,10 +186,11 @@ import (
 	neturl "net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
-	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/hooks"
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
@@ -198,6 +199,7 @@ import (
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
+	"github.com/planround/planround/runner"
 )
 
 func main() {
@@ -212,13 +214,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	fs := flag.NewFlagSet("webchat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
-	db := fs.String("db", "", "SQLite `file` that keeps the conversations and their waiting tool calls (default: in memory)")
+	db := fs.String("db", "", "SQLite `file` that keeps the conversations and their waiting tool calls (default: webchat.db in the user's data folder)")
+	inMemory := fs.Bool("memory", false, "keep nothing: the conversations live in memory and end with the process")
 	pgURL := fs.String("postgres", "", "PostgreSQL `URL` that keeps the conversations: this process is one replica of many (see README)")
 	pgSchema := fs.String("postgres-schema", pgstore.DefaultSchema, "PostgreSQL `schema` of the tables, with -postgres")
 	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
-	suspendAfter := fs.Duration("suspend-after", 0, "with -db or -postgres, how long a run waits for an approval before it is suspended (the card stays answerable; 0: until the timeout)")
-	leaseTTL := fs.Duration("lease-ttl", agent.DefaultLeaseTTL, "with -db or -postgres, how long the sessions of a process that died stay locked")
-	sweep := fs.Duration("sweep-interval", DefaultSweepInterval, "with -db or -postgres, how often to look for turns to resume")
+	suspendAfter := fs.Duration("suspend-after", 0, "how long a run waits for an approval before it is suspended (the card stays answerable; 0: until the timeout); not with -memory")
+	leaseTTL := fs.Duration("lease-ttl", runner.DefaultLeaseTTL, "how long the sessions of a process that died stay locked")
+	sweep := fs.Duration("sweep-interval", DefaultSweepInterval, "how often to look for turns to resume; not with -memory")
 	system := fs.String("system", "", "system `prompt`")
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
@@ -239,8 +242,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintf(stderr, "webchat: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if *db != "" && *pgURL != "" {
-		fmt.Fprintln(stderr, "webchat: -db and -postgres exclude each other")
+	if n := btoi(*db != "") + btoi(*pgURL != "") + btoi(*inMemory); n > 1 {
+		fmt.Fprintln(stderr, "webchat: -db, -postgres and -memory exclude each other")
 		return 2
 	}
 	if *suspendAfter < 0 || *leaseTTL <= 0 || *sweep <= 0 {
@@ -324,6 +327,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = *maxRuns, *maxRuns
 		defer tr.CloseIdleConnections()
 		o.HTTPClient = &http.Client{Transport: tr}
+	}
+	if *db == "" && *pgURL == "" && !*inMemory {
+		dir, err := dataDir()
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: no folder for the conversations (%v): pass -db FILE, or -memory to keep nothing\n", err)
+			return 1
+		}
+		*db = filepath.Join(dir, "webchat.db")
+		fmt.Fprintf(stderr, "webchat: keeping the conversations in %s (-db FILE picks another file, -memory keeps nothing)\n", *db)
 	}
 	if *db != "" {
 		st, err := sqlitestore.Open(ctx, *db)
@@ -443,4 +455,42 @@ func startMCP(ctx context.Context, path string, stderr io.Writer) (*mcpclient.Cl
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	return mc, nil
+}
+
+// btoi is 1 for true.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// dataDir returns the folder that keeps the web chat's data by default,
+// creating it (0700: the conversations are the user's only):
+// planround-webchat in $XDG_DATA_HOME when it is set, else in the system's
+// per-user data folder (~/.local/share on Linux and the BSDs, the
+// application support folder on macOS, %AppData% on Windows).
+func dataDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		switch runtime.GOOS {
+		case "darwin", "windows", "ios", "plan9":
+			dir, err := os.UserConfigDir()
+			if err != nil {
+				return "", err
+			}
+			base = dir
+		default:
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", err
+			}
+			base = filepath.Join(home, ".local", "share")
+		}
+	}
+	dir := filepath.Join(base, "planround-webchat")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,16 @@ func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(childArgsEnv); ok {
 		os.Exit(childMain(args)) // a web chat process of a test: see startChild
 	}
+	// A program the tests start without -db keeps its data in the user's
+	// data folder: a folder of the tests' here, never the user's.
+	data, err := os.MkdirTemp("", "planround-webchat-data-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_DATA_HOME", data)
 	code := m.Run()
+	os.RemoveAll(data)
 	if stdioBuild.dir != "" {
 		os.RemoveAll(stdioBuild.dir)
 	}

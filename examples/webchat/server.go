@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +31,7 @@ import (
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/runner"
 )
 
 //go:embed web
@@ -174,10 +174,13 @@ var (
 // the runs it started. Close ends them.
 //
 // Every session (a browser tab's conversation, named by the page) has at
-// most one run at a time and any number of event streams (GET /api/events)
-// that receive its chunks in order.
+// most one run at a time, among every process that shares the Store, and
+// any number of event streams (GET /api/events) that receive its events in
+// order: the runner (package runner) drives the runs, numbers their events,
+// and brings those of other processes.
 type Server struct {
 	agent     *agent.Agent
+	runner    *runner.Runner
 	approvals *approval.Manager
 	forms     *interact.Forms
 	skills    *skills.Set // nil without skills
@@ -185,14 +188,11 @@ type Server struct {
 	tools     *agent.ToolRegistry
 	mcp       *mcpclient.Client // nil without MCP servers
 	info      info
-	handler   http.Handler    // the routes behind the CSRF and Host checks
-	base      context.Context // parent of every run's context
-	stopBase  context.CancelCauseFunc
+	handler   http.Handler  // the routes behind the CSRF and Host checks
 	closing   chan struct{} // closed by Close: event streams end
-	runs      sync.WaitGroup
 	closeOnce sync.Once
 
-	maxRuns, maxRunsPerOwner       int
+	maxRunsPerOwner                int
 	maxStreams, maxStreamsPerOwner int
 	maxImport                      int64
 
@@ -201,22 +201,13 @@ type Server struct {
 	// a decision are suspended at Close, and a decision that no run waits
 	// for resumes the turn.
 	durable bool
-	holder  string        // this process's name to the Store's leases (agent.Config.Holder)
-	leaser  memory.Leaser // the Store's leases; nil without
-	ttl     time.Duration // a lease's time to live
-	shared  *pgLog        // the turn log in PostgreSQL (replicas); nil: in memory
 	logger  *slog.Logger
-	sweep   time.Duration  // the sweeper's period; 0: no sweeper
-	stopped chan struct{}  // closed by Close: the sweeper and the follower end
-	workers sync.WaitGroup // the sweeper and the follower
 
-	mu           sync.Mutex          // guards sessions, logs, closed, the counts below and everything reachable from sessions and logs
-	sessions     map[string]*session // sessions with a run or an event stream
-	logs         map[string]*memLog  // the turn logs (without a shared log)
-	started      bool                // NewServer is done: decisions may resume turns
+	mu           sync.Mutex          // guards live, closed and the counts below
+	live         map[string]*session // sessions with a turn in progress here, or marks to keep
 	closed       bool
-	runCount     int            // active runs
-	ownerRuns    map[string]int // active runs per owner tag; no zero entries
+	ownerRuns    map[string]int // runs in progress per owner tag (this process's); no zero entries
+	starting     map[string]int // POST /api/chat in progress per owner tag; no zero entries
 	streamCount  int            // open event streams
 	ownerStreams map[string]int // open event streams per owner tag; no zero entries
 }
@@ -231,21 +222,21 @@ type info struct {
 	// Durable is true when approvals outlive the server (Options.Store).
 	Durable bool `json:"durable,omitempty"`
 	// Log names the turn log whose numbers the events carry: this
-	// process's (its instance id), or the one replicas share. A durable
-	// page that finds another log loads the history again, where its
-	// cards still wait.
+	// process's (its instance id), or the Store's. A durable page that
+	// finds another log loads the history again, where its cards still
+	// wait.
 	Log string `json:"log"`
 }
 
-// session is one conversation's live state. Server.mu guards all of it.
+// session is what this process keeps of a session while its turns run
+// here. Server.mu guards it.
 type session struct {
-	id       string
-	run      *activeRun               // nil when idle
-	subs     map[*subscriber]struct{} // open event streams
-	deleting bool                     // POST /api/sessions/delete is deleting it from the Store
-	// nested marks the approvals and forms of the active run that belong
-	// to a sub-agent's run, by approval id and form id, so that a
-	// reconnecting page draws them again where they were.
+	// turn is the Seq of the turn in progress that this process counts
+	// for the session's owner; 0 when none.
+	turn int64
+	// nested marks the approvals and forms of the turn that belong to a
+	// sub-agent's run, by approval id and form id, so that a reconnecting
+	// page draws them again where they were.
 	nested map[string]nestedMark
 }
 
@@ -256,21 +247,6 @@ type nestedMark struct {
 	depth  int
 	parent string
 	round  int
-}
-
-// activeRun is a run in progress. Server.mu guards its fields but
-// cancel.
-type activeRun struct {
-	cancel context.CancelCauseFunc
-	// waiting holds the ids of the calls that wait for a decision: an
-	// approval_required chunk came and nothing since. Close suspends a run
-	// that has one instead of interrupting it.
-	waiting map[string]bool
-	// ending is closed when the run has ended and is about to be cleared:
-	// its run_done may already be visible to other replicas, whose pages
-	// send their next message here at once, so a new message waits for the
-	// clearing (ended) instead of meeting a 409.
-	ending, ended chan struct{}
 }
 
 // NewServer builds the agent from o and returns the Server.
@@ -286,24 +262,13 @@ func NewServer(o Options) (*Server, error) {
 		_, approvals := o.Store.(memory.ApprovalStore)
 		durable = calls && approvals
 	}
-	base, stop := context.WithCancelCause(context.Background())
 	s := &Server{
-		store:    o.Store,
-		durable:  durable,
-		holder:   cmp.Or(o.Holder, "webchat-"+randomID()),
-		ttl:      cmp.Or(o.LeaseTTL, agent.DefaultLeaseTTL),
-		logger:   cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
-		stopped:  make(chan struct{}),
-		base:     base,
-		stopBase: stop,
-	}
-	s.leaser, _ = o.Store.(memory.Leaser)
-	if durable {
-		s.sweep = cmp.Or(o.SweepInterval, DefaultSweepInterval)
+		store:   o.Store,
+		durable: durable,
+		logger:  cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
 	}
 	mgr, err := s.newManager(o)
 	if err != nil {
-		stop(nil)
 		return nil, err
 	}
 	s.approvals = mgr
@@ -344,8 +309,6 @@ func NewServer(o Options) (*Server, error) {
 		Approver:     mgr,
 		Store:        o.Store,
 		Hooks:        o.Hooks,
-		Holder:       s.holder,
-		LeaseTTL:     s.ttl,
 
 		TracerProvider: o.TracerProvider,
 	}
@@ -376,26 +339,37 @@ func NewServer(o Options) (*Server, error) {
 		ApprovalTimeout: mgr.Timeout().Seconds(),
 		Durable:         durable,
 	}
+	if _, shared := o.Store.(memory.EventLog); shared && durable {
+		// The events are numbered in the Store's log: a page's numbers
+		// stay good across restarts and replicas.
+		s.info.Log = "store"
+	}
 	s.closing = make(chan struct{})
-	s.maxRuns = cmp.Or(o.MaxRuns, DefaultMaxRuns)
 	s.maxRunsPerOwner = cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner)
 	s.maxStreams = cmp.Or(o.MaxStreams, DefaultMaxStreams)
 	s.maxStreamsPerOwner = cmp.Or(o.MaxStreamsPerOwner, DefaultMaxStreamsPerOwner)
 	s.maxImport = cmp.Or(o.MaxImportSize, DefaultMaxImportSize)
-	s.sessions = make(map[string]*session)
-	s.logs = make(map[string]*memLog)
+	s.live = make(map[string]*session)
 	s.ownerRuns = make(map[string]int)
+	s.starting = make(map[string]int)
 	s.ownerStreams = make(map[string]int)
-	if err := s.startShared(o.Store); err != nil {
+	sweep := cmp.Or(o.SweepInterval, DefaultSweepInterval)
+	if !durable {
+		sweep = -1
+	}
+	s.runner, err = runner.New(runner.Config{
+		Agent:         a,
+		Holder:        o.Holder,
+		LeaseTTL:      o.LeaseTTL,
+		SweepInterval: sweep,
+		MaxRuns:       cmp.Or(o.MaxRuns, DefaultMaxRuns),
+		Logger:        s.logger,
+		OnEvent:       s.onEvent,
+	})
+	if err != nil {
 		return nil, s.abandon(err)
 	}
 	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
-	// The Manager hears other processes' decisions from its start; those
-	// that came before now are the sweeper's, whose first sweep is now.
-	s.mu.Lock()
-	s.started = true
-	s.mu.Unlock()
-	s.startSweeper()
 	return s, nil
 }
 
@@ -403,7 +377,6 @@ func NewServer(o Options) (*Server, error) {
 // returns err.
 func (s *Server) abandon(err error) error {
 	s.closeManager()
-	s.stopBase(err)
 	return err
 }
 
@@ -492,32 +465,15 @@ func securityHeaders(h http.Handler) http.Handler {
 // Close ends every run and waits for them to end (their last events reach
 // the open streams), then ends the event streams, the sweeper and the
 // approval Manager. With a durable Store a run that waits for a decision
-// is suspended (agent.ErrSuspended): its cards stay answerable, and the
-// next process on the Store resumes the turn when one is answered. Other
-// runs are interrupted. It does not close the Store. Close is safe to call
-// more than once.
+// is suspended: its cards stay answerable, and the next process on the
+// Store resumes the turn when one is answered. Other runs are interrupted.
+// It does not close the Store. Close is safe to call more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		for _, ss := range s.sessions {
-			if ss.run == nil {
-				continue
-			}
-			cause := errShutdown
-			if s.durable && len(ss.run.waiting) > 0 {
-				cause = agent.ErrSuspended
-			}
-			ss.run.cancel(cause)
-		}
 		s.mu.Unlock()
-		close(s.stopped)        // no new resume from the sweeper or a decision
-		s.stopBase(errShutdown) // cancels every other run's context
-		s.runs.Wait()
-		s.workers.Wait()
-		if s.shared != nil {
-			s.shared.close()
-		}
+		s.runner.Close()
 		s.closeManager()
 		close(s.closing)
 	})
@@ -536,25 +492,6 @@ func checkSessionID(id string) error {
 		return errors.New("session_id must be 1 to 64 letters, digits, '-' or '_'")
 	}
 	return nil
-}
-
-// sessionLocked returns the live state of id, creating it. s.mu must be
-// held.
-func (s *Server) sessionLocked(id string) *session {
-	ss := s.sessions[id]
-	if ss == nil {
-		ss = &session{id: id, subs: make(map[*subscriber]struct{})}
-		s.sessions[id] = ss
-	}
-	return ss
-}
-
-// forgetLocked drops a session's live state once nothing uses it. s.mu must
-// be held.
-func (s *Server) forgetLocked(ss *session) {
-	if ss.run == nil && len(ss.subs) == 0 {
-		delete(s.sessions, ss.id)
-	}
 }
 
 // chatRequest is the body of POST /api/chat.
@@ -581,8 +518,8 @@ type apiResponse struct {
 //	400                     malformed JSON, missing or invalid fields, a
 //	                        message of white space only
 //	401, 403                no owner cookie; the session is another browser's
-//	409                     a run is already active in the session, or it
-//	                        is being deleted
+//	409                     a run is already active in the session (here or
+//	                        on another replica)
 //	429                     this browser has MaxRunsPerOwner runs active
 //	503                     the server is shutting down, or has MaxRuns runs
 //	                        active
@@ -603,140 +540,110 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := sessionOwner(req.SessionID)
-
 	s.mu.Lock()
-	if ss := s.sessions[req.SessionID]; ss != nil && ss.run != nil && isClosed(ss.run.ending) {
-		// The previous run has ended and is being cleared: wait for it.
-		ended := ss.run.ended
-		s.mu.Unlock()
-		select {
-		case <-ended:
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
-		s.mu.Lock()
-	}
-	if s.closed {
+	switch {
+	case s.closed:
 		s.mu.Unlock()
 		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
 		return
-	}
-	ss := s.sessions[req.SessionID]
-	switch {
-	case ss != nil && ss.run != nil:
-		s.mu.Unlock()
-		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session: wait for it or interrupt it"})
-		return
-	case ss != nil && ss.deleting:
-		s.mu.Unlock()
-		writeJSON(w, http.StatusConflict, apiResponse{Error: "this session is being deleted"})
-		return
-	case s.ownerRuns[owner] >= s.maxRunsPerOwner:
+	case s.ownerRuns[owner]+s.starting[owner] >= s.maxRunsPerOwner:
 		s.mu.Unlock()
 		writeJSON(w, http.StatusTooManyRequests, apiResponse{Error: fmt.Sprintf("this browser already has %d runs active: wait for one to end or interrupt it", s.maxRunsPerOwner)})
 		return
-	case s.runCount >= s.maxRuns:
-		s.mu.Unlock()
-		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d runs active): try again shortly", s.maxRuns)})
-		return
 	}
-	ss = s.sessionLocked(req.SessionID)
-	ctx, cancel := context.WithCancelCause(s.base)
+	s.starting[owner]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.starting[owner]--; s.starting[owner] == 0 {
+			delete(s.starting, owner)
+		}
+		s.mu.Unlock()
+	}()
+
+	ctx := r.Context()
 	if req.Skills != nil {
 		ctx = skills.WithEnabled(ctx, req.Skills...)
 	}
-	// Reserved under the lock: no other run starts here in the session,
-	// and run_started, published below, follows the previous run's
-	// run_done.
-	run := s.reserveLocked(ss, cancel)
-	s.mu.Unlock()
-
-	// Another process may drive the session (replicas): its lease says.
-	if held, err := s.lease(ctx, req.SessionID); !held {
-		s.unreserve(ss, run)
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "taking the session's lease: " + err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session (on another server): wait for it or interrupt it"})
-		return
-	}
 	// Stored and titled now, not by the run: the session list shows it
 	// once this answer is read.
-	s.nameSession(req.SessionID, req.Message)
-	started := s.publish(ss, event{name: "run_started", data: mustJSON(runStarted{
-		Message: req.Message,
-		History: s.lastMessageID(ctx, req.SessionID),
-	})})
-	turn := s.agent.NewTurn(agent.Input{SessionID: ss.id, Message: req.Message})
-	go s.drive(ctx, ss, run, started, turn.Run(ctx))
+	s.nameSession(ctx, req.SessionID, req.Message)
 	// Acknowledged once stored: a server killed after its 202 keeps the
 	// message (a run that could not store it says why on the stream).
-	select {
-	case <-turn.Accepted():
-	case <-r.Context().Done():
-	}
-	writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
-}
-
-// isClosed reports whether c is closed.
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
+	_, err := s.runner.Start(ctx, agent.Input{SessionID: req.SessionID, Message: req.Message})
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
+	case errors.Is(err, agent.ErrBusy):
+		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session: wait for it or interrupt it"})
+	case errors.Is(err, runner.ErrTooManyRuns):
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is busy (too many runs active): try again shortly"})
+	case errors.Is(err, runner.ErrClosed):
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
 	default:
-		return false
+		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "starting the run: " + err.Error()})
 	}
 }
 
-// reserveLocked makes run, cancelled by cancel, the active run of ss and
-// counts it; the run must then end with s.finish or s.unreserve. s.mu must
-// be held.
-func (s *Server) reserveLocked(ss *session, cancel context.CancelCauseFunc) *activeRun {
-	run := &activeRun{cancel: cancel, ending: make(chan struct{}), ended: make(chan struct{})}
-	ss.run = run
-	s.runCount++
-	s.ownerRuns[sessionOwner(ss.id)]++
-	s.runs.Add(1)
-	return run
-}
-
-// unreserve undoes reserveLocked for a run that never started: nothing was
-// published.
-func (s *Server) unreserve(ss *session, run *activeRun) {
-	run.cancel(nil)
+// onEvent is the runner's Config.OnEvent: it counts the runs of each owner
+// in progress here, and keeps where a sub-agent's approvals and forms are
+// drawn. It runs under the runner's lock: it takes only s.mu.
+func (s *Server) onEvent(id string, e runner.Event) {
 	s.mu.Lock()
-	s.clearRunLocked(ss)
-	s.forgetLocked(ss)
-	s.mu.Unlock()
-	if s.shared != nil {
-		s.shared.touch(ss.id) // the follower skipped it meanwhile
+	defer s.mu.Unlock()
+	switch e.Kind {
+	case runner.EventTurnStarted:
+		ss := s.live[id]
+		if ss == nil {
+			ss = &session{}
+			s.live[id] = ss
+		}
+		if ss.turn == 0 {
+			s.ownerRuns[sessionOwner(id)]++
+		}
+		ss.turn, ss.nested = e.Seq, nil
+	case runner.EventTurnEnded:
+		ss := s.live[id]
+		if ss == nil || ss.turn != e.Turn {
+			return // a turn of another process, ended here
+		}
+		owner := sessionOwner(id)
+		if s.ownerRuns[owner]--; s.ownerRuns[owner] <= 0 {
+			delete(s.ownerRuns, owner)
+		}
+		delete(s.live, id)
+	case runner.EventChunk:
+		if e.Chunk.Depth > 0 {
+			s.markNestedLocked(id, *e.Chunk)
+		}
 	}
-	s.runs.Done()
 }
 
-// clearRunLocked clears the active run of ss and its counts. s.mu must be
-// held.
-func (s *Server) clearRunLocked(ss *session) {
-	ss.run = nil
-	ss.nested = nil
-	s.runCount--
-	owner := sessionOwner(ss.id)
-	if s.ownerRuns[owner]--; s.ownerRuns[owner] == 0 {
-		delete(s.ownerRuns, owner)
+// interrupt interrupts the session's run, wherever it runs, and cancels its
+// open forms; it reports whether there was a run. It is the function of the
+// approval package's interrupt handler, which then cancels the session's
+// pending approvals.
+func (s *Server) interrupt(sessionID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok, err := s.runner.Interrupt(ctx, sessionID)
+	if err != nil {
+		s.logger.Warn("webchat: interrupting a run", "session", sessionID, "err", err)
 	}
+	// After the run's context: a form's call then ends as interrupted, not
+	// with the form's closing as its result.
+	s.forms.CancelSession(sessionID)
+	return ok
 }
 
-// lastMessageID returns the id of the session's last stored message, 0
-// when it has none (or the Store fails: a page that loads the history
-// mid-run then gets all of it).
-func (s *Server) lastMessageID(ctx context.Context, id string) int64 {
-	msgs, err := s.store.Messages(ctx, id, true)
-	if err != nil || len(msgs) == 0 {
-		return 0
-	}
-	return msgs[len(msgs)-1].ID
+// busy reports whether a run is active in the session, here or on another
+// replica.
+func (s *Server) busy(sessionID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	running, err := s.runner.Running(ctx, sessionID)
+	return err == nil && running
 }
 
 // runDone is the data of the run_done event.
@@ -745,7 +652,7 @@ type runDone struct {
 	// suspended: the run stopped at approvals that still wait (the server
 	// shut down, or they waited too long); their cards stay answerable,
 	// and a decision resumes the turn.
-	Status string `json:"status"`
+	Status runner.Status `json:"status"`
 	// Reason says why a run was rejected, interrupted or suspended by
 	// something else than the user (a timeout, a shutdown).
 	Reason string `json:"reason,omitempty"`
@@ -756,180 +663,6 @@ type runDone struct {
 	Error string `json:"error,omitempty"`
 	// Turn is the number of the run's run_started event.
 	Turn int64 `json:"turn,omitempty"`
-}
-
-// drive ranges over a run (agent.Run, or agent.Resume) and sends its chunks
-// to the session's streams, then ends it: run_done, and the session's
-// lease released. started is its run_started event; a zero one (a resumed
-// turn) is published with the first chunk, so a turn with nothing to
-// resume, or that another process drives, publishes nothing.
-func (s *Server) drive(ctx context.Context, ss *session, run *activeRun, started event, chunks iter.Seq2[agent.Chunk, error]) {
-	var (
-		rejected    *agent.ToolCall // the rejected call that ended the run
-		interrupted bool
-		suspended   bool
-		runErr      error
-	)
-	resumed := started.seq == 0 && started.name == ""
-	var history int64
-	if resumed {
-		history = s.lastMessageID(ctx, ss.id)
-	}
-	for c, err := range chunks {
-		if err != nil {
-			runErr = err
-			break
-		}
-		if started.name == "" {
-			started = s.publish(ss, event{name: "run_started", data: mustJSON(runStarted{Resumed: true, History: history})})
-		}
-		switch c.Kind {
-		case agent.KindToolRejected:
-			if rejected == nil && c.Depth == 0 && c.Tool != nil && endsRun(c.Tool.Cause) {
-				rejected = c.Tool
-			}
-		case agent.KindInterrupted:
-			if c.Depth == 0 { // a sub-agent's ends its own run only
-				interrupted = true
-			}
-		case agent.KindSuspended:
-			if c.Depth == 0 {
-				suspended = true
-			}
-		}
-		s.trackWaiting(run, c)
-		if c.Depth > 0 {
-			s.markNested(ss, c)
-		}
-		data, err := json.Marshal(c)
-		if err != nil {
-			runErr = fmt.Errorf("encoding a chunk: %w", err)
-			break
-		}
-		s.publish(ss, event{data: data, turn: started.turn})
-	}
-
-	if started.name == "" {
-		// Nothing was published: a turn with nothing to resume, one that
-		// another process drives, or a resume that failed at once.
-		if runErr != nil && !isQuiet(runErr) {
-			s.logger.Warn("webchat: resuming a turn", "session", ss.id, "err", runErr)
-		}
-		s.releaseLease(ss.id)
-		s.unreserve(ss, run)
-		return
-	}
-
-	done := runDone{Status: "finished"}
-	cause := context.Cause(ctx)
-	switch {
-	case suspended && ctx.Err() != nil && errors.Is(cause, agent.ErrSuspended):
-		done = runDone{Status: "suspended", Reason: errShutdown.Error()}
-	case suspended:
-		done = runDone{Status: "suspended"}
-	case ctx.Err() != nil && (errors.Is(cause, errShutdown) || errors.Is(cause, agent.ErrSuspended)):
-		done = runDone{Status: "interrupted", Reason: errShutdown.Error()}
-	case ctx.Err() != nil && errors.Is(cause, errInterrupted):
-		done = runDone{Status: "interrupted"}
-	case runErr != nil:
-		done = runDone{Status: "error", Error: runErr.Error()}
-	case interrupted && rejected != nil:
-		done = runDone{Status: "rejected", Reason: rejected.Reason, Cause: rejected.Cause}
-	case interrupted:
-		done = runDone{Status: "interrupted"}
-	}
-	done.Turn = started.turn
-	run.cancel(nil)
-	s.finish(ss, event{name: "run_done", data: mustJSON(done), turn: started.turn})
-}
-
-// finish ends the session's run with its run_done event. The run is
-// cleared and run_done sent under one lock: a page that sends its next
-// message on run_done never meets a 409. The session's lease is released
-// first, for the same reason on another replica.
-func (s *Server) finish(ss *session, ev event) {
-	s.mu.Lock()
-	run := ss.run
-	s.mu.Unlock()
-	if run != nil {
-		close(run.ending)
-		defer close(run.ended)
-	}
-	s.releaseLease(ss.id)
-	if s.shared != nil {
-		ev = s.shared.append(s.base, ss.id, ev)
-	}
-	s.mu.Lock()
-	s.clearRunLocked(ss)
-	if s.shared != nil {
-		s.fanoutLocked(ss, ev)
-	} else {
-		l := s.logLocked(ss.id)
-		ev = l.add(ev)
-		s.fanoutLocked(ss, ev)
-		s.trimLater(ss.id, l, ev.seq, false)
-	}
-	s.forgetLocked(ss)
-	s.mu.Unlock()
-	s.runs.Done()
-}
-
-// trackWaiting keeps the set of the run's calls that wait for a decision.
-func (s *Server) trackWaiting(run *activeRun, c agent.Chunk) {
-	if c.Tool == nil || c.Tool.ID == "" || (c.Kind != agent.KindToolCall && c.Kind != agent.KindToolRejected) {
-		return
-	}
-	key := c.Parent + "/" + c.Tool.ID
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
-		if run.waiting == nil {
-			run.waiting = make(map[string]bool)
-		}
-		run.waiting[key] = true
-		return
-	}
-	delete(run.waiting, key)
-}
-
-// endsRun reports whether a rejection of cause c can be the one that ends a
-// run: not a call the run never got to, nor one the model is told about and
-// may call again.
-func endsRun(c agent.Cause) bool {
-	switch c {
-	case agent.CauseNotRun, agent.CauseIncomplete, agent.CauseInvalidArguments, agent.CauseUnknownTool:
-		return false
-	}
-	return true
-}
-
-// interrupt cancels the session's run and its open forms, and reports
-// whether there was a run: here, or on the replica that drives it (which
-// is asked to). It is the function of the approval package's
-// interrupt handler, which then cancels the session's pending approvals.
-func (s *Server) interrupt(sessionID string) bool {
-	s.mu.Lock()
-	ss := s.sessions[sessionID]
-	local := ss != nil && ss.run != nil
-	if local {
-		ss.run.cancel(errInterrupted)
-	}
-	s.mu.Unlock()
-	// After the run's context: a form's call then ends as interrupted, not
-	// with the form's closing as its result.
-	s.forms.CancelSession(sessionID)
-	if !local && s.shared != nil {
-		return s.interruptElsewhere(sessionID)
-	}
-	return local
-}
-
-// busy reports whether a run is active in the session.
-func (s *Server) busy(sessionID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss := s.sessions[sessionID]
-	return ss != nil && ss.run != nil
 }
 
 // historyEntry is one stored message as GET /api/history returns it.
@@ -990,7 +723,7 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var (
-		state logState
+		state runner.LogState
 		msgs  []memory.Message
 		open  map[int64][]openCall
 		err   error
@@ -999,8 +732,8 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	// ended in between is read again, so the messages and the number
 	// agree.
 	for range 3 {
-		var before logState
-		if before, err = s.logState(ctx, id); err != nil {
+		var before runner.LogState
+		if before, err = s.runner.Log(ctx, id); err != nil {
 			break
 		}
 		if msgs, err = s.store.Messages(ctx, id, true); errors.Is(err, memory.ErrNotFound) {
@@ -1012,7 +745,7 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		if open, err = s.openCalls(ctx, id); err != nil {
 			break
 		}
-		if state, err = s.logState(ctx, id); err != nil || state == before {
+		if state, err = s.runner.Log(ctx, id); err != nil || (state.Last == before.Last && state.Turn == before.Turn) {
 			break
 		}
 	}
@@ -1021,7 +754,7 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	seq := state.Last
-	if state.running() {
+	if state.Running() {
 		msgs = slices.DeleteFunc(msgs, func(m memory.Message) bool { return m.ID > state.Started.History })
 		seq = state.Turn - 1
 		w.Header().Set(headerRunning, "true")

@@ -66,26 +66,13 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, sessionEntry{ID: ss.ID, Title: ss.Title, CreatedAt: ss.CreatedAt, UpdatedAt: ss.UpdatedAt})
 	}
-	s.mu.Lock()
 	for i := range out {
-		live := s.sessions[out[i].ID]
-		out[i].Busy = live != nil && live.run != nil
-	}
-	s.mu.Unlock()
-	if s.shared != nil && len(out) > 0 {
-		// Runs of the other replicas.
-		ids := make([]string, len(out))
-		for i := range out {
-			ids[i] = out[i].ID
-		}
-		running, err := s.shared.running(r.Context(), ids)
+		running, err := s.runner.Running(r.Context(), out[i].ID)
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "listing the sessions: " + err.Error()})
 			return
 		}
-		for i := range out {
-			out[i].Busy = out[i].Busy || running[out[i].ID]
-		}
+		out[i].Busy = running
 	}
 	writeJSONValue(w, http.StatusOK, out)
 }
@@ -110,8 +97,8 @@ func cleanTitle(s string) string {
 // first message, so that the list shows it as soon as its first run
 // starts. A session that exists keeps its title. It is best effort: a
 // Store that fails here fails the run too, which says why.
-func (s *Server) nameSession(id, message string) {
-	ctx, cancel := context.WithTimeout(s.base, 5*time.Second)
+func (s *Server) nameSession(ctx context.Context, id, message string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := s.store.Session(ctx, id); !errors.Is(err, memory.ErrNotFound) {
 		return
@@ -170,50 +157,17 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) || !checkSession(w, r, req.SessionID) {
 		return
 	}
-	s.mu.Lock()
-	ss := s.sessionLocked(req.SessionID)
-	if ss.run != nil || ss.deleting {
-		s.forgetLocked(ss)
-		s.mu.Unlock()
+	if s.busy(req.SessionID) {
 		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is active in this session: interrupt it before deleting the session"})
 		return
 	}
-	// No run starts here while the Store deletes (handleChat answers 409).
-	ss.deleting = true
-	s.mu.Unlock()
-	if s.shared != nil {
-		// Nor is one running on another replica.
-		ls, err := s.shared.state(r.Context(), req.SessionID)
-		if err != nil || ls.running() {
-			s.mu.Lock()
-			ss.deleting = false
-			s.forgetLocked(ss)
-			s.mu.Unlock()
-			if err != nil {
-				writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "deleting the session: " + err.Error()})
-			} else {
-				writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is active in this session (on another server): interrupt it before deleting the session"})
-			}
-			return
-		}
+	if _, err := s.store.Session(r.Context(), req.SessionID); err != nil {
+		writeStoreError(w, "deleting the session", err)
+		return
 	}
-
-	err := s.store.DeleteSession(r.Context(), req.SessionID)
-
-	var deleted event
-	if err == nil {
-		deleted = s.publish(ss, event{name: "session_deleted", data: mustJSON(struct{}{})})
-	}
-	s.mu.Lock()
-	ss.deleting = false
-	s.forgetLocked(ss)
-	if l := s.logs[req.SessionID]; err == nil && s.shared == nil && l != nil && deleted.seq == l.last {
-		// A page that reconnects within turnGrace still hears of the
-		// deletion; then the log goes.
-		s.trimLater(req.SessionID, l, deleted.seq, true)
-	}
-	s.mu.Unlock()
-	if err != nil {
+	// The runner ends the session's event streams, here and on the other
+	// replicas, with session_deleted.
+	if err := s.runner.Delete(r.Context(), req.SessionID); err != nil {
 		writeStoreError(w, "deleting the session", err)
 		return
 	}

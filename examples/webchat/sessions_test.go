@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -496,49 +495,3 @@ func TestSessionEndpointsRefuseCrossSite(t *testing.T) {
 	assert.Equal(t, "Hello!", list[0].Title, "nothing renamed")
 }
 
-// TestDeleteForgetsTheTurnLog: a deleted session's turn log (in memory)
-// goes turnGrace after the deletion, so a server whose pages open and
-// delete conversations keeps nothing of them; a session used again in the
-// meantime keeps its log.
-func TestDeleteForgetsTheTurnLog(t *testing.T) {
-	leaktest.Check(t)
-	h := newHarness(t, Options{})
-	logOf := func(id string) (*memLog, int64) {
-		h.srv.mu.Lock()
-		defer h.srv.mu.Unlock()
-		l := h.srv.logs[id]
-		if l == nil {
-			return nil, 0
-		}
-		return l, l.last
-	}
-	// The run's clearing after run_done and the end of the closed event
-	// stream come a moment after converse returns (later on a loaded
-	// machine): trim forgets only a session with neither, as the timer
-	// finds it turnGrace later.
-	settled := func(id string) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			h.srv.mu.Lock()
-			defer h.srv.mu.Unlock()
-			ss := h.srv.sessions[id]
-			return ss == nil || ss.run == nil && len(ss.subs) == 0
-		}, waitLimit, 5*time.Millisecond, "session %s still has a run or an event stream", id)
-	}
-	for _, again := range []bool{false, true} {
-		id := h.newSession(t)
-		h.converse(t, id, "Hello!")
-		settled(id)
-		status, out := h.post(t, "/api/sessions/delete", mustString(map[string]string{"session_id": id}))
-		require.Equal(t, http.StatusOK, status, "delete: %v", out)
-		l, last := logOf(id)
-		require.NotNil(t, l, "kept for turnGrace: a page that reconnects hears of the deletion")
-		if again {
-			h.converse(t, id, "Hello again")
-			settled(id)
-		}
-		h.srv.trim(id, l, last, true) // what the timer does after turnGrace
-		l, _ = logOf(id)
-		assert.Equal(t, again, l != nil, "the log of a session used again after its deletion stays")
-	}
-}
