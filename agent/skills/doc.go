@@ -31,14 +31,23 @@
 //
 // A skill is read from its own folder and nothing else. A symbolic link in
 // it is followed only to another file of the same folder, never to a
-// hidden file.
+// hidden file; a file with more than one hard link is refused (a skipped
+// skill for a SKILL.md; for another file, left out of Skill.Files with a
+// warning, and refused by get_skill), since a hard link is the file
+// itself under a second name, and nothing in the folder tells a file of
+// its own from a file elsewhere linked into it. Git checkouts and copies
+// hold no hard links; package managers that install from a store may
+// (pnpm, a Nix store): [WithHardLinks] reads them. The link count comes
+// from the operating system on Unix; elsewhere (Windows) it is not
+// checked, and a hard link to a file outside the folder is read like any
+// other file: only paths are checked there, and they show no hard link.
 //
 // [LoadDir] reads the skills through handles of the operating system
 // ([os.Root]): a skill's folder is opened from the skills folder's handle,
 // and its files from the folder's, so links that leave the folder are
 // refused by the system too, at the moment of the read, whatever they
 // were when checked; and the checks that decide what is read (a regular
-// file, its size) are made on the open file, which must be the
+// file, its size, its links) are made on the open file, which must be the
 // file whose path was checked. Skills are resolved at the time of the
 // call, with nothing held open in between: get_skill opens the skill's
 // folder again, and on Unix reads its files only when it is the folder the

@@ -52,7 +52,8 @@ type Skill struct {
 	// Files are the other files of the folder, relative to Dir and
 	// sorted, that get_skill can return: at most 100, not counting
 	// SKILL.md, hidden files and folders (whose name starts with a dot),
-	// and symbolic links that leave the folder.
+	// symbolic links that leave the folder, and files with more than one
+	// hard link (see WithHardLinks).
 	Files []string
 }
 
@@ -77,22 +78,38 @@ type Set struct {
 	folders map[string]fs.FileInfo
 	// open opens the file system the skills were loaded from; get_skill
 	// reads the skills' other files through it, on request.
-	open     func() (tree, error)
-	selector func(ctx context.Context, sessionID string) []string
+	open      func() (tree, error)
+	hardLinks bool
+	selector  func(ctx context.Context, sessionID string) []string
 }
 
 // An Option changes how Load works.
 type Option func(*options)
 
 type options struct {
-	logger   *slog.Logger
-	selector func(ctx context.Context, sessionID string) []string
+	logger    *slog.Logger
+	hardLinks bool
+	selector  func(ctx context.Context, sessionID string) []string
 }
 
 // WithLogger sets the logger that receives one warning per skipped skill;
 // by default they are discarded (Set.Skipped keeps them anyway).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
+}
+
+// WithHardLinks has the Set read files that have more than one hard link,
+// which it refuses by default (see "Links and changes" in the package doc).
+//
+// A hard link is the file itself under a second name: nothing in the
+// folder tells a file of the folder from a file elsewhere linked into it,
+// so a folder that others can write to could bring in any file of the same
+// file system that the host can read. Use WithHardLinks only for a folder
+// whose links are known to be its own, such as one a package manager
+// installed from its store (pnpm, a Nix store with optimise-store), where
+// every file may have several links.
+func WithHardLinks() Option {
+	return func(o *options) { o.hardLinks = true }
 }
 
 // WithSelector sets how the Set finds the skills enabled for a run when its
@@ -124,7 +141,10 @@ func WithSelector(f func(ctx context.Context, sessionID string) []string) Option
 // A symbolic link in a skill's folder is followed only when its target,
 // read with fs.ReadLink, is a relative path that stays inside the folder;
 // a file system that does not implement fs.ReadLinkFS is trusted to hold
-// no link that leaves it. get_skill reads the skills' other files from
+// no link that leaves it. A file with more than one hard link is refused
+// unless WithHardLinks says otherwise: a SKILL.md leaves its skill out, and
+// another file is not listed in Skill.Files (a warning is logged) and
+// get_skill does not return it. get_skill reads the skills' other files from
 // fsys when the model asks for them, so fsys must stay usable as long as
 // the Set is.
 //
@@ -244,7 +264,7 @@ func load(open func() (tree, error), opts []Option) (*Set, error) {
 	defer t.close()
 	fsys := t.fsys
 
-	s := &Set{open: open, selector: o.selector, folders: make(map[string]fs.FileInfo)}
+	s := &Set{open: open, hardLinks: o.hardLinks, selector: o.selector, folders: make(map[string]fs.FileInfo)}
 	byName := make(map[string]string) // name -> dir
 	skip := func(dir string, err error) {
 		s.skipped = append(s.skipped, Skipped{Dir: dir, Err: err})
@@ -267,7 +287,7 @@ func load(open func() (tree, error), opts []Option) (*Set, error) {
 		if _, err := fs.Lstat(fsys, path.Join(p, FileName)); err != nil {
 			return nil // not a skill folder; search inside
 		}
-		sk, info, err := loadSkill(t, p)
+		sk, info, err := loadSkill(t, p, o.hardLinks, logger)
 		switch {
 		case err != nil:
 			skip(p, err)
@@ -289,7 +309,7 @@ func load(open func() (tree, error), opts []Option) (*Set, error) {
 
 // loadSkill reads the skill in the folder dir of t, and returns it with
 // what its folder is (folder.stat), for get_skill to find it again.
-func loadSkill(t tree, dir string) (Skill, fs.FileInfo, error) {
+func loadSkill(t tree, dir string, hardLinks bool, logger *slog.Logger) (Skill, fs.FileInfo, error) {
 	f, err := t.folder(dir)
 	if err != nil {
 		return Skill{}, nil, fmt.Errorf("cannot open the folder: %w", err)
@@ -299,7 +319,7 @@ func loadSkill(t tree, dir string) (Skill, fs.FileInfo, error) {
 	if err != nil {
 		return Skill{}, nil, fmt.Errorf("cannot read the folder: %w", err)
 	}
-	data, err := readFile(f, FileName)
+	data, err := readFile(f, FileName, hardLinks)
 	if err != nil {
 		return Skill{}, nil, err
 	}
@@ -307,19 +327,23 @@ func loadSkill(t tree, dir string) (Skill, fs.FileInfo, error) {
 	if err != nil {
 		return Skill{}, nil, err
 	}
+	files := listFiles(f, hardLinks, func(name string, err error) {
+		logger.Warn("skill file left out", slog.String("dir", dir), slog.String("file", name), slog.String("reason", err.Error()))
+	})
 	return Skill{
 		Name:        fm.name,
 		Description: fm.description,
 		Meta:        fm.meta,
 		Body:        fm.body,
 		Dir:         dir,
-		Files:       listFiles(f),
+		Files:       files,
 	}, info, nil
 }
 
 // listFiles returns the files of the skill folder f that get_skill can
-// return, relative to it: at most maxFiles.
-func listFiles(f folder) []string {
+// return, relative to it: at most maxFiles. A file that get_skill would
+// refuse for its hard links is left out and told to leftOut.
+func listFiles(f folder, hardLinks bool, leftOut func(name string, err error)) []string {
 	fsys, dir := f.fsys, f.dir
 	var files []string
 	fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
@@ -345,14 +369,26 @@ func listFiles(f folder) []string {
 		if rel == FileName {
 			return nil
 		}
+		var info fs.FileInfo
 		if d.Type()&fs.ModeSymlink != 0 {
 			// Listed only when it leads to a file inside the folder.
-			_, info, err := resolve(fsys, dir, rel)
+			_, info, err = resolve(fsys, dir, rel)
 			if err != nil || !info.Mode().IsRegular() {
 				return nil
 			}
 		} else if !d.Type().IsRegular() {
 			return nil
+		}
+		if !hardLinks {
+			if info == nil {
+				if info, err = d.Info(); err != nil {
+					return nil
+				}
+			}
+			if err := filecheck.HardLinked(rel, info); err != nil {
+				leftOut(rel, err)
+				return nil
+			}
 		}
 		files = append(files, rel)
 		return nil
@@ -397,14 +433,14 @@ var (
 )
 
 // readFile reads the file name of the skill folder f, following symbolic
-// links only inside it, and refuses what is not a regular file or is
-// larger than MaxFileSize.
+// links only inside it, and refuses what is not a regular file, has more
+// than one hard link (unless hardLinks) or is larger than MaxFileSize.
 //
 // The checks that decide what is read are made on the open file, and the
 // file opened must be the one resolve found (where the system says), so
 // that a link or folder swapped between the two is an error, not another
 // file read.
-func readFile(f folder, name string) ([]byte, error) {
+func readFile(f folder, name string, hardLinks bool) ([]byte, error) {
 	real, info, err := resolve(f.fsys, f.dir, name)
 	if err != nil {
 		return nil, err
@@ -428,6 +464,11 @@ func readFile(f folder, name string) ([]byte, error) {
 	}
 	if err := checkMode(name, opened); err != nil {
 		return nil, err
+	}
+	if !hardLinks {
+		if err := filecheck.HardLinked(name, opened); err != nil {
+			return nil, err
+		}
 	}
 	if opened.Size() > MaxFileSize {
 		return nil, fmt.Errorf("%w: %s has %d bytes, more than the limit of %d", errTooLarge, name, opened.Size(), MaxFileSize)

@@ -36,9 +36,10 @@ type getSkillArgs struct {
 // "./" is allowed), that is hidden (a name starting with a dot, such as
 // .env, anywhere in the path), that leaves
 // the folder through a symbolic link, does not exist, is a folder or not a
-// regular file, is larger than MaxFileSize, or is not UTF-8 text; and for
-// any file of a skill whose folder is no longer the one it was loaded from
-// (see "Links and changes" in the package doc).
+// regular file, has more than one hard link (unless WithHardLinks), is
+// larger than MaxFileSize, or is not UTF-8 text; and for any file of a
+// skill whose folder is no longer the one it was loaded from (see "Links
+// and changes" in the package doc).
 //
 // Its definition says SkipApproval, since it only reads the host's own
 // skill documents and changes nothing, and NoTruncate, so that the text it
@@ -100,7 +101,7 @@ func (s *Set) readSkillFile(sk Skill, name string) ([]byte, error) {
 	if same, known := filecheck.Same(s.folders[sk.Name], info); known && !same {
 		return nil, fmt.Errorf("the folder of the skill %q is no longer the one its skills were loaded from (it was moved or replaced), so its files cannot be read until the host loads the skills again", sk.Name)
 	}
-	data, err := readFile(f, name)
+	data, err := readFile(f, name, s.hardLinks)
 	switch {
 	case err == nil:
 		return data, nil
