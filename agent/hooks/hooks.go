@@ -23,9 +23,9 @@
 //     with "/" between its elements that stays inside the folder (no "..",
 //     no leading "/", no backslash; a symbolic link may point to another
 //     file of the folder, never out of it), of at most [MaxBody] bytes of
-//     UTF-8 text; "text" gives the text inline instead. Exactly one of the
-//     two. Leading and trailing white space is trimmed; what remains must
-//     not be empty;
+//     UTF-8 text, with one hard link (see below); "text" gives the text
+//     inline instead. Exactly one of the two. Leading and trailing white
+//     space is trimmed; what remains must not be empty;
 //   - "name" is optional: errors name the entry with it.
 //
 // Unknown keys are refused, so that a misspelt one ("persistant") is an
@@ -34,12 +34,23 @@
 //
 // # Links
 //
-// The checks that decide what is read (a regular file, its size) are made
-// on the open file, which must be the file whose path was checked (where
-// the system gives inode numbers): a link swapped between the check and
-// the read is an error, not another file read. [LoadDir] also has the
-// operating system refuse, at the moment of the read, any link that leaves
-// the folder.
+// A file with more than one hard link, hooks.json included, is refused: a
+// hard link is the file itself under a second name, and nothing in the
+// folder tells a file of its own from a file elsewhere linked into it. A
+// folder of hooks is a few files written by hand or checked out with git,
+// which makes no hard links; copy files instead of linking them (a package
+// manager that links from its store, such as pnpm, can be told to copy).
+// The link count comes from the operating system on Unix; elsewhere
+// (Windows) it is not checked, and a hard link to a file outside the
+// folder is read like any other file: only paths are checked there, and
+// they show no hard link.
+//
+// The checks that decide what is read (a regular file, its size, its
+// links) are made on the open file, which must be the file whose path was
+// checked (where the system gives inode numbers): a link swapped between
+// the check and the read is an error, not another file read. [LoadDir]
+// also has the operating system refuse, at the moment of the read, any
+// link that leaves the folder.
 package hooks
 
 import (
@@ -109,7 +120,8 @@ func (e Entry) Inject(_ context.Context, at agent.Checkpoint, _ agent.HookState)
 //
 // Over an fs.FS that implements fs.ReadLinkFS (os.DirFS, an os.Root's FS,
 // fstest.MapFS) symbolic links are followed only while they stay inside
-// fsys; [LoadDir] has the operating system enforce it too.
+// fsys; [LoadDir] has the operating system enforce it too. A file with more
+// than one hard link is refused (see "Links" in the package doc).
 func Load(fsys fs.FS) ([]agent.Hook, error) {
 	return load(folder{fsys: fsys}, FileName)
 }
@@ -253,7 +265,7 @@ func (e entry) hook(dir folder) (Entry, error) {
 }
 
 // readFile reads the regular file name of the folder dir, of at most
-// limit bytes, after checking that name, and every
+// limit bytes and with one hard link, after checking that name, and every
 // symbolic link on the way to it, stays inside the folder. The checks that
 // decide what is read are made on the open file, which must be the file
 // resolve found (where the system says).
@@ -284,6 +296,9 @@ func readFile(dir folder, name string, limit int64) ([]byte, error) {
 	}
 	if !opened.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", opened.Mode().Type())
+	}
+	if err := filecheck.HardLinked(name, opened); err != nil {
+		return nil, err
 	}
 	if opened.Size() > limit {
 		return nil, fmt.Errorf("%d bytes, more than the limit of %d", opened.Size(), limit)
