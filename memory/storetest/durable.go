@@ -98,6 +98,7 @@ func RunDurable(t *testing.T, newStore func(t *testing.T) memory.Store) {
 			{"EventLog/Read", testEventRead},
 			{"EventLog/Trim", testEventTrim},
 			{"EventLog/DeleteSession", testEventDelete},
+			{"EventLog/DeleteRacing", testEventDeleteRacing},
 			{"EventLog/NotFound", testEventNotFound},
 			{"EventLog/Copies", testEventCopies},
 			{"EventLog/Cancelled", testEventCancelled},

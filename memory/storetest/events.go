@@ -391,6 +391,63 @@ func testEventDelete(t *testing.T, st memory.Store) {
 	checkEvents(t, log, "kept", 0, 0, evRange(1, 4), 4)
 }
 
+// testEventDeleteRacing: a session deleted and created again while a
+// writer appends to it keeps no event of its earlier life: the writer's
+// appends succeed or fail with ErrNotFound or ErrEventSeq, and the log of
+// the last life is whole, numbered from 1.
+func testEventDeleteRacing(t *testing.T, st memory.Store) {
+	log := st.(memory.EventLog)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	create(t, st, "s")
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var werr error
+	wg.Go(func() {
+		for i := 0; i < 2000; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			last, err := log.LastEvent(ctx, "s")
+			if errors.Is(err, memory.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				werr = err
+				return
+			}
+			err = log.AppendEvents(ctx, "s", evRange(last+1, last+3)...)
+			if err != nil && !errors.Is(err, memory.ErrNotFound) && !errors.Is(err, memory.ErrEventSeq) {
+				werr = fmt.Errorf("AppendEvents from seq %d: %w, want nil, ErrNotFound or ErrEventSeq", last+1, err)
+				return
+			}
+		}
+	})
+	for range 8 {
+		time.Sleep(2 * time.Millisecond)
+		if err := st.DeleteSession(ctx, "s"); err != nil {
+			t.Errorf("DeleteSession: %v", err)
+		}
+		create(t, st, "s")
+	}
+	close(done)
+	wg.Wait()
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	evs, last := events(t, log, "s", 0, 0)
+	if int64(len(evs)) != last {
+		t.Fatalf("Events of the last life = seqs %v, last %d, want 1 to last", seqs(evs), last)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i)+1 {
+			t.Fatalf("Events of the last life = seqs %v, want 1 to %d", seqs(evs), last)
+		}
+	}
+}
+
 // testEventNotFound: every method on an unknown session wraps ErrNotFound.
 func testEventNotFound(t *testing.T, st memory.Store) {
 	log := st.(memory.EventLog)
