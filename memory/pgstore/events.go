@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/storecol"
@@ -82,7 +81,8 @@ func (st *Store) Events(ctx context.Context, sessionID string, after int64, limi
 		l := int64(limit)
 		lim = &l
 	}
-	rows, err := st.pool.Query(ctx, `SELECT s.last_event, e.seq, e.turn, e.kind, e.data, e.created_at
+	// A session without events after after is one row with seq 0.
+	rows, err := st.pool.Query(ctx, `SELECT s.last_event, coalesce(e.seq, 0), coalesce(e.turn, 0), coalesce(e.kind, ''), e.data, coalesce(e.created_at, 0)
 		FROM `+st.sessions+` s LEFT JOIN LATERAL (
 			SELECT seq, turn, kind, data, created_at FROM `+st.events+`
 			WHERE session_id = s.id AND seq > $2 ORDER BY seq LIMIT $3) e ON true
@@ -99,18 +99,17 @@ func (st *Store) Events(ctx context.Context, sessionID string, after int64, limi
 	for rows.Next() {
 		found = true
 		var (
-			seq, turn, created pgtype.Int8
-			kind               pgtype.Text
-			data               []byte
+			ev      memory.Event
+			created int64
 		)
-		if err := rows.Scan(&last, &seq, &turn, &kind, &data, &created); err != nil {
+		if err := rows.Scan(&last, &ev.Seq, &ev.Turn, &ev.Kind, &ev.Data, &created); err != nil {
 			return nil, 0, fmt.Errorf("pgstore: events of %q: %w", sessionID, err)
 		}
-		if !seq.Valid {
+		if ev.Seq == 0 {
 			continue // no event
 		}
-		out = append(out, memory.Event{Seq: seq.Int64, Turn: turn.Int64, Kind: kind.String, Data: data,
-			CreatedAt: storecol.FromNanos(created.Int64)})
+		ev.CreatedAt = storecol.FromNanos(created)
+		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("pgstore: events of %q: %w", sessionID, err)
