@@ -43,10 +43,12 @@ var ErrEventSeq = errors.New("memory: event out of sequence")
 // process sharing the store, replays a turn from the last event it has and
 // then follows it live.
 //
-// A log belongs to its session: the session must exist, and DeleteSession
-// removes its log and its number, so that a session created again under the
-// same id starts at 0. Appending events does not change the session's
-// UpdatedAt. The log is not part of an [Export].
+// A log belongs to its session: every method returns an error wrapping
+// [ErrNotFound] for an unknown session, and DeleteSession removes the log
+// and its number, so that a session created again under the same id starts
+// at 0. Appending events does not change the session's UpdatedAt. The log
+// is not part of an [Export]. Like a [Store]'s, the methods return an error
+// when ctx is already done, and copies.
 //
 // # Writers
 //
@@ -79,8 +81,8 @@ type EventLog interface {
 	// AppendEvents adds evs, numbered by the caller, to the session's log,
 	// in one transaction: all or none. Their numbers follow one another
 	// (see [ValidateEvents]) and continue the log: evs[0].Seq is
-	// LastEvent+1, or the error wraps [ErrEventSeq]. The session must
-	// exist ([ErrNotFound]). Appending no events only checks that it does.
+	// LastEvent+1, or the error wraps [ErrEventSeq]. Appending no events
+	// only checks that the session exists.
 	AppendEvents(ctx context.Context, sessionID string, evs ...Event) error
 	// Events returns the session's events with Seq > after, oldest first,
 	// at most limit of them (limit <= 0: all), and, read at the same time,
