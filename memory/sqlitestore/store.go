@@ -40,10 +40,11 @@ import (
 //
 // # Durable runs
 //
-// A Store implements [memory.CallLog], [memory.ApprovalStore] and
-// [memory.Leaser] for every process that opens its file: records,
-// approvals and leases are rows, decisions are taken in one write
-// transaction, and leases expire by this machine's clock. It implements
+// A Store implements [memory.CallLog], [memory.ApprovalStore],
+// [memory.Leaser] and [memory.EventLog] for every process that opens its
+// file: records, approvals, leases and events are rows, decisions and
+// appends of events are taken in one write transaction each, and leases
+// expire by this machine's clock. It implements
 // [memory.Notifier] within the Store only: SQLite has no notifications, so
 // a note reaches the listeners of the Store that sent it, and other Stores
 // on the same file, in this process or another, do not hear it. Processes
@@ -148,6 +149,19 @@ var migrations = []migration{
 		session_id TEXT PRIMARY KEY, -- no foreign key: a lease needs no session row
 		holder     TEXT NOT NULL,
 		expires_at INTEGER NOT NULL  -- Unix nanoseconds, this machine's clock
+	) STRICT;`},
+	// 5: sessions' event logs (memory.EventLog). The session's row keeps
+	// the number of its last event, trimmed or not: an append checks and
+	// sets it in its transaction.
+	{sql: `ALTER TABLE sessions ADD COLUMN last_event INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE events (
+		session_id TEXT NOT NULL, -- no foreign key: appends check the session's row, DeleteSession deletes the rows
+		seq        INTEGER NOT NULL,
+		turn       INTEGER NOT NULL,
+		kind       TEXT NOT NULL,
+		data       BLOB,             -- kept byte for byte; NULL when empty
+		created_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
+		PRIMARY KEY (session_id, seq)
 	) STRICT;`},
 }
 
@@ -532,7 +546,7 @@ func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 }
 
 // DeleteSession implements [memory.Store.DeleteSession]. The session's
-// open-call records, approvals and lease go with it.
+// open-call records, approvals, lease and event log go with it.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, tx, "delete session", id); err != nil {
@@ -544,6 +558,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 			"DELETE FROM open_calls WHERE session_id = ?",
 			"DELETE FROM approvals WHERE session_id = ?",
 			"DELETE FROM leases WHERE session_id = ?",
+			"DELETE FROM events WHERE session_id = ?",
 			"DELETE FROM messages WHERE session_id = ?",
 			"DELETE FROM summaries WHERE session_id = ?",
 			"DELETE FROM sessions WHERE id = ?",
