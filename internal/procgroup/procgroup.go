@@ -31,9 +31,10 @@
 // whatever session or group they move to. [Group.Kill] and the guard kill
 // the whole cgroup, and the cgroups made below it, with cgroup.kill (Linux
 // 5.14; before, by freezing it and killing its processes one by one), wait
-// for its processes to be gone (five seconds at most) and remove it, so
-// that neither a cgroup nor a guard is left; the guard itself stays in this
-// process's cgroup. This needs a cgroup v2 (a hybrid hierarchy's unified
+// for its processes to be gone and remove it, so that neither a cgroup nor
+// a guard is left (a process that SIGKILL does not end within five
+// seconds, stuck in the kernel, keeps its cgroup); the guard itself stays
+// in this process's cgroup. This needs a cgroup v2 (a hybrid hierarchy's unified
 // mount will do), a kernel that starts processes into a cgroup (Linux 5.7,
 // with no seccomp filter refusing clone3: the first guard started is the
 // probe) and write access to this process's cgroup directory and its

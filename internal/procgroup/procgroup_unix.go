@@ -17,16 +17,17 @@ func (g *Group) Terminate() {
 // command's cgroup, and waits for its guard to end. The group outlives the
 // command while a member lives, so this also reaches what the command
 // started after it exited. With a cgroup, Kill waits for its processes to
-// be gone, a few seconds at most, and removes it. Only the first call does
+// be gone, five seconds at most, and removes it. Only the first call does
 // anything: with the guard gone, the group's id may be reused.
 func (g *Group) Kill() {
 	g.killOnce.Do(func() {
 		g.killed.Store(true)
-		killed := g.killCgroupOf()
+		// The cgroup first, and its removal, while the guard lives to
+		// remove it should this process die meanwhile.
+		g.removeCgroupOf(g.killCgroupOf())
 		_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 		if g.guard != nil {
 			_ = g.guard.Wait()
 		}
-		g.removeCgroupOf(killed)
 	})
 }
