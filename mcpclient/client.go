@@ -383,7 +383,8 @@ func (c *Client) CloseConversation(sessionID string) {
 }
 
 // Close ends every connection and instance, and every process a stdio
-// server started (its whole process group), and waits for them. Calls
+// server started (its whole process group and, on Linux where the host may
+// make cgroups, its cgroup), and waits for them. Calls
 // still running fail. It returns an error only when a process could not be
 // ended. Calling Close again does nothing.
 func (c *Client) Close() error {

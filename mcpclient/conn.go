@@ -523,8 +523,9 @@ func (c *conn) close() error {
 
 // process is a stdio server's process. It runs in a process group of its
 // own, so that what it starts (the real server behind a wrapper such as sh
-// or npx) ends with it, and, on Linux, that group dies with this process
-// (see package procgroup).
+// or npx) ends with it, and, on Linux, that group dies with this process;
+// where this process may make cgroups, in a cgroup of its own too, which
+// reaches what left the group (see package procgroup).
 type process struct {
 	e      *serverEntry
 	cmd    *exec.Cmd
@@ -664,8 +665,9 @@ func (p *process) logLine(line []byte) {
 // stop ends the process group: it closes the server's input, which a
 // server takes as the end of the session (and its output, so that a server
 // writing to it is not held), then sends SIGTERM and finally
-// SIGKILL to the whole group, each after a short grace. The group is killed
-// at the end in any case, so that nothing the server started survives it.
+// SIGKILL to the whole group, each after a short grace. The group (and the
+// server's cgroup) is killed at the end in any case, so that nothing the
+// server started survives it.
 func (p *process) stop() error {
 	p.stdin.Close()
 	p.stdout.f.Close() // a server blocked writing to us is released

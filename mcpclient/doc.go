@@ -52,8 +52,15 @@
 // process behind. On Linux the group also dies with the host process when
 // that ends without cleaning up (killed with SIGKILL, say): a small guard
 // shell that leads the group, started just before the server, kills the
-// group when the host is gone. The server itself is started as it would be
-// without the guard (same pid, arguments, streams and exit status). A server
+// group when the host is gone. Where the host may make cgroups (root, or a
+// cgroup v2 delegated to its user), the server also runs in a cgroup of its
+// own, which ending the server and the guard kill whole and remove: a
+// process the server started that left the group (setsid, a daemon's
+// double fork) ends too. Without a cgroup it survives; with one, a process
+// of the same user can still leave by moving itself to another cgroup, and
+// one that kills the guard survives the host's SIGKILL. The server itself
+// is started as it would be without the guard (same pid, arguments,
+// streams and exit status). A server
 // that writes a message larger than 32 MiB is ended, so that it cannot grow
 // the client's memory without bound; what it writes to its standard error
 // goes to [Options.Logger].
