@@ -475,38 +475,3 @@ func validVarName(name string) bool {
 	}
 	return true
 }
-
-// redactor replaces secrets in text.
-type redactor struct {
-	r *strings.Replacer // nil when there is nothing to redact
-}
-
-const redacted = "[redacted]"
-
-func newRedactor(secrets []string) redactor {
-	secrets = slices.Clone(secrets)
-	// The longest first, so that a secret containing another is replaced
-	// whole.
-	slices.SortFunc(secrets, func(a, b string) int {
-		if d := len(b) - len(a); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	secrets = slices.Compact(secrets)
-	if len(secrets) == 0 {
-		return redactor{}
-	}
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, redacted)
-	}
-	return redactor{strings.NewReplacer(pairs...)}
-}
-
-func (r redactor) String(s string) string {
-	if r.r == nil {
-		return s
-	}
-	return r.r.Replace(s)
-}

@@ -293,7 +293,11 @@ func (c *conn) notify(n mcp.JSONRPCNotification) {
 		c.progMu.Lock()
 		p := c.progress[token]
 		c.progMu.Unlock()
-		if p != nil {
+		switch p := p.(type) {
+		case lineWriter:
+			p.writeLine(progressLine(fields))
+		case nil:
+		default:
 			p.WriteString(progressLine(fields) + "\n")
 		}
 	case mcp.MethodNotificationToolsListChanged:
@@ -747,7 +751,7 @@ func (r *limitReader) end(err error) {
 // serverLogger is the logger of one server: base with the server's name,
 // and its secrets redacted.
 func serverLogger(base *slog.Logger, name string, red redactor) *slog.Logger {
-	if red.r != nil {
+	if red.secretSet != nil {
 		base = slog.New(&redactHandler{h: base.Handler(), red: red})
 	}
 	return base.With("mcp_server", name)

@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -8,11 +9,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mark3labs/mcp-go/server/servertest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/mcpclient/internal/mcptest/testserver"
+	"github.com/planround/planround/memory"
 )
 
 // A token from the environment reaches the server in a header, and never
@@ -93,4 +102,262 @@ func TestSecretsReachTheServerOnly(t *testing.T) {
 	if !strings.Contains(shown[1], "key=[redacted]") {
 		t.Errorf("the error after the stop: %s; want the URL with its key redacted", shown[1])
 	}
+}
+
+// The token of the tests below, from the environment.
+const testToken = "tok-9f8e7d6c5b4a"
+
+// vaultServer is an MCP server built from its configuration, as some are:
+// its tools' definitions mention the token (testToken) the client sends it,
+// in descriptions, titles, enum values, defaults, examples, nested
+// properties, definitions, and in the names of a tool and of a property.
+//
+//   - lookup {query, mode, options {depth}, ref, <token>_id}: answers
+//     "query=<query> id=<the <token>_id argument>".
+//   - fetch_<token>: answers "fetched".
+//   - titled: no description, a title with the token; answers "titled".
+//   - clash {<token>, <token>-extra}: two property names that read the same
+//     once redacted (see vaultConfig's secrets).
+//   - parts {parts, delay_ms, hold}: sends each part as the message of a
+//     progress notification, waiting delay_ms after each, then answers
+//     "parts: done", or with hold waits until it is cancelled.
+//   - add: adds the tool late, whose description has the token, and says
+//     that the list changed.
+func vaultServer(token string) *server.MCPServer {
+	srv := server.NewMCPServer("vault", "1.0.0", server.WithToolCapabilities(true), server.WithRecovery())
+	schema := `{"type": "object",
+		"properties": {
+			"query": {"type": "string", "description": "what to look up (with the key TOKEN)"},
+			"mode": {"type": "string", "enum": ["fast", "TOKEN"], "default": "TOKEN", "examples": ["TOKEN"], "title": "mode TOKEN"},
+			"options": {"type": "object", "properties": {"depth": {"type": "integer", "description": "how deep TOKEN goes"}}},
+			"ref": {"$ref": "#/$defs/thing"},
+			"TOKEN_id": {"type": "string"}
+		},
+		"$defs": {"thing": {"type": "string", "description": "a thing of TOKEN"}},
+		"required": ["query"]}`
+	srv.AddTool(mcp.NewToolWithRawSchema("lookup", "Looks things up with the key "+token+".",
+		json.RawMessage(strings.ReplaceAll(schema, "TOKEN", token))),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("query=" + req.GetString("query", "") + " id=" + req.GetString(token+"_id", "")), nil
+		})
+	srv.AddTool(mcp.NewTool("fetch_"+token, mcp.WithDescription("Fetches.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("fetched"), nil
+		})
+	titled := mcp.NewTool("titled", mcp.WithTitleAnnotation("Vault of "+token))
+	titled.Title = "Vault " + token
+	srv.AddTool(titled, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("titled"), nil
+	})
+	srv.AddTool(mcp.NewToolWithRawSchema("clash", "Clashes.", json.RawMessage(
+		`{"type": "object", "properties": {"`+token+`": {"type": "string"}, "`+token+`-extra": {"type": "string"}}}`)),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("clash"), nil
+		})
+	srv.AddTool(mcp.NewTool("parts", mcp.WithDescription("Sends its parts as progress messages."),
+		mcp.WithArray("parts", mcp.WithStringItems()), mcp.WithNumber("delay_ms"), mcp.WithBoolean("hold")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			delay := time.Duration(req.GetInt("delay_ms", 0)) * time.Millisecond
+			for i, part := range req.GetStringSlice("parts", nil) {
+				if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+					_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
+						map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": i + 1, "message": part})
+				}
+				select {
+				case <-time.After(delay):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			if req.GetBool("hold", false) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return mcp.NewToolResultText("parts: done"), nil
+		})
+	srv.AddTool(mcp.NewTool("add", mcp.WithDescription("Adds the tool late.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			server.ServerFromContext(ctx).AddTool(mcp.NewTool("late", mcp.WithDescription("Added late, knowing "+token+".")),
+				func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return mcp.NewToolResultText("late"), nil
+				})
+			return mcp.NewToolResultText("added"), nil
+		})
+	return srv
+}
+
+// vaultConfig serves vaultServer in the test's process, over streamable
+// HTTP or SSE, and configures it with the token from the environment, in
+// two headers: so "Bearer <token>", the token and "<token>-extra" are
+// secrets.
+func vaultConfig(t *testing.T, tr Transport) ServerConfig {
+	t.Helper()
+	t.Setenv("PLANROUND_TEST_TOKEN", testToken)
+	var ts *httptest.Server
+	url := ""
+	if tr == TransportSSE {
+		ts = servertest.NewTestServer(vaultServer(testToken))
+		url = ts.URL + "/sse"
+	} else {
+		ts = servertest.NewTestStreamableHTTPServer(vaultServer(testToken))
+		url = ts.URL + "/mcp"
+	}
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	return ServerConfig{
+		Name:      "vault",
+		Transport: tr,
+		URL:       url,
+		Headers: map[string]string{
+			"Authorization": "Bearer ${PLANROUND_TEST_TOKEN}",
+			"X-Api-Key":     "${PLANROUND_TEST_TOKEN}-extra",
+		},
+		StartTimeout: 10 * time.Second,
+	}
+}
+
+// noToken fails t when the token shows in s, which it names with what.
+func noToken(t *testing.T, what string, s string) {
+	t.Helper()
+	if strings.Contains(s, testToken) {
+		t.Errorf("the token shows in %s:\n%s", what, s)
+	}
+}
+
+// partsArgs are the arguments of vaultServer's parts tool.
+func partsArgs(t *testing.T, parts []string, delayMS int, hold bool) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"parts": parts, "delay_ms": delayMS, "hold": hold})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// A secret split between progress notifications, at every offset between
+// two and between three of them, shows as one "[redacted]": a line break
+// that falls in it comes after it.
+func TestSecretSplitBetweenProgressNotifications(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	c := newClient(t, Options{}, vaultConfig(t, TransportHTTP))
+	parts := tool(t, c, "parts")
+	s := testToken
+
+	// Batches of at most 60 notifications: an mcp-go server drops what
+	// overflows its queue of 100.
+	type batch struct {
+		parts []string
+		want  string
+	}
+	var batches []batch
+	two := batch{}
+	for k := 1; k < len(s); k++ {
+		two.parts = append(two.parts, s[:k], s[k:])
+		two.want += "[redacted]\n\n"
+	}
+	batches = append(batches, two)
+	var three batch
+	for i := 1; i < len(s); i++ {
+		for j := i + 1; j < len(s); j++ {
+			three.parts = append(three.parts, s[:i], s[i:j], s[j:])
+			three.want += "[redacted]\n\n\n"
+			if len(three.parts) >= 60 {
+				batches = append(batches, three)
+				three = batch{}
+			}
+		}
+	}
+	batches = append(batches, three)
+
+	for i, b := range batches {
+		// The server holds the call after its parts; "end" shows that
+		// they all came, and the run's end passes on what is held back.
+		b.parts = append(b.parts, "end")
+		b.want += "end\n"
+		progress := &buffer{}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		done := make(chan error, 1)
+		go func() {
+			_, err := parts.Execute(ctx, []byte(partsArgs(t, b.parts, 1, true)), progress)
+			done <- err
+		}()
+		waitFor(t, "the parts of batch "+itoa(i)+" came", func() bool { return strings.HasSuffix(progress.String(), "end\n") })
+		cancel()
+		<-done
+		if got := progress.String(); got != b.want {
+			t.Errorf("batch %d: partial output\n%q\nwant\n%q", i, got, b.want)
+		}
+	}
+}
+
+// The end of a call's partial output that is held back (it may be the
+// beginning of a longer secret) is passed on, redacted, when the call
+// ends: with its result, and when the run is interrupted, where the agent
+// attaches the partial output to the rejected call and stores it.
+func TestProgressHeldBackUntilTheCallEnds(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	c := newClient(t, Options{}, vaultConfig(t, TransportHTTP))
+
+	t.Run("result", func(t *testing.T) {
+		// The token may begin "<token>-extra": held back until the end.
+		progress := &buffer{}
+		got, err := run(t, tool(t, c, "parts"), partsArgs(t, []string{"x " + testToken}, 20, false), progress)
+		require.NoError(t, err)
+		assert.Equal(t, "parts: done", got)
+		assert.Equal(t, "x [redacted]\n", progress.String())
+	})
+
+	t.Run("interrupted", func(t *testing.T) {
+		model := agenttest.NewServer()
+		t.Cleanup(model.Close)
+		split := []string{"the key is " + testToken[:8], testToken[8:] + " and again " + testToken}
+		model.Enqueue(agenttest.Reply().Call(0, "call_1", "parts", partsArgs(t, split, 0, true)).Finish("tool_calls"))
+		reg, err := agent.NewToolRegistry()
+		require.NoError(t, err)
+		require.NoError(t, c.Register(reg))
+		store := &memory.MemStore{}
+		a, err := agent.New(agent.Config{
+			BaseURL: model.URL(), HTTPClient: model.Client(), Model: "any",
+			Tools: reg, Store: store, Approver: &askingApprover{}, DisablePlanning: true,
+		})
+		require.NoError(t, err)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		var partial, rejected string
+		var chunks []agent.Chunk
+		for ch, err := range a.Run(runCtx, agent.Input{SessionID: "s1", Message: "go"}) {
+			require.NoError(t, err)
+			chunks = append(chunks, ch)
+			if ch.Tool != nil && ch.Tool.State == agent.StateExecuting {
+				partial += ch.Tool.PartialResult
+				if strings.Contains(partial, " and again ") {
+					stop() // the second token is held back now
+				}
+			}
+			if ch.Kind == agent.KindToolRejected {
+				rejected = ch.Tool.PartialResult
+			}
+		}
+		want := "the key is [redacted]\n and again [redacted]\n"
+		assert.Equal(t, want, rejected, "the rejected call's partial output")
+		// (The arguments hold the token: they are the model's own words.)
+		for _, ch := range chunks {
+			if ch.Tool != nil && ch.Tool.PartialResult != "" {
+				noToken(t, "a chunk's partial output", ch.Tool.PartialResult)
+				assert.NotContains(t, ch.Tool.PartialResult, testToken[:8], "a chunk shows the token's first part")
+			}
+		}
+		history, err := store.Messages(ctx, "s1", true)
+		require.NoError(t, err)
+		var toolMsg string
+		for _, m := range history {
+			if m.Role == memory.RoleTool {
+				toolMsg = m.Content
+			}
+		}
+		assert.Equal(t, want+"\n[tool call interrupted]", toolMsg, "the stored tool message")
+	})
 }

@@ -1,0 +1,262 @@
+package mcpclient
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/planround/planround/agent"
+)
+
+// redactor replaces the secrets of a server's configuration by "[redacted]".
+//
+// Its rule is that of a strings.Replacer given the secrets longest first:
+// the text is read from its start, and at each position the longest secret
+// that begins there is replaced, and reading goes on after it. String
+// applies the rule to a whole text; a [streamRedactor] applies it to text
+// that comes in pieces, with the same result.
+//
+// The zero redactor has nothing to redact.
+type redactor struct{ *secretSet }
+
+// secretSet is what a redactor with secrets knows.
+type secretSet struct {
+	list    []string // longest first, without duplicates or empty strings
+	rep     *strings.Replacer
+	longest int       // len(list[0])
+	starts  [256]bool // the first bytes of the secrets
+}
+
+const redacted = "[redacted]"
+
+func newRedactor(secrets []string) redactor {
+	secrets = slices.DeleteFunc(slices.Clone(secrets), func(s string) bool { return s == "" })
+	// The longest first, so that a secret containing another is replaced
+	// whole.
+	slices.SortFunc(secrets, func(a, b string) int {
+		if d := len(b) - len(a); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	secrets = slices.Compact(secrets)
+	if len(secrets) == 0 {
+		return redactor{}
+	}
+	set := &secretSet{list: secrets, longest: len(secrets[0])}
+	pairs := make([]string, 0, 2*len(secrets))
+	for _, s := range secrets {
+		pairs = append(pairs, s, redacted)
+		set.starts[s[0]] = true
+	}
+	set.rep = strings.NewReplacer(pairs...)
+	return redactor{set}
+}
+
+// String returns s with its secrets redacted.
+func (r redactor) String(s string) string {
+	if r.secretSet == nil {
+		return s
+	}
+	return r.rep.Replace(s)
+}
+
+// next returns the position and length of the first secret in text at or
+// after from (the longest of those beginning there), or -1. A nil set has
+// none.
+func (s *secretSet) next(text string, from int) (pos, n int) {
+	pos = -1
+	if s == nil {
+		return pos, 0
+	}
+	for _, secret := range s.list {
+		end := len(text)
+		if pos >= 0 {
+			// Only a secret beginning before pos comes first; one beginning
+			// at pos is not longer.
+			end = min(end, pos-1+len(secret))
+		}
+		if end-from < len(secret) {
+			continue
+		}
+		if j := strings.Index(text[from:end], secret); j >= 0 {
+			pos, n = from+j, len(secret)
+		}
+	}
+	return pos, n
+}
+
+// pending returns the first position at or after from where text's rest is
+// the beginning of a secret longer than that rest: whether a secret begins
+// there is known only with the text that follows. It returns len(text) when
+// there is none. Such a position is among the last longest-1 bytes.
+func (s *secretSet) pending(text string, from int) int {
+	if s == nil {
+		return len(text)
+	}
+	for p := max(from, len(text)-s.longest+1); p < len(text); p++ {
+		if !s.starts[text[p]] {
+			continue
+		}
+		rest := text[p:]
+		for _, secret := range s.list {
+			if len(secret) <= len(rest) {
+				break // the others are shorter still
+			}
+			if strings.HasPrefix(secret, rest) {
+				return p
+			}
+		}
+	}
+	return len(text)
+}
+
+// streamRedactor redacts text that comes in pieces and passes it on to out
+// as it comes. What it passes on, put together, is the redaction (see
+// [redactor]) of what it was given put together, so that a secret split
+// between two pieces is redacted as well as a whole one: it holds back the
+// end of a piece that may be the beginning of a secret (shorter than the
+// longest secret) until the next piece tells, or until end.
+//
+// A piece may end a line. The line break is passed on where the line ends,
+// but it is not part of the text that secrets are looked for in, so that a
+// secret split between two lines is redacted too; a break that falls inside
+// a secret is passed on after its "[redacted]".
+//
+// A streamRedactor is not safe for concurrent use. Writing a piece
+// allocates nothing when nothing is held back from the piece before.
+type streamRedactor struct {
+	red    *secretSet
+	out    agent.Progress
+	held   string // text given and not passed on
+	breaks []int  // the offsets in held after which a line ends
+	buf    []byte // what is passed on, reused
+}
+
+// write takes s, the next piece, as the end of a line when line is set.
+func (w *streamRedactor) write(s string, line bool) {
+	text := s
+	if w.held != "" {
+		text = w.held + s
+	}
+	if line {
+		w.breaks = append(w.breaks, len(text))
+	}
+	w.pass(text, false)
+}
+
+// end passes on what is held back.
+func (w *streamRedactor) end() {
+	w.pass(w.held, true)
+}
+
+// pass passes on the redaction of text (held back and new), all of it when
+// final, else up to where a later piece could change it; it holds back the
+// rest.
+func (w *streamRedactor) pass(text string, final bool) {
+	w.buf = w.buf[:0]
+	i, b := 0, 0 // text[:i] and breaks[:b] are in buf
+	for {
+		end := len(text)
+		if !final {
+			end = w.red.pending(text, i)
+		}
+		pos, n := w.red.next(text, i)
+		if pos >= 0 && pos < end {
+			// Settled: no secret begins before pos, and no longer one can
+			// begin at pos, or pos would be pending.
+			b = w.literal(text, i, pos, b)
+			w.buf = append(w.buf, redacted...)
+			i = pos + n
+			for ; b < len(w.breaks) && w.breaks[b] <= i; b++ {
+				w.buf = append(w.buf, '\n')
+			}
+			continue
+		}
+		if i == 0 && (len(w.breaks) == 0 || w.breaks[0] > end) {
+			// Nothing redacted and no line ended: text's head as it is.
+			if end > 0 {
+				w.out.WriteString(text[:end])
+			}
+		} else {
+			b = w.literal(text, i, end, b)
+			if len(w.buf) > 0 {
+				w.out.Write(w.buf)
+			}
+		}
+		w.held = text[end:]
+		k := copy(w.breaks, w.breaks[b:])
+		w.breaks = w.breaks[:k]
+		for j := range w.breaks {
+			w.breaks[j] -= end
+		}
+		return
+	}
+}
+
+// literal adds text[i:j], which holds no secret, to buf, with the line
+// breaks from breaks[b] that fall in it, and returns the index of the
+// first break after it.
+func (w *streamRedactor) literal(text string, i, j, b int) int {
+	for ; b < len(w.breaks) && w.breaks[b] <= j; b++ {
+		w.buf = append(w.buf, text[i:w.breaks[b]]...)
+		w.buf = append(w.buf, '\n')
+		i = w.breaks[b]
+	}
+	w.buf = append(w.buf, text[i:j]...)
+	return b
+}
+
+// redactingProgress is the Progress of one call with secrets redacted: the
+// lines of the server's progress notifications (writeLine) and anything
+// written go through one streamRedactor, so that a secret split between two
+// notifications is redacted too. end passes on what is held back; the
+// call's end must call it before the call returns, so that the agent has
+// all of the partial output, also when the run was interrupted. What comes
+// after end (a notification that raced with the call's end) is dropped.
+type redactingProgress struct {
+	mu    sync.Mutex // guards w and ended
+	w     streamRedactor
+	ended bool
+}
+
+func newRedactingProgress(p agent.Progress, red redactor) *redactingProgress {
+	return &redactingProgress{w: streamRedactor{red: red.secretSet, out: p}}
+}
+
+func (p *redactingProgress) Write(b []byte) (int, error) {
+	p.write(string(b), false)
+	return len(b), nil
+}
+
+func (p *redactingProgress) WriteString(s string) (int, error) {
+	p.write(s, false)
+	return len(s), nil
+}
+
+// writeLine writes s as a line of its own.
+func (p *redactingProgress) writeLine(s string) { p.write(s, true) }
+
+func (p *redactingProgress) write(s string, line bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ended {
+		p.w.write(s, line)
+	}
+}
+
+// end passes on what is held back. Later writes are dropped.
+func (p *redactingProgress) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ended {
+		p.ended = true
+		p.w.end()
+	}
+}
+
+// lineWriter is a Progress that takes a progress notification's line
+// without its line break (redactingProgress).
+type lineWriter interface {
+	writeLine(s string)
+}

@@ -1,0 +1,182 @@
+package mcpclient
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// streamed writes pieces through a streamRedactor of secrets, as lines
+// when lines is set, and returns what it passed on, put together, after
+// its end.
+func streamed(secrets []string, pieces []string, lines bool) string {
+	out := &buffer{}
+	p := newRedactingProgress(out, newRedactor(secrets))
+	for _, s := range pieces {
+		if lines {
+			p.writeLine(s)
+		} else {
+			p.WriteString(s)
+		}
+	}
+	p.end()
+	return out.String()
+}
+
+// Secrets that overlap in every way: one inside another, one beginning
+// another, one ending where another begins, one repeating itself.
+var overlapping = []string{"tok-9f8e7d6c5b4a", "Bearer tok-9f8e7d6c5b4a", "tok-9f8e7d6c5b4a-extra", "5b4a-x", "aaaa", "ab"}
+
+const overlappingText = "Bearer tok-9f8e7d6c5b4a, tok-9f8e7d6c5b4a-extra and tok-9f8e7d6c5b4a-x; aaaaaaaaa abab tok-9f8e7d6c5b4"
+
+// Split between two pieces at every offset, and between three at every
+// pair of offsets, the text comes out as redacting it whole does.
+func TestStreamRedactorSplits(t *testing.T) {
+	red := newRedactor(overlapping)
+	text := overlappingText
+	want := red.String(text)
+	require.NotEqual(t, text, want)
+	for i := 0; i <= len(text); i++ {
+		if got := streamed(overlapping, []string{text[:i], text[i:]}, false); got != want {
+			t.Fatalf("split at %d:\n%q\nwant\n%q", i, got, want)
+		}
+		for j := i; j <= len(text); j++ {
+			if got := streamed(overlapping, []string{text[:i], text[i:j], text[j:]}, false); got != want {
+				t.Fatalf("split at %d and %d:\n%q\nwant\n%q", i, j, got, want)
+			}
+		}
+	}
+	// A byte at a time.
+	var bytes []string
+	for i := range len(text) {
+		bytes = append(bytes, text[i:i+1])
+	}
+	assert.Equal(t, want, streamed(overlapping, bytes, false))
+}
+
+// Lines: a secret split between lines is redacted, with the line break
+// after it; the other breaks stay where they are.
+func TestStreamRedactorLines(t *testing.T) {
+	secrets := []string{"tok-9f8e7d6c5b4a"}
+	for _, tc := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"step 1", "step 2"}, "step 1\nstep 2\n"},
+		{[]string{"key tok-9f", "8e7d6c5b4a ok"}, "key [redacted]\n ok\n"},
+		{[]string{"tok", "-9f8e", "7d6c5b4a"}, "[redacted]\n\n\n"},
+		{[]string{"tok-9f", "tok-9f8e7d6c5b4a"}, "tok-9f\n[redacted]\n"},
+		{[]string{"", "tok-9f8e7d6c5b4a", ""}, "\n[redacted]\n\n"},
+		{[]string{"the end is tok-9f"}, "the end is tok-9f\n"},
+	} {
+		assert.Equal(t, tc.want, streamed(secrets, tc.lines, true), "%q", tc.lines)
+	}
+}
+
+// Text passes on at once but for what may begin a secret; end passes on
+// the rest, and nothing after.
+func TestRedactingProgressHoldsBackOnlyWhatMayBeASecret(t *testing.T) {
+	out := &buffer{}
+	p := newRedactingProgress(out, newRedactor([]string{"tok-9f8e7d6c5b4a"}))
+	p.writeLine("copying")
+	assert.Equal(t, "copying\n", out.String())
+	p.WriteString("the key: tok-9f8e")
+	assert.Equal(t, "copying\nthe key: ", out.String())
+	p.Write([]byte("7d6c5b4a, and tok"))
+	assert.Equal(t, "copying\nthe key: [redacted], and ", out.String())
+	p.end()
+	assert.Equal(t, "copying\nthe key: [redacted], and tok", out.String())
+	p.writeLine("-9f8e7d6c5b4a")
+	p.end()
+	assert.Equal(t, "copying\nthe key: [redacted], and tok", out.String(), "a write after the end")
+}
+
+// FuzzStreamRedactor: for any secrets and any split of any text into
+// pieces, the pieces written one by one come out as the whole text
+// redacted at once; written as lines, they come out the same but for the
+// line breaks, one a piece.
+func FuzzStreamRedactor(f *testing.F) {
+	f.Add(strings.Join(overlapping, "\x00"), overlappingText, []byte{3, 17, 1, 0, 40})
+	f.Add("tok-9f8e7d6c5b4a", "step 1 of 3\nkey tok-9f8e7d6c5b4a\n", []byte{9, 9, 9})
+	f.Add("aaaa\x00aaa\x00aa", "aaaaaaaaaaaaaaa", []byte{1, 2, 3, 4, 5})
+	f.Add("ab\x00ba\x00aba", "abababababa", []byte{1, 1, 1})
+	f.Add("-----BEGIN KEY-----\nMIIE\n-----END KEY-----", "x -----BEGIN KEY-----\nMIIE\n-----END KEY----- y", []byte{12, 7})
+	f.Add("p\\u0026ss\x00p&ss", `{"pw":"p\u0026ss"} p&ss`, []byte{8})
+	f.Fuzz(func(t *testing.T, secretList, text string, cuts []byte) {
+		secrets := strings.Split(secretList, "\x00")
+		red := newRedactor(secrets)
+		var pieces []string
+		rest := text
+		for _, c := range cuts {
+			n := min(int(c), len(rest))
+			pieces = append(pieces, rest[:n])
+			rest = rest[n:]
+		}
+		pieces = append(pieces, rest)
+
+		want := red.String(text)
+		if got := streamed(secrets, pieces, false); got != want {
+			t.Fatalf("secrets %q, pieces %q:\ngot  %q\nwant %q", secrets, pieces, got, want)
+		}
+		got := streamed(secrets, pieces, true)
+		if strings.ReplaceAll(got, "\n", "") != strings.ReplaceAll(want, "\n", "") ||
+			strings.Count(got, "\n") != strings.Count(want, "\n")+len(pieces) {
+			t.Fatalf("secrets %q, lines %q:\ngot  %q\nwant %q with a break after each line", secrets, pieces, got, want)
+		}
+	})
+}
+
+// discard is a Progress that keeps nothing.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error)       { return len(p), nil }
+func (discard) WriteString(s string) (int, error) { return len(s), nil }
+
+// BenchmarkRedactingProgress: one progress line through the redactor of a
+// server with five secrets, none of which it holds (the common case), one
+// that it holds whole, and one split between two lines.
+func BenchmarkRedactingProgress(b *testing.B) {
+	secrets := []string{
+		"tok-9f8e7d6c5b4a", "Bearer tok-9f8e7d6c5b4a", "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+		"sk-proj-0123456789abcdefghijklmnopqrstuv", "/home/planround/projects",
+	}
+	red := newRedactor(secrets)
+	b.Run("line", func(b *testing.B) {
+		p := newRedactingProgress(discard{}, red)
+		b.ReportAllocs()
+		for b.Loop() {
+			p.writeLine("step 3 of 10: copying src/main.go to build/main.go")
+		}
+	})
+	b.Run("write", func(b *testing.B) {
+		p := newRedactingProgress(discard{}, red)
+		b.ReportAllocs()
+		for b.Loop() {
+			p.WriteString("step 3 of 10: copying src/main.go to build/main.go\n")
+		}
+	})
+	b.Run("secret", func(b *testing.B) {
+		p := newRedactingProgress(discard{}, red)
+		b.ReportAllocs()
+		for b.Loop() {
+			p.writeLine("using ghp_16C7e42F292c6912E7710c838347Ae178B4a for the clone")
+		}
+	})
+	b.Run("split", func(b *testing.B) {
+		p := newRedactingProgress(discard{}, red)
+		b.ReportAllocs()
+		for b.Loop() {
+			p.writeLine("using ghp_16C7e42F292c")
+			p.writeLine("6912E7710c838347Ae178B4a for the clone")
+		}
+	})
+	b.Run("per-write redaction", func(b *testing.B) {
+		// What each write cost before the stream: a Replace and a line.
+		b.ReportAllocs()
+		for b.Loop() {
+			discard{}.WriteString(red.String("step 3 of 10: copying src/main.go to build/main.go") + "\n")
+		}
+	})
+}
