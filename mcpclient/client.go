@@ -55,6 +55,7 @@ type Client struct {
 type serverEntry struct {
 	cfg        *expanded
 	red        redactor
+	names      redactor // the secrets as a tool's name would hold them (nameForms)
 	log        *slog.Logger
 	clientInfo mcp.Implementation
 	// onListChanged is told of a notifications/tools/list_changed; nil for
@@ -125,6 +126,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		e := &serverEntry{
 			cfg:        ex,
 			red:        newRedactor(ex.secrets),
+			names:      newRedactor(nameForms(ex.secrets)),
 			clientInfo: info,
 			relist:     make(chan struct{}, 1),
 		}

@@ -54,8 +54,11 @@ const (
 // values of Env variables whose names say they hold a secret (with TOKEN,
 // KEY, SECRET, PASS, AUTH, CRED and the like in them), a password in the
 // URL and every expanded value are treated as secrets: they are replaced
-// by "[redacted]" in errors, logs, tool results and progress, so neither
-// the model nor a chunk shows them.
+// by "[redacted]" in errors, logs, tool definitions, tool results and
+// progress (also where a server split a secret between two progress
+// notifications), so neither the model nor a chunk shows them. See
+// [Client.Tools] for a secret in a tool's name or in the name of one of its
+// parameters.
 type ServerConfig struct {
 	// Name identifies the server in errors, logs, [Client.Servers] and
 	// prefixed tool names. Names are unique within a [Client].

@@ -11,8 +11,8 @@
 // [ParseConfig] read the JSON file format MCP clients share
 // ({"mcpServers": {...}}), with a few fields of this package's own.
 // References to environment variables such as ${GITHUB_TOKEN} are expanded
-// when the servers start, and secrets never show in errors, logs, results
-// or chunks.
+// when the servers start, and secrets never show in errors, logs, tool
+// definitions, results or chunks (see [ServerConfig] and [Client.Tools]).
 //
 // [New] starts the servers and reads their tools (all pages of the list);
 // [Client.Register] adds them to an [agent.ToolRegistry], after the host's

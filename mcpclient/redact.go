@@ -1,6 +1,8 @@
 package mcpclient
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -259,4 +261,120 @@ func (p *redactingProgress) end() {
 // without its line break (redactingProgress).
 type lineWriter interface {
 	writeLine(s string)
+}
+
+// schemaRedaction is what redacting a tool's input schema changed.
+type schemaRedaction struct {
+	// keys maps each object key that held a secret, redacted, back to the
+	// key as the server wrote it: the model names a property as it reads
+	// it, and the call gives the server the name it knows.
+	keys map[string]string
+	// seen maps every key as redacted to the key as written.
+	seen map[string]string
+	// clash is a key, redacted, that two keys as written would both read
+	// as, so that the model's arguments could not be told apart.
+	clash string
+}
+
+// schema returns v, a JSON value as encoding/json decodes it into an any,
+// with the secrets redacted in every string, number and object key. The
+// keys that held a secret are noted in sr.
+func (r redactor) schema(v any, sr *schemaRedaction) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			rk := r.String(k)
+			if sr.seen == nil {
+				sr.seen = make(map[string]string)
+			}
+			if prev, ok := sr.seen[rk]; ok && prev != k {
+				sr.clash = rk
+			}
+			sr.seen[rk] = k
+			if rk != k {
+				if sr.keys == nil {
+					sr.keys = make(map[string]string)
+				}
+				sr.keys[rk] = k
+			}
+			out[rk] = r.schema(x, sr)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = r.schema(x, sr)
+		}
+		return out
+	case string:
+		return r.String(v)
+	case float64, json.Number:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return v
+		}
+		if s := string(b); r.String(s) != s {
+			return r.String(s) // a number holding a secret becomes a string
+		}
+	}
+	return v
+}
+
+// restoreKeys returns args, a JSON object, with every object key that keys
+// has (a property name as the model read it) written as the server wrote
+// it. Arguments that are not JSON go as they are: the server says what is
+// wrong.
+func restoreKeys(args json.RawMessage, keys map[string]string) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(args))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return args
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(renameKeys(v, keys)) != nil {
+		return args
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func renameKeys(v any, keys map[string]string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			if orig, ok := keys[k]; ok {
+				k = orig
+			}
+			out[k] = renameKeys(x, keys)
+		}
+		return out
+	case []any:
+		for i, x := range v {
+			v[i] = renameKeys(x, keys)
+		}
+	}
+	return v
+}
+
+// nameForms returns the secrets as a tool's name would hold them once made
+// a valid function name (see sanitizeName), where that differs: a server
+// that builds a tool's name from a secret must have made it valid too.
+// Forms with fewer than minSecret letters and digits are left out, since
+// they would redact names that hold no secret.
+func nameForms(secrets []string) []string {
+	var out []string
+	for _, s := range secrets {
+		f := sanitizeName(s)
+		if f == s {
+			continue
+		}
+		if n := len(f) - strings.Count(f, "_") - strings.Count(f, "-"); n >= minSecret {
+			out = append(out, f)
+		}
+	}
+	return out
 }

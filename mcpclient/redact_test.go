@@ -1,9 +1,12 @@
 package mcpclient
 
 import (
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -179,4 +182,52 @@ func BenchmarkRedactingProgress(b *testing.B) {
 			discard{}.WriteString(red.String("step 3 of 10: copying src/main.go to build/main.go") + "\n")
 		}
 	})
+}
+
+// schemaEntry is a server entry with secrets and no server.
+func schemaEntry(secrets ...string) *serverEntry {
+	return &serverEntry{
+		cfg:   &expanded{ServerConfig: ServerConfig{Name: "s"}},
+		red:   newRedactor(secrets),
+		names: newRedactor(nameForms(secrets)),
+		log:   slog.New(slog.DiscardHandler),
+	}
+}
+
+// A secret is redacted in a schema's strings, numbers and keys; a key that
+// held one maps back for the call; two keys that read the same once
+// redacted refuse the tool.
+func TestRedactToolSchema(t *testing.T) {
+	e := schemaEntry("48213977", "db.prod:5432")
+	tool := mcp.NewToolWithRawSchema("query_db.prod:5432", "Queries db.prod:5432.", json.RawMessage(`{
+		"type": "object",
+		"properties": {
+			"port": {"type": "integer", "default": 48213977, "enum": [1, 48213977]},
+			"db.prod:5432_table": {"type": "object", "properties": {"db.prod:5432": {"type": "string"}}}
+		}}`))
+	// The client reads the tool as a server sends it.
+	b, err := json.Marshal(tool)
+	require.NoError(t, err)
+	var read mcp.Tool
+	require.NoError(t, json.Unmarshal(b, &read))
+	spec, err := e.convertTool(read)
+	require.NoError(t, err)
+	assert.Equal(t, "query__redacted_", spec.base)
+	assert.Equal(t, "Queries [redacted].", spec.desc)
+	params, _ := json.Marshal(spec.params)
+	assert.JSONEq(t, `{"type": "object", "properties": {
+			"port": {"type": "integer", "default": "[redacted]", "enum": [1, "[redacted]"]},
+			"[redacted]_table": {"type": "object", "properties": {"[redacted]": {"type": "string"}}}
+		}}`, string(params))
+	assert.Equal(t, map[string]string{"[redacted]_table": "db.prod:5432_table", "[redacted]": "db.prod:5432"}, spec.keys)
+	args := restoreKeys(json.RawMessage(`{"port":1,"[redacted]_table":{"[redacted]":"x & y"}}`), spec.keys)
+	assert.JSONEq(t, `{"port":1,"db.prod:5432_table":{"db.prod:5432":"x & y"}}`, string(args))
+
+	// A name made valid by the server.
+	assert.Equal(t, "query__redacted_", e.toolName("query_db_prod_5432"))
+	assert.Equal(t, "query_db_prod", e.toolName("query_db_prod"))
+
+	clash := mcp.NewToolWithRawSchema("clash", "", json.RawMessage(`{"type": "object", "properties": {"48213977": {}, "[redacted]": {}}}`))
+	_, err = e.convertTool(clash)
+	assert.ErrorContains(t, err, `read "[redacted]"`)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +224,191 @@ func noToken(t *testing.T, what string, s string) {
 	t.Helper()
 	if strings.Contains(s, testToken) {
 		t.Errorf("the token shows in %s:\n%s", what, s)
+	}
+}
+
+// A server whose tool definitions mention a secret of its configuration:
+// the model's requests never hold it, whether the server is shared or runs
+// one instance per conversation (whose definitions come from the probe),
+// nor the chunks or the stored history; the tool whose name held it and the
+// property whose name held it are called as the server knows them.
+func TestSecretsNotInToolDefinitions(t *testing.T) {
+	for _, iso := range []Isolation{IsolationShared, IsolationPerConversation} {
+		t.Run(string(iso), func(t *testing.T) {
+			leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+			cfg := vaultConfig(t, TransportHTTP)
+			cfg.Isolation = iso
+			var logs strings.Builder
+			var logMu sync.Mutex
+			logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+				logMu.Lock()
+				defer logMu.Unlock()
+				return logs.Write(p)
+			}), nil))
+			c := newClient(t, Options{Logger: logger}, cfg)
+
+			model := agenttest.NewServer()
+			t.Cleanup(model.Close)
+			model.Enqueue(
+				agenttest.Reply().Call(0, "call_1", "lookup", `{"query":"q","[redacted]_id":"42","mode":"fast"}`).Finish("tool_calls"),
+				agenttest.Reply().Call(0, "call_2", "fetch__redacted_", `{}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Done.").Finish("stop"),
+			)
+			reg, err := agent.NewToolRegistry()
+			require.NoError(t, err)
+			require.NoError(t, c.Register(reg))
+			store := &memory.MemStore{}
+			a, err := agent.New(agent.Config{
+				BaseURL:         model.URL(),
+				HTTPClient:      model.Client(),
+				Model:           "any",
+				Tools:           reg,
+				Store:           store,
+				Approver:        &askingApprover{},
+				DisablePlanning: true,
+			})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			chunks := collect(t, a, ctx, agent.Input{SessionID: "s1", Message: "look it up"})
+
+			reqs := model.Requests()
+			require.Len(t, reqs, 3)
+			for i, req := range reqs {
+				noToken(t, "model request "+itoa(i), string(req.Raw))
+			}
+			offered := reqs[0].ToolNames()
+			for _, want := range []string{"lookup", "fetch__redacted_", "titled", "parts"} {
+				assert.Contains(t, offered, want)
+			}
+			assert.NotContains(t, offered, "clash", "a tool whose property names clash once redacted is not offered")
+			// The secrets were there, and are redacted.
+			for _, tl := range reqs[0].Tools {
+				switch tl.Name {
+				case "lookup":
+					assert.Equal(t, "Looks things up with the key [redacted].", tl.Description)
+					var params map[string]any
+					require.NoError(t, json.Unmarshal(tl.Parameters, &params))
+					props, _ := params["properties"].(map[string]any)
+					assert.Contains(t, props, "[redacted]_id")
+					assert.Equal(t, map[string]any{"type": "string", "enum": []any{"fast", "[redacted]"}, "default": "[redacted]",
+						"examples": []any{"[redacted]"}, "title": "mode [redacted]"}, props["mode"])
+					assert.Contains(t, string(tl.Parameters), "how deep [redacted] goes")
+					assert.Contains(t, string(tl.Parameters), "a thing of [redacted]")
+				case "titled":
+					assert.Equal(t, "Vault [redacted]", tl.Description)
+				}
+			}
+
+			var results []string
+			for _, tc := range toolChunks(chunks) {
+				if tc.State == agent.StateResult {
+					results = append(results, tc.Name+": "+tc.Result)
+				}
+			}
+			assert.Equal(t, []string{"lookup: query=q id=42", "fetch__redacted_: fetched"}, results,
+				"the server gets the names it knows")
+			all, _ := json.Marshal(chunks)
+			noToken(t, "the chunks", string(all))
+			history, err := store.Messages(ctx, "s1", true)
+			require.NoError(t, err)
+			stored, _ := json.Marshal(history)
+			noToken(t, "the stored history", string(stored))
+			status, _ := json.Marshal(c.Servers())
+			noToken(t, "the servers' status", string(status))
+			logMu.Lock()
+			defer logMu.Unlock()
+			noToken(t, "the logs", logs.String())
+			assert.Contains(t, logs.String(), "this tool is not offered", "the clash is logged")
+		})
+	}
+}
+
+// A sub-agent that borrows a server's tools offers them to its model with
+// the secrets redacted too.
+func TestSecretsNotInBorrowedToolDefinitions(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	c := newClient(t, Options{}, vaultConfig(t, TransportHTTP))
+	var mu sync.Mutex
+	var bodies []string
+	model := agenttest.RespondFunc(func(req *agenttest.Request) agenttest.Response {
+		mu.Lock()
+		bodies = append(bodies, req.Model+": "+string(req.Raw))
+		mu.Unlock()
+		done := false
+		for _, m := range req.Messages {
+			done = done || m.Role == "tool"
+		}
+		switch {
+		case done:
+			return agenttest.Reply().Text("ok").Finish("stop")
+		case req.Model == "helper":
+			return agenttest.Reply().Call(0, "call_1", "lookup", `{"query":"q","[redacted]_id":"7"}`).Finish("tool_calls")
+		}
+		return agenttest.Reply().Call(0, "call_1", "helper", `{"task":"look it up"}`).Finish("tool_calls")
+	})
+	base := agent.Config{
+		BaseURL:         "http://model.invalid/v1",
+		HTTPClient:      &http.Client{Transport: model},
+		DisablePlanning: true,
+		Approver: agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+			return agent.Decision{Approved: true}, nil
+		}),
+	}
+	host, err := agent.NewToolRegistry()
+	require.NoError(t, err)
+	require.NoError(t, c.Register(host))
+	sub := base
+	sub.Model = "helper"
+	sub.Tools, err = host.Subset("lookup", "fetch__redacted_")
+	require.NoError(t, err)
+	helper, err := agent.NewSubAgent("helper", "Looks things up.", sub)
+	require.NoError(t, err)
+	base.Tools, err = agent.NewToolRegistry(helper)
+	require.NoError(t, err)
+	base.Model = "host"
+	a, err := agent.New(base)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	chunks := collect(t, a, ctx, agent.Input{Message: "ask the helper"})
+	var got string
+	for _, ch := range chunks {
+		if ch.Depth == 1 && ch.Tool != nil && ch.Tool.State == agent.StateResult {
+			got = ch.Tool.Result
+		}
+	}
+	assert.Equal(t, "query=q id=7", got)
+	mu.Lock()
+	defer mu.Unlock()
+	helperAsked := false
+	for _, b := range bodies {
+		helperAsked = helperAsked || strings.HasPrefix(b, "helper: ")
+		noToken(t, "a model request", b)
+	}
+	assert.True(t, helperAsked, "the helper's model was asked")
+	all, _ := json.Marshal(chunks)
+	noToken(t, "the chunks", string(all))
+}
+
+// The tools a shared server lists after it said its list changed are
+// redacted too. (Over SSE, where a server says so unasked: over streamable
+// HTTP at protocol 2026-07-28 the client's subscription to changes opens
+// in the background, and may miss a change made right after the start.)
+func TestSecretsNotInChangedToolList(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	c := newClient(t, Options{}, vaultConfig(t, TransportSSE))
+	if _, err := run(t, tool(t, c, "add"), `{}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new tool is listed", func() bool {
+		return slices.Contains(c.Servers()[0].Tools, "late")
+	})
+	assert.Equal(t, "Added late, knowing [redacted].", tool(t, c, "late").Definition().Description)
+	for _, tl := range c.Tools() {
+		def, _ := json.Marshal(tl.Definition())
+		noToken(t, "a tool's definition", string(def))
 	}
 }
 
