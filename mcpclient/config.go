@@ -55,10 +55,10 @@ const (
 // KEY, SECRET, PASS, AUTH, CRED and the like in them), a password in the
 // URL and every expanded value are treated as secrets: they are replaced
 // by "[redacted]" in errors, logs, tool definitions, tool results and
-// progress (also where a server split a secret between two progress
-// notifications), so neither the model nor a chunk shows them. See
-// [Client.Tools] for a secret in a tool's name or in the name of one of its
-// parameters.
+// progress (also where the server wrote them JSON-escaped, a secret of
+// several lines without its line breaks, or a secret split between two
+// progress notifications), so neither the model nor a chunk shows them. See [Client.Tools] for a secret in a tool's name or in
+// the name of one of its parameters.
 type ServerConfig struct {
 	// Name identifies the server in errors, logs, [Client.Servers] and
 	// prefixed tool names. Names are unique within a [Client].
@@ -411,7 +411,11 @@ func expand(cfg ServerConfig, lookup func(string) (string, bool)) (*expanded, er
 			e.secrets = append(e.secrets, p, url.QueryEscape(p), url.PathEscape(p))
 		}
 	}
-	e.secrets = slices.DeleteFunc(e.secrets, func(s string) bool { return len(s) < minSecret })
+	var forms []string
+	for _, s := range e.secrets {
+		forms = append(forms, secretForms(s)...)
+	}
+	e.secrets = slices.DeleteFunc(forms, func(s string) bool { return len(s) < minSecret })
 	return e, nil
 }
 

@@ -461,7 +461,7 @@ func (c *conn) reply(ctx context.Context, r callReply) (string, error) {
 	if r.err != nil {
 		return "", c.callError(ctx, r.err)
 	}
-	text, isErr := resultText(r.res)
+	text, isErr := resultText(r.res, c.e.red)
 	if isErr {
 		return "", toolError(text)
 	}
@@ -643,6 +643,12 @@ func (p *process) logStderr() {
 	for {
 		line, err := r.ReadSlice('\n')
 		if !long {
+			if err == bufio.ErrBufferFull {
+				// The logged part ends before a secret that the rest
+				// of the line would finish: the record would show its
+				// first part.
+				line = line[:p.e.red.settled(string(line))]
+			}
 			p.logLine(line)
 		}
 		long = err == bufio.ErrBufferFull

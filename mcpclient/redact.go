@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,16 @@ func (r redactor) String(s string) string {
 		return s
 	}
 	return r.rep.Replace(s)
+}
+
+// settled returns the length of the head of text that holds no beginning of
+// a secret which text ends before: cut there, text shows no part of a
+// secret once redacted.
+func (r redactor) settled(text string) int {
+	if r.secretSet == nil {
+		return len(text)
+	}
+	return r.pending(text, 0)
 }
 
 // next returns the position and length of the first secret in text at or
@@ -261,6 +272,118 @@ func (p *redactingProgress) end() {
 // without its line break (redactingProgress).
 type lineWriter interface {
 	writeLine(s string)
+}
+
+// secretForms returns the ways a secret may be written in what a server
+// sends: as it is; without its line breaks, for a secret of several lines
+// (a key whose lines came one per progress message); and escaped as JSON
+// encoders write it in a string (a raw JSON body that an error quotes):
+// Go's encoding/json (with < > & escaped), JavaScript's JSON.stringify,
+// Python's json.dumps (non-ASCII escaped) and PHP's json_encode (non-ASCII
+// and / escaped).
+func secretForms(s string) []string {
+	forms := []string{s}
+	if strings.ContainsAny(s, "\r\n") {
+		forms = append(forms, strings.NewReplacer("\r", "", "\n", "").Replace(s))
+	}
+	forms = append(forms,
+		jsonEscape(s, true, false, false),
+		jsonEscape(s, false, false, false),
+		jsonEscape(s, false, true, false),
+		jsonEscape(s, false, true, true))
+	return slices.Compact(forms)
+}
+
+// jsonEscape writes s as in a JSON string, without the quotes: with < > &
+// (and U+2028, U+2029) escaped when html is set, every non-ASCII character
+// when ascii is, and / when slash is.
+func jsonEscape(s string, html, ascii, slash bool) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r < 0x20,
+			html && (r == '<' || r == '>' || r == '&' || r == 0x2028 || r == 0x2029),
+			ascii && r > 0x7f && r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case ascii && r > 0xffff:
+			r -= 0x10000
+			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+		case slash && r == '/':
+			b.WriteString(`\/`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// jsonStrings returns raw, a JSON text, with the secrets redacted in its
+// strings that hold an escape: a server's encoder may write a secret's &
+// as \u0026, which redacting the text as it is would miss. Such a string
+// is decoded, and written again when it held a secret. The caller redacts
+// the rest of the text as it is.
+func (r redactor) jsonStrings(raw []byte) []byte {
+	if r.secretSet == nil {
+		return raw
+	}
+	var out []byte // nil until a string is written again
+	last := 0
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '"' {
+			continue
+		}
+		// The end of the string, and whether it has an escape.
+		j, escaped := i+1, false
+		for j < len(raw) && raw[j] != '"' {
+			if raw[j] == '\\' {
+				escaped = true
+				j++
+			}
+			j++
+		}
+		if j >= len(raw) {
+			break // not JSON
+		}
+		if escaped {
+			var s string
+			if json.Unmarshal(raw[i:j+1], &s) == nil {
+				if red := r.String(s); red != s {
+					out = append(out, raw[last:i]...)
+					out = appendJSONString(out, red)
+					last = j + 1
+				}
+			}
+		}
+		i = j
+	}
+	if out == nil {
+		return raw
+	}
+	return append(out, raw[last:]...)
+}
+
+// appendJSONString appends s as a JSON string, escaping only what JSON
+// needs escaped.
+func appendJSONString(b []byte, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
 // schemaRedaction is what redacting a tool's input schema changed.

@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -230,4 +231,37 @@ func TestRedactToolSchema(t *testing.T) {
 	clash := mcp.NewToolWithRawSchema("clash", "", json.RawMessage(`{"type": "object", "properties": {"48213977": {}, "[redacted]": {}}}`))
 	_, err = e.convertTool(clash)
 	assert.ErrorContains(t, err, `read "[redacted]"`)
+}
+
+// Strings of a JSON text that a server's encoder escaped are redacted too,
+// and the text is otherwise left as it is.
+func TestRedactJSONStrings(t *testing.T) {
+	red := newRedactor([]string{"p&ss<wörd>"})
+	raw := []byte(`{"a": "p\u0026ss\u003cw\u00f6rd\u003e!", "b\"": "x\ny", "p\u0026ss\u003cw\u00f6rd\u003e": 1}`)
+	assert.Equal(t, `{"a": "[redacted]!", "b\"": "x\ny", "[redacted]": 1}`, string(red.jsonStrings(raw)))
+	plain := []byte(`{"a": "no secret \u0026 here"}`)
+	assert.True(t, bytes.Equal(plain, red.jsonStrings(plain)))
+}
+
+// The forms of a secret as JSON encoders write it.
+func TestSecretForms(t *testing.T) {
+	assert.Equal(t, []string{"tok-9f8e7d6c5b4a"}, secretForms("tok-9f8e7d6c5b4a"))
+	assert.ElementsMatch(t, []string{
+		"p&s/s<wörd>\"", `p\u0026s/s\u003cwörd\u003e\"`, `p&s/s<wörd>\"`, `p&s/s<w\u00f6rd>\"`, `p&s\/s<w\u00f6rd>\"`,
+	}, secretForms("p&s/s<wörd>\""))
+	assert.Contains(t, secretForms("-----BEGIN-----\nAAAA\n-----END-----"), "-----BEGIN-----AAAA-----END-----")
+	assert.Contains(t, secretForms("a😀bc"), `a\ud83d\ude00bc`)
+}
+
+// A resource's text cut at its bound is cut before a secret that crosses
+// the bound.
+func TestResourceCutBeforeASecret(t *testing.T) {
+	secret := "tok-9f8e7d6c5b4a"
+	red := newRedactor([]string{secret})
+	text := strings.Repeat("x", maxResourceText-6) + secret + strings.Repeat("y", 100)
+	got, _ := resultText(&mcp.CallToolResult{Content: []mcp.Content{
+		mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "mem://long", Text: text}),
+	}}, red)
+	assert.NotContains(t, red.String(got), secret[:6])
+	assert.Contains(t, got, "x\n[… 116 more bytes]")
 }

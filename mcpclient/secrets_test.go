@@ -1,8 +1,10 @@
 package mcpclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -546,4 +548,100 @@ func TestProgressHeldBackUntilTheCallEnds(t *testing.T) {
 		}
 		assert.Equal(t, want+"\n[tool call interrupted]", toolMsg, "the stored tool message")
 	})
+}
+
+// A password with characters that JSON encoders escape reaches the model
+// neither from structured content (which a Go server writes with & and <
+// escaped), nor from an error that quotes a raw body (written here as
+// Python writes it, ö escaped, behind a proxy), nor in part from an embedded resource's
+// text cut at its bound in the middle of it.
+func TestSecretsEscapedOrCutInResults(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	const pw = "p&ss<wörd>-1234"
+	t.Setenv("PLANROUND_TEST_PW", pw)
+	srv := server.NewMCPServer("escaper", "1.0.0", server.WithToolCapabilities(true))
+	srv.AddTool(mcp.NewTool("structured"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultStructuredOnly(map[string]any{"password": pw}), nil
+	})
+	srv.AddTool(mcp.NewTool("resource"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		text := strings.Repeat("x", maxResourceText-6) + pw + strings.Repeat("y", 100)
+		return &mcp.CallToolResult{Content: []mcp.Content{
+			mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "mem://long", Text: text}),
+		}}, nil
+	})
+	srv.AddTool(mcp.NewTool("boom"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("not reached"), nil
+	})
+	mcpHandler := server.NewStreamableHTTPServer(srv)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"name":"boom"`) {
+			w.WriteHeader(http.StatusInternalServerError)
+			// Not a JSON-RPC message: the client quotes it.
+			io.WriteString(w, `proxy error; the upstream said {"detail": "bad key p&ss<w\u00f6rd>-1234"`)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	c := newClient(t, Options{}, ServerConfig{
+		Name:    "escaper",
+		URL:     ts.URL + "/mcp",
+		Headers: map[string]string{"X-Key": "${PLANROUND_TEST_PW}"},
+	})
+	// What the model could read the password from: any of the ways a
+	// JSON encoder writes it, or its first part.
+	shows := func(what, s string) {
+		t.Helper()
+		for _, leak := range []string{"p&ss<w", `p\u0026ss`, `ss\u003cw`, `w\u00f6rd`, `w\u00F6rd`} {
+			if strings.Contains(s, leak) {
+				t.Errorf("%s shows the password (%s):\n%s", what, leak, s)
+			}
+		}
+	}
+
+	got, err := run(t, tool(t, c, "structured"), `{}`, nil)
+	require.NoError(t, err)
+	shows("the structured content", got)
+	assert.JSONEq(t, `{"password": "[redacted]"}`, got)
+
+	got, err = run(t, tool(t, c, "resource"), `{}`, nil)
+	require.NoError(t, err)
+	shows("the resource", got)
+	assert.Contains(t, got, "x\n[… 116 more bytes]")
+
+	_, err = run(t, tool(t, c, "boom"), `{}`, nil)
+	require.Error(t, err)
+	shows("the error", err.Error())
+	assert.Contains(t, err.Error(), "bad key [redacted]")
+}
+
+// A line of a stdio server's standard error too long to log whole is
+// logged in part, ending before a secret that the part would cut.
+func TestSecretCutInLongStderrLine(t *testing.T) {
+	leaktest.Check(t)
+	t.Setenv("PLANROUND_TEST_TOKEN", testToken)
+	cfg := stdioConfig(t, "noisy")
+	// A shell writes the line, then runs the server in its place.
+	script := `printf "%0` + itoa(maxStderrLine-6) + `d" 0 >&2; printf "%s\n" "$API_KEY" >&2; exec "$0" "$@"`
+	cfg.Args = append([]string{"-c", script, cfg.Command}, cfg.Args...)
+	cfg.Command = "sh"
+	cfg.Env = map[string]string{"API_KEY": "${PLANROUND_TEST_TOKEN}"}
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := newClient(t, Options{Logger: logger}, cfg)
+	require.NoError(t, c.Close()) // the line is logged by now
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, logs.String(), strings.Repeat("0", 100), "the line is logged")
+	assert.NotContains(t, logs.String(), "0"+testToken[:6], "the logged part shows the token's first part")
 }
