@@ -293,7 +293,11 @@ func (c *conn) notify(n mcp.JSONRPCNotification) {
 		c.progMu.Lock()
 		p := c.progress[token]
 		c.progMu.Unlock()
-		if p != nil {
+		switch p := p.(type) {
+		case lineWriter:
+			p.writeLine(progressLine(fields))
+		case nil:
+		default:
 			p.WriteString(progressLine(fields) + "\n")
 		}
 	case mcp.MethodNotificationToolsListChanged:
@@ -457,7 +461,7 @@ func (c *conn) reply(ctx context.Context, r callReply) (string, error) {
 	if r.err != nil {
 		return "", c.callError(ctx, r.err)
 	}
-	text, isErr := resultText(r.res)
+	text, isErr := resultText(r.res, c.e.red)
 	if isErr {
 		return "", toolError(text)
 	}
@@ -640,6 +644,12 @@ func (p *process) logStderr() {
 	for {
 		line, err := r.ReadSlice('\n')
 		if !long {
+			if err == bufio.ErrBufferFull {
+				// The logged part ends before a secret that the rest
+				// of the line would finish: the record would show its
+				// first part.
+				line = line[:p.e.red.settled(string(line))]
+			}
 			p.logLine(line)
 		}
 		long = err == bufio.ErrBufferFull
@@ -749,7 +759,7 @@ func (r *limitReader) end(err error) {
 // serverLogger is the logger of one server: base with the server's name,
 // and its secrets redacted.
 func serverLogger(base *slog.Logger, name string, red redactor) *slog.Logger {
-	if red.r != nil {
+	if red.secretSet != nil {
 		base = slog.New(&redactHandler{h: base.Handler(), red: red})
 	}
 	return base.With("mcp_server", name)

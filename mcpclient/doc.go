@@ -11,8 +11,8 @@
 // [ParseConfig] read the JSON file format MCP clients share
 // ({"mcpServers": {...}}), with a few fields of this package's own.
 // References to environment variables such as ${GITHUB_TOKEN} are expanded
-// when the servers start, and secrets never show in errors, logs, results
-// or chunks.
+// when the servers start, and secrets never show in errors, logs, tool
+// definitions, results or chunks (see [ServerConfig] and [Client.Tools]).
 //
 // [New] starts the servers and reads their tools (all pages of the list);
 // [Client.Register] adds them to an [agent.ToolRegistry], after the host's
@@ -77,7 +77,12 @@
 // Progress notifications become the tool's partial output, a line each:
 // the notification's message, or "step 3/10" without one. The agent shows
 // them as executing chunks and keeps them when the run is interrupted
-// during the call.
+// during the call. Secrets are redacted in them as in the text of one
+// message, also one split between two notifications: it shows as one
+// "[redacted]", with the line break after it. So the end of a message that
+// may be the beginning of a secret is held back until the next message
+// tells, or until the call ends (with its result, an error, or the
+// interruption, whose partial output has it).
 //
 // A call ends when its context does (the run was interrupted), and within
 // [ServerConfig.CallTimeout]; it returns at once, whatever the server does,
