@@ -25,7 +25,8 @@ const maxOutput = 64 << 10
 
 // pipeGrace is how long run_command waits, after the process group was
 // killed, for the output pipe to close. A process that left the group
-// (setsid) may hold it open; the pipe is then closed under it.
+// (setsid) and the command's cgroup, or that left the group where there is
+// no cgroup, may hold it open; the pipe is then closed under it.
 const pipeGrace = 2 * time.Second
 
 // RunCommand returns the run_command tool: it runs a command with sh -c in
@@ -35,7 +36,13 @@ const pipeGrace = 2 * time.Second
 // when the command's shell exits, when timeout passes (0 means
 // [DefaultCommandTimeout]) and when the call's context ends, so no
 // background child outlives the call. On Linux the group is also killed
-// when the process that started it dies, even by SIGKILL.
+// when the process that started it dies, even by SIGKILL. Where that
+// process may make cgroups (root, or a cgroup v2 delegated to its user),
+// the command also runs in a cgroup of its own, killed and removed at the
+// same moments, which reaches a child that left the group (setsid, a
+// double fork); without one, such a child survives. A child can still
+// leave the cgroup by moving itself to another, which a process of the
+// same user may do (see package internal/procgroup).
 //
 // A non-zero exit status and a timeout are reported in the result; an
 // ended context returns the output so far and the context's error. The

@@ -74,8 +74,9 @@
 // # The tools
 //
 // [GetWeather] (fake, deterministic), [GetTime] (real clock, any IANA
-// zone), [RunCommand] (a real sh -c command in its own process group, its
-// output streamed line by line, needs approval) and [ShowCard] (a silent
+// zone), [RunCommand] (a real sh -c command in its own process group, and
+// on Linux in its own cgroup where it can, its output streamed line by
+// line, needs approval) and [ShowCard] (a silent
 // display that skips approval, [interact.ShowCard]: its card comes as a side
 // message). [Tools] returns all four. [Researcher] builds the researcher
 // sub-agent from a host's Config; ask_user_question and get_skill come

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/procgroup"
 )
 
 // progress is an agent.Progress that records writes and signals each one.
@@ -198,6 +200,42 @@ func TestRunCommandLeavesNoChild(t *testing.T) {
 	}
 	bg, pg := pidAfter(t, got, "bg "), pidAfter(t, got, "pg ")
 	waitGone(t, bg, pg)
+}
+
+// TestRunCommandEndsEscapedChild runs a command whose background child
+// leaves the process group (setsid) and keeps the output open: it is in
+// the command's cgroup, so it is gone when the call returns.
+func TestRunCommandEndsEscapedChild(t *testing.T) {
+	linuxOnly(t)
+	leaktest.Check(t)
+	missing := ""
+	if _, err := exec.LookPath("setsid"); err != nil {
+		missing = "setsid in PATH"
+	} else if !procgroup.UsesCgroups() {
+		missing = "a cgroup v2 this process may make cgroups in (see package procgroup)"
+	}
+	if missing != "" {
+		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
+			t.Fatal("needs " + missing + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
+		}
+		t.Skip("needs " + missing)
+	}
+	// The shell exits once the child leads a session of its own: it has
+	// left the group before the group is killed.
+	got, err := call(t, RunCommand(0), `{"command":"setsid sleep 1000 & echo \"bg $!\"; until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = $! ]; do sleep 0.01; done"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := pidAfter(t, got, "bg ")
+	t.Cleanup(func() {
+		if p, err := os.FindProcess(bg); err == nil && running(bg) {
+			_ = p.Kill()
+		}
+	})
+	if state, _, ok := stat(bg); ok && state != 'Z' && state != 'X' {
+		t.Errorf("the setsid child %d runs after the call returned", bg)
+	}
+	waitGone(t, bg)
 }
 
 func TestRunCommandCancelKillsGroup(t *testing.T) {

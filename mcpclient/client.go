@@ -55,6 +55,7 @@ type Client struct {
 type serverEntry struct {
 	cfg        *expanded
 	red        redactor
+	names      redactor // the secrets as a tool's name would hold them (nameForms)
 	log        *slog.Logger
 	clientInfo mcp.Implementation
 	// onListChanged is told of a notifications/tools/list_changed; nil for
@@ -125,6 +126,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		e := &serverEntry{
 			cfg:        ex,
 			red:        newRedactor(ex.secrets),
+			names:      newRedactor(nameForms(ex.secrets)),
 			clientInfo: info,
 			relist:     make(chan struct{}, 1),
 		}
@@ -247,8 +249,12 @@ func (e *serverEntry) call(ctx context.Context, tool string, args json.RawMessag
 		ctx, cancel = context.WithTimeoutCause(ctx, d, callTimeoutError(d))
 		defer cancel()
 	}
-	if progress != nil {
-		progress = redactingProgress{progress, e.red}
+	if progress != nil && e.red.secretSet != nil {
+		rp := newRedactingProgress(progress, e.red)
+		// Before the call returns, also when it was interrupted: the agent
+		// takes the partial output once Execute has returned.
+		defer rp.end()
+		progress = rp
 	}
 	var out string
 	var err error
@@ -353,22 +359,6 @@ func (e *serverError) Error() string {
 
 func (e *serverError) Unwrap() error { return e.err }
 
-// redactingProgress is a tool's Progress with secrets redacted.
-type redactingProgress struct {
-	p   agent.Progress
-	red redactor
-}
-
-func (p redactingProgress) Write(b []byte) (int, error) {
-	p.p.WriteString(p.red.String(string(b)))
-	return len(b), nil
-}
-
-func (p redactingProgress) WriteString(s string) (int, error) {
-	p.p.WriteString(p.red.String(s))
-	return len(s), nil
-}
-
 // CloseConversation ends the instances that per_conversation servers run
 // for the conversation with that session id, if any: a host calls it when
 // a conversation ends, rather than wait for the idle time. A later call of
@@ -383,7 +373,8 @@ func (c *Client) CloseConversation(sessionID string) {
 }
 
 // Close ends every connection and instance, and every process a stdio
-// server started (its whole process group), and waits for them. Calls
+// server started (its whole process group and, on Linux where the host may
+// make cgroups, its cgroup), and waits for them. Calls
 // still running fail. It returns an error only when a process could not be
 // ended. Calling Close again does nothing.
 func (c *Client) Close() error {

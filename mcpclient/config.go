@@ -54,8 +54,11 @@ const (
 // values of Env variables whose names say they hold a secret (with TOKEN,
 // KEY, SECRET, PASS, AUTH, CRED and the like in them), a password in the
 // URL and every expanded value are treated as secrets: they are replaced
-// by "[redacted]" in errors, logs, tool results and progress, so neither
-// the model nor a chunk shows them.
+// by "[redacted]" in errors, logs, tool definitions, tool results and
+// progress (also where the server wrote them JSON-escaped, a secret of
+// several lines without its line breaks, or a secret split between two
+// progress notifications), so neither the model nor a chunk shows them. See [Client.Tools] for a secret in a tool's name or in
+// the name of one of its parameters.
 type ServerConfig struct {
 	// Name identifies the server in errors, logs, [Client.Servers] and
 	// prefixed tool names. Names are unique within a [Client].
@@ -408,7 +411,11 @@ func expand(cfg ServerConfig, lookup func(string) (string, bool)) (*expanded, er
 			e.secrets = append(e.secrets, p, url.QueryEscape(p), url.PathEscape(p))
 		}
 	}
-	e.secrets = slices.DeleteFunc(e.secrets, func(s string) bool { return len(s) < minSecret })
+	var forms []string
+	for _, s := range e.secrets {
+		forms = append(forms, secretForms(s)...)
+	}
+	e.secrets = slices.DeleteFunc(forms, func(s string) bool { return len(s) < minSecret })
 	return e, nil
 }
 
@@ -474,39 +481,4 @@ func validVarName(name string) bool {
 		}
 	}
 	return true
-}
-
-// redactor replaces secrets in text.
-type redactor struct {
-	r *strings.Replacer // nil when there is nothing to redact
-}
-
-const redacted = "[redacted]"
-
-func newRedactor(secrets []string) redactor {
-	secrets = slices.Clone(secrets)
-	// The longest first, so that a secret containing another is replaced
-	// whole.
-	slices.SortFunc(secrets, func(a, b string) int {
-		if d := len(b) - len(a); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	secrets = slices.Compact(secrets)
-	if len(secrets) == 0 {
-		return redactor{}
-	}
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, redacted)
-	}
-	return redactor{strings.NewReplacer(pairs...)}
-}
-
-func (r redactor) String(s string) string {
-	if r.r == nil {
-		return s
-	}
-	return r.r.Replace(s)
 }

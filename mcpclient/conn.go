@@ -293,7 +293,11 @@ func (c *conn) notify(n mcp.JSONRPCNotification) {
 		c.progMu.Lock()
 		p := c.progress[token]
 		c.progMu.Unlock()
-		if p != nil {
+		switch p := p.(type) {
+		case lineWriter:
+			p.writeLine(progressLine(fields))
+		case nil:
+		default:
 			p.WriteString(progressLine(fields) + "\n")
 		}
 	case mcp.MethodNotificationToolsListChanged:
@@ -457,7 +461,7 @@ func (c *conn) reply(ctx context.Context, r callReply) (string, error) {
 	if r.err != nil {
 		return "", c.callError(ctx, r.err)
 	}
-	text, isErr := resultText(r.res)
+	text, isErr := resultText(r.res, c.e.red)
 	if isErr {
 		return "", toolError(text)
 	}
@@ -523,8 +527,9 @@ func (c *conn) close() error {
 
 // process is a stdio server's process. It runs in a process group of its
 // own, so that what it starts (the real server behind a wrapper such as sh
-// or npx) ends with it, and, on Linux, that group dies with this process
-// (see package procgroup).
+// or npx) ends with it, and, on Linux, that group dies with this process;
+// where this process may make cgroups, in a cgroup of its own too, which
+// reaches what left the group (see package procgroup).
 type process struct {
 	e      *serverEntry
 	cmd    *exec.Cmd
@@ -639,6 +644,12 @@ func (p *process) logStderr() {
 	for {
 		line, err := r.ReadSlice('\n')
 		if !long {
+			if err == bufio.ErrBufferFull {
+				// The logged part ends before a secret that the rest
+				// of the line would finish: the record would show its
+				// first part.
+				line = line[:p.e.red.settled(string(line))]
+			}
 			p.logLine(line)
 		}
 		long = err == bufio.ErrBufferFull
@@ -664,8 +675,9 @@ func (p *process) logLine(line []byte) {
 // stop ends the process group: it closes the server's input, which a
 // server takes as the end of the session (and its output, so that a server
 // writing to it is not held), then sends SIGTERM and finally
-// SIGKILL to the whole group, each after a short grace. The group is killed
-// at the end in any case, so that nothing the server started survives it.
+// SIGKILL to the whole group, each after a short grace. The group (and the
+// server's cgroup) is killed at the end in any case, so that nothing the
+// server started survives it.
 func (p *process) stop() error {
 	p.stdin.Close()
 	p.stdout.f.Close() // a server blocked writing to us is released
@@ -747,7 +759,7 @@ func (r *limitReader) end(err error) {
 // serverLogger is the logger of one server: base with the server's name,
 // and its secrets redacted.
 func serverLogger(base *slog.Logger, name string, red redactor) *slog.Logger {
-	if red.r != nil {
+	if red.secretSet != nil {
 		base = slog.New(&redactHandler{h: base.Handler(), red: red})
 	}
 	return base.With("mcp_server", name)

@@ -11,8 +11,8 @@
 // [ParseConfig] read the JSON file format MCP clients share
 // ({"mcpServers": {...}}), with a few fields of this package's own.
 // References to environment variables such as ${GITHUB_TOKEN} are expanded
-// when the servers start, and secrets never show in errors, logs, results
-// or chunks.
+// when the servers start, and secrets never show in errors, logs, tool
+// definitions, results or chunks (see [ServerConfig] and [Client.Tools]).
 //
 // [New] starts the servers and reads their tools (all pages of the list);
 // [Client.Register] adds them to an [agent.ToolRegistry], after the host's
@@ -52,8 +52,15 @@
 // process behind. On Linux the group also dies with the host process when
 // that ends without cleaning up (killed with SIGKILL, say): a small guard
 // shell that leads the group, started just before the server, kills the
-// group when the host is gone. The server itself is started as it would be
-// without the guard (same pid, arguments, streams and exit status). A server
+// group when the host is gone. Where the host may make cgroups (root, or a
+// cgroup v2 delegated to its user), the server also runs in a cgroup of its
+// own, which ending the server and the guard kill whole and remove: a
+// process the server started that left the group (setsid, a daemon's
+// double fork) ends too. Without a cgroup it survives; with one, a process
+// of the same user can still leave by moving itself to another cgroup, and
+// one that kills the guard survives the host's SIGKILL. The server itself
+// is started as it would be without the guard (same pid, arguments,
+// streams and exit status). A server
 // that writes a message larger than 32 MiB is ended, so that it cannot grow
 // the client's memory without bound; what it writes to its standard error
 // goes to [Options.Logger].
@@ -70,7 +77,12 @@
 // Progress notifications become the tool's partial output, a line each:
 // the notification's message, or "step 3/10" without one. The agent shows
 // them as executing chunks and keeps them when the run is interrupted
-// during the call.
+// during the call. Secrets are redacted in them as in the text of one
+// message, also one split between two notifications: it shows as one
+// "[redacted]", with the line break after it. So the end of a message that
+// may be the beginning of a secret is held back until the next message
+// tells, or until the call ends (with its result, an error, or the
+// interruption, whose partial output has it).
 //
 // A call ends when its context does (the run was interrupted), and within
 // [ServerConfig.CallTimeout]; it returns at once, whatever the server does,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/procgroup"
 )
 
 // hostEnv, when set, makes TestHostKilledLeavesNoServer the host: it holds
@@ -31,9 +33,40 @@ func TestHostKilledLeavesNoServer(t *testing.T) {
 		return
 	}
 	leaktest.Check(t)
+	hostKilled(t, "")
+}
+
+// A server's child that left the server's process group (setsid, as a
+// daemon does) dies with the host too: it is in the server's cgroup.
+func TestHostKilledLeavesNoDaemon(t *testing.T) {
+	leaktest.Check(t)
+	missing := ""
+	if _, err := exec.LookPath("setsid"); err != nil {
+		missing = "setsid in PATH"
+	} else if !procgroup.UsesCgroups() {
+		missing = "a cgroup v2 this process may make cgroups in (see package procgroup)"
+	}
+	if missing != "" {
+		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
+			t.Fatal("needs " + missing + " (PLANROUND_REQUIRE_ALL=1 makes this a failure)")
+		}
+		t.Skip("needs " + missing)
+	}
+	hostKilled(t, filepath.Join(t.TempDir(), "daemon.pid"))
+}
+
+// hostKilled runs the host, kills it with SIGKILL and checks that its
+// server's processes are gone. With a daemon file, the wrapper also starts
+// a sleep in a session of its own and writes its pid there.
+func hostKilled(t *testing.T, daemon string) {
 	cfg := stdioConfig(t, "wrapped", "-stubborn")
 	// Not exec: sh stays the server's parent, as a wrapper does.
-	cfg.Command, cfg.Args = "sh", append([]string{"-c", `"$0" "$@"; echo "server ended" >&2`, cfg.Command}, cfg.Args...)
+	script := `"$0" "$@"; echo "server ended" >&2`
+	if daemon != "" {
+		script = `setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >"$DAEMON_PID"; ` + script
+		cfg.Env = map[string]string{"DAEMON_PID": daemon}
+	}
+	cfg.Command, cfg.Args = "sh", append([]string{"-c", script, cfg.Command}, cfg.Args...)
 	spec, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +124,16 @@ func TestHostKilledLeavesNoServer(t *testing.T) {
 	if len(pids) != 3 {
 		t.Fatalf("pids %v, want the wrapper's, the server's and its child's", pids)
 	}
+	what := []string{"the wrapper", "the server", "the server's child"}
+	if daemon != "" {
+		b, err := os.ReadFile(daemon) // written before the server started
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			t.Fatalf("no daemon pid (%q, %v)", b, err)
+		}
+		pids = append(pids, pid)
+		what = append(what, "the daemon")
+	}
 	for _, pid := range pids {
 		if processGone(pid) {
 			t.Fatalf("process %d is gone before the host was killed", pid)
@@ -112,7 +155,7 @@ func TestHostKilledLeavesNoServer(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var alive []string
-		for i, what := range []string{"the wrapper", "the server", "the server's child"} {
+		for i, what := range what {
 			if !processGone(pids[i]) {
 				alive = append(alive, fmt.Sprintf("%s (pid %d)", what, pids[i]))
 			}

@@ -20,30 +20,34 @@ const maxResourceText = 4096
 // a line naming it; an embedded resource its text (bounded) or, for a blob,
 // a line naming it. The parts are joined by newlines. A result without any
 // of these gives its structured content as JSON.
-func resultText(res *mcp.CallToolResult) (string, bool) {
+//
+// The caller redacts the text; red is for what that cannot see: a secret
+// cut by the bound of an embedded resource's text (the cut goes before
+// it), and one escaped in the structured content's JSON.
+func resultText(res *mcp.CallToolResult, red redactor) (string, bool) {
 	if res == nil {
 		return "", false
 	}
 	parts := make([]string, 0, len(res.Content))
 	for _, c := range res.Content {
-		if s := contentText(c); s != "" {
+		if s := contentText(c, red); s != "" {
 			parts = append(parts, s)
 		}
 	}
 	if len(parts) == 0 {
 		switch {
 		case len(res.RawStructuredContent) > 0 && string(res.RawStructuredContent) != "null":
-			parts = append(parts, string(res.RawStructuredContent))
+			parts = append(parts, string(red.jsonStrings(res.RawStructuredContent)))
 		case res.StructuredContent != nil:
 			if b, err := json.Marshal(res.StructuredContent); err == nil {
-				parts = append(parts, string(b))
+				parts = append(parts, string(red.jsonStrings(b)))
 			}
 		}
 	}
 	return strings.Join(parts, "\n"), res.IsError
 }
 
-func contentText(c mcp.Content) string {
+func contentText(c mcp.Content, red redactor) string {
 	switch v := c.(type) {
 	case mcp.TextContent:
 		return v.Text
@@ -62,9 +66,9 @@ func contentText(c mcp.Content) string {
 	case *mcp.ResourceLink:
 		return linkText(*v)
 	case mcp.EmbeddedResource:
-		return resourceText(v.Resource)
+		return resourceText(v.Resource, red)
 	case *mcp.EmbeddedResource:
-		return resourceText(v.Resource)
+		return resourceText(v.Resource, red)
 	}
 	return ""
 }
@@ -95,12 +99,12 @@ func linkText(l mcp.ResourceLink) string {
 	return b.String()
 }
 
-func resourceText(r mcp.ResourceContents) string {
+func resourceText(r mcp.ResourceContents, red redactor) string {
 	switch v := r.(type) {
 	case mcp.TextResourceContents:
-		return textResource(v)
+		return textResource(v, red)
 	case *mcp.TextResourceContents:
-		return textResource(*v)
+		return textResource(*v, red)
 	case mcp.BlobResourceContents:
 		return blobResource(v)
 	case *mcp.BlobResourceContents:
@@ -109,10 +113,11 @@ func resourceText(r mcp.ResourceContents) string {
 	return ""
 }
 
-func textResource(v mcp.TextResourceContents) string {
+func textResource(v mcp.TextResourceContents, red redactor) string {
 	text := v.Text
 	if len(text) > maxResourceText {
-		cut := maxResourceText
+		// Not in a secret, which would show its first part.
+		cut := red.settled(text[:maxResourceText])
 		for cut > 0 && !isRuneStart(text[cut]) {
 			cut--
 		}

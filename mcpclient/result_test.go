@@ -33,14 +33,14 @@ func TestResultText(t *testing.T) {
 		{"structured beside text", &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("21 C")}, StructuredContent: map[string]any{"temp": 21}}, "21 C", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, isErr := resultText(tc.res)
+			got, isErr := resultText(tc.res, redactor{})
 			if got != tc.want || isErr != tc.isErr {
 				t.Errorf("got %q, %v; want %q, %v", got, isErr, tc.want, tc.isErr)
 			}
 		})
 	}
 
-	got, _ := resultText(&mcp.CallToolResult{Content: []mcp.Content{mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "mem://long", Text: long})}})
+	got, _ := resultText(&mcp.CallToolResult{Content: []mcp.Content{mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "mem://long", Text: long})}}, redactor{})
 	if !strings.HasPrefix(got, "[resource mem://long]\n") || !strings.HasSuffix(got, " more bytes]") || len(got) > maxResourceText+100 {
 		t.Errorf("a long resource: %d bytes ending %q", len(got), got[len(got)-30:])
 	}

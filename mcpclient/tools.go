@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -17,9 +18,10 @@ import (
 // is settled against the other servers' tools.
 type toolSpec struct {
 	mcpName string
-	base    string // mcpName made a valid function name
+	base    string // mcpName made a valid function name, secrets redacted
 	desc    string
 	params  map[string]any
+	keys    map[string]string // the schema's keys that held secrets: redacted → as written
 	skip    bool
 }
 
@@ -27,12 +29,17 @@ type toolSpec struct {
 type mcpTool struct {
 	e       *serverEntry
 	mcpName string
+	base    string
+	keys    map[string]string
 	def     agent.ToolDefinition
 }
 
 func (t *mcpTool) Definition() agent.ToolDefinition { return t.def }
 
 func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress agent.Progress) (string, error) {
+	if len(t.keys) > 0 {
+		args = restoreKeys(args, t.keys)
+	}
 	return t.e.call(ctx, t.mcpName, args, progress)
 }
 
@@ -51,6 +58,17 @@ func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress ag
 // replaced by an open object and given to the model in the description
 // instead, and the server checks the arguments itself. Its SkipApproval
 // comes from the configuration.
+//
+// The model never reads a secret of a server's configuration (see
+// [ServerConfig]) in a tool: the secrets are redacted in its name, its
+// description (or title) and everywhere in its input schema (descriptions,
+// titles, enum values, defaults, examples, nested properties, definitions;
+// strings, numbers and keys alike). A tool whose MCP name held a secret is
+// called by its MCP name all the same; a property whose name held one is
+// named as redacted to the model, and the call gives the server the name
+// it knows. A tool whose schema has two names that read the same once
+// redacted (two properties named after two secrets) is not offered, since
+// the model's arguments could not be told apart; a warning is logged.
 //
 // A tool of a per_conversation server runs on the instance of the
 // conversation its call belongs to ([agent.CallInfo.Conversation]): the
@@ -84,9 +102,9 @@ func (c *Client) Register(r *agent.ToolRegistry) error {
 	}()
 	for _, t := range c.resolve() {
 		if _, _, taken := r.Lookup(t.def.Name); taken {
-			name := fitName(t.e.prefix() + "__" + sanitizeName(t.mcpName))
+			name := fitName(t.e.prefix() + "__" + t.base)
 			if _, _, taken := r.Lookup(name); taken {
-				return fmt.Errorf("mcpclient: tool %q of server %q: the names %q and %q are both taken", t.mcpName, t.e.cfg.Name, t.def.Name, name)
+				return fmt.Errorf("mcpclient: tool %q of server %q: the names %q and %q are both taken", t.e.red.String(t.mcpName), t.e.cfg.Name, t.def.Name, name)
 			}
 			renamed := *t
 			renamed.def.Name = name
@@ -140,7 +158,7 @@ func (c *Client) resolve() []*mcpTool {
 			}
 		}
 		used[name] = true
-		out = append(out, &mcpTool{e: it.e, mcpName: it.spec.mcpName, def: agent.ToolDefinition{
+		out = append(out, &mcpTool{e: it.e, mcpName: it.spec.mcpName, base: it.spec.base, keys: it.spec.keys, def: agent.ToolDefinition{
 			Name:         name,
 			Description:  it.spec.desc,
 			Parameters:   it.spec.params,
@@ -168,25 +186,58 @@ func (e *serverEntry) convertTools(tools []mcp.Tool) []*toolSpec {
 		if slices.Contains(e.cfg.DisabledTools, t.Name) {
 			continue
 		}
-		spec := &toolSpec{
-			mcpName: t.Name,
-			base:    sanitizeName(t.Name),
-			desc:    t.Description,
-			skip:    e.cfg.SkipApproval || slices.Contains(e.cfg.SkipApprovalTools, t.Name),
-		}
-		if spec.desc == "" {
-			spec.desc = cmp(t.Title, t.Annotations.Title)
-		}
-		params, err := inputSchema(t)
+		spec, err := e.convertTool(t)
 		if err != nil {
-			e.log.Warn("the agent cannot check the arguments of this tool: its schema goes to the model in the description", "tool", t.Name, "err", err)
-			params = map[string]any{"type": "object", "properties": map[string]any{}}
-			spec.desc = describeSchema(spec.desc, t)
+			e.log.Warn("this tool is not offered", "tool", t.Name, "err", err)
+			continue
 		}
-		spec.params = params
 		specs = append(specs, spec)
 	}
 	return specs
+}
+
+// convertTool converts a tool for the agent, with the secrets of the
+// server's configuration redacted in all that the model reads of it.
+func (e *serverEntry) convertTool(t mcp.Tool) (*toolSpec, error) {
+	desc := t.Description
+	if desc == "" {
+		desc = cmp(t.Title, t.Annotations.Title)
+	}
+	spec := &toolSpec{
+		mcpName: t.Name,
+		base:    e.toolName(t.Name),
+		desc:    e.red.String(desc),
+		skip:    e.cfg.SkipApproval || slices.Contains(e.cfg.SkipApprovalTools, t.Name),
+	}
+	// The schema as the server gave it, redacted before anything reads it.
+	var schema any
+	var sr schemaRedaction
+	raw, err := schemaJSON(t)
+	if err == nil {
+		if err = json.Unmarshal(raw, &schema); err != nil {
+			err = fmt.Errorf("the input schema is not JSON: %w", err)
+		}
+	}
+	if err == nil {
+		schema = e.red.schema(schema, &sr)
+		if sr.clash != "" {
+			return nil, fmt.Errorf("two names in its input schema read %q once their secrets are redacted, so that arguments could not be told apart", sr.clash)
+		}
+		spec.keys = sr.keys
+		spec.params, err = inputSchema(schema)
+	}
+	if err != nil {
+		e.log.Warn("the agent cannot check the arguments of this tool: its schema goes to the model in the description", "tool", t.Name, "err", err)
+		spec.params = map[string]any{"type": "object", "properties": map[string]any{}}
+		spec.desc = describeSchema(spec.desc, schema)
+	}
+	return spec, nil
+}
+
+// toolName is the name a tool is offered under: its MCP name made a valid
+// function name, with the secrets redacted as written and as made valid.
+func (e *serverEntry) toolName(name string) string {
+	return sanitizeName(e.names.String(sanitizeName(e.red.String(name))))
 }
 
 func cmp(a, b string) string {
@@ -196,24 +247,25 @@ func cmp(a, b string) string {
 	return b
 }
 
-// inputSchema converts a tool's input schema to the agent's parameters,
-// and checks that the agent can compile it.
+// schemaJSON is a tool's input schema as JSON.
 //
 // mcp-go keeps only some keywords of the schema's top level (type,
 // properties, required, additionalProperties, $defs, which also takes
 // definitions), so the arguments are checked against a schema that may be
 // looser than the server's, never stricter: the server checks them again.
-func inputSchema(t mcp.Tool) (map[string]any, error) {
-	raw := t.RawInputSchema
-	if raw == nil {
-		var err error
-		if raw, err = json.Marshal(t.InputSchema); err != nil {
-			return nil, err
-		}
+func schemaJSON(t mcp.Tool) ([]byte, error) {
+	if t.RawInputSchema != nil {
+		return t.RawInputSchema, nil
 	}
-	var params map[string]any
-	if err := json.Unmarshal(raw, &params); err != nil {
-		return nil, fmt.Errorf("the input schema is not a JSON object: %w", err)
+	return json.Marshal(t.InputSchema)
+}
+
+// inputSchema converts a tool's input schema, decoded, to the agent's
+// parameters, and checks that the agent can compile it.
+func inputSchema(schema any) (map[string]any, error) {
+	params, ok := schema.(map[string]any)
+	if !ok && schema != nil {
+		return nil, errors.New("the input schema is not a JSON object")
 	}
 	if params == nil {
 		params = map[string]any{}
@@ -239,8 +291,13 @@ func inputSchema(t mcp.Tool) (map[string]any, error) {
 // maxSchemaText bounds a schema given to the model in a description.
 const maxSchemaText = 4096
 
-func describeSchema(desc string, t mcp.Tool) string {
-	b, err := json.Marshal(t.InputSchema)
+// describeSchema adds schema, decoded and redacted, to a tool's
+// description.
+func describeSchema(desc string, schema any) string {
+	if schema == nil {
+		return desc
+	}
+	b, err := json.Marshal(schema)
 	if err != nil {
 		return desc
 	}

@@ -22,6 +22,12 @@
 // and later summaries but stay readable with Messages(ctx, id, true), for
 // history display and [Export].
 //
+// Beside [Store], a store may implement optional interfaces: those of
+// durable runs ([CallLog], [ApprovalStore], [Leaser], [Notifier]) and
+// [EventLog], sessions' numbered event logs, from which a client that
+// reconnects replays a turn and follows it. The three stores here
+// implement them all.
+//
 // # The pieces of the next request
 //
 // The agent (package agent) assembles each request; this package gives it

@@ -39,6 +39,7 @@ type memSession struct {
 	msgs      []Message  // append order; archived ones keep their place
 	summaries []Summary  // oldest first
 	calls     []OpenCall // in the order first saved
+	log       memLog     // the event log
 }
 
 // now is the clock of both stores; it returns UTC without a monotonic

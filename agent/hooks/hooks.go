@@ -23,14 +23,34 @@
 //     with "/" between its elements that stays inside the folder (no "..",
 //     no leading "/", no backslash; a symbolic link may point to another
 //     file of the folder, never out of it), of at most [MaxBody] bytes of
-//     UTF-8 text; "text" gives the text inline instead. Exactly one of the
-//     two. Leading and trailing white space is trimmed; what remains must
-//     not be empty;
+//     UTF-8 text, with one hard link (see below); "text" gives the text
+//     inline instead. Exactly one of the two. Leading and trailing white
+//     space is trimmed; what remains must not be empty;
 //   - "name" is optional: errors name the entry with it.
 //
 // Unknown keys are refused, so that a misspelt one ("persistant") is an
 // error rather than a hook that silently does something else. The files
 // are read once, by [Load]: a change needs a new Load (and a new Agent).
+//
+// # Links
+//
+// A file with more than one hard link, hooks.json included, is refused: a
+// hard link is the file itself under a second name, and nothing in the
+// folder tells a file of its own from a file elsewhere linked into it. A
+// folder of hooks is a few files written by hand or checked out with git,
+// which makes no hard links; copy files instead of linking them (a package
+// manager that links from its store, such as pnpm, can be told to copy).
+// The link count comes from the operating system on Unix; elsewhere
+// (Windows) it is not checked, and a hard link to a file outside the
+// folder is read like any other file: only paths are checked there, and
+// they show no hard link.
+//
+// The checks that decide what is read (a regular file, its size, its
+// links) are made on the open file, which must be the file whose path was
+// checked (where the system gives inode numbers): a link swapped between
+// the check and the read is an error, not another file read. [LoadDir]
+// also has the operating system refuse, at the moment of the read, any
+// link that leaves the folder.
 package hooks
 
 import (
@@ -48,6 +68,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/filecheck"
 	"github.com/planround/planround/memory"
 )
 
@@ -99,20 +120,38 @@ func (e Entry) Inject(_ context.Context, at agent.Checkpoint, _ agent.HookState)
 //
 // Over an fs.FS that implements fs.ReadLinkFS (os.DirFS, an os.Root's FS,
 // fstest.MapFS) symbolic links are followed only while they stay inside
-// fsys; [LoadDir] has the operating system enforce it too.
+// fsys; [LoadDir] has the operating system enforce it too. A file with more
+// than one hard link is refused (see "Links" in the package doc).
 func Load(fsys fs.FS) ([]agent.Hook, error) {
-	return load(fsys, FileName)
+	return load(folder{fsys: fsys}, FileName)
 }
 
 // LoadDir is Load on the folder dir, opened with os.OpenRoot: no file
-// outside dir is read, whatever the links in it say.
+// outside dir is read, whatever the links in it say or become during the
+// read.
 func LoadDir(dir string) ([]agent.Hook, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
 	}
 	defer root.Close()
-	return load(root.FS(), filepath.Join(dir, FileName))
+	return load(folder{fsys: root.FS(), root: root}, filepath.Join(dir, FileName))
+}
+
+// folder is the folder of hooks being loaded.
+type folder struct {
+	fsys fs.FS
+	root *os.Root // LoadDir's folder, whose FS fsys is; nil for Load
+}
+
+// open opens the file at the path p of fsys for reading; under LoadDir
+// without waiting on a named pipe, so that readFile can Stat it and refuse
+// it.
+func (d folder) open(p string) (fs.File, error) {
+	if d.root != nil {
+		return d.root.OpenFile(p, os.O_RDONLY|filecheck.NonBlock, 0)
+	}
+	return d.fsys.Open(p)
 }
 
 // entry is an entry of hooks.json as written.
@@ -125,8 +164,8 @@ type entry struct {
 	Text       *string `json:"text"`
 }
 
-func load(fsys fs.FS, index string) ([]agent.Hook, error) {
-	b, err := readFile(fsys, FileName, maxIndex)
+func load(dir folder, index string) ([]agent.Hook, error) {
+	b, err := readFile(dir, FileName, maxIndex)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("hooks: %s not found (a folder of hooks lists them in %s): %w", index, FileName, err)
 	}
@@ -148,7 +187,7 @@ func load(fsys fs.FS, index string) ([]agent.Hook, error) {
 		err := strictJSON(raw, &e)
 		if err == nil {
 			var h Entry
-			h, err = e.hook(fsys)
+			h, err = e.hook(dir)
 			out = append(out, h)
 		}
 		if err != nil {
@@ -178,7 +217,7 @@ func strictJSON(b []byte, v any) error {
 // checkpoints are the names "at" accepts.
 var checkpoints = []agent.Checkpoint{agent.BeforePlanning, agent.AfterPlanning, agent.BeforeToolRound, agent.AfterToolResults, agent.BeforeFinalAnswer}
 
-func (e entry) hook(fsys fs.FS) (Entry, error) {
+func (e entry) hook(dir folder) (Entry, error) {
 	h := Entry{Name: e.Name, At: agent.Checkpoint(e.At), File: e.File}
 	known := false
 	for _, cp := range checkpoints {
@@ -205,7 +244,7 @@ func (e entry) hook(fsys fs.FS) (Entry, error) {
 	case e.File != "" && e.Text != nil:
 		return h, errors.New("both \"file\" and \"text\": give one")
 	case e.File != "":
-		b, err := readFile(fsys, e.File, MaxBody)
+		b, err := readFile(dir, e.File, MaxBody)
 		if err != nil {
 			return h, fmt.Errorf("file %q: %w", e.File, err)
 		}
@@ -225,32 +264,45 @@ func (e entry) hook(fsys fs.FS) (Entry, error) {
 	return h, nil
 }
 
-// readFile reads the regular file name of fsys, of at most limit bytes,
-// after checking that name, and every symbolic link on the way to it,
-// stays inside fsys.
-func readFile(fsys fs.FS, name string, limit int64) ([]byte, error) {
+// readFile reads the regular file name of the folder dir, of at most
+// limit bytes and with one hard link, after checking that name, and every
+// symbolic link on the way to it, stays inside the folder. The checks that
+// decide what is read are made on the open file, which must be the file
+// resolve found (where the system says).
+func readFile(dir folder, name string, limit int64) ([]byte, error) {
 	if !fs.ValidPath(name) || name == "." || strings.Contains(name, `\`) {
 		return nil, errors.New(`not a path inside the folder (elements separated by "/", no "..", no leading "/", no backslash)`)
 	}
-	name, err := resolve(fsys, name)
+	real, fi, err := resolve(dir.fsys, name)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := fs.Stat(fsys, name)
-	if err != nil {
-		return nil, err
-	}
+	// A first look before Open, which would block on a named pipe over an
+	// fs.FS (LoadDir's folder opens without waiting).
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%d bytes, more than the limit of %d", fi.Size(), limit)
-	}
-	f, err := fsys.Open(name)
+	f, err := dir.open(real)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	opened, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if same, known := filecheck.Same(fi, opened); known && !same {
+		return nil, errors.New("it changed while it was being read (a link or folder on its path was replaced)")
+	}
+	if !opened.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", opened.Mode().Type())
+	}
+	if err := filecheck.HardLinked(name, opened); err != nil {
+		return nil, err
+	}
+	if opened.Size() > limit {
+		return nil, fmt.Errorf("%d bytes, more than the limit of %d", opened.Size(), limit)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
@@ -262,43 +314,56 @@ func readFile(fsys fs.FS, name string, limit int64) ([]byte, error) {
 }
 
 // resolve returns name with the symbolic links along it followed, when
-// fsys can read links; a link whose target is absolute or leaves fsys is
-// an error.
-func resolve(fsys fs.FS, name string) (string, error) {
+// fsys can read links, and what fs.Lstat (fs.Stat when fsys cannot read
+// links) said of the result; a link whose target is absolute or leaves fsys
+// is an error.
+func resolve(fsys fs.FS, name string) (string, fs.FileInfo, error) {
 	if _, ok := fsys.(fs.ReadLinkFS); !ok {
-		return name, nil
+		fi, err := fs.Stat(fsys, name)
+		if err != nil {
+			return "", nil, err
+		}
+		return name, fi, nil
 	}
 	done, rest := "", strings.Split(name, "/")
+	var info fs.FileInfo // fs.Lstat of done, when known
 	links := 0
 	for len(rest) > 0 {
 		p := path.Join(done, rest[0])
 		rest = rest[1:]
 		fi, err := fs.Lstat(fsys, p)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			done = p
+			done, info = p, fi
 			continue
 		}
 		if links++; links > maxLinks {
-			return "", fmt.Errorf("more than %d symbolic links", maxLinks)
+			return "", nil, fmt.Errorf("more than %d symbolic links", maxLinks)
 		}
 		target, err := fs.ReadLink(fsys, p)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		t := path.Join(done, target) // relative to the link's folder
 		if path.IsAbs(target) || strings.Contains(target, `\`) || t == ".." || strings.HasPrefix(t, "../") {
-			return "", fmt.Errorf("%s is a symbolic link to %q, outside the folder", p, target)
+			return "", nil, fmt.Errorf("%s is a symbolic link to %q, outside the folder", p, target)
 		}
-		done = ""
+		done, info = "", nil
 		if t != "." {
 			rest = append(strings.Split(t, "/"), rest...)
 		}
 	}
 	if done == "" {
-		return ".", nil // a link to the folder itself
+		done = "." // a link to the folder itself
 	}
-	return done, nil
+	if info == nil {
+		fi, err := fs.Lstat(fsys, done)
+		if err != nil {
+			return "", nil, err
+		}
+		info = fi
+	}
+	return done, info, nil
 }

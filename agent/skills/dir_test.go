@@ -13,7 +13,7 @@ import (
 )
 
 // write creates the file name under dir with its folders.
-func write(t *testing.T, dir, name, data string) {
+func write(t testing.TB, dir, name, data string) {
 	t.Helper()
 	p := filepath.Join(dir, filepath.FromSlash(name))
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))

@@ -45,14 +45,19 @@ func checkPath(name string) error {
 
 // resolve returns the path in fsys of the file name inside the folder dir
 // (both valid fs paths), with every symbolic link on the way replaced by
-// its target, so that the result holds none. A link whose target is
-// absolute, or leads out of dir, is refused (errOutside), and so is one that
-// leads to a hidden file or folder; a missing element is fs.Lstat's error.
+// its target, so that the result holds none, and what fs.Lstat said of it.
+// A link whose target is absolute, or leads out of dir, is refused
+// (errOutside), and so is one that leads to a hidden file or folder; a
+// missing element is fs.Lstat's error.
 //
 // A file system without fs.ReadLinkFS reports no links (fs.Lstat is
 // fs.Stat there), and its paths are taken as they are.
-func resolve(fsys fs.FS, dir, name string) (string, error) {
-	cur := dir // resolved so far: dir or a path inside it, without links
+//
+// The answer holds for the moment of each fs.Lstat: a caller that opens the
+// path then checks that it opened the file described (filecheck.Same).
+func resolve(fsys fs.FS, dir, name string) (string, fs.FileInfo, error) {
+	cur := dir           // resolved so far: dir or a path inside it, without links
+	var info fs.FileInfo // fs.Lstat of cur, when known
 	rest := strings.Split(name, "/")
 	links := 0
 	for len(rest) > 0 {
@@ -63,37 +68,44 @@ func resolve(fsys fs.FS, dir, name string) (string, error) {
 			continue
 		case "..":
 			if cur == dir {
-				return "", fmt.Errorf("%s: a symbolic link %w", name, errOutside)
+				return "", nil, fmt.Errorf("%s: a symbolic link %w", name, errOutside)
 			}
-			cur = path.Dir(cur)
+			cur, info = path.Dir(cur), nil
 			continue
 		}
 		if strings.HasPrefix(el, ".") {
 			// Only a link's target can bring it: checkPath refuses it in
 			// a name.
-			return "", fmt.Errorf("%s: a symbolic link leads to the hidden %q; hidden files are not part of a skill", name, el)
+			return "", nil, fmt.Errorf("%s: a symbolic link leads to the hidden %q; hidden files are not part of a skill", name, el)
 		}
 		next := path.Join(cur, el)
-		info, err := fs.Lstat(fsys, next)
+		fi, err := fs.Lstat(fsys, next)
 		if err != nil {
-			return "", err // missing or unreadable
+			return "", nil, err // missing or unreadable
 		}
-		if info.Mode()&fs.ModeSymlink == 0 {
-			cur = next
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur, info = next, fi
 			continue
 		}
 		if links++; links > maxLinks {
-			return "", fmt.Errorf("%s: more than %d symbolic links", name, maxLinks)
+			return "", nil, fmt.Errorf("%s: more than %d symbolic links", name, maxLinks)
 		}
 		target, err := fs.ReadLink(fsys, next)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
+			return "", nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if strings.HasPrefix(target, "/") || strings.Contains(target, `\`) || len(target) >= 2 && target[1] == ':' {
-			return "", fmt.Errorf("%s: a symbolic link to %q %w", name, target, errOutside)
+			return "", nil, fmt.Errorf("%s: a symbolic link to %q %w", name, target, errOutside)
 		}
 		// The target is relative to the link's folder, cur.
 		rest = append(strings.Split(target, "/"), rest...)
 	}
-	return cur, nil
+	if info == nil { // a folder reached through ".." or a link to "."
+		fi, err := fs.Lstat(fsys, cur)
+		if err != nil {
+			return "", nil, err
+		}
+		info = fi
+	}
+	return cur, info, nil
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/filecheck"
 )
 
 // ToolName is the name of the tool Set.Tool returns.
@@ -35,7 +36,10 @@ type getSkillArgs struct {
 // "./" is allowed), that is hidden (a name starting with a dot, such as
 // .env, anywhere in the path), that leaves
 // the folder through a symbolic link, does not exist, is a folder or not a
-// regular file, is larger than MaxFileSize, or is not UTF-8 text.
+// regular file, has more than one hard link (unless WithHardLinks), is
+// larger than MaxFileSize, or is not UTF-8 text; and for any file of a
+// skill whose folder is no longer the one it was loaded from (see "Links
+// and changes" in the package doc).
 //
 // Its definition says SkipApproval, since it only reads the host's own
 // skill documents and changes nothing, and NoTruncate, so that the text it
@@ -77,12 +81,27 @@ func (s *Set) getSkill(ctx context.Context, args getSkillArgs, _ agent.Progress)
 
 // readSkillFile reads a file of sk, with errors the model can act on.
 func (s *Set) readSkillFile(sk Skill, name string) ([]byte, error) {
-	fsys, done, err := s.open()
+	t, err := s.open()
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the skills folder: %w", err)
 	}
-	defer done()
-	data, err := readFile(fsys, sk.Dir, name)
+	defer t.close()
+	f, err := t.folder(sk.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the folder of the skill %q: %w", sk.Name, err)
+	}
+	defer f.close()
+	// The folder must be the one Load read: one swapped for another (a link
+	// to another skill's folder, a copy) holds other files than the
+	// skill's.
+	info, err := f.stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the folder of the skill %q: %w", sk.Name, err)
+	}
+	if same, known := filecheck.Same(s.folders[sk.Name], info); known && !same {
+		return nil, fmt.Errorf("the folder of the skill %q is no longer the one its skills were loaded from (it was moved or replaced), so its files cannot be read until the host loads the skills again", sk.Name)
+	}
+	data, err := readFile(f, name, s.hardLinks)
 	switch {
 	case err == nil:
 		return data, nil

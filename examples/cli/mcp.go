@@ -63,9 +63,10 @@ func printServers(w io.Writer, mc *mcpclient.Client) {
 
 // terminator ends the runs when the process is asked to end (SIGTERM, or
 // SIGHUP when its terminal goes away), so that run returns through its
-// deferred clean-up, which ends the MCP servers and everything they started:
-// left to the default action, the signal would kill the process at once and
-// leave them behind.
+// deferred clean-up, which ends the MCP servers and what they started (see
+// mcpclient's documentation for what that reaches): left to the default
+// action, the signal would kill the process at once, with no clean-up, and
+// only on Linux would the servers' guard end them.
 type terminator struct {
 	sigs chan os.Signal
 	done chan struct{}

@@ -16,8 +16,13 @@ import (
 // ended span to it as one JSON object per line (the stdout exporter, run
 // synchronously: a span is in the file once it has ended), and the function
 // that flushes and shuts the provider down and closes the file.
+//
+// A new file is readable by its owner only (0600; os.Create's 0666 would
+// be 0644 under the usual umask, readable by every user of the machine).
+// A file that exists is emptied and keeps its mode: it may be one its
+// owner shares on purpose, or /dev/stdout.
 func startTracing(path, service string) (*sdktrace.TracerProvider, func() error, error) {
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-trace: %w", err)
 	}

@@ -23,3 +23,6 @@ func (g *Group) Kill() {
 		_ = g.cmd.Process.Kill()
 	})
 }
+
+// usesCgroups reports false: there are no cgroups here.
+func usesCgroups() bool { return false }

@@ -19,3 +19,12 @@ func start(cmd *exec.Cmd) (*Group, error) {
 	}
 	return &Group{cmd: cmd, pgid: cmd.Process.Pid}, nil
 }
+
+// killCgroupOf does nothing: there are no cgroups here.
+func (g *Group) killCgroupOf() bool { return true }
+
+// removeCgroupOf does nothing: there are no cgroups here.
+func (g *Group) removeCgroupOf(bool) {}
+
+// usesCgroups reports false: there are no cgroups here.
+func usesCgroups() bool { return false }

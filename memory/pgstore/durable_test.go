@@ -41,6 +41,18 @@ func TestNotifierPair(t *testing.T) {
 	})
 }
 
+// TestEventLogPair runs the two-process suite of event logs on two Stores,
+// each with its pool, on one schema: of writers on both, exactly one gets
+// each number.
+func TestEventLogPair(t *testing.T) {
+	leaktest.Check(t)
+	url := server(t)
+	storetest.RunEventLogPair(t, func(t *testing.T) (memory.Store, memory.Store) {
+		schema := freshSchema(t, url)
+		return open(t, url, schema), open(t, url, schema)
+	})
+}
+
 // heard is what one listener was called with.
 type heard chan string
 
@@ -304,7 +316,8 @@ func TestMigrateVersion1(t *testing.T) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP TABLE "+q("open_calls")+", "+q("approvals")+", "+q("leases")+"; UPDATE "+q("schema_version")+" SET version = 1")
+	_, err = conn.Exec(ctx, "DROP TABLE "+q("open_calls")+", "+q("approvals")+", "+q("leases")+", "+q("events")+
+		"; ALTER TABLE "+q("sessions")+" DROP COLUMN last_event; UPDATE "+q("schema_version")+" SET version = 1")
 	require.NoError(t, err)
 
 	st = open(t, url, schema)
@@ -318,6 +331,11 @@ func TestMigrateVersion1(t *testing.T) {
 	calls, err := st.OpenCalls(ctx, "s")
 	require.NoError(t, err)
 	assert.Empty(t, calls)
+	// The event log of a session from before it starts at 0.
+	last, err := st.LastEvent(ctx, "s")
+	require.NoError(t, err)
+	assert.Zero(t, last)
+	require.NoError(t, st.AppendEvents(ctx, "s", memory.Event{Seq: 1, Turn: 1, Kind: "turn_started"}))
 }
 
 // cancelRequestCode opens a PostgreSQL cancel request.

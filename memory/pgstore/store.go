@@ -24,10 +24,11 @@ const DefaultSchema = "planround"
 // Store is a [memory.Store] in PostgreSQL. Open one with [Open] or [New].
 //
 // Its tables live in one schema ([DefaultSchema] unless [WithSchema] says
-// otherwise): sessions, messages, summaries and schema_version. Times are
-// kept as Unix nanoseconds (bigint), so they come back exactly as stored;
-// message content is kept as bytes (bytea), so any Go string, NUL bytes
-// and invalid UTF-8 included, comes back unchanged.
+// otherwise): sessions, messages, summaries, schema_version, and those of
+// durable runs and event logs. Times are kept as Unix nanoseconds
+// (bigint), so they come back exactly as stored; message content is kept
+// as bytes (bytea), so any Go string, NUL bytes and invalid UTF-8
+// included, comes back unchanged.
 //
 // Many processes may use the same schema at once. An Append or Summarize
 // locks its session's row for its transaction, so appends to one session
@@ -44,20 +45,23 @@ const DefaultSchema = "planround"
 // # Durable runs
 //
 // A Store implements [memory.CallLog], [memory.ApprovalStore],
-// [memory.Leaser] and [memory.Notifier] for every process on its schema,
-// on any machine: a decision is one UPDATE of a pending row, so of
-// concurrent deciders exactly one wins; leases expire by the database
-// server's clock, so replicas whose clocks differ agree on them; notes
-// travel by PostgreSQL's NOTIFY and LISTEN, on channels named after the
-// schema, so stores on different schemas of one database do not hear each
-// other. See [Store.Listen] for the connection that listens.
+// [memory.Leaser], [memory.Notifier] and [memory.EventLog] for every
+// process on its schema, on any machine: a decision is one UPDATE of a
+// pending row, so of concurrent deciders exactly one wins; an append of
+// events is one statement that moves the session's last event number only
+// from the one before its first event, so of concurrent writers exactly
+// one gets each number; leases expire by the database server's clock, so
+// replicas whose clocks differ agree on them; notes travel by PostgreSQL's
+// NOTIFY and LISTEN, on channels named after the schema, so stores on
+// different schemas of one database do not hear each other. See
+// [Store.Listen] for the connection that listens.
 type Store struct {
 	pool   *pgxpool.Pool
 	owned  bool // Close closes pool
 	schema string
 	// Table names, quoted and qualified with the schema.
 	sessions, messages, summaries, version string
-	openCalls, approvals, leases           string
+	openCalls, approvals, leases, events   string
 	// lis is the LISTEN connection of Listen and its listeners.
 	lis listener
 }
@@ -147,6 +151,20 @@ var migrations = []string{
 		holder     text NOT NULL,
 		expires_at timestamptz NOT NULL -- by the server's clock
 	);`,
+	// 3: sessions' event logs (memory.EventLog). The session's row keeps
+	// the number of its last event, trimmed or not: an append moves it in
+	// the statement that inserts the events, under the row's lock. Adding
+	// a column with a constant default does not rewrite the table.
+	`ALTER TABLE %[1]s.sessions ADD COLUMN last_event bigint NOT NULL DEFAULT 0;
+	CREATE TABLE %[1]s.events (
+		session_id text NOT NULL, -- no foreign key: appends go through the session's row, DeleteSession deletes the rows
+		seq        bigint NOT NULL,
+		turn       bigint NOT NULL,
+		kind       text NOT NULL,
+		data       bytea,           -- kept byte for byte; NULL when empty
+		created_at bigint NOT NULL, -- Unix nanoseconds, UTC
+		PRIMARY KEY (session_id, seq)
+	);`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,
@@ -194,7 +212,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	}
 	q := func(table string) string { return pgx.Identifier{st.schema, table}.Sanitize() }
 	st.sessions, st.messages, st.summaries, st.version = q("sessions"), q("messages"), q("summaries"), q("schema_version")
-	st.openCalls, st.approvals, st.leases = q("open_calls"), q("approvals"), q("leases")
+	st.openCalls, st.approvals, st.leases, st.events = q("open_calls"), q("approvals"), q("leases"), q("events")
 	st.lis.st = st
 	if err := st.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", st.schema, err)
@@ -343,7 +361,7 @@ func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 
 // DeleteSession implements [memory.Store.DeleteSession]. Its messages,
 // summaries and open-call records go with it (ON DELETE CASCADE), and its
-// approvals and lease in the same transaction.
+// approvals, lease and event log in the same transaction.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "DELETE FROM "+st.sessions+" WHERE id = $1", id)
@@ -356,7 +374,12 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM "+st.approvals+" WHERE session_id = $1", id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "DELETE FROM "+st.leases+" WHERE session_id = $1", id)
+		if _, err := tx.Exec(ctx, "DELETE FROM "+st.leases+" WHERE session_id = $1", id); err != nil {
+			return err
+		}
+		// After the session's row: an append that held it has committed,
+		// and a later one finds no row.
+		_, err = tx.Exec(ctx, "DELETE FROM "+st.events+" WHERE session_id = $1", id)
 		return err
 	})
 	if err != nil {

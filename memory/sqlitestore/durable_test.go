@@ -28,6 +28,17 @@ func TestDurable(t *testing.T) {
 	storetest.RunDurable(t, func(t *testing.T) memory.Store { return openSQLite(t, filepath.Join(t.TempDir(), "db.sqlite")) })
 }
 
+// TestEventLogTwoStoresOneFile: two Stores on one file, as two processes
+// would open it, share the event logs, and of writers on both exactly one
+// gets each number.
+func TestEventLogTwoStoresOneFile(t *testing.T) {
+	leaktest.Check(t)
+	storetest.RunEventLogPair(t, func(t *testing.T) (a, b memory.Store) {
+		path := filepath.Join(t.TempDir(), "db")
+		return openSQLite(t, path), openSQLite(t, path)
+	})
+}
+
 // TestDurableTwoStoresOneFile: what one Store writes, another on the same
 // file reads; of deciders on both, one wins; a lease held through one is
 // refused through the other.

@@ -126,10 +126,15 @@ func TestOpenMigratesVersion1(t *testing.T) {
 	ok, err := st.AcquireLease(ctx, "s", "me", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, ok)
+	// So is the event log: an old session's starts at 0.
+	last, err := st.LastEvent(ctx, "s")
+	require.NoError(t, err)
+	assert.Zero(t, last)
+	require.NoError(t, st.AppendEvents(ctx, "s", memory.Event{Seq: 1, Turn: 1, Kind: "turn_started"}))
 	require.NoError(t, st.DeleteSession(ctx, "s"))
 	_, err = st.GetApproval(ctx, "ap")
 	assert.ErrorIs(t, err, memory.ErrNotFound)
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 4
+const currentVersion = 5

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -39,10 +40,11 @@ import (
 //
 // # Durable runs
 //
-// A Store implements [memory.CallLog], [memory.ApprovalStore] and
-// [memory.Leaser] for every process that opens its file: records,
-// approvals and leases are rows, decisions are taken in one write
-// transaction, and leases expire by this machine's clock. It implements
+// A Store implements [memory.CallLog], [memory.ApprovalStore],
+// [memory.Leaser] and [memory.EventLog] for every process that opens its
+// file: records, approvals, leases and events are rows, decisions and
+// appends of events are taken in one write transaction each, and leases
+// expire by this machine's clock. It implements
 // [memory.Notifier] within the Store only: SQLite has no notifications, so
 // a note reaches the listeners of the Store that sent it, and other Stores
 // on the same file, in this process or another, do not hear it. Processes
@@ -148,6 +150,19 @@ var migrations = []migration{
 		holder     TEXT NOT NULL,
 		expires_at INTEGER NOT NULL  -- Unix nanoseconds, this machine's clock
 	) STRICT;`},
+	// 5: sessions' event logs (memory.EventLog). The session's row keeps
+	// the number of its last event, trimmed or not: an append checks and
+	// sets it in its transaction.
+	{sql: `ALTER TABLE sessions ADD COLUMN last_event INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE events (
+		session_id TEXT NOT NULL, -- no foreign key: appends check the session's row, DeleteSession deletes the rows
+		seq        INTEGER NOT NULL,
+		turn       INTEGER NOT NULL,
+		kind       TEXT NOT NULL,
+		data       BLOB,             -- kept byte for byte; NULL when empty
+		created_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
+		PRIMARY KEY (session_id, seq)
+	) STRICT;`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments
@@ -206,6 +221,16 @@ var ErrSchemaTooNew = errors.New("sqlitestore: database schema is newer than thi
 // does not exist, and brings its schema up to date. Close the store when
 // done.
 //
+// A file that Open creates is readable and writable by its owner only:
+// mode 0600 on Unix (less what the umask takes away, as ever), and the
+// -wal, -shm and -journal files get the same, as SQLite gives them the
+// mode of the database file. A file that exists keeps its mode: Open
+// never changes the permissions of a file it did not create, so a
+// database that others may read (one made before Open created files
+// 0600 was 0644 under the usual umask) stays readable until its owner
+// runs chmod 600 on it and on its -wal and -shm files. Open does not
+// create the folder the file is in.
+//
 // A file that is not a SQLite database, or belongs to another application,
 // is an error that names the path; the file is left untouched. A database
 // whose schema version is newer than this package knows is an error
@@ -219,7 +244,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	if err := checkSQLiteHeader(abs); err != nil {
+	if err := prepareFile(abs); err != nil {
 		return nil, err
 	}
 	// The writer sets the persistent journal mode and begins IMMEDIATE
@@ -259,14 +284,31 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return st, nil
 }
 
-// checkSQLiteHeader refuses an existing, non-empty file that does not start
-// with the SQLite header, before the driver touches it.
-func checkSQLiteHeader(path string) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+// prepareFile creates the file at path, with mode 0600, when it does not
+// exist, and refuses an existing, non-empty file that does not start with
+// the SQLite header, before the driver touches it.
+//
+// The driver would create a missing file with mode 0644 minus the umask,
+// readable by every user of the machine under the usual umask 022.
+// O_CREATE without O_EXCL either creates the file or opens the one that
+// is there, in one step, so there is no window between a check and the
+// creation: an Open in another process at the same moment opens the
+// empty file this one created (SQLite takes an empty file for a new
+// database), and a file that exists is opened as it is and keeps its
+// mode. A symbolic link is followed, as the driver follows it. Between
+// this call and the
+// driver's open, only someone who may write the folder can replace the
+// file, and such a user can read or replace the database anyway.
+func prepareFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
+		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+			return fmt.Errorf("sqlitestore: open %s: is a directory", path)
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
 		return fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	defer f.Close()
@@ -504,7 +546,7 @@ func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 }
 
 // DeleteSession implements [memory.Store.DeleteSession]. The session's
-// open-call records, approvals and lease go with it.
+// open-call records, approvals, lease and event log go with it.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, tx, "delete session", id); err != nil {
@@ -516,6 +558,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 			"DELETE FROM open_calls WHERE session_id = ?",
 			"DELETE FROM approvals WHERE session_id = ?",
 			"DELETE FROM leases WHERE session_id = ?",
+			"DELETE FROM events WHERE session_id = ?",
 			"DELETE FROM messages WHERE session_id = ?",
 			"DELETE FROM summaries WHERE session_id = ?",
 			"DELETE FROM sessions WHERE id = ?",

@@ -18,8 +18,9 @@ import (
 
 // RunDurable runs, as subtests of t, the conformance suite of the optional
 // interfaces of durable runs that the stores of newStore implement:
-// [memory.CallLog], [memory.ApprovalStore], [memory.Leaser] and
-// [memory.Notifier]. A store that implements none of them fails t. newStore
+// [memory.CallLog], [memory.ApprovalStore], [memory.Leaser],
+// [memory.Notifier] and [memory.EventLog]. A store that implements none of
+// them fails t. newStore
 // must return a new, empty store for each call; it should register its own
 // clean-up with t.Cleanup.
 //
@@ -32,8 +33,9 @@ func RunDurable(t *testing.T, newStore func(t *testing.T) memory.Store) {
 	_, isApprovals := probe.(memory.ApprovalStore)
 	_, isLeaser := probe.(memory.Leaser)
 	_, isNotifier := probe.(memory.Notifier)
-	if !isLog && !isApprovals && !isLeaser && !isNotifier {
-		t.Fatalf("storetest.RunDurable: %T implements none of memory.CallLog, memory.ApprovalStore, memory.Leaser and memory.Notifier", probe)
+	_, isEvents := probe.(memory.EventLog)
+	if !isLog && !isApprovals && !isLeaser && !isNotifier && !isEvents {
+		t.Fatalf("storetest.RunDurable: %T implements none of memory.CallLog, memory.ApprovalStore, memory.Leaser, memory.Notifier and memory.EventLog", probe)
 	}
 	type test struct {
 		name string
@@ -85,6 +87,21 @@ func RunDurable(t *testing.T, newStore func(t *testing.T) memory.Store) {
 			{"Notifier/Channels", testNotifyChannels},
 			{"Notifier/OneAtATime", testNotifyOneAtATime},
 			{"Notifier/Cancelled", testNotifyCancelled},
+		}...)
+	}
+	if isEvents {
+		tests = append(tests, []test{
+			{"EventLog/Append", testEventAppend},
+			{"EventLog/Sequence", testEventSequence},
+			{"EventLog/Invalid", testEventInvalid},
+			{"EventLog/Writers", testEventWritersOne},
+			{"EventLog/Read", testEventRead},
+			{"EventLog/Trim", testEventTrim},
+			{"EventLog/DeleteSession", testEventDelete},
+			{"EventLog/DeleteRacing", testEventDeleteRacing},
+			{"EventLog/NotFound", testEventNotFound},
+			{"EventLog/Copies", testEventCopies},
+			{"EventLog/Cancelled", testEventCancelled},
 		}...)
 	}
 	for _, tt := range tests {

@@ -16,9 +16,10 @@
 //
 // A store that also implements the optional interfaces of durable runs
 // ([memory.CallLog], [memory.ApprovalStore], [memory.Leaser],
-// [memory.Notifier]) calls [RunDurable], which tests those it implements,
-// and, when its notes travel between processes, [RunNotifierPair] with two
-// handles on one backing store.
+// [memory.Notifier], [memory.EventLog]) calls [RunDurable], which tests
+// those it implements; when its notes travel between processes,
+// [RunNotifierPair] with two handles on one backing store, and when its
+// event logs are shared between processes, [RunEventLogPair].
 package storetest
 
 import (
