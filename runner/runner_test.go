@@ -137,6 +137,9 @@ func TestCloseSuspendsAndRestartResumes(t *testing.T) {
 	ok, err := b.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
 	require.NoError(t, err)
 	require.True(t, ok)
+	// The store keeps the events: B's subscriber gets A's turn first,
+	// ended as suspended, then the resumed one.
+	g.waitFor(ctx, "A's turn, suspended", isEnd(runner.StatusSuspended))
 	started := g.waitFor(ctx, "the resumed turn", func(e runner.Event) bool { return e.Kind == runner.EventTurnStarted })
 	assert.True(t, started.Started.Resumed)
 	g.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
@@ -292,4 +295,73 @@ func TestDecisionResumesOnce(t *testing.T) {
 	msgs, err := st.Messages(ctx, "s1", false)
 	require.NoError(t, err)
 	assert.Equal(t, "It is sunny in Lima.", msgs[len(msgs)-1].Content)
+}
+
+// TestFollowAndInterruptOnOtherProcess: B's subscribers follow a turn that
+// A drives, through the store's event log and its notes; an interrupt
+// posted to B stops A's run.
+func TestFollowAndInterruptOnOtherProcess(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	srv := model(t)
+	var runs atomic.Int32
+	a := newReplica(t, st, srv, &runs, options{})
+	b := newReplica(t, st, srv, &runs, options{})
+	onA := subscribe(ctx, t, a.r, "s1", 0)
+	onB := subscribe(ctx, t, b.r, "s1", 0)
+	_, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	onA.waitFor(ctx, "approval_required on A", isState(agent.StateApprovalRequired))
+	onB.waitFor(ctx, "approval_required on B", isState(agent.StateApprovalRequired))
+	running, err := b.r.Running(ctx, "s1")
+	require.NoError(t, err)
+	assert.True(t, running, "B sees A's turn in progress")
+	state, err := b.r.Log(ctx, "s1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), state.Turn)
+	require.NotNil(t, state.Started)
+	assert.Equal(t, "weather in Lima?", state.Started.Message)
+
+	ok, err := b.r.Interrupt(ctx, "s1")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	onA.waitFor(ctx, "the end on A", isEnd(runner.StatusInterrupted))
+	onB.waitFor(ctx, "the end on B", isEnd(runner.StatusInterrupted))
+	assert.Equal(t, describe(onA.seen), describe(onB.seen), "both processes' subscribers saw the same turn")
+	for i := range onA.seen {
+		assert.Equal(t, onA.seen[i].Seq, onB.seen[i].Seq)
+	}
+	assert.Zero(t, runs.Load())
+}
+
+// TestStaleTurnEnded: a turn whose process stopped mid-turn (its events
+// end without a turn_ended, its lease is free) is ended by the sweeper of
+// a process whose subscribers follow it: suspended, since its call waits.
+func TestStaleTurnEnded(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	_, err := st.CreateSession(ctx, memory.Session{ID: "s1"})
+	require.NoError(t, err)
+	stored, err := st.AppendCalls(ctx, "s1", []memory.OpenCall{{CallID: "call_1", Round: 1}},
+		memory.Message{Role: memory.RoleUser, Content: "weather in Lima?"},
+		memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: []byte(`{"city":"Lima"}`)}}})
+	require.NoError(t, err)
+	require.Len(t, stored, 2)
+	// What the stopped process wrote: the turn's start and a chunk.
+	require.NoError(t, st.AppendEvents(ctx, "s1",
+		memory.Event{Seq: 1, Turn: 1, Kind: "turn_started", Data: []byte(`{"message":"weather in Lima?","history":0}`)},
+		memory.Event{Seq: 2, Turn: 1, Kind: "chunk", Data: []byte(`{"kind":"text","round":0,"text":"Let me look."}`)}))
+
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{sweep: 20 * time.Millisecond})
+	f := subscribe(ctx, t, p.r, "s1", 0)
+	end := f.waitFor(ctx, "the stale turn's end", func(e runner.Event) bool { return e.Kind == runner.EventTurnEnded })
+	assert.Equal(t, int64(3), end.Seq)
+	assert.Equal(t, int64(1), end.Turn)
+	assert.Equal(t, runner.StatusSuspended, end.Ended.Status)
+	assert.Contains(t, end.Ended.Reason, "stopped")
+	// The sweeper asks about the call it finds never asked about.
+	f.waitFor(ctx, "the call asked about again", isState(agent.StateApprovalRequired))
 }
