@@ -458,7 +458,7 @@ func turnEnd(cause error, cancelled bool, runErr error, rejected *agent.ToolCall
 	case suspended && cancelled && errors.Is(cause, errSuspendNow):
 		return TurnEnded{Status: StatusSuspended, Reason: errShutdown.Error()}
 	case suspended && cancelled && errors.Is(cause, errLeaseLost):
-		return TurnEnded{Status: StatusSuspended, Reason: "this process lost the session to another"}
+		return TurnEnded{Status: StatusSuspended, Reason: ReasonSessionLost}
 	case suspended:
 		return TurnEnded{Status: StatusSuspended}
 	case cancelled && (errors.Is(cause, errShutdown) || errors.Is(cause, agent.ErrSuspended)):

@@ -148,7 +148,7 @@ func (r *Runner) syncLog(ctx context.Context, ss *session) error {
 // when calls of the session wait, interrupted otherwise. The caller holds
 // the session's lease.
 func (r *Runner) endStale(ctx context.Context, ss *session, turn int64) {
-	end := TurnEnded{Status: StatusInterrupted, Reason: "the process that ran the turn stopped"}
+	end := TurnEnded{Status: StatusInterrupted, Reason: ReasonProcessStopped}
 	if r.calls != nil {
 		if open, err := r.calls.OpenCalls(ctx, ss.id); err == nil && len(open) > 0 {
 			end.Status = StatusSuspended
@@ -264,12 +264,25 @@ func (r *Runner) Subscribe(ctx context.Context, sessionID string, after int64) i
 				continue // more may have come while the caller read
 			}
 			select {
+			case <-r.finished:
+				// The runs have ended: what they published last was read
+				// above, or is read now.
+				if evs, _, err := r.since(ctx, ss, cursor); err == nil {
+					for _, e := range evs {
+						if !yield(e, nil) {
+							return
+						}
+					}
+				}
+				yield(Event{}, ErrClosed)
+				return
+			default:
+			}
+			select {
 			case <-f.ready:
 			case <-ctx.Done():
 				return
-			case <-r.stopped:
-				yield(Event{}, ErrClosed)
-				return
+			case <-r.finished:
 			}
 		}
 	}
@@ -303,7 +316,8 @@ func (r *Runner) since(ctx context.Context, ss *session, cursor int64) (evs []Ev
 		if cursor == 0 {
 			return nil, false, nil // not created yet
 		}
-		return nil, false, fmt.Errorf("runner: session %q: %w", ss.id, memory.ErrNotFound)
+		// A cursor of a log the Store does not have: another store's.
+		return nil, false, fmt.Errorf("runner: session %q after %d (no such session): %w", ss.id, cursor, ErrEventsLost)
 	case err != nil:
 		return nil, false, fmt.Errorf("runner: reading the event log of session %q: %w", ss.id, err)
 	case cursor > last, len(stored) > 0 && stored[0].Seq != cursor+1:
@@ -364,6 +378,23 @@ func (r *Runner) Log(ctx context.Context, sessionID string) (LogState, error) {
 	if r.elog == nil {
 		return LogState{}, nil
 	}
+	st, err := r.storedLog(ctx, sessionID)
+	if err != nil || !st.Running() {
+		return st, err
+	}
+	r.mu.Lock()
+	local := r.sessions[sessionID] != nil && r.sessions[sessionID].run != nil
+	r.mu.Unlock()
+	if !local && r.endIfStale(ctx, sessionID) {
+		// A turn no process drives: its process stopped, and it was
+		// ended now.
+		return r.storedLog(ctx, sessionID)
+	}
+	return st, nil
+}
+
+// storedLog is Log from the Store's event log.
+func (r *Runner) storedLog(ctx context.Context, sessionID string) (LogState, error) {
 	last, err := r.elog.LastEvent(ctx, sessionID)
 	if errors.Is(err, memory.ErrNotFound) {
 		return LogState{}, nil

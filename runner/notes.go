@@ -187,7 +187,14 @@ func (r *Runner) Running(ctx context.Context, sessionID string) (bool, error) {
 	if local || r.elog == nil {
 		return local, nil
 	}
-	return r.inProgress(ctx, sessionID)
+	running, err := r.inProgress(ctx, sessionID)
+	if err != nil || !running {
+		return false, err
+	}
+	if r.endIfStale(ctx, sessionID) {
+		return false, nil // left by a process that stopped: ended now
+	}
+	return true, nil
 }
 
 // Delete deletes a session: it interrupts the session's run and waits for
@@ -294,17 +301,23 @@ func (r *Runner) sweepOnce() {
 		if running, err := r.inProgress(ctx, id); err != nil || !running {
 			continue
 		}
-		// A turn in progress that no process drives (its lease is free)
-		// was left by a process that stopped: take ends it.
-		ss, d, err := r.reserve(id)
-		if err != nil {
-			continue
-		}
-		release, err := r.take(ctx, ss, d, false)
-		if err != nil {
-			continue
-		}
-		release()
-		r.unreserve(ss, d)
+		r.endIfStale(ctx, id)
 	}
+}
+
+// endIfStale ends the session's turn in progress when no process drives
+// it (its lease is free): a process that stopped left it. It reports
+// whether it found the session free.
+func (r *Runner) endIfStale(ctx context.Context, id string) bool {
+	ss, d, err := r.reserve(id)
+	if err != nil {
+		return false
+	}
+	release, err := r.take(ctx, ss, d, false) // take ends a stale turn
+	if err != nil {
+		return false
+	}
+	release()
+	r.unreserve(ss, d)
+	return true
 }

@@ -39,12 +39,24 @@ var (
 	ErrEventsLost = errors.New("runner: the events after the cursor are no longer kept")
 )
 
+// The reasons a TurnEnded gives for what the Runner did.
+const (
+	// ReasonShutdown: the Runner closed while the turn ran.
+	ReasonShutdown = "the process is shutting down"
+	// ReasonProcessStopped: the process that ran the turn stopped without
+	// ending it (a crash, a kill); another process ended it.
+	ReasonProcessStopped = "the process that ran the turn stopped"
+	// ReasonSessionLost: the process lost the session's lease to another
+	// one while the turn ran.
+	ReasonSessionLost = "this process lost the session to another"
+)
+
 // Causes of a run's cancellation, told apart with context.Cause.
 var (
 	errInterrupted = errors.New("interrupted")
-	errShutdown    = errors.New("the process is shutting down")
+	errShutdown    = errors.New(ReasonShutdown)
 	errLeaseLost   = fmt.Errorf("%w: the session's lease was lost", agent.ErrSuspended)
-	errSuspendNow  = fmt.Errorf("%w: the process is shutting down", agent.ErrSuspended)
+	errSuspendNow  = fmt.Errorf("%w: %s", agent.ErrSuspended, ReasonShutdown)
 )
 
 // Config configures a [Runner]. Its zero value, but Agent, is ready to use.
@@ -78,6 +90,11 @@ type Config struct {
 	// ended (one minute when zero), for a client that loaded the history
 	// just before the end.
 	TurnGrace time.Duration
+	// InterruptOnClose makes Close interrupt every run, also one that waits
+	// for a person, instead of suspending it: for a Store that ends with
+	// the process (a MemStore the host does not keep), where nothing would
+	// resume it.
+	InterruptOnClose bool
 	// Logger receives what goes wrong outside a call (a sweep, a lease, an
 	// event that could not be written); nil discards it.
 	Logger *slog.Logger
@@ -103,25 +120,27 @@ type Config struct {
 // wait for a person, so that another process (or this one, restarted)
 // resumes them on the decision. Its methods are safe for concurrent use.
 type Runner struct {
-	agent    *agent.Agent
-	store    memory.Store
-	calls    memory.CallLog       // nil: turns do not survive the process
-	pending  memory.ApprovalStore // nil: idem
-	leaser   memory.Leaser        // nil: one driver per session in this process only
-	notifier memory.Notifier      // nil: other processes are not told
-	elog     memory.EventLog      // nil: events in this process only
-	holder   string
-	ttl      time.Duration
-	sweep    time.Duration
-	grace    time.Duration
-	maxRuns  int
-	logger   *slog.Logger
-	onEvent  func(string, Event)
-	writer   *writer // writes the events to elog; nil without one
+	agent     *agent.Agent
+	store     memory.Store
+	calls     memory.CallLog       // nil: turns do not survive the process
+	pending   memory.ApprovalStore // nil: idem
+	leaser    memory.Leaser        // nil: one driver per session in this process only
+	notifier  memory.Notifier      // nil: other processes are not told
+	elog      memory.EventLog      // nil: events in this process only
+	holder    string
+	ttl       time.Duration
+	sweep     time.Duration
+	grace     time.Duration
+	maxRuns   int
+	noSuspend bool
+	logger    *slog.Logger
+	onEvent   func(string, Event)
+	writer    *writer // writes the events to elog; nil without one
 
 	base     context.Context // parent of every run's context; ends with Close
 	stopBase context.CancelCauseFunc
 	stopped  chan struct{} // closed by Close: the sweeper and listeners end
+	finished chan struct{} // closed by Close once the runs ended: subscriptions end
 	stops    []func()      // the Notifier listeners' stop functions
 	workers  sync.WaitGroup
 	runs     sync.WaitGroup
@@ -157,19 +176,21 @@ func New(cfg Config) (*Runner, error) {
 	}
 	base, stop := context.WithCancelCause(context.Background())
 	r := &Runner{
-		agent:    cfg.Agent,
-		store:    st,
-		holder:   cmp.Or(cfg.Holder, "runner-"+randomID()),
-		ttl:      cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
-		sweep:    cmp.Or(cfg.SweepInterval, DefaultSweepInterval),
-		grace:    cmp.Or(cfg.TurnGrace, time.Minute),
-		maxRuns:  cfg.MaxRuns,
-		logger:   cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		onEvent:  cfg.OnEvent,
-		base:     base,
-		stopBase: stop,
-		stopped:  make(chan struct{}),
-		sessions: make(map[string]*session),
+		agent:     cfg.Agent,
+		store:     st,
+		holder:    cmp.Or(cfg.Holder, "runner-"+randomID()),
+		ttl:       cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
+		sweep:     cmp.Or(cfg.SweepInterval, DefaultSweepInterval),
+		grace:     cmp.Or(cfg.TurnGrace, time.Minute),
+		maxRuns:   cfg.MaxRuns,
+		noSuspend: cfg.InterruptOnClose,
+		logger:    cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		onEvent:   cfg.OnEvent,
+		base:      base,
+		stopBase:  stop,
+		stopped:   make(chan struct{}),
+		finished:  make(chan struct{}),
+		sessions:  make(map[string]*session),
 	}
 	r.calls, _ = st.(memory.CallLog)
 	r.pending, _ = st.(memory.ApprovalStore)
@@ -209,7 +230,7 @@ func (r *Runner) Close() error {
 			if ss.run == nil {
 				continue
 			}
-			if r.calls != nil && ss.run.waiting() {
+			if r.calls != nil && !r.noSuspend && ss.run.waiting() {
 				ss.run.cancel(errSuspendNow)
 			} else {
 				ss.run.cancel(errShutdown)
@@ -224,13 +245,7 @@ func (r *Runner) Close() error {
 		if r.writer != nil {
 			r.writer.close()
 		}
-		r.mu.Lock()
-		for _, ss := range r.sessions {
-			for f := range ss.subs {
-				f.wake()
-			}
-		}
-		r.mu.Unlock()
+		close(r.finished)
 	})
 	return nil
 }

@@ -107,4 +107,3 @@ func BenchmarkTurn(b *testing.B) {
 		benchTurns(b, st)
 	})
 }
-

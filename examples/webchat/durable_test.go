@@ -166,7 +166,7 @@ func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 	a.srv.Close()
 	done, chunks := ev.runDone(t)
-	assert.Equal(t, runDone{Status: "suspended", Reason: errShutdown.Error()}, done)
+	assert.Equal(t, runDone{Status: "suspended", Reason: reasonShutdown}, done)
 	require.NotEmpty(t, chunks)
 	assert.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind)
 	require.NoError(t, st.Close())
@@ -231,9 +231,11 @@ func TestSweeperResumesADecidedTurn(t *testing.T) {
 
 	b := newHarness(t, Options{Store: st})
 	b.client = b.newClientWithJar(t, a.client)
-	// From the start of b's log: the sweeper may have resumed the turn
-	// before the stream opens.
+	// From the start of the store's log: the sweeper may have resumed the
+	// turn before the stream opens. The first turn (suspended) comes first.
 	ev2, _ := openEventsAt(t, b.client, b.ts.URL, s1, "after=0")
+	done, _ = ev2.runDone(t)
+	require.Equal(t, "suspended", done.Status, "%+v", done)
 	done, chunks := ev2.runDone(t)
 	assert.Equal(t, "finished", done.Status, "%+v", done)
 	assert.Contains(t, summary(chunks), "result run_command")

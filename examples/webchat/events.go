@@ -55,7 +55,7 @@ func pageEvent(e runner.Event) (event, error) {
 	case runner.EventChunk:
 		v = e.Chunk
 	case runner.EventTurnEnded:
-		name, v = "run_done", runDone{Status: e.Ended.Status, Reason: e.Ended.Reason, Cause: e.Ended.Cause, Error: e.Ended.Error, Turn: e.Turn}
+		name, v = "run_done", runDone{Status: string(e.Ended.Status), Reason: pageReason(e.Ended.Reason), Cause: e.Ended.Cause, Error: e.Ended.Error, Turn: e.Turn}
 	case runner.EventSessionDeleted:
 		name, v = "session_deleted", struct{}{}
 	default:
@@ -66,6 +66,24 @@ func pageEvent(e runner.Event) (event, error) {
 		return event{}, fmt.Errorf("encoding a %s event: %w", e.Kind, err)
 	}
 	return event{name: name, data: data, seq: e.Seq}, nil
+}
+
+// Reasons the page shows for what the runner did, in the words of a web
+// chat.
+const (
+	reasonShutdown = "the server is shutting down"
+	reasonStopped  = "the server that ran it stopped"
+)
+
+// pageReason is the reason the page shows for a turn's end.
+func pageReason(reason string) string {
+	switch reason {
+	case runner.ReasonShutdown:
+		return reasonShutdown
+	case runner.ReasonProcessStopped:
+		return reasonStopped
+	}
+	return reason
 }
 
 // handleEvents is GET /api/events?session_id=...[&after=N]: the session's
@@ -133,6 +151,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "reading the session's events: " + err.Error()})
 		return
+	}
+	if hasAfter && after > state.Last && !s.durable {
+		// A number of another process's log (this server restarted, and
+		// kept nothing): the stream goes on from this log's end, with
+		// what waits drawn again, as for a page that names none.
+		hasAfter = false
 	}
 	if !hasAfter {
 		after = state.Last

@@ -114,7 +114,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	// B's sweeper ends the turn that nobody drives any more, once A's lease
 	// has expired: suspended, its card answerable.
 	done, _ = onB.runDone(t)
-	assert.Equal(t, runDone{Status: "suspended", Reason: "the server that ran it stopped"}, done)
+	assert.Equal(t, runDone{Status: "suspended", Reason: reasonStopped}, done)
 	hist, _, running = historyAt(t, client, b.url, s1)
 	assert.False(t, running)
 	var open []openCall

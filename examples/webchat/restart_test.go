@@ -198,7 +198,7 @@ func TestRestartOnSQLite(t *testing.T) {
 			if tc.sig == syscall.SIGTERM {
 				require.NoError(t, err, "exit status 0 after SIGTERM\n%s", a.stderr)
 				done, chunks := ev.runDone(t)
-				assert.Equal(t, runDone{Status: "suspended", Reason: errShutdown.Error()}, done)
+				assert.Equal(t, runDone{Status: "suspended", Reason: reasonShutdown}, done)
 				assert.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind)
 			} else {
 				var exit *exec.ExitError
@@ -208,7 +208,19 @@ func TestRestartOnSQLite(t *testing.T) {
 
 			b := startChild(t, args...)
 			if !tc.executing {
-				hist, seq, running := historyAt(t, client, b.url, s1)
+				// The killed process's turn looks in progress until its
+				// lease ends; then the new process ends it (suspended).
+				var (
+					hist    []historyEntry
+					seq     int64
+					running = true
+				)
+				deadline := time.Now().Add(waitLimit)
+				for running && time.Now().Before(deadline) {
+					if hist, seq, running = historyAt(t, client, b.url, s1); running {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
 				assert.False(t, running)
 				var open []openCall
 				for _, e := range hist {
@@ -229,7 +241,11 @@ func TestRestartOnSQLite(t *testing.T) {
 			} else {
 				// Nobody decides anything: the sweeper resumes the turn, from
 				// the start of the new process's log.
+				// The killed process's turn comes first, ended by the new
+				// one as its process stopped.
 				ev2, _ := openEventsAt(t, client, b.url, s1, "after=0")
+				done, _ := ev2.runDone(t)
+				assert.Equal(t, runDone{Status: "suspended", Reason: reasonStopped}, done)
 				done, chunks := ev2.runDone(t)
 				assert.Equal(t, "finished", done.Status, "%+v\n%s", done, b.stderr)
 				var stopped *agent.ToolCall

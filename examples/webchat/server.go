@@ -164,12 +164,6 @@ type Options struct {
 	MaxImportSize int64
 }
 
-// Causes of a cancelled run, told apart with context.Cause.
-var (
-	errInterrupted = errors.New("interrupted by the user")
-	errShutdown    = errors.New("the server is shutting down")
-)
-
 // Server is the web chat: an http.Handler serving the page and the API, and
 // the runs it started. Close ends them.
 //
@@ -363,8 +357,11 @@ func NewServer(o Options) (*Server, error) {
 		LeaseTTL:      o.LeaseTTL,
 		SweepInterval: sweep,
 		MaxRuns:       cmp.Or(o.MaxRuns, DefaultMaxRuns),
-		Logger:        s.logger,
-		OnEvent:       s.onEvent,
+		// A MemStore of its own ends with the Server: nothing would resume
+		// a suspended run.
+		InterruptOnClose: !durable,
+		Logger:           s.logger,
+		OnEvent:          s.onEvent,
 	})
 	if err != nil {
 		return nil, s.abandon(err)
@@ -652,7 +649,7 @@ type runDone struct {
 	// suspended: the run stopped at approvals that still wait (the server
 	// shut down, or they waited too long); their cards stay answerable,
 	// and a decision resumes the turn.
-	Status runner.Status `json:"status"`
+	Status string `json:"status"`
 	// Reason says why a run was rejected, interrupted or suspended by
 	// something else than the user (a timeout, a shutdown).
 	Reason string `json:"reason,omitempty"`

@@ -499,7 +499,7 @@ func TestStaleApproval(t *testing.T) {
 	// The first server shuts down: its run ends, its page is told.
 	h.srv.Close()
 	done, _ := ev.runDone(t)
-	assert.Equal(t, runDone{Status: "interrupted", Reason: errShutdown.Error()}, done)
+	assert.Equal(t, runDone{Status: "interrupted", Reason: reasonShutdown}, done)
 	assert.Equal(t, 0, h.srv.approvals.Len())
 }
 
@@ -642,7 +642,7 @@ func TestCloseEndsRunsAndStreams(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { h.srv.Close() }) // ends the running command too
 	done, _ := ev.runDone(t)
-	assert.Equal(t, runDone{Status: "interrupted", Reason: errShutdown.Error()}, done)
+	assert.Equal(t, runDone{Status: "interrupted", Reason: reasonShutdown}, done)
 	wg.Wait()
 	_, ok := <-ev.ch
 	assert.False(t, ok, "the event stream ends after Close")
@@ -680,7 +680,8 @@ func TestFlags(t *testing.T) {
 	assert.Equal(t, 2, run(context.Background(), []string{"-nope"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"extra"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"-db", "x.db", "-postgres", "postgres://127.0.0.1:1/x"}, &stdout, &stderr, nil))
-	assert.Contains(t, stderr.String(), "-db and -postgres exclude each other")
+	assert.Contains(t, stderr.String(), "-db, -postgres and -memory exclude each other")
+	assert.Equal(t, 2, run(context.Background(), []string{"-db", "x.db", "-memory"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"-lease-ttl", "0s"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"-suspend-after", "-1s"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"-max-runs", "0"}, &stdout, &stderr, nil))

@@ -494,4 +494,3 @@ func TestSessionEndpointsRefuseCrossSite(t *testing.T) {
 	assert.Equal(t, []string{s}, ids(list), "nothing deleted, nothing imported")
 	assert.Equal(t, "Hello!", list[0].Title, "nothing renamed")
 }
-
