@@ -114,15 +114,30 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 func titleFor(message string) string { return cleanTitle(message) }
 
 // cleanTitle puts a title on one line (runs of white space and control
-// characters become one space) and cuts it to at most maxTitleLen
-// characters, the last an ellipsis. A clean title stays as it is.
+// characters become one space), drops its format characters (see
+// dropFormat), and cuts it to at most maxTitleLen characters, the last an
+// ellipsis. A clean title stays as it is.
 func cleanTitle(s string) string {
-	words := strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	words := strings.FieldsFunc(dropFormat(s), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 	t := strings.Join(words, " ")
 	if utf8.RuneCountInString(t) <= maxTitleLen {
 		return t
 	}
 	return strings.TrimSpace(string([]rune(t)[:maxTitleLen-1])) + "…"
+}
+
+// dropFormat removes the Unicode format characters (category Cf) of a name
+// the page shows: bidi overrides and isolates (U+202A..U+202E,
+// U+2066..U+2069), zero-width spaces and joiners, byte order marks. They
+// are invisible, and they can make a name read as another ("\u202Egnp.exe"
+// shows as "exe.png"); a name needs none of them.
+func dropFormat(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // nameSession stores a session that does not exist yet, titled after its
