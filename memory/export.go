@@ -238,7 +238,7 @@ func decodeExport(r io.Reader) (doc export, format string, err error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return export{}, "", err
+			return export{}, "", unexpectedEOF(err)
 		}
 		key, _ := tok.(string)
 		name := key
@@ -254,22 +254,22 @@ func decodeExport(r io.Reader) (doc export, format string, err error) {
 		switch name {
 		case "format":
 			if err := dec.Decode(&f); err != nil {
-				return export{}, "", fmt.Errorf("format: %w", err)
+				return export{}, "", fmt.Errorf("format: %w", unexpectedEOF(err))
 			}
 			if f != nil && *f != ExportFormat && *f != exportFormatV1 {
 				return export{}, "", fmt.Errorf("format %q, want %q (or %q)", *f, ExportFormat, exportFormatV1)
 			}
 		case "session":
 			if err := dec.Decode(&doc.Session); err != nil {
-				return export{}, "", fmt.Errorf("session: %w", err)
+				return export{}, "", fmt.Errorf("session: %w", unexpectedEOF(err))
 			}
 		case "messages":
-			err = decodeArray(dec, "message", func(i int) error {
+			err = decodeArray(dec, "messages", "message", func(i int) error {
 				doc.Messages = append(doc.Messages, Message{})
 				return dec.Decode(&doc.Messages[i])
 			})
 		case "summaries":
-			err = decodeArray(dec, "summary", func(i int) error {
+			err = decodeArray(dec, "summaries", "summary", func(i int) error {
 				doc.Summaries = append(doc.Summaries, Summary{})
 				return dec.Decode(&doc.Summaries[i])
 			})
@@ -295,10 +295,12 @@ func decodeExport(r io.Reader) (doc export, format string, err error) {
 // wantDelim reads the next token of dec, which must be d.
 func wantDelim(dec *json.Decoder, d json.Delim, what string) error {
 	tok, err := dec.Token()
-	if err == io.EOF {
+	switch {
+	case err == io.EOF && d == '{':
 		return errors.New("empty document")
-	}
-	if err != nil {
+	case err == io.EOF:
+		return io.ErrUnexpectedEOF
+	case err != nil:
 		return err
 	}
 	if tok != d {
@@ -307,29 +309,38 @@ func wantDelim(dec *json.Decoder, d json.Delim, what string) error {
 	return nil
 }
 
-// decodeArray reads a JSON array (or null) from dec, calling each with the
-// index of each element, which it must decode. Errors name what the array
-// holds.
-func decodeArray(dec *json.Decoder, what string, each func(i int) error) error {
+// decodeArray reads the JSON array (or null) of the field name from dec,
+// calling each with the index of each element, which it must decode. Errors
+// name the element (elem and its index) or the field.
+func decodeArray(dec *json.Decoder, name, elem string, each func(i int) error) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return fmt.Errorf("%ss: %w", what, err)
+		return fmt.Errorf("%s: %w", name, unexpectedEOF(err))
 	}
 	if tok == nil {
 		return nil
 	}
 	if tok != json.Delim('[') {
-		return fmt.Errorf("%ss: want an array, found %v", what, tok)
+		return fmt.Errorf("%s: want an array, found %v", name, tok)
 	}
 	for i := 0; dec.More(); i++ {
 		if err := each(i); err != nil {
-			return fmt.Errorf("%s %d: %w", what, i, err)
+			return fmt.Errorf("%s %d: %w", elem, i, unexpectedEOF(err))
 		}
 	}
 	if _, err = dec.Token(); err != nil { // ']'
-		return fmt.Errorf("%ss: %w", what, err)
+		return fmt.Errorf("%s: %w", name, unexpectedEOF(err))
 	}
 	return nil
+}
+
+// unexpectedEOF returns io.ErrUnexpectedEOF for io.EOF, which inside a
+// document means that it ends early, and err otherwise.
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // readArguments turns the tool-call arguments of a decoded document into
