@@ -56,5 +56,8 @@
 //
 // [Export] writes a session (messages, archived ones included, and
 // summaries) as a versioned JSON document; [Import] reads it back into any
-// store, checking the whole document before it writes anything.
+// store, checking the whole document before it writes anything, and
+// [ImportFrom] does so as it reads the document from an [io.Reader] (a
+// request body), without holding its text. Their time grows as n log n at
+// most with the document, whatever ranges its summaries name.
 package memory

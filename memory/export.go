@@ -50,7 +50,7 @@ func Export(ctx context.Context, st Store, sessionID string) ([]byte, error) {
 		if doc, err = readExport(ctx, st, sessionID); err != nil {
 			return nil, err
 		}
-		if err = doc.check(); err == nil {
+		if _, err = doc.check(); err == nil {
 			return marshalExport(doc)
 		}
 	}
@@ -93,13 +93,24 @@ func readExport(ctx context.Context, st Store, sessionID string) (export, error)
 }
 
 // Import adds the session in data, a document written by [Export], to st and
-// returns it. It is [ImportAs] with the exported session id.
+// returns it. It is [ImportFrom] of data with the exported session id.
 func Import(ctx context.Context, st Store, data []byte) (Session, error) {
-	return ImportAs(ctx, st, data, "")
+	return ImportFrom(ctx, st, bytes.NewReader(data), "")
 }
 
-// ImportAs adds the session in data, a document written by [Export], to st
-// under the id newID (the exported id when newID is empty) and returns it.
+// ImportAs is [ImportFrom] of data: it adds the session in data, a document
+// written by [Export], to st under the id newID.
+func ImportAs(ctx context.Context, st Store, data []byte, newID string) (Session, error) {
+	return ImportFrom(ctx, st, bytes.NewReader(data), newID)
+}
+
+// ImportFrom adds the session in the document read from r, written by
+// [Export], to st under the id newID (the exported id when newID is empty)
+// and returns it. It reads r to its end, one message and one summary at a
+// time: besides what it decoded, it holds about one message of the
+// document's text. Its time and memory grow in proportion to the document
+// (n log n at most in its number of summaries), whatever ranges its
+// summaries name.
 //
 // Titles, creation times, message contents, tool calls (their arguments as
 // the same JSON, compacted), flags and times, and summaries come back
@@ -110,14 +121,15 @@ func Import(ctx context.Context, st Store, data []byte) (Session, error) {
 // session's UpdatedAt is set by the store as it writes: the time of the
 // import for a session with messages.
 //
-// The whole document is checked before anything is written: data that is
-// not an export of [ExportFormat], or whose summaries and archived messages
-// contradict each other, is an error wrapping [ErrInvalidExport]. An id that
+// The whole document is read and checked before anything is written: data
+// that is not an export of [ExportFormat], or whose summaries and archived
+// messages contradict each other, is an error wrapping [ErrInvalidExport].
+// An error of r is returned wrapped, without [ErrInvalidExport]. An id that
 // already exists is an error wrapping [ErrExists]. When writing fails
 // half-way (the store failed, ctx ended) the partly imported session is
 // deleted again, so nothing is left behind.
-func ImportAs(ctx context.Context, st Store, data []byte, newID string) (Session, error) {
-	doc, err := parseExport(data)
+func ImportFrom(ctx context.Context, st Store, r io.Reader, newID string) (Session, error) {
+	doc, ranges, err := parseExport(r)
 	if err != nil {
 		return Session{}, err
 	}
@@ -130,7 +142,7 @@ func ImportAs(ctx context.Context, st Store, data []byte, newID string) (Session
 	if err != nil {
 		return Session{}, fmt.Errorf("memory: import: %w", err)
 	}
-	if err := writeImport(ctx, st, sess.ID, doc); err != nil {
+	if err := writeImport(ctx, st, sess.ID, doc, ranges); err != nil {
 		if derr := st.DeleteSession(context.WithoutCancel(ctx), sess.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("memory: import: clean-up failed: %w", derr))
 		}
@@ -139,68 +151,196 @@ func ImportAs(ctx context.Context, st Store, data []byte, newID string) (Session
 	return st.Session(ctx, sess.ID)
 }
 
-// writeImport appends the messages and replays the summaries, oldest first.
-func writeImport(ctx context.Context, st Store, id string, doc export) error {
-	in := CloneMessages(doc.Messages)
-	for i := range in {
-		in[i].ID, in[i].SummaryID = 0, 0
-	}
-	var out []Message
-	if len(in) > 0 {
-		var err error
-		if out, err = st.Append(ctx, id, in...); err != nil {
+// writeImport appends the messages and replays the summaries, oldest first;
+// ranges[k] are the indexes in doc.Messages of the messages that summary k's
+// range holds (see check). It takes doc.Messages over.
+func writeImport(ctx context.Context, st Store, id string, doc export, ranges []span) error {
+	var ids []int64 // the new ids, by index in doc.Messages
+	if len(doc.Messages) > 0 {
+		in := doc.Messages
+		for i := range in {
+			in[i].ID, in[i].SummaryID = 0, 0
+		}
+		out, err := st.Append(ctx, id, in...)
+		if err != nil {
 			return err
 		}
+		if len(out) != len(in) {
+			return fmt.Errorf("the store appended %d messages of %d", len(out), len(in))
+		}
+		ids = make([]int64, len(out))
+		for i, m := range out {
+			ids[i] = m.ID
+		}
 	}
-	for _, s := range doc.Summaries {
+	for k, s := range doc.Summaries {
 		// The new ids of the first and last message inside the range: the
 		// replay archives the same messages as the original did.
-		first, last := int64(0), int64(0)
-		for i, m := range doc.Messages {
-			if m.ID >= s.FirstID && m.ID <= s.LastID {
-				if first == 0 {
-					first = out[i].ID
-				}
-				last = out[i].ID
-			}
-		}
-		if _, err := st.Summarize(ctx, id, Summary{Content: s.Content, CreatedAt: s.CreatedAt, FirstID: first, LastID: last}); err != nil {
+		r := ranges[k]
+		if _, err := st.Summarize(ctx, id, Summary{Content: s.Content, CreatedAt: s.CreatedAt, FirstID: ids[r.lo], LastID: ids[r.hi-1]}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// parseExport decodes and checks an export document.
-func parseExport(data []byte) (export, error) {
-	var probe struct {
-		Format *string `json:"format"`
-	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return export{}, fmt.Errorf("%w: %v", ErrInvalidExport, err)
-	}
+// parseExport decodes an export document from r and checks it. It returns
+// the ranges of check.
+func parseExport(r io.Reader) (export, []span, error) {
+	er := &errReader{r: r}
+	doc, format, err := decodeExport(er)
 	switch {
-	case probe.Format == nil:
-		return export{}, fmt.Errorf("%w: no \"format\" field", ErrInvalidExport)
-	case *probe.Format != ExportFormat && *probe.Format != exportFormatV1:
-		return export{}, fmt.Errorf("%w: format %q, want %q (or %q)", ErrInvalidExport, *probe.Format, ExportFormat, exportFormatV1)
+	case er.err != nil:
+		return export{}, nil, fmt.Errorf("memory: import: reading the export: %w", er.err)
+	case err != nil:
+		return export{}, nil, fmt.Errorf("%w: %v", ErrInvalidExport, err)
 	}
-	var doc export
-	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := doc.readArguments(format == exportFormatV1); err != nil {
+		return export{}, nil, fmt.Errorf("%w: %v", ErrInvalidExport, err)
+	}
+	ranges, err := doc.check()
+	if err != nil {
+		return export{}, nil, fmt.Errorf("%w: %v", ErrInvalidExport, err)
+	}
+	return doc, ranges, nil
+}
+
+// errReader remembers the first error of r other than io.EOF: a decoder
+// returns it as it is, and it says that the reading failed, not the
+// document.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// decodeExport decodes the JSON object of an export document from r, field
+// by field and its arrays element by element, so that it never holds more
+// of the text than one element; and checks that nothing follows it. Field
+// names match as encoding/json matches them (case-insensitively); a field
+// given twice and an unknown field are errors. It returns the document and
+// its format, which it checks.
+func decodeExport(r io.Reader) (doc export, format string, err error) {
+	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return export{}, fmt.Errorf("%w: %v", ErrInvalidExport, err)
+	if err := wantDelim(dec, '{', "a JSON object"); err != nil {
+		return export{}, "", err
+	}
+	var f *string
+	seen := make(map[string]bool, 4)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return export{}, "", unexpectedEOF(err)
+		}
+		key, _ := tok.(string)
+		name := key
+		for _, n := range []string{"format", "session", "messages", "summaries"} {
+			if strings.EqualFold(key, n) {
+				name = n
+			}
+		}
+		if seen[name] {
+			return export{}, "", fmt.Errorf("field %q given twice", key)
+		}
+		seen[name] = true
+		switch name {
+		case "format":
+			if err := dec.Decode(&f); err != nil {
+				return export{}, "", fmt.Errorf("format: %w", unexpectedEOF(err))
+			}
+			if f != nil && *f != ExportFormat && *f != exportFormatV1 {
+				return export{}, "", fmt.Errorf("format %q, want %q (or %q)", *f, ExportFormat, exportFormatV1)
+			}
+		case "session":
+			if err := dec.Decode(&doc.Session); err != nil {
+				return export{}, "", fmt.Errorf("session: %w", unexpectedEOF(err))
+			}
+		case "messages":
+			err = decodeArray(dec, "messages", "message", func(i int) error {
+				doc.Messages = append(doc.Messages, Message{})
+				return dec.Decode(&doc.Messages[i])
+			})
+		case "summaries":
+			err = decodeArray(dec, "summaries", "summary", func(i int) error {
+				doc.Summaries = append(doc.Summaries, Summary{})
+				return dec.Decode(&doc.Summaries[i])
+			})
+		default:
+			err = fmt.Errorf("json: unknown field %q", key)
+		}
+		if err != nil {
+			return export{}, "", err
+		}
+	}
+	if err := wantDelim(dec, '}', "the end of the object"); err != nil {
+		return export{}, "", err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return export{}, fmt.Errorf("%w: data after the document", ErrInvalidExport)
+		return export{}, "", errors.New("data after top-level value")
 	}
-	if err := doc.readArguments(*probe.Format == exportFormatV1); err != nil {
-		return export{}, fmt.Errorf("%w: %v", ErrInvalidExport, err)
+	if f == nil {
+		return export{}, "", errors.New(`no "format" field`)
 	}
-	if err := doc.check(); err != nil {
-		return export{}, fmt.Errorf("%w: %v", ErrInvalidExport, err)
+	return doc, *f, nil
+}
+
+// wantDelim reads the next token of dec, which must be d.
+func wantDelim(dec *json.Decoder, d json.Delim, what string) error {
+	tok, err := dec.Token()
+	switch {
+	case err == io.EOF && d == '{':
+		return errors.New("empty document")
+	case err == io.EOF:
+		return io.ErrUnexpectedEOF
+	case err != nil:
+		return err
 	}
-	return doc, nil
+	if tok != d {
+		return fmt.Errorf("want %s, found %v", what, tok)
+	}
+	return nil
+}
+
+// decodeArray reads the JSON array (or null) of the field name from dec,
+// calling each with the index of each element, which it must decode. Errors
+// name the element (elem and its index) or the field.
+func decodeArray(dec *json.Decoder, name, elem string, each func(i int) error) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, unexpectedEOF(err))
+	}
+	if tok == nil {
+		return nil
+	}
+	if tok != json.Delim('[') {
+		return fmt.Errorf("%s: want an array, found %v", name, tok)
+	}
+	for i := 0; dec.More(); i++ {
+		if err := each(i); err != nil {
+			return fmt.Errorf("%s %d: %w", elem, i, unexpectedEOF(err))
+		}
+	}
+	if _, err = dec.Token(); err != nil { // ']'
+		return fmt.Errorf("%s: %w", name, unexpectedEOF(err))
+	}
+	return nil
+}
+
+// unexpectedEOF returns io.ErrUnexpectedEOF for io.EOF, which inside a
+// document means that it ends early, and err otherwise.
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // readArguments turns the tool-call arguments of a decoded document into
@@ -230,64 +370,78 @@ func (doc export) readArguments(v1 bool) error {
 	return nil
 }
 
+// span is a range of indexes [lo, hi) in a document's messages.
+type span struct{ lo, hi int }
+
 // check verifies that the document is whole and consistent: what a store
 // would accept, and summaries that, replayed oldest first, archive exactly
-// the messages that name them.
-func (doc export) check() error {
+// the messages that name them. It returns, for each summary, the indexes of
+// the messages its range holds, archived or not.
+//
+// Its time is n log n at most, whatever the ranges: the replay finds a
+// range's ends by binary search (the ids increase) and skips the messages
+// archived before (see nextActive).
+func (doc export) check() ([]span, error) {
 	if doc.Session.ID == "" {
-		return errors.New("session has no id")
+		return nil, errors.New("session has no id")
 	}
 	if err := ValidateSession(doc.Session); err != nil {
-		return fmt.Errorf("session: %w", err)
+		return nil, fmt.Errorf("session: %w", err)
 	}
-	for i, m := range doc.Messages {
-		if m.ID <= 0 || (i > 0 && m.ID <= doc.Messages[i-1].ID) {
-			return fmt.Errorf("message %d: id %d not positive and increasing", i, m.ID)
+	msgs := doc.Messages
+	for i, m := range msgs {
+		if m.ID <= 0 || (i > 0 && m.ID <= msgs[i-1].ID) {
+			return nil, fmt.Errorf("message %d: id %d not positive and increasing", i, m.ID)
 		}
 		if !validRole(m.Role) {
-			return fmt.Errorf("message %d: invalid role %q", i, m.Role)
+			return nil, fmt.Errorf("message %d: invalid role %q", i, m.Role)
 		}
 		for k, c := range m.ToolCalls {
 			if len(c.Arguments) > 0 && !IsObject(c.Arguments) {
-				return fmt.Errorf("message %d: tool call %d: arguments are not a JSON object", i, k)
+				return nil, fmt.Errorf("message %d: tool call %d: arguments are not a JSON object", i, k)
 			}
 		}
 		if err := checkImages(m); err != nil {
-			return fmt.Errorf("message %d: %w", i, err)
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		if m.CreatedAt.IsZero() {
-			return fmt.Errorf("message %d: no created_at", i)
+			return nil, fmt.Errorf("message %d: no created_at", i)
 		}
 		if err := checkTime(fmt.Sprintf("message %d: created_at", i), m.CreatedAt); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	archived := make(map[int64]int64, len(doc.Messages)) // message id → summary id by replay
-	for i, s := range doc.Summaries {
-		if s.ID <= 0 || (i > 0 && s.ID <= doc.Summaries[i-1].ID) {
-			return fmt.Errorf("summary %d: id %d not positive and increasing", i, s.ID)
+	ranges := make([]span, len(doc.Summaries))
+	archived := make([]int64, len(msgs)) // summary id by replay, by index
+	active := newNextActive(len(msgs))
+	for k, s := range doc.Summaries {
+		if s.ID <= 0 || (k > 0 && s.ID <= doc.Summaries[k-1].ID) {
+			return nil, fmt.Errorf("summary %d: id %d not positive and increasing", k, s.ID)
 		}
 		if strings.TrimSpace(s.Content) == "" {
-			return fmt.Errorf("summary %d: empty content", i)
+			return nil, fmt.Errorf("summary %d: empty content", k)
 		}
 		if err := ValidateSummary(s); err != nil {
-			return fmt.Errorf("summary %d: %w", i, err)
+			return nil, fmt.Errorf("summary %d: %w", k, err)
 		}
+		lo, hi := idRange(msgs, s.FirstID, s.LastID)
 		n := 0
-		for _, m := range doc.Messages {
-			if m.ID >= s.FirstID && m.ID <= s.LastID && archived[m.ID] == 0 {
-				archived[m.ID] = s.ID
-				n++
-			}
+		for i := active.from(lo); i < hi; i = active.from(i + 1) {
+			archived[i] = s.ID
+			active.remove(i)
+			n++
 		}
+		replayVisits.Add(int64(n))
 		if n == 0 {
-			return fmt.Errorf("summary %d: no message in its range [%d, %d]", s.ID, s.FirstID, s.LastID)
+			return nil, fmt.Errorf("summary %d: no message in its range [%d, %d]", s.ID, s.FirstID, s.LastID)
+		}
+		ranges[k] = span{lo, hi}
+	}
+	replayVisits.Add(active.hops)
+	for i, m := range msgs {
+		if m.SummaryID != archived[i] {
+			return nil, fmt.Errorf("message %d: summary_id %d, but its summaries archive it into %d", m.ID, m.SummaryID, archived[i])
 		}
 	}
-	for _, m := range doc.Messages {
-		if m.SummaryID != archived[m.ID] {
-			return fmt.Errorf("message %d: summary_id %d, but its summaries archive it into %d", m.ID, m.SummaryID, archived[m.ID])
-		}
-	}
-	return nil
+	return ranges, nil
 }

@@ -1,10 +1,15 @@
 package memory_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -150,6 +155,9 @@ func TestImportInvalid(t *testing.T) {
 		{"summary link broken", edit(func(d map[string]any) { msg(d, 0)["summary_id"] = sum(d, 1)["id"] }), "summary_id"},
 		{"archived flag dropped", edit(func(d map[string]any) { delete(msg(d, 4), "summary_id") }), "summary_id"},
 		{"empty summary", edit(func(d map[string]any) { sum(d, 0)["content"] = "" }), "empty"},
+		{"field twice", []byte(strings.Replace(string(good), `"summaries"`, `"Messages": [], "summaries"`, 1)), `"Messages" given twice`},
+		{"messages not an array", edit(func(d map[string]any) { d["messages"] = map[string]any{} }), "want an array"},
+		{"document not an object", []byte(`[{"format":"planround.session/v2"}]`), "want a JSON object"},
 		{"summary of nothing", edit(func(d map[string]any) { sum(d, 1)["first_id"] = 1e6; sum(d, 1)["last_id"] = 2e6 }), "no message"},
 	}
 	for _, tt := range tests {
@@ -227,5 +235,130 @@ func TestImportVersion1(t *testing.T) {
 		copied, err := st.Messages(t.Context(), "copy", true)
 		require.NoError(t, err)
 		assert.Equal(t, calls, copied[1].ToolCalls)
+	}
+}
+
+// TestImportLinear repeats the attack of issue 19: an export of n messages
+// whose n summaries each archive one, some with ranges that hold all the
+// messages before (the i-th of "nested" covers [1, i]), made the import and
+// the export look at n² messages (and MemStore.Summarize at n²/2 for the
+// nested ones). Every replay must now look at a bounded number per message,
+// for the import into MemStore and SQLite and for the export after it. The
+// count is of the work, not of the time.
+func TestImportLinear(t *testing.T) {
+	stores := []struct {
+		name string
+		n    int
+		open func(t *testing.T) memory.Store
+	}{
+		{"mem", 20_000, func(t *testing.T) memory.Store { return new(memory.MemStore) }},
+		// A summary is a transaction: fewer of them.
+		{"sqlite", 2_000, func(t *testing.T) memory.Store { return openSQLite(t, filepath.Join(t.TempDir(), "db")) }},
+	}
+	const perMessage = 10 // visits allowed per message and pass
+	for _, s := range stores {
+		for _, shape := range exportShapes {
+			t.Run(s.name+"/"+shape.name, func(t *testing.T) {
+				n := s.n
+				data := exportDoc(t, n, shape.sums(n))
+				st := s.open(t)
+				before := memory.ReplayVisits()
+				_, err := memory.ImportAs(t.Context(), st, data, "s")
+				require.NoError(t, err)
+				visits := memory.ReplayVisits() - before
+				// The check, and the replay in the store when it is a
+				// MemStore.
+				t.Logf("import: %d visits for %d messages", visits, n)
+				assert.LessOrEqual(t, visits, int64(2*perMessage*n), "import: messages looked at")
+
+				sums, err := st.Summaries(t.Context(), "s")
+				require.NoError(t, err)
+				assert.Len(t, sums, len(shape.sums(n)))
+				active, err := st.Messages(t.Context(), "s", false)
+				require.NoError(t, err)
+				assert.Empty(t, active, "every message is archived")
+
+				before = memory.ReplayVisits()
+				_, err = memory.Export(t.Context(), st, "s")
+				require.NoError(t, err)
+				visits = memory.ReplayVisits() - before
+				assert.LessOrEqual(t, visits, int64(perMessage*n), "export: messages looked at")
+			})
+		}
+	}
+}
+
+// TestSummarizeSameRange: n summaries of one range, all but the first of
+// which find nothing left to archive, look at a bounded number of messages
+// each in a MemStore (a scan of the range looked at n each).
+func TestSummarizeSameRange(t *testing.T) {
+	const n = 20_000
+	ctx := t.Context()
+	st := new(memory.MemStore)
+	_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
+	require.NoError(t, err)
+	msgs := make([]memory.Message, n)
+	for i := range msgs {
+		msgs[i] = userMsg(fmt.Sprint(i))
+	}
+	out, err := st.Append(ctx, "s", msgs...)
+	require.NoError(t, err)
+	first, last := out[0].ID, out[n-1].ID
+	before := memory.ReplayVisits()
+	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "all", FirstID: first, LastID: last})
+	require.NoError(t, err)
+	for range n - 1 {
+		_, err := st.Summarize(ctx, "s", memory.Summary{Content: "again", FirstID: first, LastID: last})
+		require.Error(t, err)
+	}
+	assert.LessOrEqual(t, memory.ReplayVisits()-before, int64(3*n), "messages looked at")
+	sums, err := st.Summaries(ctx, "s")
+	require.NoError(t, err)
+	assert.Len(t, sums, 1)
+}
+
+// TestImportFrom: ImportFrom decodes the document as it reads it, in any
+// order of its fields and read a byte at a time; an error of the reader is
+// returned as it is, not as an invalid export, and leaves nothing behind.
+func TestImportFrom(t *testing.T) {
+	src := new(memory.MemStore)
+	fixture(t, src)
+	good, err := memory.Export(t.Context(), src, "s")
+	require.NoError(t, err)
+	var doc map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(good, &doc))
+	// The format last, names in other cases, one field null.
+	reordered := []byte(`{"Summaries":` + string(doc["summaries"]) + `,"SESSION":` + string(doc["session"]) +
+		`,"messages":` + string(doc["messages"]) + `,"format":` + string(doc["format"]) + "}\n\t ")
+	empty := []byte(`{"format":"planround.session/v2","session":{"id":"e"},"messages":null,"summaries":null}`)
+
+	for _, st := range []memory.Store{new(memory.MemStore), openSQLite(t, filepath.Join(t.TempDir(), "db"))} {
+		sess, err := memory.ImportFrom(t.Context(), st, iotest.OneByteReader(bytes.NewReader(good)), "bytewise")
+		require.NoError(t, err)
+		assert.Equal(t, "Trip", sess.Title)
+		wm, _ := src.Messages(t.Context(), "s", true)
+		ws, _ := src.Summaries(t.Context(), "s")
+		gm, _ := st.Messages(t.Context(), "bytewise", true)
+		gs, _ := st.Summaries(t.Context(), "bytewise")
+		wm, ws = normalise(t, wm, ws)
+		gm, gs = normalise(t, gm, gs)
+		assert.Equal(t, wm, gm)
+		assert.Equal(t, ws, gs)
+
+		_, err = memory.ImportFrom(t.Context(), st, bytes.NewReader(reordered), "reordered")
+		require.NoError(t, err)
+		msgs, err := st.Messages(t.Context(), "reordered", true)
+		require.NoError(t, err)
+		assert.Len(t, msgs, 7)
+
+		_, err = memory.ImportFrom(t.Context(), st, bytes.NewReader(empty), "")
+		require.NoError(t, err)
+
+		boom := errors.New("connection reset")
+		_, err = memory.ImportFrom(t.Context(), st, io.MultiReader(bytes.NewReader(good[:len(good)/2]), iotest.ErrReader(boom)), "broken")
+		require.ErrorIs(t, err, boom)
+		assert.NotErrorIs(t, err, memory.ErrInvalidExport)
+		_, err = st.Session(t.Context(), "broken")
+		assert.ErrorIs(t, err, memory.ErrNotFound)
 	}
 }

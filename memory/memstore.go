@@ -37,6 +37,7 @@ type memLease struct {
 type memSession struct {
 	s         Session
 	msgs      []Message  // append order; archived ones keep their place
+	active    nextActive // the active ones among msgs, for Summarize
 	summaries []Summary  // oldest first
 	calls     []OpenCall // in the order first saved
 	log       memLog     // the event log
@@ -179,6 +180,7 @@ func (st *MemStore) appendLocked(sessionID string, msgs []Message) ([]Message, e
 		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
 	}
 	ms.msgs = append(ms.msgs, CloneMessages(out)...)
+	ms.active.grow(len(ms.msgs))
 	for _, m := range out {
 		if m.Role == RoleTool {
 			ms.calls = slices.DeleteFunc(ms.calls, func(c OpenCall) bool { return c.CallID == m.ToolCallID })
@@ -222,27 +224,27 @@ func (st *MemStore) Summarize(ctx context.Context, sessionID string, s Summary) 
 	if err != nil {
 		return Summary{}, err
 	}
-	// ids increase with the index, so the range is one contiguous run.
-	lo, _ := slices.BinarySearchFunc(ms.msgs, s.FirstID, func(m Message, id int64) int { return cmp.Compare(m.ID, id) })
-	hi, _ := slices.BinarySearchFunc(ms.msgs, s.LastID+1, func(m Message, id int64) int { return cmp.Compare(m.ID, id) })
-	n := 0
-	for _, m := range ms.msgs[lo:hi] {
-		if !m.Archived() {
-			n++
-		}
-	}
-	if n == 0 {
+	// ids increase with the index, so the range is one contiguous run;
+	// the active ones in it are found without a look at the archived ones
+	// (a scan of the range would make n summaries over one range cost n²).
+	lo, hi := idRange(ms.msgs, s.FirstID, s.LastID)
+	hops := ms.active.hops
+	first := ms.active.from(lo)
+	if first >= hi {
+		replayVisits.Add(ms.active.hops - hops)
 		return Summary{}, fmt.Errorf("memory: summarize %q: no active message in [%d, %d]", sessionID, s.FirstID, s.LastID)
 	}
 	t := now()
 	st.lastSumID++
 	s.ID = st.lastSumID
 	s.CreatedAt = normTime(s.CreatedAt, t)
-	for i := lo; i < hi; i++ {
-		if !ms.msgs[i].Archived() {
-			ms.msgs[i].SummaryID = s.ID
-		}
+	n := 0
+	for i := first; i < hi; i = ms.active.from(i + 1) {
+		ms.msgs[i].SummaryID = s.ID
+		ms.active.remove(i)
+		n++
 	}
+	replayVisits.Add(int64(n) + ms.active.hops - hops)
 	ms.summaries = append(ms.summaries, s)
 	ms.s.UpdatedAt = t
 	return s, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/cookiejar"
@@ -106,4 +107,32 @@ func BenchmarkTurn(b *testing.B) {
 		b.Cleanup(st.Close)
 		benchTurns(b, st)
 	})
+}
+
+// BenchmarkImportEndpoint posts a 4 MiB export (2,048 messages of 2 KiB)
+// to POST /api/sessions/import, in process (ServeHTTP, a MemStore): B/op
+// is what one import allocates, which bounds the memory it can hold
+// (TestImportAllocations holds it under 3 bytes per byte of the document).
+func BenchmarkImportEndpoint(b *testing.B) {
+	srv, err := NewServer(Options{Model: "m", BaseURL: "http://127.0.0.1:1/v1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	doc := bigExport(b, 2048, 2048)
+	const secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	b.ReportAllocs()
+	b.SetBytes(int64(len(doc)))
+	b.ResetTimer()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/api/sessions/import", bytes.NewReader(doc))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", "application/json")
+		req.AddCookie(&http.Cookie{Name: ownerCookie, Value: secret})
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
 }

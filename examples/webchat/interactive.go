@@ -37,7 +37,7 @@ func (s *Server) handleSkills(w http.ResponseWriter, r *http.Request) {
 	out := []skillInfo{}
 	if s.skills != nil {
 		for _, sk := range s.skills.Skills() {
-			out = append(out, skillInfo{Name: sk.Name, Description: sk.Description})
+			out = append(out, skillInfo{Name: dropFormat(sk.Name), Description: sk.Description})
 		}
 	}
 	writeJSONValue(w, http.StatusOK, out)

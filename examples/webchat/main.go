@@ -83,8 +83,10 @@
 // becomes a new session of the importing browser. At most 32 runs are
 // active at once (503 beyond; -max-runs), at most 4 of one browser (429),
 // at most 1024 event streams are open at once (503 beyond; -max-streams),
-// at most 16 of one browser (429), and a request body must arrive within
-// 10 s (408).
+// at most 16 of one browser (429), at most 8 imports are in flight at once
+// (503 beyond; -max-imports), at most 2 of one browser (429), holding at
+// most 128 MiB of bodies (503 beyond; -max-import-bytes), at most 32 MiB of
+// one browser (429), and a request body must arrive within 10 s (408).
 //
 // # HTTP API
 //
@@ -99,8 +101,10 @@
 //	                               the session as a memory.Export document,
 //	                               a download
 //	POST /api/sessions/import      a session export as the body (at most
-//	                               32 MiB): a new session of this browser,
-//	                               {session_id, title}
+//	                               32 MiB, decoded as it arrives): a new
+//	                               session of this browser, {session_id,
+//	                               title}; 429 or 503 beyond the limits of
+//	                               imports in flight
 //	GET  /api/events?session_id=[&after=N]
 //	                               Server-Sent Events: hello, then every chunk
 //	                               (data: the chunk's JSON) between run_started
@@ -232,6 +236,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	traceFile := fs.String("trace", "", "write the OpenTelemetry spans of each run to `file`, one JSON object per line")
 	maxRuns := fs.Int("max-runs", DefaultMaxRuns, "how many runs may be active at once in the whole server (503 beyond)")
 	maxStreams := fs.Int("max-streams", DefaultMaxStreams, "how many event streams (open pages) may be open at once in the whole server (503 beyond)")
+	maxImports := fs.Int("max-imports", DefaultMaxImports, "how many session imports may be in flight at once in the whole server (503 beyond)")
+	maxImportBytes := fs.Int64("max-import-bytes", DefaultMaxImportBytes, "how many `bytes` of session imports (their bodies) may be in flight at once in the whole server (503 beyond); at least the largest import, 32 MiB")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -250,8 +256,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintln(stderr, "webchat: -suspend-after must not be negative, -lease-ttl and -sweep-interval must be positive")
 		return 2
 	}
-	if *maxRuns < 1 || *maxStreams < 1 {
-		fmt.Fprintln(stderr, "webchat: -max-runs and -max-streams must be positive")
+	if *maxRuns < 1 || *maxStreams < 1 || *maxImports < 1 {
+		fmt.Fprintln(stderr, "webchat: -max-runs, -max-streams and -max-imports must be positive")
+		return 2
+	}
+	if *maxImportBytes < DefaultMaxImportSize {
+		fmt.Fprintf(stderr, "webchat: -max-import-bytes must be at least %d, the largest import\n", DefaultMaxImportSize)
 		return 2
 	}
 
@@ -276,6 +286,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		SweepInterval:   *sweep,
 		MaxRuns:         *maxRuns,
 		MaxStreams:      *maxStreams,
+		MaxImports:      *maxImports,
+		MaxImportBytes:  *maxImportBytes,
 		Logger:          slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if *traceFile != "" {

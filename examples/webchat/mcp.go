@@ -27,7 +27,9 @@ type mcpServer struct {
 // and it holds nothing of anybody's conversations: no process ids, no count
 // of the instances sessions run. Nor does it hold the configuration's
 // secrets (headers, environment variables): an error is shown as the MCP
-// client gives it, with them redacted.
+// client gives it, with them redacted. Names come without format
+// characters (dropFormat): a server's name is the configuration's, and
+// could otherwise pass for another's.
 func (s *Server) handleMCPServers(w http.ResponseWriter, r *http.Request) {
 	if _, ok := ownerTag(r); !ok {
 		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
@@ -36,12 +38,16 @@ func (s *Server) handleMCPServers(w http.ResponseWriter, r *http.Request) {
 	out := []mcpServer{}
 	if s.mcp != nil {
 		for _, st := range s.mcp.Servers() {
+			tools := make([]string, len(st.Tools))
+			for i, t := range st.Tools {
+				tools[i] = dropFormat(t)
+			}
 			out = append(out, mcpServer{
-				Name:      st.Name,
+				Name:      dropFormat(st.Name),
 				Transport: string(st.Transport),
 				Isolation: string(st.Isolation),
 				State:     string(st.State),
-				Tools:     st.Tools,
+				Tools:     tools,
 				Error:     st.Error,
 			})
 		}

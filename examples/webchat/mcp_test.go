@@ -300,3 +300,18 @@ func TestMainEndsMCPServers(t *testing.T) {
 	gone(t, child, "the MCP server's child")
 	assert.Contains(t, p.stderr.String(), `msg="server connected" mcp_server=mcptest`, "the MCP client logs on stderr")
 }
+
+// TestMCPServerNamesWithoutFormatCharacters: GET /api/mcp/servers shows a
+// server's name without the format characters of the configuration's
+// (a right-to-left override, a zero-width space), which could make it
+// pass for another server.
+func TestMCPServerNamesWithoutFormatCharacters(t *testing.T) {
+	leaktest.Check(t)
+	bin := stdioServer(t)
+	h := newMCPHarness(t, toolModel(t),
+		mcpclient.ServerConfig{Name: "trusted\u202Edab\u200B", Command: bin, DisabledTools: only("echo")},
+	)
+	status, body := mcpServers(t, h.client, h.ts.URL)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.JSONEq(t, `[{"name":"trusteddab","transport":"stdio","isolation":"shared","state":"connected","tools":["echo"]}]`, body)
+}

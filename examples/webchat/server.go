@@ -162,6 +162,23 @@ type Options struct {
 	// session export, in bytes (413 beyond); zero means
 	// DefaultMaxImportSize.
 	MaxImportSize int64
+	// MaxImports bounds the imports in flight at once in the whole server
+	// (503 beyond); zero means DefaultMaxImports.
+	MaxImports int
+	// MaxImportsPerOwner bounds the imports in flight at once of one
+	// browser (429 beyond); zero means DefaultMaxImportsPerOwner.
+	MaxImportsPerOwner int
+	// MaxImportBytes bounds the bytes of the imports in flight at once in
+	// the whole server (503 beyond): an import counts the Content-Length
+	// of its body, or MaxImportSize when it has none, from its start to
+	// its end. Zero means DefaultMaxImportBytes, or MaxImportSize when
+	// larger; a value below MaxImportSize is an error.
+	MaxImportBytes int64
+	// MaxImportBytesPerOwner bounds the bytes of the imports in flight at
+	// once of one browser, counted as MaxImportBytes counts them (429
+	// beyond). Zero means DefaultMaxImportBytesPerOwner, or MaxImportSize
+	// when larger; a value below MaxImportSize is an error.
+	MaxImportBytesPerOwner int64
 }
 
 // Server is the web chat: an http.Handler serving the page and the API, and
@@ -189,6 +206,8 @@ type Server struct {
 	maxRunsPerOwner                int
 	maxStreams, maxStreamsPerOwner int
 	maxImport                      int64
+	maxImports                     importLoad // in the whole server
+	maxImportsPerOwner             importLoad // of one browser
 
 	// durable is true when the Store outlives the process (Options.Store
 	// set): approvals and open tool calls are kept there, runs waiting for
@@ -200,10 +219,12 @@ type Server struct {
 	mu           sync.Mutex          // guards live, closed and the counts below
 	live         map[string]*session // sessions with a turn in progress here, or marks to keep
 	closed       bool
-	ownerRuns    map[string]int // runs in progress per owner tag (this process's); no zero entries
-	starting     map[string]int // POST /api/chat in progress per owner tag; no zero entries
-	streamCount  int            // open event streams
-	ownerStreams map[string]int // open event streams per owner tag; no zero entries
+	ownerRuns    map[string]int        // runs in progress per owner tag (this process's); no zero entries
+	starting     map[string]int        // POST /api/chat in progress per owner tag; no zero entries
+	streamCount  int                   // open event streams
+	ownerStreams map[string]int        // open event streams per owner tag; no zero entries
+	imports      importLoad            // imports in flight
+	ownerImports map[string]importLoad // imports in flight per owner tag; no zero entries
 }
 
 // info is what the page learns in the hello event.
@@ -245,8 +266,13 @@ type nestedMark struct {
 
 // NewServer builds the agent from o and returns the Server.
 func NewServer(o Options) (*Server, error) {
-	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.MaxStreams < 0 || o.MaxStreamsPerOwner < 0 || o.BodyTimeout < 0 || o.MaxImportSize < 0 || o.LeaseTTL < 0 || o.SweepInterval < 0 {
+	if o.MaxRuns < 0 || o.MaxRunsPerOwner < 0 || o.MaxStreams < 0 || o.MaxStreamsPerOwner < 0 || o.BodyTimeout < 0 || o.MaxImportSize < 0 || o.LeaseTTL < 0 || o.SweepInterval < 0 ||
+		o.MaxImports < 0 || o.MaxImportsPerOwner < 0 || o.MaxImportBytes < 0 || o.MaxImportBytesPerOwner < 0 {
 		return nil, errors.New("webchat: negative limit in Options")
+	}
+	maxImport := cmp.Or(o.MaxImportSize, DefaultMaxImportSize)
+	if b := min(cmp.Or(o.MaxImportBytes, maxImport), cmp.Or(o.MaxImportBytesPerOwner, maxImport)); b < maxImport {
+		return nil, fmt.Errorf("webchat: MaxImportBytes and MaxImportBytesPerOwner must be at least MaxImportSize (%d), or an import of that size could never start: %d", maxImport, b)
 	}
 	durable := false
 	if o.Store == nil {
@@ -342,11 +368,14 @@ func NewServer(o Options) (*Server, error) {
 	s.maxRunsPerOwner = cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner)
 	s.maxStreams = cmp.Or(o.MaxStreams, DefaultMaxStreams)
 	s.maxStreamsPerOwner = cmp.Or(o.MaxStreamsPerOwner, DefaultMaxStreamsPerOwner)
-	s.maxImport = cmp.Or(o.MaxImportSize, DefaultMaxImportSize)
+	s.maxImport = maxImport
+	s.maxImports = importLoad{cmp.Or(o.MaxImports, DefaultMaxImports), cmp.Or(o.MaxImportBytes, max(DefaultMaxImportBytes, maxImport))}
+	s.maxImportsPerOwner = importLoad{cmp.Or(o.MaxImportsPerOwner, DefaultMaxImportsPerOwner), cmp.Or(o.MaxImportBytesPerOwner, max(DefaultMaxImportBytesPerOwner, maxImport))}
 	s.live = make(map[string]*session)
 	s.ownerRuns = make(map[string]int)
 	s.starting = make(map[string]int)
 	s.ownerStreams = make(map[string]int)
+	s.ownerImports = make(map[string]importLoad)
 	sweep := cmp.Or(o.SweepInterval, DefaultSweepInterval)
 	if !durable {
 		sweep = -1

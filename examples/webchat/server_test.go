@@ -686,7 +686,7 @@ func TestFlags(t *testing.T) {
 	assert.Equal(t, 2, run(context.Background(), []string{"-suspend-after", "-1s"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"-max-runs", "0"}, &stdout, &stderr, nil))
 	assert.Equal(t, 2, run(context.Background(), []string{"-max-streams", "-1"}, &stdout, &stderr, nil))
-	assert.Contains(t, stderr.String(), "-max-runs and -max-streams must be positive")
+	assert.Contains(t, stderr.String(), "-max-runs, -max-streams and -max-imports must be positive")
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	t.Setenv("OPENAI_MODEL", "")
 	assert.Equal(t, 2, run(context.Background(), nil, &stdout, &stderr, nil), "a real API needs a model name")

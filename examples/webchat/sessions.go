@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,24 @@ import (
 // exported conversation with a few images (their bytes are base64 in the
 // document).
 const DefaultMaxImportSize = 32 << 20
+
+// Defaults of the Options that bound the imports in flight: an import holds
+// its decoded document (about the size of its body) until it is stored, so
+// these bound the memory that imports take, in the whole server and per
+// browser.
+const (
+	DefaultMaxImports             = 8
+	DefaultMaxImportsPerOwner     = 2
+	DefaultMaxImportBytes         = 4 * DefaultMaxImportSize
+	DefaultMaxImportBytesPerOwner = DefaultMaxImportSize
+)
+
+// importLoad is what imports in flight hold, or may hold: how many and
+// the bytes of their bodies.
+type importLoad struct {
+	n     int
+	bytes int64
+}
 
 // maxTitleLen bounds a session title, in characters.
 const maxTitleLen = 120
@@ -82,15 +101,30 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 func titleFor(message string) string { return cleanTitle(message) }
 
 // cleanTitle puts a title on one line (runs of white space and control
-// characters become one space) and cuts it to at most maxTitleLen
-// characters, the last an ellipsis. A clean title stays as it is.
+// characters become one space), drops its format characters (see
+// dropFormat), and cuts it to at most maxTitleLen characters, the last an
+// ellipsis. A clean title stays as it is.
 func cleanTitle(s string) string {
-	words := strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	words := strings.FieldsFunc(dropFormat(s), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 	t := strings.Join(words, " ")
 	if utf8.RuneCountInString(t) <= maxTitleLen {
 		return t
 	}
 	return strings.TrimSpace(string([]rune(t)[:maxTitleLen-1])) + "…"
+}
+
+// dropFormat removes the Unicode format characters (category Cf) of a name
+// the page shows: bidi overrides and isolates (U+202A..U+202E,
+// U+2066..U+2069), zero-width spaces and joiners, byte order marks. They
+// are invisible, and they can make a name read as another ("\u202Egnp.exe"
+// shows as "exe.png"); a name needs none of them.
+func dropFormat(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // nameSession stores a session that does not exist yet, titled after its
@@ -210,7 +244,13 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 // request's browser: POST /api/sessions/import with the document as a JSON
 // body of at most Options.MaxImportSize bytes. The id the document names
 // is ignored, so an import never reaches another browser's session. The
-// whole document is checked before anything is stored.
+// body is decoded as it arrives (memory.ImportFrom), and the whole
+// document is checked before anything is stored.
+//
+// Imports in flight are bounded, in number and in the bytes of their
+// bodies (the Content-Length, or MaxImportSize without one), per browser
+// (429) and in the whole server (503); an import counts from before its
+// body is read until its answer, whether it succeeded or not.
 //
 //	200 {"success":true,"session_id":"...","title":"..."}
 //	400 not a session export (the error says what is wrong)
@@ -218,6 +258,10 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 //	408 the body did not arrive in time
 //	413 larger than MaxImportSize
 //	415 not Content-Type: application/json
+//	429 this browser has MaxImportsPerOwner imports in flight, or would
+//	    hold more than MaxImportBytesPerOwner
+//	503 the server has MaxImports imports in flight, or would hold more
+//	    than MaxImportBytes
 func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -233,28 +277,48 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
 		return
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxImport))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeJSON(w, http.StatusRequestEntityTooLarge, apiResponse{Error: fmt.Sprintf("the export is larger than %d bytes, the most this server imports", tooBig.Limit)})
+	size := r.ContentLength
+	if size > s.maxImport {
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiResponse{Error: fmt.Sprintf("the export is larger than %d bytes, the most this server imports", s.maxImport)})
 		return
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		writeJSON(w, http.StatusRequestTimeout, apiResponse{Error: "the export did not arrive in time"})
+	}
+	if size < 0 {
+		size = s.maxImport // unknown: it may be as large as that
+	}
+	release, ok := s.reserveImport(w, tag, size)
+	if !ok {
 		return
-	case err != nil:
-		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "reading the export: " + err.Error()})
-		return
-	case len(strings.TrimSpace(string(data))) == 0:
+	}
+	defer release()
+
+	body := &bodyReader{r: bufio.NewReader(http.MaxBytesReader(w, r.Body, s.maxImport))}
+	if body.empty() {
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "empty request body: send a session export"})
 		return
 	}
-	sess, err := memory.ImportAs(r.Context(), s.store, data, newSessionID(tag))
+	var (
+		sess memory.Session
+		err  error
+	)
+	if body.err == nil {
+		sess, err = memory.ImportFrom(r.Context(), s.store, body, newSessionID(tag))
+	}
+	var tooBig *http.MaxBytesError
 	switch {
+	case err == nil && body.err == nil:
+	case errors.As(body.err, &tooBig):
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiResponse{Error: fmt.Sprintf("the export is larger than %d bytes, the most this server imports", tooBig.Limit)})
+		return
+	case errors.Is(body.err, os.ErrDeadlineExceeded):
+		writeJSON(w, http.StatusRequestTimeout, apiResponse{Error: "the export did not arrive in time"})
+		return
+	case body.err != nil:
+		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "reading the export: " + body.err.Error()})
+		return
 	case errors.Is(err, memory.ErrInvalidExport):
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "not a session export: " + err.Error()})
 		return
-	case err != nil:
+	default:
 		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "importing the session: " + err.Error()})
 		return
 	}
@@ -268,6 +332,89 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		apiResponse
 		Title string `json:"title,omitempty"`
 	}{apiResponse{Success: true, SessionID: sess.ID}, sess.Title})
+}
+
+// reserveImport counts an import of size bytes of the browser with owner
+// tag as in flight, and returns the function that ends it. When the import
+// would take the browser or the server beyond its limits it counts
+// nothing, answers 429 or 503, and returns false.
+func (s *Server) reserveImport(w http.ResponseWriter, owner string, size int64) (release func(), ok bool) {
+	s.mu.Lock()
+	mine := s.ownerImports[owner]
+	switch {
+	case mine.n >= s.maxImportsPerOwner.n:
+		s.mu.Unlock()
+		writeJSON(w, http.StatusTooManyRequests, apiResponse{Error: fmt.Sprintf("this browser already has %d imports in flight: wait for one to end", mine.n)})
+		return nil, false
+	case mine.bytes+size > s.maxImportsPerOwner.bytes:
+		s.mu.Unlock()
+		writeJSON(w, http.StatusTooManyRequests, apiResponse{Error: fmt.Sprintf("this browser's imports in flight hold %d bytes, and this one's %d would take them beyond %d: wait for one to end", mine.bytes, size, s.maxImportsPerOwner.bytes)})
+		return nil, false
+	case s.imports.n >= s.maxImports.n:
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (%d imports in flight): try again shortly", s.imports.n)})
+		return nil, false
+	case s.imports.bytes+size > s.maxImports.bytes:
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: fmt.Sprintf("the server is busy (imports of %d bytes in flight, at most %d): try again shortly", s.imports.bytes, s.maxImports.bytes)})
+		return nil, false
+	}
+	s.imports.n++
+	s.imports.bytes += size
+	s.ownerImports[owner] = importLoad{mine.n + 1, mine.bytes + size}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.imports.n--
+		s.imports.bytes -= size
+		mine := s.ownerImports[owner]
+		if mine.n--; mine.n == 0 {
+			delete(s.ownerImports, owner)
+		} else {
+			mine.bytes -= size
+			s.ownerImports[owner] = mine
+		}
+	}, true
+}
+
+// bodyReader reads a request body and keeps the first error of its
+// reading (other than io.EOF), which memory.ImportFrom returns wrapped
+// among others: the answer tells a body too large or too slow from a
+// document that is not an export.
+type bodyReader struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// empty reports whether the body holds nothing but white space, reading
+// it up to the first other byte; a body that failed to read is not empty
+// (b.err says why).
+func (b *bodyReader) empty() bool {
+	for {
+		c, err := b.r.ReadByte()
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			b.err = err
+			return false
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			b.r.UnreadByte() //nolint:errcheck // the byte just read
+			return false
+		}
+	}
 }
 
 // writeStoreError answers a Store error: 404 for a session it does not

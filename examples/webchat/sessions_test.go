@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -341,10 +342,63 @@ func TestCleanTitle(t *testing.T) {
 		strings.Repeat("x", 120):    strings.Repeat("x", 120),
 		strings.Repeat("x", 121):    strings.Repeat("x", 119) + "…",
 		"<script>alert(1)</script>": "<script>alert(1)</script>", // shown as text by the page
+		spoofed:                     "Report gnp.exe abc invoice",
+		"\u202E\u2066 \u200B":       "",
+		"שלום عالم 日本 🙂 é":          "שלום عالم 日本 🙂 é", // other scripts stay
 	} {
 		assert.Equal(t, want, cleanTitle(in), "%q", in)
 		assert.Equal(t, want, cleanTitle(want), "%q cleaned again", in)
 	}
+}
+
+// spoofed holds the format characters a title could hide behind: a right-to-left
+// override (the name reads "Report exe.png"), the isolates U+2066..U+2069,
+// a zero-width space, a zero-width joiner and a byte order mark.
+const spoofed = "Report \u202Egnp.exe\u202C \u2066a\u2067b\u2068c\u2069 in\u200Bvoice\u200D\uFEFF"
+
+// TestTitlesWithoutFormatCharacters: a session title, whether a first
+// message, a rename or an import sets it, keeps no format character
+// (category Cf), and keeps every other character.
+func TestTitlesWithoutFormatCharacters(t *testing.T) {
+	leaktest.Check(t)
+	const want = "Report gnp.exe abc invoice"
+	h := newHarness(t, Options{})
+	noFormat := func(what, title string) {
+		t.Helper()
+		assert.Equal(t, want, strings.TrimPrefix(title, "Renamed "), what)
+		for _, r := range title {
+			assert.False(t, unicode.Is(unicode.Cf, r), "%s: %q keeps %U", what, title, r)
+		}
+	}
+
+	// A first message.
+	s := h.newSession(t)
+	h.converse(t, s, spoofed)
+	list := listSessions(t, h.client, h.ts.URL)
+	require.Len(t, list, 1)
+	noFormat("titled by its first message", list[0].Title)
+
+	// A rename.
+	status, out := h.post(t, "/api/sessions/rename", mustString(map[string]string{"session_id": s, "title": "Renamed " + spoofed}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	title := listSessions(t, h.client, h.ts.URL)[0].Title
+	assert.True(t, strings.HasPrefix(title, "Renamed "), title)
+	noFormat("renamed", title)
+	status, out = h.post(t, "/api/sessions/rename", mustString(map[string]string{"session_id": s, "title": "\u202E\u200B\uFEFF"}))
+	assert.Equal(t, http.StatusBadRequest, status, "a title of format characters only is blank: %v", out)
+
+	// An import of a document whose title has them.
+	require.NoError(t, h.srv.store.RenameSession(t.Context(), s, spoofed))
+	doc, err := memory.Export(t.Context(), h.srv.store, s)
+	require.NoError(t, err)
+	require.Contains(t, string(doc), "\u202e", "the export keeps the title as stored (escaped)")
+	status, out = importAs(t, h.client, h.ts.URL, doc)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	title, _ = out["title"].(string)
+	noFormat("the import's answer", title)
+	sess, err := h.srv.store.Session(t.Context(), out["session_id"].(string))
+	require.NoError(t, err)
+	noFormat("the imported session", sess.Title)
 }
 
 // FuzzImportEndpoint: any body posted to /api/sessions/import is imported

@@ -281,3 +281,50 @@ func userMsg(text string) memory.Message { return memory.Message{Role: memory.Ro
 func asst(text string) memory.Message {
 	return memory.Message{Role: memory.RoleAssistant, Content: text}
 }
+
+// TestArchiveUsesActiveIndex: Summarize finds the active messages of its
+// range in the partial index of active messages, before and after ANALYZE
+// has given the planner statistics of a session whose messages are mostly
+// archived; a plan that scans the range (the primary key, or
+// messages_session) would make n summaries of one range cost n².
+func TestArchiveUsesActiveIndex(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "db")
+	st := openSQLite(t, path)
+	_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
+	require.NoError(t, err)
+	msgs := make([]memory.Message, 1000)
+	for i := range msgs {
+		msgs[i] = memory.Message{Role: memory.RoleUser, Content: fmt.Sprint(i)}
+	}
+	out, err := st.Append(ctx, "s", msgs...)
+	require.NoError(t, err)
+	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "most", FirstID: out[0].ID, LastID: out[989].ID})
+	require.NoError(t, err)
+
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	require.NoError(t, err)
+	defer db.Close()
+	plan := func() string {
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+sqlitestore.ArchiveSQL, 2, "s", out[0].ID, out[999].ID)
+		require.NoError(t, err)
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			b.WriteString(detail + "\n")
+		}
+		require.NoError(t, rows.Err())
+		return b.String()
+	}
+	assert.Contains(t, plan(), "USING INDEX messages_active")
+
+	rw, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer rw.Close()
+	_, err = rw.ExecContext(ctx, "ANALYZE")
+	require.NoError(t, err)
+	assert.Contains(t, plan(), "USING INDEX messages_active", "after ANALYZE")
+}

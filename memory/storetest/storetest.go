@@ -28,6 +28,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
@@ -53,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"RoundTrip", testRoundTrip},
 		{"Summarize", testSummarize},
 		{"SummarizeInvalid", testSummarizeInvalid},
+		{"SummarizeInterleaved", testSummarizeInterleaved},
 		{"Delete", testDelete},
 		{"Copies", testCopies},
 		{"Concurrent", testConcurrent},
@@ -379,6 +382,71 @@ func testSummarize(t *testing.T, st memory.Store) {
 	}
 	if got := messages(t, st, "other", false); len(got) != 1 {
 		t.Errorf("other session lost active messages: %v", contents(got))
+	}
+}
+
+// testSummarizeInterleaved appends and summarises in turn, with ranges
+// that overlap earlier summaries, hold messages appended after them, reach
+// past the last id (up to the largest id) or hold nothing active, and
+// checks each result against a model of the session: a summary archives
+// exactly the active messages of its range; a range with none is refused
+// and changes nothing.
+func testSummarizeInterleaved(t *testing.T, st memory.Store) {
+	ctx := t.Context()
+	create(t, st, "s")
+	var ids []int64               // the session's message ids, in order
+	archived := map[int64]int64{} // message id → summary id, by the model
+	rng := rand.New(rand.NewPCG(19, 2))
+	for round := range 60 {
+		for _, m := range appendMsgs(t, st, "s", slices.Repeat([]memory.Message{user(fmt.Sprint(round))}, 1+rng.IntN(3))...) {
+			ids = append(ids, m.ID)
+		}
+		a, b := rng.IntN(len(ids)), rng.IntN(len(ids))
+		if a > b {
+			a, b = b, a
+		}
+		first, last := ids[a], ids[b]
+		if round%10 == 9 {
+			last = math.MaxInt64
+		}
+		var want []int64
+		for _, id := range ids {
+			if id >= first && id <= last && archived[id] == 0 {
+				want = append(want, id)
+			}
+		}
+		sum, err := st.Summarize(ctx, "s", memory.Summary{Content: fmt.Sprint("summary ", round), FirstID: first, LastID: last})
+		switch {
+		case len(want) == 0 && err == nil:
+			t.Fatalf("round %d: Summarize of [%d, %d], whose messages are all archived: got nil error", round, first, last)
+		case len(want) > 0 && err != nil:
+			t.Fatalf("round %d: Summarize of [%d, %d] holding %d active messages: %v", round, first, last, len(want), err)
+		}
+		for _, id := range want {
+			archived[id] = sum.ID
+		}
+		all := messages(t, st, "s", true)
+		if len(all) != len(ids) {
+			t.Fatalf("round %d: %d messages, want %d", round, len(all), len(ids))
+		}
+		for i, m := range all {
+			if m.ID != ids[i] || m.SummaryID != archived[m.ID] {
+				t.Fatalf("round %d: message %d (id %d): SummaryID %d, want %d", round, i, m.ID, m.SummaryID, archived[ids[i]])
+			}
+		}
+	}
+	active := messages(t, st, "s", false)
+	n := 0
+	for _, id := range ids {
+		if archived[id] == 0 {
+			if n >= len(active) || active[n].ID != id {
+				t.Fatalf("active messages %v, want the ids without a summary", contents(active))
+			}
+			n++
+		}
+	}
+	if n != len(active) {
+		t.Fatalf("%d active messages, want %d", len(active), n)
 	}
 }
 

@@ -65,6 +65,15 @@
     return e;
   }
 
+  // plain returns a name from outside (a conversation's title, a tool's,
+  // a server's, a skill's, a file's) without Unicode format characters
+  // (bidi overrides and isolates, zero-width ones): invisible, they could
+  // make it read as another ("\u202Egnp.exe" shows as "exe.png"). The
+  // server drops them from the titles it stores and the names it lists;
+  // this also covers the names it passes on (a tool the model calls, a
+  // title stored before).
+  function plain(name) { return String(name ?? '').replace(/\p{Cf}/gu, ''); }
+
   function nearBottom() {
     const s = ui.scroll;
     return s.scrollHeight - s.scrollTop - s.clientHeight < 140;
@@ -101,10 +110,10 @@
   function renderAuto() {
     ui.autoList.replaceChildren();
     for (const name of st.autoApprove) {
-      const chip = el('span', 'chip', name);
+      const chip = el('span', 'chip', plain(name));
       const x = el('button', '', '×');
       x.type = 'button';
-      x.title = 'stop auto-approving ' + name;
+      x.title = 'stop auto-approving ' + plain(name);
       x.addEventListener('click', () => { st.autoApprove.delete(name); saveAuto(); });
       chip.append(x);
       ui.autoList.append(chip);
@@ -139,7 +148,7 @@
     const list = st.mcp;
     ui.mcp.hidden = list.length === 0;
     if (list.length === 0) ui.mcpPanel.hidden = true;
-    const down = list.filter((s) => s.state === 'down').map((s) => s.name);
+    const down = list.filter((s) => s.state === 'down').map((s) => plain(s.name));
     ui.mcp.classList.toggle('down', down.length > 0);
     ui.mcp.title = 'MCP servers and their tools' + (down.length ? ' (down: ' + down.join(', ') + ')' : '');
     ui.mcp.setAttribute('aria-expanded', String(!ui.mcpPanel.hidden));
@@ -149,11 +158,11 @@
       item.dataset.server = s.name;
       item.dataset.state = s.state;
       const head = el('div', 'mcp-head');
-      head.append(el('span', 'name', s.name), el('span', 'mcp-state ' + s.state, MCP_STATES[s.state] || s.state),
+      head.append(el('span', 'name', plain(s.name)), el('span', 'mcp-state ' + s.state, MCP_STATES[s.state] || s.state),
         el('span', 'mcp-meta', s.transport + ' · ' + s.isolation));
       item.append(head);
       const tools = el('div', 'mcp-tools');
-      for (const name of s.tools || []) tools.append(el('span', 'tool', name));
+      for (const name of s.tools || []) tools.append(el('span', 'tool', plain(name)));
       if (!tools.childElementCount) tools.append(el('span', 'mcp-meta', 'no tools'));
       item.append(tools);
       if (s.error) item.append(el('div', 'reason', s.error));
@@ -362,7 +371,7 @@
     const icon = el('span', 'icon');
     if (k.state === 'preparing' || k.state === 'executing') icon.append(el('span', 'spinner'));
     else icon.textContent = { approval: '?', done: '✓', rejected: '✕', invalidated: '⊘' }[k.state] || '';
-    head.append(icon, el('span', 'name', k.name), el('span', 'status', statusText(k)));
+    head.append(icon, el('span', 'name', plain(k.name)), el('span', 'status', statusText(k)));
     const body = el('div', 'card-body');
     k.outEl = null;
 
@@ -1223,11 +1232,11 @@
     const li = el('li', 'session-item');
     li.dataset.sessionId = s.id;
     if (s.id === st.sessionId) li.setAttribute('aria-current', 'true');
-    const title = s.title || (stored ? 'Untitled' : 'New conversation');
+    const title = plain(s.title) || (stored ? 'Untitled' : 'New conversation');
     const open = el('button', 'open');
     open.type = 'button';
     open.title = title;
-    open.append(el('span', 'title' + (s.title ? '' : ' untitled'), title));
+    open.append(el('span', 'title' + (plain(s.title) ? '' : ' untitled'), title));
     if (stored) open.append(el('span', 'when' + (s.busy ? ' busy' : ''), whenText(s)));
     open.addEventListener('click', () => choose(s.id));
     li.append(open);
@@ -1363,7 +1372,7 @@
       return;
     }
     st.sessions = st.sessions.filter((x) => x.id !== s.id);
-    status('Deleted ' + (s.title ? '“' + s.title + '”' : 'the conversation'));
+    status('Deleted ' + (plain(s.title) ? '“' + plain(s.title) + '”' : 'the conversation'));
     if (s.id === st.sessionId) await openNewSession();
     else renderSessions();
     loadSessions();
@@ -1392,10 +1401,10 @@
       res = { ok: false, data: { error: e.message } };
     }
     if (!res.ok || !res.data.session_id) {
-      status('Could not import ' + file.name + ': ' + (res.data.error || 'no session'), true);
+      status('Could not import ' + plain(file.name) + ': ' + (res.data.error || 'no session'), true);
       return;
     }
-    status('Imported ' + file.name);
+    status('Imported ' + plain(file.name));
     if (narrow.matches) setSidebar('auto');
     // Listed at once, until the list comes back from the server.
     st.sessions.unshift({ id: res.data.session_id, title: res.data.title || '', updated_at: new Date().toISOString() });
@@ -1477,7 +1486,7 @@
         localStorage.setItem(SKILLS_KEY, JSON.stringify(st.skillChoice));
       });
       const text = el('span', 'skill-text');
-      text.append(el('span', 'name', x.name), el('span', 'description', x.description ?? ''));
+      text.append(el('span', 'name', plain(x.name)), el('span', 'description', x.description ?? ''));
       label.title = x.description ?? '';
       label.append(box, text);
       li.append(label);
