@@ -417,19 +417,27 @@ func (r *Runner) drive(ctx context.Context, ss *session, d *driven, release func
 // its lease released, the run cleared.
 func (r *Runner) finish(ss *session, d *driven, release func(), end TurnEnded) {
 	defer r.runs.Done()
+	// The end is numbered now and shown once the lease is released: a
+	// subscriber that sees it may send the next message at once. It is
+	// written before the lease goes, since the next driver, maybe another
+	// process, numbers its events after it.
 	r.mu.Lock()
 	d.ending = true
+	last := ss.log.add(Event{Kind: EventTurnEnded, Turn: d.turn.Seq, Ended: &end}, false)
 	r.mu.Unlock()
-	last := r.publish(ss, Event{Kind: EventTurnEnded, Turn: d.turn.Seq, Ended: &end})
 	if r.writer != nil {
-		// Written before the lease goes: the next driver, maybe another
-		// process, numbers its events after these.
+		r.writer.add(ss.id, last)
 		r.writer.flush(ss.id, last.Seq)
 		r.writer.forget(ss.id)
 	}
 	release()
 	d.turn.ended = end
 	r.mu.Lock()
+	ss.log.show()
+	if r.onEvent != nil {
+		r.onEvent(ss.id, last)
+	}
+	wakeAll(ss)
 	if ss.run == d {
 		ss.run = nil
 		r.running--

@@ -30,15 +30,22 @@ type memLog struct {
 	events []Event // the events kept, numbered last-len(events)+1 .. last
 	open   int64   // the Seq of the EventTurnStarted of the turn in progress; 0 when none
 	trim   *time.Timer
+	// hidden is the Seq of an event added but not shown yet (a turn's end
+	// until its lease is released); 0 when none.
+	hidden int64
 }
 
 // empty reports whether the log holds nothing worth keeping the session
 // for: no events, no turn in progress, no trim pending.
 func (l *memLog) empty() bool { return len(l.events) == 0 && l.open == 0 && l.trim == nil && !l.known }
 
-// add numbers ev after the last event, keeps it and returns it numbered.
-func (l *memLog) add(ev Event) Event {
+// add numbers ev after the last event, keeps it and returns it numbered;
+// unless show, since does not return it before show is called.
+func (l *memLog) add(ev Event, show bool) Event {
 	l.last++
+	if !show {
+		l.hidden = l.last
+	}
 	ev.Seq = l.last
 	switch ev.Kind {
 	case EventTurnStarted:
@@ -67,11 +74,19 @@ func (l *memLog) stopTrim() {
 	}
 }
 
+// show shows the hidden event.
+func (l *memLog) show() { l.hidden = 0 }
+
 // since returns the events after seq after and true, or false when the log
-// does not hold all of them.
+// does not hold all of them. A hidden event and those after it are not
+// returned yet.
 func (l *memLog) since(after int64) ([]Event, bool) {
+	last := l.last
+	if l.hidden != 0 {
+		last = l.hidden - 1
+	}
 	switch {
-	case after == l.last:
+	case after == last || (after > last && after <= l.last):
 		return nil, true
 	case after > l.last || after < 0:
 		return nil, false
@@ -80,7 +95,7 @@ func (l *memLog) since(after int64) ([]Event, bool) {
 	if after+1 < first {
 		return nil, false
 	}
-	return append([]Event(nil), l.events[after+1-first:]...), true
+	return append([]Event(nil), l.events[after+1-first:last+1-first]...), true
 }
 
 // publish numbers ev in the session's log, keeps it, queues it for the
@@ -88,7 +103,7 @@ func (l *memLog) since(after int64) ([]Event, bool) {
 // Only the session's driver publishes, one event at a time.
 func (r *Runner) publish(ss *session, ev Event) Event {
 	r.mu.Lock()
-	ev = ss.log.add(ev)
+	ev = ss.log.add(ev, true)
 	if r.onEvent != nil {
 		r.onEvent(ss.id, ev)
 	}

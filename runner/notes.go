@@ -272,22 +272,36 @@ func (r *Runner) startSweeper() {
 	}()
 }
 
-// sweepOnce resumes every turn of the Store that can go on without a
-// person (approval.Resumable: a decision no run took, a call cut by a stop,
-// a call stored and never asked about), and ends the turns that the
-// subscribers of this process follow and whose process stopped.
+// sweepOnce is a sweep of the sweeper.
 func (r *Runner) sweepOnce() {
 	ctx, cancel := context.WithTimeout(r.base, r.sweep+opTimeout)
 	defer cancel()
-	ids, err := approval.Resumable(ctx, r.calls, r.pending)
-	if err != nil && ctx.Err() == nil {
+	if err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
 		r.logger.Warn("runner: looking for turns to resume", "err", err)
+	}
+}
+
+// Sweep does now what the sweeper does every Config.SweepInterval: it
+// resumes every turn of the Store that can go on without a person
+// (approval.Resumable: a decision no run took, a call cut by a stop, a call
+// stored and never asked about), in the background, and ends the turns
+// that the subscribers of this process follow and whose process stopped.
+// A host with its own schedule sets SweepInterval negative and calls it.
+// It needs a Store that keeps calls and approvals (else it does nothing),
+// and returns the Store's error.
+func (r *Runner) Sweep(ctx context.Context) error {
+	if r.calls == nil || r.pending == nil {
+		return nil
+	}
+	ids, err := approval.Resumable(ctx, r.calls, r.pending)
+	if err != nil {
+		return err
 	}
 	for _, id := range ids {
 		r.resumeQuietly(id)
 	}
 	if r.elog == nil {
-		return
+		return nil
 	}
 	r.mu.Lock()
 	var followed []string
@@ -303,6 +317,7 @@ func (r *Runner) sweepOnce() {
 		}
 		r.endIfStale(ctx, id)
 	}
+	return nil
 }
 
 // endIfStale ends the session's turn in progress when no process drives

@@ -9,6 +9,7 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/httpjson"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/runner"
 )
 
 // maxBody bounds a request body.
@@ -50,8 +51,9 @@ func (lw *lineWriter) write(e event) bool {
 	return lw.enc.Encode(e) == nil && lw.flush()
 }
 
-// handleTurn runs a turn and streams its events. The run does not depend on
-// the client: it goes on (and is persisted) if the client leaves.
+// handleTurn starts a turn and streams its events until it ends. The run
+// does not depend on the client: it goes on (and is persisted) if the
+// client leaves.
 func (r *replica) handleTurn(w http.ResponseWriter, req *http.Request) {
 	var body struct {
 		Session string `json:"session"`
@@ -64,20 +66,31 @@ func (r *replica) handleTurn(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, "session and message are required")
 		return
 	}
-	a, err := r.begin(body.Session)
+	turn, err := r.runner.Start(req.Context(), agent.Input{SessionID: body.Session, Message: body.Message})
 	switch {
-	case errors.Is(err, errBusyHere):
+	case errors.Is(err, agent.ErrBusy):
 		httpjson.WriteError(w, http.StatusConflict, err.Error())
 		return
 	case err != nil:
 		httpjson.WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	defer r.end(body.Session)
 	lw := newLineWriter(w)
-	err = r.drive(body.Session, "turn", a.Run(r.ctx, agent.Input{SessionID: body.Session, Message: body.Message}), lw.write)
-	if err != nil && !errors.Is(err, agent.ErrBusy) && r.ctx.Err() == nil {
-		r.log.Warn("turn failed", "session", body.Session, "err", err)
+	for e, err := range r.runner.Subscribe(req.Context(), body.Session, turn.Seq-1) {
+		if err != nil {
+			lw.write(event{Session: body.Session, Run: "turn", End: true, Error: err.Error()})
+			return
+		}
+		if e.Turn != turn.Seq {
+			continue // a later turn's
+		}
+		ev, ok := toEvent(body.Session, "turn", e)
+		if ok && !lw.write(ev) {
+			return
+		}
+		if e.Kind == runner.EventTurnEnded {
+			return
+		}
 	}
 }
 
@@ -98,11 +111,7 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, "session_id and approval_id are required")
 		return
 	}
-	mgr := r.manager()
-	if mgr == nil {
-		httpjson.WriteError(w, http.StatusServiceUnavailable, "the replica is not ready")
-		return
-	}
+	mgr := r.mgr
 	ctx := req.Context()
 	pending, err := mgr.RespondContext(ctx, body.SessionID, body.ApprovalID, agent.Decision{Approved: body.Approved, Reason: body.Reason})
 	switch {
@@ -148,8 +157,6 @@ func (r *replica) handleEvents(w http.ResponseWriter, req *http.Request) {
 	for {
 		select {
 		case <-req.Context().Done():
-			return
-		case <-r.ctx.Done():
 			return
 		case e, ok := <-s.ch:
 			if !ok {

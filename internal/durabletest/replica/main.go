@@ -68,6 +68,7 @@ import (
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
+	"github.com/planround/planround/runner"
 )
 
 func main() {
@@ -140,6 +141,7 @@ type store interface {
 	memory.ApprovalStore
 	memory.Notifier
 	memory.Leaser
+	memory.EventLog
 }
 
 // openStore opens the store the options name; close closes it.
@@ -161,7 +163,7 @@ func openStore(ctx context.Context, o options) (st store, close func(), err erro
 	st, ok := ms.(store)
 	if !ok {
 		close()
-		return nil, nil, fmt.Errorf("the store %T does not implement memory.CallLog, ApprovalStore, Notifier and Leaser", ms)
+		return nil, nil, fmt.Errorf("the store %T does not implement memory.CallLog, ApprovalStore, Notifier, Leaser and EventLog", ms)
 	}
 	return st, close, nil
 }
@@ -247,7 +249,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Store:        st,
 		Notifier:     st,
 		SuspendAfter: o.suspendAfter,
-		OnDecided:    r.onDecided,
 	})
 	if err != nil {
 		return err
@@ -264,13 +265,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Tools:      tools,
 		Approver:   mgr,
 		Store:      st,
-		Holder:     o.holder,
-		LeaseTTL:   o.leaseTTL,
 	})
 	if err != nil {
 		return err
 	}
-	r.ready(a, mgr)
+	rn, err := runner.New(runner.Config{
+		Agent:         a,
+		Holder:        o.holder,
+		LeaseTTL:      o.leaseTTL,
+		SweepInterval: -1, // the replica's own loop sweeps, and counts
+		Logger:        log,
+		OnEvent:       r.onEvent,
+	})
+	if err != nil {
+		return err
+	}
+	r.runner, r.mgr = rn, mgr
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -283,10 +293,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	swept := make(chan struct{})
 	go func() {
 		defer close(swept)
-		r.sweep()
+		r.sweep(sweepCtx)
 	}()
 	log.Info("listening", "addr", ln.Addr().String())
 
@@ -296,15 +307,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case err = <-served:
 	}
 	// Runs waiting for a decision suspend (their calls stay open for a
-	// replica to resume); the server then waits for their handlers.
-	r.stop(agent.ErrSuspended)
+	// replica to resume), the others are interrupted; the server then
+	// waits for their handlers.
+	stopSweep()
 	<-swept
+	rn.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if serr := srv.Shutdown(sctx); serr != nil && err == nil {
 		err = serr
 	}
-	r.wait()
 	log.Info("stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"iter"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,188 +9,98 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
-	"github.com/planround/planround/memory"
+	"github.com/planround/planround/runner"
 )
 
-// replica drives the runs of this process: turns asked over HTTP, and
-// resumes started by a decision or by the sweeper.
+// replica is this process: its runner drives the runs (turns asked over
+// HTTP, and the resumes the runner starts on a decision or a sweep), and
+// its hub hands the events of those runs to /events.
 type replica struct {
-	opts  options
-	store store
-	log   *slog.Logger
-	hub   hub
-
-	ctx    context.Context // the runs'; cancelled by stop
-	cancel context.CancelCauseFunc
+	opts   options
+	store  store
+	log    *slog.Logger
+	hub    hub
 	sweeps atomic.Int64 // sweeps done
 
-	mu sync.Mutex
-	// active holds the sessions that have a run in this process, so that
-	// a resume never races a turn (or another resume) of its session here:
-	// the lease keeps other processes out, not this one, which holds it.
-	// agent and mgr are set once by ready; no run starts before (the
-	// Manager may pass a decision to onDecided as soon as it exists, and
-	// the first sweep, after ready, finds what was passed before). closed
-	// is set by stop; no run starts after it. runs counts the runs started
-	// and not ended. mu guards active, agent, mgr, closed and the Adds of
-	// runs.
-	active map[string]bool
-	agent  *agent.Agent
+	// runner and mgr are set once by ready, before the server serves.
+	runner *runner.Runner
 	mgr    *approval.Manager
-	closed bool
-	runs   sync.WaitGroup
+
+	mu    sync.Mutex        // guards kinds
+	kinds map[string]string // per session, "turn" or "resume": the kind of its turn in progress here
 }
 
 func newReplica(o options, st store, log *slog.Logger) *replica {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &replica{opts: o, store: st, log: log, ctx: ctx, cancel: cancel, active: map[string]bool{}, hub: hub{subs: map[*subscriber]struct{}{}}}
+	return &replica{opts: o, store: st, log: log, kinds: map[string]string{}, hub: hub{subs: map[*subscriber]struct{}{}}}
 }
 
-// errBusyHere refuses a turn on a session that has a run in this process.
-var errBusyHere = errors.New("the session has a run in this replica")
-
-// errStopping refuses a run once the replica is stopping, or before it is
-// ready.
-var errStopping = errors.New("the replica is stopping or not ready")
-
-// ready sets the agent and the Manager: runs may start.
-func (r *replica) ready(a *agent.Agent, mgr *approval.Manager) {
+// onEvent is the runner's Config.OnEvent: every event of a run of this
+// process goes to the hub, marked with the kind of its turn.
+func (r *replica) onEvent(session string, e runner.Event) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.agent, r.mgr = a, mgr
-}
-
-// begin marks sessionID as having a run here and returns the agent; end
-// must follow.
-func (r *replica) begin(sessionID string) (*agent.Agent, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.closed || r.agent == nil:
-		return nil, errStopping
-	case r.active[sessionID]:
-		return nil, errBusyHere
-	}
-	r.active[sessionID] = true
-	r.runs.Add(1)
-	return r.agent, nil
-}
-
-// manager returns the Manager, nil before ready.
-func (r *replica) manager() *approval.Manager {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.mgr
-}
-
-func (r *replica) end(sessionID string) {
-	r.mu.Lock()
-	delete(r.active, sessionID)
-	r.mu.Unlock()
-	r.runs.Done()
-}
-
-// stop cancels every run with cause and starts no other.
-func (r *replica) stop(cause error) {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel(cause)
-}
-
-// wait waits for the runs to end, after stop.
-func (r *replica) wait() { r.runs.Wait() }
-
-// drive ranges over a run of sessionID, publishing each event and handing
-// it to out (when not nil; out returns false once its reader is gone, and
-// the run goes on without it).
-func (r *replica) drive(sessionID, kind string, seq iter.Seq2[agent.Chunk, error], out func(event) bool) error {
-	var err error
-	for c, e := range seq {
-		if e != nil {
-			err = e
-			break
+	kind := r.kinds[session]
+	switch e.Kind {
+	case runner.EventTurnStarted:
+		kind = "turn"
+		if e.Started.Resumed {
+			kind = "resume"
 		}
-		ev := event{Session: sessionID, Run: kind, Chunk: &c}
+		r.kinds[session] = kind
+	case runner.EventTurnEnded:
+		delete(r.kinds, session)
+	}
+	r.mu.Unlock()
+	if ev, ok := toEvent(session, kind, e); ok {
 		r.hub.publish(ev)
-		if out != nil && !out(ev) {
-			out = nil
+	}
+}
+
+// toEvent is e, of a turn of kind run, as /turn and /events write it; a
+// turn's start is not written (its kind goes on its events).
+func toEvent(session, run string, e runner.Event) (event, bool) {
+	switch e.Kind {
+	case runner.EventTurnStarted:
+		return event{}, false
+	case runner.EventTurnEnded:
+		ev := event{Session: session, Run: run, End: true, Status: string(e.Ended.Status)}
+		if e.Ended.Status == runner.StatusError {
+			ev.Error = e.Ended.Error
 		}
+		return ev, true
 	}
-	end := event{Session: sessionID, Run: kind, End: true}
-	if err != nil {
-		end.Error = err.Error()
-	}
-	r.hub.publish(end)
-	if out != nil {
-		out(end)
-	}
-	return err
+	return event{Session: session, Run: run, Chunk: e.Chunk}, true
 }
 
-// resume resumes sessionID in the background, unless a run of it is in
-// this process already.
-func (r *replica) resume(sessionID string) {
-	a, err := r.begin(sessionID)
-	if err != nil {
-		return
-	}
-	go func() {
-		defer r.end(sessionID)
-		err := r.drive(sessionID, "resume", a.Resume(r.ctx, sessionID), nil)
-		switch {
-		case err == nil:
-			r.log.Info("resumed", "session", sessionID)
-		case errors.Is(err, agent.ErrBusy), r.ctx.Err() != nil:
-			// Another replica drives it, or this replica is stopping.
-		case errors.Is(err, agent.ErrNothingToResume):
-			r.log.Info("nothing to resume", "session", sessionID)
-		default:
-			r.log.Warn("resume failed", "session", sessionID, "err", err)
-		}
-	}()
-}
-
-// onDecided is the Manager's callback for a decision that no run of this
-// process waits for: the run that asked stopped (or runs elsewhere, whose
-// lease then makes the resume end at once).
-func (r *replica) onDecided(a memory.Approval) {
-	r.resume(a.SessionID)
-}
-
-// sweep looks for sessions to resume every opts.sweep until the replica
-// stops, the first time at once (a restarted replica resumes what it left).
-func (r *replica) sweep() {
+// sweep calls the runner's Sweep every opts.sweep until ctx ends, the
+// first time at once (a restarted replica resumes what it left).
+func (r *replica) sweep(ctx context.Context) {
 	if r.opts.sweep <= 0 {
 		return
 	}
 	t := time.NewTicker(r.opts.sweep)
 	defer t.Stop()
 	for {
-		ids, err := approval.Resumable(r.ctx, r.store, r.store)
-		if err != nil && r.ctx.Err() == nil {
+		if err := r.runner.Sweep(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("sweep failed", "err", err)
-		}
-		for _, id := range ids {
-			r.resume(id)
 		}
 		r.sweeps.Add(1)
 		select {
-		case <-r.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
 }
 
-// event is one line of a /turn or /events stream: a chunk of a run, or
-// its end (with the run's error, if any).
+// event is one line of a /turn or /events stream: a chunk of a run, its
+// start or its end (with its status, and the run's error, if any).
 type event struct {
-	Session string       `json:"session"`
+	Session string `json:"session"`
 	Run     string       `json:"run"` // "turn" or "resume"
 	Chunk   *agent.Chunk `json:"chunk,omitempty"`
-	End     bool         `json:"end,omitempty"`
-	Error   string       `json:"error,omitempty"`
+	End     bool   `json:"end,omitempty"`
+	Status  string `json:"status,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // hub hands the events of every run to the /events subscribers, and keeps
