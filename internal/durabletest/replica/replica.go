@@ -95,12 +95,12 @@ func (r *replica) sweep(ctx context.Context) {
 // event is one line of a /turn or /events stream: a chunk of a run, its
 // start or its end (with its status, and the run's error, if any).
 type event struct {
-	Session string `json:"session"`
+	Session string       `json:"session"`
 	Run     string       `json:"run"` // "turn" or "resume"
 	Chunk   *agent.Chunk `json:"chunk,omitempty"`
-	End     bool   `json:"end,omitempty"`
-	Status  string `json:"status,omitempty"`
-	Error   string `json:"error,omitempty"`
+	End     bool         `json:"end,omitempty"`
+	Status  string       `json:"status,omitempty"`
+	Error   string       `json:"error,omitempty"`
 }
 
 // hub hands the events of every run to the /events subscribers, and keeps
