@@ -29,12 +29,14 @@ const (
 )
 
 // TestChaos runs 200 turns over three replicas on one PostgreSQL schema
-// while a monkey SIGKILLs a random replica about every second and restarts
-// it. Each turn is asked of a random replica (again elsewhere when
-// its stream breaks before the approval_required chunk), and its decision
-// is posted to a random replica (approve four times in five). Then it
-// checks every session: decisions lost, tools run twice, invalid histories
-// and turns left pending must all be zero.
+// (no lease holder named anywhere: the runners name themselves) while a
+// monkey SIGKILLs a random replica about every second and restarts it.
+// Each turn is asked of a random replica (again elsewhere when its stream
+// breaks before the approval_required chunk), and its decision is posted
+// to a random replica (approve four times in five), or, one turn in eight,
+// an interrupt instead. Then it checks every session: decisions lost,
+// tools run twice, interrupted calls that ran, invalid histories and turns
+// left pending must all be zero.
 //
 // It runs when PLANROUND_CHAOS=1 or PLANROUND_REQUIRE_ALL=1. A decision
 // taken on an approval that no run waited for (the kill of
@@ -223,6 +225,7 @@ type turnOutcome struct {
 	callID       string
 	approvalID   string
 	decided      bool     // a decision was taken (by this worker's POST)
+	interrupted  bool     // the worker interrupted the turn instead of deciding
 	approved     bool     // ... and it was an approval
 	attempts     int      // turns asked until one showed approval_required
 	adopted      bool     // the approval was found in the store, not on a stream
@@ -268,11 +271,19 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 		o.err = fmt.Errorf("no approval_required in %d attempts over 15s", o.attempts)
 		return o
 	}
-	o.approved = rand.IntN(5) != 0
-	if o.err = c.decide(ctx, session, o.approvalID, o.approved); o.err != nil {
-		return o
+	if rand.IntN(8) == 0 {
+		// The user interrupts instead of deciding, on any replica.
+		o.interrupted = true
+		if o.err = c.interrupt(ctx, session); o.err != nil {
+			return o
+		}
+	} else {
+		o.approved = rand.IntN(5) != 0
+		if o.err = c.decide(ctx, session, o.approvalID, o.approved); o.err != nil {
+			return o
+		}
+		o.decided = true
 	}
-	o.decided = true
 	// The turn goes on wherever it can; the worker moves on once the call
 	// has its tool message, so the session's next turn does not move it
 	// on. A call still unanswered a few seconds after its decision may wait
@@ -288,6 +299,16 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 		}
 		a, found := c.pendingFor(ctx, session, key)
 		if !found || a.ID == o.approvalID || a.CallID != o.callID {
+			continue
+		}
+		if o.interrupted {
+			// Asked again by a resumed run after the interrupt came (a
+			// kill before the run took it): the user, who interrupted,
+			// rejects it.
+			o.approvalID = a.ID
+			if o.err = c.decide(ctx, session, a.ID, false); o.err != nil {
+				return o
+			}
 			continue
 		}
 		o.orphaned = append(o.orphaned, o.approvalID)
@@ -327,6 +348,26 @@ func (c *chaos) decide(ctx context.Context, session, approvalID string, approved
 		return fmt.Errorf("decision on %s refused: %d %s", approvalID, status, body)
 	}
 	return fmt.Errorf("the decision on %s could not be posted", approvalID)
+}
+
+// interrupt posts an interrupt of the session to random replicas until
+// one takes it.
+func (c *chaos) interrupt(ctx context.Context, session string) error {
+	for range 20 {
+		if ctx.Err() != nil {
+			break
+		}
+		status, body, err := c.pick().interrupt(ctx, session)
+		switch {
+		case err != nil || status >= 500:
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		case status == http.StatusOK:
+			return nil
+		}
+		return fmt.Errorf("interrupt of %s refused: %d %s", session, status, body)
+	}
+	return fmt.Errorf("the interrupt of %s could not be posted", session)
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -433,14 +474,15 @@ type chaosReport struct {
 	turns, attempts, kills, adopted int
 	orphaned                        int
 	ran, stopped, rejected          int
+	interrupted                     int
 	lost, twice, invalid, pending   int
 	unanswered                      int
 }
 
 func (r chaosReport) String() string {
-	return fmt.Sprintf("%d turns (%d asked, %d kills, %d approvals found pending in the store): %d ran, %d stopped by a kill while executing, %d rejected; "+
+	return fmt.Sprintf("%d turns (%d asked, %d kills, %d approvals found pending in the store): %d ran, %d stopped by a kill while executing, %d rejected, %d interrupted; "+
 		"decisions lost %d (on approvals no run waited for %d), tools run twice %d, invalid histories %d, sessions left pending %d, turns unanswered %d",
-		r.turns, r.attempts, r.kills, r.adopted, r.ran, r.stopped, r.rejected, r.lost+r.orphaned, r.orphaned, r.twice, r.invalid, r.pending, r.unanswered)
+		r.turns, r.attempts, r.kills, r.adopted, r.ran, r.stopped, r.rejected, r.interrupted, r.lost+r.orphaned, r.orphaned, r.twice, r.invalid, r.pending, r.unanswered)
 }
 
 // count checks one turn's outcome against the final history of its session
@@ -462,6 +504,11 @@ func (r *chaosReport) count(t *testing.T, o turnOutcome, msgs []memory.Message, 
 	case answer == nil:
 		r.lost++
 		t.Errorf("%s: call %s has no tool message after its decision", o.key, o.callID)
+	case o.interrupted && runs > 0:
+		r.lost++
+		t.Errorf("%s: interrupted while it waited for its approval, yet the tool ran (%q)", o.key, answer.Content)
+	case o.interrupted:
+		r.interrupted++
 	case !o.approved && runs > 0:
 		r.lost++
 		t.Errorf("%s: rejected, yet the tool ran", o.key)

@@ -381,6 +381,23 @@ func (r *replica) approve(ctx context.Context, session, approvalID string, appro
 	return resp.StatusCode, string(body), err
 }
 
+// interrupt posts an interrupt of the session.
+func (r *replica) interrupt(ctx context.Context, session string) (int, string, error) {
+	b, _ := json.Marshal(map[string]any{"session_id": session})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/interrupt", bytes.NewReader(b))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
 // mustApprove posts a decision that must be taken (200).
 func (r *replica) mustApprove(ctx context.Context, t testing.TB, session, approvalID string, approved bool) {
 	t.Helper()

@@ -19,6 +19,7 @@ func (r *replica) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /turn", r.handleTurn)
 	mux.HandleFunc("POST /approve", r.handleApprove)
+	mux.HandleFunc("POST /interrupt", r.handleInterrupt)
 	mux.HandleFunc("GET /events", r.handleEvents)
 	mux.HandleFunc("GET /history", r.handleHistory)
 	mux.HandleFunc("GET /calls", r.handleCalls)
@@ -138,6 +139,34 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 	default:
 		httpjson.WriteJSON(w, http.StatusConflict, map[string]any{"success": false, "error": "already decided", "approval": a})
 	}
+}
+
+// handleInterrupt interrupts a session's run, here or on the replica that
+// drives it, then cancels its pending approvals (a suspended turn has no
+// run: the cancelled approvals end it when it is resumed), as a front end's
+// interrupt button does.
+func (r *replica) handleInterrupt(w http.ResponseWriter, req *http.Request) {
+	var body struct {
+		SessionID string `json:"session_id"`
+	}
+	if !httpjson.Decode(w, req, &body, maxBody) {
+		return
+	}
+	if body.SessionID == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "session_id is required")
+		return
+	}
+	running, err := r.runner.Interrupt(req.Context(), body.SessionID)
+	if err != nil {
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	n, err := r.mgr.CancelSessionContext(req.Context(), body.SessionID)
+	if err != nil {
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "running": running, "cancelled": n})
 }
 
 // handleEvents streams the events of the runs of a session (of every

@@ -29,6 +29,8 @@
 //	POST /turn      {"session", "message"}: runs a turn; the answer streams
 //	                one JSON event per line until the run ends
 //	POST /approve   {"session_id", "approval_id", "approved", "reason"}
+//	POST /interrupt {"session_id"}: interrupt the session's run wherever it
+//	                runs, and cancel its pending approvals
 //	GET  /events    ?session= (all when empty): the events of every run of
 //	                the session in this replica from now on (with
 //	                replay=1, from the oldest one it kept), turns and
@@ -270,8 +272,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rn, err := runner.New(runner.Config{
-		Agent:         a,
-		Holder:        o.holder,
+		Agent:         a, // no Holder: the runner names itself; -holder labels the effects and logs
 		LeaseTTL:      o.leaseTTL,
 		SweepInterval: -1, // the replica's own loop sweeps, and counts
 		Logger:        log,
