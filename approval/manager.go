@@ -98,13 +98,14 @@ type ManagerConfig struct {
 	// learns of for an approval that no ticket of this Manager waits for:
 	// one taken by its own Respond or CancelSession, or one another
 	// process took and announced through Notifier. Such a decision
-	// belongs to a run that was suspended or whose process stopped; the
-	// host resumes it (agent.Resume on the approval's session) in a
-	// goroutine of its own. OnDecided is called outside the Manager's
+	// belongs to a run that was suspended or whose process stopped; a
+	// host that drives its sessions with a runner (package runner) needs
+	// none: the runner hears the Manager's notes and resumes the turn. A
+	// host without one resumes it (agent.Resume on the approval's session)
+	// in a goroutine of its own. OnDecided is called outside the Manager's
 	// locks, at most once per decision in each Manager, and must not block.
-	// Several processes may be told of one decision: the session's lease
-	// (agent.Config.Holder) lets one of them drive the run. It requires
-	// Store.
+	// Several processes may be told of one decision: only a runner's lease
+	// makes one of them drive the run. It requires Store.
 	OnDecided func(a memory.Approval)
 
 	// SuspendAfter, when positive, is how long a ticket's Wait waits for a

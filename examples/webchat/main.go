@@ -9,7 +9,8 @@
 // turned on).
 //
 //	go run ./examples/webchat                 # http://127.0.0.1:8080
-//	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db
+//	go run ./examples/webchat -addr 127.0.0.1:9000 -db chat.db   # another SQLite file
+//	go run ./examples/webchat -memory            # keeps nothing
 //	go run ./examples/webchat -postgres postgres://app@db/app   # one replica of many
 //	go run ./examples/webchat -mcp mcp.json      # with the tools of MCP servers
 //	go run ./examples/webchat -skills skills/ -hooks hooks/
@@ -139,36 +140,39 @@
 // POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
 // decision's scope "always" counts for its session only.
 //
-// A run's events are numbered in the session's turn log (in memory, or in
-// PostgreSQL with -postgres), so a page that reloads or reconnects in the
-// middle of a run gets what it missed: the text streamed so far is not
-// lost.
+// A run's events are numbered in the session's turn log (the store's event
+// log), so a page that reloads or reconnects in the middle of a run, on any
+// replica, gets what it missed: the text streamed so far is not lost.
 //
 // # Durable turns
 //
-// Without -db or -postgres, conversations and approvals live in memory:
-// after a restart a page's pending cards are stale, approving one answers
-// success:false, and the page marks them all invalidated; answering a
-// stale form closes it.
+// The conversations, their waiting tool calls and approvals, and the
+// turns' events are kept in SQLite: webchat.db in the user's data folder
+// ($XDG_DATA_HOME/planround-webchat, ~/.local/share/planround-webchat, the
+// application support folder on macOS; created 0700, printed at start), or
+// the file -db names. -memory keeps nothing: after a restart a page's
+// pending cards are stale, approving one answers success:false, and the
+// page marks them all invalidated.
 //
-// With -db (SQLite) or -postgres, a turn that waits for a decision
-// survives the process. SIGINT or SIGTERM suspends the runs that wait for
-// one (their pages say so, and keep the cards answerable) and interrupts
-// the others; a crash leaves the turn as it was. After a restart the
-// history shows the waiting cards with their approval ids, and answering
-// one resumes the turn (agent.Resume) on the page's event stream; a
-// decision taken while no process ran the turn, or a call cut while its
-// tool ran (reported as stopped, never run again), is resumed by a sweeper
-// at start-up and every -sweep-interval. A new message on a session whose
-// turn waits rejects its open calls first ("the user moved on"). With
-// -suspend-after a run that waits longer is suspended too, freeing its
-// goroutine; the decision resumes it. Each run holds its session's lease
-// (-lease-ttl: how long a dead process keeps it).
+// The runner (package runner) drives the runs. SIGINT or SIGTERM suspends
+// the runs that wait for a decision (their pages say so, and keep the cards
+// answerable) and interrupts the others; a crash or kill -9 leaves the turn
+// as it was, and the next process ends it (suspended when cards wait).
+// After a restart the history shows the waiting cards with their approval
+// ids, and answering one resumes the turn (agent.Resume) on the page's event
+// stream; a decision taken while no process ran the turn, or a call cut
+// while its tool ran (reported as stopped, never run again), is resumed by
+// the runner's sweeper at start-up and every -sweep-interval. A new message
+// on a session whose turn waits closes its open calls first, by their state
+// (an undecided one: "the user moved on"). With -suspend-after a run that
+// waits longer is suspended too, freeing its goroutine; the decision resumes
+// it. Each run holds its session's lease (-lease-ttl: how long a dead
+// process keeps it).
 //
 // With -postgres the process is one replica of many: conversations,
-// approvals, open calls, leases and the turn log are shared through
+// approvals, open calls, leases and the turns' events are shared through
 // PostgreSQL, a browser may reach any replica, and a replica that dies
-// leaves its turns to the others (see replicas.go and the README's
+// leaves its turns to the others (see durable.go and the README's
 // "Running several replicas").
 //
 // Cross-site POSTs are refused (CSRF), and so are Host names other than

@@ -51,7 +51,7 @@ const (
 
 // DefaultSweepInterval is how often the sweeper of a durable Server looks
 // for turns to resume when Options.SweepInterval is zero.
-const DefaultSweepInterval = 3 * time.Second
+const DefaultSweepInterval = runner.DefaultSweepInterval
 
 // Options configure a [Server].
 type Options struct {
@@ -100,21 +100,22 @@ type Options struct {
 	// memory.ApprovalStore, as the SQLite and PostgreSQL stores do), a
 	// turn waiting for a decision survives a restart. Close suspends it
 	// instead of interrupting it, GET /api/history shows its cards, and a
-	// decision resumes it (agent.Resume) in this process, its chunks going
-	// to the session's event streams as a run's do; so does a sweeper,
-	// every SweepInterval, for every turn that can go on. With a
-	// *pgstore.Store the Server is one replica of many: see replicas.go.
+	// decision resumes it (the runner's agent.Resume) in this process, its
+	// chunks going to the session's event streams as a run's do; so does
+	// the runner's sweeper, every SweepInterval, for every turn that can
+	// go on. With a *pgstore.Store the Server is one replica of many: see
+	// durable.go.
 	Store memory.Store
-	// Holder names this process to the Store's leases (agent.Config.Holder):
+	// Holder names this process to the Store's leases (runner.Config.Holder):
 	// one process at a time drives a session's run. Empty means a random
 	// name, new at every start.
 	Holder string
 	// LeaseTTL is how long the lease of a process that died keeps its
-	// sessions; zero means agent.DefaultLeaseTTL.
+	// sessions; zero means runner.DefaultLeaseTTL.
 	LeaseTTL time.Duration
-	// SweepInterval is how often the sweeper looks for turns to resume
-	// (and, on PostgreSQL, for turn logs to trim); zero means
-	// DefaultSweepInterval. It runs only with a durable Store.
+	// SweepInterval is how often the runner's sweeper looks for turns to
+	// resume; zero means DefaultSweepInterval. It runs only with a durable
+	// Store.
 	SweepInterval time.Duration
 	// Logger receives what goes wrong outside a request (a store that
 	// fails while a run's events are logged, a sweep); nil discards it.
