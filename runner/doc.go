@@ -1,0 +1,55 @@
+// Package runner drives conversations: the one place where a host's
+// sessions are run, across crashes, restarts and replicas, with the
+// guarantees a durable service needs on by default.
+//
+// A [Runner] wraps an *agent.Agent whose Config.Store keeps the sessions.
+// What the Store implements decides what the Runner can promise; the
+// SQLite store (memory/sqlitestore, one process on a file) and the
+// PostgreSQL store (memory/pgstore, any number of processes) implement all
+// of it, memory.MemStore within one process:
+//
+//   - one driver per session: a run holds the session's lease
+//     (memory.Leaser) while it drives it, and the agent asks the Runner
+//     before each tool starts whether it still does, so a tool call runs at
+//     most once even when a slow process loses its session to another;
+//   - turns that wait for a person survive the process (memory.CallLog,
+//     memory.ApprovalStore): Close suspends them, and a decision — taken in
+//     any process, announced by an approval.Manager on the Store's
+//     memory.Notifier — resumes them where a process hears it; a sweeper
+//     resumes what a lost note or a dead process left;
+//   - every turn's events are numbered per session ([Event]), kept in the
+//     Store's event log (memory.EventLog) and followed from a cursor
+//     ([Runner.Subscribe]) in any process, so a client that reconnects or
+//     lands on another replica misses nothing; a turn whose process died is
+//     ended by the next process that looks at it;
+//   - an interrupt reaches the run wherever it is driven ([Runner.Interrupt]).
+//
+// # Driving a session
+//
+// [Runner.Start] starts a turn in the background and returns once the
+// user's message is stored; the run does not depend on the request that
+// started it, and its events go to the subscribers. [Runner.Send] is Start
+// followed by the turn's events, for a caller that follows one turn.
+// [Runner.Resume] continues a stopped turn (the Runner does so by itself
+// when it can). A message to a session that a run drives, in this process or
+// another, is refused with an error wrapping agent.ErrBusy.
+//
+// # Events
+//
+// A session's events are EventTurnStarted, then the turn's chunks
+// (EventChunk, the agent's chunks unchanged), then EventTurnEnded with a
+// [Status]: finished, interrupted, rejected, suspended or error. Each has a
+// Seq, from 1 without a gap per session, and the Turn it belongs to. A
+// client keeps the Seq of the last event it has and subscribes after it; a
+// client that shows the stored history first asks [Runner.Log] where the
+// log is, and subscribes after that. An Event marshals to a stable JSON
+// form a host forwards unchanged.
+//
+// # Shutdown
+//
+// [Runner.Close] stops starting runs, suspends those that wait for a person
+// (their approvals stay answerable in the Store; see
+// Config.InterruptOnClose for a Store that does not outlive the process),
+// interrupts the others, waits for them, writes their last events and
+// releases their leases.
+package runner
