@@ -84,17 +84,6 @@ func newHost(t *testing.T, st *memory.MemStore, srv *agenttest.Server, runs *ato
 	return h
 }
 
-func (h *host) next(t *testing.T) resumption {
-	t.Helper()
-	select {
-	case r := <-h.resumed:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("no resumption")
-		return resumption{}
-	}
-}
-
 func scriptedModel(t *testing.T) *agenttest.Server {
 	t.Helper()
 	srv := agenttest.NewServer()
