@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -396,9 +397,12 @@ func (r *Runner) drive(ctx context.Context, ss *session, d *driven, release func
 		r.publish(ss, Event{Kind: EventChunk, Turn: d.turn.Seq, Chunk: &c})
 	}
 	if !started {
-		// Nothing was published: nothing to resume, or a resume that
-		// failed at once.
+		// Nothing was published but, maybe, the end of a stale turn:
+		// nothing to resume, or a resume that failed at once.
 		d.cancel(nil)
+		if r.writer != nil {
+			r.writer.flush(ss.id, math.MaxInt64)
+		}
 		release()
 		r.unreserve(ss, d)
 		if runErr == nil {

@@ -169,10 +169,9 @@ func (r *Runner) endStale(ctx context.Context, ss *session, turn int64) {
 			end.Status = StatusSuspended
 		}
 	}
-	last := r.publish(ss, Event{Kind: EventTurnEnded, Turn: turn, Ended: &end})
-	if r.writer != nil {
-		r.writer.flush(ss.id, last.Seq)
-	}
+	// Written in order before the next driver's events; the lease is not
+	// released before it is (finish, endIfStale).
+	r.publish(ss, Event{Kind: EventTurnEnded, Turn: turn, Ended: &end})
 }
 
 // trimLaterLocked drops the events of the session's turn that ended with

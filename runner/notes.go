@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -331,6 +332,9 @@ func (r *Runner) endIfStale(ctx context.Context, id string) bool {
 	release, err := r.take(ctx, ss, d, false) // take ends a stale turn
 	if err != nil {
 		return false
+	}
+	if r.writer != nil {
+		r.writer.flush(id, math.MaxInt64) // the end written before the lease goes
 	}
 	release()
 	r.unreserve(ss, d)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/storecol"
@@ -46,12 +47,26 @@ func (st *Store) AppendEvents(ctx context.Context, sessionID string, evs ...memo
 		}
 	}
 	prev := evs[0].Seq - 1
-	tag, err := st.pool.Exec(ctx, `WITH s AS (
+	var tag pgconn.CommandTag
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		// The log is a copy of what the runs published (the conversation
+		// itself commits as usual): its commits do not wait for the disk,
+		// so that a stream of events does not hold up the writes a run
+		// waits for. A database that crashes may lose its last events;
+		// their number then comes again, and a reader whose cursor is
+		// beyond the log is told its events were lost.
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return err
+		}
+		var err error
+		tag, err = tx.Exec(ctx, `WITH s AS (
 			UPDATE `+st.sessions+` SET last_event = $3 WHERE id = $1 AND last_event = $2 RETURNING id)
 		INSERT INTO `+st.events+` (session_id, seq, turn, kind, data, created_at)
 		SELECT s.id, $2 + e.n, e.turn, e.kind, e.data, e.created_at
 		FROM s, unnest($4::bigint[], $5::text[], $6::bytea[], $7::bigint[]) WITH ORDINALITY AS e (turn, kind, data, created_at, n)`,
-		sessionID, prev, evs[len(evs)-1].Seq, turns, kinds, data, created)
+			sessionID, prev, evs[len(evs)-1].Seq, turns, kinds, data, created)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: append events to %q: %w", sessionID, err)
 	}
