@@ -71,7 +71,10 @@ type Decision struct {
 	// is ignored when Approved is true.
 	Cause Cause `json:"cause,omitempty"`
 	// Arguments, when not nil, replace the call's arguments (an edit by the
-	// person who approved). They must be a JSON object.
+	// person who approved). They must be a JSON object that fits the
+	// tool's parameters, else the call is rejected (CauseApprovalFailed).
+	// The tool runs with them, the chunks from executing on show them, and
+	// the history stores them in the call's assistant message.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Scope is how far an approval reaches; approvers that remember grants
 	// use it. The agent itself treats every decision as ScopeOnce.

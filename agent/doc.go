@@ -113,8 +113,16 @@
 // message, assistant messages with their raw text and tool calls, and one
 // tool message per call, also after an interrupt, a rejection, a cut stream
 // or a panicking tool, so it is always valid input for the next request.
-// [History] rebuilds the same messages from a log of chunks. With
-// [Config.Store] and [Input.SessionID] the agent loads and saves the
+// Each tool message says how its call ended, in the vocabulary of the
+// chunks: memory.Message.Outcome is "result" when the tool ran (a tool that
+// returned an error too: the chunk is a result) and "rejected" otherwise,
+// with memory.Message.Cause the [Cause] of the tool_rejected chunk, so a
+// host that redraws a stored conversation shows each call as it ended. The
+// stored arguments are those the tool ran with: an approver's edit
+// (Decision.Arguments) replaces the model's, also with a durable Store,
+// which stored the call before it was asked about (memory.OpenCall's
+// Arguments). [History] rebuilds the same messages from a log of chunks.
+// With [Config.Store] and [Input.SessionID] the agent loads and saves the
 // conversation itself (package memory).
 //
 // # Durable runs
@@ -124,8 +132,9 @@
 // message when it starts, each round when it ends, a round's tool calls as
 // open records before the first approval_required chunk (with the approval
 // id before the Approver is asked, ApprovalRequest.NewApprovalID), a call as
-// executing before its tool starts,
-// and each tool message as soon as it is known. A process that dies loses
+// executing before its tool starts (with an approver's edit of its
+// arguments, written into the stored assistant message), and each tool
+// message as soon as it is known. A process that dies loses
 // nothing it had shown.
 //
 // Agent.Resume continues a turn left with open calls: after a crash, a

@@ -266,7 +266,8 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 		if cause == CauseMovedOn && rec.ApprovalID != "" {
 			cancel = append(cancel, rec.ApprovalID)
 		}
-		tms[i] = memory.Message{Role: memory.RoleTool, ToolCallID: tc.ID, Name: tc.Name, Content: joinPartial(partial, reason), CreatedAt: now}
+		tms[i] = toolMessage(tc.ID, tc.Name, joinPartial(partial, reason), StateRejected, cause)
+		tms[i].CreatedAt = now
 		chunks[i] = Chunk{Kind: KindToolRejected, Round: rec.Round, Tool: &ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments,
 			State: StateRejected, Reason: reason, Cause: cause, PartialResult: partial}}
 	}

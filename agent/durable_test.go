@@ -236,6 +236,7 @@ func TestResumeNeverRerunsAnExecutingCall(t *testing.T) {
 			require.NoError(t, err)
 			validHistory(t, msgs)
 			assert.Equal(t, "tool:half way\n["+agent.ReasonStopped+"]", contents(msgs)[3])
+			assert.Equal(t, ended{memory.OutcomeRejected, "stopped"}, endings(msgs)["call_1"], "the history says the call was cut by the stop")
 		})
 	}
 }
@@ -345,6 +346,12 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 			assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Looking. <need_tool>",
 				"tool:half way\n[" + agent.ReasonStopped + "]", "tool:not Lima", "tool:" + agent.ReasonNotRun, "tool:" + agent.ReasonMovedOn,
 				"user:Never mind.", "assistant:Hello! I can answer that.<no_tool>", "assistant:Hello."}, contents(msgs))
+			assert.Equal(t, map[string]ended{
+				"run":  {memory.OutcomeRejected, "stopped"},
+				"no":   {memory.OutcomeRejected, "user"},
+				"yes":  {memory.OutcomeRejected, "not_run"},
+				"wait": {memory.OutcomeRejected, "moved_on"},
+			}, endings(msgs), "the history says how each open call was closed")
 		})
 	}
 }

@@ -16,7 +16,9 @@ import (
 //     included); round_end separates rounds;
 //   - text followed by tool calls in the same round becomes one assistant
 //     message with content and tool calls, then one tool message per call
-//     (its result, or its rejection reason after any partial output);
+//     (its result, or its rejection reason after any partial output), which
+//     says how the call ended: [memory.OutcomeResult] for a result chunk,
+//     [memory.OutcomeRejected] with the chunk's Cause for a rejection;
 //   - calls whose arguments were still streaming when the run ended
 //     ([CauseIncomplete]) are left out: they never ran;
 //   - reasoning, side messages and warnings are not history, and neither are
@@ -27,8 +29,9 @@ import (
 // the persistent injections of [Config.Hooks], which are not chunks. It
 // lets a host that logs chunks (such as the CLI's -json output) rebuild the
 // conversation, and its result is always valid history: the calls a
-// suspended run left open get the tool message [ReasonNotRun] here, where
-// Turn.Messages leaves them open for [Agent.Resume].
+// suspended run left open get the tool message [ReasonNotRun] (rejected,
+// [CauseNotRun]) here, where Turn.Messages leaves them open for
+// [Agent.Resume].
 func History(chunks []Chunk) []memory.Message {
 	var (
 		out   []memory.Message
@@ -49,11 +52,10 @@ func History(chunks []Chunk) []memory.Message {
 					continue
 				}
 				asst.ToolCalls = append(asst.ToolCalls, memory.ToolCall{ID: c.id, Name: c.name, Arguments: c.args})
-				content := c.content
 				if !c.done {
-					content = ReasonNotRun
+					c.content, c.state, c.cause = ReasonNotRun, StateRejected, CauseNotRun
 				}
-				tools = append(tools, memory.Message{Role: memory.RoleTool, ToolCallID: c.id, Name: c.name, Content: content})
+				tools = append(tools, toolMessage(c.id, c.name, c.content, c.state, c.cause))
 			}
 			if len(asst.ToolCalls) == 0 {
 				if asst.Content != "" {
@@ -100,7 +102,7 @@ func History(chunks []Chunk) []memory.Message {
 			}
 			c := call(ch.Tool)
 			if ch.Tool.State == StateResult {
-				c.content, c.done = ch.Tool.Result, true
+				c.content, c.state, c.done = ch.Tool.Result, StateResult, true
 			}
 		case KindToolRejected:
 			if ch.Tool == nil {
@@ -111,7 +113,7 @@ func History(chunks []Chunk) []memory.Message {
 				c.incomplete = true
 				continue
 			}
-			c.content, c.done = joinPartial(ch.Tool.PartialResult, ch.Tool.Reason), true
+			c.content, c.state, c.cause, c.done = joinPartial(ch.Tool.PartialResult, ch.Tool.Reason), StateRejected, ch.Tool.Cause, true
 		case KindRoundEnd, KindInterrupted:
 			flush()
 		}
@@ -124,6 +126,8 @@ type historyCall struct {
 	id, name   string
 	args       json.RawMessage
 	content    string
+	state      ToolState // StateResult or StateRejected, once done
+	cause      Cause
 	done       bool
 	incomplete bool
 }

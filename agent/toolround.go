@@ -24,7 +24,31 @@ import (
 // tool message.
 type outcome struct {
 	content string
-	done    bool // a tool message has been decided
+	state   ToolState // StateResult or StateRejected
+	cause   Cause     // a rejection's
+	done    bool      // a tool message has been decided
+}
+
+// resultOutcome is the outcome of a call whose tool returned content.
+func resultOutcome(content string) outcome {
+	return outcome{content: content, state: StateResult, done: true}
+}
+
+// rejectedOutcome is the outcome of a call rejected for cause, its tool
+// message content.
+func rejectedOutcome(cause Cause, content string) outcome {
+	return outcome{content: content, state: StateRejected, cause: cause, done: true}
+}
+
+// toolMessage is the tool message that answers the call id of the tool
+// name: content, and how the call ended (state result or rejected, and a
+// rejection's cause), in memory's words.
+func toolMessage(id, name, content string, state ToolState, cause Cause) memory.Message {
+	m := memory.Message{Role: memory.RoleTool, ToolCallID: id, Name: name, Content: content, Outcome: memory.Outcome(state)}
+	if state == StateRejected {
+		m.Cause = string(cause)
+	}
+	return m
 }
 
 // callState is one call of a tool round on its way through the states.
@@ -34,6 +58,7 @@ type callState struct {
 	def      ToolDefinition
 	record   *memory.ToolCall // the call in the assistant message
 	args     json.RawMessage  // the arguments when they are a JSON object
+	edited   bool             // args are the approver's edit
 	argErr   error            // why they are not
 	chunk    ToolCall         // what the chunks show
 	approval Ticket           // the Approver's pending ticket
@@ -114,7 +139,7 @@ func (r *run) closeRound() {
 	if !r.suspended {
 		for _, cs := range r.calls {
 			if !cs.out.done {
-				cs.out = outcome{content: ReasonNotRun, done: true}
+				cs.out = rejectedOutcome(CauseNotRun, ReasonNotRun)
 			}
 		}
 	}
@@ -126,8 +151,8 @@ func (r *run) closeRound() {
 }
 
 // settle sets the outcome of cs and records the tool messages it completes.
-func (r *run) settle(cs *callState, content string) {
-	cs.out = outcome{content: content, done: true}
+func (r *run) settle(cs *callState, out outcome) {
+	cs.out = out
 	r.advance()
 }
 
@@ -145,7 +170,9 @@ func (r *run) advance() {
 	}
 	now := time.Now()
 	for _, cs := range r.calls[n:r.recorded] {
-		r.record(memory.Message{Role: memory.RoleTool, ToolCallID: cs.call.ID, Name: cs.call.Name, Content: cs.out.content, CreatedAt: now})
+		m := toolMessage(cs.call.ID, cs.call.Name, cs.out.content, cs.out.state, cs.out.cause)
+		m.CreatedAt = now
+		r.record(m)
 	}
 	if r.log != nil {
 		if _, err := r.save(); err != nil {
@@ -210,9 +237,17 @@ func (r *run) startCall(cs *callState) bool {
 	}
 	if cs.open != nil {
 		// At most once: a call found executing after a crash is never run
-		// again, so the mark is saved before the tool starts.
+		// again, so the mark is saved before the tool starts. An
+		// approver's edit goes with it into the stored assistant message
+		// (stored before the approval was asked), so that the history
+		// says what runs.
 		cs.open.Executing = true
-		if err := r.saveCall(cs); err != nil {
+		if cs.edited {
+			cs.open.Arguments = cs.args
+		}
+		err := r.saveCall(cs)
+		cs.open.Arguments = nil // written once; later saves leave the message alone
+		if err != nil {
 			r.fail(err)
 			return false
 		}
@@ -327,7 +362,7 @@ func (r *run) check(cs *callState) bool {
 // the run goes on whatever Config.OnReject says, so that the model can call
 // again. It reports false so the caller skips the call.
 func (r *run) refuse(cs *callState, cause Cause, msg string) bool {
-	r.settle(cs, msg)
+	r.settle(cs, rejectedOutcome(cause, msg))
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = msg
@@ -431,9 +466,9 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		if err := r.tools.byName[cs.call.Name].checkArgs(args); err != nil {
 			return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments do not fit the parameters of %s (%v)", cs.call.Name, err))
 		}
-		cs.args = args
+		cs.args, cs.edited = args, true
 		cs.chunk.Arguments = args
-		cs.record.Arguments = bytes.Clone(args) // the history shows what ran
+		cs.record.Arguments = bytes.Clone(args) // the history shows what ran (a durable run's: see startCall)
 	}
 	return true, true
 }
@@ -484,7 +519,7 @@ func (r *run) releaseApproval(cs *callState) {
 // reject records a rejection and reports whether the run goes on.
 func (r *run) reject(cs *callState, cause Cause, reason string) bool {
 	cs.cause = cause
-	r.settle(cs, reason)
+	r.settle(cs, rejectedOutcome(cause, reason))
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = reason
@@ -500,7 +535,7 @@ func (r *run) reject(cs *callState, cause Cause, reason string) bool {
 // run; it always reports false.
 func (r *run) interrupted(cs *callState, cause Cause, reason, partial string) bool {
 	cs.cause = cause
-	r.settle(cs, joinPartial(partial, reason))
+	r.settle(cs, rejectedOutcome(cause, joinPartial(partial, reason)))
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = reason
@@ -517,7 +552,7 @@ func (r *run) endCalls(rest []*callState) {
 		if cs.out.done {
 			continue
 		}
-		r.settle(cs, ReasonNotRun)
+		r.settle(cs, rejectedOutcome(CauseNotRun, ReasonNotRun))
 		c := cs.chunk
 		c.State = StateRejected
 		c.Reason = ReasonNotRun
@@ -633,7 +668,9 @@ wait:
 	} else {
 		r.endTool(cs, outcomeResult, content)
 	}
-	r.settle(cs, content)
+	// A tool that returned an error ran: its result is the error, as the
+	// chunk shows it.
+	r.settle(cs, resultOutcome(content))
 	c := cs.chunk
 	c.State = StateResult
 	c.Result = content

@@ -16,6 +16,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 )
 
 // TestToolAddedWithoutApprover: a registry shared with a running agent that
@@ -66,6 +67,7 @@ func TestToolAddedWithoutApprover(t *testing.T) {
 				msgs := turn.Messages()
 				validHistory(t, msgs)
 				assert.Equal(t, strip(msgs[1:]), strip(agent.History(chunks)))
+				assert.Equal(t, map[string]ended{"call_1": {memory.OutcomeResult, ""}, "call_2": {memory.OutcomeRejected, "no_approver"}}, endings(msgs))
 			})
 		}
 	}

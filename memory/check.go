@@ -46,7 +46,8 @@ func normTime(t, now time.Time) time.Time {
 
 // ValidateMessages reports whether msgs may be appended: each has a known
 // role, no SummaryID (messages are archived by Summarize, never appended
-// archived), tool-call arguments that are empty or a JSON object (see
+// archived), an [Outcome] only on a tool message and one this version
+// knows (or none), a Cause only with [OutcomeRejected], tool-call arguments that are empty or a JSON object (see
 // [ValidArguments]), images only on a user message and each valid (see
 // [ValidateImage]), and a CreatedAt a store can keep. Store implementations
 // call it first in Append, so that every store refuses the same input.
@@ -63,12 +64,30 @@ func ValidateMessages(msgs []Message) error {
 				return fmt.Errorf("message %d: tool call %d (%q): arguments are not a JSON object (ValidArguments makes them one): %.40q", i, k, c.ID, c.Arguments)
 			}
 		}
+		if err := checkOutcome(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
 		if err := checkImages(m); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 		if err := checkTime(fmt.Sprintf("message %d: created_at", i), m.CreatedAt); !m.CreatedAt.IsZero() && err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkOutcome reports whether m's outcome and cause are valid: an outcome
+// only on a tool message, one of the known ones, and a cause only on a
+// rejected call.
+func checkOutcome(m Message) error {
+	switch {
+	case m.Outcome != "" && m.Role != RoleTool:
+		return fmt.Errorf("outcome %q on a %s message: only tool messages say how their call ended", m.Outcome, m.Role)
+	case m.Outcome != "" && m.Outcome != OutcomeResult && m.Outcome != OutcomeRejected:
+		return fmt.Errorf("unknown outcome %.40q, want %q, %q or none (unknown)", m.Outcome, OutcomeResult, OutcomeRejected)
+	case m.Cause != "" && m.Outcome != OutcomeRejected:
+		return fmt.Errorf("cause %.40q without the outcome %q: only a rejected call has a cause", m.Cause, OutcomeRejected)
 	}
 	return nil
 }

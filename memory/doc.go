@@ -17,6 +17,12 @@
 // that holds many grows by their size, and loading it reads them all;
 // requests send only the current turn's images by default ([Truncate]).
 //
+// A tool message says how its call ended ([Message.Outcome]: the tool ran,
+// or the call was rejected, with the typed cause in [Message.Cause]), so a
+// host that redraws a conversation shows each call as it ended; a tool
+// message stored before outcomes were kept has none, and is shown as
+// unknown, never as done. Stores keep both.
+//
 // Messages are never deleted one by one: a session's old messages are
 // archived into a [Summary]. Archived messages leave the model's context
 // and later summaries but stay readable with Messages(ctx, id, true), for
@@ -26,7 +32,10 @@
 // durable runs ([CallLog], [ApprovalStore], [Leaser], [Notifier]) and
 // [EventLog], sessions' numbered event logs, from which a client that
 // reconnects replays a turn and follows it. The three stores here
-// implement them all.
+// implement them all. A [CallLog] also keeps the history true to what ran:
+// an approver's edit of a call's arguments, saved with the call's record
+// ([OpenCall.Arguments]), replaces the arguments in the stored assistant
+// message.
 //
 // # The pieces of the next request
 //
@@ -54,8 +63,9 @@
 //
 // # Export and import
 //
-// [Export] writes a session (messages, archived ones included, and
-// summaries) as a versioned JSON document; [Import] reads it back into any
+// [Export] writes a session (messages, archived ones included, with how
+// their tool calls ended, and summaries) as a versioned JSON document
+// ([ExportFormat]); [Import] reads it back into any
 // store, checking the whole document before it writes anything, and
 // [ImportFrom] does so as it reads the document from an [io.Reader] (a
 // request body), without holding its text. Their time grows as n log n at

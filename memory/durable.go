@@ -38,6 +38,14 @@ type OpenCall struct {
 	// Partial is the output the running tool had written when it was last
 	// saved.
 	Partial string `json:"partial,omitempty"`
+	// Arguments are the arguments the call runs with, when an approver
+	// edited them: [CallLog.SaveCall] writes them over the call's
+	// arguments in its stored assistant message ([ToolCall.Arguments]),
+	// so that the history says what ran. They must be a JSON object. Empty
+	// leaves the message as it is. They are not part of the record:
+	// [CallLog.OpenCalls] returns records without them, and the message
+	// holds them.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// UpdatedAt is when the record was last saved; the store sets it.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
@@ -55,11 +63,16 @@ type CallLog interface {
 	// stores it stops, and a sweeper that lists [CallLog.OpenSessions]
 	// finds every turn left with open calls. The last of msgs must be an
 	// assistant message and each record name one of its [Message.ToolCalls]
-	// once (see [ValidateAppendCalls]); the records' MessageID passed in
-	// is ignored.
+	// once and have no Arguments (see [ValidateAppendCalls]); the
+	// records' MessageID passed in is ignored.
 	AppendCalls(ctx context.Context, sessionID string, calls []OpenCall, msgs ...Message) ([]Message, error)
 	// SaveCall inserts the record of (c.MessageID, c.CallID) in the
 	// session, or replaces it. The session must exist ([ErrNotFound]).
+	// When c.Arguments is not empty it also sets, in the same
+	// transaction, the arguments of the call c.CallID in the session's
+	// assistant message c.MessageID to c.Arguments, leaving the message's
+	// other calls as they were; a message that is not the session's or
+	// holds no such call is an error, and nothing changes.
 	SaveCall(ctx context.Context, sessionID string, c OpenCall) error
 	// OpenCalls returns the session's records, by MessageID and then in
 	// the order they were first saved.

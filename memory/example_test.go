@@ -92,5 +92,5 @@ func ExampleExport() {
 	fmt.Println(err)
 	// Output:
 	// trip Trip <nil>
-	// memory: invalid session export: format "planround.session/v9", want "planround.session/v2" (or "planround.session/v1")
+	// memory: invalid session export: format "planround.session/v9", want "planround.session/v3" (or "planround.session/v2", "planround.session/v1")
 }

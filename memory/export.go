@@ -13,14 +13,21 @@ import (
 // ExportFormat names the JSON format written by [Export] and read by
 // [Import].
 //
-// Version 2 writes tool-call arguments as JSON objects. [Import] also reads
-// version 1 ("planround.session/v1"), whose arguments were strings holding
-// JSON text: they come back as objects, wrapped by [ValidArguments] where
-// they were none.
-const ExportFormat = "planround.session/v2"
+// Version 3 writes how each tool call ended ([Message.Outcome] and
+// [Message.Cause], "outcome" and "cause" on tool messages); version 2
+// wrote tool-call arguments as JSON objects. [Import] also reads version 2
+// ("planround.session/v2"), whose tool messages come back with an unknown
+// outcome, and version 1 ("planround.session/v1"), whose arguments were
+// strings holding JSON text: they come back as objects, wrapped by
+// [ValidArguments] where they were none. A version 1 or 2 document that
+// gives an outcome or a cause is invalid: those versions had none.
+const ExportFormat = "planround.session/v3"
 
-// exportFormatV1 is the first format, still read by Import.
-const exportFormatV1 = "planround.session/v1"
+// The earlier formats, still read by Import.
+const (
+	exportFormatV1 = "planround.session/v1"
+	exportFormatV2 = "planround.session/v2"
+)
 
 // ErrInvalidExport is returned (wrapped) by [Import] for data that is not a
 // valid session export: not JSON, another format or version, or contents
@@ -113,13 +120,13 @@ func ImportAs(ctx context.Context, st Store, data []byte, newID string) (Session
 // summaries name.
 //
 // Titles, creation times, message contents, tool calls (their arguments as
-// the same JSON, compacted), flags and times, and summaries come back
-// exactly. Message and summary ids are the store's
-// new ones, so they usually differ from the export's; each archived message
-// is linked to the new id of the summary it was archived into, and each
-// summary's FirstID and LastID name the new ids of the same messages. The
-// session's UpdatedAt is set by the store as it writes: the time of the
-// import for a session with messages.
+// the same JSON, compacted), the outcomes and causes of tool messages,
+// flags and times, and summaries come back exactly. Message and summary
+// ids are the store's new ones, so they usually differ from the export's;
+// each archived message is linked to the new id of the summary it was
+// archived into, and each summary's FirstID and LastID name the new ids of
+// the same messages. The session's UpdatedAt is set by the store as it
+// writes: the time of the import for a session with messages.
 //
 // The whole document is read and checked before anything is written: data
 // that is not an export of [ExportFormat], or whose summaries and archived
@@ -198,6 +205,9 @@ func parseExport(r io.Reader) (export, []span, error) {
 	if err := doc.readArguments(format == exportFormatV1); err != nil {
 		return export{}, nil, fmt.Errorf("%w: %v", ErrInvalidExport, err)
 	}
+	if err := doc.checkFormat(format); err != nil {
+		return export{}, nil, fmt.Errorf("%w: %v", ErrInvalidExport, err)
+	}
 	ranges, err := doc.check()
 	if err != nil {
 		return export{}, nil, fmt.Errorf("%w: %v", ErrInvalidExport, err)
@@ -256,8 +266,8 @@ func decodeExport(r io.Reader) (doc export, format string, err error) {
 			if err := dec.Decode(&f); err != nil {
 				return export{}, "", fmt.Errorf("format: %w", unexpectedEOF(err))
 			}
-			if f != nil && *f != ExportFormat && *f != exportFormatV1 {
-				return export{}, "", fmt.Errorf("format %q, want %q (or %q)", *f, ExportFormat, exportFormatV1)
+			if f != nil && *f != ExportFormat && *f != exportFormatV2 && *f != exportFormatV1 {
+				return export{}, "", fmt.Errorf("format %q, want %q (or %q, %q)", *f, ExportFormat, exportFormatV2, exportFormatV1)
 			}
 		case "session":
 			if err := dec.Decode(&doc.Session); err != nil {
@@ -370,6 +380,20 @@ func (doc export) readArguments(v1 bool) error {
 	return nil
 }
 
+// checkFormat refuses what the document's format did not have: an outcome
+// or a cause before version 3. Their tool messages stay unknown.
+func (doc export) checkFormat(format string) error {
+	if format == ExportFormat {
+		return nil
+	}
+	for i, m := range doc.Messages {
+		if m.Outcome != "" || m.Cause != "" {
+			return fmt.Errorf("message %d: an outcome or a cause in a %s document (they came with %s)", i, format, ExportFormat)
+		}
+	}
+	return nil
+}
+
 // span is a range of indexes [lo, hi) in a document's messages.
 type span struct{ lo, hi int }
 
@@ -400,6 +424,9 @@ func (doc export) check() ([]span, error) {
 			if len(c.Arguments) > 0 && !IsObject(c.Arguments) {
 				return nil, fmt.Errorf("message %d: tool call %d: arguments are not a JSON object", i, k)
 			}
+		}
+		if err := checkOutcome(m); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		if err := checkImages(m); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)

@@ -29,11 +29,14 @@ func fixture(t *testing.T, st memory.Store) {
 	m, err := st.Append(ctx, "s",
 		userWith("weather? <b>here</b>", png, catURL),
 		asst("checking", call("c1", "get_weather", `{"city":"Paris"}`)),
-		toolMsg("c1", "sunny"),
+		memory.Message{Role: memory.RoleTool, ToolCallID: "c1", Content: "sunny", Outcome: memory.OutcomeResult},
 		asst("It is sunny. <no_tool>"),
 		memory.Message{Role: memory.RoleUser, Content: "[hook]", Hook: true},
 		userMsg("and tomorrow?"),
 		asst("rain"),
+		asst("", call("c2", "run_command", `{"command":"ls -la"}`), call("c3", "run_command", `{"command":"pwd"}`)),
+		memory.Message{Role: memory.RoleTool, ToolCallID: "c2", Name: "run_command", Content: "rejected by user", Outcome: memory.OutcomeRejected, Cause: "user"},
+		memory.Message{Role: memory.RoleTool, ToolCallID: "c3", Name: "run_command", Content: "tool call was not completed"},
 	)
 	require.NoError(t, err)
 	_, err = st.Summarize(ctx, "s", memory.Summary{Content: "asked weather", FirstID: m[0].ID, LastID: m[2].ID})
@@ -85,7 +88,8 @@ func TestExportImportRoundTrip(t *testing.T) {
 
 				data, err := memory.Export(ctx, src, "s")
 				require.NoError(t, err)
-				assert.Contains(t, string(data), `"format": "planround.session/v2"`)
+				assert.Contains(t, string(data), `"format": "`+memory.ExportFormat+`"`)
+				assert.Contains(t, string(data), `"outcome": "rejected",`+"\n"+`      "cause": "user"`)
 				sess, err := memory.Import(ctx, dst, data)
 				require.NoError(t, err)
 
@@ -141,7 +145,7 @@ func TestImportInvalid(t *testing.T) {
 		{"truncated", good[:len(good)/2], "invalid"},
 		{"empty", nil, "invalid"},
 		{"no format", []byte(`{"session":{"id":"x"}}`), `no "format"`},
-		{"future version", edit(func(d map[string]any) { d["format"] = "planround.session/v3" }), `"planround.session/v3"`},
+		{"future version", edit(func(d map[string]any) { d["format"] = "planround.session/v4" }), `"planround.session/v4"`},
 		{"arguments a string", edit(func(d map[string]any) {
 			msg(d, 1)["tool_calls"].([]any)[0].(map[string]any)["arguments"] = `{"city":"Paris"}`
 		}), "not a JSON object"},
@@ -158,6 +162,22 @@ func TestImportInvalid(t *testing.T) {
 		{"field twice", []byte(strings.Replace(string(good), `"summaries"`, `"Messages": [], "summaries"`, 1)), `"Messages" given twice`},
 		{"messages not an array", edit(func(d map[string]any) { d["messages"] = map[string]any{} }), "want an array"},
 		{"document not an object", []byte(`[{"format":"planround.session/v2"}]`), "want a JSON object"},
+		{"outcome on a user message", edit(func(d map[string]any) { msg(d, 0)["outcome"] = "result" }), "only tool messages"},
+		{"unknown outcome", edit(func(d map[string]any) { msg(d, 2)["outcome"] = "done" }), "unknown outcome"},
+		{"cause of a result", edit(func(d map[string]any) { msg(d, 2)["cause"] = "user" }), "only a rejected call"},
+		{"outcome in version 2", edit(func(d map[string]any) { d["format"] = "planround.session/v2" }), "outcome or a cause in a planround.session/v2 document"},
+		{"cause in version 1", edit(func(d map[string]any) {
+			d["format"] = "planround.session/v1"
+			for _, m := range d["messages"].([]any) {
+				m := m.(map[string]any)
+				delete(m, "outcome")
+				calls, _ := m["tool_calls"].([]any)
+				for _, c := range calls {
+					c.(map[string]any)["arguments"] = "{}"
+				}
+			}
+			msg(d, 8)["cause"] = "user"
+		}), "outcome or a cause in a planround.session/v1 document"},
 		{"summary of nothing", edit(func(d map[string]any) { sum(d, 1)["first_id"] = 1e6; sum(d, 1)["last_id"] = 2e6 }), "no message"},
 	}
 	for _, tt := range tests {
@@ -229,12 +249,46 @@ func TestImportVersion1(t *testing.T) {
 		// Exported again, it is the current format, and reads back the same.
 		again, err := memory.Export(t.Context(), st, "old")
 		require.NoError(t, err)
-		assert.Contains(t, string(again), `"format": "planround.session/v2"`)
+		assert.Contains(t, string(again), `"format": "`+memory.ExportFormat+`"`)
 		_, err = memory.ImportAs(t.Context(), st, again, "copy")
 		require.NoError(t, err)
 		copied, err := st.Messages(t.Context(), "copy", true)
 		require.NoError(t, err)
 		assert.Equal(t, calls, copied[1].ToolCalls)
+	}
+}
+
+// TestImportVersion2: a document of version 2, written before tool
+// messages said how their call ended, imports with every tool message's
+// outcome unknown (never a result), and is exported again as the current
+// version with the outcome still unknown.
+func TestImportVersion2(t *testing.T) {
+	data := []byte(`{
+  "format": "planround.session/v2",
+  "session": {"id": "old", "title": "Old", "created_at": "2025-01-02T03:04:05Z"},
+  "messages": [
+    {"id": 1, "role": "user", "content": "list the files", "created_at": "2025-01-02T03:04:05Z"},
+    {"id": 2, "role": "assistant", "content": "<need_tool>", "tool_calls": [
+      {"id": "c1", "name": "run_command", "arguments": {"command": "ls -la"}}
+    ], "created_at": "2025-01-02T03:04:06Z"},
+    {"id": 3, "role": "tool", "content": "rejected by user", "tool_call_id": "c1", "name": "run_command", "created_at": "2025-01-02T03:04:07Z"}
+  ],
+  "summaries": []
+}`)
+	for _, st := range []memory.Store{new(memory.MemStore), openSQLite(t, filepath.Join(t.TempDir(), "db"))} {
+		_, err := memory.Import(t.Context(), st, data)
+		require.NoError(t, err)
+		msgs, err := st.Messages(t.Context(), "old", true)
+		require.NoError(t, err)
+		require.Len(t, msgs, 3)
+		assert.Equal(t, "rejected by user", msgs[2].Content)
+		assert.Empty(t, msgs[2].Outcome, "a version 2 tool message's outcome is unknown")
+		assert.Empty(t, msgs[2].Cause)
+
+		again, err := memory.Export(t.Context(), st, "old")
+		require.NoError(t, err)
+		assert.Contains(t, string(again), `"format": "`+memory.ExportFormat+`"`)
+		assert.NotContains(t, string(again), `"outcome"`)
 	}
 }
 
@@ -349,7 +403,7 @@ func TestImportFrom(t *testing.T) {
 		require.NoError(t, err)
 		msgs, err := st.Messages(t.Context(), "reordered", true)
 		require.NoError(t, err)
-		assert.Len(t, msgs, 7)
+		assert.Len(t, msgs, 10)
 
 		_, err = memory.ImportFrom(t.Context(), st, bytes.NewReader(empty), "")
 		require.NoError(t, err)

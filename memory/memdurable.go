@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -23,6 +24,20 @@ func (st *MemStore) SaveCall(ctx context.Context, sessionID string, c OpenCall) 
 	if err != nil {
 		return err
 	}
+	if len(c.Arguments) > 0 {
+		m, err := ms.callMessage(c)
+		if err != nil {
+			return fmt.Errorf("memory: save call of %q: %w", sessionID, err)
+		}
+		// The stored message is the store's own copy (Append and Messages
+		// copy), so it may be changed in place.
+		for k := range m.ToolCalls {
+			if m.ToolCalls[k].ID == c.CallID {
+				m.ToolCalls[k].Arguments = bytes.Clone(c.Arguments)
+			}
+		}
+		c.Arguments = nil
+	}
 	c.UpdatedAt = now()
 	for i, old := range ms.calls {
 		if old.MessageID == c.MessageID && old.CallID == c.CallID {
@@ -32,6 +47,20 @@ func (st *MemStore) SaveCall(ctx context.Context, sessionID string, c OpenCall) 
 	}
 	ms.calls = append(ms.calls, c)
 	return nil
+}
+
+// callMessage returns the stored assistant message c.MessageID of the
+// session, which must hold the call c.CallID. The caller holds mu.
+func (ms *memSession) callMessage(c OpenCall) (*Message, error) {
+	i, ok := slices.BinarySearchFunc(ms.msgs, c.MessageID, func(m Message, id int64) int { return cmp.Compare(m.ID, id) })
+	if !ok {
+		return nil, fmt.Errorf("open call %q: no message %d in the session", c.CallID, c.MessageID)
+	}
+	m := &ms.msgs[i]
+	if !slices.ContainsFunc(m.ToolCalls, func(tc ToolCall) bool { return tc.ID == c.CallID }) {
+		return nil, fmt.Errorf("open call %q: message %d has no such call", c.CallID, c.MessageID)
+	}
+	return m, nil
 }
 
 // AppendCalls implements [CallLog.AppendCalls].
@@ -243,7 +272,8 @@ func ValidateApproval(a Approval) error {
 // ValidateAppendCalls reports whether calls and msgs may be passed to
 // [CallLog.AppendCalls]: msgs are valid ([ValidateMessages]), the last of
 // them is an assistant message, and each of calls names one of its tool
-// calls, none twice. Store implementations call it first.
+// calls, none twice, without Arguments. Store implementations call it
+// first.
 func ValidateAppendCalls(calls []OpenCall, msgs []Message) error {
 	if err := ValidateMessages(msgs); err != nil {
 		return err
@@ -260,19 +290,25 @@ func ValidateAppendCalls(calls []OpenCall, msgs []Message) error {
 		if c.CallID == "" || seen[c.CallID] || !slices.ContainsFunc(last.ToolCalls, func(tc ToolCall) bool { return tc.ID == c.CallID }) {
 			return fmt.Errorf("open call %q: want each of the last message's tool call ids once", c.CallID)
 		}
+		if len(c.Arguments) > 0 {
+			return fmt.Errorf("open call %q: arguments in a record of AppendCalls: the appended message holds them", c.CallID)
+		}
 		seen[c.CallID] = true
 	}
 	return nil
 }
 
 // ValidateOpenCall reports whether c may be saved: a stored message's id
-// (positive) and a call id.
+// (positive), a call id, and Arguments that are empty or a JSON object.
+// Store implementations call it first in SaveCall.
 func ValidateOpenCall(c OpenCall) error {
 	switch {
 	case c.MessageID <= 0:
 		return fmt.Errorf("memory: open call %q: message id %d, want a stored message's", c.CallID, c.MessageID)
 	case c.CallID == "":
 		return fmt.Errorf("memory: open call of message %d without a call id", c.MessageID)
+	case len(c.Arguments) > 0 && !IsObject(c.Arguments):
+		return fmt.Errorf("memory: open call %q: arguments are not a JSON object: %.40q", c.CallID, c.Arguments)
 	}
 	return nil
 }

@@ -35,6 +35,20 @@ type Message struct {
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	// Name is the tool's name on a tool message (informational).
 	Name string `json:"name,omitempty"`
+	// Outcome says, on a tool message, how its call ended: the tool ran
+	// ([OutcomeResult]) or the call was refused or stopped
+	// ([OutcomeRejected], with its Cause). Empty is unknown: a tool
+	// message stored before outcomes were kept, or by a writer that does
+	// not say. Only tool messages have one.
+	Outcome Outcome `json:"outcome,omitempty"`
+	// Cause is, on a tool message of [OutcomeRejected], the kind of the
+	// rejection: the string of an agent.Cause ("user", "policy",
+	// "timeout", "interrupted", "approval_interrupted", "stopped",
+	// "moved_on", "not_run", "invalid_arguments", "unknown_tool",
+	// "approval_failed", ...). It may be empty (not known), and values
+	// this version does not list are kept as they are. Only a rejected
+	// call has one.
+	Cause string `json:"cause,omitempty"`
 	// CreatedAt is when the message was made; a Store fills a zero value.
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	// Hook marks a message injected by a hook: it is sent to the model but
@@ -44,6 +58,30 @@ type Message struct {
 	// with that id: it stays readable but leaves the model's context.
 	SummaryID int64 `json:"summary_id,omitempty"`
 }
+
+// Outcome is how a tool call ended, on the tool message that answers it
+// ([Message.Outcome]). Its values are the names of the final states of a
+// call in the chunks of package agent (agent.StateResult and
+// agent.StateRejected), so a host that draws calls from chunks and from
+// the history branches on one vocabulary.
+//
+// The zero Outcome is unknown: a host redrawing a conversation shows such
+// a call as ended in a way nobody recorded, never as done.
+type Outcome string
+
+// The outcomes of a tool call.
+const (
+	// OutcomeResult: the tool ran and returned; the tool message's content
+	// is its result. A tool that returned an error ran too: the content
+	// says the error ("error: ..."), which the model reads as the result.
+	OutcomeResult Outcome = "result"
+	// OutcomeRejected: the call did not run to its end. A person or a
+	// policy refused it, its approval timed out or failed, the run was
+	// interrupted or its process stopped, its arguments or its tool were
+	// invalid; [Message.Cause] says which. The content is the reason,
+	// after the output the tool wrote before it was stopped, if any.
+	OutcomeRejected Outcome = "rejected"
+)
 
 // Archived reports whether the message was archived into a summary.
 func (m Message) Archived() bool { return m.SummaryID != 0 }

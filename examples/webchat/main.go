@@ -23,6 +23,23 @@
 // run_command runs real shell commands on this machine once you approve
 // them.
 //
+// # Conversations drawn again
+//
+// A conversation opened again (a reload, a switch in the sidebar, an
+// import) is drawn from the store's history: each tool card in the state
+// its call ended in, as its tool message says (memory.Message.Outcome and
+// Cause), with the run's end as the live page showed it. A result is done;
+// a call interrupted, stopped by a crash or left when the user moved on is
+// invalidated (grey), its output kept; a call rejected by a person, a
+// policy, a timeout or a failure is rejected (red); and a turn that a
+// rejection or an interrupt ended gets its system message (session ended
+// by a rejection, approval timed out, interrupted by the user). A call
+// whose tool message does not say how it ended (stored by an older
+// version, or imported from a version 2 export) is drawn "outcome not
+// recorded", never done. An approver's edit of the arguments (POST
+// /api/tool-approve with arguments) is what the history shows: the
+// arguments the tool ran with.
+//
 // # Skills, hooks, forms, cards and a sub-agent
 //
 // -skills names a folder of skills (folders holding a SKILL.md, see package
@@ -128,8 +145,10 @@
 //	                               a form no longer open; 400 for answers that do
 //	                               not fit (the form stays open)
 //	POST /api/interrupt            {session_id}; also closes its forms
-//	GET  /api/history?session_id=  the stored messages, hook messages left out,
-//	                               open calls with their state and approval id;
+//	GET  /api/history?session_id=  the stored messages (memory.Message: a tool
+//	                               message with its outcome and cause), hook
+//	                               messages left out, open calls with their
+//	                               state and approval id;
 //	                               while a run is active, up to its start
 //	                               (X-Webchat-Running: true). X-Webchat-Seq:
 //	                               the number of the last event included

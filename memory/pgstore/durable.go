@@ -19,6 +19,9 @@ func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCa
 	if err := memory.ValidateOpenCall(c); err != nil {
 		return fmt.Errorf("pgstore: save call of %q: %w", sessionID, err)
 	}
+	if len(c.Arguments) > 0 {
+		return st.saveCallEdited(ctx, sessionID, c)
+	}
 	tag, err := st.pool.Exec(ctx, st.saveCallSQL(), st.saveCallArgs(sessionID, c)...)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation: deleted meanwhile
@@ -29,6 +32,45 @@ func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCa
 	}
 	if tag.RowsAffected() == 0 {
 		return errMissing("save call of", sessionID)
+	}
+	return nil
+}
+
+// saveCallEdited saves c and writes c.Arguments over the arguments of the
+// call in its stored assistant message, in one transaction. The message's
+// row is locked while its calls are rewritten.
+func (st *Store) saveCallEdited(ctx context.Context, sessionID string, c memory.OpenCall) error {
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		var calls pgtype.Text
+		err := tx.QueryRow(ctx, "SELECT tool_calls::text FROM "+st.messages+" WHERE id = $1 AND session_id = $2 FOR UPDATE",
+			c.MessageID, sessionID).Scan(&calls)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !calls.Valid) {
+			if _, serr := st.Session(ctx, sessionID); errors.Is(serr, memory.ErrNotFound) {
+				return memory.ErrNotFound
+			}
+			return fmt.Errorf("no message %d with calls in the session", c.MessageID)
+		}
+		if err != nil {
+			return err
+		}
+		edited, err := storecol.SetArguments([]byte(calls.String), c.CallID, c.Arguments)
+		if err != nil {
+			return fmt.Errorf("message %d: %w", c.MessageID, err)
+		}
+		if _, err := tx.Exec(ctx, "UPDATE "+st.messages+" SET tool_calls = $1 WHERE id = $2", edited, c.MessageID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, st.saveCallSQL(), st.saveCallArgs(sessionID, c)...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return memory.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: save call %q of %q: %w", c.CallID, sessionID, err)
 	}
 	return nil
 }

@@ -309,7 +309,8 @@ func TestMigrateVersion1(t *testing.T) {
 	ctx := t.Context()
 	_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
 	require.NoError(t, err)
-	m, err := st.Append(ctx, "s", memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f"}}})
+	m, err := st.Append(ctx, "s", memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f"}, {ID: "old", Name: "f"}}},
+		memory.Message{Role: memory.RoleTool, ToolCallID: "old", Name: "f", Content: "rejected by user"})
 	require.NoError(t, err)
 	st.Close()
 	q := func(table string) string { return pgx.Identifier{schema, table}.Sanitize() }
@@ -317,14 +318,19 @@ func TestMigrateVersion1(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(ctx, "DROP TABLE "+q("open_calls")+", "+q("approvals")+", "+q("leases")+", "+q("events")+
-		"; ALTER TABLE "+q("sessions")+" DROP COLUMN last_event; UPDATE "+q("schema_version")+" SET version = 1")
+		"; ALTER TABLE "+q("sessions")+" DROP COLUMN last_event; ALTER TABLE "+q("messages")+" DROP COLUMN outcome, DROP COLUMN cause"+
+		"; UPDATE "+q("schema_version")+" SET version = 1")
 	require.NoError(t, err)
 
 	st = open(t, url, schema)
 	checkVersion(t, url, schema)
 	got, err := st.Messages(ctx, "s", true)
 	require.NoError(t, err)
-	require.Len(t, got, 1)
+	require.Len(t, got, 2)
+	// A tool message from before outcomes were kept stays unknown.
+	assert.Equal(t, "rejected by user", got[1].Content)
+	assert.Empty(t, got[1].Outcome, "an old tool message's outcome is unknown, never a result")
+	assert.Empty(t, got[1].Cause)
 	require.NoError(t, st.SaveCall(ctx, "s", memory.OpenCall{MessageID: m[0].ID, CallID: "c"}))
 	_, err = st.Append(ctx, "s", memory.Message{Role: memory.RoleTool, ToolCallID: "c", Name: "f", Content: "ok"})
 	require.NoError(t, err)

@@ -165,6 +165,11 @@ var migrations = []string{
 		created_at bigint NOT NULL, -- Unix nanoseconds, UTC
 		PRIMARY KEY (session_id, seq)
 	);`,
+	// 4: how each tool message's call ended (memory.Message.Outcome and
+	// Cause; the cause kept as bytes, as content is). Older rows stay
+	// unknown: ''. A constant default does not rewrite the table.
+	`ALTER TABLE %[1]s.messages ADD COLUMN outcome text NOT NULL DEFAULT '';
+	ALTER TABLE %[1]s.messages ADD COLUMN cause bytea NOT NULL DEFAULT '';`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,
@@ -437,11 +442,11 @@ func (st *Store) append(ctx context.Context, sessionID string, msgs []memory.Mes
 		}
 		b := &pgx.Batch{}
 		q := `INSERT INTO ` + st.messages + `
-			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at, images)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`
+			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at, images, outcome, cause)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`
 		for i, m := range out {
 			b.Queue(q, sessionID, string(m.Role), []byte(m.Content), calls[i], m.ToolCallID, m.Name, m.Hook,
-				m.CreatedAt.UnixNano(), images[i]).QueryRow(func(row pgx.Row) error {
+				m.CreatedAt.UnixNano(), images[i], string(m.Outcome), []byte(m.Cause)).QueryRow(func(row pgx.Row) error {
 				if err := row.Scan(&out[i].ID); err != nil {
 					return fmt.Errorf("message %d: %w", i, err)
 				}
@@ -481,7 +486,7 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 		active = ""
 	}
 	rows, err := st.pool.Query(ctx, `SELECT id, role, content, tool_calls::text, tool_call_id, name, hook,
-			summary_id, created_at, images::text
+			summary_id, created_at, images::text, outcome, cause
 		FROM `+st.messages+` WHERE session_id = $1`+active+` ORDER BY id`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: messages of %q: %w", sessionID, err)
@@ -496,11 +501,14 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 			calls, images pgtype.Text
 			summary       pgtype.Int8
 			created       int64
+			outcome       string
+			cause         []byte
 		)
-		if err := rows.Scan(&m.ID, &role, &content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images); err != nil {
+		if err := rows.Scan(&m.ID, &role, &content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images, &outcome, &cause); err != nil {
 			return nil, fmt.Errorf("pgstore: messages of %q: %w", sessionID, err)
 		}
 		m.Role, m.Content, m.SummaryID, m.CreatedAt = memory.Role(role), string(content), summary.Int64, storecol.FromNanos(created)
+		m.Outcome, m.Cause = memory.Outcome(outcome), string(cause)
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("pgstore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)

@@ -31,16 +31,19 @@ func BenchmarkApprovalCreateDecide(b *testing.B) {
 }
 
 // BenchmarkSaveCall: "insert" saves a new record per op, "replace" saves
-// the same record again.
+// the same record again, "edit" saves it again with an approver's edit of
+// the arguments, which rewrites the call in its stored assistant message
+// (of 4 calls).
 func BenchmarkSaveCall(b *testing.B) {
-	for _, mode := range []string{"insert", "replace"} {
+	for _, mode := range []string{"insert", "replace", "edit"} {
 		b.Run(mode, func(b *testing.B) {
 			st := openSQLite(b, filepath.Join(b.TempDir(), "bench.db"))
 			ctx := b.Context()
 			if _, err := st.CreateSession(ctx, memory.Session{ID: "s"}); err != nil {
 				b.Fatal(err)
 			}
-			m, err := st.Append(ctx, "s", memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c", Name: "f"}}})
+			m, err := st.Append(ctx, "s", memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{
+				{ID: "c", Name: "f", Arguments: json.RawMessage(`{"city":"Paris"}`)}, {ID: "d", Name: "f"}, {ID: "e", Name: "f"}, {ID: "g", Name: "f"}}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -48,8 +51,11 @@ func BenchmarkSaveCall(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				c := memory.OpenCall{MessageID: m[0].ID, CallID: "c", Round: 1, ApprovalID: "ap", Executing: i%2 == 0}
-				if mode == "insert" {
+				switch mode {
+				case "insert":
 					c.CallID = fmt.Sprint("c", i)
+				case "edit":
+					c.Arguments = json.RawMessage(fmt.Sprintf(`{"city":"Rome %d"}`, i))
 				}
 				i++
 				if err := st.SaveCall(ctx, "s", c); err != nil {

@@ -36,9 +36,36 @@ func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCa
 		if err := exists(ctx, tx, "save call of", sessionID); err != nil {
 			return err
 		}
+		if len(c.Arguments) > 0 {
+			if err := setArguments(ctx, tx, sessionID, c); err != nil {
+				return err
+			}
+		}
 		return saveCall(ctx, tx, sessionID, c)
 	})
 	return err
+}
+
+// setArguments writes c.Arguments over the arguments of the call in its
+// stored assistant message, in tx.
+func setArguments(ctx context.Context, tx *sql.Tx, sessionID string, c memory.OpenCall) error {
+	var calls []byte
+	err := tx.QueryRowContext(ctx, "SELECT tool_calls FROM messages WHERE id = ? AND session_id = ? AND tool_calls IS NOT NULL",
+		c.MessageID, sessionID).Scan(&calls)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlitestore: save call %q of %q: no message %d with calls in the session", c.CallID, sessionID, c.MessageID)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: save call %q of %q: %w", c.CallID, sessionID, err)
+	}
+	edited, err := storecol.SetArguments(calls, c.CallID, c.Arguments)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: save call %q of %q: message %d: %w", c.CallID, sessionID, c.MessageID, err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE messages SET tool_calls = ? WHERE id = ?", edited, c.MessageID); err != nil {
+		return fmt.Errorf("sqlitestore: save call %q of %q: %w", c.CallID, sessionID, err)
+	}
+	return nil
 }
 
 // saveCall inserts or replaces the record c of an existing session in tx.

@@ -163,6 +163,10 @@ var migrations = []migration{
 		created_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
 		PRIMARY KEY (session_id, seq)
 	) STRICT;`},
+	// 6: how each tool message's call ended (memory.Message.Outcome and
+	// Cause). Older rows stay unknown: ''.
+	{sql: `ALTER TABLE messages ADD COLUMN outcome TEXT NOT NULL DEFAULT '';
+	ALTER TABLE messages ADD COLUMN cause TEXT NOT NULL DEFAULT '';`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments
@@ -620,15 +624,15 @@ func (st *Store) append(ctx context.Context, sessionID string, msgs []memory.Mes
 			return nil
 		}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages
-			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at, images)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+			(session_id, role, content, tool_calls, tool_call_id, name, hook, created_at, images, outcome, cause)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 		}
 		defer stmt.Close()
 		for i, m := range out {
 			err := stmt.QueryRowContext(ctx, sessionID, string(m.Role), m.Content, calls[i],
-				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano(), images[i]).Scan(&out[i].ID)
+				m.ToolCallID, m.Name, m.Hook, m.CreatedAt.UnixNano(), images[i], string(m.Outcome), m.Cause).Scan(&out[i].ID)
 			if err != nil {
 				return fmt.Errorf("sqlitestore: append to %q: message %d: %w", sessionID, i, err)
 			}
@@ -664,7 +668,7 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 	if err := exists(ctx, tx, "messages of", sessionID); err != nil {
 		return nil, err
 	}
-	q := `SELECT id, role, content, tool_calls, tool_call_id, name, hook, summary_id, created_at, images
+	q := `SELECT id, role, content, tool_calls, tool_call_id, name, hook, summary_id, created_at, images, outcome, cause
 		FROM messages WHERE session_id = ? AND summary_id IS NULL ORDER BY id`
 	if all {
 		q = strings.Replace(q, " AND summary_id IS NULL", "", 1)
@@ -683,11 +687,12 @@ func (st *Store) Messages(ctx context.Context, sessionID string, all bool) ([]me
 			summary sql.NullInt64
 			created int64
 			images  sql.NullString
+			outcome string
 		)
-		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images); err != nil {
+		if err := rows.Scan(&m.ID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.Hook, &summary, &created, &images, &outcome, &m.Cause); err != nil {
 			return nil, fmt.Errorf("sqlitestore: messages of %q: %w", sessionID, err)
 		}
-		m.Role, m.SummaryID, m.CreatedAt = memory.Role(role), summary.Int64, storecol.FromNanos(created)
+		m.Role, m.SummaryID, m.CreatedAt, m.Outcome = memory.Role(role), summary.Int64, storecol.FromNanos(created), memory.Outcome(outcome)
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("sqlitestore: messages of %q: message %d: tool calls: %w", sessionID, m.ID, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +48,8 @@ func RunDurable(t *testing.T, newStore func(t *testing.T) memory.Store) {
 			{"CallLog/SaveCall", testSaveCall},
 			{"CallLog/SaveCallNotFound", testSaveCallNotFound},
 			{"CallLog/SaveCallInvalid", testSaveCallInvalid},
+			{"CallLog/SaveCallArguments", testSaveCallArguments},
+			{"CallLog/SaveCallArgumentsInvalid", testSaveCallArgumentsInvalid},
 			{"CallLog/AppendClosesCalls", testAppendClosesCalls},
 			{"CallLog/AppendCalls", testAppendCalls},
 			{"CallLog/AppendCallsInvalid", testAppendCallsInvalid},
@@ -273,6 +276,9 @@ func testSaveCallNotFound(t *testing.T, st memory.Store) {
 	if err := log.SaveCall(ctx, "no-such-session", memory.OpenCall{MessageID: 1, CallID: "c"}); !errors.Is(err, memory.ErrNotFound) {
 		t.Errorf("SaveCall(unknown session): err = %v, want ErrNotFound", err)
 	}
+	if err := log.SaveCall(ctx, "no-such-session", memory.OpenCall{MessageID: 1, CallID: "c", Arguments: json.RawMessage(`{}`)}); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("SaveCall(unknown session, with arguments): err = %v, want ErrNotFound", err)
+	}
 	if _, err := log.OpenCalls(ctx, "no-such-session"); !errors.Is(err, memory.ErrNotFound) {
 		t.Errorf("OpenCalls(unknown session): err = %v, want ErrNotFound", err)
 	}
@@ -294,6 +300,121 @@ func testSaveCallInvalid(t *testing.T, st memory.Store) {
 	}
 	if got := openCalls(t, log, "s"); len(got) != 0 {
 		t.Errorf("OpenCalls after refused saves = %v, want none", callKeys(got))
+	}
+}
+
+// callArgs returns the arguments of each call of the session's message id,
+// by call id, as JSON values.
+func callArgs(t *testing.T, st memory.Store, sessionID string, id int64) map[string]any {
+	t.Helper()
+	for _, m := range messages(t, st, sessionID, true) {
+		if m.ID != id {
+			continue
+		}
+		out := make(map[string]any, len(m.ToolCalls))
+		for _, c := range m.ToolCalls {
+			var v any
+			if err := json.Unmarshal(c.Arguments, &v); err != nil {
+				t.Fatalf("message %d: call %s: arguments %q: %v", id, c.ID, c.Arguments, err)
+			}
+			out[c.ID] = v
+		}
+		return out
+	}
+	t.Fatalf("no message %d in session %q", id, sessionID)
+	return nil
+}
+
+func testSaveCallArguments(t *testing.T, st memory.Store) {
+	create(t, st, "s")
+	log := st.(memory.CallLog)
+	m := memory.Message{Role: memory.RoleAssistant, Content: "two calls", ToolCalls: []memory.ToolCall{
+		{ID: "a", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
+		{ID: "b", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Oslo","units":"C"}`)},
+	}}
+	stored, err := log.AppendCalls(t.Context(), "s", []memory.OpenCall{{CallID: "a", Round: 1}, {CallID: "b", Round: 1}}, user("weather?"), m)
+	if err != nil {
+		t.Fatalf("AppendCalls: %v", err)
+	}
+	id := stored[1].ID
+	orig := callArgs(t, st, "s", id)
+
+	// A record without arguments leaves the message as it is.
+	saveCall(t, log, "s", memory.OpenCall{MessageID: id, CallID: "a", Round: 1, ApprovalID: "ap"})
+	if got := callArgs(t, st, "s", id); !reflect.DeepEqual(got, orig) {
+		t.Errorf("after SaveCall without arguments: calls %v, want %v", got, orig)
+	}
+
+	// An approver's edit: the call's arguments in the message become the
+	// edited ones; the other call keeps its own.
+	saveCall(t, log, "s", memory.OpenCall{MessageID: id, CallID: "a", Round: 1, ApprovalID: "ap", Executing: true,
+		Arguments: json.RawMessage(`{"city":"Rome","note":"<é> & \"q\""}`)})
+	want := map[string]any{"a": map[string]any{"city": "Rome", "note": `<é> & "q"`}, "b": orig["b"]}
+	if got := callArgs(t, st, "s", id); !reflect.DeepEqual(got, want) {
+		t.Errorf("after SaveCall with arguments: calls %v, want %v", got, want)
+	}
+	msgs := messages(t, st, "s", true)
+	if last := msgs[len(msgs)-1]; last.ID != id || last.Content != "two calls" || len(last.ToolCalls) != 2 ||
+		last.ToolCalls[0].ID != "a" || last.ToolCalls[0].Name != "get_weather" || last.ToolCalls[1].ID != "b" {
+		t.Errorf("edited message = %+v, want its content and calls in place", last)
+	}
+	// The record is saved with it, without the arguments.
+	got := openCalls(t, log, "s")
+	if len(got) != 2 || got[0].CallID != "a" || !got[0].Executing || got[0].ApprovalID != "ap" {
+		t.Fatalf("OpenCalls = %+v, want a executing with its approval, then b", got)
+	}
+	if len(got[0].Arguments) != 0 {
+		t.Errorf("record a: Arguments = %s, want none (the message holds them)", got[0].Arguments)
+	}
+	// A later save without arguments (a partial output) keeps the edit.
+	saveCall(t, log, "s", memory.OpenCall{MessageID: id, CallID: "a", Round: 1, ApprovalID: "ap", Executing: true, Partial: "out"})
+	if got := callArgs(t, st, "s", id); !reflect.DeepEqual(got, want) {
+		t.Errorf("after a later SaveCall: calls %v, want %v", got, want)
+	}
+	// The tool message closes the record; the history keeps the edit.
+	appendMsgs(t, st, "s", memory.Message{Role: memory.RoleTool, ToolCallID: "a", Name: "get_weather", Content: "Rome: sunny", Outcome: memory.OutcomeResult})
+	if got := callArgs(t, st, "s", id); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the tool message: calls %v, want %v", got, want)
+	}
+}
+
+func testSaveCallArgumentsInvalid(t *testing.T, st memory.Store) {
+	log, m := callSession(t, st, "s", "a", "b")
+	create(t, st, "other")
+	elsewhere := assistantWith(t, st, "other", "a")
+	plain := appendMsgs(t, st, "s", user("no calls"))[0].ID
+	orig := callArgs(t, st, "s", m)
+	for _, tt := range []struct {
+		name string
+		c    memory.OpenCall
+	}{
+		{"not an object", memory.OpenCall{MessageID: m, CallID: "a", Arguments: json.RawMessage(`["Rome"]`)}},
+		{"not JSON", memory.OpenCall{MessageID: m, CallID: "a", Arguments: json.RawMessage(`{"city": "Ro`)}},
+		{"no such call", memory.OpenCall{MessageID: m, CallID: "zz", Arguments: json.RawMessage(`{}`)}},
+		{"no such message", memory.OpenCall{MessageID: elsewhere + 1000, CallID: "a", Arguments: json.RawMessage(`{}`)}},
+		{"another session's message", memory.OpenCall{MessageID: elsewhere, CallID: "a", Arguments: json.RawMessage(`{}`)}},
+		{"a message without calls", memory.OpenCall{MessageID: plain, CallID: "a", Arguments: json.RawMessage(`{}`)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := log.SaveCall(t.Context(), "s", tt.c); err == nil {
+				t.Errorf("SaveCall(%+v): got nil error", tt.c)
+			}
+			if got := callArgs(t, st, "s", m); !reflect.DeepEqual(got, orig) {
+				t.Errorf("after a refused SaveCall: calls %v, want %v", got, orig)
+			}
+			if got := openCalls(t, log, "s"); len(got) != 0 {
+				t.Errorf("after a refused SaveCall: records %v, want none", callKeys(got))
+			}
+		})
+	}
+	if got := callArgs(t, st, "other", elsewhere); !reflect.DeepEqual(got, map[string]any{"a": map[string]any{}}) {
+		t.Errorf("the other session's message: calls %v, want it unchanged", got)
+	}
+	// AppendCalls takes no edit: the message it appends holds the arguments.
+	_, err := log.AppendCalls(t.Context(), "s", []memory.OpenCall{{CallID: "x", Arguments: json.RawMessage(`{}`)}},
+		memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "x", Name: "tool"}}})
+	if err == nil {
+		t.Errorf("AppendCalls with a record's Arguments: got nil error")
 	}
 }
 

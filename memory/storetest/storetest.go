@@ -9,7 +9,7 @@
 //
 // The suite checks the contract written on [memory.Store]: session CRUD,
 // [memory.ErrNotFound] on every method, atomic and ordered appends, messages
-// that come back whole (tool calls, images),
+// that come back whole (tool calls, images, how tool calls ended),
 // active versus archived messages, summarisation, copies instead of
 // aliases, concurrent appends and cancelled contexts. It runs in bounded
 // time and starts no goroutine that outlives it.
@@ -230,6 +230,10 @@ func testAppendInvalid(t *testing.T, st memory.Store) {
 		{"image without data", []memory.Message{user("ok"), {Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: []byte{}}}}}},
 		{"image on an assistant message", []memory.Message{user("ok"), {Role: memory.RoleAssistant, Images: []memory.Image{{URL: "https://example.com/a.png"}}}}},
 		{"image too large", []memory.Message{{Role: memory.RoleUser, Images: []memory.Image{{MIMEType: "image/png", Data: make([]byte, memory.MaxImageSize+1)}}}}},
+		{"outcome on an assistant message", []memory.Message{user("ok"), {Role: memory.RoleAssistant, Content: "x", Outcome: memory.OutcomeResult}}},
+		{"unknown outcome", []memory.Message{user("ok"), {Role: memory.RoleTool, ToolCallID: "c", Content: "x", Outcome: "done"}}},
+		{"cause of a result", []memory.Message{user("ok"), {Role: memory.RoleTool, ToolCallID: "c", Content: "x", Outcome: memory.OutcomeResult, Cause: "user"}}},
+		{"cause without an outcome", []memory.Message{user("ok"), {Role: memory.RoleTool, ToolCallID: "c", Content: "x", Cause: "user"}}},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {
@@ -254,11 +258,17 @@ func testRoundTrip(t *testing.T, st memory.Store) {
 			{ID: "c2", Name: "run", Arguments: json.RawMessage(` {"cmd": "a <b> && c", "n": [1, 2.5e3, null], "é": {}} `)},
 			{ID: "c3", Name: "wrapped", Arguments: memory.ValidArguments([]byte(`{"unterminated`))},
 			{ID: "c4", Name: "none"},
+			{ID: "c5", Name: "run"},
+			{ID: "c6", Name: "run"},
 		}},
-		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_weather", Content: "sunny"},
-		{Role: memory.RoleTool, ToolCallID: "c2", Name: "run", Content: ""},
-		{Role: memory.RoleTool, ToolCallID: "c3", Name: "wrapped", Content: "invalid"},
+		// How each call ended: a result, rejections with their causes
+		// (one this version does not know, kept as it is), and unknown.
+		{Role: memory.RoleTool, ToolCallID: "c1", Name: "get_weather", Content: "sunny", Outcome: memory.OutcomeResult},
+		{Role: memory.RoleTool, ToolCallID: "c2", Name: "run", Content: "", Outcome: memory.OutcomeRejected, Cause: "user"},
+		{Role: memory.RoleTool, ToolCallID: "c3", Name: "wrapped", Content: "invalid", Outcome: memory.OutcomeRejected, Cause: "invalid_arguments"},
 		{Role: memory.RoleTool, ToolCallID: "c4", Name: "none", Content: "ok"},
+		{Role: memory.RoleTool, ToolCallID: "c5", Name: "run", Content: "a.txt\n[tool call interrupted]", Outcome: memory.OutcomeRejected, Cause: "a cause from \x00 elsewhere é"},
+		{Role: memory.RoleTool, ToolCallID: "c6", Name: "run", Content: "rejected", Outcome: memory.OutcomeRejected},
 		{Role: memory.RoleUser, Content: "[hook]", Hook: true},
 		{Role: memory.RoleUser, Content: "what is this?", Images: []memory.Image{
 			{MIMEType: "image/png", Data: []byte("\x89PNG\r\n\x1a\n\x00\xff bytes")},
@@ -302,7 +312,7 @@ func equalMessage(a, b memory.Message) bool {
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, equalCall) && slices.EqualFunc(a.Images, b.Images, equalImage) &&
 		a.ToolCallID == b.ToolCallID &&
 		a.Name == b.Name && a.CreatedAt.Equal(b.CreatedAt) && a.Hook == b.Hook &&
-		a.SummaryID == b.SummaryID
+		a.SummaryID == b.SummaryID && a.Outcome == b.Outcome && a.Cause == b.Cause
 }
 
 // equalImage compares images, their bytes exactly.

@@ -263,9 +263,10 @@
   //
   // A card per call, keyed by call id (never by tool name), through the
   // states preparing → approval → executing → done, or rejected /
-  // invalidated.
+  // invalidated; a call drawn from a history that does not say how it
+  // ended (stored before outcomes were kept) is unknown, never done.
 
-  const FINAL = new Set(['done', 'rejected', 'invalidated']);
+  const FINAL = new Set(['done', 'rejected', 'invalidated', 'unknown']);
 
   // A card's key is its call id; the card of a call made in a sub-agent's
   // run is keyed by the chunk's parent (the key of the card it is nested
@@ -360,6 +361,7 @@
       case 'done': return 'done';
       case 'rejected': return 'rejected';
       case 'invalidated': return 'invalidated';
+      case 'unknown': return 'ended · outcome not recorded';
     }
     return k.state;
   }
@@ -370,7 +372,7 @@
     const head = el('div', 'card-head');
     const icon = el('span', 'icon');
     if (k.state === 'preparing' || k.state === 'executing') icon.append(el('span', 'spinner'));
-    else icon.textContent = { approval: '?', done: '✓', rejected: '✕', invalidated: '⊘' }[k.state] || '';
+    else icon.textContent = { approval: '?', done: '✓', rejected: '✕', invalidated: '⊘', unknown: '–' }[k.state] || '';
     head.append(icon, el('span', 'name', plain(k.name)), el('span', 'status', statusText(k)));
     const body = el('div', 'card-body');
     k.outEl = null;
@@ -420,6 +422,14 @@
         const d = el('details');
         d.append(el('summary', '', 'arguments and result'));
         d.append(block('arguments', argsText(k)), block('result', k.result ?? ''));
+        body.append(d);
+        break;
+      }
+      case 'unknown': {
+        // An old history: what the tool message says, without a verdict.
+        const d = el('details');
+        d.append(el('summary', '', 'arguments and stored message'));
+        d.append(block('arguments', argsText(k)), block('tool message', k.result ?? ''));
         body.append(d);
         break;
       }
@@ -1051,37 +1061,56 @@
 
   // ---- history --------------------------------------------------------------
 
-  // renderHistory draws the stored messages. A call without its tool
-  // message is drawn as the server says (open_calls): a card that waits for
-  // a decision is answerable, and the cards of that turn stay reachable, so
-  // the chunks of the turn when it is resumed go on in it. running says a
-  // run is in progress: its calls not stored yet come with its events.
+  // renderHistory draws the stored messages. A call with its tool message
+  // is drawn in the state it ended in (the message's outcome and cause, see
+  // endCard), and a turn that a rejection or an interrupt ended gets the
+  // system message the live page showed (see endTurn). A call without its
+  // tool message is drawn as the server says (open_calls): a card that
+  // waits for a decision is answerable, and the cards of that turn stay
+  // reachable, so the chunks of the turn when it is resumed go on in it.
+  // running says a run is in progress: its calls not stored yet come with
+  // its events.
   function renderHistory(msgs, running) {
     let turn = null;
-    const results = new Map();
-    for (const m of msgs) if (m.role === 'tool') results.set(m.tool_call_id, m.content || '');
+    let ended = []; // the cards of the turn's calls, and how they ended
+    const answers = new Map();
+    for (const m of msgs) if (m.role === 'tool') answers.set(m.tool_call_id, m);
+    const close = () => {
+      if (turn && turn !== st.openTurn) endTurn(ended); // a turn with open calls goes on
+      ended = [];
+    };
     for (const m of msgs) {
       if (m.role === 'user') {
+        close();
         addUser(m.content || '', m.images);
         turn = null;
         continue;
       }
       if (!turn) turn = add(el('div', 'turn'));
+      if (m.role === 'tool') {
+        const e = ended.find((x) => x.id === m.tool_call_id);
+        if (e) e.last = true; // answered after the turn's last assistant message so far
+        continue;
+      }
       if (m.role !== 'assistant') continue;
+      for (const e of ended) e.last = false; // the turn went on after them
       if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
       const open = new Map((m.open_calls || []).map((o) => [o.call_id, o]));
       for (const tc of m.tool_calls || []) {
         const k = newCard(turn, tc.id, tc.id, tc.name);
         if (tc.arguments !== undefined) k.args = tc.arguments; // the JSON object itself
         const o = open.get(tc.id);
-        if (results.has(tc.id)) {
-          k.result = results.get(tc.id);
-          setState(k, 'done');
+        if (answers.has(tc.id)) {
+          const a = answers.get(tc.id);
+          endCard(k, a);
+          ended.push({ id: tc.id, k, outcome: a.outcome || '', cause: a.cause || '', last: false });
           continue;
         }
         if (!o && !running) {
+          // Neither answered nor open: a history from before open calls
+          // were kept. Nobody knows how it ended.
           k.result = '';
-          setState(k, 'done'); // a history from before open calls were kept
+          setState(k, 'unknown');
           continue;
         }
         switch (o?.state) {
@@ -1101,6 +1130,7 @@
         st.openTurn = turn;
       }
     }
+    close();
     if (st.openTurn && !running) {
       st.openTurn.classList.add('waiting');
       if ([...st.cards.values()].some((k) => k.state === 'approval' && k.approvalId)) {
@@ -1108,6 +1138,63 @@
       }
     }
     toBottom();
+  }
+
+  // The causes (agent.Cause) of rejections that end a run with no system
+  // message of their own: the model is told and goes on, the call never
+  // got its turn, or the user moved on. Any other rejection ends the run
+  // ("Session ended by a rejection.").
+  const GOES_ON = new Set(['invalid_arguments', 'unknown_tool', 'incomplete', 'not_run', 'stopped', 'moved_on']);
+
+  // endCard draws a stored call as it ended, from its tool message m (its
+  // outcome and cause, memory.Message): a result is done; a rejection is
+  // drawn as its tool_rejected chunk was (onToolRejected), its reason
+  // apart from the output the tool wrote before it was stopped; a message
+  // that does not say (stored before outcomes were kept, or a v2 export)
+  // is unknown, never done.
+  function endCard(k, m) {
+    const content = m.content || '';
+    switch (m.outcome) {
+      case 'result':
+        k.result = content;
+        setState(k, 'done');
+        return;
+      case 'rejected': {
+        // joinPartial: the partial output, then "\n[reason]".
+        const i = content.lastIndexOf('\n[');
+        if ((m.cause === 'interrupted' || m.cause === 'stopped') && i >= 0 && content.endsWith(']')) {
+          k.output = content.slice(0, i);
+          k.reason = content.slice(i + 2, -1);
+        } else {
+          k.reason = content;
+        }
+        setState(k, STOPPED.has(m.cause) ? 'invalidated' : 'rejected');
+        return;
+      }
+    }
+    k.result = content;
+    setState(k, 'unknown');
+  }
+
+  // endTurn shows how a stored turn ended when its last calls were
+  // rejected and nothing came after them, with the system message the
+  // live page showed at its run_done: an interrupt (its rejected cards
+  // turned invalidated, as invalidateStopped does), an approval that timed
+  // out, or a rejection that ended the session. ended lists the turn's
+  // answered calls; last marks those after its last assistant message.
+  function endTurn(ended) {
+    const last = ended.filter((e) => e.last && e.outcome === 'rejected');
+    if (last.length === 0) return;
+    const causes = new Set(last.map((e) => e.cause));
+    if (causes.has('interrupted') || causes.has('approval_interrupted') ||
+        (causes.has('not_run') && [...causes].every((c) => GOES_ON.has(c)))) {
+      for (const e of ended) if (e.k.state === 'rejected') setState(e.k, 'invalidated');
+      system('interrupted', 'Interrupted by the user.');
+    } else if (causes.has('timeout')) {
+      system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
+    } else if ([...causes].some((c) => !GOES_ON.has(c))) {
+      system('rejected', 'Session ended by a rejection.');
+    }
   }
 
   // loadHistory draws the session's stored messages, and takes the number

@@ -6,8 +6,11 @@ package storecol
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/planround/planround/memory"
 )
 
 // Now returns the current time in UTC, without a monotonic reading.
@@ -36,4 +39,25 @@ func EncodeJSON(v any) (string, error) {
 		return "", err
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// SetArguments returns the tool_calls column calls (a JSON array of
+// memory.ToolCall) with the arguments of the call callID set to args, for
+// memory.CallLog.SaveCall with an approver's edit. The other calls keep
+// their bytes. No such call is an error.
+func SetArguments(calls []byte, callID string, args json.RawMessage) (string, error) {
+	var tcs []memory.ToolCall
+	if err := json.Unmarshal(calls, &tcs); err != nil {
+		return "", fmt.Errorf("tool calls: %w", err)
+	}
+	found := false
+	for i := range tcs {
+		if tcs[i].ID == callID {
+			tcs[i].Arguments, found = args, true
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("the message has no call %q", callID)
+	}
+	return EncodeJSON(tcs)
 }
