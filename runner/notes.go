@@ -93,9 +93,7 @@ func (r *Runner) eventsNoted(payload string) {
 	defer r.mu.Unlock()
 	if payload == "" {
 		for _, ss := range r.sessions {
-			if ss.run == nil {
-				wakeAll(ss)
-			}
+			wakeAll(ss)
 		}
 		return
 	}
@@ -111,7 +109,7 @@ func (r *Runner) eventsNoted(payload string) {
 		r.goneLocked(ss)
 		return
 	}
-	if _, err := strconv.ParseInt(head, 10, 64); err == nil && ss.run == nil {
+	if _, err := strconv.ParseInt(head, 10, 64); err == nil {
 		wakeAll(ss)
 	}
 }

@@ -163,6 +163,13 @@ func (w *writer) write(id string, evs []Event) {
 	}
 	switch {
 	case err == nil && len(stored) > 0:
+		// A subscriber of this process that reads the Store's log (its
+		// cursor is older than what this process keeps) looks again.
+		w.r.mu.Lock()
+		if ss := w.r.sessions[id]; ss != nil {
+			wakeAll(ss)
+		}
+		w.r.mu.Unlock()
 		w.note(id, strconv.FormatInt(stored[len(stored)-1].Seq, 10)+" "+id)
 	case errors.Is(err, memory.ErrEventSeq):
 		// Another process numbers this session's events now: this
