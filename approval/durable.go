@@ -45,6 +45,19 @@ type note struct {
 	From string `json:"from"`
 }
 
+// DecisionNoted returns the session and approval a payload of a Manager's
+// note on NotifyChannel names, and false for a payload that is not one
+// (an empty payload says that notes may have been lost). A host that
+// resumes turns on decisions listens to NotifyChannel and reads the notes
+// with it, as the runner package does.
+func DecisionNoted(payload string) (sessionID, approvalID string, ok bool) {
+	var n note
+	if payload == "" || json.Unmarshal([]byte(payload), &n) != nil || n.SessionID == "" || n.ApprovalID == "" {
+		return "", "", false
+	}
+	return n.SessionID, n.ApprovalID, true
+}
+
 // checkDurable reports the options of cfg that need a Store when it has
 // none, and a negative SuspendAfter.
 func checkDurable(cfg ManagerConfig) error {

@@ -1325,3 +1325,30 @@ func TestDurableNewApprovalID(t *testing.T) {
 	assert.NotEqual(t, id, own.ApprovalID())
 	_, _ = own.Wait(cancelledContext())
 }
+
+// TestDecisionNoted: the note a durable Manager sends for a decision names
+// its session and approval to DecisionNoted; other payloads are refused.
+func TestDecisionNoted(t *testing.T) {
+	leaktest.Check(t)
+	h := &heldNotifier{MemStore: &memory.MemStore{}}
+	m := replica(t, approval.ManagerConfig{Store: h.MemStore, Notifier: h})
+	tk, err := m.Request(t.Context(), request("s", 1))
+	require.NoError(t, err)
+	pending, err := m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true})
+	require.NoError(t, err)
+	require.True(t, pending)
+	_, err = tk.Wait(t.Context())
+	require.NoError(t, err)
+	h.mu.Lock()
+	held := append([]string(nil), h.held...)
+	h.mu.Unlock()
+	require.Len(t, held, 1, "one note for the decision")
+	session, id, ok := approval.DecisionNoted(held[0])
+	assert.True(t, ok)
+	assert.Equal(t, "s", session)
+	assert.Equal(t, tk.ApprovalID(), id)
+	for _, p := range []string{"", "{}", `{"session_id":"s"}`, "1 s", "not json"} {
+		_, _, ok := approval.DecisionNoted(p)
+		assert.False(t, ok, "payload %q", p)
+	}
+}

@@ -220,9 +220,7 @@ func (r *Runner) unreserve(ss *session, d *driven) {
 		r.running--
 	}
 	r.forgetLocked(ss)
-	for f := range ss.subs {
-		f.wake() // a follower that skipped the store meanwhile looks again
-	}
+	wakeAll(ss) // a follower that skipped the store meanwhile looks again
 }
 
 // take takes the session for a reserved run: its lease (an error wrapping

@@ -107,9 +107,7 @@ func (r *Runner) publish(ss *session, ev Event) Event {
 	if r.onEvent != nil {
 		r.onEvent(ss.id, ev)
 	}
-	for f := range ss.subs {
-		f.wake()
-	}
+	wakeAll(ss)
 	r.mu.Unlock()
 	if r.writer != nil {
 		r.writer.add(ss.id, ev)
@@ -131,19 +129,9 @@ func (r *Runner) syncLog(ctx context.Context, ss *session) error {
 		}
 		return nil
 	}
-	last, err := r.elog.LastEvent(ctx, ss.id)
+	last, stale, err := r.tail(ctx, ss.id)
 	if err != nil {
-		return fmt.Errorf("runner: reading the event log of session %q: %w", ss.id, err)
-	}
-	var stale int64
-	if last > 0 {
-		evs, _, err := r.elog.Events(ctx, ss.id, last-1, 1)
-		if err != nil {
-			return fmt.Errorf("runner: reading the event log of session %q: %w", ss.id, err)
-		}
-		if len(evs) == 1 && evs[0].Kind != string(EventTurnEnded) {
-			stale = evs[0].Turn
-		}
+		return err
 	}
 	r.mu.Lock()
 	if !ss.log.known || ss.log.last != last {
@@ -407,20 +395,33 @@ func (r *Runner) Log(ctx context.Context, sessionID string) (LogState, error) {
 	return st, nil
 }
 
+// tail reads the end of the session's log in the Store: the Seq of its
+// last event, and the Turn of that event unless it ends its turn (the turn
+// in progress; 0 when none). A session the Store does not have has neither.
+func (r *Runner) tail(ctx context.Context, id string) (last, open int64, err error) {
+	last, err = r.elog.LastEvent(ctx, id)
+	if errors.Is(err, memory.ErrNotFound) || (err == nil && last == 0) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("runner: reading the event log of session %q: %w", id, err)
+	}
+	evs, _, err := r.elog.Events(ctx, id, last-1, 1)
+	if err != nil {
+		return 0, 0, fmt.Errorf("runner: reading the event log of session %q: %w", id, err)
+	}
+	if len(evs) == 1 && evs[0].Kind != string(EventTurnEnded) {
+		open = evs[0].Turn
+	}
+	return last, open, nil
+}
+
 // storedLog is Log from the Store's event log.
 func (r *Runner) storedLog(ctx context.Context, sessionID string) (LogState, error) {
-	last, err := r.elog.LastEvent(ctx, sessionID)
-	if errors.Is(err, memory.ErrNotFound) {
-		return LogState{}, nil
-	}
-	if err != nil || last == 0 {
+	last, turn, err := r.tail(ctx, sessionID)
+	if err != nil || turn == 0 {
 		return LogState{Last: last}, err
 	}
-	evs, _, err := r.elog.Events(ctx, sessionID, last-1, 1)
-	if err != nil || len(evs) == 0 || evs[0].Kind == string(EventTurnEnded) || evs[0].Turn == 0 {
-		return LogState{Last: last}, err
-	}
-	turn := evs[0].Turn
 	start, _, err := r.elog.Events(ctx, sessionID, turn-1, 1)
 	if err != nil || len(start) == 0 || start[0].Seq != turn {
 		return LogState{Last: last}, err

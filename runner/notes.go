@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -58,13 +57,8 @@ func (r *Runner) closeListeners() {
 // ends). A run of another process makes the resume end at once (the
 // lease). A lost note is the sweeper's.
 func (r *Runner) decisionNoted(payload string) {
-	if r.calls == nil || r.pending == nil || payload == "" {
-		return
-	}
-	var n struct {
-		SessionID string `json:"session_id"`
-	}
-	if json.Unmarshal([]byte(payload), &n) != nil || n.SessionID == "" {
+	session, _, ok := approval.DecisionNoted(payload)
+	if r.calls == nil || r.pending == nil || !ok {
 		return
 	}
 	r.mu.Lock()
@@ -72,7 +66,7 @@ func (r *Runner) decisionNoted(payload string) {
 		r.mu.Unlock()
 		return
 	}
-	if ss := r.sessions[n.SessionID]; ss != nil && ss.run != nil {
+	if ss := r.sessions[session]; ss != nil && ss.run != nil {
 		ss.run.again = true
 		r.mu.Unlock()
 		return
@@ -81,7 +75,7 @@ func (r *Runner) decisionNoted(payload string) {
 	r.mu.Unlock()
 	go func() {
 		defer r.workers.Done()
-		r.resumeQuietly(n.SessionID)
+		r.resumeQuietly(session)
 	}()
 }
 
@@ -162,18 +156,8 @@ func (r *Runner) Interrupt(ctx context.Context, sessionID string) (bool, error) 
 // inProgress reports whether the Store's log has a turn of the session in
 // progress: its last event is not an EventTurnEnded.
 func (r *Runner) inProgress(ctx context.Context, id string) (bool, error) {
-	last, err := r.elog.LastEvent(ctx, id)
-	if errors.Is(err, memory.ErrNotFound) || (err == nil && last == 0) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("runner: reading the event log of session %q: %w", id, err)
-	}
-	evs, _, err := r.elog.Events(ctx, id, last-1, 1)
-	if err != nil {
-		return false, fmt.Errorf("runner: reading the event log of session %q: %w", id, err)
-	}
-	return len(evs) == 1 && evs[0].Kind != string(EventTurnEnded), nil
+	_, open, err := r.tail(ctx, id)
+	return open != 0, err
 }
 
 // Running reports whether a turn of the session is in progress: driven by
