@@ -105,7 +105,7 @@ func (r *run) resume() {
 		r.emit(Chunk{Kind: KindInterrupted})
 		return
 	}
-	release, err := r.lease()
+	release, err := r.claim()
 	if err != nil {
 		r.failOrInterrupt(err)
 		return
@@ -324,11 +324,11 @@ type driving struct {
 	sessions map[string]bool // guarded by mu
 }
 
-// lease marks the run's session as driven by this Agent until release is
+// claim marks the run's session as driven by this Agent until release is
 // called, when the run has a session and a Store; ErrBusy when another run
 // of the Agent drives it. Across processes, a runner holds the session's
 // lease and puts a guard in the run's context (see internal/drive).
-func (r *run) lease() (release func(), err error) {
+func (r *run) claim() (release func(), err error) {
 	id := r.t.in.SessionID
 	if id == "" || r.a.cfg.Store == nil {
 		return func() {}, nil

@@ -330,7 +330,7 @@ func (r *run) do() {
 	if st, ok := r.a.cfg.Store.(memory.CallLog); ok && r.t.in.SessionID != "" {
 		r.log = st
 	}
-	release, err := r.lease()
+	release, err := r.claim()
 	if err != nil {
 		r.failOrInterrupt(err)
 		return
