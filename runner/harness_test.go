@@ -205,3 +205,13 @@ func isState(s agent.ToolState) func(runner.Event) bool {
 func isEnd(s runner.Status) func(runner.Event) bool {
 	return func(e runner.Event) bool { return e.Kind == runner.EventTurnEnded && e.Ended.Status == s }
 }
+
+// startWaiting starts a turn of session s1 that asks about get_weather on
+// r, and returns it with its approval_required event, which f (following
+// s1) saw.
+func startWaiting(ctx context.Context, t *testing.T, r *runner.Runner, f *follow) (*runner.Turn, runner.Event) {
+	t.Helper()
+	turn, err := r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	return turn, f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+}

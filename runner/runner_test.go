@@ -63,11 +63,9 @@ func TestApproveRunsOnce(t *testing.T) {
 	var runs atomic.Int32
 	p := newReplica(t, st, model(t), &runs, options{})
 	f := subscribe(ctx, t, p.r, "s1", 0)
-	turn, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
-	require.NoError(t, err)
-	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	turn, req := startWaiting(ctx, t, p.r, f)
 
-	_, err = p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "again"})
+	_, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "again"})
 	assert.ErrorIs(t, err, agent.ErrBusy)
 	_, err = p.r.Resume(ctx, "s1")
 	assert.ErrorIs(t, err, agent.ErrBusy, "Resume of a session this process drives")
@@ -94,11 +92,9 @@ func TestTwoProcessesOneDriver(t *testing.T) {
 	a := newReplica(t, st, srv, &runs, options{})
 	b := newReplica(t, st, srv, &runs, options{})
 	f := subscribe(ctx, t, a.r, "s1", 0)
-	_, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
-	require.NoError(t, err)
-	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	_, req := startWaiting(ctx, t, a.r, f)
 
-	_, err = b.r.Start(ctx, agent.Input{SessionID: "s1", Message: "again"})
+	_, err := b.r.Start(ctx, agent.Input{SessionID: "s1", Message: "again"})
 	assert.ErrorIs(t, err, agent.ErrBusy, "another process's message")
 	_, err = b.r.Resume(ctx, "s1")
 	assert.ErrorIs(t, err, agent.ErrBusy, "another process's resume")
@@ -122,9 +118,7 @@ func TestCloseSuspendsAndRestartResumes(t *testing.T) {
 	var runs atomic.Int32
 	a := newReplica(t, st, srv, &runs, options{})
 	f := subscribe(ctx, t, a.r, "s1", 0)
-	turn, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
-	require.NoError(t, err)
-	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	turn, req := startWaiting(ctx, t, a.r, f)
 	a.close()
 	<-turn.Done()
 	assert.Equal(t, runner.StatusSuspended, turn.Ended().Status)
@@ -155,9 +149,7 @@ func TestInterrupt(t *testing.T) {
 	var runs atomic.Int32
 	p := newReplica(t, st, model(t), &runs, options{})
 	f := subscribe(ctx, t, p.r, "s1", 0)
-	_, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
-	require.NoError(t, err)
-	f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	startWaiting(ctx, t, p.r, f)
 	ok, err := p.r.Interrupt(ctx, "s1")
 	require.NoError(t, err)
 	assert.True(t, ok)
@@ -208,12 +200,10 @@ func TestDeleteEndsSubscriptions(t *testing.T) {
 	var runs atomic.Int32
 	p := newReplica(t, st, model(t), &runs, options{})
 	f := subscribe(ctx, t, p.r, "s1", 0)
-	_, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
-	require.NoError(t, err)
-	f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	startWaiting(ctx, t, p.r, f)
 	require.NoError(t, p.r.Delete(ctx, "s1"))
 	f.waitFor(ctx, "the deletion", func(e runner.Event) bool { return e.Kind == runner.EventSessionDeleted })
-	_, err = st.Session(ctx, "s1")
+	_, err := st.Session(ctx, "s1")
 	assert.ErrorIs(t, err, memory.ErrNotFound)
 	assert.Zero(t, runs.Load())
 }
@@ -228,9 +218,7 @@ func TestLostLeaseRunsNothing(t *testing.T) {
 	var runs atomic.Int32
 	p := newReplica(t, st, model(t), &runs, options{holder: "A", ttl: time.Hour})
 	f := subscribe(ctx, t, p.r, "s1", 0)
-	turn, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
-	require.NoError(t, err)
-	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	turn, req := startWaiting(ctx, t, p.r, f)
 	// While A waits, its lease goes to B.
 	require.NoError(t, st.ReleaseLease(ctx, "s1", "A"))
 	ok, err := st.AcquireLease(ctx, "s1", "B", time.Hour)
@@ -273,9 +261,7 @@ func TestDecisionResumesOnce(t *testing.T) {
 	a := newReplica(t, st, srv, &runs, options{suspendAfter: 50 * time.Millisecond})
 	b := newReplica(t, st, srv, &runs, options{suspendAfter: 50 * time.Millisecond})
 	f := subscribe(ctx, t, a.r, "s1", 0)
-	turn, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
-	require.NoError(t, err)
-	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	turn, req := startWaiting(ctx, t, a.r, f)
 	<-turn.Done()
 	require.Equal(t, runner.StatusSuspended, turn.Ended().Status)
 
