@@ -122,32 +122,14 @@ func TestEscapesDieWithHost(t *testing.T) {
 }
 
 func escapesDieWithHost(t *testing.T, method string) {
-	host := exec.Command(os.Args[0], "-test.run=^TestEscapesDieWithHost$", "-test.count=1")
-	host.Env = append(os.Environ(), escapeEnv+"=host "+method)
-	stdin, err := host.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	out, err := host.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	host.Stderr = &stderr
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stuck := time.AfterFunc(time.Minute, func() { _ = host.Process.Kill() })
-	defer stuck.Stop()
+	host, line := startHost(t, "TestEscapesDieWithHost", escapeEnv+"=host "+method)
 	// "guards G... sleeps S...": the guards of the host's groups and the
 	// sleeps that left them.
-	line, err := bufio.NewReader(out).ReadString('\n')
 	guards, sleeps, ok := parseHostLine(line)
-	if err != nil || !ok {
+	if !ok {
 		_ = host.Process.Kill()
 		_ = host.Wait()
-		t.Fatalf("the host gave no pids (%q, %v); stderr:\n%s", line, err, stderr.String())
+		t.Fatalf("the host gave no pids: %q", line)
 	}
 	dirs := cgroupDirs(t, sleeps)
 	procs := watch(t, append(guards, sleeps...), dirs)

@@ -40,31 +40,46 @@ func TestGroupDiesWithHost(t *testing.T) {
 	}
 }
 
-func groupDiesWithHost(t *testing.T, mode string) {
-	host := exec.Command(os.Args[0], "-test.run=^TestGroupDiesWithHost$", "-test.count=1")
-	host.Env = append(os.Environ(), hostEnv+"="+mode)
+// startHost runs this test binary again as a host: test (a test name)
+// with env set, its standard input open until t ends and a minute at most.
+// It returns the host and the first line it wrote; a host that writes none
+// fails t.
+func startHost(t *testing.T, test, env string) (*exec.Cmd, string) {
+	t.Helper()
+	host := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	host.Env = append(os.Environ(), env)
 	stdin, err := host.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stdin.Close()
+	t.Cleanup(func() { stdin.Close() })
 	out, err := host.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	host.Stderr = &stderr
+	stderr := new(strings.Builder)
+	host.Stderr = stderr
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
 	}
 	stuck := time.AfterFunc(time.Minute, func() { _ = host.Process.Kill() })
-	defer stuck.Stop()
+	t.Cleanup(func() { stuck.Stop() })
 	line, err := bufio.NewReader(out).ReadString('\n')
-	pgid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pgid ")))
-	if err != nil || pgid <= 0 {
+	if err != nil {
 		_ = host.Process.Kill()
 		_ = host.Wait()
-		t.Fatalf("the host gave no group (%q, %v); stderr:\n%s", line, err, stderr.String())
+		t.Fatalf("the host wrote nothing (%q, %v); stderr:\n%s", line, err, stderr.String())
+	}
+	return host, line
+}
+
+func groupDiesWithHost(t *testing.T, mode string) {
+	host, line := startHost(t, "TestGroupDiesWithHost", hostEnv+"="+mode)
+	pgid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pgid ")))
+	if pgid <= 0 {
+		_ = host.Process.Kill()
+		_ = host.Wait()
+		t.Fatalf("the host gave no group: %q", line)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }) // a failure leaks nothing
 	waitMembers(t, pgid, func(n int) bool { return n >= 3 }, "the command and its children run")
