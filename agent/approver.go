@@ -15,34 +15,14 @@ type ApprovalRequest struct {
 	Round int
 	// Call is the call: ID, Name and the complete, valid JSON Arguments.
 	Call ToolCall
-	// ApprovalID is set when a resumed turn (see [Agent.Resume]) asks
-	// again about a call it had asked about before it stopped: it is the
-	// approval id of that earlier request, as the run's open-call record
-	// names it. An Approver that keeps its approvals durably
-	// (approval.Manager with a store) answers with that approval: its
-	// decision when it has one (a Decided ticket whose Decision.Cause is
-	// CauseUser for a person's rejection), else a Pending ticket with the
-	// same id; when its store has no approval under the id, it creates the
-	// new one under it. Other approvers ask again.
-	ApprovalID string
-	// NewApprovalID is set, with a Config.Store that is a memory.CallLog,
-	// when the call has no approval yet: a new id that the run recorded in
-	// the call's open-call record before asking. A durable Approver creates
-	// the call's approval under this id (approval.Manager does), so that a
-	// process that stops between storing the approval and the run learning
-	// of it leaves a record that names the approval: the resumed turn takes
-	// up that approval, decided meanwhile or not, instead of asking beside
-	// it. An Approver may use ids of its own; the run then records the
-	// ticket's id (one more write to the Store).
-	NewApprovalID string
-	// Resumed is set on the requests of the calls a resumed turn took up
-	// (not on those of its later rounds). With an empty
-	// ApprovalID it means that the process that asked first may have
-	// registered an approval for the call without the agent saving its id
-	// (it stopped in between): a durable approver answers with that
-	// approval when it finds one pending for the same session and call,
-	// rather than leave it pending beside a new one.
-	Resumed bool
+	// Key names the call durably when the run keeps open-call records
+	// (a Config.Store that is a memory.CallLog): the same key for the same
+	// call in every turn that asks about it, the first and the resumed
+	// ones ("<stored message id>/<call id>"); empty otherwise. A durable
+	// Approver keeps one approval per key (approval.Manager does): a
+	// resumed turn that asks again about a call gets the approval asked
+	// before, decided meanwhile or not, and never a second one beside it.
+	Key string
 }
 
 // Scope says how far an approval reaches.
@@ -79,6 +59,15 @@ type Decision struct {
 	// Scope is how far an approval reaches; approvers that remember grants
 	// use it. The agent itself treats every decision as ScopeOnce.
 	Scope Scope `json:"scope,omitempty"`
+	// By is who decided, for the audit: the principal a handler's
+	// Authorize returned for a person's decision, "policy:<name>" for a
+	// policy's, "timeout" or "system" for one nobody took. Empty when the
+	// approver does not say. The agent records it on the call's span.
+	By string `json:"by,omitempty"`
+	// Via is the channel the decision came through: "http", "terminal",
+	// "policy", "timeout", "system" (an interruption or a cancel), or a
+	// host's own. Empty when the approver does not say.
+	Via string `json:"via,omitempty"`
 }
 
 // Approver decides whether a tool call may run.

@@ -165,6 +165,11 @@ type ToolCall struct {
 	// ApprovalID is the id of the pending approval (its [Ticket]'s), on the
 	// approval_required chunk; a front end answers the approval with it.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// ArgumentsDigest is [ArgumentsDigest] of Arguments, on the
+	// approval_required chunk: a front end sends it back with its decision,
+	// which binds the decision to the arguments the person saw (a decision
+	// for other arguments is refused).
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
 	// Result is the tool's result (state result).
 	Result string `json:"result,omitempty"`
 	// Reason says why a call was rejected (state rejected), in words for

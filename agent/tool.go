@@ -54,6 +54,17 @@ type ToolDefinition struct {
 	// NoTruncate keeps this tool's arguments and results whole when history
 	// is truncated for the next request (for example get_skill).
 	NoTruncate bool
+	// Resumable says that Execute may be called again for a call it
+	// already started, after the call's process stopped or its run was
+	// suspended: the tool keeps what it needs by the call's key
+	// ([CallInfo.Key]) and gives the same call the same outcome, as
+	// ask_user_question does with its form. A resumed turn runs a
+	// resumable call it found executing again, instead of rejecting it as
+	// stopped. Execute may then return an error wrapping [ErrSuspended]
+	// (see [Suspend]) while it waits for something from outside the run:
+	// with a memory.CallLog the run ends suspended and the call stays
+	// open, to be run again when the turn resumes.
+	Resumable bool
 }
 
 // SideMessenger is an optional interface for a [Tool] that shows something
@@ -187,6 +198,11 @@ type CallInfo struct {
 	// empty when the call was not waited for: a tool that skips approval, a
 	// decision taken at once ([Decided]), or a Pending ticket without an id.
 	ApprovalID string
+	// Key names the call durably, as [ApprovalRequest.Key] does ("<stored
+	// message id>/<call id>"): the same in every turn that runs the call,
+	// the first and a resumed one. Empty when the run keeps no open-call
+	// records.
+	Key string
 	// Parent is the call that was running where this call's run started,
 	// when a tool runs an agent itself (a sub-agent): its ctx carries the
 	// call, and the sub-agent's tools see it here. Nil for a top-level run.
@@ -242,5 +258,6 @@ func (r *run) callContext(cs *callState) context.Context {
 		Tool:       cs.call.Name,
 		Round:      r.round,
 		ApprovalID: cs.chunk.ApprovalID,
+		Key:        cs.key(),
 	})
 }

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -386,24 +385,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool needs approval but the agent has no Approver", toolAttr(cs))
 		return false, r.reject(cs, CauseNoApprover, ReasonNoApprover)
 	}
-	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk}
-	if cs.open != nil {
-		req.ApprovalID = cs.open.ApprovalID // a resumed call's earlier approval
-		if req.ApprovalID == "" {
-			// The id is recorded before the approval exists: a process
-			// that stops right after a durable approver stored the
-			// approval leaves a record that names it, and the resumed
-			// turn takes up that approval (decided meanwhile or not)
-			// instead of asking beside it.
-			cs.open.ApprovalID = newApprovalID()
-			if err := r.saveCall(cs); err != nil {
-				r.fail(err)
-				return false, false
-			}
-			req.NewApprovalID = cs.open.ApprovalID
-		}
-	}
-	req.Resumed = cs.resumed
+	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk, Key: cs.key()}
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
 	if err != nil {
 		if r.suspendable() {
@@ -434,6 +416,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 			c := cs.chunk
 			c.State = StateApprovalRequired
 			c.ApprovalRequired = true
+			c.ArgumentsDigest = ArgumentsDigest(c.Arguments)
 			if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
 				return false, false // the deferred release calls the owed Wait
 			}
@@ -777,11 +760,12 @@ func toolAttr(cs *callState) slog.Attr {
 	return slog.Group("tool", slog.String("id", cs.call.ID), slog.String("name", cs.call.Name))
 }
 
-// newApprovalID returns a random id for an approval that the run records
-// before it asks (ApprovalRequest.NewApprovalID), in approval.Manager's
-// form: 32 hex digits.
-func newApprovalID() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails; see crypto/rand.Read
-	return hex.EncodeToString(b[:])
+// key returns the call's durable key (ApprovalRequest.Key, CallInfo.Key):
+// its stored message's id and its id, or "" when the run keeps no open-call
+// records.
+func (cs *callState) key() string {
+	if cs.open == nil || cs.open.MessageID == 0 {
+		return ""
+	}
+	return strconv.FormatInt(cs.open.MessageID, 10) + "/" + cs.open.CallID
 }

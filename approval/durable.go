@@ -179,9 +179,10 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 	// create is the id a new approval gets: the one the agent recorded
 	// before it asked (see agent.ApprovalRequest.NewApprovalID), else a
 	// new one.
-	create := req.NewApprovalID
-	named := req.ApprovalID != ""
-	if !named && req.Resumed {
+	create := ""
+	var approvalID string
+	named := false
+	if req.Key != "" {
 		// The process that asked first may have stopped between creating
 		// the approval and the agent saving its id: that approval is the
 		// call's, not a second one beside it.
@@ -189,17 +190,17 @@ func (m *Manager) requestDurable(ctx context.Context, req agent.ApprovalRequest)
 		if err != nil {
 			return agent.Ticket{}, err
 		}
-		req.ApprovalID = id
+		approvalID = id
 	}
-	if req.ApprovalID != "" {
-		tk, ok, err := m.resume(ctx, req)
+	if approvalID != "" {
+		tk, ok, err := m.resume(ctx, req, approvalID)
 		switch {
 		case errors.Is(err, errUnknownApproval):
 			if named {
 				// The call's record names this id, and its process
 				// stopped before the store had it: created under it, the
 				// approval stays the one the record names.
-				create = req.ApprovalID
+				create = approvalID
 			}
 		case err != nil || ok:
 			return tk, err
@@ -270,9 +271,9 @@ func (m *Manager) orphan(ctx context.Context, req agent.ApprovalRequest) (string
 // The entry is inserted before the Store is read, so that a note about a
 // decision taken meanwhile finds it (and is not passed to OnDecided, which
 // would resume the turn a second time).
-func (m *Manager) resume(ctx context.Context, req agent.ApprovalRequest) (tk agent.Ticket, ok bool, err error) {
+func (m *Manager) resume(ctx context.Context, req agent.ApprovalRequest, approvalID string) (tk agent.Ticket, ok bool, err error) {
 	e := &entry{
-		id:      req.ApprovalID,
+		id:      approvalID,
 		session: req.SessionID,
 		round:   req.Round,
 		call:    req.Call,
@@ -292,14 +293,14 @@ func (m *Manager) resume(ctx context.Context, req agent.ApprovalRequest) (tk age
 		m.remove(e)
 		m.mu.Unlock()
 	}
-	a, err := m.store.GetApproval(ctx, req.ApprovalID)
+	a, err := m.store.GetApproval(ctx, approvalID)
 	switch {
 	case errors.Is(err, memory.ErrNotFound):
 		drop()
 		return agent.Ticket{}, false, errUnknownApproval
 	case err != nil:
 		drop()
-		return agent.Ticket{}, false, fmt.Errorf("approval: look up approval %s of call %s: %w", req.ApprovalID, req.Call.ID, err)
+		return agent.Ticket{}, false, fmt.Errorf("approval: look up approval %s of call %s: %w", approvalID, req.Call.ID, err)
 	case a.SessionID != req.SessionID || a.CallID != req.Call.ID:
 		drop()
 		return agent.Ticket{}, false, nil

@@ -95,6 +95,17 @@ type Approval struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Round     int             `json:"round"`
+	// Kind is what waits: [KindApproval] (also when empty) for a tool
+	// call's approval, [KindForm] for a form a tool asks the user to fill
+	// in. Approvals and forms are kept alike.
+	Kind string `json:"kind,omitempty"`
+	// Key, when not empty, names the call the record belongs to durably
+	// (agent.ApprovalRequest.Key): a session has at most one record per
+	// key, and [ApprovalStore.ApprovalByKey] finds it.
+	Key string `json:"key,omitempty"`
+	// Digest is agent.ArgumentsDigest of Arguments as the person deciding
+	// sees them; a decision names it to say what it decides.
+	Digest string `json:"digest,omitempty"`
 	// CreatedAt is set by the store when zero.
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	// Decided is set once a decision is taken; Decision and DecidedAt
@@ -112,6 +123,41 @@ type ApprovalDecision struct {
 	Cause     string          `json:"cause,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Scope     string          `json:"scope,omitempty"`
+	// Principal is who decided, for the audit: the principal of a person
+	// as the host's authentication names it, "policy:<name>", "timeout"
+	// or "system".
+	Principal string `json:"principal,omitempty"`
+	// Channel is what the decision came through: "http", "terminal",
+	// "policy", "timeout", "system", or a host's own.
+	Channel string `json:"channel,omitempty"`
+}
+
+// The kinds of an [Approval] record.
+const (
+	KindApproval = "approval"
+	KindForm     = "form"
+)
+
+// MaxApprovalKey is the longest [Approval.Key], in bytes.
+const MaxApprovalKey = 512
+
+// DecisionQuery selects decided records for [ApprovalStore.Decisions].
+type DecisionQuery struct {
+	// SessionID, when not empty, selects one session's records.
+	SessionID string
+	// Kind, when not empty, selects the records of one kind
+	// ([KindApproval] also selects records stored with an empty Kind).
+	Kind string
+	// Since and Until bound DecidedAt: Since <= DecidedAt < Until; a zero
+	// time leaves that end open.
+	Since, Until time.Time
+	// AfterID continues a listing: with it, a record decided exactly at
+	// Since is returned only when its ID sorts after AfterID. A caller
+	// that pages sets Since to the last record's DecidedAt and AfterID to
+	// its ID.
+	AfterID string
+	// Limit, when positive, is the most records returned.
+	Limit int
 }
 
 // Errors of an [ApprovalStore].
