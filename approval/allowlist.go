@@ -103,7 +103,7 @@ func (l *AllowList) Tools(sessionID string) []string {
 func (l *AllowList) Policy() Policy {
 	return func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
 		if l.Allowed(req.SessionID, req.Call.Name) {
-			return agent.Decision{Approved: true}, true
+			return agent.Decision{Approved: true, By: "policy:allowlist", Via: ViaPolicy}, true
 		}
 		return agent.Decision{}, false
 	}

@@ -18,7 +18,7 @@ var ErrNilApprover = errors.New("approval: nil Approver")
 // tools only.
 func ApproveAll() agent.Approver {
 	return agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
-		return agent.Decision{Approved: true}, nil
+		return agent.Decision{Approved: true, By: "policy:approve-all", Via: ViaPolicy}, nil
 	})
 }
 
@@ -27,15 +27,29 @@ func ApproveAll() agent.Approver {
 // empty).
 func DenyAll(reason string) agent.Approver {
 	return agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
-		return agent.Decision{Reason: reason}, nil
+		return agent.Decision{Reason: reason, By: "policy:deny-all", Via: ViaPolicy}, nil
 	})
 }
 
 // A Policy decides a call on its own or abstains. decided is false when the
 // policy has no opinion; d is then ignored. A Policy must not block and must
 // be safe for concurrent use. Its decisions are a policy's: the agent shows
-// no approval card for them, and a rejection has [agent.CausePolicy].
+// no approval card for them, and a rejection has [agent.CausePolicy]. A
+// decision names the policy in its By ("policy:<name>", see [Named]) for
+// the audit.
 type Policy func(ctx context.Context, req agent.ApprovalRequest) (d agent.Decision, decided bool)
+
+// Named returns p with a name for the audit: its decisions that do not say
+// who took them get By "policy:<name>" and Via [ViaPolicy].
+func Named(name string, p Policy) Policy {
+	return func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
+		d, ok := p(ctx, req)
+		if ok && d.By == "" {
+			d.By, d.Via = "policy:"+name, ViaPolicy
+		}
+		return d, ok
+	}
+}
 
 // AllowTools returns a [Policy] that approves calls of the named tools (for
 // example those known to be read-only) and abstains on every other call.
@@ -43,7 +57,7 @@ func AllowTools(names ...string) Policy {
 	set := toSet(names)
 	return func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
 		_, ok := set[req.Call.Name]
-		return agent.Decision{Approved: ok}, ok
+		return agent.Decision{Approved: ok, By: "policy:allow-tools", Via: ViaPolicy}, ok
 	}
 }
 
@@ -53,7 +67,7 @@ func DenyTools(reason string, names ...string) Policy {
 	set := toSet(names)
 	return func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
 		_, ok := set[req.Call.Name]
-		return agent.Decision{Reason: reason}, ok
+		return agent.Decision{Reason: reason, By: "policy:deny-tools", Via: ViaPolicy}, ok
 	}
 }
 
@@ -76,12 +90,14 @@ func toSet(names []string) map[string]struct{} {
 //	approval.Chain(manager, approval.AllowTools("read_file", "list_dir"))
 //
 // next is asked only about the calls no policy decided, so nothing is
-// registered with it for the others. A request of a resumed turn that names
-// the approval asked before (agent.ApprovalRequest.ApprovalID) goes to next
-// without asking the policies: that approval, and the decision a person may
-// have taken on it, are next's, and a policy must not overrule them. The
-// returned Approver passes CancelApproval (agent.ApprovalCanceler) on to
-// next, and is safe for concurrent use when the policies and next are.
+// registered with it for the others. When next is a [Manager] (or wraps
+// one), a policy's decision is recorded in the Manager's Store for the
+// audit ([Manager.Decisions]); and when the call was asked about before (a
+// resumed turn whose request names an approval the Store has, by its Key),
+// the decision taken on that approval stands: a policy never overrules a
+// person. The returned Approver passes CancelApproval
+// (agent.ApprovalCanceler) on to next, and is safe for concurrent use when
+// the policies and next are.
 func Chain(next agent.Approver, policies ...Policy) agent.Approver {
 	return &chain{next: next, policies: slices.Clone(policies)}
 }
@@ -103,6 +119,12 @@ func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.T
 			continue
 		}
 		if d, ok := p(ctx, req); ok {
+			if rec, ok := c.next.(recorder); ok {
+				var err error
+				if d, err = rec.recordDecision(ctx, req, d); err != nil {
+					return agent.Ticket{}, err
+				}
+			}
 			return agent.Decided(d), nil
 		}
 	}
@@ -133,6 +155,15 @@ func (c *chain) CancelApproval(ctx context.Context, sessionID, approvalID string
 		return ac.CancelApproval(ctx, sessionID, approvalID)
 	}
 	return nil
+}
+
+// recordDecision passes a policy's decision on to next when next records
+// them (a Manager, or a wrapper of one).
+func (c *chain) recordDecision(ctx context.Context, req agent.ApprovalRequest, d agent.Decision) (agent.Decision, error) {
+	if rec, ok := c.next.(recorder); ok {
+		return rec.recordDecision(ctx, req, d)
+	}
+	return d, nil
 }
 
 // record shows c.after a decision next returned without error.

@@ -11,11 +11,20 @@
 // agent's approver: the agent registers each call ([Manager.Request]) before
 // it shows the approval_required chunk, so a decision that arrives the
 // instant the card is drawn, such as a browser's auto-approval, is never
-// lost. The chunk carries the approval id (agent.ToolCall.ApprovalID); the
-// front end answers with it through [Manager.Respond] or the handler of
-// [Manager.ApproveHandler]:
+// lost. The chunk carries the approval id (agent.ToolCall.ApprovalID) and
+// the digest of the arguments it shows (agent.ToolCall.ArgumentsDigest);
+// the front end answers with both, and the call's id and tool, through
+// [Manager.Respond] or the handler of [Manager.ApproveHandler]:
 //
-//	POST /api/tool-approve {"session_id":"s1","approval_id":"<approval id>","approved":true}
+//	POST /api/tool-approve {"session_id":"s1","approval_id":"<approval id>",
+//	  "call_id":"call_1","tool":"run_command","arguments_digest":"sha256:…","approved":true}
+//
+// A decision is bound to what the person saw: a reply whose session, call
+// id, tool or arguments digest is not the approval's is refused
+// ([ErrMismatch], 409 over HTTP), so a decision can never be applied to
+// another call, or to other arguments than the card showed. Arguments the
+// person edits are checked by the agent against the tool's schema before
+// the tool runs.
 //
 // Approvals belong to a session: a run needs an agent.Input.SessionID, and
 // one without is refused at once ([ErrNoSession]) rather than left to time
@@ -23,9 +32,9 @@
 //
 // A decision is taken once: the first wins, and Respond reports false for an
 // approval that is no longer pending, so a front end can invalidate stale
-// cards after a server restart. A decision for another session's approval is
-// refused. An approval that gets no decision within the timeout (300 s by
-// default) is rejected with the cause agent.CauseTimeout.
+// cards. A decision for another session's approval is refused. An approval
+// that gets no decision within the timeout (300 s by default), counted
+// from its creation, is rejected with the cause agent.CauseTimeout.
 // [Manager.CancelSession] (and the handler of [Manager.InterruptHandler])
 // rejects every pending approval of a session with the cause
 // agent.CauseApprovalInterrupted, including one registered but not yet
@@ -34,23 +43,24 @@
 // The session id in a request body is no credential: whoever can reach the
 // handlers could decide any session's calls. A [HandlerConfig] binds them
 // to the host's authentication (Authorize: may this request act on this
-// session?); the handlers refuse to work without it, unless the host says
-// [AllowAnyCaller] (a single-user tool on the loopback interface). It also
-// says how far a client's grant may reach: a decision with the scope
-// "always" is taken as "session" unless the host sets AllowAlways.
+// session, and who is asking?); the handlers refuse to work without it,
+// unless the host says [AllowAnyCaller] (a single-user tool on the loopback
+// interface). It also says how far a client's grant may reach: a decision
+// with the scope "always" is taken as "session" unless the host sets
+// AllowAlways.
 //
 // Waiting costs no goroutine and a few hundred bytes per approval; see
 // BENCHMARKS.md at the root of the module.
 //
-// # Durable approvals: restarts and replicas
+// # One path: the Store, restarts and replicas
 //
-// Without more, a Manager's approvals live in its process: a restart
-// invalidates every open card. Give it a [ManagerConfig.Store] (a
-// memory.ApprovalStore: the SQLite store across restarts, the PostgreSQL
-// one across machines) and every approval is created there before the
-// agent shows its card, every decision is taken there, first wins across
-// all the processes that share it, and an approval outlives the run that
-// asked for it:
+// Every approval is a record of the Manager's [ManagerConfig.Store]: a
+// memory.MemStore of its own when none is given, the SQLite store across
+// restarts, the PostgreSQL one across machines. The record is created
+// before the agent shows its card, every decision is taken there, first
+// wins across all the processes that share it, and an approval outlives
+// the run that asked for it. Forms (package interact) are records of the
+// same kind of store, kept and answered the same way.
 //
 //   - [ManagerConfig.Notifier] (PostgreSQL's LISTEN/NOTIFY, or MemStore in
 //     one process) carries each decision to the other processes, so a
@@ -59,17 +69,30 @@
 //   - [ManagerConfig.SuspendAfter] ends a wait that has lasted long enough
 //     with agent.ErrSuspended instead of holding the run for hours: the
 //     run ends suspended and the approval stays pending.
-//   - [ManagerConfig.OnDecided] is told of a decision that no Wait of the
-//     process waits for (the run was suspended, or its process died): the
-//     host resumes the turn there (agent.Resume), and the resumed turn's
-//     request, which names the approval (agent.ApprovalRequest.ApprovalID),
-//     gets the decision, or waits again for the same card.
+//   - A decision that no Wait of the process waits for (the run was
+//     suspended, or its process died) resumes the turn: a runner (package
+//     runner) hears the notes and resumes it; a host without one uses
+//     [ManagerConfig.OnDecided]. The resumed turn asks about the same call
+//     with the same key (agent.ApprovalRequest.Key) and gets the approval
+//     asked before: its decision, or the same card again. There is one
+//     approval per call, never a second one beside it.
 //   - [Resumable] lists the sessions whose open calls can go on without
 //     anybody deciding, for a host's sweeper to resume after a crash.
 //
 // A run whose context is cancelled with the cause agent.ErrSuspended (a host
 // shutting down) leaves its approvals pending; any other end of the wait
 // records the approval as interrupted.
+//
+// # Audit
+//
+// Every decision keeps who took it (agent.Decision.By: the principal the
+// handler's Authorize returned, "policy:<name>" for a policy's, "timeout"
+// or "system"), through what (agent.Decision.Via: [ViaHTTP], [ViaTerminal],
+// [ViaPolicy], [ViaTimeout], [ViaSystem]), when, the reason and the edit.
+// [Manager.Decisions] iterates over a session's decisions or a time
+// range's, from the Store; a policy's decision taken through [Chain] or
+// [AllowList.Wrap] over a Manager is recorded there too. The agent adds
+// each decision as an event to the call's span.
 //
 // # Policies and ready approvers
 //

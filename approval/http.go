@@ -28,13 +28,16 @@ var ErrUnauthenticated = errors.New("approval: not authenticated")
 type HandlerConfig struct {
 	// Authorize is called with every request and the session its body
 	// names, after the body was decoded and before the handler does
-	// anything. It returns nil when the caller may act on that session, for
-	// example when the request's cookie or token belongs to the session's
-	// owner. An error wrapping [ErrUnauthenticated] is answered with 401,
-	// any other error with 403; the error's text is the answer's error. It
-	// must be safe for concurrent use. Required: a host that truly lets
-	// every caller act on every session says so with [AllowAnyCaller].
-	Authorize func(r *http.Request, sessionID string) error
+	// anything. It returns who is asking (the principal: a user name or id
+	// as the host's authentication knows it, which the audit records with
+	// every decision) and a nil error when the caller may act on that
+	// session, for example when the request's cookie or token belongs to
+	// the session's owner. An error wrapping [ErrUnauthenticated] is
+	// answered with 401, any other error with 403; the error's text is the
+	// answer's error. It must be safe for concurrent use. Required: a host
+	// that truly lets every caller act on every session says so with
+	// [AllowAnyCaller].
+	Authorize func(r *http.Request, sessionID string) (principal string, err error)
 
 	// AllowAlways lets a decision carry the scope "always", a grant of
 	// the tool for every session of the process (see [AllowList]). By
@@ -47,8 +50,12 @@ type HandlerConfig struct {
 // request act on the session it names. It is only for a single-user tool
 // whose handlers nobody but its user can reach (a server on the loopback
 // interface of a personal machine): anyone who can send a request can then
-// approve or interrupt any session's tool calls.
-func AllowAnyCaller(*http.Request, string) error { return nil }
+// approve or interrupt any session's tool calls. The principal it returns
+// is [AnyCaller].
+func AllowAnyCaller(*http.Request, string) (string, error) { return AnyCaller, nil }
+
+// AnyCaller is the principal [AllowAnyCaller] returns.
+const AnyCaller = "any-caller"
 
 // errNoAuthorize is the answer of a handler whose config has no Authorize.
 const errNoAuthorize = "approval: the handler has no HandlerConfig.Authorize; set one that checks the caller, or approval.AllowAnyCaller for a single-user loopback tool"
@@ -67,23 +74,27 @@ func (c HandlerConfig) configured(w http.ResponseWriter) bool {
 // it when the handler must not go on: 500 Internal Server Error when c has
 // no Authorize, 401 Unauthorized for an error wrapping [ErrUnauthenticated],
 // 403 Forbidden for any other error (the error's text is the answer's
-// error). It reports whether the handler may act. The handlers of this
-// package and of package interact use it; so may a host's own handler that
-// acts on a session.
-func (c HandlerConfig) Check(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+// error). It reports whether the handler may act, and who is asking (the
+// principal Authorize returned; "unknown" when it returned none). The
+// handlers of this package and of package interact use it; so may a host's
+// own handler that acts on a session.
+func (c HandlerConfig) Check(w http.ResponseWriter, r *http.Request, sessionID string) (principal string, ok bool) {
 	if !c.configured(w) {
-		return false
+		return "", false
 	}
-	err := c.Authorize(r, sessionID)
+	principal, err := c.Authorize(r, sessionID)
 	switch {
 	case err == nil:
-		return true
+		if principal == "" {
+			principal = "unknown"
+		}
+		return principal, true
 	case errors.Is(err, ErrUnauthenticated):
 		writeError(w, http.StatusUnauthorized, err.Error())
 	default:
 		writeError(w, http.StatusForbidden, err.Error())
 	}
-	return false
+	return "", false
 }
 
 // errStale is the error text of a decision for an approval that is not
@@ -97,6 +108,13 @@ type ApproveRequest struct {
 	// ApprovalID is the approval id of the approval_required chunk,
 	// agent.ToolCall.ApprovalID (required).
 	ApprovalID string `json:"approval_id"`
+	// CallID, Tool and ArgumentsDigest are the call the person saw, as on
+	// the approval_required chunk (agent.ToolCall.ID, Name and
+	// ArgumentsDigest); all three are required, and a decision whose call
+	// is not the approval's is refused (409).
+	CallID          string `json:"call_id"`
+	Tool            string `json:"tool"`
+	ArgumentsDigest string `json:"arguments_digest"`
 	// Approved is the decision (required).
 	Approved *bool `json:"approved"`
 	// Reason optionally says why.
@@ -133,8 +151,9 @@ type Response struct {
 
 // ApproveHandler returns the handler a host mounts at POST /api/tool-approve.
 // It decodes an [ApproveRequest], asks cfg.Authorize whether the caller may
-// decide in the session, gives the decision to [Manager.Respond] and answers
-// with a [Response]:
+// decide in the session, gives the decision to [Manager.Respond], with the
+// principal Authorize returned as its By and [ViaHTTP] as its Via, and
+// answers with a [Response]:
 //
 //	200 {"success":true}                   the decision was taken
 //	200 {"success":false,"error":"..."}    the approval was not pending (a
@@ -145,6 +164,11 @@ type Response struct {
 //	401, 403 {"success":false,...}         refused by cfg.Authorize; 403 also
 //	                                       when the id belongs to another
 //	                                       session
+//	409 {"success":false,"error":"..."}    the call id, tool or arguments
+//	                                       digest is not the approval's: the
+//	                                       card shows another call than the
+//	                                       server holds (the approval stays
+//	                                       pending)
 //	500 {"success":false,...}              cfg has no Authorize, or the
 //	                                       Manager's Store failed
 //	405, 408, 413, 415                     not POST; the body did not arrive
@@ -170,12 +194,16 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 			writeError(w, http.StatusBadRequest, "missing session_id")
 			return
 		}
-		if !cfg.Check(w, r, req.SessionID) {
+		principal, ok := cfg.Check(w, r, req.SessionID)
+		if !ok {
 			return
 		}
 		switch {
 		case req.ApprovalID == "":
 			writeError(w, http.StatusBadRequest, "missing approval_id")
+			return
+		case req.CallID == "" || req.Tool == "" || req.ArgumentsDigest == "":
+			writeError(w, http.StatusBadRequest, "missing call_id, tool or arguments_digest: a decision names the call it decides, as the approval_required chunk shows it")
 			return
 		case req.Approved == nil:
 			writeError(w, http.StatusBadRequest, "missing approved")
@@ -189,14 +217,17 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 		if scope == agent.ScopeAlways && !cfg.AllowAlways {
 			scope = agent.ScopeSession
 		}
-		d := agent.Decision{Approved: *req.Approved, Reason: req.Reason, Scope: scope}
+		d := agent.Decision{Approved: *req.Approved, Reason: req.Reason, Scope: scope, By: principal, Via: ViaHTTP}
 		if len(req.Arguments) > 0 && !bytes.Equal(req.Arguments, []byte("null")) {
 			d.Arguments = req.Arguments
 		}
-		pending, err := m.RespondContext(r.Context(), req.SessionID, req.ApprovalID, d)
+		pending, err := m.Respond(r.Context(), Reply{SessionID: req.SessionID, ApprovalID: req.ApprovalID,
+			CallID: req.CallID, Tool: req.Tool, ArgumentsDigest: req.ArgumentsDigest, Decision: d})
 		switch {
 		case errors.Is(err, ErrWrongSession):
 			writeError(w, http.StatusForbidden, err.Error())
+		case errors.Is(err, ErrMismatch):
+			writeError(w, http.StatusConflict, err.Error())
 		case errors.Is(err, ErrInvalidArguments), errors.Is(err, ErrInvalidScope):
 			writeError(w, http.StatusBadRequest, err.Error())
 		case err != nil:
@@ -237,11 +268,11 @@ func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg Ha
 			writeError(w, http.StatusBadRequest, "missing session_id")
 			return
 		}
-		if !cfg.Check(w, r, req.SessionID) {
+		if _, ok := cfg.Check(w, r, req.SessionID); !ok {
 			return
 		}
 		active := interrupt != nil && interrupt(req.SessionID)
-		n, err := m.CancelSessionContext(r.Context(), req.SessionID)
+		n, err := m.CancelSession(r.Context(), req.SessionID)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return

@@ -18,7 +18,10 @@ import (
 // A session is resumable when one of its open calls
 //
 //   - is executing (its process stopped while the tool ran: the resumed
-//     turn reports it as stopped, it never runs it again), or
+//     turn reports it as stopped and never runs it again, or runs a
+//     resumable tool again, see agent.ToolDefinition.Resumable), unless
+//     its record names a form (or approval) still pending, which a
+//     resumable tool waits for; or
 //   - has an approval that was decided;
 //
 // or when it has a call that was not asked about yet (no approval id, or
@@ -60,21 +63,25 @@ func resumable(ctx context.Context, calls memory.CallLog, approvals memory.Appro
 	}
 	unasked, undecided := false, false
 	for _, c := range open {
-		if c.Executing {
-			return true, nil
+		var a memory.Approval
+		known := false
+		if c.ApprovalID != "" {
+			a, err = approvals.GetApproval(ctx, c.ApprovalID)
+			switch {
+			case errors.Is(err, memory.ErrNotFound):
+			case err != nil:
+				return false, fmt.Errorf("approval: approval %s of session %q: %w", c.ApprovalID, sessionID, err)
+			default:
+				known = a.SessionID == sessionID // another session's is not this call's: asked again
+			}
 		}
-		if c.ApprovalID == "" {
-			unasked = true
-			continue
-		}
-		a, err := approvals.GetApproval(ctx, c.ApprovalID)
 		switch {
-		case errors.Is(err, memory.ErrNotFound):
+		case c.Executing && known && !a.Decided:
+			undecided = true // a resumable tool waits for a form
+		case c.Executing:
+			return true, nil
+		case !known:
 			unasked = true
-		case err != nil:
-			return false, fmt.Errorf("approval: approval %s of session %q: %w", c.ApprovalID, sessionID, err)
-		case a.SessionID != sessionID:
-			unasked = true // not this call's approval: asked again
 		case a.Decided:
 			return true, nil
 		default:

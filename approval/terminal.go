@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/user"
 	"strings"
 	"sync"
 
@@ -173,12 +174,25 @@ func (t *Terminal) Request(ctx context.Context, req agent.ApprovalRequest) (agen
 		if _, err := fmt.Fprintf(t.out, "%s: approved (always)\n", name); err != nil {
 			return agent.Ticket{}, fmt.Errorf("approval: terminal: %w", err)
 		}
-		return agent.Decided(agent.Decision{Approved: true, Scope: agent.ScopeAlways}), nil
+		return agent.Decided(agent.Decision{Approved: true, Scope: agent.ScopeAlways, By: terminalUser(), Via: ViaTerminal}), nil
 	}
 	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) {
-		return t.ask(ctx, req)
+		d, err := t.ask(ctx, req)
+		if d.By == "" && err == nil && d.Cause == "" {
+			d.By, d.Via = terminalUser(), ViaTerminal // a person at the terminal
+		}
+		return d, err
 	}), nil
 }
+
+// terminalUser is the principal of the person at the terminal: the
+// operating system's name of the user the process runs as.
+var terminalUser = sync.OnceValue(func() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "terminal-user"
+})
 
 // ask asks about req's call and waits for the answer.
 func (t *Terminal) ask(ctx context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
