@@ -406,7 +406,7 @@ func (m *Manager) Respond(ctx context.Context, r Reply) (pending bool, err error
 	if d.Via == "" {
 		d.Via = ViaHTTP
 	}
-	pending, err = m.core.Decide(ctx, r.SessionID, r.ApprovalID, EncodeDecision(d), func(a memory.Approval) error {
+	pending, err = m.core.Decide(ctx, r.SessionID, r.ApprovalID, EncodeDecision(d), func(a memory.Approval, _ *memory.ApprovalDecision) error {
 		switch {
 		case a.CallID != r.CallID:
 			return fmt.Errorf("%w: call %q, the approval is for call %q", ErrMismatch, r.CallID, a.CallID)

@@ -100,6 +100,14 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 // A call whose side message failed (no side chunk was yielded) registers
 // its form when it starts, so that it can still be answered: a front end
 // finds it with [Forms.Pending].
+//
+// The tool is resumable (agent.ToolDefinition.Resumable): with a Forms
+// that has a Store and a run that keeps open-call records, a form survives
+// its process. The call suspends its run after [FormsConfig.SuspendAfter]
+// (and when the host suspends the run); after a restart, or on another
+// replica, the resumed turn runs the call again, which takes up the same
+// form by the call's key: answered meanwhile, the answers reach the model
+// at once; still open, the form is shown again with the same id.
 func AskUserQuestion(f *Forms) agent.Tool { return askTool{f} }
 
 type askTool struct{ forms *Forms }
@@ -112,16 +120,19 @@ func (askTool) Definition() agent.ToolDefinition {
 			"Each question is free text (kind text), one choice among options (single) or several choices (multiple).",
 		Parameters:   askSchema,
 		SkipApproval: true,
+		Resumable:    true,
 	}
 }
 
-// SideMessage registers the call's form and returns its FormRequest.
+// SideMessage registers the call's form and returns its FormRequest. A
+// resumed turn's call (the same durable key) gets the form it asked
+// before, with the same id.
 func (t askTool) SideMessage(ctx context.Context, call agent.ToolCall) (any, error) {
 	req, err := parseAsk(call.Arguments)
 	if err != nil {
 		return nil, err
 	}
-	session, key, callID, ok := callOf(ctx)
+	info, session, key, ok := callOf(ctx)
 	if !ok {
 		return nil, errors.New("interact: ask_user_question's side message outside a run (no agent call in the context)")
 	}
@@ -131,18 +142,17 @@ func (t askTool) SideMessage(ctx context.Context, call agent.ToolCall) (any, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	e := t.forms.register(ctx, session, key, callID, req, true)
-	return e.req, nil
+	return t.forms.register(ctx, info, session, key, req)
 }
 
 // Execute waits for the answers to the call's form.
 func (t askTool) Execute(ctx context.Context, args json.RawMessage, _ agent.Progress) (string, error) {
-	session, key, callID, ok := callOf(ctx)
-	var e *form
+	info, session, key, ok := callOf(ctx)
+	var h *handoff
 	if ok {
-		e = t.forms.take(key)
+		h = t.forms.take(key)
 	}
-	if e == nil {
+	if h == nil {
 		req, err := parseAsk(args)
 		if err != nil {
 			return "", err
@@ -153,14 +163,15 @@ func (t askTool) Execute(ctx context.Context, args json.RawMessage, _ agent.Prog
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
-		e = t.forms.register(ctx, session, key, callID, req, false)
-	}
-	answers, err := t.forms.wait(ctx, e)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
+		w, req, err := t.forms.open(ctx, info, session, req)
+		if err != nil {
+			return "", err
 		}
+		h = &handoff{w: w, req: req}
+	}
+	answers, err := t.forms.wait(ctx, h.w, h.req.Questions)
+	if err != nil {
 		return "", err
 	}
-	return resultText(e.req.Questions, answers), nil
+	return resultText(h.req.Questions, answers), nil
 }

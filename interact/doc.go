@@ -15,13 +15,16 @@
 //
 // # Forms
 //
-// [Forms] is the service behind ask_user_question, built like
-// approval.Manager: a form is registered before its form_request chunk is
-// yielded, so answers given at any moment after the chunk is seen, even
-// before the call starts to wait, are kept; the first valid answer wins;
-// only the run's session may answer; [Forms.CancelSession] ends a session's
-// forms; nothing stays registered after a run. A host answers with
-// [Forms.Answer], from its range loop (a terminal asks the questions there)
-// or through the handler of [Forms.AnswerHandler] (a browser), which needs
-// an approval.HandlerConfig whose Authorize checks who is asking.
+// [Forms] is the service behind ask_user_question, on the same core as
+// approval.Manager: a form is a record of a memory store, registered before
+// its form_request chunk is yielded, so answers given at any moment after
+// the chunk is seen, even before the call starts to wait, are kept; the
+// first valid answer wins; only the run's session may answer;
+// [Forms.CancelSession] ends a session's forms. With a durable store
+// ([FormsConfig.Store]) a form outlives its process: the run suspends while
+// it waits, and resumes on the answer, given on any replica. A host
+// answers with [Forms.Answer], from its range loop (a terminal asks the
+// questions there) or through the handler of [Forms.AnswerHandler] (a
+// browser), which needs an approval.HandlerConfig whose Authorize checks
+// who is asking.
 package interact

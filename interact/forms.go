@@ -3,8 +3,7 @@ package interact
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,10 +12,12 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/waiting"
+	"github.com/planround/planround/memory"
 )
 
-// DefaultTimeout is how long an ask_user_question call waits for the
-// answers when [FormsConfig.Timeout] is zero.
+// DefaultTimeout is how long a form waits for its answers when
+// [FormsConfig.Timeout] is zero.
 const DefaultTimeout = 10 * time.Minute
 
 // Errors of [Forms.Answer] and of the waits of ask_user_question.
@@ -32,7 +33,8 @@ var (
 	// form nobody answered within the timeout.
 	ErrTimeout = errors.New("interact: the form was not answered in time")
 	// ErrCancelled is wrapped by the error of an ask_user_question call
-	// whose form was cancelled by [Forms.CancelSession].
+	// whose form was cancelled by [Forms.CancelSession] (or closed because
+	// the user moved on).
 	ErrCancelled = errors.New("interact: the form was cancelled")
 )
 
@@ -48,10 +50,41 @@ func (e *waitError) Unwrap() error { return e.err }
 
 // FormsConfig configures a [Forms]. The zero value is ready to use.
 type FormsConfig struct {
-	// Timeout is how long an ask_user_question call waits for the answers,
-	// counted from the moment it starts waiting. Zero means
-	// [DefaultTimeout]; negative values are invalid.
+	// Timeout is how long a form waits for its answers, counted from its
+	// creation. Zero means [DefaultTimeout]; negative values are invalid.
 	Timeout time.Duration
+
+	// Store keeps the forms and their answers, as approval.Manager keeps
+	// approvals (usually the same store): the SQLite store across
+	// restarts, the PostgreSQL one across machines. Nil means a
+	// memory.MemStore of the Forms' own. A form is created in Store before
+	// its form_request chunk is yielded, answered there (the first answer
+	// wins, in every process that shares Store), and outlives its call's
+	// process: with a store that is also the agent's memory.CallLog, a run
+	// can suspend while its form waits and resume on the answer, on any
+	// replica (see [FormsConfig.SuspendAfter]).
+	Store memory.ApprovalStore
+
+	// Notifier, when not nil, carries answers between the processes that
+	// share Store, on approval.NotifyChannel: an answer given to any
+	// process wakes the call that waits for it at once, and a runner
+	// (package runner) resumes a suspended turn on it. It requires Store;
+	// a Forms with a Notifier must be closed ([Forms.Close]).
+	Notifier memory.Notifier
+
+	// SuspendAfter, when positive, is how long an ask_user_question call
+	// waits for the answers before it suspends its run (agent.Suspend):
+	// the form stays open in Store, and the turn resumes when it is
+	// answered, in any process. It needs a run that keeps open-call
+	// records (a memory.CallLog store); without one the call keeps
+	// waiting. Zero means never.
+	SuspendAfter time.Duration
+
+	// OnAnswered, when not nil, is told of an answer (or a cancellation)
+	// no call of this process waits for, as approval's
+	// ManagerConfig.OnDecided is; a host that drives its sessions with a
+	// runner needs none. It must not block.
+	OnAnswered func(memory.Approval)
 }
 
 // PendingForm is a form that waits for its answers, as [Forms.Pending] lists
@@ -68,96 +101,87 @@ type PendingForm struct {
 
 // Forms is the register / wait / answer / cancel service behind the forms
 // of ask_user_question ([AskUserQuestion]), for a front end that lives
-// elsewhere, such as a browser or the terminal the run is ranged in.
+// elsewhere, such as a browser or the terminal the run is ranged in. It is
+// built on the same core as approval.Manager: a form is a record of its
+// Store, like an approval.
 //
 // A call registers its form synchronously, in the agent's goroutine, when
 // the agent asks for the call's side message: before the form_request chunk
 // is yielded. From then on an answer given to [Forms.Answer] (or through the
 // handler of [Forms.AnswerHandler]) is kept until the call takes it, also
-// when it comes before the call has started to wait: a host that answers
-// from inside its range loop, as a terminal does, loses nothing. The first
-// valid answer wins; a form belongs to its run's session, and only that
-// session may answer it.
+// when it comes before the call has started to wait, or in another process
+// that shares the Store. The first valid answer wins; a form belongs to its
+// run's session, and only that session may answer it.
 //
-// Waiting costs no goroutine. A form leaves the Forms when its call has
-// taken the answers (or gave up: timeout, interrupt), when its session is
-// cancelled, or, for a form whose call never ran (the consumer stopped
-// ranging right after the side chunk), when the run's context ends, so
-// [Forms.Len] returns to zero after every run.
+// Waiting costs no goroutine. [Forms.Len] counts the forms this process's
+// calls hold; it returns to zero after every run.
 //
 // All methods are safe for concurrent use.
 type Forms struct {
-	timeout time.Duration
+	core         *waiting.Core
+	suspendAfter time.Duration
 
 	mu sync.Mutex
-	// byID and bySession index the open forms (answerable, listed by
-	// Pending); byCall holds the forms registered by a side message until
-	// their call takes them. mu guards the three maps, seq and the state
-	// fields of every form.
-	byID      map[string]*form
-	bySession map[string]map[string]*form
-	byCall    map[string][]*form
-	seq       uint64
+	// byCall holds the forms registered by a side message until their
+	// call's Execute takes them, by the call's path (see callOf).
+	byCall map[string][]*handoff
 }
 
-type formState uint8
-
-const (
-	stateOpen  formState = iota // waits for its answers
-	stateEnded                  // answered, cancelled, timed out or interrupted
-)
-
-// form is one registered form. done is closed exactly once, by whoever
-// moves state to stateEnded, with Forms.mu held.
-type form struct {
-	req     FormRequest
-	session string
-	callID  string
-	callKey string
-	created time.Time
-	seq     uint64
-	done    chan struct{}
-	stop    func() bool // stops the clean-up at the end of the registering context
-
-	state   formState // guarded by Forms.mu
-	waiting bool      // guarded by Forms.mu: a call waits for it
-	inCall  bool      // guarded by Forms.mu: in byCall
-	listed  bool      // guarded by Forms.mu: in byID and bySession
-	answers Answers   // guarded by Forms.mu; set before done is closed
-	err     error     // guarded by Forms.mu; set before done is closed
+// handoff is a form a side message registered for its call's Execute.
+type handoff struct {
+	w    *waiting.Wait
+	req  FormRequest
+	stop func() bool // stops the release at the end of the registering context
 }
 
-// NewForms returns a Forms configured by cfg. It fails when cfg is invalid.
+// NewForms returns a Forms configured by cfg. It fails when cfg is
+// invalid, and when the Notifier cannot listen.
 func NewForms(cfg FormsConfig) (*Forms, error) {
-	if cfg.Timeout < 0 {
+	switch {
+	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("interact: negative timeout %v", cfg.Timeout)
+	case cfg.SuspendAfter < 0:
+		return nil, fmt.Errorf("interact: negative SuspendAfter %v", cfg.SuspendAfter)
+	case cfg.Notifier != nil && cfg.Store == nil:
+		return nil, errors.New("interact: FormsConfig.Notifier needs a Store (the notes name forms kept there)")
 	}
-	return &Forms{
-		timeout:   cmp.Or(cfg.Timeout, DefaultTimeout),
-		byID:      make(map[string]*form),
-		bySession: make(map[string]map[string]*form),
-		byCall:    make(map[string][]*form),
-	}, nil
+	timeout := cmp.Or(cfg.Timeout, DefaultTimeout)
+	core, err := waiting.New(waiting.Config{
+		Kind:         memory.KindForm,
+		Store:        cfg.Store,
+		Notifier:     cfg.Notifier,
+		Timeout:      timeout,
+		SuspendAfter: cfg.SuspendAfter,
+		OnDecided:    cfg.OnAnswered,
+		TimedOut: memory.ApprovalDecision{Reason: fmt.Sprintf("the user did not answer the form within %v", timeout),
+			Cause: string(agent.CauseTimeout), Principal: "timeout", Channel: "timeout"},
+		Interrupted: memory.ApprovalDecision{Reason: "the form was cancelled before the user answered",
+			Cause: string(agent.CauseApprovalInterrupted), Principal: "system", Channel: "system"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("interact: %w", err)
+	}
+	return &Forms{core: core, suspendAfter: cfg.SuspendAfter, byCall: make(map[string][]*handoff)}, nil
 }
 
-// Timeout returns how long a call waits for the answers.
-func (f *Forms) Timeout() time.Duration { return f.timeout }
-
-// newID returns an unguessable form id: 128 random bits in hex.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails; see crypto/rand.Read
-	return hex.EncodeToString(b[:])
+// Close stops a Forms with a Notifier from listening; a Forms without one
+// has nothing to close. It always returns nil.
+func (f *Forms) Close() error {
+	f.core.Close()
+	return nil
 }
+
+// Timeout returns how long a form waits for its answers.
+func (f *Forms) Timeout() time.Duration { return f.core.Timeout() }
 
 // callOf returns the session and the call key of the call running in ctx.
 // The session is the nearest one up the chain of parent calls (a sub-agent's
 // run may have none of its own); the key names the call by its whole path,
 // so that the calls of two sub-agents never share one.
-func callOf(ctx context.Context) (session, key, callID string, ok bool) {
-	info, ok := agent.CallFromContext(ctx)
+func callOf(ctx context.Context) (info agent.CallInfo, session, key string, ok bool) {
+	info, ok = agent.CallFromContext(ctx)
 	if !ok {
-		return "", "", "", false
+		return info, "", "", false
 	}
 	var path []string
 	for c := &info; c != nil; c = c.Parent {
@@ -167,242 +191,222 @@ func callOf(ctx context.Context) (session, key, callID string, ok bool) {
 		path = append(path, c.CallID)
 	}
 	slices.Reverse(path)
-	return session, session + "\x00" + strings.Join(path, "\x00"), info.CallID, true
+	return info, session, session + "\x00" + strings.Join(path, "\x00"), true
 }
 
-// register opens a form for req's questions (already checked). A form
-// registered for a side message (handoff) waits in byCall for its call's
-// Execute; it is dropped when ctx ends before the call takes it.
-func (f *Forms) register(ctx context.Context, session, key, callID string, req FormRequest, handoff bool) *form {
-	req.Type = TypeFormRequest
-	req.FormID = newID()
-	e := &form{req: req, session: session, callID: callID, callKey: key, created: time.Now(), done: make(chan struct{})}
+// open creates the form req for the call info of session, or, when the
+// call has a durable key (a resumed turn), takes up the form the call
+// asked before. It returns the form as the front end shows it.
+func (f *Forms) open(ctx context.Context, info agent.CallInfo, session string, req FormRequest) (*waiting.Wait, FormRequest, error) {
+	req.Type, req.FormID = TypeFormRequest, ""
+	args, err := json.Marshal(req)
+	if err != nil {
+		return nil, FormRequest{}, err
+	}
+	rec := memory.Approval{SessionID: session, CallID: info.CallID, Tool: info.Tool, Arguments: args, Round: info.Round}
+	if info.Key != "" && info.SessionID == session {
+		rec.Key = "form:" + info.Key
+	}
+	w, existing, err := f.core.Open(ctx, rec)
+	if err != nil {
+		return nil, FormRequest{}, fmt.Errorf("interact: store the form of call %s: %w", info.CallID, err)
+	}
+	if existing {
+		// The form asked before: the one the person may be filling in.
+		if stored, err := formOf(w.Record); err == nil {
+			req = stored
+		}
+	}
+	req.FormID = w.Record.ID
+	return w, req, nil
+}
+
+// formOf returns the form a stored record holds.
+func formOf(a memory.Approval) (FormRequest, error) {
+	var req FormRequest
+	if err := json.Unmarshal(a.Arguments, &req); err != nil {
+		return FormRequest{}, fmt.Errorf("interact: form %s: %w", a.ID, err)
+	}
+	req.Type, req.FormID = TypeFormRequest, a.ID
+	return req, nil
+}
+
+// register opens a form for the call's side message; Execute takes it. It
+// is released when ctx ends before Execute took it (the call never ran).
+func (f *Forms) register(ctx context.Context, info agent.CallInfo, session, key string, req FormRequest) (FormRequest, error) {
+	w, req, err := f.open(ctx, info, session, req)
+	if err != nil {
+		return FormRequest{}, err
+	}
+	h := &handoff{w: w, req: req}
 	f.mu.Lock()
-	f.seq++
-	e.seq = f.seq
-	e.listed = true
-	f.byID[e.req.FormID] = e
-	s := f.bySession[session]
-	if s == nil {
-		s = make(map[string]*form)
-		f.bySession[session] = s
-	}
-	s[e.req.FormID] = e
-	if handoff {
-		e.inCall = true
-		f.byCall[key] = append(f.byCall[key], e)
-	}
+	f.byCall[key] = append(f.byCall[key], h)
 	f.mu.Unlock()
-	if handoff {
-		e.stop = context.AfterFunc(ctx, func() { f.expire(e) })
-	}
-	return e
+	h.stop = context.AfterFunc(ctx, func() {
+		if f.unqueue(key, h) {
+			w.Release()
+		}
+	})
+	return req, nil
 }
 
 // take returns the oldest form registered for the call key and not taken
 // yet, or nil.
-func (f *Forms) take(key string) *form {
+func (f *Forms) take(key string) *handoff {
+	f.mu.Lock()
+	q := f.byCall[key]
+	if len(q) == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	h := q[0]
+	f.mu.Unlock()
+	if !f.unqueue(key, h) {
+		return nil
+	}
+	h.stop()
+	return h
+}
+
+// unqueue removes h from byCall and reports whether it was there.
+func (f *Forms) unqueue(key string, h *handoff) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.byCall[key]
-	if len(q) == 0 {
-		return nil
+	i := slices.Index(q, h)
+	if i < 0 {
+		return false
 	}
-	e := q[0]
-	f.unqueue(e)
-	return e
-}
-
-// unqueue removes e from byCall. f.mu must be held.
-func (f *Forms) unqueue(e *form) {
-	if !e.inCall {
-		return
-	}
-	e.inCall = false
-	q := slices.DeleteFunc(f.byCall[e.callKey], func(x *form) bool { return x == e })
+	q = slices.Delete(q, i, i+1)
 	if len(q) == 0 {
-		delete(f.byCall, e.callKey)
+		delete(f.byCall, key)
 	} else {
-		f.byCall[e.callKey] = q
+		f.byCall[key] = q
 	}
+	return true
 }
 
-// unlist removes e from byID and bySession. f.mu must be held.
-func (f *Forms) unlist(e *form) {
-	if !e.listed {
-		return
-	}
-	e.listed = false
-	delete(f.byID, e.req.FormID)
-	if s := f.bySession[e.session]; s != nil {
-		delete(s, e.req.FormID)
-		if len(s) == 0 {
-			delete(f.bySession, e.session)
+// wait waits for the answers to the form of w, whose questions are qs.
+func (f *Forms) wait(ctx context.Context, w *waiting.Wait, qs []Question) (Answers, error) {
+	a, err := w.Wait(ctx)
+	if err != nil {
+		if errors.Is(err, agent.ErrSuspended) {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx) // the host suspends the run
+			}
+			return nil, agent.Suspend(w.Record.ID)
 		}
-	}
-}
-
-// end records the outcome of e and wakes its waiter. f.mu must be held and
-// e must be open.
-func (f *Forms) end(e *form, a Answers, err error) {
-	e.state = stateEnded
-	e.answers, e.err = a, err
-	close(e.done)
-}
-
-// expire drops a form whose registering context ended before its call took
-// it: the call never ran (or will find the run ended).
-func (f *Forms) expire(e *form) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if e.waiting {
-		return // the waiter owns it
-	}
-	if e.state == stateOpen {
-		f.end(e, nil, context.Canceled)
-	}
-	f.unlist(e)
-	f.unqueue(e)
-}
-
-// wait waits for the answers to e, which the caller took from byCall (or
-// registered without a handoff). It returns them, or an error wrapping
-// ErrTimeout or ErrCancelled, or ctx's error.
-func (f *Forms) wait(ctx context.Context, e *form) (Answers, error) {
-	f.mu.Lock()
-	e.waiting = true
-	if e.stop != nil {
-		e.stop() // the clean-up at the end of the run is the waiter's now
-	}
-	if e.state == stateEnded {
-		// Answered (or cancelled) before the wait.
-		f.unlist(e)
-		a, err := e.answers, e.err
-		f.mu.Unlock()
-		return a, err
-	}
-	if err := ctx.Err(); err != nil {
-		f.end(e, nil, err)
-		f.unlist(e)
-		f.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
-	f.mu.Unlock()
-
-	timer := time.NewTimer(f.timeout)
-	defer timer.Stop()
-	var ctxErr error
-	select {
-	case <-e.done:
-		// Whoever closed done set the outcome and unlisted e.
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return e.answers, e.err
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
-	case <-timer.C:
+	d := a.Decision
+	if !d.Approved {
+		if d.Cause == string(agent.CauseTimeout) {
+			return nil, &waitError{d.Reason, ErrTimeout}
+		}
+		return nil, &waitError{cmp.Or(d.Reason, "the form was cancelled before the user answered"), ErrCancelled}
 	}
-
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.unlist(e)
-	if e.state == stateOpen {
-		// Nothing came first: the wait's own end is the outcome.
-		f.end(e, nil, cmp.Or(ctxErr, error(&waitError{fmt.Sprintf("the user did not answer the form within %v", f.timeout), ErrTimeout})))
+	var answers Answers
+	if err := json.Unmarshal(d.Arguments, &answers); err != nil {
+		return nil, fmt.Errorf("interact: the stored answers of form %s: %w", a.ID, err)
 	}
-	return e.answers, e.err
+	return checkAnswers(qs, answers)
 }
 
-// Answer gives answers to the open form formID of session sessionID. It
-// reports whether the form was open: false means the id is unknown, or the
-// form was already answered, timed out, cancelled or ended with its run (a
-// stale form, for example after a server restart); the first answer wins
-// and later ones change nothing.
+// FormReply is an answer to one form, as [Forms.Answer] takes it.
+type FormReply struct {
+	SessionID string
+	FormID    string
+	Answers   Answers
+	// By is who answered (the principal a handler's Authorize returned)
+	// and Via through what ("http", "terminal"); kept with the answer.
+	By, Via string
+}
+
+// Answer gives r.Answers to the open form r.FormID of session r.SessionID.
+// It reports whether the form was open: false means the id is unknown, or
+// the form was already answered, timed out, cancelled or ended with its run
+// (a stale form); the first answer wins, in every process that shares the
+// Store, and later ones change nothing.
 //
 // Answers that arrive before the call waits are kept and returned by the
-// wait that follows.
+// wait that follows; with a Store, also in another process, or after a
+// restart: the resumed turn's call takes them.
 //
 // Answer fails, and leaves the form open, with [ErrWrongSession] when the
-// form belongs to another session, and with an error wrapping
-// [ErrInvalidAnswers] when answers do not fit the questions: an answer for
-// each question and none for an unknown id; one text for a text question (at
-// most [MaxTextAnswer] bytes of UTF-8), one of the options for a single
-// choice, distinct options for a multiple choice.
-func (f *Forms) Answer(sessionID, formID string, answers Answers) (open bool, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e := f.byID[formID]
-	if e == nil {
-		return false, nil
-	}
-	if e.session != sessionID {
+// form belongs to another session, with an error wrapping
+// [ErrInvalidAnswers] when the answers do not fit the questions (an answer
+// for each question and none for an unknown id; one text for a text
+// question, at most [MaxTextAnswer] bytes of UTF-8; one of the options for a
+// single choice; distinct options for a multiple choice), and when the
+// Store fails. ctx bounds the Store calls.
+func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) {
+	d := memory.ApprovalDecision{Approved: true, Principal: cmp.Or(r.By, "unknown"), Channel: cmp.Or(r.Via, "http")}
+	open, err = f.core.Decide(ctx, r.SessionID, r.FormID, d, func(a memory.Approval, d *memory.ApprovalDecision) error {
+		req, err := formOf(a)
+		if err != nil {
+			return err
+		}
+		checked, err := checkAnswers(req.Questions, r.Answers)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(checked)
+		if err != nil {
+			return err
+		}
+		d.Arguments = raw
+		return nil
+	})
+	switch {
+	case errors.Is(err, waiting.ErrWrongSession):
 		return false, ErrWrongSession
+	case err != nil && !errors.Is(err, ErrInvalidAnswers):
+		return false, fmt.Errorf("interact: answer form %s: %w", r.FormID, err)
 	}
-	if e.state != stateOpen {
-		return false, nil
-	}
-	a, err := checkAnswers(e.req.Questions, answers)
-	if err != nil {
-		return false, err
-	}
-	f.end(e, a, nil)
-	if e.waiting {
-		// The waiter holds e: drop it now, so Len and Pending stop counting
-		// it at once.
-		f.unlist(e)
-	}
-	return true, nil
+	return open, err
 }
 
 // CancelSession ends every open form of sessionID, including forms whose
-// call has not started to wait yet: that call then returns at once. A
-// cancelled call returns an error wrapping [ErrCancelled], which the model
-// reads. Forms already answered keep their answers. CancelSession returns
-// the number of forms it cancelled.
-func (f *Forms) CancelSession(sessionID string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, e := range f.bySession[sessionID] {
-		if e.state != stateOpen {
-			continue
-		}
-		f.end(e, nil, &waitError{"the form was cancelled before the user answered", ErrCancelled})
-		f.unlist(e)
-		n++
+// call has not started to wait yet (that call then returns at once) and
+// forms no call of this process waits for. A cancelled call returns an
+// error wrapping [ErrCancelled], which the model reads. Forms already
+// answered keep their answers. It returns the number of forms it
+// cancelled, also when the Store fails for some.
+func (f *Forms) CancelSession(ctx context.Context, sessionID string) (int, error) {
+	n, err := f.core.CancelSession(ctx, sessionID)
+	if err != nil {
+		return n, fmt.Errorf("interact: cancel the forms of session %q: %w", sessionID, err)
 	}
-	return n
+	return n, nil
 }
 
-// Len returns the number of forms the Forms holds: forms waiting for their
-// answers plus answered ones whose call has not taken the answers yet. It
-// returns to zero when every run has ended (for a run whose consumer
-// stopped ranging right after a form_request chunk, a moment after: when
-// the run's context has ended).
-func (f *Forms) Len() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.byID)
-}
+// Len returns the number of forms this process's calls hold: forms waiting
+// for their answers plus answered ones whose call has not taken the answers
+// yet. It returns to zero when every run has ended (for a run whose
+// consumer stopped ranging right after a form_request chunk, a moment
+// after: when the run's context has ended).
+func (f *Forms) Len() int { return f.core.Len() }
 
 // Pending lists the open forms of sessionID, oldest first, so that a
-// reconnecting front end can draw them again.
-func (f *Forms) Pending(sessionID string) []PendingForm {
-	f.mu.Lock()
-	s := f.bySession[sessionID]
-	list := make([]*form, 0, len(s))
-	for _, e := range s {
-		if e.state == stateOpen {
-			list = append(list, e)
+// reconnecting front end can draw them again: every open form of the
+// session in the Store, also those whose run is suspended or driven by
+// another process. A form past its timeout is recorded as timed out
+// instead of listed.
+func (f *Forms) Pending(ctx context.Context, sessionID string) ([]PendingForm, error) {
+	list, err := f.core.Pending(ctx, sessionID)
+	if err != nil {
+		return []PendingForm{}, fmt.Errorf("interact: list the open forms of session %q: %w", sessionID, err)
+	}
+	out := make([]PendingForm, 0, len(list))
+	for _, a := range list {
+		req, err := formOf(a)
+		if err != nil {
+			continue // not a form this version can show
 		}
+		out = append(out, PendingForm{FormRequest: req, SessionID: a.SessionID, CallID: a.CallID, Created: a.CreatedAt})
 	}
-	f.mu.Unlock()
-	slices.SortFunc(list, func(a, b *form) int { return cmp.Compare(a.seq, b.seq) })
-	out := make([]PendingForm, len(list))
-	for i, e := range list {
-		req := e.req
-		req.Questions = slices.Clone(req.Questions)
-		out[i] = PendingForm{FormRequest: req, SessionID: e.session, CallID: e.callID, Created: e.created}
-	}
-	return out
+	return out, nil
 }

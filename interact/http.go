@@ -3,6 +3,7 @@ package interact
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/httpjson"
@@ -36,6 +37,7 @@ const errNoAuthorize = "interact: the handler has no HandlerConfig.Authorize; se
 //	200 {"success":true}                   the answers were taken
 //	200 {"success":false,"error":"..."}    the form was not open (a stale
 //	                                       form: disable it)
+//	500 {"success":false,"error":"..."}    the Store failed
 //	400 {"success":false,"error":"..."}    malformed JSON, a missing field,
 //	                                       answers that do not fit the
 //	                                       questions (the form stays open)
@@ -65,7 +67,8 @@ func (f *Forms) AnswerHandler(cfg approval.HandlerConfig) http.Handler {
 			writeError(w, http.StatusBadRequest, "missing session_id")
 			return
 		}
-		if !cfg.Check(w, r, req.SessionID) {
+		principal, ok := cfg.Check(w, r, req.SessionID)
+		if !ok {
 			return
 		}
 		switch {
@@ -76,12 +79,14 @@ func (f *Forms) AnswerHandler(cfg approval.HandlerConfig) http.Handler {
 			writeError(w, http.StatusBadRequest, "missing answers")
 			return
 		}
-		open, err := f.Answer(req.SessionID, req.FormID, req.Answers)
+		open, err := f.Answer(r.Context(), FormReply{SessionID: req.SessionID, FormID: req.FormID, Answers: req.Answers, By: principal, Via: "http"})
 		switch {
 		case errors.Is(err, ErrWrongSession):
 			writeError(w, http.StatusForbidden, err.Error())
+		case errors.Is(err, ErrInvalidAnswers):
+			writeError(w, http.StatusBadRequest, userText(err))
 		case err != nil:
-			writeError(w, http.StatusBadRequest, err.Error())
+			writeError(w, http.StatusInternalServerError, err.Error())
 		case !open:
 			writeJSON(w, http.StatusOK, approval.Response{Error: errStale})
 		default:
@@ -102,4 +107,10 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 
 func writeJSON(w http.ResponseWriter, status int, v approval.Response) {
 	httpjson.WriteJSON(w, status, v)
+}
+
+// userText is an answer's error as a person reads it: without the
+// package's prefix.
+func userText(err error) string {
+	return strings.TrimPrefix(err.Error(), "interact: ")
 }

@@ -411,13 +411,13 @@ func (c *Core) suspend(e *entry) (memory.Approval, error) {
 }
 
 // Decide takes the decision d for the pending wait id of sessionID, first
-// writer wins. check, when not nil, is called with the stored record
-// before anything is decided and refuses the decision with its error (the
-// wait stays pending). It reports whether the wait was pending: false for
+// writer wins. check, when not nil, is called with the stored record and
+// the decision before anything is decided: it may complete the decision,
+// or refuse it with its error (the wait stays pending). It reports whether the wait was pending: false for
 // an unknown id, one of another kind, one decided already, or one past its
 // timeout (which it then decides as timed out). Another session's wait
 // fails with ErrWrongSession.
-func (c *Core) Decide(ctx context.Context, sessionID, id string, d memory.ApprovalDecision, check func(memory.Approval) error) (bool, error) {
+func (c *Core) Decide(ctx context.Context, sessionID, id string, d memory.ApprovalDecision, check func(memory.Approval, *memory.ApprovalDecision) error) (bool, error) {
 	if id == "" {
 		return false, nil
 	}
@@ -436,7 +436,7 @@ func (c *Core) Decide(ctx context.Context, sessionID, id string, d memory.Approv
 		return false, nil
 	}
 	if check != nil {
-		if err := check(a); err != nil {
+		if err := check(a, &d); err != nil {
 			return false, err
 		}
 	}
