@@ -591,7 +591,7 @@ func (c *Core) counted() {
 	}
 	c.mu.Lock()
 	c.decided++
-	forget := c.decided >= keepPrivate
+	forget := c.decided >= keepPrivate/4
 	if forget {
 		c.decided = 0
 	}
