@@ -140,4 +140,4 @@ func TestOpenMigratesVersion1(t *testing.T) {
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 6
+const currentVersion = 7
