@@ -286,11 +286,15 @@ func (st *Store) GetApproval(ctx context.Context, id string) (memory.Approval, e
 	return a, nil
 }
 
+// approvalByKeySQL selects the approval of a session and key. Its
+// call_key <> '' lets SQLite use the partial index approvals_key, and
+// makes an empty key find nothing.
+const approvalByKeySQL = "SELECT " + approvalCols + " FROM approvals WHERE session_id = ? AND call_key = ? AND call_key <> ''"
+
 // ApprovalByKey implements [memory.ApprovalStore.ApprovalByKey], through
 // the index approvals_key.
 func (st *Store) ApprovalByKey(ctx context.Context, sessionID, key string) (memory.Approval, error) {
-	a, err := scanApproval(st.r.QueryRowContext(ctx, "SELECT "+approvalCols+" FROM approvals WHERE session_id = ? AND call_key = ? AND call_key <> ''",
-		sessionID, key))
+	a, err := scanApproval(st.r.QueryRowContext(ctx, approvalByKeySQL, sessionID, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = memory.ErrNotFound
 	}
