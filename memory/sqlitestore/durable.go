@@ -287,7 +287,7 @@ func (st *Store) GetApproval(ctx context.Context, id string) (memory.Approval, e
 }
 
 // approvalByKeySQL selects the approval of a session and key. Its
-// call_key <> '' lets SQLite use the partial index approvals_key, and
+// call_key <> ” lets SQLite use the partial index approvals_key, and
 // makes an empty key find nothing.
 const approvalByKeySQL = "SELECT " + approvalCols + " FROM approvals WHERE session_id = ? AND call_key = ? AND call_key <> ''"
 
