@@ -286,9 +286,9 @@ func (st *Store) GetApproval(ctx context.Context, id string) (memory.Approval, e
 	return a, nil
 }
 
-// approvalByKeySQL selects the approval of a session and key. Its
-// call_key <> ” lets SQLite use the partial index approvals_key, and
-// makes an empty key find nothing.
+// approvalByKeySQL selects the approval of a session and key. Its test
+// that call_key is not empty lets SQLite use the partial index
+// approvals_key, and makes an empty key find nothing.
 const approvalByKeySQL = "SELECT " + approvalCols + " FROM approvals WHERE session_id = ? AND call_key = ? AND call_key <> ''"
 
 // ApprovalByKey implements [memory.ApprovalStore.ApprovalByKey], through
