@@ -23,9 +23,9 @@ type MemStore struct {
 	lastSumID int64 // last summary id handed out, across sessions
 
 	approvals map[string]*Approval // by id
-	// byKey holds the approvals that have a Key, by session and Key; decided
-	// holds the decided ones, ordered by DecidedAt and then ID. Both point
-	// to the records of approvals, and name exactly those.
+	// byKey and decided point to records of approvals: byKey to each one
+	// that has a Key, by session and Key, and decided to each decided one,
+	// ordered by DecidedAt and then ID; neither to any other.
 	byKey   map[approvalKey]*Approval
 	decided []*Approval
 
