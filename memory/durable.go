@@ -172,10 +172,19 @@ var (
 
 // ApprovalStore is implemented by stores that keep [Approval] records.
 // Approvals do not need their session to exist in the Store; DeleteSession
-// removes the session's approvals.
+// removes the session's approvals. Every method that returns records
+// returns them whole: each field as CreateApproval and DecideApproval
+// stored it, times in UTC.
 type ApprovalStore interface {
-	// CreateApproval stores a pending approval (Decided must be false).
-	// An existing id is an error wrapping [ErrExists].
+	// CreateApproval stores a, which must be valid ([ValidateApproval]).
+	// An existing id is an error wrapping [ErrExists], and so is a
+	// non-empty Key that a's session already has (another session may use
+	// the same key). A pending record (Decided false) is stored without a
+	// decision: its Decision and DecidedAt are ignored. A record created
+	// decided (a decision taken without asking anybody, kept for the
+	// audit) is stored with its Decision, decided at a.DecidedAt, or now
+	// when that is zero; it is never pending. CreatedAt is set to now when
+	// zero.
 	CreateApproval(ctx context.Context, a Approval) error
 	// DecideApproval takes the decision of the pending approval id of
 	// sessionID, atomically: of concurrent deciders, across processes,
@@ -189,6 +198,15 @@ type ApprovalStore interface {
 	// decision, oldest first; an empty sessionID returns those of every
 	// session.
 	PendingApprovals(ctx context.Context, sessionID string) ([]Approval, error)
+	// ApprovalByKey returns the record of sessionID whose [Approval.Key]
+	// is key, pending or decided. No such record, and an empty key, are
+	// errors wrapping [ErrNotFound].
+	ApprovalByKey(ctx context.Context, sessionID, key string) (Approval, error)
+	// Decisions returns the decided records that q selects (see
+	// [DecisionQuery]), ordered by DecidedAt and then by ID (byte-wise),
+	// at most q.Limit of them when it is positive. Pending records are
+	// never returned. A listing without a match is empty, not an error.
+	Decisions(ctx context.Context, q DecisionQuery) ([]Approval, error)
 }
 
 // MaxNotifyPayload is the largest payload a [Notifier] must carry, in

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -126,18 +127,102 @@ func (st *MemStore) CreateApproval(ctx context.Context, a Approval) error {
 	if err := ValidateApproval(a); err != nil {
 		return err
 	}
+	t := now()
 	a = a.clone()
-	a.CreatedAt = normTime(a.CreatedAt, now())
+	a.CreatedAt = normTime(a.CreatedAt, t)
+	if a.Decided {
+		a.DecidedAt = normTime(a.DecidedAt, t)
+	} else {
+		a.Decision, a.DecidedAt = ApprovalDecision{}, time.Time{}
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if _, ok := st.approvals[a.ID]; ok {
 		return fmt.Errorf("memory: create approval %q: %w", a.ID, ErrExists)
 	}
+	k := approvalKey{a.SessionID, a.Key}
+	if a.Key != "" {
+		if _, ok := st.byKey[k]; ok {
+			return fmt.Errorf("memory: create approval %q: session %q has key %q already: %w", a.ID, a.SessionID, a.Key, ErrExists)
+		}
+	}
 	if st.approvals == nil {
 		st.approvals = make(map[string]*Approval)
 	}
-	st.approvals[a.ID] = &a
+	p := &a
+	st.approvals[a.ID] = p
+	if a.Key != "" {
+		if st.byKey == nil {
+			st.byKey = make(map[approvalKey]*Approval)
+		}
+		st.byKey[k] = p
+	}
+	if a.Decided {
+		st.addDecided(p)
+	}
 	return nil
+}
+
+// compareDecided orders decided approvals by DecidedAt and then by ID.
+func compareDecided(a, b *Approval) int {
+	return cmp.Or(a.DecidedAt.Compare(b.DecidedAt), cmp.Compare(a.ID, b.ID))
+}
+
+// addDecided puts the decided approval a in its place in st.decided: at the
+// end, unless a was decided before the last one (a record created
+// decided). The caller holds mu.
+func (st *MemStore) addDecided(a *Approval) {
+	n := len(st.decided)
+	if n == 0 || compareDecided(st.decided[n-1], a) < 0 {
+		st.decided = append(st.decided, a)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(st.decided, a, compareDecided)
+	st.decided = slices.Insert(st.decided, i, a)
+}
+
+// deleteApprovals removes the approvals for which drop reports true, and
+// returns how many. The caller holds mu.
+func (st *MemStore) deleteApprovals(drop func(*Approval) bool) int {
+	n := 0
+	for id, a := range st.approvals {
+		if drop(a) {
+			delete(st.approvals, id)
+			if a.Key != "" {
+				delete(st.byKey, approvalKey{a.SessionID, a.Key})
+			}
+			n++
+		}
+	}
+	st.decided = slices.DeleteFunc(st.decided, drop)
+	return n
+}
+
+// ForgetDecided removes every decided approval except the keep most
+// recently decided (by DecidedAt, then ID), and returns how many it
+// removed. Pending approvals are never removed. The keys and ids of the
+// removed ones are free again. A store that only one process uses, such as
+// the private store of an in-memory approval service, calls it to stay
+// bounded. It costs O(1) while there are at most keep decided approvals,
+// and time in proportion to the number removed plus keep otherwise.
+func (st *MemStore) ForgetDecided(keep int) int {
+	keep = max(keep, 0)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := len(st.decided) - keep
+	if n <= 0 {
+		return 0
+	}
+	for _, a := range st.decided[:n] {
+		delete(st.approvals, a.ID)
+		if a.Key != "" {
+			delete(st.byKey, approvalKey{a.SessionID, a.Key})
+		}
+	}
+	// Copied down rather than resliced, so that the backing array does
+	// not keep the removed records alive.
+	st.decided = slices.Delete(st.decided, 0, n)
+	return n
 }
 
 // DecideApproval implements [ApprovalStore.DecideApproval].
@@ -157,6 +242,7 @@ func (st *MemStore) DecideApproval(ctx context.Context, sessionID, id string, d 
 		return a.clone(), fmt.Errorf("memory: decide approval %q: %w", id, ErrDecided)
 	}
 	a.Decided, a.Decision, a.DecidedAt = true, d.clone(), now()
+	st.addDecided(a)
 	return a.clone(), nil
 }
 
@@ -170,6 +256,20 @@ func (st *MemStore) GetApproval(ctx context.Context, id string) (Approval, error
 	a, ok := st.approvals[id]
 	if !ok {
 		return Approval{}, fmt.Errorf("memory: approval %q: %w", id, ErrNotFound)
+	}
+	return a.clone(), nil
+}
+
+// ApprovalByKey implements [ApprovalStore.ApprovalByKey].
+func (st *MemStore) ApprovalByKey(ctx context.Context, sessionID, key string) (Approval, error) {
+	if err := ctx.Err(); err != nil {
+		return Approval{}, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	a, ok := st.byKey[approvalKey{sessionID, key}]
+	if !ok || key == "" {
+		return Approval{}, fmt.Errorf("memory: approval of %q with key %q: %w", sessionID, key, ErrNotFound)
 	}
 	return a.clone(), nil
 }
@@ -191,6 +291,48 @@ func (st *MemStore) PendingApprovals(ctx context.Context, sessionID string) ([]A
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
+}
+
+// Decisions implements [ApprovalStore.Decisions]. It starts from the first
+// record q selects in the order of decisions, found by binary search, and
+// reads on until q.Until or q.Limit; the records of other sessions and
+// kinds on the way are skipped.
+func (st *MemStore) Decisions(ctx context.Context, q DecisionQuery) ([]Approval, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	i := 0
+	if !q.Since.IsZero() {
+		i = sort.Search(len(st.decided), func(i int) bool {
+			a := st.decided[i]
+			if c := a.DecidedAt.Compare(q.Since); c != 0 {
+				return c > 0
+			}
+			return q.AfterID == "" || a.ID > q.AfterID
+		})
+	}
+	out := []Approval{}
+	for _, a := range st.decided[i:] {
+		if !q.Until.IsZero() && !a.DecidedAt.Before(q.Until) {
+			break
+		}
+		if q.SessionID != "" && a.SessionID != q.SessionID || !matchKind(a.Kind, q.Kind) {
+			continue
+		}
+		out = append(out, a.clone())
+		if q.Limit > 0 && len(out) == q.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// matchKind reports whether a record of kind is one that a [DecisionQuery]
+// of Kind want selects.
+func matchKind(kind, want string) bool {
+	return want == "" || kind == want || want == KindApproval && kind == ""
 }
 
 // AcquireLease implements [Leaser.AcquireLease].
@@ -253,8 +395,14 @@ func (st *MemStore) Listen(ctx context.Context, channel string, fn func(payload 
 	return st.notes.Add(channel, fn)
 }
 
-// ValidateApproval reports whether a may be created: an id, a session,
-// a call id and a tool name, and no decision yet.
+// maxApprovalDigest is the longest [Approval.Digest], in bytes.
+const maxApprovalDigest = 100
+
+// ValidateApproval reports whether a may be created: an id, a session, a
+// call id and a tool name; a Kind that is empty, [KindApproval] or
+// [KindForm]; a Key of at most [MaxApprovalKey] bytes and a Digest of at
+// most 100. A record may be created decided. Store implementations call it
+// first in CreateApproval.
 func ValidateApproval(a Approval) error {
 	switch {
 	case a.ID == "":
@@ -263,8 +411,12 @@ func ValidateApproval(a Approval) error {
 		return fmt.Errorf("memory: approval %q without a session", a.ID)
 	case a.CallID == "" || a.Tool == "":
 		return fmt.Errorf("memory: approval %q without its call id or tool", a.ID)
-	case a.Decided:
-		return fmt.Errorf("memory: approval %q is created decided", a.ID)
+	case a.Kind != "" && a.Kind != KindApproval && a.Kind != KindForm:
+		return fmt.Errorf("memory: approval %q of kind %.40q, want %q or %q", a.ID, a.Kind, KindApproval, KindForm)
+	case len(a.Key) > MaxApprovalKey:
+		return fmt.Errorf("memory: approval %q: key of %d bytes, more than %d", a.ID, len(a.Key), MaxApprovalKey)
+	case len(a.Digest) > maxApprovalDigest:
+		return fmt.Errorf("memory: approval %q: digest of %d bytes, more than %d", a.ID, len(a.Digest), maxApprovalDigest)
 	}
 	return nil
 }

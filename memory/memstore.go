@@ -23,9 +23,18 @@ type MemStore struct {
 	lastSumID int64 // last summary id handed out, across sessions
 
 	approvals map[string]*Approval // by id
-	leases    map[string]memLease  // by session id
-	notes     notehub.Hub          // the listeners of Notify
+	// byKey and decided point to records of approvals: byKey to each one
+	// that has a Key, by session and Key, and decided to each decided one,
+	// ordered by DecidedAt and then ID; neither to any other.
+	byKey   map[approvalKey]*Approval
+	decided []*Approval
+
+	leases map[string]memLease // by session id
+	notes  notehub.Hub         // the listeners of Notify
 }
+
+// approvalKey names an approval by its session and [Approval.Key].
+type approvalKey struct{ session, key string }
 
 // memLease is a lease of a MemStore.
 type memLease struct {
@@ -145,11 +154,7 @@ func (st *MemStore) DeleteSession(ctx context.Context, id string) error {
 	}
 	delete(st.sessions, id)
 	delete(st.leases, id)
-	for aid, a := range st.approvals {
-		if a.SessionID == id {
-			delete(st.approvals, aid)
-		}
-	}
+	st.deleteApprovals(func(a *Approval) bool { return a.SessionID == id })
 	return nil
 }
 

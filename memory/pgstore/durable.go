@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -160,8 +161,8 @@ func (st *Store) OpenSessions(ctx context.Context) ([]string, error) {
 }
 
 // approvalCols are the columns scanApproval reads, in its order.
-const approvalCols = `id, session_id, call_id, tool, arguments, round, created_at,
-	decided, approved, reason, cause, decision_arguments, scope, decided_at`
+const approvalCols = `id, session_id, call_id, tool, arguments, round, created_at, kind, call_key, digest,
+	decided, approved, reason, cause, decision_arguments, scope, decided_at, principal, channel`
 
 // scanApproval reads one row of approvalCols.
 func scanApproval(row pgx.Row) (memory.Approval, error) {
@@ -172,8 +173,9 @@ func scanApproval(row pgx.Row) (memory.Approval, error) {
 		decidedAt          pgtype.Int8
 		args, decisionArgs []byte
 	)
-	err := row.Scan(&a.ID, &a.SessionID, &a.CallID, &a.Tool, &args, &round, &created,
-		&a.Decided, &a.Decision.Approved, &a.Decision.Reason, &a.Decision.Cause, &decisionArgs, &a.Decision.Scope, &decidedAt)
+	err := row.Scan(&a.ID, &a.SessionID, &a.CallID, &a.Tool, &args, &round, &created, &a.Kind, &a.Key, &a.Digest,
+		&a.Decided, &a.Decision.Approved, &a.Decision.Reason, &a.Decision.Cause, &decisionArgs, &a.Decision.Scope, &decidedAt,
+		&a.Decision.Principal, &a.Decision.Channel)
 	if err != nil {
 		return memory.Approval{}, err
 	}
@@ -190,6 +192,22 @@ func scanApproval(row pgx.Row) (memory.Approval, error) {
 	return a, nil
 }
 
+// queryApprovals runs q, which selects approvalCols, and reads its rows.
+func (st *Store) queryApprovals(ctx context.Context, q string, args ...any) ([]memory.Approval, error) {
+	rows, err := st.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (memory.Approval, error) { return scanApproval(row) })
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []memory.Approval{}
+	}
+	return out, nil
+}
+
 // bytea returns b as a column value: NULL when empty.
 func bytea(b []byte) []byte {
 	if len(b) == 0 {
@@ -198,15 +216,32 @@ func bytea(b []byte) []byte {
 	return b
 }
 
-// CreateApproval implements [memory.ApprovalStore.CreateApproval].
+// CreateApproval implements [memory.ApprovalStore.CreateApproval]. The
+// unique index approvals_key refuses a second record of a session's key,
+// also when two processes create it at once.
 func (st *Store) CreateApproval(ctx context.Context, a memory.Approval) error {
 	if err := memory.ValidateApproval(a); err != nil {
 		return fmt.Errorf("pgstore: create approval: %w", err)
 	}
-	a.CreatedAt = storecol.NormTime(a.CreatedAt, storecol.Now())
-	tag, err := st.pool.Exec(ctx, `INSERT INTO `+st.approvals+` (id, session_id, call_id, tool, arguments, round, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
-		a.ID, a.SessionID, a.CallID, a.Tool, bytea(a.Arguments), a.Round, a.CreatedAt.UnixNano())
+	t := storecol.Now()
+	a.CreatedAt = storecol.NormTime(a.CreatedAt, t)
+	var decidedAt *int64 // NULL while pending
+	if a.Decided {
+		n := storecol.NormTime(a.DecidedAt, t).UnixNano()
+		decidedAt = &n
+	} else {
+		a.Decision = memory.ApprovalDecision{}
+	}
+	d := a.Decision
+	tag, err := st.pool.Exec(ctx, `INSERT INTO `+st.approvals+` (id, session_id, call_id, tool, arguments, round, created_at,
+			kind, call_key, digest, decided, approved, reason, cause, decision_arguments, scope, decided_at, principal, channel)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) ON CONFLICT (id) DO NOTHING`,
+		a.ID, a.SessionID, a.CallID, a.Tool, bytea(a.Arguments), a.Round, a.CreatedAt.UnixNano(),
+		a.Kind, a.Key, a.Digest, a.Decided, d.Approved, d.Reason, d.Cause, bytea(d.Arguments), d.Scope, decidedAt, d.Principal, d.Channel)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "approvals_key" { // unique_violation
+		return fmt.Errorf("pgstore: create approval %q: session %q has key %q already: %w", a.ID, a.SessionID, a.Key, memory.ErrExists)
+	}
 	if err == nil && tag.RowsAffected() == 0 {
 		err = memory.ErrExists
 	}
@@ -226,10 +261,10 @@ func (st *Store) DecideApproval(ctx context.Context, sessionID, id string, d mem
 	// the two statements.
 	for range 3 {
 		a, err := scanApproval(st.pool.QueryRow(ctx, `UPDATE `+st.approvals+` SET decided = true, approved = $1,
-				reason = $2, cause = $3, decision_arguments = $4, scope = $5, decided_at = $6
-			WHERE id = $7 AND session_id = $8 AND NOT decided
+				reason = $2, cause = $3, decision_arguments = $4, scope = $5, decided_at = $6, principal = $7, channel = $8
+			WHERE id = $9 AND session_id = $10 AND NOT decided
 			RETURNING `+approvalCols,
-			d.Approved, d.Reason, d.Cause, bytea(d.Arguments), d.Scope, storecol.Now().UnixNano(), id, sessionID))
+			d.Approved, d.Reason, d.Cause, bytea(d.Arguments), d.Scope, storecol.Now().UnixNano(), d.Principal, d.Channel, id, sessionID))
 		if err == nil {
 			return a, nil
 		}
@@ -263,6 +298,20 @@ func (st *Store) GetApproval(ctx context.Context, id string) (memory.Approval, e
 	return a, nil
 }
 
+// ApprovalByKey implements [memory.ApprovalStore.ApprovalByKey], through
+// the index approvals_key.
+func (st *Store) ApprovalByKey(ctx context.Context, sessionID, key string) (memory.Approval, error) {
+	a, err := scanApproval(st.pool.QueryRow(ctx, "SELECT "+approvalCols+" FROM "+st.approvals+
+		" WHERE session_id = $1 AND call_key = $2 AND call_key <> ''", sessionID, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = memory.ErrNotFound
+	}
+	if err != nil {
+		return memory.Approval{}, fmt.Errorf("pgstore: approval of %q with key %q: %w", sessionID, key, err)
+	}
+	return a, nil
+}
+
 // PendingApprovals implements [memory.ApprovalStore.PendingApprovals].
 func (st *Store) PendingApprovals(ctx context.Context, sessionID string) ([]memory.Approval, error) {
 	q, args := "SELECT "+approvalCols+" FROM "+st.approvals+" WHERE NOT decided ORDER BY created_at, id", []any(nil)
@@ -270,16 +319,58 @@ func (st *Store) PendingApprovals(ctx context.Context, sessionID string) ([]memo
 		q = "SELECT " + approvalCols + " FROM " + st.approvals + " WHERE NOT decided AND session_id = $1 ORDER BY created_at, id"
 		args = append(args, sessionID)
 	}
-	rows, err := st.pool.Query(ctx, q, args...)
+	out, err := st.queryApprovals(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: pending approvals of %q: %w", sessionID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (memory.Approval, error) { return scanApproval(row) })
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: pending approvals of %q: %w", sessionID, err)
+	return out, nil
+}
+
+// decisionsSQL returns the query of Decisions for q and its arguments. It
+// reads the partial index of decided rows in order, approvals_decided or,
+// for one session, approvals_session_decided, from q's first row; ids
+// compare byte-wise (COLLATE "C"), as the indexes hold them.
+func (st *Store) decisionsSQL(q memory.DecisionQuery) (string, []any) {
+	var b strings.Builder
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
 	}
-	if out == nil {
-		out = []memory.Approval{}
+	b.WriteString("SELECT " + approvalCols + " FROM " + st.approvals + " WHERE decided")
+	if q.SessionID != "" {
+		b.WriteString(" AND session_id = " + arg(q.SessionID))
+	}
+	switch q.Kind {
+	case "":
+	case memory.KindApproval:
+		b.WriteString(" AND kind IN ('', " + arg(q.Kind) + ")")
+	default:
+		b.WriteString(" AND kind = " + arg(q.Kind))
+	}
+	switch {
+	case q.Since.IsZero():
+	case q.AfterID != "":
+		b.WriteString(" AND (decided_at, id COLLATE \"C\") > (" + arg(storecol.Bound(q.Since)) + ", " + arg(q.AfterID) + ")")
+	default:
+		b.WriteString(" AND decided_at >= " + arg(storecol.Bound(q.Since)))
+	}
+	if !q.Until.IsZero() {
+		b.WriteString(" AND decided_at < " + arg(storecol.Bound(q.Until)))
+	}
+	b.WriteString(" ORDER BY decided_at, id COLLATE \"C\"")
+	if q.Limit > 0 {
+		b.WriteString(" LIMIT " + arg(q.Limit))
+	}
+	return b.String(), args
+}
+
+// Decisions implements [memory.ApprovalStore.Decisions].
+func (st *Store) Decisions(ctx context.Context, q memory.DecisionQuery) ([]memory.Approval, error) {
+	query, args := st.decisionsSQL(q)
+	out, err := st.queryApprovals(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: decisions: %w", err)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -342,6 +343,134 @@ func TestMigrateVersion1(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, last)
 	require.NoError(t, st.AppendEvents(ctx, "s", memory.Event{Seq: 1, Turn: 1, Kind: "turn_started"}))
+}
+
+// TestMigrateVersion4Approvals opens a schema left at version 4, with
+// pending and decided approvals (two pending without a key in one session,
+// so the key index must be partial), by an older version: they are kept,
+// with the new fields empty, listed by Decisions as of the approval kind,
+// decidable with a principal, and beside new keyed records.
+func TestMigrateVersion4Approvals(t *testing.T) {
+	leaktest.Check(t)
+	url := server(t)
+	schema := freshSchema(t, url)
+	st := open(t, url, schema)
+	ctx := t.Context()
+	decidedAt := time.Date(2024, 7, 1, 0, 0, 0, 0, time.UTC)
+	for _, a := range []memory.Approval{
+		{ID: "p1", SessionID: "s", CallID: "c1", Tool: "ls", Arguments: json.RawMessage(`{"dir": "/"}`), Round: 1},
+		{ID: "p2", SessionID: "s", CallID: "c2", Tool: "ls", Round: 1},
+		{ID: "d1", SessionID: "s", CallID: "c3", Tool: "rm", Round: 2, Decided: true, DecidedAt: decidedAt,
+			Decision: memory.ApprovalDecision{Approved: true, Reason: "ok", Cause: "user", Arguments: json.RawMessage(`{"f":2}`), Scope: "session"}},
+	} {
+		require.NoError(t, st.CreateApproval(ctx, a))
+	}
+	d1, err := st.GetApproval(ctx, "d1")
+	require.NoError(t, err)
+	st.Close()
+	q := func(table string) string { return pgx.Identifier{schema, table}.Sanitize() }
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	// Dropping the columns drops the indexes on them.
+	_, err = conn.Exec(ctx, "ALTER TABLE "+q("approvals")+" DROP COLUMN kind, DROP COLUMN call_key, DROP COLUMN digest, DROP COLUMN principal, DROP COLUMN channel"+
+		"; DROP INDEX "+q("approvals_decided")+", "+q("approvals_session_decided")+
+		"; UPDATE "+q("schema_version")+" SET version = 4")
+	require.NoError(t, err)
+
+	st = open(t, url, schema)
+	checkVersion(t, url, schema)
+	pending, err := st.PendingApprovals(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, pending, 2)
+	assert.Equal(t, `{"dir": "/"}`, string(pending[0].Arguments))
+	list, err := st.Decisions(ctx, memory.DecisionQuery{SessionID: "s", Kind: memory.KindApproval})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, d1, list[0])
+	assert.Empty(t, list[0].Decision.Principal)
+
+	d, err := st.DecideApproval(ctx, "s", "p1", memory.ApprovalDecision{Approved: true, Principal: "alice", Channel: "http"})
+	require.NoError(t, err)
+	assert.Equal(t, "alice", d.Decision.Principal)
+	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "n1", SessionID: "s", CallID: "c5", Tool: "ls"}))
+	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "n2", SessionID: "s", CallID: "c6", Tool: "ls", Key: "k"}))
+	err = st.CreateApproval(ctx, memory.Approval{ID: "n3", SessionID: "s", CallID: "c7", Tool: "ls", Key: "k"})
+	assert.ErrorIs(t, err, memory.ErrExists)
+}
+
+// TestDecisionsOrderByteWise: Decisions orders ids byte-wise, as Go
+// compares strings, and pages by them the same way, also when the id
+// column's collation orders otherwise (ICU's, where "b0" sorts before
+// "Zz"), as a database created with another default collation would.
+func TestDecisionsOrderByteWise(t *testing.T) {
+	leaktest.Check(t)
+	url := server(t)
+	schema := freshSchema(t, url)
+	st := open(t, url, schema)
+	ctx := t.Context()
+	var icu bool
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu')`).Scan(&icu))
+	if !icu {
+		t.Skip("the server has no ICU collation und-x-icu")
+	}
+	_, err := st.Pool().Exec(ctx, "ALTER TABLE "+pgx.Identifier{schema, "approvals"}.Sanitize()+` ALTER COLUMN id TYPE text COLLATE "und-x-icu"`)
+	require.NoError(t, err)
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{"b0", "Zz", "a1", "B2"} {
+		require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: id, SessionID: "s", CallID: "c", Tool: "t", Decided: true, DecidedAt: at}))
+	}
+	ids := func(q memory.DecisionQuery) []string {
+		list, err := st.Decisions(ctx, q)
+		require.NoError(t, err)
+		var out []string
+		for _, a := range list {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"B2", "Zz", "a1", "b0"}, ids(memory.DecisionQuery{}))
+	assert.Equal(t, []string{"B2", "Zz", "a1", "b0"}, ids(memory.DecisionQuery{SessionID: "s"}))
+	assert.Equal(t, []string{"a1", "b0"}, ids(memory.DecisionQuery{Since: at, AfterID: "Zz"}))
+	assert.Equal(t, []string{"a1", "b0"}, ids(memory.DecisionQuery{SessionID: "s", Since: at, AfterID: "Zz"}))
+}
+
+// TestDecisionsUseIndexes: on a table of many approvals, after ANALYZE,
+// a page of Decisions is an index scan of approvals_decided or, for one
+// session, approvals_session_decided, in its order: no sort of every
+// decision.
+func TestDecisionsUseIndexes(t *testing.T) {
+	leaktest.Check(t)
+	url := server(t)
+	schema := freshSchema(t, url)
+	st := open(t, url, schema)
+	ctx := t.Context()
+	table := pgx.Identifier{schema, "approvals"}.Sanitize()
+	_, err := st.Pool().Exec(ctx, `INSERT INTO `+table+` (id, session_id, call_id, tool, round, created_at, decided, decided_at, kind)
+		SELECT 'a' || i, 's' || (i % 50), 'c', 't', 1, i, i % 4 <> 0, CASE WHEN i % 4 <> 0 THEN i END, (ARRAY['', 'approval', 'form'])[i % 3 + 1]
+		FROM generate_series(1, 20000) i`)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, "ANALYZE "+table)
+	require.NoError(t, err)
+	since := time.Unix(0, 100)
+	for _, c := range []struct {
+		q     memory.DecisionQuery
+		index string
+	}{
+		{memory.DecisionQuery{Limit: 10}, "approvals_decided"},
+		{memory.DecisionQuery{Since: since, AfterID: "a5", Limit: 10}, "approvals_decided"},
+		{memory.DecisionQuery{SessionID: "s3", Limit: 10}, "approvals_session_decided"},
+		{memory.DecisionQuery{SessionID: "s3", Kind: memory.KindApproval, Since: since, AfterID: "a5", Until: time.Unix(0, 5000), Limit: 10}, "approvals_session_decided"},
+	} {
+		query, args := pgstore.DecisionsSQL(st, c.q)
+		rows, err := st.Pool().Query(ctx, "EXPLAIN "+query, args...)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		plan := strings.Join(lines, "\n")
+		assert.Contains(t, plan, "Index Scan using "+c.index+" ", "Decisions(%+v)", c.q)
+		assert.NotContains(t, plan, "Sort", "Decisions(%+v)", c.q)
+	}
 }
 
 // cancelRequestCode opens a PostgreSQL cancel request.

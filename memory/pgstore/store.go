@@ -170,6 +170,21 @@ var migrations = []string{
 	// unknown: ''. A constant default does not rewrite the table.
 	`ALTER TABLE %[1]s.messages ADD COLUMN outcome text NOT NULL DEFAULT '';
 	ALTER TABLE %[1]s.messages ADD COLUMN cause bytea NOT NULL DEFAULT '';`,
+	// 5: what an approval record is and names (memory.Approval Kind, Key
+	// and Digest), who decided it and through what (ApprovalDecision
+	// Principal and Channel), and the indexes of ApprovalByKey and of
+	// Decisions. Older rows keep '' in each; the key index is partial, so
+	// rows without a key never collide. Ids are ordered byte-wise (COLLATE
+	// "C"), as Go compares strings, whatever the database's collation.
+	`ALTER TABLE %[1]s.approvals
+		ADD COLUMN kind text NOT NULL DEFAULT '',
+		ADD COLUMN call_key text NOT NULL DEFAULT '',
+		ADD COLUMN digest text NOT NULL DEFAULT '',
+		ADD COLUMN principal text NOT NULL DEFAULT '',
+		ADD COLUMN channel text NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX approvals_key ON %[1]s.approvals (session_id, call_key) WHERE call_key <> '';
+	CREATE INDEX approvals_decided ON %[1]s.approvals (decided_at, id COLLATE "C") WHERE decided;
+	CREATE INDEX approvals_session_decided ON %[1]s.approvals (session_id, decided_at, id COLLATE "C") WHERE decided;`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/planround/planround/memory"
@@ -138,8 +139,8 @@ func (st *Store) OpenSessions(ctx context.Context) ([]string, error) {
 }
 
 // approvalCols are the columns scanApproval reads, in its order.
-const approvalCols = `id, session_id, call_id, tool, arguments, round, created_at,
-	decided, approved, reason, cause, decision_arguments, scope, decided_at`
+const approvalCols = `id, session_id, call_id, tool, arguments, round, created_at, kind, call_key, digest,
+	decided, approved, reason, cause, decision_arguments, scope, decided_at, principal, channel`
 
 // scanApproval reads one row of approvalCols.
 func scanApproval(row interface{ Scan(...any) error }) (memory.Approval, error) {
@@ -149,8 +150,9 @@ func scanApproval(row interface{ Scan(...any) error }) (memory.Approval, error) 
 		decidedAt        sql.NullInt64
 		args, returnArgs []byte
 	)
-	err := row.Scan(&a.ID, &a.SessionID, &a.CallID, &a.Tool, &args, &a.Round, &created,
-		&a.Decided, &a.Decision.Approved, &a.Decision.Reason, &a.Decision.Cause, &returnArgs, &a.Decision.Scope, &decidedAt)
+	err := row.Scan(&a.ID, &a.SessionID, &a.CallID, &a.Tool, &args, &a.Round, &created, &a.Kind, &a.Key, &a.Digest,
+		&a.Decided, &a.Decision.Approved, &a.Decision.Reason, &a.Decision.Cause, &returnArgs, &a.Decision.Scope, &decidedAt,
+		&a.Decision.Principal, &a.Decision.Channel)
 	if err != nil {
 		return memory.Approval{}, err
 	}
@@ -167,6 +169,20 @@ func scanApproval(row interface{ Scan(...any) error }) (memory.Approval, error) 
 	return a, nil
 }
 
+// scanApprovals reads the rows of approvalCols.
+func scanApprovals(rows *sql.Rows) ([]memory.Approval, error) {
+	defer rows.Close()
+	out := []memory.Approval{}
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // blob returns b as a column value: NULL when empty.
 func blob(b []byte) any {
 	if len(b) == 0 {
@@ -175,16 +191,37 @@ func blob(b []byte) any {
 	return b
 }
 
-// CreateApproval implements [memory.ApprovalStore.CreateApproval].
+// isUnique reports whether err is SQLite's SQLITE_CONSTRAINT_UNIQUE: a row
+// that a unique index already has.
+func isUnique(err error) bool {
+	var coder interface{ Code() int }
+	return errors.As(err, &coder) && coder.Code() == 2067
+}
+
+// CreateApproval implements [memory.ApprovalStore.CreateApproval]. The
+// unique index approvals_key refuses a second record of a session's key.
 func (st *Store) CreateApproval(ctx context.Context, a memory.Approval) error {
 	if err := memory.ValidateApproval(a); err != nil {
 		return fmt.Errorf("sqlitestore: create approval: %w", err)
 	}
-	a.CreatedAt = storecol.NormTime(a.CreatedAt, storecol.Now())
+	t := storecol.Now()
+	a.CreatedAt = storecol.NormTime(a.CreatedAt, t)
+	var decidedAt any // NULL while pending
+	if a.Decided {
+		decidedAt = storecol.NormTime(a.DecidedAt, t).UnixNano()
+	} else {
+		a.Decision = memory.ApprovalDecision{}
+	}
+	d := a.Decision
 	err := st.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, session_id, call_id, tool, arguments, round, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			a.ID, a.SessionID, a.CallID, a.Tool, blob(a.Arguments), a.Round, a.CreatedAt.UnixNano())
+		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, session_id, call_id, tool, arguments, round, created_at,
+				kind, call_key, digest, decided, approved, reason, cause, decision_arguments, scope, decided_at, principal, channel)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			a.ID, a.SessionID, a.CallID, a.Tool, blob(a.Arguments), a.Round, a.CreatedAt.UnixNano(),
+			a.Kind, a.Key, a.Digest, a.Decided, d.Approved, d.Reason, d.Cause, blob(d.Arguments), d.Scope, decidedAt, d.Principal, d.Channel)
+		if isUnique(err) {
+			return fmt.Errorf("session %q has key %q already: %w", a.SessionID, a.Key, memory.ErrExists)
+		}
 		if err != nil {
 			return err
 		}
@@ -210,10 +247,10 @@ func (st *Store) DecideApproval(ctx context.Context, sessionID, id string, d mem
 	err := st.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		a, err = scanApproval(tx.QueryRowContext(ctx, `UPDATE approvals SET decided = 1, approved = ?, reason = ?, cause = ?,
-				decision_arguments = ?, scope = ?, decided_at = ?
+				decision_arguments = ?, scope = ?, decided_at = ?, principal = ?, channel = ?
 			WHERE id = ? AND session_id = ? AND decided = 0
 			RETURNING `+approvalCols,
-			d.Approved, d.Reason, d.Cause, blob(d.Arguments), d.Scope, storecol.Now().UnixNano(), id, sessionID))
+			d.Approved, d.Reason, d.Cause, blob(d.Arguments), d.Scope, storecol.Now().UnixNano(), d.Principal, d.Channel, id, sessionID))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -249,6 +286,24 @@ func (st *Store) GetApproval(ctx context.Context, id string) (memory.Approval, e
 	return a, nil
 }
 
+// approvalByKeySQL selects the approval of a session and key. Its test
+// that call_key is not empty lets SQLite use the partial index
+// approvals_key, and makes an empty key find nothing.
+const approvalByKeySQL = "SELECT " + approvalCols + " FROM approvals WHERE session_id = ? AND call_key = ? AND call_key <> ''"
+
+// ApprovalByKey implements [memory.ApprovalStore.ApprovalByKey], through
+// the index approvals_key.
+func (st *Store) ApprovalByKey(ctx context.Context, sessionID, key string) (memory.Approval, error) {
+	a, err := scanApproval(st.r.QueryRowContext(ctx, approvalByKeySQL, sessionID, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = memory.ErrNotFound
+	}
+	if err != nil {
+		return memory.Approval{}, fmt.Errorf("sqlitestore: approval of %q with key %q: %w", sessionID, key, err)
+	}
+	return a, nil
+}
+
 // PendingApprovals implements [memory.ApprovalStore.PendingApprovals].
 func (st *Store) PendingApprovals(ctx context.Context, sessionID string) ([]memory.Approval, error) {
 	q, args := "SELECT "+approvalCols+" FROM approvals WHERE decided = 0 ORDER BY created_at, id", []any(nil)
@@ -260,17 +315,65 @@ func (st *Store) PendingApprovals(ctx context.Context, sessionID string) ([]memo
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: pending approvals of %q: %w", sessionID, err)
 	}
-	defer rows.Close()
-	out := []memory.Approval{}
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: pending approvals of %q: %w", sessionID, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanApprovals(rows)
+	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: pending approvals of %q: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+// decisionsSQL returns the query of Decisions for q and its arguments. It
+// reads the partial index of decided rows in order, approvals_decided or,
+// for one session, approvals_session_decided: it starts at q's first row
+// and stops after Limit rows, without a sort.
+func decisionsSQL(q memory.DecisionQuery) (string, []any) {
+	var b strings.Builder
+	var args []any
+	b.WriteString("SELECT " + approvalCols + " FROM approvals WHERE decided = 1")
+	if q.SessionID != "" {
+		b.WriteString(" AND session_id = ?")
+		args = append(args, q.SessionID)
+	}
+	switch q.Kind {
+	case "":
+	case memory.KindApproval:
+		b.WriteString(" AND kind IN ('', ?)")
+		args = append(args, q.Kind)
+	default:
+		b.WriteString(" AND kind = ?")
+		args = append(args, q.Kind)
+	}
+	switch {
+	case q.Since.IsZero():
+	case q.AfterID != "":
+		b.WriteString(" AND (decided_at, id) > (?, ?)")
+		args = append(args, storecol.Bound(q.Since), q.AfterID)
+	default:
+		b.WriteString(" AND decided_at >= ?")
+		args = append(args, storecol.Bound(q.Since))
+	}
+	if !q.Until.IsZero() {
+		b.WriteString(" AND decided_at < ?")
+		args = append(args, storecol.Bound(q.Until))
+	}
+	b.WriteString(" ORDER BY decided_at, id")
+	if q.Limit > 0 {
+		b.WriteString(" LIMIT ?")
+		args = append(args, q.Limit)
+	}
+	return b.String(), args
+}
+
+// Decisions implements [memory.ApprovalStore.Decisions].
+func (st *Store) Decisions(ctx context.Context, q memory.DecisionQuery) ([]memory.Approval, error) {
+	query, args := decisionsSQL(q)
+	rows, err := st.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: decisions: %w", err)
+	}
+	out, err := scanApprovals(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: decisions: %w", err)
 	}
 	return out, nil
 }

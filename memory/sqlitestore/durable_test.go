@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -223,4 +224,75 @@ func decideChild(path string) {
 	for _, l := range lines {
 		fmt.Println(l)
 	}
+}
+
+// queryPlan returns the lines of SQLite's plan for query with args.
+func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+		b.WriteString(detail + "\n")
+	}
+	require.NoError(t, rows.Err())
+	return b.String()
+}
+
+// TestApprovalQueriesUseIndexes: Decisions reads the partial indexes of
+// decided rows in their order (approvals_decided across sessions,
+// approvals_session_decided for one), so a page costs its rows and not a
+// sort of every decision, and ApprovalByKey finds its row in
+// approvals_key; before and after ANALYZE has seen a store with many
+// decided and pending approvals.
+func TestApprovalQueriesUseIndexes(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "db")
+	st := openSQLite(t, path)
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 400 {
+		a := memory.Approval{ID: fmt.Sprintf("a%03d", i), SessionID: fmt.Sprint("s", i%20), CallID: "c", Tool: "t",
+			Key: fmt.Sprint("k", i), Kind: []string{"", memory.KindApproval, memory.KindForm}[i%3]}
+		if i%4 != 0 {
+			a.Decided, a.DecidedAt = true, base.Add(time.Duration(i%50)*time.Second)
+		}
+		require.NoError(t, st.CreateApproval(ctx, a))
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	require.NoError(t, err)
+	defer db.Close()
+
+	since := base.Add(10 * time.Second)
+	queries := []struct {
+		q     memory.DecisionQuery
+		index string
+	}{
+		{memory.DecisionQuery{}, "approvals_decided"},
+		{memory.DecisionQuery{Limit: 10}, "approvals_decided"},
+		{memory.DecisionQuery{Since: since, AfterID: "a100", Limit: 10}, "approvals_decided"},
+		{memory.DecisionQuery{Since: since, Until: since.Add(time.Minute), Kind: memory.KindApproval}, "approvals_decided"},
+		{memory.DecisionQuery{SessionID: "s3"}, "approvals_session_decided"},
+		{memory.DecisionQuery{SessionID: "s3", Since: since, AfterID: "a100", Until: since.Add(time.Minute), Limit: 10}, "approvals_session_decided"},
+		{memory.DecisionQuery{SessionID: "s3", Since: since, Kind: memory.KindForm, Limit: 10}, "approvals_session_decided"},
+	}
+	check := func(when string) {
+		for _, c := range queries {
+			query, args := sqlitestore.DecisionsSQL(c.q)
+			plan := queryPlan(t, db, query, args...)
+			assert.Contains(t, plan, "USING INDEX "+c.index, "%s: Decisions(%+v)", when, c.q)
+			assert.NotContains(t, plan, "TEMP B-TREE", "%s: Decisions(%+v) sorts", when, c.q)
+		}
+		assert.Contains(t, queryPlan(t, db, sqlitestore.ApprovalByKeySQL, "s3", "k3"), "USING INDEX approvals_key", when)
+	}
+	check("before ANALYZE")
+	rw, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer rw.Close()
+	_, err = rw.ExecContext(ctx, "ANALYZE")
+	require.NoError(t, err)
+	check("after ANALYZE")
 }

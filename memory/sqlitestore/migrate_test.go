@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 )
 
 // schemaV1 is the schema the first released version of the store wrote
@@ -140,4 +141,66 @@ func TestOpenMigratesVersion1(t *testing.T) {
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 6
+const currentVersion = 7
+
+// TestOpenMigratesVersion6: a database of version 6, whose approvals have
+// no kind, key, digest, principal or channel (several pending ones in one
+// session, decided ones, one of a session without a row), opens at the
+// current version with every approval kept as it was and the new fields
+// empty; the old records are listed by Decisions and can be decided, and
+// new records with keys can be created beside them.
+func TestOpenMigratesVersion6(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "v6.db")
+	db := rawDB(t, path)
+	require.NoError(t, sqlitestore.MigrateTo(ctx, db, 6))
+	_, err := db.Exec(`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('s', 'old', 1, 2)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO approvals (id, session_id, call_id, tool, arguments, round, created_at,
+			decided, approved, reason, cause, decision_arguments, scope, decided_at) VALUES
+		('p1', 's', 'c1', 'ls', CAST('{"dir": "/"}' AS BLOB), 1, 100, 0, 0, '', '', NULL, '', NULL),
+		('p2', 's', 'c2', 'ls', NULL, 1, 101, 0, 0, '', '', NULL, '', NULL),
+		('d1', 's', 'c3', 'rm', CAST('{"f":1}' AS BLOB), 2, 102, 1, 1, 'ok', 'user', CAST('{"f":2}' AS BLOB), 'session', 500),
+		('d2', 'no-row', 'c4', 'rm', NULL, 1, 103, 1, 0, 'no', 'timeout', NULL, '', 400)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st := openSQLite(t, path)
+	var version int
+	require.NoError(t, rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&version))
+	assert.Equal(t, currentVersion, version)
+
+	p1, err := st.GetApproval(ctx, "p1")
+	require.NoError(t, err)
+	assert.Equal(t, memory.Approval{ID: "p1", SessionID: "s", CallID: "c1", Tool: "ls", Arguments: json.RawMessage(`{"dir": "/"}`),
+		Round: 1, CreatedAt: time.Unix(0, 100).UTC()}, p1)
+	pending, err := st.PendingApprovals(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, pending, 2)
+	assert.Equal(t, []string{"p1", "p2"}, []string{pending[0].ID, pending[1].ID})
+
+	// Old decisions are in the audit, as decisions of the approval kind
+	// by nobody named.
+	list, err := st.Decisions(ctx, memory.DecisionQuery{Kind: memory.KindApproval})
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	assert.Equal(t, "d2", list[0].ID)
+	assert.Equal(t, memory.Approval{ID: "d1", SessionID: "s", CallID: "c3", Tool: "rm", Arguments: json.RawMessage(`{"f":1}`), Round: 2,
+		CreatedAt: time.Unix(0, 102).UTC(), Decided: true, DecidedAt: time.Unix(0, 500).UTC(),
+		Decision: memory.ApprovalDecision{Approved: true, Reason: "ok", Cause: "user", Arguments: json.RawMessage(`{"f":2}`), Scope: "session"}}, list[1])
+
+	// An old pending record is decided with its principal; records without
+	// a key never collide, and keys work beside them.
+	d, err := st.DecideApproval(ctx, "s", "p1", memory.ApprovalDecision{Approved: true, Principal: "alice", Channel: "http"})
+	require.NoError(t, err)
+	assert.Equal(t, "alice", d.Decision.Principal)
+	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "n1", SessionID: "s", CallID: "c5", Tool: "ls"}))
+	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "n2", SessionID: "s", CallID: "c6", Tool: "ls", Key: "k", Kind: memory.KindForm}))
+	err = st.CreateApproval(ctx, memory.Approval{ID: "n3", SessionID: "s", CallID: "c7", Tool: "ls", Key: "k"})
+	assert.ErrorIs(t, err, memory.ErrExists)
+	_, err = st.ApprovalByKey(ctx, "s", "")
+	assert.ErrorIs(t, err, memory.ErrNotFound)
+	got, err := st.ApprovalByKey(ctx, "s", "k")
+	require.NoError(t, err)
+	assert.Equal(t, "n2", got.ID)
+}

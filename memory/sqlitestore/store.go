@@ -167,6 +167,20 @@ var migrations = []migration{
 	// Cause). Older rows stay unknown: ''.
 	{sql: `ALTER TABLE messages ADD COLUMN outcome TEXT NOT NULL DEFAULT '';
 	ALTER TABLE messages ADD COLUMN cause TEXT NOT NULL DEFAULT '';`},
+	// 7: what an approval record is and names (memory.Approval Kind, Key
+	// and Digest), who decided it and through what (ApprovalDecision
+	// Principal and Channel), and the indexes of ApprovalByKey and of
+	// Decisions. Older rows keep '' in each: approvals without a key, of
+	// the approval kind, decided by nobody named. The key index is partial,
+	// so rows without a key never collide.
+	{sql: `ALTER TABLE approvals ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+	ALTER TABLE approvals ADD COLUMN call_key TEXT NOT NULL DEFAULT '';
+	ALTER TABLE approvals ADD COLUMN digest TEXT NOT NULL DEFAULT '';
+	ALTER TABLE approvals ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+	ALTER TABLE approvals ADD COLUMN channel TEXT NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX approvals_key ON approvals (session_id, call_key) WHERE call_key <> '';
+	CREATE INDEX approvals_decided ON approvals (decided_at, id) WHERE decided = 1;
+	CREATE INDEX approvals_session_decided ON approvals (session_id, decided_at, id) WHERE decided = 1;`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments

@@ -71,6 +71,14 @@ func RunDurable(t *testing.T, newStore func(t *testing.T) memory.Store) {
 			{"Approvals/DeleteSession", testDeleteSessionApprovals},
 			{"Approvals/Copies", testApprovalCopies},
 			{"Approvals/Cancelled", testApprovalCancelled},
+			{"Approvals/Fields", testApprovalFields},
+			{"Approvals/KeyUnique", testApprovalKeyUnique},
+			{"Approvals/KeyUniqueConcurrent", testApprovalKeyConcurrent},
+			{"Approvals/ByKey", testApprovalByKey},
+			{"Approvals/CreateDecided", testApprovalCreateDecided},
+			{"Approvals/Decisions", testDecisions},
+			{"Approvals/DecisionsPaging", testDecisionsPaging},
+			{"Approvals/DecisionsDecided", testDecisionsDecided},
 		}...)
 	}
 	if isLeaser {
@@ -634,12 +642,13 @@ func pendingIDs(t *testing.T, as memory.ApprovalStore, sessionID string) []strin
 func equalApproval(a, b memory.Approval) bool {
 	return a.ID == b.ID && a.SessionID == b.SessionID && a.CallID == b.CallID && a.Tool == b.Tool &&
 		bytes.Equal(a.Arguments, b.Arguments) && a.Round == b.Round && a.CreatedAt.Equal(b.CreatedAt) &&
+		a.Kind == b.Kind && a.Key == b.Key && a.Digest == b.Digest &&
 		a.Decided == b.Decided && equalDecision(a.Decision, b.Decision) && a.DecidedAt.Equal(b.DecidedAt)
 }
 
 func equalDecision(a, b memory.ApprovalDecision) bool {
 	return a.Approved == b.Approved && a.Reason == b.Reason && a.Cause == b.Cause &&
-		bytes.Equal(a.Arguments, b.Arguments) && a.Scope == b.Scope
+		bytes.Equal(a.Arguments, b.Arguments) && a.Scope == b.Scope && a.Principal == b.Principal && a.Channel == b.Channel
 }
 
 func testApprovalRoundTrip(t *testing.T, st memory.Store) {
@@ -719,11 +728,15 @@ func testApprovalExists(t *testing.T, st memory.Store) {
 func testApprovalInvalid(t *testing.T, st memory.Store) {
 	as := st.(memory.ApprovalStore)
 	bad := map[string]memory.Approval{
-		"no id":      {SessionID: "s", CallID: "c", Tool: "t"},
-		"no session": {ID: "x1", CallID: "c", Tool: "t"},
-		"no call id": {ID: "x2", SessionID: "s", Tool: "t"},
-		"no tool":    {ID: "x3", SessionID: "s", CallID: "c"},
-		"decided":    {ID: "x4", SessionID: "s", CallID: "c", Tool: "t", Decided: true, Decision: memory.ApprovalDecision{Approved: true}},
+		"no id":        {SessionID: "s", CallID: "c", Tool: "t"},
+		"no session":   {ID: "x1", CallID: "c", Tool: "t"},
+		"no call id":   {ID: "x2", SessionID: "s", Tool: "t"},
+		"no tool":      {ID: "x3", SessionID: "s", CallID: "c"},
+		"unknown kind": {ID: "x4", SessionID: "s", CallID: "c", Tool: "t", Kind: "Approval"},
+		"long key":     {ID: "x5", SessionID: "s", CallID: "c", Tool: "t", Key: strings.Repeat("k", memory.MaxApprovalKey+1)},
+		"long digest":  {ID: "x6", SessionID: "s", CallID: "c", Tool: "t", Digest: strings.Repeat("d", 101)},
+		"decided, long key": {ID: "x7", SessionID: "s", CallID: "c", Tool: "t", Key: strings.Repeat("k", memory.MaxApprovalKey+1),
+			Decided: true, Decision: memory.ApprovalDecision{Approved: true}},
 	}
 	for name, a := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -739,6 +752,21 @@ func testApprovalInvalid(t *testing.T, st memory.Store) {
 	}
 	if ids := pendingIDs(t, as, ""); len(ids) != 0 {
 		t.Errorf("PendingApprovals after refused creates = %v, want none", ids)
+	}
+	if got := decisionIDs(t, as, memory.DecisionQuery{}); len(got) != 0 {
+		t.Errorf("Decisions after refused creates = %v, want none", got)
+	}
+	// At the limits, and of either kind, records are taken.
+	for _, a := range []memory.Approval{
+		{ID: "y1", SessionID: "s", CallID: "c", Tool: "t", Kind: memory.KindApproval, Key: strings.Repeat("k", memory.MaxApprovalKey), Digest: strings.Repeat("d", 100)},
+		{ID: "y2", SessionID: "s", CallID: "c", Tool: "t", Kind: memory.KindForm},
+	} {
+		createApproval(t, as, a)
+		got := getApproval(t, as, a.ID)
+		a.CreatedAt = got.CreatedAt
+		if !equalApproval(got, a) {
+			t.Errorf("GetApproval(%s) = %+v, want %+v", a.ID, got, a)
+		}
 	}
 }
 
@@ -776,7 +804,7 @@ func testApprovalDecideConcurrent(t *testing.T, st memory.Store) {
 	var wg sync.WaitGroup
 	for i := range deciders {
 		results[i].d = memory.ApprovalDecision{Approved: i%2 == 0, Reason: fmt.Sprint("decider ", i),
-			Arguments: json.RawMessage(fmt.Sprintf(`{"decider":%d}`, i))}
+			Arguments: json.RawMessage(fmt.Sprintf(`{"decider":%d}`, i)), Principal: fmt.Sprint("user-", i), Channel: "http"}
 		wg.Go(func() {
 			<-start
 			results[i].a, results[i].err = as.DecideApproval(t.Context(), "s", "a", results[i].d)
@@ -891,26 +919,40 @@ func testDeleteSessionApprovals(t *testing.T, st memory.Store) {
 	as := st.(memory.ApprovalStore)
 	create(t, st, "gone")
 	create(t, st, "kept")
-	createApproval(t, as, approval("g1", "gone"))
-	createApproval(t, as, approval("g2", "gone"))
-	createApproval(t, as, approval("k1", "kept"))
-	createApproval(t, as, approval("n1", "no-session-row"))
+	for _, a := range []memory.Approval{approval("g1", "gone"), approval("g2", "gone"), approval("k1", "kept"), approval("n1", "no-session-row")} {
+		a.Key = "key-" + a.ID
+		createApproval(t, as, a)
+	}
+	decided := approval("g3", "gone")
+	decided.Key, decided.Decided, decided.Decision = "key-g3", true, memory.ApprovalDecision{Principal: "policy:deny"}
+	createApproval(t, as, decided)
 	if _, err := as.DecideApproval(t.Context(), "gone", "g2", memory.ApprovalDecision{Approved: true}); err != nil {
 		t.Fatalf("DecideApproval: %v", err)
 	}
 	if err := st.DeleteSession(t.Context(), "gone"); err != nil {
 		t.Fatalf("DeleteSession: %v", err)
 	}
-	for _, id := range []string{"g1", "g2"} {
+	for _, id := range []string{"g1", "g2", "g3"} {
 		if _, err := as.GetApproval(t.Context(), id); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("GetApproval(%s) after its session was deleted: err = %v, want ErrNotFound", id, err)
+		}
+		if _, err := as.ApprovalByKey(t.Context(), "gone", "key-"+id); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("ApprovalByKey(gone, key-%s) after the session was deleted: err = %v, want ErrNotFound", id, err)
 		}
 	}
 	if got, want := pendingIDs(t, as, ""), []string{"k1", "n1"}; !slices.Equal(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("PendingApprovals after delete = %v, want %v", got, want)
 	}
-	// Its ids are free again.
-	createApproval(t, as, approval("g1", "gone"))
+	if got := decisionIDs(t, as, memory.DecisionQuery{}); len(got) != 0 {
+		t.Errorf("Decisions after delete = %v, want none (the session's went with it)", got)
+	}
+	if a, err := as.ApprovalByKey(t.Context(), "kept", "key-k1"); err != nil || a.ID != "k1" {
+		t.Errorf("ApprovalByKey(kept, key-k1) = %q, %v; want k1, kept with its session", a.ID, err)
+	}
+	// Its ids and keys are free again.
+	again := approval("g1", "gone")
+	again.Key = "key-g1"
+	createApproval(t, as, again)
 }
 
 func testApprovalCopies(t *testing.T, st memory.Store) {
@@ -931,11 +973,38 @@ func testApprovalCopies(t *testing.T, st memory.Store) {
 	if string(again.Arguments) != `{"id": "a"}` || string(again.Decision.Arguments) != `{"k":1}` {
 		t.Errorf("stored approval changed through a caller's copy: arguments %s, decision arguments %s", again.Arguments, again.Decision.Arguments)
 	}
+
+	// Records created decided, and the reads by key and of decisions,
+	// copy too.
+	in = approval("b", "s")
+	in.Key, in.Decided, in.Decision = "kb", true, memory.ApprovalDecision{Arguments: json.RawMessage(`{"k":2}`)}
+	createApproval(t, as, in)
+	in.Arguments[2], in.Decision.Arguments[2] = 'X', 'X'
+	byKey, err := as.ApprovalByKey(t.Context(), "s", "kb")
+	if err != nil {
+		t.Fatalf("ApprovalByKey: %v", err)
+	}
+	byKey.Arguments[2], byKey.Decision.Arguments[2] = 'Y', 'Y'
+	list, err := as.Decisions(t.Context(), memory.DecisionQuery{})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("Decisions = %v, %v; want two records", list, err)
+	}
+	for _, a := range list {
+		a.Arguments[2], a.Decision.Arguments[2] = 'Z', 'Z'
+	}
+	if b := getApproval(t, as, "b"); string(b.Arguments) != `{"id": "b"}` || string(b.Decision.Arguments) != `{"k":2}` {
+		t.Errorf("stored approval changed through a caller's copy: arguments %s, decision arguments %s", b.Arguments, b.Decision.Arguments)
+	}
+	if a := getApproval(t, as, "a"); string(a.Arguments) != `{"id": "a"}` || string(a.Decision.Arguments) != `{"k":1}` {
+		t.Errorf("stored approval changed through a copy of Decisions: arguments %s, decision arguments %s", a.Arguments, a.Decision.Arguments)
+	}
 }
 
 func testApprovalCancelled(t *testing.T, st memory.Store) {
 	as := st.(memory.ApprovalStore)
-	createApproval(t, as, approval("a", "s"))
+	a := approval("a", "s")
+	a.Key = "ka"
+	createApproval(t, as, a)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	calls := map[string]func() error{
@@ -946,6 +1015,13 @@ func testApprovalCancelled(t *testing.T, st memory.Store) {
 		},
 		"GetApproval":      func() error { _, err := as.GetApproval(ctx, "a"); return err },
 		"PendingApprovals": func() error { _, err := as.PendingApprovals(ctx, ""); return err },
+		"ApprovalByKey":    func() error { _, err := as.ApprovalByKey(ctx, "s", "ka"); return err },
+		"Decisions":        func() error { _, err := as.Decisions(ctx, memory.DecisionQuery{}); return err },
+		"CreateApproval(decided)": func() error {
+			a := approval("c", "s")
+			a.Decided = true
+			return as.CreateApproval(ctx, a)
+		},
 	}
 	for name, call := range calls {
 		if err := call(); err == nil {
@@ -954,6 +1030,9 @@ func testApprovalCancelled(t *testing.T, st memory.Store) {
 	}
 	if got := pendingIDs(t, as, ""); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("PendingApprovals after cancelled calls = %v, want [a] still pending", got)
+	}
+	if got := decisionIDs(t, as, memory.DecisionQuery{}); len(got) != 0 {
+		t.Errorf("Decisions after cancelled calls = %v, want none", got)
 	}
 }
 

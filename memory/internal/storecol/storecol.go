@@ -7,6 +7,7 @@ package storecol
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -27,6 +28,23 @@ func NormTime(t, now time.Time) time.Time {
 
 // FromNanos returns the time of a column of Unix nanoseconds, in UTC.
 func FromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// Bound returns t as Unix nanoseconds for a comparison with a time column,
+// clamped to the range of int64: a time before 1678 or after 2262, which
+// UnixNano cannot give, compares as the first or last instant a column
+// holds.
+func Bound(t time.Time) int64 {
+	switch {
+	case t.Before(minNanos):
+		return math.MinInt64
+	case t.After(maxNanos):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// The first and last instants of Unix nanoseconds in an int64.
+var minNanos, maxNanos = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
 // EncodeJSON returns the JSON of a tool_calls or images column. Characters
 // that json.Marshal escapes for HTML are kept as they are, so compact
