@@ -75,6 +75,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"os/signal"
 	"strings"
 	"sync"
@@ -464,16 +465,16 @@ func (c *cli) answerForm(ctx context.Context, fr interact.FormRequest) bool {
 		if !errors.Is(err, io.EOF) {
 			fmt.Fprintf(c.stderr, "cli: reading the answers: %v\n", err)
 		}
-		c.forms.CancelSession(c.session)
+		c.forms.CancelSession(context.WithoutCancel(ctx), c.session)
 		return false
 	}
-	open, err := c.forms.Answer(c.session, fr.FormID, answers)
+	open, err := c.forms.Answer(ctx, interact.FormReply{SessionID: c.session, FormID: fr.FormID, Answers: answers, By: terminalUser(), Via: "terminal"})
 	switch {
 	case err != nil:
 		// askForm checks every answer: a form it cannot answer is not
 		// left waiting.
 		fmt.Fprintf(c.stderr, "cli: the answers were refused: %v\n", err)
-		c.forms.CancelSession(c.session)
+		c.forms.CancelSession(context.WithoutCancel(ctx), c.session)
 	case !open:
 		fmt.Fprintln(c.stderr, "cli: the form is no longer open (it timed out or its run ended): the answers were not sent")
 	}
@@ -607,4 +608,13 @@ func (i *interrupter) stop() {
 	signal.Stop(i.sigs)
 	close(i.done)
 	i.wg.Wait()
+}
+
+// terminalUser is who answers at this terminal, for the forms' record: the
+// name of the user the process runs as.
+func terminalUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "terminal-user"
 }

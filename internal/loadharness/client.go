@@ -278,7 +278,10 @@ func measure(o Options) (Report, error) {
 	received := make([]int64, o.N*o.Deltas) // Unix ns, beside delays
 	delayCounts := make([]int, o.N)
 	counts := make([]int, o.N)
-	type pending struct{ session, id string }
+	type pending struct {
+		session string
+		call    agent.ToolCall
+	}
 	waiting := make(chan pending, o.N)
 	base, err := takeSnapshot()
 	if err != nil {
@@ -348,9 +351,9 @@ func measure(o Options) (Report, error) {
 				}
 			}
 			session := "c" + strconv.Itoa(i)
-			approve := func(id string) {
+			approve := func(call agent.ToolCall) {
 				release()
-				waiting <- pending{session, id}
+				waiting <- pending{session, call}
 				pause()
 			}
 			var runErr error
@@ -425,7 +428,8 @@ func measure(o Options) (Report, error) {
 				defer t.Stop()
 				select {
 				case <-t.C:
-					mgr.Respond(p.session, p.id, agent.Decision{Approved: true})
+					mgr.Respond(ctx, approval.Reply{SessionID: p.session, ApprovalID: p.call.ApprovalID, CallID: p.call.ID,
+						Tool: p.call.Name, ArgumentsDigest: p.call.ArgumentsDigest, Decision: agent.Decision{Approved: true, By: "loadharness"}})
 				case <-ctx.Done():
 				}
 			})
@@ -514,14 +518,14 @@ func measure(o Options) (Report, error) {
 
 // converseAgent runs one agent turn, calling approve with the id of each
 // approval it waits for and text for each text chunk of the answer round.
-func converseAgent(ctx context.Context, a *agent.Agent, in agent.Input, answerRound int, approve func(id string), text func(string)) error {
+func converseAgent(ctx context.Context, a *agent.Agent, in agent.Input, answerRound int, approve func(agent.ToolCall), text func(string)) error {
 	for c, err := range a.Run(ctx, in) {
 		if err != nil {
 			return err
 		}
 		switch {
 		case c.Kind == agent.KindToolCall && c.Tool.ApprovalRequired:
-			approve(c.Tool.ApprovalID)
+			approve(*c.Tool)
 		case c.Kind == agent.KindText && c.Round >= answerRound:
 			text(c.Text)
 		}
