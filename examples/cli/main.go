@@ -75,8 +75,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/user"
 	"os/signal"
+	"os/user"
 	"strings"
 	"sync"
 
