@@ -114,7 +114,7 @@ func TestAgentSuspendAfterThenMovedOn(t *testing.T) {
 	require.NoError(t, r.err)
 	require.NotEmpty(t, r.chunks)
 	assert.Equal(t, agent.KindSuspended, r.chunks[len(r.chunks)-1].Kind)
-	listed := h.m.Pending("s1")
+	listed := pendingList(t, h.m, "s1")
 	require.Len(t, listed, 1)
 	id := listed[0].ApprovalID
 
@@ -132,7 +132,7 @@ func TestAgentSuspendAfterThenMovedOn(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, a.Decided)
 	assert.Equal(t, string(agent.CauseMovedOn), a.Decision.Cause)
-	pending, err := h.m.Respond("s1", id, agent.Decision{Approved: true})
+	pending, err := h.m.Respond(ctx, listed[0].Reply(agent.Decision{Approved: true}))
 	require.NoError(t, err)
 	assert.False(t, pending, "the old card is stale")
 	select {
@@ -141,5 +141,5 @@ func TestAgentSuspendAfterThenMovedOn(t *testing.T) {
 	default:
 	}
 	assert.Zero(t, runs.Load())
-	assert.Empty(t, h.m.Pending("s1"))
+	assert.Empty(t, pendingList(t, h.m, "s1"))
 }

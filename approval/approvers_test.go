@@ -31,10 +31,10 @@ func TestReadyApprovers(t *testing.T) {
 		a    agent.Approver
 		want agent.Decision
 	}{
-		{"ApproveAll", approval.ApproveAll(), agent.Decision{Approved: true}},
-		{"DenyAll", approval.DenyAll("no tools today"), agent.Decision{Reason: "no tools today"}},
-		{"DenyAll default reason", approval.DenyAll(""), agent.Decision{}}, // the agent says agent.ReasonDenied
-		{"Chain without policies", approval.Chain(approval.ApproveAll()), agent.Decision{Approved: true}},
+		{"ApproveAll", approval.ApproveAll(), byPolicy("approve-all", agent.Decision{Approved: true})},
+		{"DenyAll", approval.DenyAll("no tools today"), byPolicy("deny-all", agent.Decision{Reason: "no tools today"})},
+		{"DenyAll default reason", approval.DenyAll(""), byPolicy("deny-all", agent.Decision{})}, // the agent says agent.ReasonDenied
+		{"Chain without policies", approval.Chain(approval.ApproveAll()), byPolicy("approve-all", agent.Decision{Approved: true})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,9 +77,9 @@ func TestChainPolicies(t *testing.T) {
 		want      agent.Decision
 		wantAsked bool
 	}{
-		{"read_file", agent.Decision{Approved: true}, false},
-		{"list_dir", agent.Decision{Approved: true}, false},
-		{"rm_rf", agent.Decision{Reason: "never"}, false},
+		{"read_file", byPolicy("allow-tools", agent.Decision{Approved: true}), false},
+		{"list_dir", byPolicy("allow-tools", agent.Decision{Approved: true}), false},
+		{"rm_rf", byPolicy("deny-tools", agent.Decision{Reason: "never"}), false},
 		{"run_command", agent.Decision{Reason: "asked a person"}, true},
 	}
 	for _, tt := range tests {
@@ -127,14 +127,14 @@ func TestWrappersPassTheTicket(t *testing.T) {
 			require.NoError(t, err)
 			_, decided = tk.Decision()
 			require.False(t, decided)
-			require.Len(t, m.Pending("s"), 1)
-			assert.Equal(t, m.Pending("s")[0].ApprovalID, tk.ApprovalID(), "the Manager's approval id")
-			pending, err := m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true, Scope: agent.ScopeAlways})
+			require.Len(t, pendingList(t, m, "s"), 1)
+			assert.Equal(t, pendingList(t, m, "s")[0].ApprovalID, tk.ApprovalID(), "the Manager's approval id")
+			pending, err := respond(m, "s", tk.ApprovalID(), call("s", "run_command"), agent.Decision{Approved: true, Scope: agent.ScopeAlways})
 			require.NoError(t, err)
 			require.True(t, pending)
 			d, err = tk.Wait(context.Background())
 			require.NoError(t, err)
-			assert.Equal(t, agent.Decision{Approved: true, Scope: agent.ScopeAlways}, d)
+			assert.Equal(t, byPerson(agent.Decision{Approved: true, Scope: agent.ScopeAlways}), d)
 			assert.Equal(t, 0, m.Len())
 		})
 	}
@@ -165,11 +165,11 @@ func TestWithTimeout(t *testing.T) {
 		wantErr   error
 		wantAfter time.Duration
 	}{
-		{"times out", wait, time.Minute, 0, agent.Decision{Reason: "approval timed out after 1m0s", Cause: agent.CauseTimeout}, nil, time.Minute},
+		{"times out", wait, time.Minute, 0, timedOut("1m0s"), nil, time.Minute},
 		{"decides in time", decideAfter(time.Second), time.Minute, 0, agent.Decision{Approved: true}, nil, time.Second},
 		{"caller ends first", wait, time.Minute, time.Second, agent.Decision{}, context.DeadlineExceeded, time.Second},
 		{"no timeout", decideAfter(time.Hour), 0, 0, agent.Decision{Approved: true}, nil, time.Hour},
-		{"a policy passes through", approval.ApproveAll(), time.Minute, 0, agent.Decision{Approved: true}, nil, 0},
+		{"a policy passes through", approval.ApproveAll(), time.Minute, 0, byPolicy("approve-all", agent.Decision{Approved: true}), nil, 0},
 		{"nil approver", nil, time.Minute, 0, agent.Decision{}, approval.ErrNilApprover, 0},
 	}
 	for _, tt := range tests {
@@ -202,7 +202,7 @@ func TestWithTimeoutReleasesTheManager(t *testing.T) {
 		m := newManager(t, approval.ManagerConfig{})
 		d, err := decide(t.Context(), approval.WithTimeout(m, time.Minute), call("s", "x"))
 		require.NoError(t, err)
-		assert.Equal(t, agent.Decision{Reason: "approval timed out after 1m0s", Cause: agent.CauseTimeout}, d)
+		assert.Equal(t, timedOut("1m0s"), d)
 		assert.Equal(t, 0, m.Len())
 	})
 }

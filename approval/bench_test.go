@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,12 +27,32 @@ func benchRequest(session string, i int) agent.ApprovalRequest {
 	}
 }
 
-// waiting reports whether a Wait waits for id.
-func (m *Manager) waiting(id string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.byID[id]
-	return e != nil && e.waiting
+// respond gives an approval to the pending approval of tk, asked with req,
+// as a person's click through the handler does: a reply bound to the call.
+func respond(m *Manager, req agent.ApprovalRequest, tk agent.Ticket) (bool, error) {
+	return m.Respond(context.Background(), Reply{SessionID: req.SessionID, ApprovalID: tk.ApprovalID(),
+		CallID: req.Call.ID, Tool: req.Call.Name, ArgumentsDigest: agent.ArgumentsDigest(req.Call.Arguments),
+		Decision: agent.Decision{Approved: true, By: "bench"}})
+}
+
+// waiter waits for the tickets it is sent, one at a time, and sends the
+// time each Wait returned on resumed. It tells on ready that it is about to
+// call Wait; the caller yields a few times after that, so that Wait has
+// (nearly always) started to block when the decision comes.
+func waiter(ctx context.Context, tickets <-chan agent.Ticket, ready chan<- struct{}, resumed chan<- time.Time) {
+	for tk := range tickets {
+		ready <- struct{}{}
+		tk.Wait(ctx)
+		resumed <- time.Now()
+	}
+}
+
+// letWait yields after the waiter said it is about to Wait.
+func letWait(ready <-chan struct{}) {
+	<-ready
+	for range 4 {
+		runtime.Gosched()
+	}
 }
 
 // BenchmarkRespondToResume measures the latency from Respond to the return
@@ -43,23 +64,16 @@ func BenchmarkRespondToResume(b *testing.B) {
 	ctx := context.Background()
 	req := benchRequest("s", 1)
 	tickets := make(chan agent.Ticket)
+	ready := make(chan struct{})
 	resumed := make(chan time.Time)
-	go func() {
-		for tk := range tickets {
-			tk.Wait(ctx)
-			resumed <- time.Now()
-		}
-	}()
+	go waiter(ctx, tickets, ready, resumed)
 	lat := make([]time.Duration, 0, 1024)
 	for b.Loop() {
 		tk, _ := m.Request(ctx, req)
-		id := tk.ApprovalID()
 		tickets <- tk
-		for !m.waiting(id) {
-			runtime.Gosched()
-		}
+		letWait(ready)
 		start := time.Now()
-		m.Respond("s", id, agent.Decision{Approved: true})
+		respond(m, req, tk)
 		lat = append(lat, (<-resumed).Sub(start))
 	}
 	close(tickets)
@@ -97,7 +111,7 @@ func BenchmarkMemoryPerPending(b *testing.B) {
 			b.Fatalf("Len() = %d, want %d", m.Len(), n)
 		}
 		for s := range sessions {
-			m.CancelSession(fmt.Sprintf("session-%d", s))
+			m.CancelSession(ctx, fmt.Sprintf("session-%d", s))
 		}
 		runtime.KeepAlive(m)
 	}
@@ -112,7 +126,7 @@ func BenchmarkRequestRespondWait(b *testing.B) {
 	req := benchRequest("s", 1)
 	for b.Loop() {
 		tk, _ := m.Request(ctx, req)
-		m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true})
+		respond(m, req, tk)
 		tk.Wait(ctx)
 	}
 }
@@ -122,11 +136,12 @@ func BenchmarkRequestRespondWait(b *testing.B) {
 func BenchmarkRequestRespondWaitParallel(b *testing.B) {
 	m, _ := NewManager(ManagerConfig{})
 	ctx := context.Background()
+	var sessions atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
-		req := benchRequest(newID(), 1)
+		req := benchRequest(fmt.Sprintf("s%d", sessions.Add(1)), 1)
 		for pb.Next() {
 			tk, _ := m.Request(ctx, req)
-			m.Respond(req.SessionID, tk.ApprovalID(), agent.Decision{Approved: true})
+			respond(m, req, tk)
 			tk.Wait(ctx)
 		}
 	})
@@ -170,7 +185,7 @@ func BenchmarkPendingHeld(b *testing.B) {
 					b.Fatalf("Len() = %d, want %d", m.Len(), n)
 				}
 				for s := range sessions {
-					m.CancelSession(fmt.Sprintf("session-%d", s))
+					m.CancelSession(ctx, fmt.Sprintf("session-%d", s))
 				}
 				runtime.KeepAlive(cfg.Store)
 				runtime.KeepAlive(m)
@@ -203,7 +218,7 @@ func BenchmarkRequestRespondWaitStore(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := m.Respond("s", tk.ApprovalID(), agent.Decision{Approved: true}); err != nil {
+				if _, err := respond(m, req, tk); err != nil {
 					b.Fatal(err)
 				}
 				if d, err := tk.Wait(ctx); err != nil || !d.Approved {
@@ -233,23 +248,16 @@ func BenchmarkRespondToResumeReplicas(b *testing.B) {
 	ctx := context.Background()
 	req := benchRequest("s", 1)
 	tickets := make(chan agent.Ticket)
+	ready := make(chan struct{})
 	resumed := make(chan time.Time)
-	go func() {
-		for tk := range tickets {
-			tk.Wait(ctx)
-			resumed <- time.Now()
-		}
-	}()
+	go waiter(ctx, tickets, ready, resumed)
 	lat := make([]time.Duration, 0, 1024)
 	for b.Loop() {
 		tk, _ := ma.Request(ctx, req)
-		id := tk.ApprovalID()
 		tickets <- tk
-		for !ma.waiting(id) {
-			runtime.Gosched()
-		}
+		letWait(ready)
 		start := time.Now()
-		mb.Respond("s", id, agent.Decision{Approved: true})
+		respond(mb, req, tk)
 		lat = append(lat, (<-resumed).Sub(start))
 	}
 	close(tickets)

@@ -44,10 +44,16 @@ func ExampleManager() {
 	ticket, _ := m.Request(context.Background(), req)
 
 	// The browser approves at once (an auto-approve hit), before the agent
-	// waits: the decision is kept.
-	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"approved":true}`, ticket.ApprovalID())
+	// waits: the decision is kept. It names the call it saw on the card:
+	// call id, tool and the digest of the arguments.
+	approved := true
+	body, _ := json.Marshal(approval.ApproveRequest{
+		SessionID: "s1", ApprovalID: ticket.ApprovalID(),
+		CallID: req.Call.ID, Tool: req.Call.Name, ArgumentsDigest: agent.ArgumentsDigest(req.Call.Arguments),
+		Approved: &approved,
+	})
 	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, post(body))
+	handler.ServeHTTP(rec, post(string(body)))
 	fmt.Print(rec.Code, " ", rec.Body.String())
 
 	// The agent waits and gets the decision.
@@ -56,7 +62,7 @@ func ExampleManager() {
 
 	// The same card answered again is stale.
 	rec = httptest.NewRecorder()
-	handler.ServeHTTP(rec, post(body))
+	handler.ServeHTTP(rec, post(string(body)))
 	fmt.Print(rec.Code, " ", rec.Body.String())
 	fmt.Println("pending:", m.Len())
 	// Output:
@@ -68,25 +74,28 @@ func ExampleManager() {
 
 // Authorize binds the handlers to the host's notion of who owns a session:
 // here a cookie that must name the session's owner. A request without the
-// cookie gets 401, one of another owner 403, and the approval stays pending.
+// cookie gets 401, one of another owner 403, and the approval stays
+// pending. The principal Authorize returns is the decision's By, as the
+// audit records it.
 func ExampleHandlerConfig() {
 	m, _ := approval.NewManager(approval.ManagerConfig{})
 	owners := map[string]string{"s1": "alice"} // session -> owner, kept by the host
-	cfg := approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) error {
+	cfg := approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) (string, error) {
 		c, err := r.Cookie("owner")
 		if err != nil {
-			return fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
+			return "", fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
 		}
 		if owners[sessionID] != c.Value {
-			return errors.New("not your session")
+			return "", errors.New("not your session")
 		}
-		return nil
+		return c.Value, nil
 	}}
 	handler := m.ApproveHandler(cfg)
 
 	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
 	ticket, _ := m.Request(context.Background(), req)
-	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"approved":true}`, ticket.ApprovalID())
+	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"call_id":"call_1","tool":"run_command","arguments_digest":%q,"approved":true}`,
+		ticket.ApprovalID(), agent.ArgumentsDigest(req.Call.Arguments))
 	for _, owner := range []string{"", "mallory", "alice"} {
 		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
@@ -98,12 +107,12 @@ func ExampleHandlerConfig() {
 		fmt.Print(rec.Code, " ", rec.Body.String())
 	}
 	d, _ := ticket.Wait(context.Background())
-	fmt.Println("approved:", d.Approved)
+	fmt.Println("approved:", d.Approved, "by:", d.By, "via:", d.Via)
 	// Output:
 	// 401 {"success":false,"error":"approval: not authenticated: no owner cookie"}
 	// 403 {"success":false,"error":"not your session"}
 	// 200 {"success":true}
-	// approved: true
+	// approved: true by: alice via: http
 }
 
 // CancelSession ends every pending approval of a session, also one that
@@ -113,7 +122,8 @@ func ExampleManager_CancelSession() {
 	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
 	ticket, _ := m.Request(context.Background(), req)
 
-	fmt.Println("cancelled:", m.CancelSession("s1"), "left:", m.Len())
+	n, _ := m.CancelSession(context.Background(), "s1")
+	fmt.Println("cancelled:", n, "left:", m.Len())
 	d, _ := ticket.Wait(context.Background())
 	fmt.Printf("approved: %v, cause: %s, reason: %q\n", d.Approved, d.Cause, d.Reason)
 	// Output:
@@ -123,7 +133,8 @@ func ExampleManager_CancelSession() {
 
 // Approve read-only tools at once, never run "rm", and ask about the rest
 // (here a Manager that a browser answers; the browser's answer with scope
-// "always" is remembered by the AllowList).
+// "always" is remembered by the AllowList). Every decision, the policies'
+// too, is in the Manager's audit trail.
 func ExampleChain() {
 	m, _ := approval.NewManager(approval.ManagerConfig{})
 	grants := approval.NewAllowList()
@@ -140,8 +151,10 @@ func ExampleChain() {
 			fmt.Println(strings.TrimSpace(fmt.Sprintf("%s: policy, approved=%v %s", tool, d.Approved, d.Reason)))
 			return
 		}
-		// The card is shown; the browser answers it.
-		m.Respond("s1", ticket.ApprovalID(), agent.Decision{Approved: true, Scope: agent.ScopeAlways})
+		// The card is shown; the browser answers it, naming the call it
+		// shows.
+		cards, _ := m.Pending(context.Background(), "s1")
+		m.Respond(context.Background(), cards[0].Reply(agent.Decision{Approved: true, Scope: agent.ScopeAlways, By: "alice"}))
 		d, _ := ticket.Wait(context.Background())
 		fmt.Printf("%s: asked, approved=%v\n", tool, d.Approved)
 	}
@@ -151,6 +164,12 @@ func ExampleChain() {
 	ask("run_command")
 	fmt.Println("always allowed:", grants.Tools("s1"))
 	fmt.Println("pending:", m.Len())
+	for r, err := range m.Decisions(context.Background(), approval.DecisionQuery{SessionID: "s1"}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("audit: %s approved=%v by %s via %s\n", r.Tool, r.Decision.Approved, r.Decision.By, r.Decision.Via)
+	}
 	// Output:
 	// read_file: policy, approved=true
 	// rm: policy, approved=false rm is never allowed
@@ -158,6 +177,10 @@ func ExampleChain() {
 	// run_command: policy, approved=true
 	// always allowed: [run_command]
 	// pending: 0
+	// audit: read_file approved=true by policy:allow-tools via policy
+	// audit: rm approved=false by policy:deny-tools via policy
+	// audit: run_command approved=true by alice via http
+	// audit: run_command approved=true by policy:allowlist via policy
 }
 
 // A CLI asks at the terminal. Here the answers come from a string.
@@ -234,10 +257,11 @@ func ExampleManager_replicas() {
 		Call:      agent.ToolCall{ID: "call_1", Name: "deploy", Arguments: json.RawMessage(`{"env":"prod"}`)},
 	}
 	ticket, _ := a.Request(context.Background(), req) // on A, by the agent
-	fmt.Println("pending on B:", len(b.Pending("s1")))
+	cards, _ := b.Pending(context.Background(), "s1")
+	fmt.Println("pending on B:", len(cards))
 
-	pending, _ := b.Respond("s1", ticket.ApprovalID(), agent.Decision{Approved: true}) // on B, from the browser
-	d, _ := ticket.Wait(context.Background())                                          // on A
+	pending, _ := b.Respond(context.Background(), cards[0].Reply(agent.Decision{Approved: true})) // on B, from the browser
+	d, _ := ticket.Wait(context.Background())                                                     // on A
 	fmt.Println("taken:", pending, "approved on A:", d.Approved)
 	fmt.Println("B would resume session:", <-resumeOnB)
 	// Output:
@@ -248,7 +272,8 @@ func ExampleManager_replicas() {
 
 // A run suspended at its approval (SuspendAfter, or a host shutting down)
 // ends; the decision comes later, maybe to another process, and the resumed
-// turn asks again with the approval's id: it gets the decision at once.
+// turn asks again about the call, with the same Key: it gets the decision
+// at once.
 func ExampleManager_suspend() {
 	st := &memory.MemStore{}
 	m, err := approval.NewManager(approval.ManagerConfig{Store: st, SuspendAfter: time.Hour})
@@ -256,20 +281,21 @@ func ExampleManager_suspend() {
 		panic(err)
 	}
 	defer m.Close()
-	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "deploy"}}
+	// The agent names the call durably: the stored message and the call id.
+	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "deploy"}, Key: "msg_7/call_1"}
 	ticket, _ := m.Request(context.Background(), req)
 
 	// The host shuts down: the run's context ends with ErrSuspended.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(agent.ErrSuspended)
 	_, err = ticket.Wait(ctx)
-	fmt.Println("suspended:", errors.Is(err, agent.ErrSuspended), "still pending:", len(m.Pending("s1")))
+	cards, _ := m.Pending(context.Background(), "s1")
+	fmt.Println("suspended:", errors.Is(err, agent.ErrSuspended), "still pending:", len(cards))
 
 	// The person answers the card, after the restart.
-	m.Respond("s1", ticket.ApprovalID(), agent.Decision{Reason: "not on a Friday"})
+	m.Respond(context.Background(), cards[0].Reply(agent.Decision{Reason: "not on a Friday"}))
 
-	// The resumed turn asks again about the call.
-	req.ApprovalID = ticket.ApprovalID()
+	// The resumed turn asks again about the call, with the same key.
 	again, _ := m.Request(context.Background(), req)
 	d, decided := again.Decision()
 	fmt.Printf("decided: %v, approved: %v, cause: %s, reason: %s\n", decided, d.Approved, d.Cause, d.Reason)

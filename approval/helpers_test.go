@@ -54,3 +54,68 @@ type person func(ctx context.Context, req agent.ApprovalRequest) (agent.Decision
 func (p person) Request(_ context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) { return p(ctx, req) }), nil
 }
+
+// reply returns the reply that gives d to approval id of session, bound to
+// the call of req (its call id, tool and arguments digest), as a front end
+// that shows req's card sends it.
+func reply(session, id string, req agent.ApprovalRequest, d agent.Decision) approval.Reply {
+	return approval.Reply{SessionID: session, ApprovalID: id, CallID: req.Call.ID, Tool: req.Call.Name,
+		ArgumentsDigest: agent.ArgumentsDigest(req.Call.Arguments), Decision: d}
+}
+
+// respond gives d to approval id of session through m.Respond, bound to
+// the call of req.
+func respond(m *approval.Manager, session, id string, req agent.ApprovalRequest, d agent.Decision) (bool, error) {
+	return m.Respond(context.Background(), reply(session, id, req, d))
+}
+
+// cancelSession cancels the pending approvals of session and returns how
+// many; a Store error fails t.
+func cancelSession(t testing.TB, m *approval.Manager, session string) int {
+	t.Helper()
+	n, err := m.CancelSession(context.Background(), session)
+	if err != nil {
+		t.Errorf("CancelSession(%q): %v", session, err)
+	}
+	return n
+}
+
+// pendingList lists the pending approvals of session; a Store error fails t.
+func pendingList(t testing.TB, m *approval.Manager, session string) []approval.PendingApproval {
+	t.Helper()
+	list, err := m.Pending(context.Background(), session)
+	if err != nil {
+		t.Errorf("Pending(%q): %v", session, err)
+	}
+	return list
+}
+
+// person returns d as decided by a person through the HTTP handler without
+// a principal: Respond fills in By "unknown" and Via "http".
+func byPerson(d agent.Decision) agent.Decision {
+	d.By, d.Via = "unknown", approval.ViaHTTP
+	return d
+}
+
+// approveBody returns the JSON body of a POST to the approve handler on
+// approval id of session, bound to the call of req, with more fields
+// (such as `"approved":true`).
+func approveBody(session, id string, req agent.ApprovalRequest, fields string) string {
+	b, _ := json.Marshal(map[string]string{"session_id": session, "approval_id": id, "call_id": req.Call.ID,
+		"tool": req.Call.Name, "arguments_digest": agent.ArgumentsDigest(req.Call.Arguments)})
+	if fields == "" {
+		return string(b)
+	}
+	return string(b[:len(b)-1]) + "," + fields + "}"
+}
+
+// byPolicy returns d as the named policy of this package takes it.
+func byPolicy(name string, d agent.Decision) agent.Decision {
+	d.By, d.Via = "policy:"+name, approval.ViaPolicy
+	return d
+}
+
+// timedOut is the decision of an approval nobody answered within d.
+func timedOut(d string) agent.Decision {
+	return agent.Decision{Reason: "approval timed out after " + d, Cause: agent.CauseTimeout, By: approval.ViaTimeout, Via: approval.ViaTimeout}
+}

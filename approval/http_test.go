@@ -59,41 +59,57 @@ func TestApproveHandler(t *testing.T) {
 		wantD       *agent.Decision
 	}{
 		{"approve", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":true}`
+			return approveBody("s1", id, request("s1", 1), `"approved":true`)
 		}, 200, true, "", false, &agent.Decision{Approved: true}},
 		{"reject with reason, edit and scope", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":false,"reason":"no","arguments":{"n":2},"scope":"session"}`
+			return approveBody("s1", id, request("s1", 1), `"approved":false,"reason":"no","arguments":{"n":2},"scope":"session"`)
 		}, 200, true, "", false, &agent.Decision{Reason: "no", Arguments: json.RawMessage(`{"n":2}`), Scope: agent.ScopeSession}},
 		{"null arguments mean none", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"arguments":null,"scope":"always"}`
+			return approveBody("s1", id, request("s1", 1), `"approved":true,"arguments":null,"scope":"always"`)
 		}, 200, true, "", false, &agent.Decision{Approved: true, Scope: agent.ScopeSession}}, // "always" is capped
 		{"stale key", "POST", func(string) string {
-			return `{"session_id":"s1","approval_id":"0123456789abcdef0123456789abcdef","approved":true}`
+			return approveBody("s1", "0123456789abcdef0123456789abcdef", request("s1", 1), `"approved":true`)
 		}, 200, false, "not pending", true, nil},
 		{"another session", "POST", func(id string) string {
-			return `{"session_id":"s2","approval_id":"` + id + `","approved":true}`
+			return approveBody("s2", id, request("s1", 1), `"approved":true`)
 		}, 403, false, "another session", true, nil},
 		{"arguments not an object", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"arguments":[1]}`
+			return approveBody("s1", id, request("s1", 1), `"approved":true,"arguments":[1]`)
 		}, 400, false, "JSON object", true, nil},
 		{"unknown scope", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"scope":"forever"}`
+			return approveBody("s1", id, request("s1", 1), `"approved":true,"scope":"forever"`)
 		}, 400, false, "scope", true, nil},
+		{"another call id", "POST", func(id string) string {
+			return approveBody("s1", id, request("s1", 2), `"approved":true`) // call_2, same tool
+		}, 409, false, "not for the call", true, nil},
+		{"another tool", "POST", func(id string) string {
+			other := request("s1", 1)
+			other.Call.Name = "delete_files"
+			return approveBody("s1", id, other, `"approved":true`)
+		}, 409, false, "tool", true, nil},
+		{"other arguments", "POST", func(id string) string {
+			other := request("s1", 1)
+			other.Call.ID, other.Call.Arguments = "call_1", json.RawMessage(`{"n":666}`)
+			return approveBody("s1", id, other, `"approved":true`)
+		}, 409, false, "digest", true, nil},
+		{"missing binding", "POST", func(id string) string {
+			return `{"session_id":"s1","approval_id":"` + id + `","approved":true}`
+		}, 400, false, "call_id", true, nil},
 		{"missing session_id", "POST", func(id string) string { return `{"approval_id":"` + id + `","approved":true}` }, 400, false, "session_id", true, nil},
 		{"missing approval_id", "POST", func(string) string { return `{"session_id":"s1","approved":true}` }, 400, false, "approval_id", true, nil},
-		{"missing approved", "POST", func(id string) string { return `{"session_id":"s1","approval_id":"` + id + `"}` }, 400, false, "approved", true, nil},
+		{"missing approved", "POST", func(id string) string { return approveBody("s1", id, request("s1", 1), "") }, 400, false, "approved", true, nil},
 		{"malformed JSON", "POST", func(string) string { return `{"session_id":` }, 400, false, "malformed", true, nil},
 		{"wrong type", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":"yes"}`
+			return approveBody("s1", id, request("s1", 1), `"approved":"yes"`)
 		}, 400, false, "malformed", true, nil},
 		{"trailing data", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":true} {}`
+			return approveBody("s1", id, request("s1", 1), `"approved":true} {`)
 		}, 400, false, "after the JSON", true, nil},
 		{"empty body", "POST", func(string) string { return "" }, 400, false, "empty", true, nil},
 		{"JSON null", "POST", func(string) string { return "null" }, 400, false, "session_id", true, nil},
 		{"wrong method", "GET", func(string) string { return "" }, 405, false, "POST", true, nil},
 		{"oversized body", "POST", func(id string) string {
-			return `{"session_id":"s1","approval_id":"` + id + `","approved":true,"reason":"` + strings.Repeat("x", approval.MaxBodyBytes) + `"}`
+			return approveBody("s1", id, request("s1", 1), `"approved":true,"reason":"`+strings.Repeat("x", approval.MaxBodyBytes)+`"`)
 		}, 413, false, "larger", true, nil},
 	}
 	for _, tt := range tests {
@@ -113,11 +129,11 @@ func TestApproveHandler(t *testing.T) {
 			if tt.method == "GET" {
 				assert.Equal(t, "POST", rec.Header().Get("Allow"))
 			}
-			stillPending := len(m.Pending("s1")) == 1
+			stillPending := len(pendingList(t, m, "s1")) == 1
 			if stillPending != tt.wantPending {
 				t.Errorf("still pending = %v, want %v", stillPending, tt.wantPending)
 			}
-			m.CancelSession("s1")
+			cancelSession(t, m, "s1")
 			d, err := tk.Wait(context.Background())
 			require.NoError(t, err)
 			if tt.wantD != nil {
@@ -208,7 +224,7 @@ func TestApproveOverHTTP(t *testing.T) {
 		done <- outcome{d, err}
 	}()
 	post := func() approval.Response {
-		body := `{"session_id":"s1","approval_id":"` + id + `","approved":true}`
+		body := approveBody("s1", id, request("s1", 1), `"approved":true`)
 		resp, err := srv.Client().Post(srv.URL+"/api/tool-approve", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -238,7 +254,7 @@ func TestHandlersNeedAuthorize(t *testing.T) {
 		h    func(approval.HandlerConfig) http.Handler
 		body string
 	}{
-		"approve": {m.ApproveHandler, `{"session_id":"s1","approval_id":"` + tk.ApprovalID() + `","approved":true}`},
+		"approve": {m.ApproveHandler, approveBody("s1", tk.ApprovalID(), request("s1", 1), `"approved":true`)},
 		"interrupt": {func(c approval.HandlerConfig) http.Handler {
 			return m.InterruptHandler(func(string) bool { interrupted = true; return true }, c)
 		}, `{"session_id":"s1"}`},
@@ -252,7 +268,7 @@ func TestHandlersNeedAuthorize(t *testing.T) {
 				assert.Contains(t, r.Error, "HandlerConfig.Authorize")
 				assert.Contains(t, r.Error, "AllowAnyCaller")
 			}
-			assert.Len(t, m.Pending("s1"), 1, "nothing was decided or cancelled")
+			assert.Len(t, pendingList(t, m, "s1"), 1, "nothing was decided or cancelled")
 			assert.False(t, interrupted)
 		})
 	}
@@ -288,7 +304,7 @@ func TestDurableHandlers(t *testing.T) {
 		return resp.StatusCode, r
 	}
 	approve := func(session, id, extra string) (int, approval.Response) {
-		return post("/api/tool-approve", `{"session_id":"`+session+`","approval_id":"`+id+`","approved":true`+extra+`}`)
+		return post("/api/tool-approve", approveBody(session, id, request("s1", 1), `"approved":true`+extra))
 	}
 
 	tk, err := a.Request(t.Context(), request("s1", 1))
@@ -310,14 +326,14 @@ func TestDurableHandlers(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, code)
 	assert.Contains(t, r.Error, "store down")
 	st.set(false)
-	require.Len(t, a.Pending("s1"), 1, "nothing was decided")
+	require.Len(t, pendingList(t, a, "s1"), 1, "nothing was decided")
 
 	code, r = approve("s1", id, `,"scope":"always","reason":"ok"`)
 	require.Equal(t, http.StatusOK, code)
 	assert.True(t, r.Success, r.Error)
 	got := within(t, done)
 	require.NoError(t, got.err)
-	assert.Equal(t, agent.Decision{Approved: true, Reason: "ok", Scope: agent.ScopeSession}, got.d, "decided on B, woken on A; always capped to session")
+	assert.Equal(t, agent.Decision{Approved: true, Reason: "ok", Scope: agent.ScopeSession, By: approval.AnyCaller, Via: approval.ViaHTTP}, got.d, "decided on B, woken on A; always capped to session")
 	code, r = approve("s1", id, "")
 	assert.Equal(t, http.StatusOK, code)
 	assert.False(t, r.Success, "a stale card")

@@ -53,7 +53,7 @@ func TestClientGrantStaysInItsSession(t *testing.T) {
 			l := approval.NewAllowList()
 			h := m.ApproveHandler(tc.cfg)
 			d := decideThroughList(t, m, l, func(id string) int {
-				return serve(h, "POST", `{"session_id":"s1","approval_id":"`+id+`","approved":true,"scope":"`+tc.scope+`"}`).Code
+				return serve(h, "POST", approveBody("s1", id, request("s1", 1), `"approved":true,"scope":"`+tc.scope+`"`)).Code
 			})
 			assert.True(t, d.Approved)
 			assert.Equal(t, tc.wantScope, d.Scope)
@@ -71,17 +71,17 @@ func TestAuthorize(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	type call struct{ session, cookie string }
 	var calls []call
-	cfg := approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) error {
+	cfg := approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) (string, error) {
 		c, err := r.Cookie("owner")
 		if err != nil {
 			calls = append(calls, call{sessionID, ""})
-			return fmt.Errorf("%w: who are you?", approval.ErrUnauthenticated)
+			return "", fmt.Errorf("%w: who are you?", approval.ErrUnauthenticated)
 		}
 		calls = append(calls, call{sessionID, c.Value})
 		if c.Value != "alice" {
-			return errors.New("not your session")
+			return "", errors.New("not your session")
 		}
-		return nil
+		return c.Value, nil
 	}}
 	interrupted := 0
 	approve := m.ApproveHandler(cfg)
@@ -99,8 +99,7 @@ func TestAuthorize(t *testing.T) {
 
 	tk, err := m.Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	defer tk.Wait(context.Background()) //nolint:errcheck // takes the decision
-	decide := `{"session_id":"s1","approval_id":"` + tk.ApprovalID() + `","approved":true}`
+	decide := approveBody("s1", tk.ApprovalID(), request("s1", 1), `"approved":true`)
 	for _, tc := range []struct {
 		cookie  string
 		status  int
@@ -126,7 +125,11 @@ func TestAuthorize(t *testing.T) {
 	status, _ = send(interrupt, "alice", `{"session_id":"s1"}`)
 	assert.Equal(t, http.StatusNotFound, status, "authorized, and nothing left to interrupt")
 	assert.Equal(t, 1, interrupted)
-	m.CancelSession("s1")
+	d, err := tk.Wait(context.Background())
+	require.NoError(t, err)
+	assert.True(t, d.Approved)
+	assert.Equal(t, "alice", d.By, "the decision is recorded as the principal's Authorize returned")
+	assert.Equal(t, approval.ViaHTTP, d.Via)
 }
 
 // TestHandlersWantJSON: a body that does not say it is JSON is refused

@@ -61,7 +61,7 @@ func TestRequestIDs(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	if got := m.CancelSession("s"); got != 1000 {
+	if got := cancelSession(t, m, "s"); got != 1000 {
 		t.Errorf("CancelSession = %d, want 1000", got)
 	}
 	assert.Equal(t, 0, m.Len())
@@ -87,12 +87,12 @@ func TestRespondBeforeWait(t *testing.T) {
 	id := tk.ApprovalID()
 
 	edited := json.RawMessage(`{"n":42}`)
-	pending, err := m.Respond("s", id, agent.Decision{Approved: true, Arguments: edited, Scope: agent.ScopeSession})
+	pending, err := respond(m, "s", id, req, agent.Decision{Approved: true, Arguments: edited, Scope: agent.ScopeSession})
 	require.NoError(t, err)
 	if !pending {
 		t.Fatal("Respond right after Request: pending = false, want true")
 	}
-	assert.Empty(t, m.Pending("s"), "a decided approval is not listed as pending")
+	assert.Empty(t, pendingList(t, m, "s"), "a decided approval is not listed as pending")
 
 	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
@@ -118,13 +118,13 @@ func TestRespondWhileWaiting(t *testing.T) {
 		}()
 		synctest.Wait() // Wait is blocked
 		start := time.Now()
-		pending, err := m.Respond("s", id, agent.Decision{Reason: "not now"})
+		pending, err := respond(m, "s", id, req, agent.Decision{Reason: "not now"})
 		require.NoError(t, err)
 		require.True(t, pending)
 		assert.Equal(t, 0, m.Len(), "a decision for a waiting approval removes it at once")
 		got := <-done
 		require.NoError(t, got.err)
-		assert.Equal(t, agent.Decision{Reason: "not now"}, got.d)
+		assert.Equal(t, byPerson(agent.Decision{Reason: "not now"}), got.d)
 		assert.Equal(t, time.Duration(0), time.Since(start), "no timer may be involved")
 	})
 }
@@ -150,7 +150,7 @@ func TestCancelBetweenRegisterAndWait(t *testing.T) {
 	require.NoError(t, err)
 	id := tk.ApprovalID()
 
-	if got := m.CancelSession("s"); got != 1 {
+	if got := cancelSession(t, m, "s"); got != 1 {
 		t.Fatalf("CancelSession = %d, want 1", got)
 	}
 	assert.Equal(t, 0, m.Len(), "CancelSession must remove the entry, not only wake it")
@@ -159,7 +159,7 @@ func TestCancelBetweenRegisterAndWait(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cancelledDecision, d)
 
-	pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+	pending, err := respond(m, "s", id, req, agent.Decision{Approved: true})
 	require.NoError(t, err)
 	assert.False(t, pending, "a cancelled approval is not pending")
 }
@@ -181,7 +181,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 		synctest.Wait()
 		require.Equal(t, 3, m.Len())
 
-		if got := m.CancelSession("s"); got != 2 {
+		if got := cancelSession(t, m, "s"); got != 2 {
 			t.Fatalf("CancelSession = %d, want 2", got)
 		}
 		for range 2 {
@@ -190,8 +190,8 @@ func TestCancelWhileWaiting(t *testing.T) {
 			assert.Equal(t, cancelledDecision, got.d)
 		}
 		assert.Equal(t, 1, m.Len(), "another session's approval stays")
-		assert.Equal(t, 0, m.CancelSession("s"), "second CancelSession finds nothing")
-		assert.Equal(t, 1, m.CancelSession("other"))
+		assert.Equal(t, 0, cancelSession(t, m, "s"), "second CancelSession finds nothing")
+		assert.Equal(t, 1, cancelSession(t, m, "other"))
 		_, _ = other.Wait(t.Context())
 		assert.Equal(t, 0, m.Len())
 	})
@@ -212,11 +212,11 @@ func TestTimeout(t *testing.T) {
 		if got := time.Since(start); got != 5*time.Minute {
 			t.Errorf("Wait returned after %v, want 5m0s", got)
 		}
-		want := agent.Decision{Reason: "approval timed out after 5m0s", Cause: agent.CauseTimeout}
+		want := timedOut("5m0s")
 		assert.Equal(t, want, d)
 		assert.Equal(t, 0, m.Len())
 
-		pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+		pending, err := respond(m, "s", id, req, agent.Decision{Approved: true})
 		require.NoError(t, err)
 		assert.False(t, pending, "Respond after the timeout: pending = true, want false")
 	})
@@ -265,8 +265,8 @@ func TestDoubleRespond(t *testing.T) {
 						go wait()
 						synctest.Wait()
 					}
-					p1, err1 := m.Respond("s", id, tt.first)
-					p2, err2 := m.Respond("s", id, tt.second)
+					p1, err1 := respond(m, "s", id, req, tt.first)
+					p2, err2 := respond(m, "s", id, req, tt.second)
 					require.NoError(t, err1)
 					require.NoError(t, err2)
 					if !p1 || p2 {
@@ -277,7 +277,7 @@ func TestDoubleRespond(t *testing.T) {
 					}
 					got := <-done
 					require.NoError(t, got.err)
-					assert.Equal(t, tt.first, got.d)
+					assert.Equal(t, byPerson(tt.first), got.d)
 					assert.Equal(t, 0, m.Len())
 				})
 			})
@@ -294,19 +294,19 @@ func TestRespondOtherSession(t *testing.T) {
 	require.NoError(t, err)
 	id := tk.ApprovalID()
 
-	pending, err := m.Respond("mallory", id, agent.Decision{Approved: true})
+	pending, err := respond(m, "mallory", id, req, agent.Decision{Approved: true})
 	if !errors.Is(err, approval.ErrWrongSession) || pending {
 		t.Fatalf("Respond(other session) = %v, %v; want false, ErrWrongSession", pending, err)
 	}
-	require.Len(t, m.Pending("alice"), 1, "the approval stays pending")
-	assert.Equal(t, 0, m.CancelSession("mallory"), "CancelSession of another session must not touch it")
+	require.Len(t, pendingList(t, m, "alice"), 1, "the approval stays pending")
+	assert.Equal(t, 0, cancelSession(t, m, "mallory"), "CancelSession of another session must not touch it")
 
-	pending, err = m.Respond("alice", id, agent.Decision{Reason: "no"})
+	pending, err = respond(m, "alice", id, req, agent.Decision{Reason: "no"})
 	require.NoError(t, err)
 	require.True(t, pending)
 	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, agent.Decision{Reason: "no"}, d)
+	assert.Equal(t, byPerson(agent.Decision{Reason: "no"}), d)
 }
 
 func TestRespondValidation(t *testing.T) {
@@ -331,7 +331,7 @@ func TestRespondValidation(t *testing.T) {
 			m := newManager(t, approval.ManagerConfig{})
 			tk, err := m.Request(context.Background(), request("s", 1))
 			require.NoError(t, err)
-			pending, err := m.Respond("s", tk.ApprovalID(), tt.d)
+			pending, err := respond(m, "s", tk.ApprovalID(), request("s", 1), tt.d)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Respond error = %v, want %v", err, tt.wantErr)
 			}
@@ -339,11 +339,11 @@ func TestRespondValidation(t *testing.T) {
 				if pending {
 					t.Error("pending = true with an error")
 				}
-				if got := len(m.Pending("s")); got != 1 {
+				if got := len(pendingList(t, m, "s")); got != 1 {
 					t.Errorf("after a refused decision %d approvals pending, want 1", got)
 				}
 			}
-			m.CancelSession("s")
+			cancelSession(t, m, "s")
 			_, _ = tk.Wait(context.Background())
 			assert.Equal(t, 0, m.Len())
 		})
@@ -357,7 +357,7 @@ func TestRespondCopiesArguments(t *testing.T) {
 	tk, _ := m.Request(context.Background(), req)
 	id := tk.ApprovalID()
 	buf := []byte(`{"a":1}`)
-	_, err := m.Respond("s", id, agent.Decision{Approved: true, Arguments: buf})
+	_, err := respond(m, "s", id, req, agent.Decision{Approved: true, Arguments: buf})
 	require.NoError(t, err)
 	copy(buf, `{"b":2}`)
 	d, _ := tk.Wait(context.Background())
@@ -367,7 +367,7 @@ func TestRespondCopiesArguments(t *testing.T) {
 func TestRespondUnknown(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	for _, id := range []string{"", "nope", "00000000000000000000000000000000"} {
-		pending, err := m.Respond("s", id, agent.Decision{Approved: true})
+		pending, err := respond(m, "s", id, request("s", 1), agent.Decision{Approved: true})
 		if pending || err != nil {
 			t.Errorf("Respond(%q) = %v, %v; want false, nil", id, pending, err)
 		}
@@ -393,7 +393,7 @@ func TestContextEnds(t *testing.T) {
 		req := request("s", 1)
 		tk, _ := m.Request(context.Background(), req)
 		id := tk.ApprovalID()
-		_, _ = m.Respond("s", id, agent.Decision{Approved: true})
+		_, _ = respond(m, "s", id, req, agent.Decision{Approved: true})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		d, err := tk.Wait(ctx)
@@ -432,7 +432,7 @@ func TestWaitTwice(t *testing.T) {
 		synctest.Wait()
 		_, err = tk.Wait(t.Context())
 		assert.ErrorIs(t, err, approval.ErrAlreadyWaiting, "while the first Wait waits")
-		m.CancelSession("s")
+		cancelSession(t, m, "s")
 		<-done
 		_, err = tk.Wait(t.Context())
 		assert.ErrorIs(t, err, approval.ErrAlreadyWaiting, "after the first Wait returned")
@@ -447,7 +447,7 @@ func TestOnRegisterAutoApprove(t *testing.T) {
 	var seen []approval.PendingApproval
 	m = newManager(t, approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
 		seen = append(seen, p)
-		if _, err := m.Respond(p.SessionID, p.ApprovalID, agent.Decision{Approved: true}); err != nil {
+		if _, err := m.Respond(context.Background(), p.Reply(agent.Decision{Approved: true, By: "auto"})); err != nil {
 			t.Errorf("Respond from OnRegister: %v", err)
 		}
 	}})
@@ -476,9 +476,9 @@ func TestPendingListing(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		_, _ = m.Request(t.Context(), request("other", 9))
-		_, _ = m.Respond("s", ids[1], agent.Decision{Approved: true})
+		_, _ = respond(m, "s", ids[1], request("s", 1), agent.Decision{Approved: true})
 
-		got := m.Pending("s")
+		got := pendingList(t, m, "s")
 		require.Len(t, got, 2)
 		for i, want := range []int{0, 2} {
 			assert.Equal(t, ids[want], got[i].ApprovalID)
@@ -488,10 +488,10 @@ func TestPendingListing(t *testing.T) {
 			assert.JSONEq(t, string(request("s", want).Call.Arguments), string(got[i].Call.Arguments))
 		}
 		assert.True(t, got[0].Created.Before(got[1].Created), "oldest first")
-		assert.Empty(t, m.Pending("nobody"))
+		assert.Empty(t, pendingList(t, m, "nobody"))
 		assert.Equal(t, 4, m.Len(), "the decided entry waits for its Wait")
-		m.CancelSession("s")
-		m.CancelSession("other")
+		cancelSession(t, m, "s")
+		cancelSession(t, m, "other")
 		d, _ := tickets[1].Wait(t.Context())
 		assert.True(t, d.Approved, "a decided approval keeps its decision through CancelSession")
 		assert.Equal(t, 0, m.Len())
@@ -499,7 +499,8 @@ func TestPendingListing(t *testing.T) {
 }
 
 // cancelledDecision is what the Wait of a cancelled approval returns.
-var cancelledDecision = agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted}
+var cancelledDecision = agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted,
+	By: approval.ViaSystem, Via: approval.ViaSystem}
 
 // TestPendingApprovalJSON: a listed approval names its id approval_id, as
 // the chunks and the approval handler's body do.
@@ -508,8 +509,8 @@ func TestPendingApprovalJSON(t *testing.T) {
 	tk, err := m.Request(t.Context(), request("s", 1))
 	require.NoError(t, err)
 	defer tk.Wait(context.Background()) //nolint:errcheck // releases the entry after CancelSession
-	defer m.CancelSession("s")
-	b, err := json.Marshal(m.Pending("s")[0])
+	defer cancelSession(t, m, "s")
+	b, err := json.Marshal(pendingList(t, m, "s")[0])
 	require.NoError(t, err)
 	var got map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(b, &got))

@@ -99,7 +99,7 @@ func stress(t *testing.T, cfg approval.ManagerConfig) {
 				ids[i] = id
 				if acts[i] == actRespondFirst {
 					results[i].sent = agent.Decision{Approved: i%2 == 0, Reason: "first"}
-					results[i].pending, err = m.Respond(req.SessionID, id, results[i].sent)
+					results[i].pending, err = respond(m, req.SessionID, id, req, results[i].sent)
 					if err != nil {
 						t.Errorf("Respond %d: %v", i, err)
 					}
@@ -133,7 +133,7 @@ func stress(t *testing.T, cfg approval.ManagerConfig) {
 					// results[i] belongs to the waiter, which may
 					// still run; keep Respond's answer apart.
 					d := agent.Decision{Approved: acts[i] == actApprove, Reason: "answer"}
-					pending, err := m.Respond(sessionOf(i), ids[i], d)
+					pending, err := respond(m, sessionOf(i), ids[i], request(sessionOf(i), i), d)
 					if err != nil {
 						t.Errorf("Respond %d: %v", i, err)
 					}
@@ -144,7 +144,7 @@ func stress(t *testing.T, cfg approval.ManagerConfig) {
 			}
 		}
 		for s := range cancelled {
-			tasks = append(tasks, func() { m.CancelSession(sessionOf(s * perSess)) })
+			tasks = append(tasks, func() { cancelSession(t, m, sessionOf(s*perSess)) })
 		}
 		rng.Shuffle(len(tasks), func(a, b int) { tasks[a], tasks[b] = tasks[b], tasks[a] })
 		queue := make(chan func())

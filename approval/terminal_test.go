@@ -60,6 +60,21 @@ func commandCall() agent.ApprovalRequest {
 	}
 }
 
+// anonymous returns d without its By and Via, after checking them: a
+// person's answer (no Cause) is taken at the terminal by the user the
+// process runs as, and any other carries neither.
+func anonymous(t *testing.T, d agent.Decision) agent.Decision {
+	t.Helper()
+	if d.Cause == "" {
+		assert.Equal(t, approval.ViaTerminal, d.Via, "a person's answer comes through the terminal")
+		assert.NotEmpty(t, d.By, "a person's answer names the person")
+	} else {
+		assert.Empty(t, d.By+d.Via, "not a person's answer")
+	}
+	d.By, d.Via = "", ""
+	return d
+}
+
 func TestTerminalAnswers(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -88,7 +103,7 @@ func TestTerminalAnswers(t *testing.T) {
 			}()
 			got, err := decide(context.Background(), term, commandCall())
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want, anonymous(t, got))
 			text := out.String()
 			for _, want := range []string{
 				"run_command",
@@ -118,7 +133,7 @@ func TestTerminalAlwaysAndEndOfInput(t *testing.T) {
 	require.NoError(t, err)
 	d, decided := tk.Decision()
 	assert.True(t, decided, "decided at once")
-	assert.Equal(t, agent.Decision{Approved: true, Scope: agent.ScopeAlways}, d)
+	assert.Equal(t, agent.Decision{Approved: true, Scope: agent.ScopeAlways}, anonymous(t, d))
 	assert.Equal(t, before, strings.Count(out.String(), "approve [y]"), "no second prompt")
 	assert.Contains(t, out.String(), "run_command: approved (always)")
 
@@ -146,7 +161,7 @@ func TestTerminalContextEnds(t *testing.T) {
 	cancel()
 	got := <-done
 	assert.ErrorIs(t, got.err, context.Canceled)
-	assert.Equal(t, agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted}, got.d)
+	assert.Equal(t, cancelledDecision, got.d)
 
 	// The Terminal still works: a line typed now answers the next prompt.
 	go io.WriteString(w, "n later\n")
