@@ -119,3 +119,11 @@ func byPolicy(name string, d agent.Decision) agent.Decision {
 func timedOut(d string) agent.Decision {
 	return agent.Decision{Reason: "approval timed out after " + d, Cause: agent.CauseTimeout, By: approval.ViaTimeout, Via: approval.ViaTimeout}
 }
+
+// keyed returns request(session, i) with a Key, as the agent asks when the
+// run keeps open-call records: a resumed turn asks again with the same key.
+func keyed(session string, i int) agent.ApprovalRequest {
+	r := request(session, i)
+	r.Key = fmt.Sprintf("msg_1/call_%d", i)
+	return r
+}
