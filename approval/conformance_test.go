@@ -2,11 +2,15 @@ package approval_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/approval/approvaltest"
 	"github.com/planround/planround/internal/pgtest"
@@ -53,4 +57,78 @@ func TestManagerConformance(t *testing.T) {
 			return manager(t, approval.ManagerConfig{Store: st, Notifier: st})
 		})
 	})
+}
+
+// TestFirstDecisionWinsAcrossStores: two Managers on two handles of one
+// database stand for two processes: the run's approval is suspended on A,
+// 16 decisions race for it from both, exactly one is taken, the Store
+// holds that one, and the resumed turn on A gets it. With a SQLite file and
+// with PostgreSQL.
+func TestFirstDecisionWinsAcrossStores(t *testing.T) {
+	t.Run("SQLite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "approvals.db")
+		open := func() memory.ApprovalStore {
+			st, err := sqlitestore.Open(context.Background(), path)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, st.Close()) })
+			return st
+		}
+		firstDecisionWins(t, open(), open())
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		url := pgtest.URL(t)
+		schema := pgtest.Schema(t, url, "planround_approvalrace_")
+		open := func() memory.ApprovalStore {
+			st, err := pgstore.Open(context.Background(), url, pgstore.WithSchema(schema))
+			require.NoError(t, err)
+			t.Cleanup(st.Close)
+			return st
+		}
+		firstDecisionWins(t, open(), open())
+	})
+}
+
+func firstDecisionWins(t *testing.T, stA, stB memory.ApprovalStore) {
+	const deciders = 16
+	a := replica(t, approval.ManagerConfig{Store: stA})
+	b := replica(t, approval.ManagerConfig{Store: stB})
+	req := keyed("s", 1)
+	tk, err := a.Request(t.Context(), req)
+	require.NoError(t, err)
+	_, err = tk.Wait(withCause(t.Context(), agent.ErrSuspended))
+	require.ErrorIs(t, err, agent.ErrSuspended)
+
+	start := make(chan struct{})
+	taken := make([]bool, deciders)
+	var wg sync.WaitGroup
+	for j := range deciders {
+		m := []*approval.Manager{a, b}[j%2]
+		wg.Go(func() {
+			<-start
+			var err error
+			taken[j], err = respond(m, "s", tk.ApprovalID(), req, agent.Decision{Approved: j%3 == 0, Reason: fmt.Sprint("decider ", j)})
+			if err != nil {
+				t.Errorf("Respond %d: %v", j, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for j, ok := range taken {
+		if ok {
+			require.Less(t, winner, 0, "deciders %d and %d both taken", winner, j)
+			winner = j
+		}
+	}
+	require.GreaterOrEqual(t, winner, 0, "no decision taken")
+	want := fmt.Sprint("decider ", winner)
+	assert.Equal(t, want, stored(t, stB, tk.ApprovalID()).Decision.Reason, "the Store")
+	again, err := a.Request(t.Context(), req)
+	require.NoError(t, err)
+	d, decided := again.Decision()
+	require.True(t, decided, "the resumed turn gets the decision at once")
+	assert.Equal(t, want, d.Reason)
+	assert.Equal(t, 0, a.Len())
+	assert.Equal(t, 0, b.Len())
 }
