@@ -29,6 +29,38 @@ import (
 // rejection (CauseApprovalFailed), as any other error of Wait.
 var ErrSuspended = errors.New("agent: run suspended at a pending approval")
 
+// Suspension is the error a [ToolDefinition.Resumable] tool returns (see
+// [Suspend]) to suspend the run while its call waits for something from
+// outside the run, such as a form's answers. It wraps [ErrSuspended].
+type Suspension struct {
+	// WaitID is the id of what the call waits for (a form's id), recorded
+	// in the call's open-call record (memory.OpenCall.ApprovalID) so that
+	// a sweeper knows the call waits for a person and resumes the turn
+	// only once that is answered.
+	WaitID string
+}
+
+func (s *Suspension) Error() string {
+	return fmt.Sprintf("%v: the call waits for %s", ErrSuspended, s.WaitID)
+}
+
+// Unwrap returns [ErrSuspended].
+func (s *Suspension) Unwrap() error { return ErrSuspended }
+
+// Suspend returns the error with which a resumable tool's Execute suspends
+// the run while its call waits for waitID (see [ToolDefinition.Resumable]).
+func Suspend(waitID string) error { return &Suspension{WaitID: waitID} }
+
+// suspendedWait returns the wait id of an error of Execute that suspends the
+// run, and whether err is one.
+func suspendedWait(err error) (string, bool) {
+	var s *Suspension
+	if errors.As(err, &s) {
+		return s.WaitID, true
+	}
+	return "", errors.Is(err, ErrSuspended)
+}
+
 // ErrNothingToResume is returned (wrapped) by [Agent.Resume] for a session
 // whose last turn has no open tool calls.
 var ErrNothingToResume = errors.New("agent: nothing to resume")
