@@ -633,3 +633,39 @@ func TestLostSessionRunsNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), runs.Load())
 }
+
+// TestRefusedEditIsNotStored: an approver's edit that does not fit the
+// tool's schema rejects the call (CauseApprovalFailed) in a durable run as
+// in any other: the tool never runs, and the stored call keeps the model's
+// arguments.
+func TestRefusedEditIsNotStored(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := context.Background()
+			st := newStore(t)
+			srv := newServer(t)
+			openTurn(srv)
+			srv.Enqueue(agenttest.Reply().Text("No weather then.").Finish("stop"))
+			var runs atomic.Int32
+			edit := personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+				return agent.Decision{Approved: true, Arguments: json.RawMessage(`{"city":42}`)}, nil
+			})
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = edit; c.OnReject = agent.RejectContinue }, countingWeather(&runs))
+			chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+			require.NoError(t, err)
+			rej := rejection(t, chunks, "call_1")
+			assert.Equal(t, agent.CauseApprovalFailed, rej.Cause)
+			assert.Contains(t, rej.Reason, "edited arguments do not fit the parameters of get_weather")
+			assert.JSONEq(t, `{"city":"Lima"}`, string(rej.Arguments), "the card shows the arguments asked about")
+			assert.Zero(t, runs.Load(), "the tool never runs with arguments its schema refuses")
+
+			msgs, err := st.Messages(ctx, "s1", false)
+			require.NoError(t, err)
+			validHistory(t, msgs)
+			require.Len(t, msgs[2].ToolCalls, 1)
+			assert.JSONEq(t, `{"city":"Lima"}`, string(msgs[2].ToolCalls[0].Arguments), "the stored call keeps the model's arguments")
+			assert.Equal(t, ended{memory.OutcomeRejected, "approval_failed"}, endings(msgs)["call_1"])
+		})
+	}
+}
