@@ -207,7 +207,11 @@
 // planround.round, planround.intent on the planning round, and a
 // first_token event), one "await_approval {tool}" span per call asked
 // about (planround.outcome approved, rejected, timed_out, interrupted or
-// suspended; planround.approval.waited when a person was waited for) and
+// suspended; planround.approval.waited when a person was waited for; and,
+// when the Approver decided, a planround.approval.decision event with
+// planround.approval.approved, planround.cause, planround.approval.by and
+// planround.approval.via (Decision.By and Via: who decided and through
+// what), planround.approval.edited and planround.approval.id) and
 // one "execute_tool {tool}" span per call run (gen_ai.tool.name,
 // gen_ai.tool.call.id, planround.outcome result, error, interrupted,
 // suspended for a resumable call that waits, or stopped for a call a

@@ -63,6 +63,10 @@ type callState struct {
 	approval Ticket           // the Approver's pending ticket
 	waitOwed bool             // approval's Wait is still owed to the Approver
 	out      outcome
+	// decision is the Approver's answer, when it gave one (answered): the
+	// span event of the call's approval records it.
+	decision Decision
+	answered bool
 
 	// open is the call's open-call record, when the run keeps them
 	// (Config.Store implements memory.CallLog).
@@ -476,6 +480,9 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if r.suspendable() || (err != nil && errors.Is(err, ErrSuspended) && r.log != nil) {
 		// Not now: the call stays open, its decision will come later.
 		return false, r.suspend()
+	}
+	if err == nil {
+		cs.decision, cs.answered = d, true
 	}
 	if r.ctx.Err() != nil {
 		cause, reason := interruptedApproval(d, err, decided)
