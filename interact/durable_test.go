@@ -294,12 +294,26 @@ func TestFormSurvivesARestart(t *testing.T) {
 	assert.Equal(t, formID, p[0].FormID)
 	assert.Equal(t, "call_1", p[0].CallID)
 	assert.Equal(t, "Trip", p[0].Title)
+	a := newAgent(t, srv, withStore(st), interact.AskUserQuestion(forms))
+
+	// Resumed before anybody answered: the same form is shown again, and
+	// the run suspends again.
+	chunks, err := collect(a.Resume(t.Context(), "s1"))
+	require.NoError(t, err)
+	var again []string
+	for _, c := range chunks {
+		if req, ok := c.Side.(interact.FormRequest); ok {
+			again = append(again, req.FormID)
+		}
+	}
+	assert.Equal(t, []string{formID}, again, "%v", trace(chunks))
+	require.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind, "%v", trace(chunks))
+	assert.Len(t, srv.Requests(), 1)
+
 	ok, err := forms.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: formID, Answers: tripAnswers, By: "ada", Via: "http"})
 	require.NoError(t, err)
 	require.True(t, ok)
-
-	a := newAgent(t, srv, withStore(st), interact.AskUserQuestion(forms))
-	chunks, err := collect(a.Resume(t.Context(), "s1"))
+	chunks, err = collect(a.Resume(t.Context(), "s1"))
 	require.NoError(t, err)
 	tr := trace(chunks)
 	assert.Contains(t, tr, "tool:result:ask_user_question")
