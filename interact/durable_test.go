@@ -219,6 +219,13 @@ func TestCancelSessionCancelsOnlyForms(t *testing.T) {
 
 		cfg := interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour}
 		a, b := replica(t, cfg), replica(t, cfg)
+		appr, err := m.Pending(t.Context(), "s1")
+		require.NoError(t, err)
+		require.Len(t, appr, 1)
+		assert.Empty(t, pending(t, a, "s1"), "an approval is no form")
+		ok, err := a.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: appr[0].ApprovalID, Answers: tripAnswers})
+		assert.NoError(t, err)
+		assert.False(t, ok, "an approval is not answered as a form")
 		_, msg := askOn(t, a, func(interact.FormRequest) {
 			n, err := b.CancelSession(t.Context(), "s1")
 			assert.NoError(t, err)
