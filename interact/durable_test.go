@@ -240,21 +240,11 @@ func TestCancelSessionCancelsOnlyForms(t *testing.T) {
 	})
 }
 
-// requireResumableTools skips a test that needs the agent of branch
-// w21-agent: a resumed turn runs a Resumable tool found executing again,
-// and agent.Suspend returned by Execute suspends the run. Remove it (and
-// its calls) once that branch is merged.
-func requireResumableTools(t *testing.T) {
-	t.Helper()
-	t.Skip("needs the agent of branch w21-agent (Resumable tools re-run on Resume; agent.Suspend from Execute)")
-}
-
 // TestFormSurvivesARestart: on a SQLite file, a run whose form waits longer
 // than SuspendAfter suspends; after everything is closed, a new store on the
 // same file, a new Forms and a new Agent find the form (same id), take its
 // answers, and the resumed turn gives them to the model and finishes.
 func TestFormSurvivesARestart(t *testing.T) {
-	requireResumableTools(t)
 	leaktest.Check(t)
 	path := filepath.Join(t.TempDir(), "planround.db")
 	srv := newServer(t)
@@ -342,7 +332,6 @@ func TestFormSurvivesARestart(t *testing.T) {
 // run suspended at a form (the user moved on) leaves the form no longer
 // open: it is not listed and takes no answer.
 func TestNewMessageClosesAPendingForm(t *testing.T) {
-	requireResumableTools(t)
 	leaktest.Check(t)
 	st := &memory.MemStore{}
 	m, err := approval.NewManager(approval.ManagerConfig{Store: st, Timeout: time.Hour})
