@@ -206,6 +206,13 @@ func isEnd(s runner.Status) func(runner.Event) bool {
 	return func(e runner.Event) bool { return e.Kind == runner.EventTurnEnded && e.Ended.Status == s }
 }
 
+// approve is the approval of the call of an approval_required chunk, bound
+// to that call as a front end's decision is.
+func approve(session string, call *agent.ToolCall) approval.Reply {
+	return approval.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
+		ArgumentsDigest: call.ArgumentsDigest, Decision: agent.Decision{Approved: true}}
+}
+
 // startWaiting starts a turn of session s1 that asks about get_weather on
 // r, and returns it with its approval_required event, which f (following
 // s1) saw.
