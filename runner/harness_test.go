@@ -74,8 +74,8 @@ func model(t *testing.T) *agenttest.Server {
 type replica struct {
 	mgr   *approval.Manager
 	forms *interact.Forms // with options.forms
-	a   *agent.Agent
-	r   *runner.Runner
+	a     *agent.Agent
+	r     *runner.Runner
 }
 
 // options of a replica.
