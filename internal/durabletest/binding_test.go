@@ -149,7 +149,7 @@ func TestFormAnsweredOnAnotherReplicaAfterKill(t *testing.T) {
 
 	// B resumes the turn (after A's lease, 2 s, expired) and runs the
 	// call again: the same call, which takes the answers.
-	first := ev.waitFor(ctx, t, "the call executing on B", func(e event) bool { return e.End || isState(agent.StateExecuting)(e) })
+	first := ev.waitFor(ctx, t, "the call executing on B", func(e event) bool { return e.End && e.Run == "resume" || isState(agent.StateExecuting)(e) })
 	require.False(t, first.End, "the resumed turn ended without running the call again:\n%s", ev.history())
 	again := first.tool()
 	assert.Equal(t, ex.ID, again.ID, "B ran another call than the one A asked with")
