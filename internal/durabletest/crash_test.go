@@ -165,12 +165,13 @@ func TestKillWhileExecuting(t *testing.T) {
 }
 
 // TestKillBetweenApprovalAndRecord kills A right after its store created
-// the approval of a call (before any approval_required chunk). A recorded
-// the approval's id in the call's record before asking
-// (agent.ApprovalRequest.Key), so the store must hold exactly that
-// one pending approval for the call: a front end lists the pending
-// approvals, and a second one beside it would take a decision that is
-// lost. Its decision, posted to B, resumes the turn on B.
+// the approval of a call (before any approval_required chunk, before A
+// recorded its id in the call's record). The approval is the call's by its
+// key (agent.ApprovalRequest.Key): a resumed turn that asks about the call
+// again gets that same approval, so the store must hold exactly that one
+// pending approval for the call: a front end lists the pending approvals,
+// and a second one beside it would take a decision that is lost. Its
+// decision, posted to B, resumes the turn on B.
 func TestKillBetweenApprovalAndRecord(t *testing.T) {
 	checkLeaks(t)
 	s := crashSetup{db: postgresBackend(t), effects: filepath.Join(t.TempDir(), "effects"), other: true}
@@ -189,10 +190,9 @@ func TestKillBetweenApprovalAndRecord(t *testing.T) {
 		t.Fatal("A did not die after it created the approval")
 	}
 
-	// A recorded the approval's id before its store created it, so the
-	// turn is one suspended at that approval: a front end finds it among
-	// the session's pending approvals (no run need ask again), and its
-	// decision resumes the turn.
+	// The turn is one suspended at that approval: a front end finds it
+	// among the session's pending approvals (a run that asks again gets
+	// the same one, by the call's key), and its decision resumes the turn.
 	var pending []memory.Approval
 	for len(pending) == 0 && ctx.Err() == nil {
 		require.NoError(t, b.get(ctx, "/approvals?session=s1", &pending))
