@@ -289,17 +289,18 @@ func testCancelSession(t *testing.T, m *approval.Manager, session string) {
 }
 
 func testTimeoutFromCreation(t *testing.T, m *approval.Manager, session string) {
-	// The Wait starts half a timeout after the creation, and returns a
-	// timeout after the creation.
+	// The Wait starts 3/5 of a timeout after the creation, and returns a
+	// timeout after the creation (a timeout counted from the Wait would
+	// return at 8/5).
 	created := time.Now()
 	tk := register(t, m, call(session, 1))
-	time.Sleep(ManagerTimeout / 2)
+	time.Sleep(ManagerTimeout * 3 / 5)
 	d := waitFor(t, tk)
 	took := time.Since(created)
 	if d.Approved || d.Cause != agent.CauseTimeout || d.By != approval.ViaTimeout || d.Via != approval.ViaTimeout {
 		t.Errorf("Wait = %+v, want a timeout by and via %q", d, approval.ViaTimeout)
 	}
-	if took < ManagerTimeout || took > ManagerTimeout+slack {
+	if took < ManagerTimeout || took > ManagerTimeout*7/5 {
 		t.Errorf("Wait returned %v after the creation, want the timeout (%v) from the creation, not from the Wait", took, ManagerTimeout)
 	}
 
