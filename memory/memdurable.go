@@ -159,8 +159,34 @@ func (st *MemStore) CreateApproval(ctx context.Context, a Approval) error {
 	}
 	if a.Decided {
 		st.addDecided(p)
+	} else {
+		st.addPending(p)
 	}
 	return nil
+}
+
+// addPending indexes the pending approval a. The caller holds mu.
+func (st *MemStore) addPending(a *Approval) {
+	if st.pending == nil {
+		st.pending = make(map[string]map[string]*Approval)
+	}
+	s := st.pending[a.SessionID]
+	if s == nil {
+		s = make(map[string]*Approval)
+		st.pending[a.SessionID] = s
+	}
+	s[a.ID] = a
+}
+
+// dropPending removes a from the index of pending approvals. The caller
+// holds mu.
+func (st *MemStore) dropPending(a *Approval) {
+	if s := st.pending[a.SessionID]; s != nil {
+		delete(s, a.ID)
+		if len(s) == 0 {
+			delete(st.pending, a.SessionID)
+		}
+	}
 }
 
 // compareDecided orders decided approvals by DecidedAt and then by ID.
@@ -191,6 +217,7 @@ func (st *MemStore) deleteApprovals(drop func(*Approval) bool) int {
 			if a.Key != "" {
 				delete(st.byKey, approvalKey{a.SessionID, a.Key})
 			}
+			st.dropPending(a)
 			n++
 		}
 	}
@@ -242,6 +269,7 @@ func (st *MemStore) DecideApproval(ctx context.Context, sessionID, id string, d 
 		return a.clone(), fmt.Errorf("memory: decide approval %q: %w", id, ErrDecided)
 	}
 	a.Decided, a.Decision, a.DecidedAt = true, d.clone(), now()
+	st.dropPending(a)
 	st.addDecided(a)
 	return a.clone(), nil
 }
@@ -281,9 +309,15 @@ func (st *MemStore) PendingApprovals(ctx context.Context, sessionID string) ([]A
 	}
 	st.mu.RLock()
 	var out []Approval
-	for _, a := range st.approvals {
-		if !a.Decided && (sessionID == "" || a.SessionID == sessionID) {
+	if sessionID != "" {
+		for _, a := range st.pending[sessionID] {
 			out = append(out, a.clone())
+		}
+	} else {
+		for _, s := range st.pending {
+			for _, a := range s {
+				out = append(out, a.clone())
+			}
 		}
 	}
 	st.mu.RUnlock()

@@ -23,6 +23,9 @@ type MemStore struct {
 	lastSumID int64 // last summary id handed out, across sessions
 
 	approvals map[string]*Approval // by id
+	// pending points to each approval that has no decision, by session and
+	// id, so that a session's pending list costs what it holds.
+	pending map[string]map[string]*Approval
 	// byKey and decided point to records of approvals: byKey to each one
 	// that has a Key, by session and Key, and decided to each decided one,
 	// ordered by DecidedAt and then ID; neither to any other.
