@@ -20,7 +20,7 @@ func FuzzArgumentsDigest(f *testing.F) {
 		``, `   `, `{}`, `{"city":"Oslo"}`, `{ "b" : 1 , "a" : [ 1 , 2 ] }`,
 		`{"a":{"z":null,"y":true,"x":"\u00e9\n\"<>&"}}`, `{"n":1.0,"m":1e400,"k":-0,"j":12345678901234567890}`,
 		`{"a":1,"a":2}`, `{"s":"\ud800"}`, `{"s":"\u2028\u2029"}`, "{\"s\":\"\xff\"}", `{"a":1}}`, `{"a":1} x`,
-		`[1,"two",{"3":4}]`, `"text"`, `42`, `null`, `{"city": "Par`, "\u00a0{}", "{}\n",
+		`[1,"two",{"3":4}]`, `{"b":{"d":1,"c":[{"z":1,"a":2},{}]},"a":[]}`, `{"é":1,"e":2,"E":3}`, `"text"`, `42`, `null`, `{"city": "Par`, "\u00a0{}", "{}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -52,6 +52,11 @@ func FuzzArgumentsDigest(f *testing.F) {
 		}
 		if !json.Valid(c) {
 			t.Fatalf("canonical form of valid %q is not JSON: %q", raw, c)
+		}
+		if fast, ok := fastCanonical(trimmed); ok {
+			if slow := slowCanonical(trimmed); !bytes.Equal(fast, slow) {
+				t.Fatalf("canonical form of %q: fast %q, encoding/json %q", raw, fast, slow)
+			}
 		}
 		if !reflect.DeepEqual(decodeNumbers(t, c), decodeNumbers(t, trimmed)) {
 			t.Fatalf("canonical form %q does not hold the value of %q", c, raw)
