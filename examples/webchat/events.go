@@ -196,7 +196,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		// Subscribed next, listed now: an approval registered in between
 		// may come twice, which the page handles (cards are keyed by call
 		// id); none is missed.
-		for _, c := range s.pendingChunks(id) {
+		for _, c := range s.pendingChunks(ctx, id) {
 			first = append(first, event{data: mustJSON(c)})
 		}
 	}

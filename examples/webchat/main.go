@@ -139,7 +139,11 @@
 //	                               409 if busy; the first one stores the session,
 //	                               titled after it. skills names the skills the
 //	                               run enables (absent: all; an unknown one: 400)
-//	POST /api/tool-approve         {session_id, approval_id, approved, reason?, scope?}
+//	POST /api/tool-approve         {session_id, approval_id, call_id, tool,
+//	                               arguments_digest, approved, reason?,
+//	                               arguments?, scope?}: the call as the
+//	                               approval_required chunk shows it (409 when
+//	                               the approval shows another)
 //	POST /api/form-answer          {session_id, form_id, answers: {id: "x" or
 //	                               ["x", ...]}}: 200 {success}, success false for
 //	                               a form no longer open; 400 for answers that do
@@ -152,6 +156,10 @@
 //	                               while a run is active, up to its start
 //	                               (X-Webchat-Running: true). X-Webchat-Seq:
 //	                               the number of the last event included
+//	GET  /api/audit?session_id=    the session's decisions, oldest first:
+//	                               {you, decisions: [approval.DecisionRecord]};
+//	                               you is this browser's principal, as a
+//	                               decision's decision.by names it
 //	GET  /api/skills               the skills: [{name, description}]
 //	GET  /api/mcp/servers          the MCP servers: [{name, transport,
 //	                               isolation, state, tools, error?}]
@@ -246,7 +254,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	pgURL := fs.String("postgres", "", "PostgreSQL `URL` that keeps the conversations: this process is one replica of many (see README)")
 	pgSchema := fs.String("postgres-schema", pgstore.DefaultSchema, "PostgreSQL `schema` of the tables, with -postgres")
 	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
-	suspendAfter := fs.Duration("suspend-after", 0, "how long a run waits for an approval before it is suspended (the card stays answerable; 0: until the timeout); not with -memory")
+	suspendAfter := fs.Duration("suspend-after", 0, "how long a run waits for an approval or a form before it is suspended (the card stays answerable; 0: until the timeout); not with -memory")
 	leaseTTL := fs.Duration("lease-ttl", runner.DefaultLeaseTTL, "how long the sessions of a process that died stay locked")
 	sweep := fs.Duration("sweep-interval", DefaultSweepInterval, "how often to look for turns to resume; not with -memory")
 	system := fs.String("system", "", "system `prompt`")
