@@ -76,7 +76,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	again := reloaded.until(t, func(e sseEvent) bool { return e.id == seen[len(seen)-1].id })
 	assert.Equal(t, streamed, eventTexts(t, again), "the reloaded page has the text streamed so far")
 
-	status, out = postAs(t, client, b.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+	status, out = postAs(t, client, b.url, "/api/tool-approve", approveBody(s1, call, true, nil))
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	assert.Equal(t, true, out["success"], "%v", out)
 	done, chunks := onB.runDone(t)
@@ -123,7 +123,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	}
 	require.Len(t, open, 1, "%+v", hist)
 	assert.Equal(t, call.ApprovalID, open[0].ApprovalID)
-	status, out = postAs(t, client, b.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+	status, out = postAs(t, client, b.url, "/api/tool-approve", approveBody(s1, call, true, nil))
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	assert.Equal(t, true, out["success"], "%v", out)
 	evs := onB.until(t, func(e sseEvent) bool {
