@@ -182,7 +182,7 @@ func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
 		open = append(open, e.OpenCalls...)
 	}
 	require.Len(t, open, 1, "the card of the waiting call: %+v", hist)
-	assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID}, open[0])
+	assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID, Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest}, open[0])
 
 	ev2, _ := openEventsAt(t, b.client, b.ts.URL, s1, "after="+strconv.FormatInt(seq, 10))
 	out := b.decide(t, s1, call, true)

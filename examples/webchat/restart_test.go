@@ -227,7 +227,7 @@ func TestRestartOnSQLite(t *testing.T) {
 					open = append(open, e.OpenCalls...)
 				}
 				require.Len(t, open, 1, "the waiting card, in the history of the restarted server: %+v", hist)
-				assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID}, open[0])
+				assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID, Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest}, open[0])
 				ev2, _ := openEventsAt(t, client, b.url, s1, "after="+strconv.FormatInt(seq, 10))
 				status, out := postAs(t, client, b.url, "/api/tool-approve", approveBody(s1, call, true, nil))
 				require.Equal(t, http.StatusOK, status, "%v", out)

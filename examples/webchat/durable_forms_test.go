@@ -1,0 +1,70 @@
+package main
+
+import (
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/internal/leaktest"
+)
+
+// readyForm is an ask_user_question form of one single-choice question.
+const readyForm = `{"title":"Ready?","questions":[{"id":"ready","question":"Are you ready?","kind":"single","options":["yes","no"]}]}`
+
+// TestFormSuspendsAndResumesAfterRestart (needs w21-agent: a resumable
+// ask_user_question that suspends its run): on a SQLite store, a run
+// whose form waits is suspended at Close; a new server on the same file
+// lists the form in the history's open call and on the event stream,
+// takes its answer, resumes the turn, and the model receives the answer.
+func TestFormSuspendsAndResumesAfterRestart(t *testing.T) {
+	leaktest.Check(t)
+	db := filepath.Join(t.TempDir(), "chat.db")
+	model := toolModel(t, toolCall{"ask_user_question", readyForm})
+
+	st := openSQLite(t, db)
+	a := newModelHarness(t, onModel(model, Options{Store: st}))
+	s1 := a.newSession(t)
+	ev, _ := a.openEvents(t, s1)
+	a.chat(t, s1, "Ask me")
+	_, form := ev.untilForm(t)
+	a.srv.Close()
+	done, _ := ev.runDone(t)
+	assert.Equal(t, "suspended", done.Status, "%+v", done)
+	require.NoError(t, st.Close())
+
+	st2 := openSQLite(t, db)
+	b := newModelHarness(t, onModel(model, Options{Store: st2}))
+	b.client = b.newClientWithJar(t, a.client) // the same browser
+	hist, seq, running := historyAt(t, b.client, b.ts.URL, s1)
+	assert.False(t, running)
+	var open []openCall
+	for _, e := range hist {
+		open = append(open, e.OpenCalls...)
+	}
+	require.Len(t, open, 1, "the form's call: %+v", hist)
+	assert.Equal(t, "executing", open[0].State)
+	require.NotNil(t, open[0].Form, "the open form, drawn again from the store")
+	assert.Equal(t, form.FormID, open[0].Form.FormID)
+	assert.Equal(t, "Are you ready?", open[0].Form.Questions[0].Question)
+
+	// A page that names no event gets the form on the stream too.
+	fresh, _ := openEventsAt(t, b.client, b.ts.URL, s1, "")
+	_, again := fresh.untilForm(t)
+	assert.Equal(t, form.FormID, again.FormID)
+
+	ev2, _ := openEventsAt(t, b.client, b.ts.URL, s1, "after="+strconv.FormatInt(seq, 10))
+	status, out := postAs(t, b.client, b.ts.URL, "/api/form-answer",
+		mustString(map[string]any{"session_id": s1, "form_id": form.FormID, "answers": map[string]any{"ready": "yes"}}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, true, out["success"], "the form is answerable after the restart: %v", out)
+	done, _ = ev2.runDone(t)
+	assert.Equal(t, "finished", done.Status, "%+v", done)
+	reqs := model.Requests()
+	tool, ok := reqs[len(reqs)-1].LastMessageWithRole("tool")
+	require.True(t, ok)
+	assert.JSONEq(t, `{"answers":[{"id":"ready","question":"Are you ready?","answer":"yes"}]}`, tool.Content, "the model receives the answer")
+}
