@@ -101,3 +101,51 @@ func (p *page) int(expr string) int {
 	}
 	return n
 }
+
+// TestBrowserFormAfterRestart (needs w21-agent: a resumable
+// ask_user_question that suspends its run): on a SQLite store, a run asks
+// a form and the server shuts down; a new server on the same file takes
+// over the address. The reloaded page draws the form again in its card,
+// answerable; answered, the turn resumes and the model receives the
+// answer.
+func TestBrowserFormAfterRestart(t *testing.T) {
+	leaktest.Check(t)
+	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
+	model := toolModel(t, toolCall{"ask_user_question", readyForm})
+	h := newModelHarness(t, onModel(model, Options{Store: st}))
+	sw := &switcher{}
+	sw.set(h.srv)
+	front := newSwitchServer(t, sw)
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(front.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.typeText("#input", "Ask me")
+	p.click("#send")
+	p.waitFor("the form", lastForm+`?.dataset.state === 'open'`)
+	formID := p.str(lastForm + `.dataset.formId`)
+
+	h.srv.Close() // SIGTERM: the run waiting for the form is suspended
+	p.waitFor("the suspension", `document.body.dataset.running === 'false'`)
+
+	next := newModelHarness(t, onModel(model, Options{Store: st}))
+	sw.set(next.srv)
+	front.CloseClientConnections()
+	p.navigate(front.URL + "/")
+	p.waitFor("the form again", `document.querySelector('#conn').textContent === 'connected' && `+lastForm+`?.dataset.state === 'open'`)
+	assert.Equal(t, formID, p.str(lastForm+`.dataset.formId`))
+	assert.Equal(t, 1, p.int(`document.querySelectorAll('form.ask-form').length`), "drawn once")
+	assert.Equal(t, "Are you ready?", p.str(lastForm+`.querySelector('legend').textContent`))
+
+	p.clickJS(lastForm + `.querySelector('input[value="yes"]')`)
+	p.clickJS(lastForm + `.querySelector('button[type=submit]')`)
+	p.waitFor("the form answered", lastForm+`.dataset.state === 'answered'`)
+	p.waitFor("the resumed turn to end", formCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
+		`[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Done.')`)
+	reqs := model.Requests()
+	tool, ok := reqs[len(reqs)-1].LastMessageWithRole("tool")
+	require.True(t, ok)
+	assert.JSONEq(t, `{"answers":[{"id":"ready","question":"Are you ready?","answer":"yes"}]}`, tool.Content, "the model receives the answer")
+	assert.Empty(t, b.pageErrors())
+}

@@ -965,7 +965,9 @@
     st.running = true;
     const open = st.openTurn;
     st.openTurn = null;
-    st.forms = new Map();
+    // A resumed turn keeps its forms: one drawn from the history (a
+    // suspended turn's) is not drawn again when the resumed call shows it.
+    if (!(resumed && open)) st.forms = new Map();
     if (resumed && open) {
       open.classList.remove('waiting');
       open.classList.add('live');
