@@ -203,9 +203,16 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if !write(first...) {
 		return
 	}
+	// The keep-alive goroutine ends before the handler returns: a write
+	// after that would race with the server finishing the response.
 	stopKeepAlive := make(chan struct{})
-	defer close(stopKeepAlive)
+	keepAliveDone := make(chan struct{})
+	defer func() {
+		close(stopKeepAlive)
+		<-keepAliveDone
+	}()
 	go func() {
+		defer close(keepAliveDone)
 		tick := time.NewTicker(keepAlive)
 		defer tick.Stop()
 		for {

@@ -494,6 +494,13 @@
     if (k.state === 'preparing' || k.state === 'executing') icon.append(el('span', 'spinner'));
     else icon.textContent = { approval: '?', done: '✓', rejected: '✕', invalidated: '⊘', unknown: '–' }[k.state] || '';
     head.append(icon, el('span', 'name', plain(k.name)), el('span', 'status', statusText(k)));
+    if (k.decided && k.state !== 'approval') {
+      // In the head's line: the label that comes with the audit moves
+      // nothing on the page.
+      const d = el('span', 'decided', decidedText(k.decided));
+      d.dataset.via = k.decided.decision?.via || '';
+      head.append(d);
+    }
     const body = el('div', 'card-body');
     k.outEl = null;
 
@@ -569,13 +576,7 @@
     }
     // What the call showed first, then its details, then the run of the
     // sub-agent it started.
-    k.el.replaceChildren(head);
-    if (k.decided && k.state !== 'approval') {
-      const d = el('div', 'decided', decidedText(k.decided));
-      d.dataset.via = k.decided.decision?.via || '';
-      k.el.append(d);
-    }
-    k.el.append(...k.sides);
+    k.el.replaceChildren(head, ...k.sides);
     if (body.childElementCount > 0) k.el.append(body);
     if (k.nested) k.el.append(k.nested.el);
   }
@@ -836,7 +837,9 @@
     } else if (res.ok) {
       setFormState(f, 'closed', 'This form is no longer open' + (res.data.error ? ': ' + res.data.error : '.'));
     } else {
-      formError(f, res.data.error || 'HTTP ' + res.status);
+      // What does not fit, without the "invalid answers:" of the
+      // package's error.
+      formError(f, String(res.data.error || 'HTTP ' + res.status).replace(/^(interact: )?invalid answers: /, ''));
       setFormState(f, 'open', '');
     }
   }
