@@ -138,20 +138,20 @@ func TestApproveInterruptRace(t *testing.T) {
 			require.NoError(t, err)
 			chunks = append(chunks, c)
 			if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
-				id := c.Tool.ApprovalID
+				call := *c.Tool
 				start := make(chan struct{})
 				respond := func() {
 					<-start
 					spin(rand.IntN(4))
 					var err error
-					decided, err = m.Respond(session, id, d)
+					decided, err = m.Respond(context.Background(), replyTo(session, call, d))
 					assert.NoError(t, err)
 				}
 				interrupt := func() {
 					<-start
 					spin(rand.IntN(4))
 					cancel()
-					m.CancelSession(session)
+					_, _ = m.CancelSession(context.Background(), session)
 				}
 				// Which goroutine starts first changes which usually wins.
 				if i%4 < 2 {
@@ -506,7 +506,7 @@ func TestWrappedManagerKeepsEarlyDecision(t *testing.T) {
 				require.NoError(t, err)
 				chunks = append(chunks, c)
 				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
-					responded, err = m.Respond("s1", c.Tool.ApprovalID, agent.Decision{Approved: true})
+					responded, err = m.Respond(context.Background(), replyTo("s1", *c.Tool, agent.Decision{Approved: true}))
 					require.NoError(t, err)
 				}
 			}
@@ -583,4 +583,11 @@ func rejection(t *testing.T, chunks []agent.Chunk, id string) *agent.ToolCall {
 	}
 	t.Fatalf("no rejected chunk for %s: %v", id, trace(chunks))
 	return nil
+}
+
+// replyTo returns the reply that gives d to the approval of call, as shown
+// on its approval_required chunk.
+func replyTo(session string, call agent.ToolCall, d agent.Decision) approval.Reply {
+	return approval.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
+		ArgumentsDigest: call.ArgumentsDigest, Decision: d}
 }

@@ -45,8 +45,9 @@ const (
 	// get an answer, as a terminal whose input ended.
 	CauseApprovalFailed Cause = "approval_failed"
 	// CauseStopped: a call that was running when its process stopped
-	// (a crash, a kill): a resumed turn never runs it again (see
-	// [Agent.Resume]).
+	// (a crash, a kill): a resumed turn never runs it again, unless its
+	// tool is resumable (see [Agent.Resume], [ToolDefinition.Resumable]);
+	// a new user message closes it with this cause either way.
 	CauseStopped Cause = "stopped"
 	// CauseMovedOn: a call still waiting for its approval when a new
 	// user message came: the user moved on, and it never runs.

@@ -201,7 +201,7 @@ func TestPolicyDecisionsShowNoCard(t *testing.T) {
 				chunks = append(chunks, c)
 				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
 					// The person answers the card as soon as it shows.
-					ok, err := m.Respond("s1", c.Tool.ApprovalID, agent.Decision{Approved: true})
+					ok, err := m.Respond(context.Background(), replyTo("s1", *c.Tool, agent.Decision{Approved: true}))
 					require.NoError(t, err)
 					assert.True(t, ok, "card of %s: the Manager holds no approval for it", c.Tool.ID)
 				}

@@ -39,7 +39,8 @@ const (
 	// a Depth ends a sub-agent's nested run, not the run it came through.
 	KindInterrupted
 	// KindSuspended is the last chunk of a run that stopped at a pending
-	// approval to be resumed later (see [Agent.Resume] and
+	// approval, or at the call of a resumable tool that waits (its last
+	// chunk was executing), to be resumed later (see [Agent.Resume] and
 	// [ErrSuspended]): its calls that wait stay open in the Store, and the
 	// turn is not over.
 	KindSuspended

@@ -130,12 +130,14 @@
 // With a Store that also implements memory.CallLog (MemStore, the SQLite
 // and the PostgreSQL stores do), a turn persists as it goes: the user
 // message when it starts, each round when it ends, a round's tool calls as
-// open records before the first approval_required chunk (with the approval
-// id before the Approver is asked, ApprovalRequest.NewApprovalID), a call as
-// executing before its tool starts (with an approver's edit of its
+// open records before the first approval_required chunk (each call's
+// approval id once the Approver registered it, before its card is shown), a
+// call as executing before its tool starts (with an approver's edit of its
 // arguments, written into the stored assistant message), and each tool
 // message as soon as it is known. A process that dies loses
-// nothing it had shown.
+// nothing it had shown. Each call has a durable key, the same in every turn
+// that takes it up (ApprovalRequest.Key, CallInfo.Key: "<stored message
+// id>/<call id>"), by which a durable Approver keeps one approval per call.
 //
 // Agent.Resume continues a turn left with open calls: after a crash, a
 // restart, or a suspension. An Approver suspends a run by answering "not
@@ -143,10 +145,18 @@
 // ManagerConfig.SuspendAfter), and a host suspends its runs when it shuts
 // down by cancelling their contexts with the cause ErrSuspended: the run
 // ends with a suspended chunk instead of holding a goroutine for hours, and
-// its approvals stay answerable. A resumed call asks the Approver about the
-// same approval id (ApprovalRequest.ApprovalID); a call found executing is
-// never run again (CauseStopped). A new user message on a session with
-// open calls closes them first (CauseMovedOn), so the history stays valid.
+// its approvals stay answerable. A resumed call asks the Approver again
+// with the same key, and gets the approval asked before, decided meanwhile
+// or not; a call found executing is never run again (CauseStopped), unless
+// its tool is resumable (ToolDefinition.Resumable, such as
+// ask_user_question): then it runs again, and takes up what it waited for
+// by its key. A resumable tool suspends the run while its call waits for a
+// person (it returns ErrSuspended, see [Suspend]): the call stays open,
+// executing, and its record names what it waits for. A new user message on
+// a session with open calls closes them first (CauseMovedOn for the
+// undecided ones, CauseStopped for those found executing), so the history
+// stays valid, and cancels what they waited for through the Approver
+// ([ApprovalCanceler]).
 //
 // An Agent drives a session with one run at a time: a run or a resumed
 // turn on a session that a run of the same Agent drives ends at once with
@@ -197,10 +207,15 @@
 // planround.round, planround.intent on the planning round, and a
 // first_token event), one "await_approval {tool}" span per call asked
 // about (planround.outcome approved, rejected, timed_out, interrupted or
-// suspended; planround.approval.waited when a person was waited for) and
+// suspended; planround.approval.waited when a person was waited for; and,
+// when the Approver decided, a planround.approval.decision event with
+// planround.approval.approved, planround.cause, planround.approval.by and
+// planround.approval.via (Decision.By and Via: who decided and through
+// what), planround.approval.edited and planround.approval.id) and
 // one "execute_tool {tool}" span per call run (gen_ai.tool.name,
-// gen_ai.tool.call.id, planround.outcome result, error, interrupted, or
-// stopped for a call a resumed turn found cut by a crash). A tool's
+// gen_ai.tool.call.id, planround.outcome result, error, interrupted,
+// suspended for a resumable call that waits, or stopped for a call a
+// resumed turn found cut by a crash). A tool's
 // context carries its span, so a sub-agent's run nests under its call and
 // an MCP call (package mcpclient) sends the trace context to its server.
 //

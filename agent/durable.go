@@ -20,14 +20,51 @@ import (
 // later, maybe hours later, maybe to another process), and given as the
 // cause of the run's context (context.WithCancelCause) it suspends a run
 // that waits for an approval instead of interrupting it, as a host does
-// when it shuts down.
+// when it shuts down. A [ToolDefinition.Resumable] tool's Execute returns
+// it (wrapped, see [Suspend]) to suspend the run while its call waits for
+// something from outside the run, such as a form's answers; a host that
+// shuts down while such a tool runs suspends the run the same way.
 //
 // A suspended run needs a Config.Store that implements memory.CallLog and
 // an Input.SessionID: its calls that wait stay open in the Store, the run
 // yields a suspended chunk as its last and the iterator returns nil;
 // [Agent.Resume] continues the turn. Without a CallLog a suspension is a
-// rejection (CauseApprovalFailed), as any other error of Wait.
+// rejection (CauseApprovalFailed), as any other error of Wait, and a
+// tool's ErrSuspended is an ordinary tool error that the model reads (so
+// is the ErrSuspended of a tool that is not resumable).
 var ErrSuspended = errors.New("agent: run suspended at a pending approval")
+
+// Suspension is the error a [ToolDefinition.Resumable] tool returns (see
+// [Suspend]) to suspend the run while its call waits for something from
+// outside the run, such as a form's answers. It wraps [ErrSuspended].
+type Suspension struct {
+	// WaitID is the id of what the call waits for (a form's id), recorded
+	// in the call's open-call record (memory.OpenCall.ApprovalID) so that
+	// a sweeper knows the call waits for a person and resumes the turn
+	// only once that is answered.
+	WaitID string
+}
+
+func (s *Suspension) Error() string {
+	return fmt.Sprintf("%v: the call waits for %s", ErrSuspended, s.WaitID)
+}
+
+// Unwrap returns [ErrSuspended].
+func (s *Suspension) Unwrap() error { return ErrSuspended }
+
+// Suspend returns the error with which a resumable tool's Execute suspends
+// the run while its call waits for waitID (see [ToolDefinition.Resumable]).
+func Suspend(waitID string) error { return &Suspension{WaitID: waitID} }
+
+// suspendedWait returns the wait id of an error of Execute that suspends the
+// run, and whether err is one.
+func suspendedWait(err error) (string, bool) {
+	var s *Suspension
+	if errors.As(err, &s) {
+		return s.WaitID, true
+	}
+	return "", errors.Is(err, ErrSuspended)
+}
 
 // ErrNothingToResume is returned (wrapped) by [Agent.Resume] for a session
 // whose last turn has no open tool calls.
@@ -53,10 +90,14 @@ const (
 )
 
 // ApprovalCanceler is implemented by an Approver that keeps approvals beyond
-// a run, such as approval.Manager with a store. When a new user message comes
-// to a session whose last turn still has open calls, the agent rejects
-// those calls (CauseMovedOn) and calls CancelApproval for each of them that
-// had an approval id, so that the approval stops being answerable.
+// a run, such as approval.Manager. When a new user message comes to a
+// session whose last turn still has open calls, the agent closes those
+// calls and calls CancelApproval for each undecided one that had an
+// approval id (CauseMovedOn), and for each call of a resumable tool found
+// executing whose record names what it waited for (the wait id of its
+// [Suspension], such as a form's id, or else the approval it ran with),
+// so that nobody can answer it any more. An error is logged; the calls are
+// closed all the same.
 type ApprovalCanceler interface {
 	CancelApproval(ctx context.Context, sessionID, approvalID string) error
 }
@@ -67,14 +108,19 @@ type ApprovalCanceler interface {
 // state of its open calls come from it.
 //
 // It yields chunks as Run does from that point. A call found executing
-// (its process stopped while the tool ran) is rejected with CauseStopped and
-// the output it had saved, and never runs again. Every other open call is
-// asked about again with the id of its earlier approval
-// (ApprovalRequest.ApprovalID): a decision taken meanwhile proceeds at once
-// (executing and result, or rejected), an undecided call is
-// approval_required again with the same approval id. The round then ends
-// with round_end, and the tool loop goes on as in Run. Input.Settings of the
-// run that stopped are not kept: the resumed turn uses Config.Settings.
+// (its process stopped while the tool ran, or its tool suspended the run)
+// is rejected with CauseStopped and the output it had saved, and never runs
+// again, unless its tool is resumable ([ToolDefinition.Resumable]): then
+// it runs again, without being asked about again (it was approved before
+// it started), with the same [CallInfo.Key]: executing, its side message,
+// and its result (or another suspension). Every other open call is asked
+// about again with the same key (ApprovalRequest.Key): a durable Approver
+// answers with the approval asked before, so a decision taken meanwhile
+// proceeds at once (executing and result, or rejected), and an undecided
+// call is approval_required again with the same approval id. The round
+// then ends with round_end, and the tool loop goes on as in Run.
+// Input.Settings of the run that stopped are not kept: the resumed turn
+// uses Config.Settings.
 //
 // A session with nothing open yields the error [ErrNothingToResume]; one
 // that another run drives, [ErrBusy]. Turn messages are saved as in Run.
@@ -153,7 +199,7 @@ func (r *run) resume() {
 	calls := make([]*callState, len(open))
 	r.round = 1
 	for i, tc := range open {
-		cs := &callState{call: streamCall(tc), chunk: ToolCall{ID: tc.ID, Name: tc.Name}, record: &open[i], resumed: true}
+		cs := &callState{call: streamCall(tc), chunk: ToolCall{ID: tc.ID, Name: tc.Name}, record: &open[i]}
 		cs.open = &memory.OpenCall{MessageID: asst.ID, CallID: tc.ID}
 		for _, rec := range recs {
 			if rec.MessageID == asst.ID && rec.CallID == tc.ID {
@@ -163,8 +209,10 @@ func (r *run) resume() {
 		}
 		if !cs.open.Executing && cs.open.ApprovalID == "" {
 			// Its run stopped after it stored the call and before it
-			// asked about it: the call is asked about now.
-			r.a.logger.LogAttrs(r.ctx, slog.LevelInfo, "resuming a call that its stopped run had not asked about or started",
+			// recorded an approval for it: the call is asked about now,
+			// by its key, so a durable Approver that registered an
+			// approval before the stop answers with that one.
+			r.a.logger.LogAttrs(r.ctx, slog.LevelInfo, "resuming a call whose stopped run had recorded no approval for it",
 				slog.String("session", id), slog.String("tool", tc.Name), slog.String("call", tc.ID))
 		}
 		if args, err := parseArgs(string(tc.Arguments)); err == nil {
@@ -179,6 +227,13 @@ func (r *run) resume() {
 		defer r.closeRound()
 		for _, cs := range calls {
 			if cs.open.Executing {
+				if r.resumable(cs.call.Name) {
+					// Its tool takes the call up where it left it (by
+					// the call's key): it runs again, without being
+					// asked about again.
+					cs.rerun = true
+					continue
+				}
 				// The process stopped while the tool ran: what it did is
 				// unknown, and it is never run again.
 				r.stoppedTool(cs)
@@ -194,6 +249,13 @@ func (r *run) resume() {
 		return
 	}
 	r.toolLoop(r.round + 1)
+}
+
+// resumable reports whether the run's tool called name is resumable
+// (ToolDefinition.Resumable).
+func (r *run) resumable(name string) bool {
+	reg, ok := r.tools.byName[name]
+	return ok && reg.def.Resumable
 }
 
 // openTail finds the open calls of msgs: the calls of its last assistant
@@ -232,11 +294,12 @@ func openTail(msgs []memory.Message) (at int, open []memory.ToolCall) {
 // moveOn closes the open calls of the session's last turn before a new user
 // message, each by the state it was left in (and a tool_rejected chunk for
 // each): a call found executing was cut by the stop (CauseStopped, with the
-// output it had saved); a call whose approval was decided keeps that
-// decision (a rejection its cause and reason; an approval never ran:
-// CauseNotRun); only a call still undecided is "moved on" (CauseMovedOn),
-// and its approval is cancelled when the Approver can do that. It returns
-// msgs with the tool messages added, and false when the run is over.
+// output it had saved; what a resumable one waited for is cancelled); a
+// call whose approval was decided keeps that decision (a rejection its
+// cause and reason; an approval never ran: CauseNotRun); only a call still
+// undecided is "moved on" (CauseMovedOn), and its approval is cancelled
+// when the Approver can do that. It returns msgs with the tool messages
+// added, and false when the run is over.
 func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 	at, open := openTail(msgs)
 	if len(open) == 0 {
@@ -254,7 +317,7 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 	now := time.Now()
 	tms := make([]memory.Message, len(open))
 	chunks := make([]Chunk, len(open))
-	var cancel []string // approvals to cancel: the undecided ones
+	var cancel []string // approvals to cancel: the undecided ones, and the waits of resumable calls
 	for i, tc := range open {
 		rec := memory.OpenCall{MessageID: msgs[at].ID, CallID: tc.ID}
 		for _, rc := range recs {
@@ -263,7 +326,9 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 			}
 		}
 		cause, reason, partial := r.closedAs(rec)
-		if cause == CauseMovedOn && rec.ApprovalID != "" {
+		if rec.ApprovalID != "" && (cause == CauseMovedOn || rec.Executing && r.resumable(tc.Name)) {
+			// Undecided, or what a resumable call waits for (a form):
+			// nobody can answer it now.
 			cancel = append(cancel, rec.ApprovalID)
 		}
 		tms[i] = toolMessage(tc.ID, tc.Name, joinPartial(partial, reason), StateRejected, cause)
@@ -369,8 +434,9 @@ func (r *run) suspendable() bool {
 	return r.log != nil && r.ctx.Err() != nil && errors.Is(context.Cause(r.ctx), ErrSuspended)
 }
 
-// suspend ends the run at cs, whose approval stays open with the calls
-// after it, and yields the suspended chunk. It always reports false.
+// suspend ends the run at a call that waits (a pending approval, or a
+// resumable tool that suspended), which stays open with the calls after
+// it, and yields the suspended chunk. It always reports false.
 func (r *run) suspend() bool {
 	r.suspended = true
 	r.emit(Chunk{Kind: KindSuspended, Round: r.round})

@@ -19,14 +19,16 @@ import (
 )
 
 // keeper is an Approver that keeps its approvals beyond a run, as a durable
-// approval.Manager does: a request that names an earlier approval id gets
-// that approval back (its decision, or pending again with the same id); a
-// pending ticket's Wait returns ErrSuspended unless a decision is there, or
-// waits for one when wait is set.
+// approval.Manager does: one approval per request key, so that a request
+// with the key of an earlier one gets that approval back (its decision, or
+// pending again with the same id); a pending ticket's Wait returns
+// ErrSuspended unless a decision is there, or waits for one when wait is
+// set.
 type keeper struct {
 	mu        sync.Mutex
 	next      int
-	decisions map[string]*agent.Decision // nil: pending
+	decisions map[string]*agent.Decision // by approval id; nil: pending
+	byKey     map[string]string          // approval ids by request key
 	requests  []agent.ApprovalRequest
 	cancelled []string
 	wait      bool
@@ -34,22 +36,24 @@ type keeper struct {
 }
 
 func newKeeper() *keeper {
-	return &keeper{decisions: map[string]*agent.Decision{}, decided: make(chan struct{})}
+	return &keeper{decisions: map[string]*agent.Decision{}, byKey: map[string]string{}, decided: make(chan struct{})}
 }
 
 func (k *keeper) Request(_ context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.requests = append(k.requests, req)
-	id := req.ApprovalID
-	if d, ok := k.decisions[id]; ok && id != "" {
-		if d != nil {
-			return agent.Decided(*d), nil
-		}
-	} else {
+	id, ok := k.byKey[req.Key]
+	switch {
+	case !ok || req.Key == "":
 		k.next++
 		id = fmt.Sprintf("appr-%d", k.next)
 		k.decisions[id] = nil
+		if req.Key != "" {
+			k.byKey[req.Key] = id
+		}
+	case k.decisions[id] != nil:
+		return agent.Decided(*k.decisions[id]), nil
 	}
 	return agent.Pending(id, func(ctx context.Context) (agent.Decision, error) {
 		if k.wait {
@@ -143,9 +147,8 @@ func TestSuspendThenResume(t *testing.T) {
 			assert.Equal(t, []string{"tool:executing:get_weather", "tool:result:get_weather", "round_end:1", "text", "round_end:2"}, trace(chunks))
 			assert.Equal(t, int32(1), runs.Load())
 			require.Len(t, k.requests, 2)
-			assert.Equal(t, id, k.requests[1].ApprovalID, "the resumed turn asks about the same approval")
-			assert.True(t, k.requests[1].Resumed)
-			assert.False(t, k.requests[0].Resumed)
+			assert.Equal(t, fmt.Sprintf("%d/call_1", open[0].MessageID), k.requests[0].Key, "the key names the stored message and the call")
+			assert.Equal(t, k.requests[0].Key, k.requests[1].Key, "the resumed turn asks about the call by the same key")
 
 			// The model saw the turn so far, then the result.
 			reqs := srv.Requests()
@@ -402,13 +405,13 @@ func TestSuspendByContextCause(t *testing.T) {
 	validHistory(t, msgs)
 }
 
-// TestApprovalIDRecordedBeforeAsking: with a CallLog, the run records a
-// new approval id in the call's open record before it asks, and offers it
-// (ApprovalRequest.NewApprovalID): a process that stops right after a
-// durable approver stored the approval leaves a record that names it. An
-// approver that takes the id costs no second write; the in-memory runs,
-// without a CallLog, offer nothing.
-func TestApprovalIDRecordedBeforeAsking(t *testing.T) {
+// TestApprovalIDRecordedAfterTheTicket: with a CallLog, nothing is written
+// to a call's open record before the Approver is asked (the record, stored
+// with the round, names no approval then); the ticket's id is recorded once
+// the Approver registered it, before the card that shows it. The request
+// names the call by its durable key, "<stored message id>/<call id>"; the
+// in-memory runs, without a CallLog, have no key.
+func TestApprovalIDRecordedAfterTheTicket(t *testing.T) {
 	for name, newStore := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			leaktest.Check(t)
@@ -418,7 +421,7 @@ func TestApprovalIDRecordedBeforeAsking(t *testing.T) {
 			openTurn(srv)
 			log := st.(memory.CallLog)
 			var asked []agent.ApprovalRequest
-			var recorded []memory.OpenCall
+			var atRequest []memory.OpenCall
 			a := newAgent(t, srv, func(c *agent.Config) {
 				c.Store = st
 				c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
@@ -427,29 +430,36 @@ func TestApprovalIDRecordedBeforeAsking(t *testing.T) {
 					if err != nil {
 						return agent.Ticket{}, err
 					}
-					recorded = append(recorded, open...)
-					return agent.Pending(req.NewApprovalID, func(context.Context) (agent.Decision, error) {
+					atRequest = append(atRequest, open...)
+					return agent.Pending("ticket-7", func(context.Context) (agent.Decision, error) {
 						return agent.Decision{}, agent.ErrSuspended
 					}), nil
 				})
 			}, weatherTool())
 
-			chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
-			require.NoError(t, err)
+			var chunks []agent.Chunk
+			var atCard []memory.OpenCall
+			for c, err := range a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}) {
+				require.NoError(t, err)
+				chunks = append(chunks, c)
+				if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+					atCard, err = log.OpenCalls(ctx, "s1")
+					require.NoError(t, err)
+				}
+			}
 			assert.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind)
 			require.Len(t, asked, 1)
-			id := asked[0].NewApprovalID
-			assert.Regexp(t, `^[0-9a-f]{32}$`, id)
-			assert.Empty(t, asked[0].ApprovalID, "a first request names no earlier approval")
-			assert.False(t, asked[0].Resumed)
-			require.Len(t, recorded, 1)
-			assert.Equal(t, id, recorded[0].ApprovalID, "recorded before the approver was asked")
-			assert.Equal(t, id, chunks[len(chunks)-2].Tool.ApprovalID, "the card shows the same id")
+			require.Len(t, atRequest, 1)
+			assert.Empty(t, atRequest[0].ApprovalID, "no approval id is written before the Approver is asked")
+			assert.Equal(t, fmt.Sprintf("%d/call_1", atRequest[0].MessageID), asked[0].Key)
+			assert.Regexp(t, `^[1-9][0-9]*/call_1$`, asked[0].Key)
+			require.Len(t, atCard, 1)
+			assert.Equal(t, "ticket-7", atCard[0].ApprovalID, "the ticket's id is recorded before its card is shown")
+			assert.Equal(t, "ticket-7", chunks[len(chunks)-2].Tool.ApprovalID)
 			open, err := log.OpenCalls(ctx, "s1")
 			require.NoError(t, err)
 			require.Len(t, open, 1)
-			assert.Equal(t, id, open[0].ApprovalID)
-			assert.Equal(t, recorded[0].UpdatedAt, open[0].UpdatedAt, "no second write for the ticket's id")
+			assert.Equal(t, "ticket-7", open[0].ApprovalID)
 		})
 	}
 
@@ -466,7 +476,7 @@ func TestApprovalIDRecordedBeforeAsking(t *testing.T) {
 	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
 	require.NoError(t, err)
 	assert.Equal(t, "call_1", got.Call.ID)
-	assert.Empty(t, got.NewApprovalID, "without a CallLog nothing is recorded, nothing offered")
+	assert.Empty(t, got.Key, "without a CallLog a call has no durable key")
 }
 
 // TestSuspendWithoutCallLogIsARejection: without a Store that keeps open
@@ -515,7 +525,7 @@ func TestParallelSuspendKeepsApprovedCalls(t *testing.T) {
 		c.ParallelTools = true
 		c.Approver = approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 			t, err := k.Request(ctx, req)
-			if t.ApprovalID() == "appr-2" && !req.Resumed {
+			if t.ApprovalID() == "appr-2" {
 				k.mu.Lock()
 				k.decisions["appr-2"] = first
 				k.mu.Unlock()
@@ -622,4 +632,40 @@ func TestLostSessionRunsNothing(t *testing.T) {
 	_, err = collect(b.Resume(ctx, "s1"))
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), runs.Load())
+}
+
+// TestRefusedEditIsNotStored: an approver's edit that does not fit the
+// tool's schema rejects the call (CauseApprovalFailed) in a durable run as
+// in any other: the tool never runs, and the stored call keeps the model's
+// arguments.
+func TestRefusedEditIsNotStored(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := context.Background()
+			st := newStore(t)
+			srv := newServer(t)
+			openTurn(srv)
+			srv.Enqueue(agenttest.Reply().Text("No weather then.").Finish("stop"))
+			var runs atomic.Int32
+			edit := personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+				return agent.Decision{Approved: true, Arguments: json.RawMessage(`{"city":42}`)}, nil
+			})
+			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = edit; c.OnReject = agent.RejectContinue }, countingWeather(&runs))
+			chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+			require.NoError(t, err)
+			rej := rejection(t, chunks, "call_1")
+			assert.Equal(t, agent.CauseApprovalFailed, rej.Cause)
+			assert.Contains(t, rej.Reason, "edited arguments do not fit the parameters of get_weather")
+			assert.JSONEq(t, `{"city":"Lima"}`, string(rej.Arguments), "the card shows the arguments asked about")
+			assert.Zero(t, runs.Load(), "the tool never runs with arguments its schema refuses")
+
+			msgs, err := st.Messages(ctx, "s1", false)
+			require.NoError(t, err)
+			validHistory(t, msgs)
+			require.Len(t, msgs[2].ToolCalls, 1)
+			assert.JSONEq(t, `{"city":"Lima"}`, string(msgs[2].ToolCalls[0].Arguments), "the stored call keeps the model's arguments")
+			assert.Equal(t, ended{memory.OutcomeRejected, "approval_failed"}, endings(msgs)["call_1"])
+		})
+	}
 }

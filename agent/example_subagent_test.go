@@ -55,7 +55,7 @@ func ExampleNewSubAgent() {
 	var manager *approval.Manager
 	manager, err = approval.NewManager(approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
 		fmt.Printf("(approving %s in session %s)\n", p.Call.Name, p.SessionID)
-		manager.Respond(p.SessionID, p.ApprovalID, agent.Decision{Approved: true})
+		manager.Respond(context.Background(), p.Reply(agent.Decision{Approved: true}))
 	}})
 	if err != nil {
 		panic(err)

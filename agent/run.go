@@ -206,7 +206,8 @@ type run struct {
 	// log is the Store's CallLog, for a run with a session: the calls of a
 	// round are kept open in it until their tool messages are saved.
 	log memory.CallLog
-	// suspended is set when the run suspended at a pending approval.
+	// suspended is set when the run suspended at a pending approval or a
+	// resumable tool that waits.
 	suspended bool
 	// calls are the calls of the current tool round; recorded is how many
 	// of them have their tool message in t.msgs.

@@ -185,7 +185,7 @@ func managed(t *testing.T, ctx context.Context, a *agent.Agent, m *approval.Mana
 		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
 			require.NotEmpty(t, c.Tool.ApprovalID)
 			if d := decide(c); d != nil {
-				pending, err := m.Respond(session, c.Tool.ApprovalID, *d)
+				pending, err := m.Respond(context.Background(), replyTo(session, *c.Tool, *d))
 				require.NoError(t, err)
 				assert.True(t, pending, "the approval of %s (depth %d) was pending", c.Tool.Name, c.Depth)
 			}
@@ -231,7 +231,8 @@ func TestSubAgentApprovalThroughCallersManager(t *testing.T) {
 					return &agent.Decision{Approved: true}
 				}
 				// The Manager holds it under the caller's session.
-				p := m.Pending("s1")
+				p, err := m.Pending(context.Background(), "s1")
+				require.NoError(t, err)
 				require.Len(t, p, 1)
 				if approve {
 					return &agent.Decision{Approved: true}
@@ -328,7 +329,7 @@ func TestSubAgentInterrupt(t *testing.T) {
 						cancel() // stop pressed while the nested card waits
 						continue
 					}
-					_, err := m.Respond("s1", c.Tool.ApprovalID, agent.Decision{Approved: true})
+					_, err := m.Respond(context.Background(), replyTo("s1", *c.Tool, agent.Decision{Approved: true}))
 					require.NoError(t, err)
 				case c.Depth == 1 && c.Kind == agent.KindToolCall && c.Tool.Name == "tail" && c.Tool.PartialResult != "":
 					cancel() // stop pressed while the nested tool runs
@@ -670,7 +671,7 @@ func TestSubAgentConsumerLeaves(t *testing.T) {
 		var m *approval.Manager
 		m, err := approval.NewManager(approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
 			// A browser that approves at once.
-			_, _ = m.Respond(p.SessionID, p.ApprovalID, agent.Decision{Approved: true})
+			_, _ = m.Respond(context.Background(), p.Reply(agent.Decision{Approved: true}))
 		}})
 		require.NoError(t, err)
 		subTools, err := agent.NewToolRegistry(weatherTool())

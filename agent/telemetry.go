@@ -69,7 +69,15 @@ const (
 	keyCause      = attribute.Key("planround.cause")
 	keyApprovalID = attribute.Key("planround.approval.id")
 	keyWaited     = attribute.Key("planround.approval.waited")
+	keyApproved   = attribute.Key("planround.approval.approved")
+	keyDecidedBy  = attribute.Key("planround.approval.by")
+	keyDecidedVia = attribute.Key("planround.approval.via")
+	keyEdited     = attribute.Key("planround.approval.edited")
 )
+
+// eventDecision is the name of the span event that records an approval's
+// decision.
+const eventDecision = "planround.approval.decision"
 
 // telemetry is an Agent's tracer and instruments, made once in New.
 type telemetry struct {
@@ -420,7 +428,13 @@ func (r *run) startApproval(cs *callState) approvalTel {
 
 // endApproval ends the await_approval span of cs: approved, rejected,
 // timed_out, interrupted or suspended, with the time it took and whether a
-// person was waited for (the ticket was pending).
+// person was waited for (the ticket was pending). When the Approver gave a
+// decision, the span gets a planround.approval.decision event that says
+// what it was and where it came from, for the audit: approved, the call's
+// cause (a rejection's, or not_run for an approval that an interrupt
+// overtook), who decided and through what (Decision.By, Decision.Via),
+// whether the decision's arguments replaced the call's (edited), and the
+// approval id.
 func (r *run) endApproval(at approvalTel, cs *callState, approved bool) {
 	outcome := outcomeRejected
 	switch {
@@ -450,8 +464,32 @@ func (r *run) endApproval(at approvalTel, cs *callState, approved bool) {
 		if cs.cause != "" {
 			at.span.SetAttributes(keyCause.String(string(cs.cause)))
 		}
+		if cs.answered {
+			at.span.AddEvent(eventDecision, trace.WithAttributes(decisionAttrs(cs, id)...))
+		}
 	}
 	at.span.End()
+}
+
+// decisionAttrs are the attributes of the decision event of cs, whose
+// approval id is id: approved and edited always, the others when known.
+func decisionAttrs(cs *callState, id string) []attribute.KeyValue {
+	d := cs.decision
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs, keyApproved.Bool(d.Approved), keyEdited.Bool(cs.edited))
+	if cs.cause != "" {
+		attrs = append(attrs, keyCause.String(string(cs.cause)))
+	}
+	if d.By != "" {
+		attrs = append(attrs, keyDecidedBy.String(d.By))
+	}
+	if d.Via != "" {
+		attrs = append(attrs, keyDecidedVia.String(d.Via))
+	}
+	if id != "" {
+		attrs = append(attrs, keyApprovalID.String(id))
+	}
+	return attrs
 }
 
 // chatMessage is a message as the GenAI conventions record it in

@@ -469,3 +469,104 @@ func TestTelemetrySubAgentNests(t *testing.T) {
 		"  chat test-model",
 	}, rec.tree())
 }
+
+// TestTelemetryApprovalDecision: a decision is a planround.approval.decision
+// event on the call's await_approval span, saying what was decided (approved,
+// the call's cause, whether the arguments were edited), who decided, through
+// what, and the approval id. An approval without a decision (the run
+// suspended) has no event.
+func TestTelemetryApprovalDecision(t *testing.T) {
+	pending := func(d agent.Decision) agent.Approver {
+		return approverFunc(func(context.Context, agent.ApprovalRequest) (agent.Ticket, error) {
+			return agent.Pending("appr-7", func(context.Context) (agent.Decision, error) { return d, nil }), nil
+		})
+	}
+	for _, tc := range []struct {
+		name     string
+		approver agent.Approver
+		want     map[string]any // nil: no event
+	}{
+		{
+			name:     "approved by a person",
+			approver: pending(agent.Decision{Approved: true, By: "alice", Via: "http"}),
+			want: map[string]any{"planround.approval.approved": true, "planround.approval.edited": false,
+				"planround.approval.by": "alice", "planround.approval.via": "http", "planround.approval.id": "appr-7"},
+		},
+		{
+			name:     "approved with an edit",
+			approver: pending(agent.Decision{Approved: true, Arguments: json.RawMessage(`{"city":"Tromsø"}`), By: "bob", Via: "terminal"}),
+			want: map[string]any{"planround.approval.approved": true, "planround.approval.edited": true,
+				"planround.approval.by": "bob", "planround.approval.via": "terminal", "planround.approval.id": "appr-7"},
+		},
+		{
+			name:     "an edit that does not fit",
+			approver: pending(agent.Decision{Approved: true, Arguments: json.RawMessage(`{"city":42}`), By: "bob", Via: "http"}),
+			want: map[string]any{"planround.approval.approved": true, "planround.approval.edited": false, "planround.cause": "approval_failed",
+				"planround.approval.by": "bob", "planround.approval.via": "http", "planround.approval.id": "appr-7"},
+		},
+		{
+			name:     "rejected by a person",
+			approver: pending(agent.Decision{Reason: "not now", By: "alice", Via: "http"}),
+			want: map[string]any{"planround.approval.approved": false, "planround.approval.edited": false, "planround.cause": "user",
+				"planround.approval.by": "alice", "planround.approval.via": "http", "planround.approval.id": "appr-7"},
+		},
+		{
+			name:     "timed out",
+			approver: pending(agent.Decision{Cause: agent.CauseTimeout, By: "timeout", Via: "timeout"}),
+			want: map[string]any{"planround.approval.approved": false, "planround.approval.edited": false, "planround.cause": "timeout",
+				"planround.approval.by": "timeout", "planround.approval.via": "timeout", "planround.approval.id": "appr-7"},
+		},
+		{
+			name: "refused by a policy at once",
+			approver: agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
+				return agent.Decision{Reason: "read-only", By: "policy:readonly", Via: "policy"}, nil
+			}),
+			want: map[string]any{"planround.approval.approved": false, "planround.approval.edited": false, "planround.cause": "policy",
+				"planround.approval.by": "policy:readonly", "planround.approval.via": "policy"},
+		},
+		{
+			name:     "approver that does not say who",
+			approver: pending(agent.Decision{Approved: true}),
+			want:     map[string]any{"planround.approval.approved": true, "planround.approval.edited": false, "planround.approval.id": "appr-7"},
+		},
+		{
+			name:     "suspended",
+			approver: newKeeper(),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Done.").Finish("stop"))
+			rec := newRecording(t)
+			a := newAgent(t, srv, func(c *agent.Config) {
+				rec.config(c)
+				c.Approver = tc.approver
+				c.Store = &memory.MemStore{}
+				c.OnReject = agent.RejectContinue
+			}, weatherTool())
+			_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+			require.NoError(t, err)
+
+			span := rec.one(t, "await_approval get_weather")
+			var got []map[string]any
+			for _, e := range span.Events() {
+				if e.Name != "planround.approval.decision" {
+					continue
+				}
+				m := map[string]any{}
+				for _, kv := range e.Attributes {
+					m[string(kv.Key)] = kv.Value.AsInterface()
+				}
+				got = append(got, m)
+			}
+			if tc.want == nil {
+				assert.Empty(t, got, "no decision, no event")
+				return
+			}
+			require.Len(t, got, 1, "one decision event")
+			assert.Equal(t, tc.want, got[0])
+		})
+	}
+}

@@ -58,12 +58,33 @@ type ToolDefinition struct {
 	// already started, after the call's process stopped or its run was
 	// suspended: the tool keeps what it needs by the call's key
 	// ([CallInfo.Key]) and gives the same call the same outcome, as
-	// ask_user_question does with its form. A resumed turn runs a
-	// resumable call it found executing again, instead of rejecting it as
-	// stopped. Execute may then return an error wrapping [ErrSuspended]
-	// (see [Suspend]) while it waits for something from outside the run:
-	// with a memory.CallLog the run ends suspended and the call stays
-	// open, to be run again when the turn resumes.
+	// ask_user_question does with its form.
+	//
+	// With a Config.Store that implements memory.CallLog:
+	//   - A resumed turn ([Agent.Resume]) runs again a resumable call it
+	//     found executing, instead of rejecting it as stopped
+	//     (CauseStopped): without asking the Approver again (the call was
+	//     approved before it started), with an executing chunk, the side
+	//     message and Execute as for a fresh call, and the same
+	//     CallInfo.Key.
+	//   - Execute may return an error wrapping [ErrSuspended] (see
+	//     [Suspend]) while the call waits for something from outside the
+	//     run: the run ends suspended as at a pending approval (a
+	//     suspended chunk last, no tool message for the call), and the
+	//     call's open-call record stays executing, naming the
+	//     [Suspension]'s WaitID (memory.OpenCall.ApprovalID; kept as it
+	//     was when the id is empty), to be run again when the turn
+	//     resumes. With parallel tools the run waits for the round's other
+	//     calls first. A run whose context is cancelled with the cause
+	//     ErrSuspended while the tool runs (a host that shuts down)
+	//     suspends the same way, whatever Execute returns.
+	//   - A new user message on the session closes a resumable call found
+	//     executing as stopped, as any other, and cancels what its record
+	//     names through the Approver ([ApprovalCanceler]), so that a
+	//     pending form stops being answerable.
+	//
+	// Without a CallLog, and for a tool that is not resumable, ErrSuspended
+	// from Execute is an ordinary tool error: the model reads it.
 	Resumable bool
 }
 
@@ -196,7 +217,8 @@ type CallInfo struct {
 	// ApprovalID is the approval id of the [Pending] ticket the call's
 	// approval got, as on its approval_required chunk ([ToolCall.ApprovalID]);
 	// empty when the call was not waited for: a tool that skips approval, a
-	// decision taken at once ([Decided]), or a Pending ticket without an id.
+	// decision taken at once ([Decided]), a Pending ticket without an id,
+	// or a resumable call that a resumed turn runs again.
 	ApprovalID string
 	// Key names the call durably, as [ApprovalRequest.Key] does ("<stored
 	// message id>/<call id>"): the same in every turn that runs the call,

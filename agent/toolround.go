@@ -63,12 +63,20 @@ type callState struct {
 	approval Ticket           // the Approver's pending ticket
 	waitOwed bool             // approval's Wait is still owed to the Approver
 	out      outcome
+	// decision is the Approver's answer, when it gave one (answered): the
+	// span event of the call's approval records it.
+	decision Decision
+	answered bool
 
 	// open is the call's open-call record, when the run keeps them
 	// (Config.Store implements memory.CallLog).
 	open         *memory.OpenCall
 	partialSaved time.Time // when open.Partial was last saved
-	resumed      bool      // a call of the round Agent.Resume took up
+	// rerun marks a resumable call that a resumed turn found executing: it
+	// runs again without being asked about (it was approved before it
+	// started). held marks a resumable call whose tool suspended the run:
+	// it stays open, executing, for the resumed turn to run again.
+	rerun, held bool
 
 	// execution: written by the call's goroutine before it closes done
 	progress *progressBuffer
@@ -132,7 +140,10 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 
 // closeRound records a tool message for every call of the round that has
 // none yet (not run), unless the run suspended: its waiting calls stay
-// open. A pending approval whose Wait is still owed (the consumer left at
+// open, and the calls that ended after the first of them (with parallel
+// tools, a call that returned while a resumable one suspended) get their
+// tool messages now, out of call order, so that no outcome is lost. A
+// pending approval whose Wait is still owed (the consumer left at
 // approval_required) is released, as the Approver contract says.
 func (r *run) closeRound() {
 	if !r.suspended {
@@ -143,6 +154,9 @@ func (r *run) closeRound() {
 		}
 	}
 	r.advance()
+	if r.suspended {
+		r.recordEnded()
+	}
 	for _, cs := range r.calls {
 		r.releaseApproval(cs)
 	}
@@ -174,6 +188,26 @@ func (r *run) advance() {
 		r.record(m)
 	}
 	if r.log != nil {
+		if _, err := r.save(); err != nil {
+			r.fail(err)
+		}
+	}
+}
+
+// recordEnded records the tool messages of the calls after the first open
+// one whose outcome is known, in call order, and saves them (a suspended
+// round: the open calls stay open).
+func (r *run) recordEnded() {
+	n := len(r.t.msgs)
+	now := time.Now()
+	for _, cs := range r.calls[r.recorded:] {
+		if cs.out.done {
+			m := toolMessage(cs.call.ID, cs.call.Name, cs.out.content, cs.out.state, cs.out.cause)
+			m.CreatedAt = now
+			r.record(m)
+		}
+	}
+	if r.log != nil && len(r.t.msgs) > n {
 		if _, err := r.save(); err != nil {
 			r.fail(err)
 		}
@@ -218,6 +252,11 @@ func (r *run) runCalls(calls []*callState) bool {
 			return false
 		}
 		if !r.finish(cs) {
+			if cs.held {
+				// The tool suspended the run: it and the calls after it
+				// stay open.
+				return r.suspend()
+			}
 			r.endCalls(calls[i+1:])
 			return false
 		}
@@ -234,12 +273,13 @@ func (r *run) startCall(cs *callState) bool {
 		r.cancelCause(errLeaseLost)
 		return r.suspend()
 	}
-	if cs.open != nil {
+	if cs.open != nil && !cs.rerun {
 		// At most once: a call found executing after a crash is never run
-		// again, so the mark is saved before the tool starts. An
-		// approver's edit goes with it into the stored assistant message
-		// (stored before the approval was asked), so that the history
-		// says what runs.
+		// again (unless its tool is resumable), so the mark is saved
+		// before the tool starts. An approver's edit goes with it into
+		// the stored assistant message (stored before the approval was
+		// asked), so that the history says what runs. A call run again
+		// is marked already.
 		cs.open.Executing = true
 		if cs.edited {
 			cs.open.Arguments = cs.args
@@ -295,8 +335,11 @@ func (r *run) runParallel(calls []*callState) bool {
 			}
 			// A rejection that ends the run: a sequential run would
 			// already have run the calls approved before it, so they run
-			// now; the calls after it are not asked and never run.
-			r.runApproved(approved)
+			// now; the calls after it are not asked and never run (they
+			// stay open when one of those suspends the run).
+			if !r.runApproved(approved) && r.suspended {
+				return false
+			}
 			r.endCalls(calls[i+1:])
 			return false
 		}
@@ -305,7 +348,9 @@ func (r *run) runParallel(calls []*callState) bool {
 		}
 	}
 	if !r.runApproved(approved) {
-		r.endCalls(nil)
+		if !r.suspended {
+			r.endCalls(nil)
+		}
 		return false
 	}
 	return true
@@ -313,7 +358,9 @@ func (r *run) runParallel(calls []*callState) bool {
 
 // runApproved runs approved calls concurrently and yields their results in
 // call order. It reports whether the run goes on; when it does not (an
-// interrupt, or the consumer left) the caller ends the run.
+// interrupt, or the consumer left) the caller ends the run, unless a
+// resumable call suspended it: then every call has been finished and its
+// result yielded first, and the suspended chunk comes last.
 func (r *run) runApproved(approved []*callState) bool {
 	for i, cs := range approved {
 		if !r.startCall(cs) {
@@ -329,11 +376,15 @@ func (r *run) runApproved(approved []*callState) bool {
 	// consumer that left), which cancelled the calls still running: a call
 	// that had returned before keeps its result, the others get their
 	// rejection with the output they wrote, as in a sequential run.
-	goOn := true
+	goOn, held := true, false
 	for _, cs := range approved {
 		if !r.finish(cs) {
 			goOn = false
+			held = held || cs.held
 		}
+	}
+	if held {
+		return r.suspend()
 	}
 	return goOn
 }
@@ -373,7 +424,7 @@ func (r *run) refuse(cs *callState, cause Cause, msg string) bool {
 // approve asks the Approver unless the tool skips approval. It reports
 // whether the call may run, and whether the run goes on.
 func (r *run) approve(cs *callState) (approved, goOn bool) {
-	if cs.def.SkipApproval {
+	if cs.def.SkipApproval || cs.rerun {
 		return true, true
 	}
 	at := r.startApproval(cs)
@@ -429,6 +480,9 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if r.suspendable() || (err != nil && errors.Is(err, ErrSuspended) && r.log != nil) {
 		// Not now: the call stays open, its decision will come later.
 		return false, r.suspend()
+	}
+	if err == nil {
+		cs.decision, cs.answered = d, true
 	}
 	if r.ctx.Err() != nil {
 		cause, reason := interruptedApproval(d, err, decided)
@@ -637,6 +691,10 @@ wait:
 			r.emitNested(c)
 		}
 	}
+	if r.suspends(cs) {
+		progress()
+		return r.hold(cs)
+	}
 	if cs.cut {
 		r.endTool(cs, outcomeInterrupted, cs.partial())
 		return r.interrupted(cs, CauseInterrupted, ReasonInterrupted, cs.partial())
@@ -658,6 +716,42 @@ wait:
 	c.State = StateResult
 	c.Result = content
 	return r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+}
+
+// suspends reports whether the finished call cs suspends the run instead of
+// ending: its tool is resumable, the run keeps open-call records, and
+// Execute returned an error wrapping ErrSuspended, or the run's context was
+// cancelled with the cause ErrSuspended while it ran (a host that shuts
+// down). Any other ErrSuspended is an ordinary tool error.
+func (r *run) suspends(cs *callState) bool {
+	if !cs.def.Resumable || r.log == nil || cs.open == nil {
+		return false
+	}
+	if cs.cut {
+		return r.suspendable()
+	}
+	return errors.Is(cs.err, ErrSuspended)
+}
+
+// hold keeps cs open, executing, for the resumed turn: its record names
+// what the call waits for (the wait id of a [Suspension]; unchanged
+// without one) and the output it wrote, and is saved. The caller suspends
+// the run once every call of the round is finished. hold reports false;
+// a failure to save fails the run, and the call is then interrupted.
+func (r *run) hold(cs *callState) bool {
+	partial := cs.progress.String()
+	r.endTool(cs, outcomeSuspended, partial)
+	if id, _ := suspendedWait(cs.err); id != "" {
+		cs.open.ApprovalID = id
+	}
+	cs.open.Partial = partial
+	if err := r.saveCall(cs); err != nil {
+		r.fail(err)
+		r.settle(cs, rejectedOutcome(CauseInterrupted, joinPartial(partial, ReasonInterrupted)))
+		return false
+	}
+	cs.held = true
+	return false
 }
 
 // partial is what a finished call wrote before it was interrupted: its

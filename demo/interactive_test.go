@@ -239,7 +239,8 @@ func TestDemoFormAnswered(t *testing.T) {
 		if len(fr.Questions) != 3 {
 			t.Errorf("questions %+v", fr.Questions)
 		}
-		if _, err := forms.Answer("s1", fr.FormID, interact.Answers{"colour": {"blue"}, "days": {"Monday", "Friday"}, "note": {"hi there"}}); err != nil {
+		if _, err := forms.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: fr.FormID,
+			Answers: interact.Answers{"colour": {"blue"}, "days": {"Monday", "Friday"}, "note": {"hi there"}}, By: "tester", Via: "test"}); err != nil {
 			t.Error(err)
 		}
 	})
@@ -287,7 +288,8 @@ func TestDemoResearcherNested(t *testing.T) {
 	chunks := run(t, a, "research the weather in Oslo and the time in Tokyo", func(c agent.Chunk) {
 		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
 			approvals = append(approvals, c.Agent+":"+c.Tool.Name)
-			if _, err := m.Respond("s1", c.Tool.ApprovalID, agent.Decision{Approved: true}); err != nil {
+			if _, err := m.Respond(t.Context(), approval.Reply{SessionID: "s1", ApprovalID: c.Tool.ApprovalID,
+				CallID: c.Tool.ID, Tool: c.Tool.Name, ArgumentsDigest: c.Tool.ArgumentsDigest, Decision: agent.Decision{Approved: true}}); err != nil {
 				t.Error(err)
 			}
 		}

@@ -51,8 +51,8 @@ func TestAskUserQuestionInARun(t *testing.T) {
 			req := c.Side.(interact.FormRequest)
 			assert.Equal(t, "Trip", req.Title)
 			assert.Equal(t, []string{"seat", "q2", "meals"}, []string{req.Questions[0].ID, req.Questions[1].ID, req.Questions[2].ID})
-			assert.Equal(t, []interact.PendingForm{{FormRequest: req, SessionID: "s1", CallID: "call_1", Created: f.Pending("s1")[0].Created}}, f.Pending("s1"))
-			ok, err := f.Answer("s1", req.FormID, tripAnswers)
+			assert.Equal(t, []interact.PendingForm{{FormRequest: req, SessionID: "s1", CallID: "call_1", Created: pending(t, f, "s1")[0].Created}}, pending(t, f, "s1"))
+			ok, err := answer(t, f, "s1", req.FormID, tripAnswers)
 			require.NoError(t, err)
 			require.True(t, ok)
 
@@ -124,7 +124,7 @@ func TestSideChunkRightAfterExecuting(t *testing.T) {
 			chunks = append(chunks, c)
 			if req, ok := c.Side.(interact.FormRequest); ok {
 				if forms++; forms%2 == 0 {
-					ok, err := f.Answer("s1", req.FormID, tripAnswers)
+					ok, err := answer(t, f, "s1", req.FormID, tripAnswers)
 					require.NoError(t, err)
 					require.True(t, ok)
 				} else {
@@ -198,7 +198,7 @@ func TestAnswerFromAnotherOwnerIsRefused(t *testing.T) {
 			assert.Equal(t, tc.status, status, tc.name)
 			assert.Equal(t, false, out["success"], tc.name)
 			assert.Contains(t, out["error"], tc.err, tc.name)
-			assert.Len(t, f.Pending("alice-1"), 1, "%s: the form stays open", tc.name)
+			assert.Len(t, pending(t, f, "alice-1"), 1, "%s: the form stays open", tc.name)
 		}
 		status, out := web.post(t, "alice", body("alice-1", tripAnswers))
 		assert.Equal(t, 200, status)
@@ -250,7 +250,7 @@ func TestAskTimeout(t *testing.T) {
 	chunks, msg, _ := runAsk(t, f, t.Context(), tripArgs, func(r interact.FormRequest) { formID = r.FormID })
 	assert.Equal(t, "error: the user did not answer the form within 20ms", msg)
 	assert.Equal(t, []string{"tool:start:ask_user_question", "tool:executing:ask_user_question", "side:form_request:call_1", "tool:result:ask_user_question", "round_end:1", "text", "round_end:2"}, trace(chunks))
-	ok, err := f.Answer("s1", formID, tripAnswers)
+	ok, err := answer(t, f, "s1", formID, tripAnswers)
 	assert.NoError(t, err)
 	assert.False(t, ok, "too late")
 	assert.Zero(t, f.Len())
@@ -262,7 +262,9 @@ func TestAskCancelSession(t *testing.T) {
 	leaktest.Check(t)
 	f := newForms(t, interact.FormsConfig{})
 	_, msg, _ := runAsk(t, f, t.Context(), tripArgs, func(interact.FormRequest) {
-		assert.Equal(t, 1, f.CancelSession("s1"))
+		n, err := f.CancelSession(t.Context(), "s1")
+		assert.NoError(t, err)
+		assert.Equal(t, 1, n)
 	})
 	assert.Equal(t, "error: the form was cancelled before the user answered", msg)
 	assert.Zero(t, f.Len())
@@ -318,7 +320,7 @@ func TestConsumerLeavesAtTheForm(t *testing.T) {
 	// The run's context ended when the loop did; the form leaves in the
 	// clean-up that ending starts.
 	require.Eventually(t, func() bool { return f.Len() == 0 }, 10*time.Second, time.Millisecond)
-	ok, err := f.Answer("s1", formID, tripAnswers)
+	ok, err := answer(t, f, "s1", formID, tripAnswers)
 	assert.NoError(t, err)
 	assert.False(t, ok)
 	validHistory(t, turn.Messages())
@@ -376,24 +378,24 @@ func TestAskInsideANestedRun(t *testing.T) {
 	delegate := agent.FuncTool{
 		Def: agent.ToolDefinition{Name: "delegate", SkipApproval: true},
 		Fn: func(ctx context.Context, _ json.RawMessage, _ agent.Progress) (string, error) {
-			var answer string
+			var text string
 			for c, err := range innerAgent.Run(ctx, agent.Input{Message: "find out"}) {
 				if err != nil {
 					return "", err
 				}
 				if req, ok := c.Side.(interact.FormRequest); ok {
-					if _, err := f.Answer("", req.FormID, tripAnswers); err != interact.ErrWrongSession {
+					if _, err := answer(t, f, "", req.FormID, tripAnswers); err != interact.ErrWrongSession {
 						return "", fmt.Errorf("answer without the outer session: %v", err)
 					}
-					if ok, err := f.Answer("outer", req.FormID, tripAnswers); !ok || err != nil {
+					if ok, err := answer(t, f, "outer", req.FormID, tripAnswers); !ok || err != nil {
 						return "", fmt.Errorf("answer with the outer session: %v %v", ok, err)
 					}
 				}
 				if c.Kind == agent.KindText {
-					answer += c.Text
+					text += c.Text
 				}
 			}
-			return answer, nil
+			return text, nil
 		},
 	}
 	outer := newServer(t)

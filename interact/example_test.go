@@ -57,7 +57,10 @@ func Example() {
 			}
 			// The user picks "aisle". The call has not started to wait
 			// yet: the answer is kept for it.
-			if _, err := forms.Answer(in.SessionID, side.FormID, interact.Answers{"seat": {"aisle"}}); err != nil {
+			if _, err := forms.Answer(context.Background(), interact.FormReply{
+				SessionID: in.SessionID, FormID: side.FormID, Answers: interact.Answers{"seat": {"aisle"}},
+				By: "terminal user", Via: "terminal",
+			}); err != nil {
 				fmt.Println("answer:", err)
 			}
 		case interact.Card:

@@ -120,6 +120,7 @@ type PendingForm struct {
 type Forms struct {
 	core         *waiting.Core
 	suspendAfter time.Duration
+	interrupted  memory.ApprovalDecision // the decision of a form cancelled
 
 	mu sync.Mutex
 	// byCall holds the forms registered by a side message until their
@@ -146,6 +147,8 @@ func NewForms(cfg FormsConfig) (*Forms, error) {
 		return nil, errors.New("interact: FormsConfig.Notifier needs a Store (the notes name forms kept there)")
 	}
 	timeout := cmp.Or(cfg.Timeout, DefaultTimeout)
+	interrupted := memory.ApprovalDecision{Reason: "the form was cancelled before the user answered",
+		Cause: string(agent.CauseApprovalInterrupted), Principal: "system", Channel: "system"}
 	core, err := waiting.New(waiting.Config{
 		Kind:         memory.KindForm,
 		Store:        cfg.Store,
@@ -155,13 +158,12 @@ func NewForms(cfg FormsConfig) (*Forms, error) {
 		OnDecided:    cfg.OnAnswered,
 		TimedOut: memory.ApprovalDecision{Reason: fmt.Sprintf("the user did not answer the form within %v", timeout),
 			Cause: string(agent.CauseTimeout), Principal: "timeout", Channel: "timeout"},
-		Interrupted: memory.ApprovalDecision{Reason: "the form was cancelled before the user answered",
-			Cause: string(agent.CauseApprovalInterrupted), Principal: "system", Channel: "system"},
+		Interrupted: interrupted,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("interact: %w", err)
 	}
-	return &Forms{core: core, suspendAfter: cfg.SuspendAfter, byCall: make(map[string][]*handoff)}, nil
+	return &Forms{core: core, suspendAfter: cfg.SuspendAfter, interrupted: interrupted, byCall: make(map[string][]*handoff)}, nil
 }
 
 // Close stops a Forms with a Notifier from listening; a Forms without one
@@ -231,8 +233,10 @@ func formOf(a memory.Approval) (FormRequest, error) {
 	return req, nil
 }
 
-// register opens a form for the call's side message; Execute takes it. It
-// is released when ctx ends before Execute took it (the call never ran).
+// register opens a form for the call's side message; Execute takes it.
+// When ctx ends before Execute took it (the call never ran), the form is
+// cancelled, unless ctx ended to suspend the run: then it stays open for
+// the resumed turn's call.
 func (f *Forms) register(ctx context.Context, info agent.CallInfo, session, key string, req FormRequest) (FormRequest, error) {
 	w, req, err := f.open(ctx, info, session, req)
 	if err != nil {
@@ -243,12 +247,25 @@ func (f *Forms) register(ctx context.Context, info agent.CallInfo, session, key 
 	f.byCall[key] = append(f.byCall[key], h)
 	f.mu.Unlock()
 	h.stop = context.AfterFunc(ctx, func() {
-		if f.unqueue(key, h) {
-			w.Release()
+		if !f.unqueue(key, h) {
+			return
 		}
+		w.Release()
+		if errors.Is(context.Cause(ctx), agent.ErrSuspended) {
+			return // the run suspended: the resumed turn's call takes the form up
+		}
+		// The call will never wait (the run ended before it ran): the
+		// form must not stay answerable, as a wait's end interrupts it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
+		defer cancel()
+		_ = f.core.Cancel(cctx, session, w.Record.ID, f.interrupted) // a form left open times out
 	})
 	return req, nil
 }
+
+// cancelGrace bounds the store call that cancels a form whose call never
+// ran.
+const cancelGrace = 3 * time.Second
 
 // take returns the oldest form registered for the call key and not taken
 // yet, or nil.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -32,23 +33,52 @@ func newForms(t *testing.T, timeout time.Duration) *Forms {
 	return f
 }
 
+// callInfo is the call callID of session as the agent describes it.
+func callInfo(session, callID string) agent.CallInfo {
+	return agent.CallInfo{SessionID: session, CallID: callID, Tool: "ask_user_question", Round: 1}
+}
+
 // open registers a form as ask_user_question's side message does, for the
-// call callID of session.
-func open(t *testing.T, ctx context.Context, f *Forms, session, callID string) *form {
+// call callID of session, and returns the form as the front end sees it.
+func open(t *testing.T, ctx context.Context, f *Forms, session, callID string) FormRequest {
 	t.Helper()
 	qs, err := checkQuestions(testQuestions)
 	require.NoError(t, err)
-	return f.register(ctx, session, session+"\x00"+callID, callID, FormRequest{Title: "Trip", Questions: qs}, true)
+	req, err := f.register(ctx, callInfo(session, callID), session, session+"\x00"+callID, FormRequest{Title: "Trip", Questions: qs})
+	require.NoError(t, err)
+	return req
 }
 
 // takeAndWait does what ask_user_question's Execute does with a registered
 // form.
 func takeAndWait(ctx context.Context, f *Forms, session, callID string) (Answers, error) {
-	e := f.take(session + "\x00" + callID)
-	if e == nil {
+	h := f.take(session + "\x00" + callID)
+	if h == nil {
 		return nil, errors.New("no form registered for the call")
 	}
-	return f.wait(ctx, e)
+	return f.wait(ctx, h.w, h.req.Questions)
+}
+
+// answer gives answers to the form id of session as a person would.
+func answer(t *testing.T, f *Forms, session, id string, answers Answers) (bool, error) {
+	t.Helper()
+	return f.Answer(t.Context(), FormReply{SessionID: session, FormID: id, Answers: answers, By: "alice", Via: "test"})
+}
+
+// pending returns the open forms of session.
+func pending(t *testing.T, f *Forms, session string) []PendingForm {
+	t.Helper()
+	p, err := f.Pending(t.Context(), session)
+	require.NoError(t, err)
+	return p
+}
+
+// cancelSession cancels the forms of session and returns how many.
+func cancelSession(t *testing.T, f *Forms, session string) int {
+	t.Helper()
+	n, err := f.CancelSession(t.Context(), session)
+	require.NoError(t, err)
+	return n
 }
 
 func TestNewFormsRefusesNegativeTimeout(t *testing.T) {
@@ -64,14 +94,14 @@ func TestAnswerBeforeWait(t *testing.T) {
 	leaktest.Check(t)
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
-	assert.Equal(t, TypeFormRequest, e.req.Type)
-	assert.Len(t, e.req.FormID, 32)
+	assert.Equal(t, TypeFormRequest, e.Type)
+	assert.Len(t, e.FormID, 32)
 
-	ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+	ok, err := answer(t, f, "s1", e.FormID, testAnswers)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, 1, f.Len(), "answered, not yet taken")
-	assert.Empty(t, f.Pending("s1"), "answered forms are not pending")
+	assert.Empty(t, pending(t, f, "s1"), "answered forms are not pending")
 
 	got, err := takeAndWait(t.Context(), f, "s1", "call_1")
 	require.NoError(t, err)
@@ -91,7 +121,7 @@ func TestAnswerDuringWait(t *testing.T) {
 		got, err = takeAndWait(t.Context(), f, "s1", "call_1")
 		done <- err
 	}()
-	ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+	ok, err := answer(t, f, "s1", e.FormID, testAnswers)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, <-done)
@@ -104,21 +134,21 @@ func TestAnswerDuringWait(t *testing.T) {
 func TestFirstAnswerWins(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
-	ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+	ok, err := answer(t, f, "s1", e.FormID, testAnswers)
 	require.NoError(t, err)
 	require.True(t, ok)
 	second := Answers{"name": {"Bob"}, "seat": {"aisle"}, "meals": {}}
-	ok, err = f.Answer("s1", e.req.FormID, second)
+	ok, err = answer(t, f, "s1", e.FormID, second)
 	require.NoError(t, err)
 	assert.False(t, ok)
 	got, err := takeAndWait(t.Context(), f, "s1", "call_1")
 	require.NoError(t, err)
 	assert.Equal(t, testAnswers, got)
 
-	ok, err = f.Answer("s1", e.req.FormID, second)
+	ok, err = answer(t, f, "s1", e.FormID, second)
 	assert.NoError(t, err)
 	assert.False(t, ok, "a form whose call took its answers is stale")
-	ok, err = f.Answer("s1", "no-such-form", testAnswers)
+	ok, err = answer(t, f, "s1", "no-such-form", testAnswers)
 	assert.NoError(t, err)
 	assert.False(t, ok)
 }
@@ -128,13 +158,13 @@ func TestFirstAnswerWins(t *testing.T) {
 func TestAnswerFromAnotherSession(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "alice", "call_1")
-	ok, err := f.Answer("mallory", e.req.FormID, testAnswers)
+	ok, err := answer(t, f, "mallory", e.FormID, testAnswers)
 	assert.ErrorIs(t, err, ErrWrongSession)
 	assert.False(t, ok)
-	assert.Len(t, f.Pending("alice"), 1)
-	assert.Empty(t, f.Pending("mallory"))
+	assert.Len(t, pending(t, f, "alice"), 1)
+	assert.Empty(t, pending(t, f, "mallory"))
 
-	ok, err = f.Answer("alice", e.req.FormID, testAnswers)
+	ok, err = answer(t, f, "alice", e.FormID, testAnswers)
 	require.NoError(t, err)
 	assert.True(t, ok)
 }
@@ -175,14 +205,14 @@ func TestInvalidAnswersKeepTheFormOpen(t *testing.T) {
 		{"multiple twice", with("meals", Answer{"veg", "veg"}), `option "veg" chosen twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, err := f.Answer("s1", e.req.FormID, tc.answers)
+			ok, err := answer(t, f, "s1", e.FormID, tc.answers)
 			require.ErrorIs(t, err, ErrInvalidAnswers)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.False(t, ok)
-			assert.Len(t, f.Pending("s1"), 1, "the form stays open")
+			assert.Len(t, pending(t, f, "s1"), 1, "the form stays open")
 		})
 	}
-	ok, err := f.Answer("s1", e.req.FormID, with("meals", Answer{}))
+	ok, err := answer(t, f, "s1", e.FormID, with("meals", Answer{}))
 	require.NoError(t, err, "no option of a multiple choice is an answer")
 	assert.True(t, ok)
 }
@@ -196,18 +226,18 @@ func TestCancelSession(t *testing.T) {
 	open(t, t.Context(), f, "s1", "call_2") // waited for below
 	other := open(t, t.Context(), f, "s2", "call_1")
 	answered := open(t, t.Context(), f, "s1", "call_3")
-	_, err := f.Answer("s1", answered.req.FormID, testAnswers)
+	_, err := answer(t, f, "s1", answered.FormID, testAnswers)
 	require.NoError(t, err)
 
 	waited := make(chan error, 1)
 	e2 := f.take("s1\x00call_2")
 	require.NotNil(t, e2)
 	go func() {
-		_, err := f.wait(t.Context(), e2)
+		_, err := f.wait(t.Context(), e2.w, e2.req.Questions)
 		waited <- err
 	}()
 
-	assert.Equal(t, 2, f.CancelSession("s1"))
+	assert.Equal(t, 2, cancelSession(t, f, "s1"))
 	assert.ErrorIs(t, <-waited, ErrCancelled)
 	_, err = takeAndWait(t.Context(), f, "s1", "call_1")
 	assert.ErrorIs(t, err, ErrCancelled)
@@ -216,9 +246,9 @@ func TestCancelSession(t *testing.T) {
 	require.NoError(t, err, "an answered form keeps its answers")
 	assert.Equal(t, testAnswers, got)
 
-	assert.Len(t, f.Pending("s2"), 1)
-	assert.Zero(t, f.CancelSession("s1"))
-	ok, err := f.Answer("s2", other.req.FormID, testAnswers)
+	assert.Len(t, pending(t, f, "s2"), 1)
+	assert.Zero(t, cancelSession(t, f, "s1"))
+	ok, err := answer(t, f, "s2", other.FormID, testAnswers)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	_, err = takeAndWait(t.Context(), f, "s2", "call_1")
@@ -227,21 +257,34 @@ func TestCancelSession(t *testing.T) {
 }
 
 // TestTimeout: a form nobody answers ends after the timeout, counted from
-// the start of the wait, with a message for the model.
+// its creation (not from the start of the wait: a resumed turn's wait does
+// not start the clock again), with a message for the model.
 func TestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newForms(t, 5*time.Minute)
 		e := open(t, t.Context(), f, "s1", "call_1")
-		time.Sleep(time.Hour) // registered long ago: the timeout counts from the wait
+		time.Sleep(2 * time.Minute) // registered a while before the wait
 		start := time.Now()
 		_, err := takeAndWait(t.Context(), f, "s1", "call_1")
 		assert.ErrorIs(t, err, ErrTimeout)
 		assert.Equal(t, "the user did not answer the form within 5m0s", err.Error())
-		assert.Equal(t, 5*time.Minute, time.Since(start))
+		assert.Equal(t, 3*time.Minute, time.Since(start), "what is left of the timeout")
 		assert.Zero(t, f.Len())
-		ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+		ok, err := answer(t, f, "s1", e.FormID, testAnswers)
 		assert.NoError(t, err)
 		assert.False(t, ok, "a timed out form is stale")
+
+		late := open(t, t.Context(), f, "s1", "call_2")
+		time.Sleep(time.Hour)
+		assert.Empty(t, pending(t, f, "s1"), "a form past its timeout is not listed")
+		ok, err = answer(t, f, "s1", late.FormID, testAnswers)
+		assert.NoError(t, err)
+		assert.False(t, ok, "a form past its timeout takes no answer")
+		start = time.Now()
+		_, err = takeAndWait(t.Context(), f, "s1", "call_2")
+		assert.ErrorIs(t, err, ErrTimeout)
+		assert.Zero(t, time.Since(start), "the wait of a form past its timeout ends at once")
+		assert.Zero(t, f.Len())
 	})
 }
 
@@ -271,7 +314,7 @@ func TestUntakenFormEndsWithItsContext(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		e := open(t, ctx, f, "s1", "call_1")
 		answered := open(t, ctx, f, "s1", "call_2")
-		_, err := f.Answer("s1", answered.req.FormID, testAnswers)
+		_, err := answer(t, f, "s1", answered.FormID, testAnswers)
 		require.NoError(t, err)
 		assert.Equal(t, 2, f.Len())
 		cancel()
@@ -279,11 +322,35 @@ func TestUntakenFormEndsWithItsContext(t *testing.T) {
 		assert.Zero(t, f.Len())
 		f.mu.Lock()
 		assert.Empty(t, f.byCall)
-		assert.Empty(t, f.bySession)
 		f.mu.Unlock()
-		ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+		ok, err := answer(t, f, "s1", e.FormID, testAnswers)
 		assert.NoError(t, err)
-		assert.False(t, ok)
+		assert.False(t, ok, "the form of a call that never ran is not answerable")
+		rec, err := f.core.Store().GetApproval(t.Context(), e.FormID)
+		require.NoError(t, err)
+		assert.Equal(t, string(agent.CauseApprovalInterrupted), rec.Decision.Cause)
+		rec, err = f.core.Store().GetApproval(t.Context(), answered.FormID)
+		require.NoError(t, err)
+		assert.True(t, rec.Decision.Approved, "an answer given before stays")
+	})
+}
+
+// TestUntakenFormOutlivesASuspension: a form whose run suspended before
+// its call ran stays open in the store, for the resumed turn's call.
+func TestUntakenFormOutlivesASuspension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newForms(t, time.Minute)
+		ctx, cancel := context.WithCancelCause(t.Context())
+		e := open(t, ctx, f, "s1", "call_1")
+		cancel(agent.ErrSuspended)
+		synctest.Wait()
+		assert.Zero(t, f.Len(), "no call of this process holds it")
+		p := pending(t, f, "s1")
+		require.Len(t, p, 1)
+		assert.Equal(t, e.FormID, p[0].FormID)
+		ok, err := answer(t, f, "s1", e.FormID, testAnswers)
+		require.NoError(t, err)
+		assert.True(t, ok)
 	})
 }
 
@@ -302,8 +369,8 @@ func TestTakenFormIsTheWaitersOwn(t *testing.T) {
 		synctest.Wait() // the goroutine waits
 		cancel()
 		synctest.Wait()
-		assert.Len(t, f.Pending("s1"), 1, "the form stays open for its waiter")
-		ok, err := f.Answer("s1", e.req.FormID, testAnswers)
+		assert.Len(t, pending(t, f, "s1"), 1, "the form stays open for its waiter")
+		ok, err := answer(t, f, "s1", e.FormID, testAnswers)
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, testAnswers, <-got)
@@ -317,8 +384,9 @@ func TestSameCallIDTwice(t *testing.T) {
 	f := newForms(t, time.Minute)
 	a := open(t, t.Context(), f, "s1", "call_1")
 	b := open(t, t.Context(), f, "s1", "call_1")
-	assert.Same(t, a, f.take("s1\x00call_1"))
-	assert.Same(t, b, f.take("s1\x00call_1"))
+	assert.NotEqual(t, a.FormID, b.FormID)
+	assert.Equal(t, a.FormID, f.take("s1\x00call_1").req.FormID)
+	assert.Equal(t, b.FormID, f.take("s1\x00call_1").req.FormID)
 	assert.Nil(t, f.take("s1\x00call_1"))
 }
 
@@ -327,12 +395,12 @@ func TestPendingListsOpenFormsOldestFirst(t *testing.T) {
 		f := newForms(t, time.Minute)
 		var ids []string
 		for i := range 5 {
-			ids = append(ids, open(t, t.Context(), f, "s1", fmt.Sprint("call_", i)).req.FormID)
+			ids = append(ids, open(t, t.Context(), f, "s1", fmt.Sprint("call_", i)).FormID)
 			time.Sleep(time.Second)
 		}
-		_, err := f.Answer("s1", ids[2], testAnswers)
+		_, err := answer(t, f, "s1", ids[2], testAnswers)
 		require.NoError(t, err)
-		p := f.Pending("s1")
+		p := pending(t, f, "s1")
 		require.Len(t, p, 4)
 		for i, want := range []int{0, 1, 3, 4} {
 			assert.Equal(t, ids[want], p[i].FormID)
@@ -347,7 +415,7 @@ func TestPendingListsOpenFormsOldestFirst(t *testing.T) {
 		for _, k := range []string{"type", "form_id", "title", "questions", "session_id", "call_id", "created"} {
 			assert.Contains(t, m, k)
 		}
-		f.CancelSession("s1")
+		cancelSession(t, f, "s1")
 		for i := range 5 {
 			f.take(fmt.Sprint("s1\x00call_", i))
 		}
@@ -379,20 +447,20 @@ func TestFormsConcurrent(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				ok, err := f.Answer("intruder", e.req.FormID, testAnswers)
+				ok, err := answer(t, f, "intruder", e.FormID, testAnswers)
 				assert.False(t, ok)
 				if err != nil { // nil once the form has left
 					assert.ErrorIs(t, err, ErrWrongSession)
 				}
-				f.Answer(session, e.req.FormID, testAnswers)
-				f.Answer(session, e.req.FormID, testAnswers)
+				answer(t, f, session, e.FormID, testAnswers)
+				answer(t, f, session, e.FormID, testAnswers)
 			}()
 			go func() {
 				defer wg.Done()
 				if i%5 == 0 {
-					f.CancelSession(session)
+					cancelSession(t, f, session)
 				}
-				f.Pending(session)
+				pending(t, f, session)
 			}()
 		}
 	}
@@ -490,11 +558,15 @@ func BenchmarkFormRoundTrip(b *testing.B) {
 	ctx := b.Context()
 	b.ReportAllocs()
 	for b.Loop() {
-		e := f.register(ctx, "s1", "s1\x00call_1", "call_1", FormRequest{Questions: qs}, true)
-		if ok, err := f.Answer("s1", e.req.FormID, testAnswers); !ok || err != nil {
+		req, err := f.register(ctx, callInfo("s1", "call_1"), "s1", "s1\x00call_1", FormRequest{Questions: qs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ok, err := f.Answer(ctx, FormReply{SessionID: "s1", FormID: req.FormID, Answers: testAnswers}); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
-		if _, err := f.wait(ctx, f.take("s1\x00call_1")); err != nil {
+		h := f.take("s1\x00call_1")
+		if _, err := f.wait(ctx, h.w, h.req.Questions); err != nil {
 			b.Fatal(err)
 		}
 	}

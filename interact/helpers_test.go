@@ -51,6 +51,21 @@ func newForms(t *testing.T, cfg interact.FormsConfig) *interact.Forms {
 	return f
 }
 
+// answer gives answers to the form id of session, as a person would
+// through a front end.
+func answer(t *testing.T, f *interact.Forms, session, id string, answers interact.Answers) (bool, error) {
+	t.Helper()
+	return f.Answer(t.Context(), interact.FormReply{SessionID: session, FormID: id, Answers: answers, By: "alice", Via: "test"})
+}
+
+// pending returns the open forms of session.
+func pending(t *testing.T, f *interact.Forms, session string) []interact.PendingForm {
+	t.Helper()
+	p, err := f.Pending(t.Context(), session)
+	require.NoError(t, err)
+	return p
+}
+
 // newAgent returns an agent on srv with tools, approving every call that
 // asks; mut, when not nil, edits the config.
 func newAgent(t *testing.T, srv *agenttest.Server, mut func(*agent.Config), tools ...agent.Tool) *agent.Agent {
@@ -148,15 +163,15 @@ func toolMessages(t *testing.T, srv *agenttest.Server) map[string]string {
 // ownerConfig is a handler config whose Authorize lets the cookie "owner"
 // act on the sessions owners gives it.
 func ownerConfig(owners map[string]string) approval.HandlerConfig {
-	return approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) error {
+	return approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) (string, error) {
 		c, err := r.Cookie("owner")
 		if err != nil {
-			return fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
+			return "", fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
 		}
 		if owners[sessionID] != c.Value {
-			return fmt.Errorf("session %q is not yours", sessionID)
+			return "", fmt.Errorf("session %q is not yours", sessionID)
 		}
-		return nil
+		return c.Value, nil
 	}}
 }
 

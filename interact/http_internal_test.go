@@ -39,7 +39,7 @@ var anyCaller = approval.HandlerConfig{Authorize: approval.AllowAnyCaller}
 func TestAnswerHandler(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
-	id := e.req.FormID
+	id := e.FormID
 	h := f.AnswerHandler(anyCaller)
 	good := `{"session_id":"s1","form_id":"` + id + `","answers":{"name":"Ada","seat":["window"],"meals":["veg"]}}`
 	for _, tc := range []struct {
@@ -67,7 +67,10 @@ func TestAnswerHandler(t *testing.T) {
 			r := decodeResponse(t, rec)
 			assert.False(t, r.Success)
 			assert.Contains(t, r.Error, tc.err)
-			assert.Len(t, f.Pending("s1"), 1, "the form stays open")
+			if tc.status == 400 {
+				assert.NotContains(t, r.Error, "interact:", "a person reads it")
+			}
+			assert.Len(t, pending(t, f, "s1"), 1, "the form stays open")
 		})
 	}
 	assert.Equal(t, "POST", serve(h, "GET", "", "").Header().Get("Allow"))
@@ -92,10 +95,10 @@ func TestAnswerHandlerNeedsAuthorize(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
 	rec := serve(f.AnswerHandler(approval.HandlerConfig{}), "POST", "application/json",
-		`{"session_id":"s1","form_id":"`+e.req.FormID+`","answers":{"name":"Ada","seat":"window","meals":[]}}`)
+		`{"session_id":"s1","form_id":"`+e.FormID+`","answers":{"name":"Ada","seat":"window","meals":[]}}`)
 	assert.Equal(t, 500, rec.Code)
 	assert.Contains(t, decodeResponse(t, rec).Error, "no HandlerConfig.Authorize")
-	assert.Len(t, f.Pending("s1"), 1)
+	assert.Len(t, pending(t, f, "s1"), 1)
 }
 
 // TestAnswerHandlerAsksAuthorize: Authorize gets the request and the
@@ -104,17 +107,17 @@ func TestAnswerHandlerAsksAuthorize(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
 	var sessions []string
-	h := f.AnswerHandler(approval.HandlerConfig{Authorize: func(r *http.Request, session string) error {
+	h := f.AnswerHandler(approval.HandlerConfig{Authorize: func(r *http.Request, session string) (string, error) {
 		sessions = append(sessions, session)
 		switch r.Header.Get("X-Who") {
 		case "":
-			return approval.ErrUnauthenticated
+			return "", approval.ErrUnauthenticated
 		case "owner":
-			return nil
+			return "user:ada", nil
 		}
-		return assert.AnError
+		return "", assert.AnError
 	}})
-	body := `{"session_id":"s1","form_id":"` + e.req.FormID + `","answers":{"name":"Ada","seat":"window","meals":[]}}`
+	body := `{"session_id":"s1","form_id":"` + e.FormID + `","answers":{"name":"Ada","seat":"window","meals":[]}}`
 	for _, tc := range []struct {
 		who    string
 		status int
@@ -125,10 +128,20 @@ func TestAnswerHandlerAsksAuthorize(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		assert.Equal(t, tc.status, rec.Code, tc.who)
-		assert.Equal(t, tc.status != 200, len(f.Pending("s1")) == 1, "%q: a refusal leaves the form open", tc.who)
+		assert.Equal(t, tc.status != 200, len(pending(t, f, "s1")) == 1, "%q: a refusal leaves the form open", tc.who)
 	}
 	assert.Equal(t, []string{"s1", "s1", "s1"}, sessions)
-	assert.Empty(t, f.Pending("s1"))
+	assert.Empty(t, pending(t, f, "s1"))
+
+	// The answer is kept with who gave it (the principal Authorize
+	// returned) and through what.
+	rec, err := f.core.Store().GetApproval(t.Context(), e.FormID)
+	require.NoError(t, err)
+	require.True(t, rec.Decided)
+	assert.True(t, rec.Decision.Approved)
+	assert.Equal(t, "user:ada", rec.Decision.Principal)
+	assert.Equal(t, "http", rec.Decision.Channel)
+	assert.JSONEq(t, `{"name":["Ada"],"seat":["window"],"meals":[]}`, string(rec.Decision.Arguments))
 }
 
 // FuzzAnswerHandler: whatever the body, the handler answers with one of its
@@ -158,7 +171,7 @@ func FuzzAnswerHandler(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		forms := newForms(t, time.Minute)
 		e := open(t, t.Context(), forms, "s1", "call_1")
-		body = strings.ReplaceAll(body, "FORM", e.req.FormID)
+		body = strings.ReplaceAll(body, "FORM", e.FormID)
 		rec := serve(forms.AnswerHandler(anyCaller), "POST", "application/json", body)
 		var r approval.Response
 		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
@@ -169,7 +182,7 @@ func FuzzAnswerHandler(f *testing.F) {
 		default:
 			t.Fatalf("status %d for %q", rec.Code, body)
 		}
-		answered := len(forms.Pending("s1")) == 0
+		answered := len(pending(t, forms, "s1")) == 0
 		if answered != (rec.Code == 200 && r.Success) {
 			t.Fatalf("status %d %+v but answered=%v", rec.Code, r, answered)
 		}
@@ -180,7 +193,7 @@ func FuzzAnswerHandler(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := checkAnswers(e.req.Questions, got); err != nil {
+		if _, err := checkAnswers(e.Questions, got); err != nil {
 			t.Fatalf("took answers that do not fit: %v", err)
 		}
 		if forms.Len() != 0 {

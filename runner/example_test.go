@@ -81,13 +81,13 @@ func Example_durableService() {
 	if err != nil {
 		panic(err)
 	}
-	var approvalID string
+	var call *agent.ToolCall
 	for e, err := range first.runner.Send(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"}) {
 		if err != nil {
 			panic(err)
 		}
 		if e.Chunk != nil && e.Chunk.Tool != nil && e.Chunk.Tool.State == agent.StateApprovalRequired {
-			approvalID = e.Chunk.Tool.ApprovalID
+			call = e.Chunk.Tool
 			fmt.Println("waiting for approval of", e.Chunk.Tool.Name)
 			break // the turn goes on without us following it
 		}
@@ -100,7 +100,10 @@ func Example_durableService() {
 	}
 	defer second.stop()
 	last, _ := second.runner.Log(ctx, "s1") // the events so far are in the store
-	_, _ = second.approvals.RespondContext(ctx, "s1", approvalID, agent.Decision{Approved: true})
+	// The decision names the call the person saw: its id, tool and the
+	// digest of its arguments, as on the approval_required chunk.
+	_, _ = second.approvals.Respond(ctx, approval.Reply{SessionID: "s1", ApprovalID: call.ApprovalID,
+		CallID: call.ID, Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest, Decision: agent.Decision{Approved: true}})
 	for e, err := range second.runner.Subscribe(ctx, "s1", last.Last) {
 		if err != nil {
 			panic(err)

@@ -13,13 +13,15 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
 )
 
 // script is the model of the tests: a turn whose message says "weather"
-// plans, calls get_weather(Lima) and answers with the result; any other
-// message gets a plain answer.
+// plans, calls get_weather(Lima) (ask_user_question with askArgs when the
+// message also says "ask") and answers with the result; any other message
+// gets a plain answer.
 func script(req *agenttest.Request) agenttest.Response {
 	msgs := req.Messages
 	last := msgs[len(msgs)-1]
@@ -30,6 +32,8 @@ func script(req *agenttest.Request) agenttest.Response {
 	switch {
 	case last.Role == "tool":
 		return agenttest.Reply().Text("It is ", last.Content, ".").Finish("stop")
+	case len(req.Tools) > 0 && strings.Contains(lastUser(msgs), "ask"):
+		return agenttest.Reply().Call(0, "call_1", "ask_user_question", askArgs).Finish("tool_calls")
 	case len(req.Tools) > 0:
 		return agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls")
 	case continuing:
@@ -39,6 +43,10 @@ func script(req *agenttest.Request) agenttest.Response {
 	}
 	return agenttest.Reply().Text("Hello! <no_tool>").Finish("stop")
 }
+
+// askArgs are the arguments of the script's ask_user_question call: one
+// single choice question, "city".
+const askArgs = `{"questions":[{"id":"city","question":"Which city?","kind":"single","options":["Lima","Quito"]}]}`
 
 func lastUser(msgs []agenttest.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -64,9 +72,10 @@ func model(t *testing.T) *agenttest.Server {
 // replica is one process of a test: an agent with a durable approval
 // Manager on the shared store, and its Runner.
 type replica struct {
-	mgr *approval.Manager
-	a   *agent.Agent
-	r   *runner.Runner
+	mgr   *approval.Manager
+	forms *interact.Forms // with options.forms
+	a     *agent.Agent
+	r     *runner.Runner
 }
 
 // options of a replica.
@@ -75,6 +84,10 @@ type options struct {
 	ttl          time.Duration
 	sweep        time.Duration
 	suspendAfter time.Duration
+	// forms adds ask_user_question, with an interact.Forms on the store
+	// (its Notifier too, when it has one) that suspends after
+	// suspendAfter.
+	forms bool
 }
 
 // newReplica starts a replica on st. runs counts get_weather's executions.
@@ -87,7 +100,17 @@ func newReplica(t *testing.T, st memory.Store, srv *agenttest.Server, runs *atom
 	}
 	mgr, err := approval.NewManager(cfg)
 	require.NoError(t, err)
-	tools, err := agent.NewToolRegistry(weather(runs))
+	list := []agent.Tool{weather(runs)}
+	var forms *interact.Forms
+	if o.forms {
+		fcfg := interact.FormsConfig{SuspendAfter: o.suspendAfter}
+		fcfg.Store, _ = st.(memory.ApprovalStore)
+		fcfg.Notifier, _ = st.(memory.Notifier)
+		forms, err = interact.NewForms(fcfg)
+		require.NoError(t, err)
+		list = append(list, interact.AskUserQuestion(forms))
+	}
+	tools, err := agent.NewToolRegistry(list...)
 	require.NoError(t, err)
 	a, err := agent.New(agent.Config{
 		BaseURL:    srv.URL(),
@@ -101,7 +124,7 @@ func newReplica(t *testing.T, st memory.Store, srv *agenttest.Server, runs *atom
 	require.NoError(t, err)
 	r, err := runner.New(runner.Config{Agent: a, Holder: o.holder, LeaseTTL: o.ttl, SweepInterval: o.sweep})
 	require.NoError(t, err)
-	rep := &replica{mgr: mgr, a: a, r: r}
+	rep := &replica{mgr: mgr, forms: forms, a: a, r: r}
 	t.Cleanup(rep.close)
 	return rep
 }
@@ -110,6 +133,9 @@ func newReplica(t *testing.T, st memory.Store, srv *agenttest.Server, runs *atom
 func (p *replica) close() {
 	p.r.Close()
 	p.mgr.Close()
+	if p.forms != nil {
+		p.forms.Close()
+	}
 }
 
 // weather is get_weather, counting its runs.
@@ -204,6 +230,13 @@ func isState(s agent.ToolState) func(runner.Event) bool {
 
 func isEnd(s runner.Status) func(runner.Event) bool {
 	return func(e runner.Event) bool { return e.Kind == runner.EventTurnEnded && e.Ended.Status == s }
+}
+
+// approve is the approval of the call of an approval_required chunk, bound
+// to that call as a front end's decision is.
+func approve(session string, call *agent.ToolCall) approval.Reply {
+	return approval.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
+		ArgumentsDigest: call.ArgumentsDigest, Decision: agent.Decision{Approved: true}}
 }
 
 // startWaiting starts a turn of session s1 that asks about get_weather on

@@ -70,7 +70,7 @@ func TestApproveRunsOnce(t *testing.T) {
 	_, err = p.r.Resume(ctx, "s1")
 	assert.ErrorIs(t, err, agent.ErrBusy, "Resume of a session this process drives")
 
-	ok, err := p.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	ok, err := p.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	f.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
@@ -99,7 +99,7 @@ func TestTwoProcessesOneDriver(t *testing.T) {
 	_, err = b.r.Resume(ctx, "s1")
 	assert.ErrorIs(t, err, agent.ErrBusy, "another process's resume")
 
-	ok, err := b.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	ok, err := b.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	f.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
@@ -128,7 +128,7 @@ func TestCloseSuspendsAndRestartResumes(t *testing.T) {
 
 	b := newReplica(t, st, srv, &runs, options{})
 	g := subscribe(ctx, t, b.r, "s1", 0)
-	ok, err := b.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	ok, err := b.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	// The store keeps the events: B's subscriber gets A's turn first,
@@ -224,7 +224,7 @@ func TestLostLeaseRunsNothing(t *testing.T) {
 	ok, err := st.AcquireLease(ctx, "s1", "B", time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
-	ok, err = p.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	ok, err = p.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	<-turn.Done()
@@ -265,7 +265,7 @@ func TestDecisionResumesOnce(t *testing.T) {
 	<-turn.Done()
 	require.Equal(t, runner.StatusSuspended, turn.Ended().Status)
 
-	ok, err := b.mgr.RespondContext(ctx, "s1", req.Chunk.Tool.ApprovalID, agent.Decision{Approved: true})
+	ok, err := b.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	f.waitFor(ctx, "the resumed turn's end", isEnd(runner.StatusFinished))

@@ -33,7 +33,7 @@ func BenchmarkDecisionWakesOtherReplica(b *testing.B) {
 		turn := a.turn(ctx, b, session, key)
 		call := turn.waitFor(ctx, b, "approval_required", isState(agent.StateApprovalRequired)).tool()
 		start := time.Now()
-		rb.mustApprove(ctx, b, session, call.ApprovalID, true)
+		rb.mustApprove(ctx, b, decisionFor(session, call, true))
 		turn.waitFor(ctx, b, "executing", isState(agent.StateExecuting))
 		lat = append(lat, time.Since(start))
 		turn.waitFor(ctx, b, "the end of the turn", isEnd("turn"))
@@ -51,20 +51,20 @@ func BenchmarkDecisionResumesAfterKill(b *testing.B) {
 	const ttl = 3 * time.Second
 	a, rb, _ := twoReplicas(b, "-lease-ttl", ttl.String())
 	ctx := testContext(b, 30*time.Minute)
-	ids := make([]string, b.N)
+	calls := make([]*agent.ToolCall, b.N)
 	for i := range b.N {
 		turn := a.turn(ctx, b, fmt.Sprintf("s%d", i), fmt.Sprintf("k%d", i))
-		ids[i] = turn.waitFor(ctx, b, "approval_required", isState(agent.StateApprovalRequired)).tool().ApprovalID
+		calls[i] = turn.waitFor(ctx, b, "approval_required", isState(agent.StateApprovalRequired)).tool()
 	}
 	a.kill()
 	time.Sleep(ttl + 500*time.Millisecond) // every lease of A expires
 	events := rb.events(ctx, b, "")
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for i, id := range ids {
+	for i, call := range calls {
 		session := fmt.Sprintf("s%d", i)
 		start := time.Now()
-		rb.mustApprove(ctx, b, session, id, true)
+		rb.mustApprove(ctx, b, decisionFor(session, call, true))
 		events.waitFor(ctx, b, "executing on B", func(e event) bool {
 			return e.Session == session && isState(agent.StateExecuting)(e)
 		})

@@ -224,6 +224,7 @@ type turnOutcome struct {
 	session, key string
 	callID       string
 	approvalID   string
+	pending      decision // the approval's binding (call id, tool, digest), as the card showed it
 	decided      bool     // a decision was taken (by this worker's POST)
 	interrupted  bool     // the worker interrupted the turn instead of deciding
 	approved     bool     // ... and it was an approval
@@ -255,6 +256,7 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 		s.close()
 		if err == nil && !e.End {
 			o.callID, o.approvalID = e.tool().ID, e.tool().ApprovalID
+			o.pending = decisionFor(session, e.tool(), false)
 			break
 		}
 		// The replica was killed, or another drives the session: maybe a
@@ -263,6 +265,7 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 		// end finds it in the store's pending approvals, as this does.
 		if a, ok := c.pendingFor(ctx, session, key); ok {
 			o.callID, o.approvalID, o.adopted = a.CallID, a.ID, true
+			o.pending = decisionOn(a, false)
 			break
 		}
 		sleep(ctx, 100*time.Millisecond)
@@ -279,7 +282,7 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 		}
 	} else {
 		o.approved = rand.IntN(5) != 0
-		if o.err = c.decide(ctx, session, o.approvalID, o.approved); o.err != nil {
+		if o.err = c.decide(ctx, o.pending, o.approved); o.err != nil {
 			return o
 		}
 		o.decided = true
@@ -305,15 +308,15 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 			// Asked again by a resumed run after the interrupt came (a
 			// kill before the run took it): the user, who interrupted,
 			// rejects it.
-			o.approvalID = a.ID
-			if o.err = c.decide(ctx, session, a.ID, false); o.err != nil {
+			o.approvalID, o.pending = a.ID, decisionOn(a, false)
+			if o.err = c.decide(ctx, o.pending, false); o.err != nil {
 				return o
 			}
 			continue
 		}
 		o.orphaned = append(o.orphaned, o.approvalID)
-		o.approvalID = a.ID
-		if o.err = c.decide(ctx, session, a.ID, o.approved); o.err != nil {
+		o.approvalID, o.pending = a.ID, decisionOn(a, false)
+		if o.err = c.decide(ctx, o.pending, o.approved); o.err != nil {
 			return o
 		}
 	}
@@ -322,13 +325,16 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 	return o
 }
 
-// decide posts a decision to random replicas until one takes it.
-func (c *chaos) decide(ctx context.Context, session, approvalID string, approved bool) error {
+// decide posts the decision approved on the approval of d (bound to its
+// call) to random replicas until one takes it.
+func (c *chaos) decide(ctx context.Context, d decision, approved bool) error {
+	d.Approved = approved
+	approvalID := d.ApprovalID
 	for range 20 {
 		if ctx.Err() != nil {
 			break
 		}
-		status, body, err := c.pick().approve(ctx, session, approvalID, approved)
+		status, body, err := c.pick().approve(ctx, d)
 		switch {
 		case err != nil || status >= 500:
 			sleep(ctx, 100*time.Millisecond)

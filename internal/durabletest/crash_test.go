@@ -61,13 +61,13 @@ func TestKillAtApprovalRequired(t *testing.T) {
 			a := startReplica(t, "A", s.args("A")...)
 
 			turn := a.turn(ctx, t, "s1", "k1")
-			id := turn.waitFor(ctx, t, "approval_required", isState(agent.StateApprovalRequired)).tool().ApprovalID
-			require.NotEmpty(t, id, "approval_required without an approval id")
+			call := turn.waitFor(ctx, t, "approval_required", isState(agent.StateApprovalRequired)).tool()
+			require.NotEmpty(t, call.ApprovalID, "approval_required without an approval id")
 			a.kill()
 
 			b := s.afterKill(t, a)
 			ev := b.events(ctx, t, "s1")
-			b.mustApprove(ctx, t, "s1", id, true)
+			b.mustApprove(ctx, t, decisionFor("s1", call, true))
 
 			res := ev.waitFor(ctx, t, "the resumed call's result", isState(agent.StateResult))
 			assert.Contains(t, res.tool().Result, "k1")
@@ -100,7 +100,7 @@ func TestKillWhileExecuting(t *testing.T) {
 			const key = "slow-k1"
 			turn := a.turn(ctx, t, "s1", key)
 			call := turn.waitFor(ctx, t, "approval_required", isState(agent.StateApprovalRequired)).tool()
-			a.mustApprove(ctx, t, "s1", call.ApprovalID, true)
+			a.mustApprove(ctx, t, decisionFor("s1", call, true))
 			turn.waitFor(ctx, t, "executing", isState(agent.StateExecuting))
 
 			// The tool has started (its execution is recorded) and its
@@ -165,12 +165,13 @@ func TestKillWhileExecuting(t *testing.T) {
 }
 
 // TestKillBetweenApprovalAndRecord kills A right after its store created
-// the approval of a call (before any approval_required chunk). A recorded
-// the approval's id in the call's record before asking
-// (agent.ApprovalRequest.ApprovalID), so the store must hold exactly that
-// one pending approval for the call: a front end lists the pending
-// approvals, and a second one beside it would take a decision that is
-// lost. Its decision, posted to B, resumes the turn on B.
+// the approval of a call (before any approval_required chunk, before A
+// recorded its id in the call's record). The approval is the call's by its
+// key (agent.ApprovalRequest.Key): a resumed turn that asks about the call
+// again gets that same approval, so the store must hold exactly that one
+// pending approval for the call: a front end lists the pending approvals,
+// and a second one beside it would take a decision that is lost. Its
+// decision, posted to B, resumes the turn on B.
 func TestKillBetweenApprovalAndRecord(t *testing.T) {
 	checkLeaks(t)
 	s := crashSetup{db: postgresBackend(t), effects: filepath.Join(t.TempDir(), "effects"), other: true}
@@ -189,10 +190,9 @@ func TestKillBetweenApprovalAndRecord(t *testing.T) {
 		t.Fatal("A did not die after it created the approval")
 	}
 
-	// A recorded the approval's id before its store created it, so the
-	// turn is one suspended at that approval: a front end finds it among
-	// the session's pending approvals (no run need ask again), and its
-	// decision resumes the turn.
+	// The turn is one suspended at that approval: a front end finds it
+	// among the session's pending approvals (a run that asks again gets
+	// the same one, by the call's key), and its decision resumes the turn.
 	var pending []memory.Approval
 	for len(pending) == 0 && ctx.Err() == nil {
 		require.NoError(t, b.get(ctx, "/approvals?session=s1", &pending))
@@ -206,7 +206,7 @@ func TestKillBetweenApprovalAndRecord(t *testing.T) {
 	require.NoError(t, b.get(ctx, "/approvals?session=s1", &again))
 	require.Equal(t, pending, again, "the pending approvals of the session after B's sweeps")
 
-	b.mustApprove(ctx, t, "s1", pending[0].ID, true)
+	b.mustApprove(ctx, t, decisionOn(pending[0], true))
 	ev.waitFor(ctx, t, "the result on B", isState(agent.StateResult))
 	ev.waitFor(ctx, t, "the end of the resumed run", isEnd("resume"))
 	assert.Len(t, executions(t, s.effects, "k1"), 1, "executions of k1")
@@ -249,7 +249,7 @@ func TestKillAfterStoringCalls(t *testing.T) {
 				}
 			}
 			require.Len(t, pending, 1, "the pending approvals of the session: the sweeper must ask about the call A stored")
-			b.mustApprove(ctx, t, "s1", pending[0].ID, true)
+			b.mustApprove(ctx, t, decisionOn(pending[0], true))
 			ev.waitFor(ctx, t, "the result", isState(agent.StateResult))
 			ev.waitFor(ctx, t, "the end of the resumed run", isEnd("resume"))
 			assert.Len(t, executions(t, s.effects, "k1"), 1, "executions of k1")

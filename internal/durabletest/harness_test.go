@@ -364,10 +364,48 @@ func (s *stream) history() string {
 	return b.String()
 }
 
+// decision is the body of a POST /approve: a decision bound to the call
+// the person saw, as a front end sends it.
+type decision struct {
+	SessionID       string `json:"session_id"`
+	ApprovalID      string `json:"approval_id"`
+	CallID          string `json:"call_id"`
+	Tool            string `json:"tool"`
+	ArgumentsDigest string `json:"arguments_digest"`
+	Approved        bool   `json:"approved"`
+}
+
+// decisionFor is the decision on the call of an approval_required chunk.
+func decisionFor(session string, call *agent.ToolCall, approved bool) decision {
+	return decision{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
+		ArgumentsDigest: call.ArgumentsDigest, Approved: approved}
+}
+
+// decisionOn is the decision on a pending approval found in the store
+// (/approvals), as a front end that draws the card again sends it.
+func decisionOn(a memory.Approval, approved bool) decision {
+	return decision{SessionID: a.SessionID, ApprovalID: a.ID, CallID: a.CallID, Tool: a.Tool,
+		ArgumentsDigest: a.Digest, Approved: approved}
+}
+
 // approve posts a decision; it returns the status and the body.
-func (r *replica) approve(ctx context.Context, session, approvalID string, approved bool) (int, string, error) {
-	b, _ := json.Marshal(map[string]any{"session_id": session, "approval_id": approvalID, "approved": approved})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/approve", bytes.NewReader(b))
+func (r *replica) approve(ctx context.Context, d decision) (int, string, error) {
+	return r.post(ctx, "/approve", d)
+}
+
+// answerForm posts the answers to a form; it returns the status and the
+// body.
+func (r *replica) answerForm(ctx context.Context, session, formID string, answers map[string]any) (int, string, error) {
+	return r.post(ctx, "/form-answer", map[string]any{"session_id": session, "form_id": formID, "answers": answers})
+}
+
+// post posts body as JSON to path; it returns the status and the answer.
+func (r *replica) post(ctx context.Context, path string, body any) (int, string, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(b))
 	if err != nil {
 		return 0, "", err
 	}
@@ -377,33 +415,21 @@ func (r *replica) approve(ctx context.Context, session, approvalID string, appro
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	answer, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(answer), err
 }
 
 // interrupt posts an interrupt of the session.
 func (r *replica) interrupt(ctx context.Context, session string) (int, string, error) {
-	b, _ := json.Marshal(map[string]any{"session_id": session})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/interrupt", bytes.NewReader(b))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	return r.post(ctx, "/interrupt", map[string]any{"session_id": session})
 }
 
 // mustApprove posts a decision that must be taken (200).
-func (r *replica) mustApprove(ctx context.Context, t testing.TB, session, approvalID string, approved bool) {
+func (r *replica) mustApprove(ctx context.Context, t testing.TB, d decision) {
 	t.Helper()
-	status, body, err := r.approve(ctx, session, approvalID, approved)
+	status, body, err := r.approve(ctx, d)
 	if err != nil || status != http.StatusOK {
-		t.Fatalf("approve %s on %s: %d %s %v", approvalID, r.name, status, body, err)
+		t.Fatalf("approve %s on %s: %d %s %v", d.ApprovalID, r.name, status, body, err)
 	}
 }
 

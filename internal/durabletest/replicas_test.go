@@ -37,7 +37,7 @@ func TestDecisionOnOtherReplica(t *testing.T) {
 	turn := a.turn(ctx, t, "s1", "k1")
 	call := turn.waitFor(ctx, t, "approval_required", isState(agent.StateApprovalRequired)).tool()
 	bEvents := b.events(ctx, t, "s1")
-	b.mustApprove(ctx, t, "s1", call.ApprovalID, true)
+	b.mustApprove(ctx, t, decisionFor("s1", call, true))
 
 	ex := turn.waitFor(ctx, t, "executing on A", isState(agent.StateExecuting))
 	assert.Equal(t, call.ID, ex.tool().ID)
@@ -87,7 +87,7 @@ func TestDecisionsRace(t *testing.T) {
 		for k, r := range []*replica{a, b} {
 			wg.Go(func() {
 				<-start
-				status[k], _, errs[k] = r.approve(ctx, session, call.ApprovalID, k == 0)
+				status[k], _, errs[k] = r.approve(ctx, decisionFor(session, call, k == 0))
 			})
 		}
 		close(start)
@@ -140,7 +140,7 @@ func TestSuspendedRunResumesOnOtherReplica(t *testing.T) {
 	a.kill() // so that only B can resume it
 
 	ev := b.events(ctx, t, "s1")
-	b.mustApprove(ctx, t, "s1", call.ApprovalID, true)
+	b.mustApprove(ctx, t, decisionFor("s1", call, true))
 	soon, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	ex := ev.waitFor(soon, t, "executing on B", isState(agent.StateExecuting))

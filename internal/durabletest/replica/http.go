@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
@@ -25,6 +26,8 @@ func (r *replica) routes() http.Handler {
 	mux.HandleFunc("GET /calls", r.handleCalls)
 	mux.HandleFunc("GET /approvals", r.handleApprovals)
 	mux.HandleFunc("GET /approval", r.handleApproval)
+	mux.Handle("POST /form-answer", r.forms.AnswerHandler(approval.HandlerConfig{Authorize: r.authorize}))
+	mux.HandleFunc("GET /forms", r.handleForms)
 	mux.HandleFunc("GET /healthz", r.handleHealth)
 	return mux
 }
@@ -95,15 +98,21 @@ func (r *replica) handleTurn(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// handleApprove takes a decision. It answers 200 when this decision was
-// taken, 409 when another came first (with the approval as it stands), 404
-// for an unknown approval and 403 for one of another session.
+// handleApprove takes a decision bound to the call it names (call_id,
+// tool, arguments_digest, as on the approval_required chunk). It answers
+// 200 when this decision was taken; 409 when the call named is not the
+// approval's ({"mismatch": true}: the approval stays pending) or when
+// another decision came first (with the approval as it stands); 404 for an
+// unknown approval and 403 for one of another session.
 func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 	var body struct {
-		SessionID  string `json:"session_id"`
-		ApprovalID string `json:"approval_id"`
-		Approved   bool   `json:"approved"`
-		Reason     string `json:"reason"`
+		SessionID       string `json:"session_id"`
+		ApprovalID      string `json:"approval_id"`
+		CallID          string `json:"call_id"`
+		Tool            string `json:"tool"`
+		ArgumentsDigest string `json:"arguments_digest"`
+		Approved        bool   `json:"approved"`
+		Reason          string `json:"reason"`
 	}
 	if !httpjson.Decode(w, req, &body, maxBody) {
 		return
@@ -112,12 +121,18 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, "session_id and approval_id are required")
 		return
 	}
-	mgr := r.mgr
 	ctx := req.Context()
-	pending, err := mgr.RespondContext(ctx, body.SessionID, body.ApprovalID, agent.Decision{Approved: body.Approved, Reason: body.Reason})
+	pending, err := r.mgr.Respond(ctx, approval.Reply{
+		SessionID: body.SessionID, ApprovalID: body.ApprovalID,
+		CallID: body.CallID, Tool: body.Tool, ArgumentsDigest: body.ArgumentsDigest,
+		Decision: agent.Decision{Approved: body.Approved, Reason: body.Reason, By: r.opts.holder, Via: approval.ViaHTTP},
+	})
 	switch {
 	case errors.Is(err, approval.ErrWrongSession):
 		httpjson.WriteError(w, http.StatusForbidden, err.Error())
+		return
+	case errors.Is(err, approval.ErrMismatch):
+		httpjson.WriteJSON(w, http.StatusConflict, map[string]any{"success": false, "error": err.Error(), "mismatch": true})
 		return
 	case errors.Is(err, approval.ErrInvalidArguments), errors.Is(err, approval.ErrInvalidScope):
 		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
@@ -137,14 +152,14 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 	case err != nil:
 		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
 	default:
-		httpjson.WriteJSON(w, http.StatusConflict, map[string]any{"success": false, "error": "already decided", "approval": a})
+		httpjson.WriteJSON(w, http.StatusConflict, map[string]any{"success": false, "error": "not pending", "approval": a})
 	}
 }
 
 // handleInterrupt interrupts a session's run, here or on the replica that
 // drives it, then cancels its pending approvals (a suspended turn has no
-// run: the cancelled approvals end it when it is resumed), as a front end's
-// interrupt button does.
+// run: the cancelled approvals end it when it is resumed), and its open
+// forms, as a front end's interrupt button does.
 func (r *replica) handleInterrupt(w http.ResponseWriter, req *http.Request) {
 	var body struct {
 		SessionID string `json:"session_id"`
@@ -161,11 +176,17 @@ func (r *replica) handleInterrupt(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	n, err := r.mgr.CancelSessionContext(req.Context(), body.SessionID)
+	n, err := r.mgr.CancelSession(req.Context(), body.SessionID)
 	if err != nil {
 		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	forms, err := r.forms.CancelSession(req.Context(), body.SessionID)
+	if err != nil {
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	n += forms
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "running": running, "cancelled": n})
 }
 
@@ -209,10 +230,24 @@ func (r *replica) handleCalls(w http.ResponseWriter, req *http.Request) {
 	answer(w, calls, err)
 }
 
+// handleApprovals lists the session's pending approvals (memory.Approval,
+// whose Digest a decision names), without its forms (see /forms).
 func (r *replica) handleApprovals(w http.ResponseWriter, req *http.Request) {
 	as, err := r.store.PendingApprovals(req.Context(), req.URL.Query().Get("session"))
-	answer(w, as, err)
+	answer(w, slices.DeleteFunc(as, func(a memory.Approval) bool { return a.Kind == memory.KindForm }), err)
 }
+
+// handleForms lists the session's open forms (interact.PendingForm), as a
+// reconnecting front end draws them.
+func (r *replica) handleForms(w http.ResponseWriter, req *http.Request) {
+	forms, err := r.forms.Pending(req.Context(), req.URL.Query().Get("session"))
+	answer(w, forms, err)
+}
+
+// authorize is the form handler's HandlerConfig.Authorize: the replica
+// serves tests on the loopback interface, where every caller may answer
+// every session; the principal is the replica's holder, for the audit.
+func (r *replica) authorize(*http.Request, string) (string, error) { return r.opts.holder, nil }
 
 func (r *replica) handleApproval(w http.ResponseWriter, req *http.Request) {
 	a, err := r.store.GetApproval(req.Context(), req.URL.Query().Get("id"))

@@ -18,26 +18,38 @@
 // 127.0.0.1): every turn plans with <need_tool>, calls one tool with
 // {"key": the user's message} and, once the tool message is there, answers
 // "done: " and the key. The tool is "slow" when the message starts with
-// "slow", else "effect". Both record each execution as one line appended to
-// the -effects file (O_APPEND, one write), so a test counts executions per
-// key; "effect" then returns at once, "slow" writes progress every 50 ms and
-// blocks until its run ends (a kill, in the tests).
+// "slow", ask_user_question when it starts with "ask" (then the answer
+// also echoes the tool message: "done: KEY; answers: ..."), else "effect".
+// "slow" and "effect" record each execution as one line appended to the
+// -effects file (O_APPEND, one write), so a test counts executions per
+// key; "effect" then returns at once, "slow" writes progress every 50 ms
+// and blocks until its run ends (a kill, in the tests). ask_user_question
+// is interact's, with an interact.Forms on the shared store and notifier
+// (-suspend-after and -approval-timeout apply to its forms too): a form
+// asked on one replica is answered on any.
 //
 // It prints the address it listens on as the first line of its standard
 // output, and serves:
 //
 //	POST /turn      {"session", "message"}: runs a turn; the answer streams
 //	                one JSON event per line until the run ends
-//	POST /approve   {"session_id", "approval_id", "approved", "reason"}
+//	POST /approve   {"session_id", "approval_id", "call_id", "tool",
+//	                "arguments_digest", "approved", "reason"}: a decision
+//	                bound to the call (409 {"mismatch": true} when the
+//	                call is not the approval's)
+//	POST /form-answer {"session_id", "form_id", "answers"}: interact's
+//	                AnswerHandler
 //	POST /interrupt {"session_id"}: interrupt the session's run wherever it
-//	                runs, and cancel its pending approvals
+//	                runs, and cancel its pending approvals and open forms
 //	GET  /events    ?session= (all when empty): the events of every run of
 //	                the session in this replica from now on (with
 //	                replay=1, from the oldest one it kept), turns and
 //	                resumes, one JSON line each
 //	GET  /history   ?session=: the session's messages (memory.Message)
 //	GET  /calls     ?session=: the session's open calls (memory.OpenCall)
-//	GET  /approvals ?session=: the pending approvals (memory.Approval)
+//	GET  /approvals ?session=: the pending approvals (memory.Approval),
+//	                not the forms
+//	GET  /forms     ?session=: the open forms (interact.PendingForm)
 //	GET  /approval  ?id=: one approval (memory.Approval)
 //	GET  /healthz   {"ok", "holder", "sweeps"}
 //
@@ -67,6 +79,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
@@ -256,7 +269,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mgr.Close()
-	tools, err := agent.NewToolRegistry(effectTool(effects), slowTool(effects))
+	forms, err := interact.NewForms(interact.FormsConfig{
+		Timeout:      o.approvalTimeout,
+		Store:        st,
+		Notifier:     st,
+		SuspendAfter: o.suspendAfter,
+	})
+	if err != nil {
+		return err
+	}
+	defer forms.Close()
+	tools, err := agent.NewToolRegistry(effectTool(effects), slowTool(effects), interact.AskUserQuestion(forms))
 	if err != nil {
 		return err
 	}
@@ -281,7 +304,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r.runner, r.mgr = rn, mgr
+	r.runner, r.mgr, r.forms = rn, mgr, forms
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/runner"
 )
 
@@ -22,9 +23,10 @@ type replica struct {
 	hub    hub
 	sweeps atomic.Int64 // sweeps done
 
-	// runner and mgr are set once by ready, before the server serves.
+	// runner, mgr and forms are set once by run, before the server serves.
 	runner *runner.Runner
 	mgr    *approval.Manager
+	forms  *interact.Forms
 
 	mu    sync.Mutex        // guards kinds
 	kinds map[string]string // per session, "turn" or "resume": the kind of its turn in progress here

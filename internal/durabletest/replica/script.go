@@ -20,8 +20,11 @@ import (
 // script is the model. It keeps no state, so that a run resumed by another
 // process gets the answers the first one would have: the planning request
 // (no tools) asks for the tool loop; a tool round whose last message is a
-// tool message answers "done: " and the key; any other tool round calls the
-// key's tool with {"key": key}. The key is the last user message (not the
+// tool message answers "done: " and the key (for a form, followed by
+// "; answers: " and the tool message, so that a test sees what the model
+// was given); any other tool round calls the key's tool: ask_user_question
+// with askForm's questions for a key that starts with "ask", else the tool
+// of toolFor with {"key": key}. The key is the last user message (not the
 // agent's "[continue]").
 func script(req *agenttest.Request) agenttest.Response {
 	if !req.HasTools() {
@@ -29,21 +32,50 @@ func script(req *agenttest.Request) agenttest.Response {
 	}
 	key := lastUserMessage(req)
 	if last, ok := lastNonSystem(req); ok && last.Role == "tool" {
-		return agenttest.Reply().Text("done: " + key).Finish("stop")
+		text := "done: " + key
+		if strings.HasPrefix(key, "ask") {
+			text += "; answers: " + last.Content
+		}
+		return agenttest.Reply().Text(text).Finish("stop")
 	}
-	args, err := json.Marshal(toolArgs{Key: key})
+	var args []byte
+	var err error
+	if toolFor(key) == askTool {
+		args, err = json.Marshal(askForm(key))
+	} else {
+		args, err = json.Marshal(toolArgs{Key: key})
+	}
 	if err != nil {
 		return agenttest.HTTPError(500, "script: "+err.Error())
 	}
 	return agenttest.Reply().Call(0, newCallID(), toolFor(key), string(args)).Finish("tool_calls")
 }
 
+// askTool is the name of interact's ask_user_question tool.
+const askTool = "ask_user_question"
+
 // toolFor names the tool the script calls for key.
 func toolFor(key string) string {
-	if strings.HasPrefix(key, "slow") {
+	switch {
+	case strings.HasPrefix(key, "slow"):
 		return "slow"
+	case strings.HasPrefix(key, "ask"):
+		return askTool
 	}
 	return "effect"
+}
+
+// askForm is the form the script asks for key: the key as its title, one
+// single choice question ("color": red or blue) and one text question
+// ("note").
+func askForm(key string) map[string]any {
+	return map[string]any{
+		"title": key,
+		"questions": []map[string]any{
+			{"id": "color", "question": "Which color?", "kind": "single", "options": []string{"red", "blue"}},
+			{"id": "note", "question": "Anything else?", "kind": "text"},
+		},
+	}
 }
 
 // lastUserMessage returns the content of the last user message that is

@@ -3,7 +3,9 @@
 // Manager and a runner, with nothing else set.
 //
 //	durable DB EFFECTS start SESSION         start a turn, print the approval id, wait
-//	durable DB EFFECTS approve SESSION ID    approve, follow the turn to its end
+//	durable DB EFFECTS approve SESSION ID    approve the pending approval ID (found
+//	                                         among the session's), follow the turn
+//	                                         to its end
 //
 // Its model is a scripted one (agenttest); its tool appends a line to
 // EFFECTS each time it runs.
@@ -74,8 +76,17 @@ func main() {
 	case "approve":
 		last, err := r.Log(ctx, session)
 		check(err)
-		ok, err := approvals.RespondContext(ctx, session, os.Args[5], agent.Decision{Approved: true})
+		// A front end draws the card again from the pending approvals,
+		// and its decision names the call the card shows.
+		pending, err := approvals.Pending(ctx, session)
 		check(err)
+		ok := false
+		for _, p := range pending {
+			if p.ApprovalID == os.Args[5] {
+				ok, err = approvals.Respond(ctx, p.Reply(agent.Decision{Approved: true}))
+				check(err)
+			}
+		}
 		fmt.Println("decided", ok)
 		for e, err := range r.Subscribe(ctx, session, last.Last) {
 			check(err)
