@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,17 +103,16 @@ func (p *page) int(expr string) int {
 	return n
 }
 
-// TestBrowserFormAfterRestart (needs w21-agent: a resumable
-// ask_user_question that suspends its run): on a SQLite store, a run asks
-// a form and the server shuts down; a new server on the same file takes
-// over the address. The reloaded page draws the form again in its card,
+// TestBrowserFormAfterRestart: on a SQLite store, a run asks a form,
+// suspends while it waits (SuspendAfter), and the server shuts down; a new
+// server on the same file takes over the address. The reloaded page draws the form again in its card,
 // answerable; answered, the turn resumes and the model receives the
 // answer.
 func TestBrowserFormAfterRestart(t *testing.T) {
 	leaktest.Check(t)
 	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
 	model := toolModel(t, toolCall{"ask_user_question", readyForm})
-	h := newModelHarness(t, onModel(model, Options{Store: st}))
+	h := newModelHarness(t, onModel(model, Options{Store: st, SuspendAfter: 300 * time.Millisecond}))
 	sw := &switcher{}
 	sw.set(h.srv)
 	front := newSwitchServer(t, sw)
@@ -126,8 +126,8 @@ func TestBrowserFormAfterRestart(t *testing.T) {
 	p.waitFor("the form", lastForm+`?.dataset.state === 'open'`)
 	formID := p.str(lastForm + `.dataset.formId`)
 
-	h.srv.Close() // SIGTERM: the run waiting for the form is suspended
-	p.waitFor("the suspension", `document.body.dataset.running === 'false'`)
+	p.waitFor("the suspension", `document.body.dataset.running === 'false' && `+lastForm+`.dataset.state === 'open'`)
+	h.srv.Close()
 
 	next := newModelHarness(t, onModel(model, Options{Store: st}))
 	sw.set(next.srv)

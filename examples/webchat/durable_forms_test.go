@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,25 +16,25 @@ import (
 // readyForm is an ask_user_question form of one single-choice question.
 const readyForm = `{"title":"Ready?","questions":[{"id":"ready","question":"Are you ready?","kind":"single","options":["yes","no"]}]}`
 
-// TestFormSuspendsAndResumesAfterRestart (needs w21-agent: a resumable
-// ask_user_question that suspends its run): on a SQLite store, a run
-// whose form waits is suspended at Close; a new server on the same file
-// lists the form in the history's open call and on the event stream,
-// takes its answer, resumes the turn, and the model receives the answer.
+// TestFormSuspendsAndResumesAfterRestart: on a SQLite store, a run whose
+// form waits longer than SuspendAfter is suspended, and the server stops;
+// a new server on the same file lists the form in the history's open call
+// and on the event stream, takes its answer, resumes the turn, and the
+// model receives the answer.
 func TestFormSuspendsAndResumesAfterRestart(t *testing.T) {
 	leaktest.Check(t)
 	db := filepath.Join(t.TempDir(), "chat.db")
 	model := toolModel(t, toolCall{"ask_user_question", readyForm})
 
 	st := openSQLite(t, db)
-	a := newModelHarness(t, onModel(model, Options{Store: st}))
+	a := newModelHarness(t, onModel(model, Options{Store: st, SuspendAfter: 200 * time.Millisecond}))
 	s1 := a.newSession(t)
 	ev, _ := a.openEvents(t, s1)
 	a.chat(t, s1, "Ask me")
 	_, form := ev.untilForm(t)
-	a.srv.Close()
 	done, _ := ev.runDone(t)
-	assert.Equal(t, "suspended", done.Status, "%+v", done)
+	require.Equal(t, "suspended", done.Status, "%+v", done)
+	a.srv.Close()
 	require.NoError(t, st.Close())
 
 	st2 := openSQLite(t, db)

@@ -989,14 +989,17 @@
   }
 
   // finishRun returns the page to idle.
-  function finishRun() {
+  // finishRun returns the page to idle; the open forms close, unless
+  // keepForms (a suspended run: its forms stay answerable, and an answer
+  // resumes the turn).
+  function finishRun(keepForms) {
     dropThinking();
     if (st.turn) {
       st.turn.classList.remove('live');
       if (st.turn.childElementCount === 0) st.turn.remove();
     }
     st.turn = st.top = null;
-    for (const f of st.forms.values()) {
+    for (const f of keepForms ? [] : st.forms.values()) {
       if (f.state === 'open') setFormState(f, 'closed', 'Closed: the run ended.');
     }
     st.running = false;
@@ -1011,6 +1014,7 @@
     if (!st.running && !st.turn) return; // already ended here (fallback, stale approval)
     if (d.turn && st.turnId && d.turn !== st.turnId) return; // an earlier turn's, late
     const userInterrupt = st.interrupting;
+    let keepForms = false;
     switch (d.status) {
       case 'suspended':
         // The cards stay answerable: an answer resumes the turn.
@@ -1018,6 +1022,7 @@
         st.turn?.classList.add('waiting');
         if (d.reason) system('info', 'Suspended: ' + d.reason + '. The cards wait for your decision; the run goes on when you answer.');
         else system('info', 'Waiting for your decision: the run goes on when you answer a card.');
+        keepForms = true;
         break;
       case 'interrupted':
         invalidateStopped();
@@ -1039,7 +1044,7 @@
     }
     if (d.status === 'finished') flushSpeech();
     else stopSpeech();
-    finishRun();
+    finishRun(keepForms);
     loadMCP();
     loadSessions();
     loadAuditSoon();
