@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -68,4 +69,43 @@ func TestFormSuspendsAndResumesAfterRestart(t *testing.T) {
 	tool, ok := reqs[len(reqs)-1].LastMessageWithRole("tool")
 	require.True(t, ok)
 	assert.JSONEq(t, `{"answers":[{"id":"ready","question":"Are you ready?","answer":"yes"}]}`, tool.Content, "the model receives the answer")
+}
+
+// TestSuspendedFormClosedByANewMessage: a new message on a session whose
+// turn is suspended at a form closes that form (the user moved on): it is
+// no longer listed, and an answer to it is stale.
+func TestSuspendedFormClosedByANewMessage(t *testing.T) {
+	leaktest.Check(t)
+	model := toolModel(t, toolCall{"ask_user_question", readyForm})
+	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
+	h := newModelHarness(t, onModel(model, Options{Store: st, SuspendAfter: 200 * time.Millisecond}))
+	s1 := h.newSession(t)
+	ev, _ := h.openEvents(t, s1)
+	h.chat(t, s1, "Ask me")
+	_, form := ev.untilForm(t)
+	done, _ := ev.runDone(t)
+	require.Equal(t, "suspended", done.Status, "%+v", done)
+
+	h.chat(t, s1, "Never mind")
+	_, second := ev.untilForm(t)
+	assert.NotEqual(t, form.FormID, second.FormID)
+	listed, err := h.srv.forms.Pending(t.Context(), s1)
+	require.NoError(t, err)
+	require.Len(t, listed, 1, "only the new form is open")
+	assert.Equal(t, second.FormID, listed[0].FormID)
+	status, out := h.post(t, "/api/form-answer", mustString(map[string]any{"session_id": s1, "form_id": form.FormID, "answers": map[string]any{"ready": "yes"}}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	assert.Equal(t, false, out["success"], "the first form is closed: %v", out)
+
+	// Suspended at the new form too: an interrupt closes it.
+	done, _ = ev.runDone(t)
+	require.Equal(t, "suspended", done.Status, "%+v", done)
+	status, out = h.post(t, "/api/interrupt", mustString(map[string]string{"session_id": s1}))
+	require.Equal(t, http.StatusOK, status, "the suspended turn's form is something to interrupt: %v", out)
+	listed, err = h.srv.forms.Pending(t.Context(), s1)
+	require.NoError(t, err)
+	assert.Empty(t, listed)
+	// The runner resumes the turn: the call reads that its form was closed.
+	ev.untilState(t, agent.KindToolCall, agent.StateResult)
+	ev.runDone(t)
 }

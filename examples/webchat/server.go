@@ -650,9 +650,9 @@ func (s *Server) onEvent(id string, e runner.Event) {
 }
 
 // interrupt interrupts the session's run, wherever it runs, and cancels its
-// open forms; it reports whether there was a run. It is the function of the
-// approval package's interrupt handler, which then cancels the session's
-// pending approvals.
+// open forms (a suspended turn's too); it reports whether there was a run
+// or a form to close. It is the function of the approval package's
+// interrupt handler, which then cancels the session's pending approvals.
 func (s *Server) interrupt(sessionID string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -662,10 +662,11 @@ func (s *Server) interrupt(sessionID string) bool {
 	}
 	// After the run's context: a form's call then ends as interrupted, not
 	// with the form's closing as its result.
-	if _, err := s.forms.CancelSession(ctx, sessionID); err != nil {
+	n, err := s.forms.CancelSession(ctx, sessionID)
+	if err != nil {
 		s.logger.Warn("webchat: closing the forms of an interrupted run", "session", sessionID, "err", err)
 	}
-	return ok
+	return ok || n > 0
 }
 
 // busy reports whether a run is active in the session, here or on another
