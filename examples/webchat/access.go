@@ -94,19 +94,33 @@ func sessionOwner(sessionID string) string {
 	return tag
 }
 
-// authorize reports whether r may act on the session: nil when r's owner
-// cookie is the session's owner. It is the check of every endpoint that
-// names a session, the approval handlers' included (their
-// approval.HandlerConfig.Authorize).
-func authorize(r *http.Request, sessionID string) error {
+// authorize reports whether r may act on the session: a nil error when
+// r's owner cookie is the session's owner, with the principal the audit
+// records for that browser (see principalOf). It is the check of every
+// endpoint that names a session, and the approval and form handlers'
+// approval.HandlerConfig.Authorize.
+func authorize(r *http.Request, sessionID string) (principal string, err error) {
 	tag, ok := ownerTag(r)
 	if !ok {
-		return errNoOwner
+		return "", errNoOwner
 	}
 	if sessionOwner(sessionID) != tag {
-		return errForeignOwner
+		return "", errForeignOwner
 	}
-	return nil
+	return principalOf(tag), nil
+}
+
+// principalLen is how many hex digits of the owner tag a principal keeps:
+// 64 bits, enough to tell the browsers of one server apart in the audit.
+const principalLen = 16
+
+// principalOf returns the principal of the browser whose owner tag is tag,
+// as the audit records its decisions: "browser:" and the tag's first
+// principalLen hex digits. It is stable (the same cookie gives the same
+// principal on every replica and after restarts) and tells nothing of the
+// cookie beyond the tag, which the browser's session ids show anyway.
+func principalOf(tag string) string {
+	return "browser:" + tag[:min(len(tag), principalLen)]
 }
 
 // checkSession validates the session id r names and checks that r may act
@@ -117,7 +131,7 @@ func checkSession(w http.ResponseWriter, r *http.Request, sessionID string) bool
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
 		return false
 	}
-	switch err := authorize(r, sessionID); {
+	switch _, err := authorize(r, sessionID); {
 	case errors.Is(err, approval.ErrUnauthenticated):
 		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: err.Error()})
 		return false

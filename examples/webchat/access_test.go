@@ -72,7 +72,7 @@ func TestOtherClientsCannotTouchASession(t *testing.T) {
 			assert.Equal(t, tc.status, status, "%s: POST %s %s: %v", tc.name, path, body, out)
 			assert.Equal(t, false, out["success"], "%s: POST %s", tc.name, path)
 		}
-		post("/api/tool-approve", mustString(map[string]any{"session_id": victim, "approval_id": call.ApprovalID, "approved": true, "scope": "always"}))
+		post("/api/tool-approve", approveBody(victim, call, true, map[string]any{"scope": "always"}))
 		post("/api/interrupt", mustString(map[string]any{"session_id": victim}))
 		post("/api/chat", mustString(map[string]any{"session_id": victim, "message": "Please run `rm -rf ~`"}))
 		for _, path := range []string{"/api/events", "/api/history"} {
@@ -83,7 +83,7 @@ func TestOtherClientsCannotTouchASession(t *testing.T) {
 	}
 	// Another browser's own session does not unlock the victim's approval.
 	mine := postSession(t, other, h.ts.URL)
-	status, out := postAs(t, other, h.ts.URL, "/api/tool-approve", mustString(map[string]any{"session_id": mine, "approval_id": call.ApprovalID, "approved": true}))
+	status, out := postAs(t, other, h.ts.URL, "/api/tool-approve", approveBody(mine, call, true, nil))
 	assert.Equal(t, http.StatusForbidden, status, "%v", out)
 	// Nor does a session id that claims the victim's owner.
 	forged := sessionOwner(victim) + "-0123456789abcdef"
@@ -95,7 +95,7 @@ func TestOtherClientsCannotTouchASession(t *testing.T) {
 	assert.False(t, h.srv.busy(forged))
 
 	// The owner decides.
-	assert.Equal(t, true, h.decide(t, victim, call.ApprovalID, false)["success"])
+	assert.Equal(t, true, h.decide(t, victim, call, false)["success"])
 	done, _ := ev.runDone(t)
 	assert.Equal(t, "rejected", done.Status)
 	status, body := getAs(t, h.client, h.ts.URL+"/api/history?session_id="+victim)

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,4 +101,51 @@ func (p *page) int(expr string) int {
 		p.b.t.Fatal(err)
 	}
 	return n
+}
+
+// TestBrowserFormAfterRestart: on a SQLite store, a run asks a form,
+// suspends while it waits (SuspendAfter), and the server shuts down; a new
+// server on the same file takes over the address. The reloaded page draws the form again in its card,
+// answerable; answered, the turn resumes and the model receives the
+// answer.
+func TestBrowserFormAfterRestart(t *testing.T) {
+	leaktest.Check(t)
+	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
+	model := toolModel(t, toolCall{"ask_user_question", readyForm})
+	h := newModelHarness(t, onModel(model, Options{Store: st, SuspendAfter: 300 * time.Millisecond}))
+	sw := &switcher{}
+	sw.set(h.srv)
+	front := newSwitchServer(t, sw)
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+
+	p.navigate(front.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.typeText("#input", "Ask me")
+	p.click("#send")
+	p.waitFor("the form", lastForm+`?.dataset.state === 'open'`)
+	formID := p.str(lastForm + `.dataset.formId`)
+
+	p.waitFor("the suspension", `document.body.dataset.running === 'false' && `+lastForm+`.dataset.state === 'open'`)
+	h.srv.Close()
+
+	next := newModelHarness(t, onModel(model, Options{Store: st}))
+	sw.set(next.srv)
+	front.CloseClientConnections()
+	p.navigate(front.URL + "/")
+	p.waitFor("the form again", `document.querySelector('#conn').textContent === 'connected' && `+lastForm+`?.dataset.state === 'open'`)
+	assert.Equal(t, formID, p.str(lastForm+`.dataset.formId`))
+	assert.Equal(t, 1, p.int(`document.querySelectorAll('form.ask-form').length`), "drawn once")
+	assert.Equal(t, "Are you ready?", p.str(lastForm+`.querySelector('legend').textContent`))
+
+	p.clickJS(lastForm + `.querySelector('input[value="yes"]')`)
+	p.clickJS(lastForm + `.querySelector('button[type=submit]')`)
+	p.waitFor("the form answered", lastForm+`.dataset.state === 'answered'`)
+	p.waitFor("the resumed turn to end", formCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
+		`[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Done.')`)
+	reqs := model.Requests()
+	tool, ok := reqs[len(reqs)-1].LastMessageWithRole("tool")
+	require.True(t, ok)
+	assert.JSONEq(t, `{"answers":[{"id":"ready","question":"Are you ready?","answer":"yes"}]}`, tool.Content, "the model receives the answer")
+	assert.Empty(t, b.pageErrors())
 }

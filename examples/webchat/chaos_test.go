@@ -582,7 +582,13 @@ func (c *chaosRun) running(ctx context.Context, client *http.Client, session str
 // answer "no longer pending" after a POST whose answer was lost is fine
 // when the store holds this decision.
 func (c *chaosRun) decide(ctx context.Context, client *http.Client, session, approvalID string, approved bool) error {
-	body := mustString(map[string]any{"session_id": session, "approval_id": approvalID, "approved": approved})
+	// Bound to the call the approval shows, as the page's card is.
+	a, err := c.store.GetApproval(ctx, approvalID)
+	if err != nil {
+		return fmt.Errorf("reading approval %s: %w", approvalID, err)
+	}
+	body := mustString(map[string]any{"session_id": session, "approval_id": approvalID, "call_id": a.CallID,
+		"tool": a.Tool, "arguments_digest": a.Digest, "approved": approved})
 	broken := false
 	for range 50 {
 		if ctx.Err() != nil {

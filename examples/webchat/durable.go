@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 )
 
@@ -25,8 +26,9 @@ import (
 // sharing: an owner cookie is checked against the session id it made (a
 // hash, access.go), which every replica computes the same way; an access
 // token (-token) must be given to every replica. ask_user_question forms
-// live on the replica that runs the call: an answer posted to another one
-// is refused ("no longer open").
+// are kept in the Store like the approvals (interact.Forms on the same
+// Store and Notifier): a form is answered on any replica, outlives a
+// restart, and its answer resumes a suspended turn.
 
 // newManager returns the approval Manager of o: durable, on the Store, when
 // the Server is.
@@ -40,12 +42,31 @@ func (s *Server) newManager(o Options) (*approval.Manager, error) {
 	return approval.NewManager(cfg)
 }
 
-// closeManager closes the approval Manager, once the runs have ended.
-func (s *Server) closeManager() {
-	if s.approvals == nil {
-		return
+// newForms returns the Forms of ask_user_question for o: like the
+// Manager, durable on the Store (with its Notifier and SuspendAfter) when
+// the Server is, so that the runner, which listens on
+// approval.NotifyChannel, resumes a turn when its form is answered.
+func (s *Server) newForms(o Options) (*interact.Forms, error) {
+	cfg := interact.FormsConfig{Timeout: o.FormTimeout}
+	if s.durable {
+		cfg.Store = o.Store.(memory.ApprovalStore)
+		cfg.Notifier, _ = o.Store.(memory.Notifier)
+		cfg.SuspendAfter = o.SuspendAfter
 	}
-	if err := s.approvals.Close(); err != nil {
-		s.logger.Warn("webchat: closing the approval manager", "err", err)
+	return interact.NewForms(cfg)
+}
+
+// closeManager closes the approval Manager and the Forms, once the runs
+// have ended.
+func (s *Server) closeManager() {
+	if s.approvals != nil {
+		if err := s.approvals.Close(); err != nil {
+			s.logger.Warn("webchat: closing the approval manager", "err", err)
+		}
+	}
+	if s.forms != nil {
+		if err := s.forms.Close(); err != nil {
+			s.logger.Warn("webchat: closing the forms", "err", err)
+		}
 	}
 }

@@ -111,7 +111,7 @@ func TestTurnLogReplay(t *testing.T) {
 	require.Equal(t, "hello", late.next(t).name)
 	assert.Equal(t, "4", late.next(t).id, "Last-Event-ID wins over after")
 
-	h.decide(t, s1, call.ApprovalID, true)
+	h.decide(t, s1, call, true)
 	done, _ := ev.runDone(t)
 	assert.Equal(t, "finished", done.Status)
 	for _, stream := range []*events{re, late} {
@@ -182,10 +182,10 @@ func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
 		open = append(open, e.OpenCalls...)
 	}
 	require.Len(t, open, 1, "the card of the waiting call: %+v", hist)
-	assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID}, open[0])
+	assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID, Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest}, open[0])
 
 	ev2, _ := openEventsAt(t, b.client, b.ts.URL, s1, "after="+strconv.FormatInt(seq, 10))
-	out := b.decide(t, s1, call.ApprovalID, true)
+	out := b.decide(t, s1, call, true)
 	assert.Equal(t, true, out["success"], "the card is answerable after the restart: %v", out)
 	first := ev2.next(t)
 	require.Equal(t, "run_started", first.name, "the resumed turn comes to the page: %v", first)
@@ -202,7 +202,7 @@ func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
 		assert.Empty(t, e.OpenCalls, "nothing open once the turn ended")
 	}
 	assert.Equal(t, memory.RoleAssistant, hist[len(hist)-1].Role)
-	out = b.decide(t, s1, call.ApprovalID, true)
+	out = b.decide(t, s1, call, true)
 	assert.Equal(t, false, out["success"], "decided once")
 	assert.Equal(t, 1, ran())
 }
@@ -276,7 +276,7 @@ func TestNewMessageClosesWaitingCards(t *testing.T) {
 	require.NotNil(t, rejected, "the waiting call is closed: %v", summary(chunks))
 	assert.Equal(t, call.ID, rejected.ID)
 	assert.Equal(t, agent.CauseMovedOn, rejected.Cause)
-	out := b.decide(t, s1, call.ApprovalID, true)
+	out := b.decide(t, s1, call, true)
 	assert.Equal(t, false, out["success"])
 	assert.Zero(t, ran())
 }

@@ -196,16 +196,23 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		// Subscribed next, listed now: an approval registered in between
 		// may come twice, which the page handles (cards are keyed by call
 		// id); none is missed.
-		for _, c := range s.pendingChunks(id) {
+		for _, c := range s.pendingChunks(ctx, id) {
 			first = append(first, event{data: mustJSON(c)})
 		}
 	}
 	if !write(first...) {
 		return
 	}
+	// The keep-alive goroutine ends before the handler returns: a write
+	// after that would race with the server finishing the response.
 	stopKeepAlive := make(chan struct{})
-	defer close(stopKeepAlive)
+	keepAliveDone := make(chan struct{})
+	defer func() {
+		close(stopKeepAlive)
+		<-keepAliveDone
+	}()
 	go func() {
+		defer close(keepAliveDone)
 		tick := time.NewTicker(keepAlive)
 		defer tick.Stop()
 		for {

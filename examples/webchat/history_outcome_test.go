@@ -51,8 +51,7 @@ func TestEditedArgumentsInTheHistory(t *testing.T) {
 			h.chat(t, s, "What's the weather in Paris?")
 			call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 			assert.JSONEq(t, `{"city":"Paris"}`, string(call.Arguments))
-			status, out := h.post(t, "/api/tool-approve", mustString(map[string]any{
-				"session_id": s, "approval_id": call.ApprovalID, "approved": true, "arguments": map[string]string{"city": "Rome"}}))
+			status, out := h.post(t, "/api/tool-approve", approveBody(s, call, true, map[string]any{"arguments": map[string]string{"city": "Rome"}}))
 			require.Equal(t, http.StatusOK, status)
 			require.Equal(t, true, out["success"], "%v", out)
 			done, chunks := ev.runDone(t)
@@ -68,7 +67,7 @@ func TestEditedArgumentsInTheHistory(t *testing.T) {
 
 			h.chat(t, s, "Run `ls -la`")
 			call, _ = ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-			h.decide(t, s, call.ApprovalID, false)
+			h.decide(t, s, call, false)
 			done, _ = ev.runDone(t)
 			require.Equal(t, "rejected", done.Status, "%+v", done)
 

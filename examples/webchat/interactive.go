@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -82,9 +83,19 @@ func (s *Server) markNestedLocked(id string, c agent.Chunk) {
 // pendingChunks returns the chunks that draw again what waits for the
 // session's user: the approval_required chunks of its pending approvals,
 // and for each open form its call's executing chunk and its form_request.
-// Those of a sub-agent's run are marked as they were.
-func (s *Server) pendingChunks(sessionID string) []agent.Chunk {
-	approvals, forms := s.approvals.Pending(sessionID), s.forms.Pending(sessionID)
+// Those of a sub-agent's run are marked as they were. Both lists are read
+// from the Store: they hold what waits in a suspended turn, or one another
+// replica drives, too. A Store that fails is logged; what was read is
+// returned.
+func (s *Server) pendingChunks(ctx context.Context, sessionID string) []agent.Chunk {
+	approvals, err := s.approvals.Pending(ctx, sessionID)
+	if err != nil {
+		s.logger.Warn("webchat: listing the pending approvals", "session", sessionID, "err", err)
+	}
+	forms, err := s.forms.Pending(ctx, sessionID)
+	if err != nil {
+		s.logger.Warn("webchat: listing the open forms", "session", sessionID, "err", err)
+	}
 	if len(approvals) == 0 && len(forms) == 0 {
 		return nil
 	}

@@ -498,7 +498,7 @@ func TestResearcherSubAgent(t *testing.T) {
 	assert.Equal(t, "call_r", replay.Parent)
 	again.close()
 
-	h.decide(t, session, call.ApprovalID, true)
+	h.decide(t, session, call, true)
 	done, chunks := ev.runDone(t)
 	require.Equal(t, "finished", done.Status)
 	var trace []string

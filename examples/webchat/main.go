@@ -55,8 +55,9 @@
 // The model may always call ask_user_question (package interact): its form
 // is drawn in the call's card, a text box, radio buttons or check boxes per
 // question, and the answers go back to the model. A form that nobody
-// answers within -form-timeout, or whose run is interrupted, closes. It may
-// also call show_card, whose card the page draws as text, with an image
+// answers within -form-timeout, or whose run is interrupted, closes. Forms
+// are kept in the store like approvals: a form outlives a restart, and may
+// be answered on any replica. It may also call show_card, whose card the page draws as text, with an image
 // from a data: URL, or from an http(s) URL once the user asks for it.
 //
 // And it may hand a task to "researcher", a sub-agent with get_weather and
@@ -139,7 +140,11 @@
 //	                               409 if busy; the first one stores the session,
 //	                               titled after it. skills names the skills the
 //	                               run enables (absent: all; an unknown one: 400)
-//	POST /api/tool-approve         {session_id, approval_id, approved, reason?, scope?}
+//	POST /api/tool-approve         {session_id, approval_id, call_id, tool,
+//	                               arguments_digest, approved, reason?,
+//	                               arguments?, scope?}: the call as the
+//	                               approval_required chunk shows it (409 when
+//	                               the approval shows another)
 //	POST /api/form-answer          {session_id, form_id, answers: {id: "x" or
 //	                               ["x", ...]}}: 200 {success}, success false for
 //	                               a form no longer open; 400 for answers that do
@@ -152,6 +157,10 @@
 //	                               while a run is active, up to its start
 //	                               (X-Webchat-Running: true). X-Webchat-Seq:
 //	                               the number of the last event included
+//	GET  /api/audit?session_id=    the session's decisions, oldest first:
+//	                               {you, decisions: [approval.DecisionRecord]};
+//	                               you is this browser's principal, as a
+//	                               decision's decision.by names it
 //	GET  /api/skills               the skills: [{name, description}]
 //	GET  /api/mcp/servers          the MCP servers: [{name, transport,
 //	                               isolation, state, tools, error?}]
@@ -165,8 +174,10 @@
 //
 // # Durable turns
 //
-// The conversations, their waiting tool calls and approvals, and the
-// turns' events are kept in SQLite: webchat.db in the user's data folder
+// The conversations, their waiting tool calls, approvals and forms, the
+// decisions taken on them (the audit: the Audit button of the page's
+// header lists a conversation's, and each decided card says who decided
+// and when), and the turns' events are kept in SQLite: webchat.db in the user's data folder
 // ($XDG_DATA_HOME/planround-webchat, ~/.local/share/planround-webchat, the
 // application support folder on macOS; created 0700, printed at start), or
 // the file -db names. -memory keeps nothing: after a restart a page's
@@ -174,17 +185,17 @@
 // page marks them all invalidated.
 //
 // The runner (package runner) drives the runs. SIGINT or SIGTERM suspends
-// the runs that wait for a decision (their pages say so, and keep the cards
-// answerable) and interrupts the others; a crash or kill -9 leaves the turn
+// the runs that wait for a decision or a form (their pages say so, and keep
+// the cards answerable) and interrupts the others; a crash or kill -9 leaves the turn
 // as it was, and the next process ends it (suspended when cards wait).
 // After a restart the history shows the waiting cards with their approval
-// ids, and answering one resumes the turn (agent.Resume) on the page's event
+// ids and open forms, and answering one resumes the turn (agent.Resume) on the page's event
 // stream; a decision taken while no process ran the turn, or a call cut
 // while its tool ran (reported as stopped, never run again), is resumed by
 // the runner's sweeper at start-up and every -sweep-interval. A new message
 // on a session whose turn waits closes its open calls first, by their state
 // (an undecided one: "the user moved on"). With -suspend-after a run that
-// waits longer is suspended too, freeing its goroutine; the decision resumes
+// waits longer for a decision or a form is suspended too, freeing its goroutine; the decision resumes
 // it. Each run holds its session's lease (-lease-ttl: how long a dead
 // process keeps it).
 //
@@ -246,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	pgURL := fs.String("postgres", "", "PostgreSQL `URL` that keeps the conversations: this process is one replica of many (see README)")
 	pgSchema := fs.String("postgres-schema", pgstore.DefaultSchema, "PostgreSQL `schema` of the tables, with -postgres")
 	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
-	suspendAfter := fs.Duration("suspend-after", 0, "how long a run waits for an approval before it is suspended (the card stays answerable; 0: until the timeout); not with -memory")
+	suspendAfter := fs.Duration("suspend-after", 0, "how long a run waits for an approval or a form before it is suspended (the card stays answerable; 0: until the timeout); not with -memory")
 	leaseTTL := fs.Duration("lease-ttl", runner.DefaultLeaseTTL, "how long the sessions of a process that died stay locked")
 	sweep := fs.Duration("sweep-interval", DefaultSweepInterval, "how often to look for turns to resume; not with -memory")
 	system := fs.String("system", "", "system `prompt`")

@@ -191,7 +191,7 @@ func TestMCPToolsInARun(t *testing.T) {
 		h.chat(t, session, "use the tools")
 		call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 		require.Equal(t, "progress", call.Name, "only progress asks: sandbox skips approval")
-		h.decide(t, session, call.ApprovalID, true)
+		h.decide(t, session, call, true)
 		done, chunks := ev.runDone(t)
 		require.Equal(t, "finished", done.Status, "%+v", done)
 		for _, c := range chunks {

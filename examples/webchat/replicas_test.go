@@ -76,7 +76,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	again := reloaded.until(t, func(e sseEvent) bool { return e.id == seen[len(seen)-1].id })
 	assert.Equal(t, streamed, eventTexts(t, again), "the reloaded page has the text streamed so far")
 
-	status, out = postAs(t, client, b.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+	status, out = postAs(t, client, b.url, "/api/tool-approve", approveBody(s1, call, true, nil))
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	assert.Equal(t, true, out["success"], "%v", out)
 	done, chunks := onB.runDone(t)
@@ -123,7 +123,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	}
 	require.Len(t, open, 1, "%+v", hist)
 	assert.Equal(t, call.ApprovalID, open[0].ApprovalID)
-	status, out = postAs(t, client, b.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+	status, out = postAs(t, client, b.url, "/api/tool-approve", approveBody(s1, call, true, nil))
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	assert.Equal(t, true, out["success"], "%v", out)
 	evs := onB.until(t, func(e sseEvent) bool {
@@ -149,4 +149,48 @@ func postgresURL(t testing.TB) string { t.Helper(); return pgtest.URL(t) }
 func freshSchema(t testing.TB, url string) string {
 	t.Helper()
 	return pgtest.Schema(t, url, "webchat_test_")
+}
+
+// TestFormOnAnyReplica: a form asked by a run on replica A is listed by B
+// (from the shared store) and answered through B; the answer wakes the
+// call waiting on A, and the turn ends with the answers. A second answer,
+// on A, is stale.
+func TestFormOnAnyReplica(t *testing.T) {
+	leaktest.Check(t)
+	url := postgresURL(t)
+	schema := freshSchema(t, url)
+	args := []string{"-postgres", url, "-postgres-schema", schema}
+	a := startChild(t, args...)
+	b := startChild(t, args...)
+	client := browserOf(t, a.url)
+	s1 := postSession(t, client, a.url)
+
+	onA, _ := openEventsAt(t, client, a.url, s1, "after=0")
+	status, out := postAs(t, client, a.url, "/api/chat", mustString(map[string]string{"session_id": s1, "message": "Ask me a few questions"}))
+	require.Equal(t, http.StatusAccepted, status, "%v", out)
+	_, form := onA.untilForm(t)
+
+	// B lists it: a page opened on B draws it.
+	onB, hello := openEventsAt(t, client, b.url, s1, "")
+	assert.Equal(t, true, hello["busy"])
+	_, listed := onB.untilForm(t)
+	assert.Equal(t, form.FormID, listed.FormID)
+
+	answers := map[string]any{"colour": "blue", "days": []string{"Friday"}, "note": "from B"}
+	status, out = postAs(t, client, b.url, "/api/form-answer", mustString(map[string]any{"session_id": s1, "form_id": form.FormID, "answers": answers}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, true, out["success"], "answered on B: %v", out)
+	done, chunks := onA.runDone(t)
+	assert.Equal(t, "finished", done.Status, "%+v", done)
+	var result string
+	for _, c := range chunks {
+		if c.Kind == agent.KindToolCall && c.Tool != nil && c.Tool.State == agent.StateResult {
+			result = c.Tool.Result
+		}
+	}
+	assert.Contains(t, result, "from B", "the call on A took the answers given to B")
+
+	status, out = postAs(t, client, a.url, "/api/form-answer", mustString(map[string]any{"session_id": s1, "form_id": form.FormID, "answers": answers}))
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	assert.Equal(t, false, out["success"], "answered once: %v", out)
 }

@@ -186,7 +186,7 @@ func TestRestartOnSQLite(t *testing.T) {
 			require.Equal(t, http.StatusAccepted, status, "%v", out)
 			call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 			if tc.executing {
-				status, out := postAs(t, client, a.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+				status, out := postAs(t, client, a.url, "/api/tool-approve", approveBody(s1, call, true, nil))
 				require.Equal(t, http.StatusOK, status, "%v", out)
 				ev.until(t, func(e sseEvent) bool {
 					return e.name == "" && strings.Contains(e.chunk(t).Tool.PartialResult, "started")
@@ -227,9 +227,9 @@ func TestRestartOnSQLite(t *testing.T) {
 					open = append(open, e.OpenCalls...)
 				}
 				require.Len(t, open, 1, "the waiting card, in the history of the restarted server: %+v", hist)
-				assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID}, open[0])
+				assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID, Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest}, open[0])
 				ev2, _ := openEventsAt(t, client, b.url, s1, "after="+strconv.FormatInt(seq, 10))
-				status, out := postAs(t, client, b.url, "/api/tool-approve", mustString(map[string]any{"session_id": s1, "approval_id": call.ApprovalID, "approved": true}))
+				status, out := postAs(t, client, b.url, "/api/tool-approve", approveBody(s1, call, true, nil))
 				require.Equal(t, http.StatusOK, status, "%v", out)
 				assert.Equal(t, true, out["success"], "the card is answerable after the restart: %v", out)
 				started := ev2.next(t)

@@ -127,9 +127,10 @@ type Options struct {
 	// is rejected; zero means approval.DefaultTimeout.
 	ApprovalTimeout time.Duration
 	// SuspendAfter, when positive and the Store is durable, is how long a
-	// run waits for a decision before it is suspended
-	// (approval.ManagerConfig.SuspendAfter): its card stays answerable,
-	// and the decision resumes the turn. Zero waits until ApprovalTimeout.
+	// run waits for a decision or a form's answers before it is suspended
+	// (approval.ManagerConfig.SuspendAfter, interact.FormsConfig's): its
+	// card or form stays answerable, and the answer resumes the turn. Zero
+	// waits until ApprovalTimeout (FormTimeout for a form).
 	SuspendAfter time.Duration
 	// SystemPrompt is the agent's system prompt.
 	SystemPrompt string
@@ -293,10 +294,11 @@ func NewServer(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.approvals = mgr
-	forms, err := interact.NewForms(interact.FormsConfig{Timeout: o.FormTimeout})
+	forms, err := s.newForms(o)
 	if err != nil {
 		return nil, s.abandon(err)
 	}
+	s.forms = forms
 	tools, err := agent.NewToolRegistry(o.Tools...)
 	if err != nil {
 		return nil, s.abandon(err)
@@ -347,7 +349,6 @@ func NewServer(o Options) (*Server, error) {
 		return nil, s.abandon(err)
 	}
 	s.agent = a
-	s.forms = forms
 	s.skills = o.Skills
 	s.tools = tools
 	s.mcp = o.MCP
@@ -427,6 +428,7 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("GET /api/sessions/export", s.handleExport)
 	m.HandleFunc("/api/sessions/import", s.handleImport)
 	m.HandleFunc("GET /api/history", s.handleHistory)
+	m.HandleFunc("GET /api/audit", s.handleAudit)
 	m.HandleFunc("GET /api/skills", s.handleSkills)
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
 	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(owned))
@@ -648,9 +650,9 @@ func (s *Server) onEvent(id string, e runner.Event) {
 }
 
 // interrupt interrupts the session's run, wherever it runs, and cancels its
-// open forms; it reports whether there was a run. It is the function of the
-// approval package's interrupt handler, which then cancels the session's
-// pending approvals.
+// open forms (a suspended turn's too); it reports whether there was a run
+// or a form to close. It is the function of the approval package's
+// interrupt handler, which then cancels the session's pending approvals.
 func (s *Server) interrupt(sessionID string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -660,8 +662,11 @@ func (s *Server) interrupt(sessionID string) bool {
 	}
 	// After the run's context: a form's call then ends as interrupted, not
 	// with the form's closing as its result.
-	s.forms.CancelSession(sessionID)
-	return ok
+	n, err := s.forms.CancelSession(ctx, sessionID)
+	if err != nil {
+		s.logger.Warn("webchat: closing the forms of an interrupted run", "session", sessionID, "err", err)
+	}
+	return ok || n > 0
 }
 
 // busy reports whether a run is active in the session, here or on another
@@ -719,8 +724,17 @@ type openCall struct {
 	// resumed), or "executing" (its tool was running).
 	State      string `json:"state"`
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Tool and ArgumentsDigest are, with CallID, the call the approval
+	// shows (approval.PendingApproval.Call), as a decision names it: set
+	// with ApprovalID.
+	Tool            string `json:"tool,omitempty"`
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
 	// Reason is a rejection's reason.
 	Reason string `json:"reason,omitempty"`
+	// Form is the open form of an executing ask_user_question call (one
+	// that waits for the user's answers, perhaps in a suspended turn), to
+	// draw in its card.
+	Form *interact.FormRequest `json:"form,omitempty"`
 }
 
 // History headers: where the history ends in the session's turn log.
@@ -819,12 +833,17 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 		return nil, fmt.Errorf("reading the open calls: %w", err)
 	}
 	approvals, _ := s.store.(memory.ApprovalStore)
+	forms, err := s.forms.Pending(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[int64][]openCall)
 	for _, rec := range recs {
 		oc := openCall{CallID: rec.CallID, State: "pending", ApprovalID: rec.ApprovalID}
 		switch {
 		case rec.Executing:
 			oc.State = "executing"
+			oc.Form = openForm(forms, rec)
 		case rec.ApprovalID != "" && approvals != nil:
 			a, err := approvals.GetApproval(ctx, rec.ApprovalID)
 			switch {
@@ -834,6 +853,7 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 				return nil, fmt.Errorf("reading approval %s: %w", rec.ApprovalID, err)
 			case !a.Decided:
 				oc.State = "approval"
+				oc.Tool, oc.ArgumentsDigest = a.Tool, a.Digest
 			case a.Decision.Approved:
 				oc.State = "approved"
 			default:
@@ -846,6 +866,18 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 		out[rec.MessageID] = append(out[rec.MessageID], oc)
 	}
 	return out, nil
+}
+
+// openForm returns the open form of the executing call rec, or nil: the
+// form whose id the record holds (a call that suspended its run while the
+// form waits), or, for a record without one, the open form of its call id.
+func openForm(forms []interact.PendingForm, rec memory.OpenCall) *interact.FormRequest {
+	for _, f := range forms {
+		if rec.ApprovalID == f.FormID || rec.ApprovalID == "" && rec.CallID == f.CallID {
+			return &f.FormRequest
+		}
+	}
+	return nil
 }
 
 // decodeJSON reads r's body, a single JSON object, into v. On failure it

@@ -128,11 +128,24 @@ func (h *harness) chat(t *testing.T, session, message string) {
 	require.Equal(t, http.StatusAccepted, status, "chat: %v", out)
 }
 
-func (h *harness) decide(t *testing.T, session, approvalID string, approved bool) map[string]any {
+func (h *harness) decide(t *testing.T, session string, call *agent.ToolCall, approved bool) map[string]any {
 	t.Helper()
-	status, out := h.post(t, "/api/tool-approve", mustString(map[string]any{"session_id": session, "approval_id": approvalID, "approved": approved}))
+	status, out := h.post(t, "/api/tool-approve", approveBody(session, call, approved, nil))
 	require.Equal(t, http.StatusOK, status, "tool-approve: %v", out)
 	return out
+}
+
+// approveBody returns the body of POST /api/tool-approve that decides the
+// approval of call, an approval_required chunk's call, as the page sends
+// it: bound to the call's id, tool and arguments digest. extra adds fields
+// (reason, arguments, scope).
+func approveBody(session string, call *agent.ToolCall, approved bool, extra map[string]any) string {
+	body := map[string]any{"session_id": session, "approval_id": call.ApprovalID, "call_id": call.ID,
+		"tool": call.Name, "arguments_digest": call.ArgumentsDigest, "approved": approved}
+	for k, v := range extra {
+		body[k] = v
+	}
+	return mustString(body)
 }
 
 func mustString(v any) string {
@@ -351,7 +364,7 @@ func TestWeatherTurnOverSSE(t *testing.T) {
 	assert.Equal(t, []string{"text", "round_end", "reasoning", "text", "start get_weather", "approval_required get_weather"}, summary(before))
 	assert.Equal(t, 1, h.srv.approvals.Len())
 
-	assert.Equal(t, true, h.decide(t, s1, call.ApprovalID, true)["success"])
+	assert.Equal(t, true, h.decide(t, s1, call, true)["success"])
 
 	done, after := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "finished"}, done)
@@ -397,7 +410,7 @@ func TestRejectEndsTheRun(t *testing.T) {
 	h.chat(t, s1, "What's the weather in Paris?")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 
-	assert.Equal(t, true, h.decide(t, s1, call.ApprovalID, false)["success"])
+	assert.Equal(t, true, h.decide(t, s1, call, false)["success"])
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "rejected", Reason: agent.ReasonRejected, Cause: agent.CauseUser}, done)
 	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonRejected, "interrupted"}, summary(chunks))
@@ -437,7 +450,7 @@ func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {
 	h.chat(t, s1, "Please run `echo started; sleep 30`")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
 	require.Equal(t, "run_command", call.Name)
-	h.decide(t, s1, call.ApprovalID, true)
+	h.decide(t, s1, call, true)
 
 	// The executing chunks carry the output as it comes.
 	ev.until(t, func(e sseEvent) bool {
@@ -480,7 +493,7 @@ func TestStaleApproval(t *testing.T) {
 	s1 := h.newSession(t)
 
 	// An id nobody knows.
-	out := h.decide(t, s1, "0123456789abcdef", true)
+	out := h.decide(t, s1, &agent.ToolCall{ID: "call_1", Name: "get_weather", ApprovalID: "0123456789abcdef", ArgumentsDigest: "sha256:00"}, true)
 	assert.Equal(t, false, out["success"])
 	assert.NotEmpty(t, out["error"])
 
@@ -492,7 +505,7 @@ func TestStaleApproval(t *testing.T) {
 
 	restarted := newHarness(t, Options{})
 	restarted.client = h.client // the same browser, its cookie
-	out = restarted.decide(t, s1, call.ApprovalID, true)
+	out = restarted.decide(t, s1, call, true)
 	assert.Equal(t, false, out["success"], "approving a card of the server before the restart")
 	assert.Equal(t, 1, h.srv.approvals.Len(), "the first server still waits")
 
@@ -529,7 +542,7 @@ func TestSecondChatInBusySessionIs409(t *testing.T) {
 	redraw := ev3.next(t).chunk(t)
 	require.Equal(t, agent.KindToolCall, redraw.Kind)
 	assert.Equal(t, agent.StateApprovalRequired, redraw.Tool.State)
-	assert.Equal(t, h.srv.approvals.Pending(s1)[0].ApprovalID, redraw.Tool.ApprovalID)
+	assert.Equal(t, pendingOf(t, h.srv, s1)[0].ApprovalID, redraw.Tool.ApprovalID)
 	assert.JSONEq(t, `{"city":"Paris"}`, string(redraw.Tool.Arguments))
 
 	status, _ = h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
@@ -636,7 +649,7 @@ func TestCloseEndsRunsAndStreams(t *testing.T) {
 	ev, _ := h.openEvents(t, s1)
 	h.chat(t, s1, "Please run `sleep 30`")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	h.decide(t, s1, call.ApprovalID, true)
+	h.decide(t, s1, call, true)
 	ev.untilState(t, agent.KindToolCall, agent.StateExecuting)
 
 	var wg sync.WaitGroup
@@ -816,4 +829,12 @@ func (p *program) wait(t *testing.T) int {
 		t.Fatal("the server did not shut down")
 		return -1
 	}
+}
+
+// pendingOf returns the pending approvals of session.
+func pendingOf(t *testing.T, s *Server, session string) []approval.PendingApproval {
+	t.Helper()
+	list, err := s.approvals.Pending(t.Context(), session)
+	require.NoError(t, err)
+	return list
 }

@@ -106,7 +106,7 @@ func TestSessionList(t *testing.T) {
 	require.Equal(t, []string{a2, a1}, ids(mine))
 	assert.True(t, mine[0].Busy)
 	assert.False(t, mine[1].Busy)
-	h.decide(t, a2, call.ApprovalID, true)
+	h.decide(t, a2, call, true)
 	ev.runDone(t)
 
 	// A session created by its first message keeps a title given before.
@@ -188,7 +188,7 @@ func TestRenameDeleteExportImport(t *testing.T) {
 	status, out = del(s)
 	assert.Equal(t, http.StatusConflict, status, "%v", out)
 	assert.Contains(t, out["error"], "interrupt")
-	h.decide(t, s, call.ApprovalID, false)
+	h.decide(t, s, call, false)
 	ev.runDone(t)
 
 	status, out = del(s)

@@ -27,7 +27,7 @@ func TestTraceFile(t *testing.T) {
 	ev, _ := h.openEvents(t, s1)
 	h.chat(t, s1, "What's the weather in Paris?")
 	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	h.decide(t, s1, call.ApprovalID, true)
+	h.decide(t, s1, call, true)
 	done, _ := ev.runDone(t)
 	require.Equal(t, runDone{Status: "finished"}, done)
 	ev.close()

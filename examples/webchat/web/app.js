@@ -22,6 +22,7 @@
     sidebar: $('sidebar'), sidebarToggle: $('sidebar-toggle'), sessions: $('sessions'),
     sessionsStatus: $('sessions-status'), import: $('import'), importFile: $('import-file'),
     skillsBox: $('skills-box'), skills: $('skills'),
+    audit: $('audit'), auditPanel: $('audit-panel'),
   };
 
   const st = {
@@ -54,6 +55,11 @@
     speechBuf: '', // voice text not spoken yet: the sentence in progress
     skills: null, // the server's skills [{name, description}], once GET /api/skills said
     skillChoice: loadSkillChoice(), // name → true/false: the picker's ticks
+    you: '', // this browser's principal, as GET /api/audit said: its decisions are "you"
+    decisions: [], // the session's decisions (approval.DecisionRecord), oldest first
+    auditTimer: null,
+    auditSeq: 0, // the latest GET /api/audit: older answers are dropped
+    allCards: [], // every card of the session drawn, in order (newCard)
   };
 
   // ---- small DOM helpers ----------------------------------------------
@@ -177,6 +183,118 @@
     if (!ui.mcpPanel.hidden) loadMCP();
   }
 
+  // ---- audit ------------------------------------------------------------------
+  //
+  // GET /api/audit lists the session's decisions (approval.DecisionRecord):
+  // the decided cards are labelled with theirs ("Approved by you at
+  // 14:02"), and the audit panel lists them all.
+
+  // loadAuditSoon loads the decisions in a moment: the events of a
+  // decision come in bursts.
+  function loadAuditSoon() {
+    clearTimeout(st.auditTimer);
+    st.auditTimer = setTimeout(loadAudit, 150);
+  }
+
+  async function loadAudit() {
+    const id = st.sessionId;
+    if (!id) return;
+    const seq = ++st.auditSeq;
+    let v;
+    try {
+      const r = await fetch('/api/audit?session_id=' + encodeURIComponent(id));
+      if (!r.ok) return;
+      v = await r.json();
+    } catch {
+      return; // the next decision or run tries again
+    }
+    if (seq !== st.auditSeq || id !== st.sessionId || !v || !Array.isArray(v.decisions)) return;
+    st.you = v.you || '';
+    st.decisions = v.decisions;
+    labelCards();
+    renderAudit();
+  }
+
+  // labelCards gives each card its decision: by approval id when the card
+  // knows it, else (a card drawn from the history) the first decision not
+  // taken by another card on a call with its id and tool, in order.
+  function labelCards() {
+    const byId = new Map(st.decisions.map((d) => [d.approval_id, d]));
+    const used = new Set();
+    const pending = [];
+    for (const k of st.allCards) {
+      const d = k.approvalId && byId.get(k.approvalId);
+      if (d) { used.add(d); set(k, d); } else pending.push(k);
+    }
+    for (const k of pending) {
+      const d = st.decisions.find((x) => !used.has(x) && x.call_id === k.id && x.tool === k.name);
+      if (d) { used.add(d); set(k, d); }
+    }
+    function set(k, d) {
+      if (k.decided === d) return;
+      k.decided = d;
+      render(k);
+    }
+  }
+
+  function hhmm(t) {
+    const d = new Date(t);
+    if (isNaN(d)) return '';
+    return String(d.getHours()).padStart(2, '0') + ':' + String(d.getMinutes()).padStart(2, '0');
+  }
+
+  // byText names who decided: "you" for this browser's principal.
+  function byText(by) {
+    return by && by === st.you ? 'you' : plain(by || 'unknown');
+  }
+
+  // decidedText says how a decision was taken: "Approved by you at 14:02",
+  // "Approved by policy:allow-tools", "Timed out at 14:07".
+  function decidedText(rec) {
+    const d = rec.decision || {};
+    const at = hhmm(rec.decided);
+    switch (d.via) {
+      case 'timeout': return 'Timed out at ' + at;
+      case 'policy': return (d.approved ? 'Approved' : 'Rejected') + ' by ' + byText(d.by);
+      case 'system': return 'Cancelled at ' + at + (d.reason ? ' (' + d.reason + ')' : '');
+    }
+    return (d.approved ? 'Approved' : 'Rejected') + ' by ' + byText(d.by) + ' at ' + at;
+  }
+
+  function renderAudit() {
+    ui.audit.setAttribute('aria-expanded', String(!ui.auditPanel.hidden));
+    if (ui.auditPanel.hidden) return;
+    const list = st.decisions;
+    if (list.length === 0) {
+      ui.auditPanel.replaceChildren(el('div', 'audit-empty', 'No decisions in this conversation yet.'));
+      return;
+    }
+    const table = el('table', 'audit');
+    const head = el('tr');
+    for (const h of ['time', 'tool', 'decision', 'by', 'via', 'reason', 'edit']) head.append(el('th', '', h));
+    const thead = el('thead');
+    thead.append(head);
+    const tb = el('tbody');
+    for (const rec of list) {
+      const d = rec.decision || {};
+      const tr = el('tr', 'audit-entry');
+      tr.dataset.approvalId = rec.approval_id;
+      const decision = d.via === 'timeout' ? 'timed out' : d.approved ? 'approved' : 'rejected';
+      const edit = d.arguments === undefined || d.arguments === null ? '' : JSON.stringify(d.arguments);
+      tr.append(el('td', 'time', hhmm(rec.decided)), el('td', 'tool', plain(rec.tool)), el('td', 'decision', decision),
+        el('td', 'by', byText(d.by)), el('td', 'via', d.via || ''), el('td', 'reason', d.reason || ''), el('td', 'edit', edit));
+      tb.append(tr);
+    }
+    table.append(thead, tb);
+    ui.auditPanel.replaceChildren(table);
+  }
+
+  function toggleAudit() {
+    ui.auditPanel.hidden = !ui.auditPanel.hidden;
+    renderAudit();
+    if (!ui.auditPanel.hidden) loadAudit();
+  }
+
   // ---- messages -----------------------------------------------------------
 
   // addUser shows a user message; images, from the history, are
@@ -278,7 +396,8 @@
   function newCard(holder, key, id, name) {
     const k = {
       key, id, name, state: 'preparing', args: undefined, argsRaw: '', output: '',
-      result: undefined, reason: '', approvalId: '', busy: false, auto: false,
+      result: undefined, reason: '', approvalId: '', digest: '', busy: false, auto: false,
+      decided: null, // its decision from the audit (approval.DecisionRecord), once known
       el: el('div', 'card'), outEl: null,
       sides: [], // the elements of the call's side messages, drawn in the card
       forms: [], // its forms (ask_user_question)
@@ -288,6 +407,7 @@
     k.el.dataset.key = key;
     k.el.dataset.tool = name;
     holder.append(k.el);
+    st.allCards.push(k);
     render(k);
     return k;
   }
@@ -374,6 +494,13 @@
     if (k.state === 'preparing' || k.state === 'executing') icon.append(el('span', 'spinner'));
     else icon.textContent = { approval: '?', done: '✓', rejected: '✕', invalidated: '⊘', unknown: '–' }[k.state] || '';
     head.append(icon, el('span', 'name', plain(k.name)), el('span', 'status', statusText(k)));
+    if (k.decided && k.state !== 'approval') {
+      // In the head's line: the label that comes with the audit moves
+      // nothing on the page.
+      const d = el('span', 'decided', decidedText(k.decided));
+      d.dataset.via = k.decided.decision?.via || '';
+      head.append(d);
+    }
     const body = el('div', 'card-body');
     k.outEl = null;
 
@@ -474,6 +601,7 @@
       case 'approval_required':
         if (k.state !== 'preparing' && k.state !== 'approval') return; // a redraw of an answered approval
         k.approvalId = t.approval_id || '';
+        k.digest = t.arguments_digest || '';
         if (k.approvalId && st.autoApprove.has(k.name)) {
           // Auto-approve: answered at once, the card never waits.
           k.auto = true;
@@ -484,6 +612,7 @@
         }
         break;
       case 'executing':
+        if (k.state === 'approval' || k.auto) loadAuditSoon(); // decided (here, in another tab, by a policy)
         if (k.state !== 'executing') setState(k, 'executing');
         if (t.partial_result) appendOutput(k, t.partial_result);
         break;
@@ -501,6 +630,7 @@
     if (FINAL.has(k.state)) return;
     k.reason = t.reason || '';
     if (t.partial_result) k.output += (k.output.endsWith(t.partial_result) ? '' : t.partial_result);
+    loadAuditSoon();
     // A call stopped by an interrupt, or never begun because the run ended
     // first, is invalidated, not rejected: nobody said no to it.
     if (st.interrupting || STOPPED.has(t.cause)) {
@@ -707,7 +837,9 @@
     } else if (res.ok) {
       setFormState(f, 'closed', 'This form is no longer open' + (res.data.error ? ': ' + res.data.error : '.'));
     } else {
-      formError(f, res.data.error || 'HTTP ' + res.status);
+      // What does not fit, without the "invalid answers:" of the
+      // package's error.
+      formError(f, String(res.data.error || 'HTTP ' + res.status).replace(/^(interact: )?invalid answers: /, ''));
       setFormState(f, 'open', '');
     }
   }
@@ -772,7 +904,12 @@
     if (k.state === 'approval') render(k);
     let res;
     try {
-      res = await post('/api/tool-approve', { session_id: st.sessionId, approval_id: k.approvalId, approved });
+      // Bound to the call this card shows: a card that shows another call
+      // than the server holds is refused (409).
+      res = await post('/api/tool-approve', {
+        session_id: st.sessionId, approval_id: k.approvalId,
+        call_id: k.id, tool: k.name, arguments_digest: k.digest, approved,
+      });
     } catch (e) {
       k.busy = false;
       if (k.state === 'approval' || k.auto) setState(k, 'approval');
@@ -787,12 +924,22 @@
       finishRun();
       return;
     }
+    if (res.status === 409) {
+      // The card shows another call than the server holds: it cannot be
+      // answered from here.
+      k.busy = false;
+      k.reason = 'This card is out of date: it does not show the call the server holds. Reload the page to see it.';
+      setState(k, 'invalidated');
+      k.el.dataset.stale = 'true';
+      return;
+    }
     if (!res.ok) {
       k.busy = false;
       if (k.state === 'approval') render(k);
       system('error', 'The decision was refused: ' + (res.data.error || 'HTTP ' + res.status));
       return;
     }
+    loadAuditSoon();
     if (approved) {
       k.busy = false;
       if (k.state === 'approval') setState(k, 'executing');
@@ -821,7 +968,9 @@
     st.running = true;
     const open = st.openTurn;
     st.openTurn = null;
-    st.forms = new Map();
+    // A resumed turn keeps its forms: one drawn from the history (a
+    // suspended turn's) is not drawn again when the resumed call shows it.
+    if (!(resumed && open)) st.forms = new Map();
     if (resumed && open) {
       open.classList.remove('waiting');
       open.classList.add('live');
@@ -840,14 +989,17 @@
   }
 
   // finishRun returns the page to idle.
-  function finishRun() {
+  // finishRun returns the page to idle; the open forms close, unless
+  // keepForms (a suspended run: its forms stay answerable, and an answer
+  // resumes the turn).
+  function finishRun(keepForms) {
     dropThinking();
     if (st.turn) {
       st.turn.classList.remove('live');
       if (st.turn.childElementCount === 0) st.turn.remove();
     }
     st.turn = st.top = null;
-    for (const f of st.forms.values()) {
+    for (const f of keepForms ? [] : st.forms.values()) {
       if (f.state === 'open') setFormState(f, 'closed', 'Closed: the run ended.');
     }
     st.running = false;
@@ -862,6 +1014,7 @@
     if (!st.running && !st.turn) return; // already ended here (fallback, stale approval)
     if (d.turn && st.turnId && d.turn !== st.turnId) return; // an earlier turn's, late
     const userInterrupt = st.interrupting;
+    let keepForms = false;
     switch (d.status) {
       case 'suspended':
         // The cards stay answerable: an answer resumes the turn.
@@ -869,6 +1022,7 @@
         st.turn?.classList.add('waiting');
         if (d.reason) system('info', 'Suspended: ' + d.reason + '. The cards wait for your decision; the run goes on when you answer.');
         else system('info', 'Waiting for your decision: the run goes on when you answer a card.');
+        keepForms = true;
         break;
       case 'interrupted':
         invalidateStopped();
@@ -890,9 +1044,10 @@
     }
     if (d.status === 'finished') flushSpeech();
     else stopSpeech();
-    finishRun();
+    finishRun(keepForms);
     loadMCP();
     loadSessions();
+    loadAuditSoon();
   }
 
   async function interrupt() {
@@ -1117,6 +1272,7 @@
           case 'approval':
           case 'pending':
             k.approvalId = o.approval_id || '';
+            k.digest = o.arguments_digest || '';
             setState(k, 'approval');
             break;
           case 'rejected':
@@ -1125,12 +1281,19 @@
             break;
           default: // approved, executing, or what the run's events will say
             setState(k, 'executing');
+            if (o?.form) {
+              // A form that waits for the user's answers, perhaps in a
+              // suspended turn: answerable again.
+              const box = renderForm(o.form, null, k);
+              if (box) { k.sides.push(box); render(k); }
+            }
         }
         st.cards.set(tc.id, k);
         st.openTurn = turn;
       }
     }
     close();
+    loadAuditSoon();
     if (st.openTurn && !running) {
       st.openTurn.classList.add('waiting');
       if ([...st.cards.values()].some((k) => k.state === 'approval' && k.approvalId)) {
@@ -1238,6 +1401,10 @@
     st.turnId = 0;
     st.lastSeq = 0;
     st.sent = null;
+    st.decisions = [];
+    st.allCards = [];
+    st.auditSeq++;
+    renderAudit();
     ui.messages.replaceChildren(ui.empty);
     ui.empty.hidden = false;
     setConnected(false);
@@ -1649,6 +1816,7 @@
   ui.interrupt.addEventListener('click', interrupt);
   ui.newChat.addEventListener('click', () => { if (!st.running) openNewSession(); });
   ui.mcp.addEventListener('click', toggleMCP);
+  ui.audit.addEventListener('click', toggleAudit);
   ui.speech.addEventListener('click', () => setSpeech(!st.speech));
   ui.sidebarToggle.addEventListener('click', toggleSidebar);
   // A drawer closes when the chat behind it is touched.
