@@ -76,6 +76,11 @@ type FormRequest struct {
 	Questions []Question `json:"questions"`
 }
 
+// AwaitsPerson reports true: the call that shows a form waits for a
+// person's answers. A runner (package runner) that shuts down suspends such
+// a run, rather than interrupting it, so that the form stays answerable.
+func (FormRequest) AwaitsPerson() bool { return true }
+
 // Answers are the answers to a form, by question id; every question of the
 // form has one.
 type Answers map[string]Answer

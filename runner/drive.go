@@ -496,15 +496,29 @@ func endsRun(c agent.Cause) bool {
 	return true
 }
 
-// track keeps the set of d's calls that wait for a person.
+// awaiter is implemented by a side message that asks a person for
+// something its call waits for, such as interact.FormRequest.
+type awaiter interface{ AwaitsPerson() bool }
+
+// track keeps the set of d's calls that wait for a person: those whose
+// approval is required, and those whose side message asks a person (a
+// form), until their call's next chunk.
 func (r *Runner) track(d *driven, c agent.Chunk) {
-	if c.Tool == nil || c.Tool.ID == "" || (c.Kind != agent.KindToolCall && c.Kind != agent.KindToolRejected) {
+	if c.Tool == nil || c.Tool.ID == "" || (c.Kind != agent.KindToolCall && c.Kind != agent.KindToolRejected && c.Kind != agent.KindSide) {
 		return
 	}
 	key := c.Parent + "/" + c.Tool.ID
+	asks := false
+	if c.Kind == agent.KindSide {
+		aw, ok := c.Side.(awaiter)
+		if !ok {
+			return
+		}
+		asks = aw.AwaitsPerson()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+	if asks || (c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired) {
 		if d.calls == nil {
 			d.calls = make(map[string]bool)
 		}

@@ -149,3 +149,37 @@ func TestSweepWaitsForPendingForm(t *testing.T) {
 	assert.Contains(t, res.Chunk.Tool.Result, "Lima")
 	f.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
 }
+
+// TestCloseSuspendsAtAForm: a runner that shuts down while a run waits for
+// its form (no SuspendAfter: it would wait until the timeout) suspends the
+// run instead of interrupting it, so the form stays open and a runner
+// started later resumes the turn on the answer.
+func TestCloseSuspendsAtAForm(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	srv := model(t)
+	p := newReplica(t, st, srv, &runs, options{forms: true})
+	f := subscribe(ctx, t, p.r, "s1", 0)
+	turn, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "ask me about the weather"})
+	require.NoError(t, err)
+	form, _ := formOf(f.waitFor(ctx, "the form_request", isForm))
+	p.close()
+	<-turn.Done()
+	assert.Equal(t, runner.StatusSuspended, turn.Ended().Status, "the shutdown suspended the turn")
+
+	pending, err := p.forms.Pending(ctx, "s1")
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the form is still open after the shutdown")
+	assert.Equal(t, form.FormID, pending[0].FormID)
+
+	q := newReplica(t, st, srv, &runs, options{forms: true})
+	g := subscribe(ctx, t, q.r, "s1", 0)
+	ok, err := q.forms.Answer(ctx, interact.FormReply{SessionID: "s1", FormID: form.FormID, Answers: interact.Answers{"city": {"Quito"}}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	res := g.waitFor(ctx, "the form's result", isState(agent.StateResult))
+	assert.Contains(t, res.Chunk.Tool.Result, "Quito")
+	g.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
+}
