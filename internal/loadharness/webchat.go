@@ -677,8 +677,11 @@ type turnChunk struct {
 	Kind  string `json:"kind"`
 	Round int    `json:"round"`
 	Tool  *struct {
-		State      string `json:"state"`
-		ApprovalID string `json:"approval_id"`
+		ID              string `json:"id"`
+		Name            string `json:"name"`
+		State           string `json:"state"`
+		ApprovalID      string `json:"approval_id"`
+		ArgumentsDigest string `json:"arguments_digest"`
 	} `json:"tool"`
 }
 
@@ -749,8 +752,9 @@ func (b *browser) turn(ctx context.Context, o WebOptions, gaps, delays *[]time.D
 			if o.ApprovalDelay > 0 {
 				time.Sleep(rand.N(o.ApprovalDelay))
 			}
-			st, body, err := b.do(ctx, http.MethodPost, "/api/tool-approve",
-				`{"session_id":"`+b.session+`","approval_id":"`+c.Tool.ApprovalID+`","approved":true}`)
+			decision, _ := json.Marshal(map[string]any{"session_id": b.session, "approval_id": c.Tool.ApprovalID,
+				"call_id": c.Tool.ID, "tool": c.Tool.Name, "arguments_digest": c.Tool.ArgumentsDigest, "approved": true})
+			st, body, err := b.do(ctx, http.MethodPost, "/api/tool-approve", string(decision))
 			if err != nil || st != http.StatusOK || !bytes.Contains(body, []byte(`"success":true`)) {
 				return n, fmt.Errorf("POST /api/tool-approve: %d %s %v", st, bytes.TrimSpace(body), err)
 			}
