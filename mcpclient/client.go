@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/planround/planround/agent"
 )
@@ -64,6 +65,9 @@ type serverEntry struct {
 
 	mu        sync.Mutex  // guards converted
 	converted []*toolSpec // the server's tools, as last listed
+	// outputs holds the compiled output schemas of the tools that declare
+	// one, by MCP name; nil when none does. Guarded by mu.
+	outputs map[string]*jsonschema.Schema
 
 	shared *sharedServer // isolation shared
 	sb     *sandboxes    // isolation per_conversation
@@ -203,9 +207,27 @@ func (e *serverEntry) startInstance(ctx context.Context) (instance, error) {
 
 func (e *serverEntry) setTools(tools []mcp.Tool) {
 	specs := e.convertTools(tools)
+	var outputs map[string]*jsonschema.Schema
+	for _, s := range specs {
+		if s.output != nil {
+			if outputs == nil {
+				outputs = make(map[string]*jsonschema.Schema)
+			}
+			outputs[s.mcpName] = s.output
+		}
+	}
 	e.mu.Lock()
 	e.converted = specs
+	e.outputs = outputs
 	e.mu.Unlock()
+}
+
+// outputSchema returns the compiled output schema of the tool mcpName, or
+// nil when it declares none (or one that could not be compiled).
+func (e *serverEntry) outputSchema(mcpName string) *jsonschema.Schema {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.outputs[mcpName]
 }
 
 // listChanged notes a notifications/tools/list_changed; watch acts on it.

@@ -401,14 +401,14 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 	})
 	select {
 	case r := <-done:
-		return c.reply(ctx, r)
+		return c.reply(ctx, tool, r)
 	case <-ctx.Done():
 		return "", context.Cause(ctx)
 	case <-c.lost:
 		// A reply read before the end of the stream wins over the loss.
 		select {
 		case r := <-done:
-			return c.reply(ctx, r)
+			return c.reply(ctx, tool, r)
 		case <-time.After(replyGrace):
 			return "", c.lostError()
 		}
@@ -457,9 +457,12 @@ func (c *conn) caller(f func()) {
 	}
 }
 
-func (c *conn) reply(ctx context.Context, r callReply) (string, error) {
+func (c *conn) reply(ctx context.Context, tool string, r callReply) (string, error) {
 	if r.err != nil {
 		return "", c.callError(ctx, r.err)
+	}
+	if s := c.e.outputSchema(tool); s != nil && r.res != nil && !r.res.IsError {
+		return structuredText(tool, s, r.res, c.e.red)
 	}
 	text, isErr := resultText(r.res, c.e.red)
 	if isErr {

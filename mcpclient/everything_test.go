@@ -84,6 +84,14 @@ func TestEverythingTools(t *testing.T) {
 				t.Errorf("get-tiny-image = %q, %v; want %q", got, err, want)
 			}
 
+			// A tool with an output schema: its structured content, checked
+			// against the schema, as compact JSON (keys as the server sent
+			// them).
+			got, err = run(t, tool(t, c, "get-structured-content"), `{"location":"Chicago"}`, nil)
+			if err != nil || got != `{"temperature":36,"conditions":"Light rain / drizzle","humidity":82}` {
+				t.Errorf("get-structured-content = %q, %v; want the structured content as JSON", got, err)
+			}
+
 			got, err = run(t, tool(t, c, "get-resource-links"), `{"count":2}`, nil)
 			if err != nil || !strings.HasPrefix(got, "Here are 2 resource links") ||
 				!strings.Contains(got, "\n[resource link: demo://resource/dynamic/blob/1 (Blob Resource 1), mimeType=text/plain: Resource 1: plaintext resource]") ||

@@ -1,11 +1,13 @@
 package mcpclient
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // maxResourceText bounds the text of an embedded resource that a result
@@ -135,4 +137,73 @@ func blobResource(v mcp.BlobResourceContents) string {
 	}
 	size := len(strings.TrimRight(strings.TrimSpace(v.Blob), "=")) * 3 / 4 // base64
 	return fmt.Sprintf("[resource %s, mimeType=%s, %d bytes]", v.URI, mimeType, size)
+}
+
+// compileOutput compiles a tool's output schema for checking its
+// structured results. No reference is loaded from anywhere.
+func compileOutput(schema mcp.ToolOutputSchema) (*jsonschema.Schema, error) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	const loc = "urn:planround:tool-output"
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(loc)
+}
+
+// noLoader refuses every reference to a document outside the schema.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s: an output schema cannot refer to other documents", url)
+}
+
+// maxSchemaError bounds the text of a structured result's schema error
+// that the model reads.
+const maxSchemaError = 500
+
+// structuredText is what the model reads for a successful result of a tool
+// that declares an output schema s: its structured content as JSON (the
+// text content, which the specification asks servers to make a copy of
+// it, is left out). A result without structured content, or with one that
+// does not match s, is an error the model reads.
+func structuredText(tool string, s *jsonschema.Schema, res *mcp.CallToolResult, red redactor) (string, error) {
+	raw := res.RawStructuredContent
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		raw = nil
+		if res.StructuredContent != nil {
+			raw, _ = json.Marshal(res.StructuredContent)
+		}
+	}
+	if raw == nil {
+		return "", toolError(fmt.Sprintf("the tool %s declares an output schema but its result has no structured content", tool))
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err == nil {
+		err = s.Validate(v)
+	}
+	if err != nil {
+		msg := err.Error()
+		if len(msg) > maxSchemaError {
+			cut := maxSchemaError
+			for cut > 0 && !isRuneStart(msg[cut]) {
+				cut--
+			}
+			msg = msg[:cut] + "…"
+		}
+		return "", toolError(fmt.Sprintf("the structured result of %s does not match its output schema: %s", tool, msg))
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) == nil {
+		raw = compact.Bytes()
+	}
+	return string(red.jsonStrings(raw)), nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/planround/planround/agent"
 )
@@ -23,6 +24,7 @@ type toolSpec struct {
 	params  map[string]any
 	keys    map[string]string // the schema's keys that held secrets: redacted → as written
 	skip    bool
+	output  *jsonschema.Schema // the compiled output schema; nil without one
 }
 
 // mcpTool is an MCP server's tool as an agent tool.
@@ -69,6 +71,13 @@ func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress ag
 // it knows. A tool whose schema has two names that read the same once
 // redacted (two properties named after two secrets) is not offered, since
 // the model's arguments could not be told apart; a warning is logged.
+//
+// A tool that declares an output schema gives the model its structured
+// content as compact JSON, checked against that schema first: a result
+// without structured content, or with one that does not match, is an
+// error the model reads (its text copy is not passed on). A tool's error
+// result, and the result of a tool without an output schema, pass as
+// text (see the package documentation).
 //
 // A tool of a per_conversation server runs on the instance of the
 // conversation its call belongs to ([agent.CallInfo.Conversation]): the
@@ -230,6 +239,11 @@ func (e *serverEntry) convertTool(t mcp.Tool) (*toolSpec, error) {
 		e.log.Warn("the agent cannot check the arguments of this tool: its schema goes to the model in the description", "tool", t.Name, "err", err)
 		spec.params = map[string]any{"type": "object", "properties": map[string]any{}}
 		spec.desc = describeSchema(spec.desc, schema)
+	}
+	if t.OutputSchema.Type != "" {
+		if spec.output, err = compileOutput(t.OutputSchema); err != nil {
+			e.log.Warn("the output schema of this tool cannot be used: its structured results are not checked", "tool", t.Name, "err", err)
+		}
 	}
 	return spec, nil
 }
