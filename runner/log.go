@@ -318,6 +318,12 @@ func (r *Runner) since(ctx context.Context, ss *session, cursor int64) (evs []Ev
 		if cursor == 0 {
 			return nil, false, nil // not created yet
 		}
+		r.mu.Lock()
+		deleting := ss.deleting || ss.gone
+		r.mu.Unlock()
+		if deleting {
+			return nil, true, nil // deleted while we read: Delete ends the subscription
+		}
 		// A cursor of a log the Store does not have: another store's.
 		return nil, false, fmt.Errorf("runner: session %q after %d (no such session): %w", ss.id, cursor, ErrEventsLost)
 	case err != nil:

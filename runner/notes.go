@@ -202,7 +202,18 @@ func (r *Runner) Delete(ctx context.Context, sessionID string) error {
 	} else if _, err := r.Interrupt(ctx, sessionID); err != nil {
 		r.logger.Warn("runner: interrupting a session being deleted", "session", sessionID, "err", err)
 	}
+	r.mu.Lock()
+	marked := r.sessions[sessionID]
+	if marked != nil {
+		marked.deleting = true
+	}
+	r.mu.Unlock()
 	if err := r.store.DeleteSession(ctx, sessionID); err != nil && !errors.Is(err, memory.ErrNotFound) {
+		if marked != nil {
+			r.mu.Lock()
+			marked.deleting = false
+			r.mu.Unlock()
+		}
 		return fmt.Errorf("runner: deleting session %q: %w", sessionID, err)
 	}
 	r.mu.Lock()

@@ -159,6 +159,10 @@ type session struct {
 	subs map[*follower]bool // open subscriptions
 	log  memLog             // the recent events
 	gone bool               // deleted: subscribers end
+	// deleting is set while Delete removes the session from the Store, so
+	// that a subscriber that finds the log gone meanwhile ends with
+	// EventSessionDeleted rather than with ErrEventsLost.
+	deleting bool
 }
 
 // New returns a Runner for cfg and starts its sweeper and listeners.
