@@ -11,6 +11,8 @@ import (
 
 	gschema "github.com/google/jsonschema-go/jsonschema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/planround/planround/internal/schemas"
 )
 
 // schemaFor returns the JSON schema of the arguments object of a tool whose
@@ -97,24 +99,7 @@ func compileSchema(params map[string]any) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	const loc = "urn:planround:tool-parameters"
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(loc)
-}
-
-// noLoader refuses every reference to a document outside the schema.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("%s: a tool's schema cannot refer to other documents", url)
+	return schemas.Compile(b, "urn:planround:tool-parameters")
 }
 
 // maxSchemaErrors bounds how many problems an argument error lists.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/planround/planround/internal/schemas"
 )
 
 // maxResourceText bounds the text of an embedded resource that a result
@@ -146,24 +148,7 @@ func compileOutput(schema mcp.ToolOutputSchema) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	const loc = "urn:planround:tool-output"
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(loc)
-}
-
-// noLoader refuses every reference to a document outside the schema.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("%s: an output schema cannot refer to other documents", url)
+	return schemas.Compile(b, "urn:planround:tool-output")
 }
 
 // maxSchemaError bounds the text of a structured result's schema error
