@@ -109,8 +109,10 @@ func writeJSON(w http.ResponseWriter, status int, v approval.Response) {
 	httpjson.WriteJSON(w, status, v)
 }
 
-// userText is an answer's error as a person reads it: without the
-// package's prefix.
+// userText is an answer's error as a person reads it: what does not fit,
+// without the package's prefix or the "invalid answers" that the 400 says
+// already.
 func userText(err error) string {
-	return strings.TrimPrefix(err.Error(), "interact: ")
+	msg := strings.TrimPrefix(err.Error(), ErrInvalidAnswers.Error()+": ")
+	return strings.TrimPrefix(msg, "interact: ")
 }

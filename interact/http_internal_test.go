@@ -69,6 +69,7 @@ func TestAnswerHandler(t *testing.T) {
 			assert.Contains(t, r.Error, tc.err)
 			if tc.status == 400 {
 				assert.NotContains(t, r.Error, "interact:", "a person reads it")
+				assert.NotContains(t, r.Error, "invalid answers:", "the 400 says that already")
 			}
 			assert.Len(t, pending(t, f, "s1"), 1, "the form stays open")
 		})

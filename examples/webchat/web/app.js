@@ -837,9 +837,8 @@
     } else if (res.ok) {
       setFormState(f, 'closed', 'This form is no longer open' + (res.data.error ? ': ' + res.data.error : '.'));
     } else {
-      // What does not fit, without the "invalid answers:" of the
-      // package's error.
-      formError(f, String(res.data.error || 'HTTP ' + res.status).replace(/^(interact: )?invalid answers: /, ''));
+      // What does not fit, as the handler says it to a person.
+      formError(f, String(res.data.error || 'HTTP ' + res.status));
       setFormState(f, 'open', '');
     }
   }
