@@ -34,6 +34,7 @@ type MemStore struct {
 
 	leases map[string]memLease // by session id
 	notes  notehub.Hub         // the listeners of Notify
+	kv     map[kvKey][]byte    // the values of KV
 }
 
 // approvalKey names an approval by its session and [Approval.Key].

@@ -28,3 +28,7 @@ func openSQLite(t testing.TB, path string) *sqlitestore.Store {
 	})
 	return st
 }
+
+func TestMemStoreKV(t *testing.T) {
+	storetest.RunKV(t, func(*testing.T) memory.KV { return new(memory.MemStore) })
+}
