@@ -232,6 +232,9 @@ type run struct {
 	// nested carries the chunks of sub-agents' runs to this run's
 	// iterator; made at the run's first sub-agent call (see nestContext).
 	nested chan Chunk
+	// sides holds what running calls show with ShowSide; made at the
+	// run's first call.
+	sides *sideQueue
 
 	// tel is the run's invoke_agent span and what decides its outcome.
 	tel runTel

@@ -225,7 +225,10 @@ func (r *run) nestContext(ctx context.Context) context.Context {
 	if r.nested == nil {
 		r.nested = make(chan Chunk)
 	}
-	call, _ := ctx.Value(callKey{}).(*CallInfo)
+	var call *CallInfo
+	if v := callIn(ctx); v != nil {
+		call = &v.CallInfo
+	}
 	return context.WithValue(ctx, nestKey{}, &nestLink{call: call, chunks: r.nested, approver: r.a.cfg.Approver})
 }
 
@@ -277,7 +280,10 @@ func (s *subAgent) Execute(ctx context.Context, args json.RawMessage, _ Progress
 	if sr.depth > sr.limit {
 		return "", fmt.Errorf("sub-agent %s cannot run here: sub-agents nest at most %d deep, and this call would run %d deep", s.name, sr.limit, sr.depth)
 	}
-	call, _ := ctx.Value(callKey{}).(*CallInfo)
+	var call *CallInfo
+	if v := callIn(ctx); v != nil {
+		call = &v.CallInfo
+	}
 	link, _ := ctx.Value(nestKey{}).(*nestLink)
 	if link != nil && link.call != call {
 		link = nil // made for another call: this one was called from inside it

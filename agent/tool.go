@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Tool is a function the model may call.
@@ -249,31 +250,47 @@ func (c CallInfo) Conversation() string {
 
 type callKey struct{}
 
+// callValue is what a call's context carries under callKey: the call, and
+// where ShowSide puts its side messages.
+type callValue struct {
+	CallInfo
+	sides *sideQueue
+}
+
+// callIn returns the call ctx carries, or nil.
+func callIn(ctx context.Context) *callValue {
+	v, _ := ctx.Value(callKey{}).(*callValue)
+	return v
+}
+
 // CallFromContext returns the tool call whose [Tool.Execute] or
 // [SideMessenger.SideMessage] got ctx (or a context derived from it), and
 // whether there is one: a tool that serves several conversations (a
 // per-conversation MCP server, a sub-agent) finds its session and call
 // here.
 func CallFromContext(ctx context.Context) (CallInfo, bool) {
-	c, ok := ctx.Value(callKey{}).(*CallInfo)
-	if !ok {
+	v := callIn(ctx)
+	if v == nil {
 		return CallInfo{}, false
 	}
-	return *c, true
+	return v.CallInfo, true
 }
 
 // withCall returns ctx carrying c, with the call ctx already carries, if
 // any, as c's parent.
-func withCall(ctx context.Context, c CallInfo) context.Context {
-	if p, ok := ctx.Value(callKey{}).(*CallInfo); ok {
-		c.Parent = p
+func withCall(ctx context.Context, c CallInfo, sides *sideQueue) context.Context {
+	if p := callIn(ctx); p != nil {
+		c.Parent = &p.CallInfo
 	}
-	return context.WithValue(ctx, callKey{}, &c)
+	return context.WithValue(ctx, callKey{}, &callValue{c, sides})
 }
 
 // callContext is the context of a call's SideMessage and Execute: the run's,
 // carrying the call.
 func (r *run) callContext(cs *callState) context.Context {
+	if r.sides == nil {
+		r.sides = &sideQueue{ready: make(chan struct{}, 1)}
+	}
 	return withCall(r.ctx, CallInfo{
 		SessionID:  r.t.in.SessionID,
 		CallID:     cs.call.ID,
@@ -281,5 +298,76 @@ func (r *run) callContext(cs *callState) context.Context {
 		Round:      r.round,
 		ApprovalID: cs.chunk.ApprovalID,
 		Key:        cs.key(),
-	})
+	}, r.sides)
+}
+
+// ShowSide shows payload beside the card of the call ctx belongs to, while
+// the call runs: the run yields it as a side chunk (KindSide, with the
+// call's id and name in Tool), as it yields a [SideMessenger]'s side
+// message before the call starts. A tool uses it for what comes up only
+// while it runs, such as a form an MCP server asks the user to fill in
+// (see package interact and mcpclient). The payload must marshal to a JSON
+// object; a runner suspends rather than interrupts a run at shutdown while
+// a shown payload that has an AwaitsPerson method reporting true waits, as
+// for a side message.
+//
+// ctx is the context [Tool.Execute] or [SideMessenger.SideMessage] got, or
+// one derived from it. The payload is yielded before the call's result,
+// and before any partial output the tool writes after ShowSide returns;
+// with parallel calls, while any call of the round runs. ShowSide does not
+// wait for it to be yielded. A payload shown after the run was interrupted,
+// or by a call that already returned, is never yielded; what must not be
+// missed (a form) is kept where a front end can list it as well.
+//
+// ShowSide reports false, and does nothing, when ctx is not the context of
+// a call of a run, or payload is nil.
+func ShowSide(ctx context.Context, payload any) bool {
+	c := callIn(ctx)
+	if c == nil || c.sides == nil || payload == nil {
+		return false
+	}
+	c.sides.add(ToolCall{ID: c.CallID, Name: c.Tool}, payload)
+	return true
+}
+
+// sideQueue holds the payloads of ShowSide until the run yields them.
+type sideQueue struct {
+	ready chan struct{} // has a value when items may hold something
+
+	mu    sync.Mutex
+	items []sideItem // guarded by mu
+}
+
+// sideItem is a payload of ShowSide and the call that showed it.
+type sideItem struct {
+	call    ToolCall
+	payload any
+}
+
+func (q *sideQueue) add(call ToolCall, payload any) {
+	q.mu.Lock()
+	q.items = append(q.items, sideItem{call, payload})
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// signal is ready when the queue may hold something; nil for a nil
+// queue, so never ready.
+func (q *sideQueue) signal() <-chan struct{} {
+	if q == nil {
+		return nil
+	}
+	return q.ready
+}
+
+// take removes and returns what the queue holds.
+func (q *sideQueue) take() []sideItem {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
 }

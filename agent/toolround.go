@@ -671,6 +671,7 @@ func (r *run) finish(cs *callState) bool {
 		if r.ctx.Err() != nil {
 			return // interrupted: the call's last chunk carries its output
 		}
+		r.emitSides()
 		if p := cs.progress.Since(sent); p != "" {
 			sent += len(p)
 			c := cs.chunk
@@ -689,6 +690,8 @@ wait:
 			progress()
 		case c := <-r.nested: // nil without sub-agents: never ready
 			r.emitNested(c)
+		case <-r.sides.signal():
+			r.emitSides()
 		}
 	}
 	if r.suspends(cs) {
@@ -716,6 +719,21 @@ wait:
 	c.State = StateResult
 	c.Result = content
 	return r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+}
+
+// emitSides yields what running calls showed with ShowSide, unless the
+// run was interrupted.
+func (r *run) emitSides() {
+	if r.sides == nil {
+		return
+	}
+	for _, it := range r.sides.take() {
+		if r.ctx.Err() != nil || r.stopped || r.over {
+			return
+		}
+		call := it.call
+		r.emit(Chunk{Kind: KindSide, Round: r.round, Tool: &call, Side: it.payload})
+	}
 }
 
 // suspends reports whether the finished call cs suspends the run instead of
