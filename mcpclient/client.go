@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/memory"
 )
 
 // Options configures a [Client]. The zero value is ready to use.
@@ -34,6 +35,18 @@ type Options struct {
 	// ClientName is the name the client gives servers in the handshake.
 	// Empty means "planround".
 	ClientName string
+	// UserOf names the person a call is made for, from the call's context
+	// (the host put the name there: the web chat puts the owner of the
+	// session). What the client keeps per user (OAuth tokens, approved
+	// tool definitions) is kept under this name. Nil, or an empty name,
+	// means one user for everybody.
+	UserOf func(ctx context.Context) string
+	// KV keeps what the client remembers across restarts and replicas:
+	// the tool definitions it pinned and the users' OAuth tokens (sealed
+	// before they are written). Give it the store the conversations are
+	// in (memory.MemStore, sqlitestore and pgstore implement memory.KV).
+	// Nil keeps them in this process's memory only.
+	KV memory.KV
 }
 
 // The defaults of the zero values of Options.
