@@ -91,6 +91,7 @@ type conn struct {
 	hc       *http.Client // sse and http only
 	cancel   context.CancelFunc
 	protocol string
+	caps     mcp.ServerCapabilities // what the server declared in the handshake
 
 	lost     chan struct{} // closed when the connection is gone
 	lostOnce sync.Once
@@ -209,6 +210,7 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 		return nil, nil, err
 	}
 	c.protocol = res.ProtocolVersion
+	c.caps = res.Capabilities
 	if res.Capabilities.Tools != nil && res.Capabilities.Tools.ListChanged && mcp.IsModernProtocol(res.ProtocolVersion) && e.onListChanged != nil {
 		// At protocol 2026-07-28 a server sends list changes only on a
 		// subscription; earlier ones send them unasked (except over
@@ -221,7 +223,8 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 			e.log.Debug("no subscription to tool list changes", "err", err)
 		}
 	}
-	if list {
+	if list && res.Capabilities.Tools != nil {
+		// A server that declared no tools has none to list.
 		tools, err = c.listTools(ctx)
 		if err != nil {
 			return nil, nil, err

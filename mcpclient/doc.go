@@ -89,6 +89,31 @@
 // and the server is told with a notifications/cancelled (over streamable
 // HTTP at protocol 2026-07-28 the end of the request is the cancellation).
 //
+// # Resources and prompts
+//
+// Beside tools, a server may offer resources (texts and files a host reads
+// to give the model, named by URI, some filled in from URI templates) and
+// prompts (messages the server renders from arguments). [Client.ListResources],
+// [Client.ListResourceTemplates], [Client.ReadResource], [Client.ListPrompts]
+// and [Client.GetPrompt] reach them on a server named by its configured
+// name. They take the session id of the conversation they are for: a
+// per_conversation server answers from that conversation's instance (and
+// starts it when there is none), as the conversation's tool calls do; a
+// shared server ignores it. They return this package's own types
+// ([Resource], [ResourceContent], [Prompt], [PromptResult]), follow every
+// page of a list (at most 100 pages and [MaxListItems] entries), and are
+// bounded by the server's [ServerConfig.CallTimeout].
+//
+// A read or a rendered prompt is bounded as a whole: [MaxResourceText]
+// (1 MiB) of text and [MaxResourceBlob] (4 MiB) of binary data (decoded
+// from base64); beyond, it fails with [ErrTooLarge] rather than give a
+// part. Texts, like tool results, have the server's secrets redacted, and
+// errors never hold them. A name that is no server's fails with
+// [ErrUnknownServer], and a server that did not declare the resources (or
+// prompts) capability in its handshake with [ErrUnsupported]. A server
+// that declared no tools capability offers no tools (its tools are not
+// listed).
+//
 // # Protocol versions
 //
 // The client offers the newest protocol version it knows, 2026-07-28,

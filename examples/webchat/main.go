@@ -136,10 +136,14 @@
 //	                               events after N, or a reload event when it
 //	                               no longer has them all; without, the
 //	                               pending approvals and forms
-//	POST /api/chat                 {session_id, message, skills?} starts a run: 202,
-//	                               409 if busy; the first one stores the session,
-//	                               titled after it. skills names the skills the
-//	                               run enables (absent: all; an unknown one: 400)
+//	POST /api/chat                 {session_id, message, skills?, resources?}
+//	                               starts a run: 202, 409 if busy; the first one
+//	                               stores the session, titled after it. skills
+//	                               names the skills the run enables (absent: all;
+//	                               an unknown one: 400); resources [{server, uri}]
+//	                               are MCP resources whose text is added to the
+//	                               message (at most 8; 413 when too large, 502
+//	                               when one cannot be read)
 //	POST /api/tool-approve         {session_id, approval_id, call_id, tool,
 //	                               arguments_digest, approved, reason?,
 //	                               arguments?, scope?}: the call as the
@@ -164,6 +168,12 @@
 //	GET  /api/skills               the skills: [{name, description}]
 //	GET  /api/mcp/servers          the MCP servers: [{name, transport,
 //	                               isolation, state, tools, error?}]
+//	GET  /api/mcp/resources?session_id=
+//	                               the resources of the MCP servers that offer
+//	                               some, for the session (a per_conversation
+//	                               server lists its instance's): [{server,
+//	                               resources: [{uri, name, title?,
+//	                               description?, mime_type?, size}], error?}]
 //
 // POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
 // decision's scope "always" counts for its session only.

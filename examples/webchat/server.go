@@ -431,6 +431,7 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("GET /api/audit", s.handleAudit)
 	m.HandleFunc("GET /api/skills", s.handleSkills)
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
+	m.HandleFunc("GET /api/mcp/resources", s.handleMCPResources)
 	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(owned))
 	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt, owned))
 	m.Handle("/api/form-answer", s.forms.AnswerHandler(owned))
@@ -530,6 +531,9 @@ type chatRequest struct {
 	// Skills are the skills the run enables, the page's picker; null or
 	// absent enables every skill.
 	Skills []string `json:"skills"`
+	// Resources are MCP resources to attach: their text is added to the
+	// message the model gets (see attachResources).
+	Resources []resourceRef `json:"resources"`
 }
 
 // apiResponse is the JSON answer of the server's own endpoints, shaped like
@@ -541,15 +545,22 @@ type apiResponse struct {
 	SessionID string `json:"session_id,omitempty"`
 }
 
-// handleChat starts a run: POST /api/chat {session_id, message}.
+// handleChat starts a run: POST /api/chat {session_id, message, skills?,
+// resources?: [{server, uri}]}. The resources are read from their MCP
+// servers (the session's instance of a per_conversation one) before the
+// run starts, and added to the message (see attachResources).
 //
 //	202 {"success":true}    the run started; its chunks go to the event streams
 //	400                     malformed JSON, missing or invalid fields, a
-//	                        message of white space only
+//	                        message of white space only, more than 8
+//	                        resources, an unknown server or one without
+//	                        resources
 //	401, 403                no owner cookie; the session is another browser's
 //	409                     a run is already active in the session (here or
 //	                        on another replica)
+//	413                     the resources are too large (1 MiB of text)
 //	429                     this browser has MaxRunsPerOwner runs active
+//	502                     a resource could not be read
 //	503                     the server is shutting down, or has MaxRuns runs
 //	                        active
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -566,6 +577,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.checkSkills(req.Skills); err != nil {
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
+		return
+	}
+	if aerr := s.checkResourceRefs(req.Resources); aerr != nil {
+		writeJSON(w, aerr.status, apiResponse{Error: aerr.Error()})
 		return
 	}
 	owner := sessionOwner(req.SessionID)
@@ -594,12 +609,22 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if req.Skills != nil {
 		ctx = skills.WithEnabled(ctx, req.Skills...)
 	}
+	in := agent.Input{SessionID: req.SessionID, Message: req.Message}
+	if len(req.Resources) > 0 {
+		text, images, aerr := s.attachResources(ctx, req.SessionID, req.Resources)
+		if aerr != nil {
+			writeJSON(w, aerr.status, apiResponse{Error: aerr.Error()})
+			return
+		}
+		in.Message += text
+		in.Images = images
+	}
 	// Stored and titled now, not by the run: the session list shows it
-	// once this answer is read.
+	// once this answer is read. The title is the user's own words.
 	s.nameSession(ctx, req.SessionID, req.Message)
 	// Acknowledged once stored: a server killed after its 202 keeps the
 	// message (a run that could not store it says why on the stream).
-	_, err := s.runner.Start(ctx, agent.Input{SessionID: req.SessionID, Message: req.Message})
+	_, err := s.runner.Start(ctx, in)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, apiResponse{Success: true})

@@ -23,6 +23,7 @@
     sessionsStatus: $('sessions-status'), import: $('import'), importFile: $('import-file'),
     skillsBox: $('skills-box'), skills: $('skills'),
     audit: $('audit'), auditPanel: $('audit-panel'),
+    attach: $('attach'), resourcePanel: $('resource-panel'), attached: $('attached'),
   };
 
   const st = {
@@ -46,6 +47,9 @@
     forms: new Map(), // form id → form, for the current run
     autoApprove: loadAuto(),
     mcp: [], // the MCP servers, as GET /api/mcp/servers last said
+    attachedRes: [], // the resources the next message attaches: [{server, uri, name}]
+    resourcesSeq: 0, // the latest GET /api/mcp/resources: older answers are dropped
+    sentAttached: false, // the message this page sent attached resources
     sessions: [], // this browser's stored conversations, as GET /api/sessions last said
     sessionsSeq: 0, // the latest GET /api/sessions: older answers are dropped
     sessionItems: new Map(), // id → {li, sig}: the list's items as drawn
@@ -175,6 +179,99 @@
       box.append(item);
     }
     ui.mcpPanel.replaceChildren(box);
+    ui.attach.hidden = list.length === 0;
+    if (list.length === 0) { ui.resourcePanel.hidden = true; setAttached([]); }
+  }
+
+  // ---- MCP resources --------------------------------------------------------
+  //
+  // The Resources button under the composer, shown when the server has MCP
+  // servers, opens a panel listing the resources of those that offer some
+  // (GET /api/mcp/resources, for this session: a per_conversation server
+  // lists its instance's). A click on one attaches it to the next message
+  // (a chip above the composer), a second click or the chip's × detaches
+  // it. The server reads them when the message is sent and adds their text
+  // to the message the model gets.
+
+  async function loadResources() {
+    const seq = ++st.resourcesSeq;
+    const id = st.sessionId;
+    ui.resourcePanel.replaceChildren(el('div', 'mcp-meta', 'loading…'));
+    let list;
+    try {
+      const r = await fetch('/api/mcp/resources?session_id=' + encodeURIComponent(id));
+      list = await r.json();
+      if (!r.ok) throw new Error(list.error || 'HTTP ' + r.status);
+    } catch (e) {
+      if (seq === st.resourcesSeq) ui.resourcePanel.replaceChildren(el('div', 'reason', 'Could not list the resources: ' + e.message));
+      return;
+    }
+    if (seq !== st.resourcesSeq || id !== st.sessionId || !Array.isArray(list)) return;
+    renderResources(list);
+  }
+
+  function renderResources(list) {
+    const box = document.createDocumentFragment();
+    for (const s of list) {
+      const head = el('div', 'res-server', plain(s.server));
+      box.append(head);
+      if (s.error) box.append(el('div', 'reason', s.error));
+      const row = el('div', 'res-list');
+      for (const r of s.resources || []) {
+        const b = el('button', 'res ghost', plain(r.title || r.name || r.uri));
+        b.type = 'button';
+        b.title = r.uri + (r.description ? ' — ' + plain(r.description) : '') + (r.mime_type ? ' (' + r.mime_type + ')' : '');
+        b.dataset.server = s.server;
+        b.dataset.uri = r.uri;
+        b.setAttribute('aria-pressed', String(isAttached(s.server, r.uri)));
+        b.addEventListener('click', () => {
+          if (isAttached(s.server, r.uri)) detach(s.server, r.uri);
+          else setAttached([...st.attachedRes, { server: s.server, uri: r.uri, name: plain(r.title || r.name || r.uri) }]);
+        });
+        row.append(b);
+      }
+      if (!row.childElementCount && !s.error) row.append(el('span', 'mcp-meta', 'no resources'));
+      box.append(row);
+    }
+    if (!list.length) box.append(el('div', 'mcp-meta', 'No MCP server offers resources.'));
+    ui.resourcePanel.replaceChildren(box);
+  }
+
+  function isAttached(server, uri) {
+    return st.attachedRes.some((a) => a.server === server && a.uri === uri);
+  }
+
+  function detach(server, uri) {
+    setAttached(st.attachedRes.filter((a) => !(a.server === server && a.uri === uri)));
+  }
+
+  // setAttached sets the resources of the next message and draws their
+  // chips (and the panel's pressed buttons).
+  function setAttached(list) {
+    st.attachedRes = list;
+    ui.attached.replaceChildren();
+    for (const a of list) {
+      const chip = el('span', 'chip', a.name);
+      chip.title = a.server + ': ' + a.uri;
+      chip.dataset.server = a.server;
+      chip.dataset.uri = a.uri;
+      const x = el('button', '', '×');
+      x.type = 'button';
+      x.title = 'detach ' + a.name;
+      x.addEventListener('click', () => detach(a.server, a.uri));
+      chip.append(x);
+      ui.attached.append(chip);
+    }
+    ui.attached.hidden = list.length === 0;
+    for (const b of ui.resourcePanel.querySelectorAll('button.res')) {
+      b.setAttribute('aria-pressed', String(isAttached(b.dataset.server, b.dataset.uri)));
+    }
+  }
+
+  function toggleResources() {
+    ui.resourcePanel.hidden = !ui.resourcePanel.hidden;
+    ui.attach.setAttribute('aria-expanded', String(!ui.resourcePanel.hidden));
+    if (!ui.resourcePanel.hidden) loadResources();
   }
 
   function toggleMCP() {
@@ -1083,11 +1180,19 @@
     ui.input.value = '';
     autosize();
     st.sent = text; // drawn already: its run_started does not draw it again
+    const resources = st.attachedRes.map((a) => ({ server: a.server, uri: a.uri }));
+    st.sentAttached = resources.length > 0; // run_started has the text with the resources after it
+    if (resources.length) {
+      const m = [...ui.messages.querySelectorAll('.msg.user')].at(-1);
+      for (const a of st.attachedRes) m.append(el('div', 'attachment', '[resource: ' + a.server + ' · ' + a.uri + ']'));
+    }
     st.running = true; // until run_started / run_done say otherwise
     updateButtons();
     let res;
     try {
-      res = await post('/api/chat', { session_id: st.sessionId, message: text, skills: chosenSkills() });
+      const body = { session_id: st.sessionId, message: text, skills: chosenSkills() };
+      if (resources.length) body.resources = resources;
+      res = await post('/api/chat', body);
     } catch (e) {
       st.sent = null;
       system('error', 'Could not send: ' + e.message);
@@ -1100,6 +1205,7 @@
       if (res.status !== 409) finishRun(); // 409: a run is active; its run_done ends it
       return;
     }
+    if (resources.length) setAttached([]);
     loadSessions(); // the first message stores the conversation, titled after it
   }
 
@@ -1124,7 +1230,9 @@
   // of: its events come from the log).
   function onRunStarted(d, seq) {
     if (seq && seq === st.turnId) return;
-    if (d.message && st.sent !== d.message) addUser(d.message);
+    const mine = st.sent !== null && (st.sent === d.message ||
+      (st.sentAttached && typeof d.message === 'string' && d.message.startsWith(st.sent + '\n\n[Resource ')));
+    if (d.message && !mine) addUser(d.message);
     st.sent = null;
     if (!st.running || !st.turn || d.resumed) startRun(!!d.resumed);
     st.turnId = seq;
@@ -1391,6 +1499,11 @@
     stopSpeech();
     st.sessionId = id;
     localStorage.setItem(SESSION_KEY, id);
+    // Resources belong to a session's conversation (a per_conversation
+    // server's instance): another session starts without them.
+    setAttached([]);
+    ui.resourcePanel.hidden = true;
+    ui.attach.setAttribute('aria-expanded', 'false');
     ui.session.textContent = 'session ' + id;
     renderSessions();
     finishRun();
@@ -1815,6 +1928,7 @@
   ui.interrupt.addEventListener('click', interrupt);
   ui.newChat.addEventListener('click', () => { if (!st.running) openNewSession(); });
   ui.mcp.addEventListener('click', toggleMCP);
+  ui.attach.addEventListener('click', toggleResources);
   ui.audit.addEventListener('click', toggleAudit);
   ui.speech.addEventListener('click', () => setSpeech(!st.speech));
   ui.sidebarToggle.addEventListener('click', toggleSidebar);

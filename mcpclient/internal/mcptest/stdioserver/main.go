@@ -36,6 +36,9 @@
 //     refusing them, as some servers do. Its tools are hello (answers "hi
 //     from legacy") and ignored (the methods of the requests it ignored so
 //     far, in order, separated by commas, or "none").
+//   - content: the server of testserver.NewContent, with resources, a
+//     resource template and prompts and no tools (-page-size applies to
+//     its lists).
 //
 // # Other flags
 //
@@ -68,7 +71,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "normal", "normal, garbage-before, garbage-after, garbage, huge, flood, silence, exit or legacy")
+	mode := flag.String("mode", "normal", "normal, garbage-before, garbage-after, garbage, huge, flood, silence, exit, legacy or content")
 	name := flag.String("name", "mcptest", "the server's name in its answer to initialize")
 	pageSize := flag.Int("page-size", 0, "tools per page of tools/list (0: one page)")
 	hugeBytes := flag.Int("huge-bytes", 64<<20, "the size of a tool result in -mode=huge")
@@ -93,7 +96,7 @@ func main() {
 	}
 
 	switch *mode {
-	case "normal", "garbage-before", "garbage-after", "huge", "flood":
+	case "normal", "garbage-before", "garbage-after", "huge", "flood", "content":
 	case "garbage":
 		for {
 			if err := writeGarbage(os.Stdout); err != nil {
@@ -138,6 +141,9 @@ func main() {
 		o.HugeBytes = *hugeBytes
 	}
 	srv := testserver.New(o)
+	if *mode == "content" {
+		srv = testserver.NewContent(testserver.ContentOptions{PageSize: *pageSize})
+	}
 	if *mode == "garbage-before" {
 		if err := writeGarbage(os.Stdout); err != nil {
 			os.Exit(1)
