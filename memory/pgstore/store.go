@@ -185,6 +185,10 @@ var migrations = []string{
 	CREATE UNIQUE INDEX approvals_key ON %[1]s.approvals (session_id, call_key) WHERE call_key <> '';
 	CREATE INDEX approvals_decided ON %[1]s.approvals (decided_at, id COLLATE "C") WHERE decided;
 	CREATE INDEX approvals_session_decided ON %[1]s.approvals (session_id, decided_at, id COLLATE "C") WHERE decided;`,
+	// 6: what a running tool saved to take its call up again
+	// (memory.OpenCall.State), kept as bytes. Older rows have none; a
+	// constant default does not rewrite the table.
+	`ALTER TABLE %[1]s.open_calls ADD COLUMN state bytea NOT NULL DEFAULT '';`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,

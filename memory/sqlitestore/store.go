@@ -181,6 +181,9 @@ var migrations = []migration{
 	CREATE UNIQUE INDEX approvals_key ON approvals (session_id, call_key) WHERE call_key <> '';
 	CREATE INDEX approvals_decided ON approvals (decided_at, id) WHERE decided = 1;
 	CREATE INDEX approvals_session_decided ON approvals (session_id, decided_at, id) WHERE decided = 1;`},
+	// 8: what a running tool saved to take its call up again
+	// (memory.OpenCall.State), kept as bytes. Older rows have none.
+	{sql: `ALTER TABLE open_calls ADD COLUMN state BLOB NOT NULL DEFAULT x'';`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments
