@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -352,4 +353,28 @@ func FuzzParseTaskState(f *testing.F) {
 			t.Fatalf("round trip of %+v = %+v, %v", st, again, ok)
 		}
 	})
+}
+
+// TestEverythingTaskTool: the reference server's simulate-research-query,
+// a tool it runs only as a task, over stdio and streamable HTTP at
+// protocol 2025-11-25: the call goes as a task, its status messages come as
+// partial output, and its report is the result.
+func TestEverythingTaskTool(t *testing.T) {
+	for _, tr := range []Transport{TransportStdio, TransportHTTP} {
+		t.Run(string(tr), func(t *testing.T) {
+			leaktest.Check(t, closeIdleHTTP)
+			cfg := everythingConfig(t, tr)
+			cfg.ProtocolVersion = taskProtocol
+			c := newClient(t, Options{}, cfg)
+			fastPoll(c)
+			var progress buffer
+			got, err := run(t, tool(t, c, "simulate-research-query"), `{"topic":"planround"}`, &progress)
+			if err != nil || !strings.HasPrefix(got, "# Research Report: planround") {
+				t.Fatalf("simulate-research-query = %q, %v; want its report", got, err)
+			}
+			if p := progress.String(); !strings.Contains(p, "...\n") {
+				t.Errorf("partial output %q, want the task's status messages", p)
+			}
+		})
+	}
 }
