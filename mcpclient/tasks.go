@@ -229,8 +229,8 @@ func readCreateTask(raw json.RawMessage) (string, *mcp.CallToolResult, error) {
 	}
 }
 
-// awaitTask polls the task until it ends, writing each new status message
-// to progress, and returns its result.
+// awaitTask polls the task until it ends or asks for input, writing each
+// new status message to progress, and returns its result.
 func (c *conn) awaitTask(ctx context.Context, taskID string, progress agent.Progress) (*mcp.CallToolResult, error) {
 	every := c.e.taskPoll
 	if every <= 0 {
@@ -248,7 +248,9 @@ func (c *conn) awaitTask(ctx context.Context, taskID string, progress agent.Prog
 			progress.WriteString(c.e.red.String(m) + "\n")
 		}
 		switch t.Status {
-		case mcp.TaskStatusCompleted, mcp.TaskStatusFailed:
+		case mcp.TaskStatusCompleted, mcp.TaskStatusFailed, mcp.TaskStatusInputRequired:
+			// tasks/result waits for the end of a task that needs input,
+			// and carries the server's requests for it meanwhile.
 			res, err := c.mc.TaskResult(ctx, mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: taskID}})
 			if err != nil {
 				if t.Status == mcp.TaskStatusFailed {

@@ -378,3 +378,46 @@ func TestEverythingTaskTool(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskResumedStateUnreadable: a resumed call whose saved state names
+// no task of its server's tool (another server's, or damaged) is never
+// sent: its result is an error the model reads.
+func TestTaskResumedStateUnreadable(t *testing.T) {
+	leaktest.Check(t, closeIdleHTTP)
+	ts := newTaskServer(t)
+	c := newClient(t, Options{}, ts.cfg)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	if _, err := st.CreateSession(ctx, memory.Session{ID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := st.Append(ctx, "s1",
+		memory.Message{Role: memory.RoleUser, Content: "Run the job"},
+		memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "call_1", Name: "job", Arguments: []byte(`{"text":"x"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := taskState{V: taskStateVersion, Server: "elsewhere", Tool: "job", Task: "t-1"}.encode()
+	if err := st.SaveCall(ctx, "s1", memory.OpenCall{MessageID: stored[1].ID, CallID: "call_1", Round: 1, Executing: true, State: other}); err != nil {
+		t.Fatal(err)
+	}
+	model := agenttest.NewServer()
+	t.Cleanup(model.Close)
+	model.Enqueue(agenttest.Reply().Text("Sorry.").Finish("stop"))
+	a := durableAgent(t, c, model, st)
+	var last agent.ToolCall
+	for ch, err := range a.Resume(ctx, "s1") {
+		if err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		if ch.Tool != nil {
+			last = *ch.Tool
+		}
+	}
+	if last.State != agent.StateResult || !strings.Contains(last.Result, "cannot be read") {
+		t.Errorf("resumed call = %+v, want an error result", last)
+	}
+	if n := ts.creates.Load(); n != 0 {
+		t.Errorf("%d tools/call sent for a call whose task cannot be found, want 0", n)
+	}
+}
