@@ -24,8 +24,10 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/mcpclient/internal/mcptest/testserver"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
@@ -176,30 +178,58 @@ func TestTaskCalls(t *testing.T) {
 // left running); another process, with a new client, agent and store on
 // the same file, resumes the turn: it re-attaches to the same task and
 // the task's result reaches the model. The server saw exactly one
-// tools/call.
+// tools/call. The same on PostgreSQL.
 func TestTaskResumedAfterStop(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "chat.db")
+		testTaskResumedAfterStop(t, func() (durableStore, func()) {
+			st, err := sqlitestore.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st, func() { st.Close() }
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.URL(t)
+		schema := pgtest.Schema(t, url, "planround_tasks_")
+		testTaskResumedAfterStop(t, func() (durableStore, func()) {
+			st, err := pgstore.Open(context.Background(), url, pgstore.WithSchema(schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st, st.Close
+		})
+	})
+}
+
+// durableStore is a store that keeps open-call records.
+type durableStore interface {
+	memory.Store
+	memory.CallLog
+}
+
+// testTaskResumedAfterStop is TestTaskResumedAfterStop on the stores that
+// open opens, each time on the same data.
+func testTaskResumedAfterStop(t *testing.T, open func() (durableStore, func())) {
 	leaktest.Check(t, closeIdleHTTP)
 	ts := newTaskServer(t)
-	path := filepath.Join(t.TempDir(), "chat.db")
 	model := agenttest.NewServer()
 	t.Cleanup(model.Close)
 	model.Enqueue(agenttest.Reply().Call(0, "call_1", "job", `{"text":"long","hold":true}`).Finish("tool_calls"))
 
 	// The first process.
-	st1, err := sqlitestore.Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st1, close1 := open()
 	c1, err := New(context.Background(), []ServerConfig{ts.cfg}, Options{})
 	if err != nil {
-		st1.Close()
+		close1()
 		t.Fatal(err)
 	}
 	stop1 := sync.OnceFunc(func() {
 		if err := c1.Close(); err != nil {
 			t.Error(err)
 		}
-		st1.Close()
+		close1()
 	})
 	t.Cleanup(stop1)
 	fastPoll(c1)
@@ -211,8 +241,8 @@ func TestTaskResumedAfterStop(t *testing.T) {
 	go func() {
 		defer cancel(fmt.Errorf("shutting down: %w", agent.ErrSuspended))
 		for range 1000 {
-			open, err := st1.OpenCalls(context.Background(), "s1")
-			if err == nil && len(open) == 1 && open[0].State != "" {
+			recs, err := st1.OpenCalls(context.Background(), "s1")
+			if err == nil && len(recs) == 1 && recs[0].State != "" {
 				saved <- true
 				return
 			}
@@ -238,23 +268,20 @@ func TestTaskResumedAfterStop(t *testing.T) {
 	if trace[len(trace)-1] != string(agent.KindSuspended) {
 		t.Fatalf("the first run ended with %v, want suspended", trace)
 	}
-	open, err := st1.OpenCalls(context.Background(), "s1")
-	if err != nil || len(open) != 1 || !open[0].Executing {
-		t.Fatalf("open calls = %+v, %v; want the job's, executing", open, err)
+	recs, err := st1.OpenCalls(context.Background(), "s1")
+	if err != nil || len(recs) != 1 || !recs[0].Executing {
+		t.Fatalf("open calls = %+v, %v; want the job's, executing", recs, err)
 	}
-	state, ok := parseTaskState(open[0].State)
+	state, ok := parseTaskState(recs[0].State)
 	if !ok || state.Server != "tasks" || state.Tool != "job" {
-		t.Fatalf("saved state %q, want the job's task", open[0].State)
+		t.Fatalf("saved state %q, want the job's task", recs[0].State)
 	}
 	stop1()
 
 	// The second process: the task ends while nobody waits for it.
 	ts.release()
-	st2, err := sqlitestore.Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2, close2 := open()
+	defer close2()
 	c2 := newClient(t, Options{}, ts.cfg)
 	fastPoll(c2)
 	a2 := durableAgent(t, c2, model, st2)
