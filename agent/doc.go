@@ -152,7 +152,12 @@
 // ask_user_question): then it runs again, and takes up what it waited for
 // by its key. A resumable tool suspends the run while its call waits for a
 // person (it returns ErrSuspended, see [Suspend]): the call stays open,
-// executing, and its record names what it waits for. A new user message on
+// executing, and its record names what it waits for. A running tool may
+// also save a small state with its call's record ([SaveCallState]), such
+// as the id of the task an MCP server runs the call as: a call found
+// executing with a state runs again with it ([CallInfo.State]), its tool
+// resumable or not, and takes up what it started instead of starting it
+// again. A new user message on
 // a session with open calls closes them first (CauseMovedOn for the
 // undecided ones, CauseStopped for those found executing), so the history
 // stays valid, and cancels what they waited for through the Approver

@@ -227,10 +227,10 @@ func (r *run) resume() {
 		defer r.closeRound()
 		for _, cs := range calls {
 			if cs.open.Executing {
-				if r.resumable(cs.call.Name) {
+				if r.resumable(cs.call.Name) || cs.open.State != "" {
 					// Its tool takes the call up where it left it (by
-					// the call's key): it runs again, without being
-					// asked about again.
+					// the call's key, or the state it saved): it runs
+					// again, without being asked about again.
 					cs.rerun = true
 					continue
 				}
@@ -478,6 +478,28 @@ func (r *run) saveCall(cs *callState) error {
 	return nil
 }
 
+// stateSaver returns the function with which SaveCallState saves the state
+// of cs in its open-call record, or nil when the run keeps no record for it.
+func (r *run) stateSaver(cs *callState) func(string) error {
+	if r.log == nil || cs.open == nil || cs.open.MessageID == 0 {
+		return nil
+	}
+	return func(state string) error {
+		cs.openMu.Lock()
+		defer cs.openMu.Unlock()
+		if cs.closed {
+			return ErrNoCallRecord
+		}
+		old := cs.open.State
+		cs.open.State = state
+		if err := r.saveCall(cs); err != nil {
+			cs.open.State = old
+			return err
+		}
+		return nil
+	}
+}
+
 // partialEvery is how often the output of a running tool is saved to its
 // open-call record.
 const partialEvery = time.Second
@@ -488,8 +510,11 @@ func (r *run) savePartial(cs *callState) {
 		return
 	}
 	cs.partialSaved = time.Now()
+	cs.openMu.Lock()
 	cs.open.Partial = cs.progress.String()
-	if err := r.saveCall(cs); err != nil {
+	err := r.saveCall(cs)
+	cs.openMu.Unlock()
+	if err != nil {
 		r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "saving a tool's output failed", toolAttr(cs), slog.Any("error", err))
 	}
 }

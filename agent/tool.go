@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/planround/planround/memory"
 )
 
 // Tool is a function the model may call.
@@ -226,6 +228,12 @@ type CallInfo struct {
 	// the first and a resumed one. Empty when the run keeps no open-call
 	// records.
 	Key string
+	// State is what the call's tool saved with [SaveCallState] in a run
+	// that stopped while the call ran: a resumed turn ([Agent.Resume])
+	// hands the call back to its tool with it, to take the call up where
+	// it was (an MCP client re-attaches to the server's task). Empty for a
+	// call that starts afresh.
+	State string
 	// Parent is the call that was running where this call's run started,
 	// when a tool runs an agent itself (a sub-agent): its ctx carries the
 	// call, and the sub-agent's tools see it here. Nil for a top-level run.
@@ -250,11 +258,13 @@ func (c CallInfo) Conversation() string {
 
 type callKey struct{}
 
-// callValue is what a call's context carries under callKey: the call, and
-// where ShowSide puts its side messages.
+// callValue is what a call's context carries under callKey: the call,
+// where ShowSide puts its side messages, and what SaveCallState saves with
+// (nil when the run keeps no open-call records).
 type callValue struct {
 	CallInfo
 	sides *sideQueue
+	save  func(state string) error
 }
 
 // callIn returns the call ctx carries, or nil.
@@ -278,11 +288,51 @@ func CallFromContext(ctx context.Context) (CallInfo, bool) {
 
 // withCall returns ctx carrying c, with the call ctx already carries, if
 // any, as c's parent.
-func withCall(ctx context.Context, c CallInfo, sides *sideQueue) context.Context {
+func withCall(ctx context.Context, c CallInfo, sides *sideQueue, save func(string) error) context.Context {
 	if p := callIn(ctx); p != nil {
 		c.Parent = &p.CallInfo
 	}
-	return context.WithValue(ctx, callKey{}, &callValue{c, sides})
+	return context.WithValue(ctx, callKey{}, &callValue{c, sides, save})
+}
+
+// ErrNoCallRecord is returned by [SaveCallState] when the call keeps no
+// open-call record to save a state with: ctx is not a running call's, the
+// run keeps no records (its Config.Store does not implement
+// memory.CallLog, or it has no Input.SessionID), or the call has returned.
+var ErrNoCallRecord = errors.New("agent: the call keeps no open-call record")
+
+// SaveCallState saves state with the open-call record of the call ctx
+// belongs to (memory.OpenCall.State), replacing what it saved before, so
+// that a turn resumed after the process stopped ([Agent.Resume]) can take
+// the call up again: such a call found executing is run again, as a
+// [ToolDefinition.Resumable] tool's is, with the state in
+// [CallInfo.State], and the tool goes on from there (an MCP client
+// re-attaches to the task that runs the call on its server). A call found
+// executing without a saved state (or with the empty state) is rejected as
+// stopped (CauseStopped), unless its tool is resumable: so a tool that
+// must not run twice saves its state only once what it started can be
+// found again, and a crash before that is reported as a stop.
+//
+// A call with a saved state also suspends the run, rather than being
+// interrupted, when the run's context is cancelled with the cause
+// [ErrSuspended] while it runs (a host that shuts down), and an error
+// wrapping ErrSuspended from its Execute suspends the run as a resumable
+// tool's does.
+//
+// state is opaque to the agent and the store, at most memory.MaxCallState
+// bytes. ctx is the context Execute got, or one derived from it; the save
+// is made even when ctx is cancelled. It returns [ErrNoCallRecord] when
+// the run keeps no record for the call, and the store's error when the
+// save fails.
+func SaveCallState(ctx context.Context, state string) error {
+	c := callIn(ctx)
+	if c == nil || c.save == nil {
+		return ErrNoCallRecord
+	}
+	if len(state) > memory.MaxCallState {
+		return fmt.Errorf("agent: a call state of %d bytes, at most %d", len(state), memory.MaxCallState)
+	}
+	return c.save(state)
 }
 
 // callContext is the context of a call's SideMessage and Execute: the run's,
@@ -291,6 +341,12 @@ func (r *run) callContext(cs *callState) context.Context {
 	if r.sides == nil {
 		r.sides = &sideQueue{ready: make(chan struct{}, 1)}
 	}
+	var state string
+	if cs.open != nil {
+		cs.openMu.Lock()
+		state = cs.open.State
+		cs.openMu.Unlock()
+	}
 	return withCall(r.ctx, CallInfo{
 		SessionID:  r.t.in.SessionID,
 		CallID:     cs.call.ID,
@@ -298,7 +354,8 @@ func (r *run) callContext(cs *callState) context.Context {
 		Round:      r.round,
 		ApprovalID: cs.chunk.ApprovalID,
 		Key:        cs.key(),
-	}, r.sides)
+		State:      state,
+	}, r.sides, r.stateSaver(cs))
 }
 
 // ShowSide shows payload beside the card of the call ctx belongs to, while

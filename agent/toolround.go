@@ -72,6 +72,11 @@ type callState struct {
 	// (Config.Store implements memory.CallLog).
 	open         *memory.OpenCall
 	partialSaved time.Time // when open.Partial was last saved
+	// openMu guards open and its saves while the tool runs (SaveCallState
+	// from the tool's goroutine, savePartial from the run's); closed is
+	// set when Execute returned, after which SaveCallState saves nothing.
+	openMu sync.Mutex
+	closed bool
 	// rerun marks a resumable call that a resumed turn found executing: it
 	// runs again without being asked about (it was approved before it
 	// started). held marks a resumable call whose tool suspended the run:
@@ -645,6 +650,11 @@ func (r *run) start(cs *callState) {
 	go func() {
 		defer close(cs.done)
 		defer func() {
+			cs.openMu.Lock()
+			cs.closed = true
+			cs.openMu.Unlock()
+		}()
+		defer func() {
 			// Whether the run was still on when the tool returned (or
 			// panicked) decides between its result and an interruption.
 			cs.cut = r.ctx.Err() != nil
@@ -737,12 +747,13 @@ func (r *run) emitSides() {
 }
 
 // suspends reports whether the finished call cs suspends the run instead of
-// ending: its tool is resumable, the run keeps open-call records, and
+// ending: its tool is resumable or it saved a state (SaveCallState), the
+// run keeps open-call records, and
 // Execute returned an error wrapping ErrSuspended, or the run's context was
 // cancelled with the cause ErrSuspended while it ran (a host that shuts
 // down). Any other ErrSuspended is an ordinary tool error.
 func (r *run) suspends(cs *callState) bool {
-	if !cs.def.Resumable || r.log == nil || cs.open == nil {
+	if r.log == nil || cs.open == nil || !cs.def.Resumable && cs.open.State == "" {
 		return false
 	}
 	if cs.cut {

@@ -81,6 +81,12 @@ type serverEntry struct {
 	// outputs holds the compiled output schemas of the tools that declare
 	// one, by MCP name; nil when none does. Guarded by mu.
 	outputs map[string]*jsonschema.Schema
+	// tasks holds the MCP names of the tools the server may run as tasks;
+	// nil when none. Guarded by mu.
+	tasks map[string]bool
+	// taskPoll is how often a task is polled when its server suggests no
+	// interval.
+	taskPoll time.Duration
 
 	shared *sharedServer // isolation shared
 	sb     *sandboxes    // isolation per_conversation
@@ -221,7 +227,14 @@ func (e *serverEntry) startInstance(ctx context.Context) (instance, error) {
 func (e *serverEntry) setTools(tools []mcp.Tool) {
 	specs := e.convertTools(tools)
 	var outputs map[string]*jsonschema.Schema
+	var tasks map[string]bool
 	for _, s := range specs {
+		if s.task && !e.cfg.DisableTasks {
+			if tasks == nil {
+				tasks = make(map[string]bool)
+			}
+			tasks[s.mcpName] = true
+		}
 		if s.output != nil {
 			if outputs == nil {
 				outputs = make(map[string]*jsonschema.Schema)
@@ -232,6 +245,7 @@ func (e *serverEntry) setTools(tools []mcp.Tool) {
 	e.mu.Lock()
 	e.converted = specs
 	e.outputs = outputs
+	e.tasks = tasks
 	e.mu.Unlock()
 }
 

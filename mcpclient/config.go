@@ -109,6 +109,10 @@ type ServerConfig struct {
 	// 2026-07-28 (for example 2025-11-25) skips that request, which saves
 	// the second with a server that ignores requests it does not know.
 	ProtocolVersion string
+	// DisableTasks makes every call an ordinary tools/call, also of a tool
+	// the server would run as a task (see "Tasks" in the package
+	// documentation).
+	DisableTasks bool
 }
 
 // The defaults of the zero values of ServerConfig's timeouts.
@@ -143,7 +147,8 @@ func LoadConfig(path string) ([]ServerConfig, error) {
 // "streamableHttp" mean http), and these fields of ServerConfig:
 // "isolation", "disabledTools", "skipApproval", "skipApprovalTools" (also
 // read from "autoApprove"), "callTimeout" and "startTimeout" (a duration
-// such as "90s", or a number of seconds) and "protocolVersion". A server
+// such as "90s", or a number of seconds), "protocolVersion" and
+// "disableTasks". A server
 // with "disabled": true is left out. Other fields are ignored, so one file
 // can serve several clients.
 //
@@ -204,6 +209,7 @@ type fileServer struct {
 	CallTimeout       fileDuration      `json:"callTimeout"`
 	StartTimeout      fileDuration      `json:"startTimeout"`
 	ProtocolVersion   string            `json:"protocolVersion"`
+	DisableTasks      bool              `json:"disableTasks"`
 }
 
 func parseServer(name string, raw json.RawMessage) (cfg ServerConfig, disabled bool, err error) {
@@ -235,6 +241,7 @@ func parseServer(name string, raw json.RawMessage) (cfg ServerConfig, disabled b
 		CallTimeout:       time.Duration(s.CallTimeout),
 		StartTimeout:      time.Duration(s.StartTimeout),
 		ProtocolVersion:   s.ProtocolVersion,
+		DisableTasks:      s.DisableTasks,
 	}
 	return cfg, s.Disabled, nil
 }

@@ -360,6 +360,15 @@ type callReply struct {
 }
 
 func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, progress agent.Progress) (string, error) {
+	if taskID, err := c.resumedTask(ctx, tool); err != nil || taskID != "" {
+		if err != nil {
+			return "", err
+		}
+		return c.taskCall(ctx, tool, args, progress, taskID)
+	}
+	if c.taskTool(tool) {
+		return c.taskCall(ctx, tool, args, progress, "")
+	}
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}

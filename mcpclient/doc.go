@@ -114,6 +114,38 @@
 // that declared no tools capability offers no tools (its tools are not
 // listed).
 //
+// # Tasks
+//
+// A tool whose server may run it as a task (its execution.taskSupport is
+// "optional" or "required", and the server declares task-augmented
+// tools/call in its tasks capability) is called as one on a session of a
+// protocol version whose base protocol has tasks (2025-11-25; the tasks
+// extension of 2026-07-28 is not supported, so on such a session the call
+// is an ordinary one, and a task-only tool fails). The server answers with
+// a task; the client saves the task's id with the call's open-call record
+// ([agent.SaveCallState]) and polls the task (tasks/get, at the interval
+// the server suggests, else every second) until it ends, each new status
+// message becoming a line of partial output, then reads its result
+// (tasks/result), which goes to the model as a call's result does. An
+// interrupted call cancels its task (tasks/cancel); a call whose run is
+// suspended (its host shuts down, see [agent.ErrSuspended]) leaves the task
+// running. [ServerConfig.CallTimeout] bounds the whole call, waiting
+// included, and [ServerConfig.DisableTasks] makes every call an ordinary
+// one.
+//
+// With a durable run (a Config.Store that implements memory.CallLog) a
+// turn resumed after the process stopped ([agent.Agent.Resume]) finds the
+// call with its task and re-attaches to it: it polls the same task and
+// gets its result, and never sends the call again. A process that stops
+// after sending the call but before the task's id was saved leaves a call
+// without a state, which the resumed turn reports as stopped
+// ([agent.CauseStopped]): the call may have run, and is not sent twice.
+// Re-attaching needs a server that still knows the task and lets the new
+// connection see it: a stdio server ends with the process that started it,
+// and a server that binds tasks to their session (mcp-go's does, unless it
+// is stateless) refuses a new session's tasks/get; the call then ends with
+// the server's error, for the model to read.
+//
 // # Protocol versions
 //
 // The client offers the newest protocol version it knows, 2026-07-28,

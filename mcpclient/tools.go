@@ -25,6 +25,7 @@ type toolSpec struct {
 	keys    map[string]string // the schema's keys that held secrets: redacted → as written
 	skip    bool
 	output  *jsonschema.Schema // the compiled output schema; nil without one
+	task    bool               // the server may run its calls as tasks (execution.taskSupport)
 }
 
 // mcpTool is an MCP server's tool as an agent tool.
@@ -217,6 +218,8 @@ func (e *serverEntry) convertTool(t mcp.Tool) (*toolSpec, error) {
 		base:    e.toolName(t.Name),
 		desc:    e.red.String(desc),
 		skip:    e.cfg.SkipApproval || slices.Contains(e.cfg.SkipApprovalTools, t.Name),
+		task: t.Execution != nil && (t.Execution.TaskSupport == mcp.TaskSupportOptional ||
+			t.Execution.TaskSupport == mcp.TaskSupportRequired),
 	}
 	// The schema as the server gave it, redacted before anything reads it.
 	var schema any

@@ -38,6 +38,11 @@ type OpenCall struct {
 	// Partial is the output the running tool had written when it was last
 	// saved.
 	Partial string `json:"partial,omitempty"`
+	// State is what the running tool saved to take the call up again
+	// after its process stopped (agent.SaveCallState), such as the id of
+	// the task an MCP server runs the call as: opaque to the store, kept
+	// byte for byte, at most [MaxCallState] bytes.
+	State string `json:"state,omitempty"`
 	// Arguments are the arguments the call runs with, when an approver
 	// edited them: [CallLog.SaveCall] writes them over the call's
 	// arguments in its stored assistant message ([ToolCall.Arguments]),
@@ -49,6 +54,9 @@ type OpenCall struct {
 	// UpdatedAt is when the record was last saved; the store sets it.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
+
+// MaxCallState is the most bytes an [OpenCall.State] may hold.
+const MaxCallState = 4096
 
 // CallLog is implemented by stores that keep [OpenCall] records.
 //

@@ -479,13 +479,17 @@ func ValidateAppendCalls(calls []OpenCall, msgs []Message) error {
 		if len(c.Arguments) > 0 {
 			return fmt.Errorf("open call %q: arguments in a record of AppendCalls: the appended message holds them", c.CallID)
 		}
+		if len(c.State) > MaxCallState {
+			return fmt.Errorf("open call %q: state of %d bytes, at most %d", c.CallID, len(c.State), MaxCallState)
+		}
 		seen[c.CallID] = true
 	}
 	return nil
 }
 
 // ValidateOpenCall reports whether c may be saved: a stored message's id
-// (positive), a call id, and Arguments that are empty or a JSON object.
+// (positive), a call id, Arguments that are empty or a JSON object, and a
+// State of at most [MaxCallState] bytes.
 // Store implementations call it first in SaveCall.
 func ValidateOpenCall(c OpenCall) error {
 	switch {
@@ -495,6 +499,8 @@ func ValidateOpenCall(c OpenCall) error {
 		return fmt.Errorf("memory: open call of message %d without a call id", c.MessageID)
 	case len(c.Arguments) > 0 && !IsObject(c.Arguments):
 		return fmt.Errorf("memory: open call %q: arguments are not a JSON object: %.40q", c.CallID, c.Arguments)
+	case len(c.State) > MaxCallState:
+		return fmt.Errorf("memory: open call %q: state of %d bytes, at most %d", c.CallID, len(c.State), MaxCallState)
 	}
 	return nil
 }

@@ -89,16 +89,16 @@ func (st *Store) AppendCalls(ctx context.Context, sessionID string, calls []memo
 // replace: the first-saved order.
 func (st *Store) saveCallSQL() string {
 	return `INSERT INTO ` + st.openCalls + `
-			(session_id, message_id, call_id, round, approval_id, executing, partial, updated_at)
-		SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM ` + st.sessions + ` WHERE id = $1
+			(session_id, message_id, call_id, round, approval_id, executing, partial, updated_at, state)
+		SELECT id, $2, $3, $4, $5, $6, $7, $8, $9 FROM ` + st.sessions + ` WHERE id = $1
 		ON CONFLICT (session_id, message_id, call_id) DO UPDATE SET
 			round = excluded.round, approval_id = excluded.approval_id, executing = excluded.executing,
-			partial = excluded.partial, updated_at = excluded.updated_at`
+			partial = excluded.partial, updated_at = excluded.updated_at, state = excluded.state`
 }
 
 // saveCallArgs are the arguments of saveCallSQL.
 func (st *Store) saveCallArgs(sessionID string, c memory.OpenCall) []any {
-	return []any{sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, []byte(c.Partial), storecol.Now().UnixNano()}
+	return []any{sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, []byte(c.Partial), storecol.Now().UnixNano(), []byte(c.State)}
 }
 
 // queueSaveCall queues the save of c in b.
@@ -108,7 +108,7 @@ func (st *Store) queueSaveCall(b *pgx.Batch, sessionID string, c memory.OpenCall
 
 // OpenCalls implements [memory.CallLog.OpenCalls].
 func (st *Store) OpenCalls(ctx context.Context, sessionID string) ([]memory.OpenCall, error) {
-	rows, err := st.pool.Query(ctx, `SELECT c.message_id, c.call_id, c.round, c.approval_id, c.executing, c.partial, c.updated_at
+	rows, err := st.pool.Query(ctx, `SELECT c.message_id, c.call_id, c.round, c.approval_id, c.executing, c.partial, c.updated_at, c.state
 		FROM `+st.sessions+` s LEFT JOIN `+st.openCalls+` c ON c.session_id = s.id
 		WHERE s.id = $1 ORDER BY c.message_id, c.seq`, sessionID)
 	if err != nil {
@@ -124,16 +124,16 @@ func (st *Store) OpenCalls(ctx context.Context, sessionID string) ([]memory.Open
 			round            pgtype.Int4
 			callID, approval pgtype.Text
 			executing        pgtype.Bool
-			partial          []byte
+			partial, state   []byte
 		)
-		if err := rows.Scan(&msg, &callID, &round, &approval, &executing, &partial, &updated); err != nil {
+		if err := rows.Scan(&msg, &callID, &round, &approval, &executing, &partial, &updated, &state); err != nil {
 			return nil, fmt.Errorf("pgstore: open calls of %q: %w", sessionID, err)
 		}
 		if !msg.Valid {
 			continue // the session, without records
 		}
 		out = append(out, memory.OpenCall{MessageID: msg.Int64, CallID: callID.String, Round: int(round.Int32),
-			ApprovalID: approval.String, Executing: executing.Bool, Partial: string(partial), UpdatedAt: storecol.FromNanos(updated.Int64)})
+			ApprovalID: approval.String, Executing: executing.Bool, Partial: string(partial), State: string(state), UpdatedAt: storecol.FromNanos(updated.Int64)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: open calls of %q: %w", sessionID, err)

@@ -376,6 +376,7 @@ func TestMigrateVersion4Approvals(t *testing.T) {
 	_, err = conn.Exec(ctx, "ALTER TABLE "+q("approvals")+" DROP COLUMN kind, DROP COLUMN call_key, DROP COLUMN digest, DROP COLUMN principal, DROP COLUMN channel"+
 		"; DROP INDEX "+q("approvals_decided")+", "+q("approvals_session_decided")+
 		"; DROP TABLE "+q("kv")+
+		"; ALTER TABLE "+q("open_calls")+" DROP COLUMN state"+
 		"; UPDATE "+q("schema_version")+" SET version = 4")
 	require.NoError(t, err)
 

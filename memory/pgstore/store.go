@@ -198,6 +198,10 @@ var migrations = []string{
 		updated_at bigint NOT NULL, -- Unix nanoseconds, UTC
 		PRIMARY KEY (namespace, key)
 	);`,
+	// 7: what a running tool saved to take its call up again
+	// (memory.OpenCall.State), kept as bytes. Older rows have none; a
+	// constant default does not rewrite the table.
+	`ALTER TABLE %[1]s.open_calls ADD COLUMN state bytea NOT NULL DEFAULT '';`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,

@@ -73,12 +73,12 @@ func setArguments(ctx context.Context, tx *sql.Tx, sessionID string, c memory.Op
 func saveCall(ctx context.Context, tx *sql.Tx, sessionID string, c memory.OpenCall) error {
 	// seq is taken on insert and kept on replace: the first-saved order.
 	_, err := tx.ExecContext(ctx, `INSERT INTO open_calls
-		(session_id, message_id, call_id, seq, round, approval_id, executing, partial, updated_at)
-		VALUES (?1, ?2, ?3, (SELECT COALESCE(MAX(seq), 0) + 1 FROM open_calls WHERE session_id = ?1), ?4, ?5, ?6, ?7, ?8)
+		(session_id, message_id, call_id, seq, round, approval_id, executing, partial, updated_at, state)
+		VALUES (?1, ?2, ?3, (SELECT COALESCE(MAX(seq), 0) + 1 FROM open_calls WHERE session_id = ?1), ?4, ?5, ?6, ?7, ?8, ?9)
 		ON CONFLICT (session_id, message_id, call_id) DO UPDATE SET
 			round = excluded.round, approval_id = excluded.approval_id, executing = excluded.executing,
-			partial = excluded.partial, updated_at = excluded.updated_at`,
-		sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, c.Partial, storecol.Now().UnixNano())
+			partial = excluded.partial, updated_at = excluded.updated_at, state = excluded.state`,
+		sessionID, c.MessageID, c.CallID, c.Round, c.ApprovalID, c.Executing, c.Partial, storecol.Now().UnixNano(), []byte(c.State))
 	if err != nil {
 		return fmt.Errorf("sqlitestore: save call %q of %q: %w", c.CallID, sessionID, err)
 	}
@@ -95,7 +95,7 @@ func (st *Store) OpenCalls(ctx context.Context, sessionID string) ([]memory.Open
 	if err := exists(ctx, tx, "open calls of", sessionID); err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT message_id, call_id, round, approval_id, executing, partial, updated_at
+	rows, err := tx.QueryContext(ctx, `SELECT message_id, call_id, round, approval_id, executing, partial, updated_at, state
 		FROM open_calls WHERE session_id = ? ORDER BY message_id, seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open calls of %q: %w", sessionID, err)
@@ -105,9 +105,11 @@ func (st *Store) OpenCalls(ctx context.Context, sessionID string) ([]memory.Open
 	for rows.Next() {
 		var c memory.OpenCall
 		var updated int64
-		if err := rows.Scan(&c.MessageID, &c.CallID, &c.Round, &c.ApprovalID, &c.Executing, &c.Partial, &updated); err != nil {
+		var state []byte
+		if err := rows.Scan(&c.MessageID, &c.CallID, &c.Round, &c.ApprovalID, &c.Executing, &c.Partial, &updated, &state); err != nil {
 			return nil, fmt.Errorf("sqlitestore: open calls of %q: %w", sessionID, err)
 		}
+		c.State = string(state)
 		c.UpdatedAt = storecol.FromNanos(updated)
 		out = append(out, c)
 	}

@@ -141,7 +141,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 8
+const currentVersion = 9
 
 // TestOpenMigratesVersion6: a database of version 6, whose approvals have
 // no kind, key, digest, principal or channel (several pending ones in one
@@ -203,4 +203,37 @@ func TestOpenMigratesVersion6(t *testing.T) {
 	got, err := st.ApprovalByKey(ctx, "s", "k")
 	require.NoError(t, err)
 	assert.Equal(t, "n2", got.ID)
+}
+
+// TestOpenMigratesOpenCallState: a database of the version before open
+// calls had a state (the one before the current) opens at the current
+// version with its open-call records kept, each with an empty state, and a
+// state saved then reads back.
+func TestOpenMigratesOpenCallState(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db := rawDB(t, path)
+	require.NoError(t, sqlitestore.MigrateTo(ctx, db, currentVersion-1))
+	_, err := db.Exec(`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('s', 'old', 1, 2)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO messages (session_id, role, content, tool_calls, created_at)
+		VALUES ('s', 'assistant', '', '[{"id":"c1","name":"ls","arguments":{}}]', 3)`)
+	require.NoError(t, err)
+	var msg int64
+	require.NoError(t, db.QueryRow(`SELECT id FROM messages`).Scan(&msg))
+	_, err = db.Exec(`INSERT INTO open_calls (session_id, message_id, call_id, seq, round, approval_id, executing, partial, updated_at)
+		VALUES ('s', ?, 'c1', 1, 1, '', 1, 'half', 4)`, msg)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st := openSQLite(t, path)
+	calls, err := st.OpenCalls(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, calls, 1)
+	assert.Equal(t, memory.OpenCall{MessageID: msg, CallID: "c1", Round: 1, Executing: true, Partial: "half", UpdatedAt: time.Unix(0, 4).UTC()}, calls[0])
+	calls[0].State = `{"task":"t-1"}`
+	require.NoError(t, st.SaveCall(ctx, "s", calls[0]))
+	calls, err = st.OpenCalls(ctx, "s")
+	require.NoError(t, err)
+	assert.Equal(t, `{"task":"t-1"}`, calls[0].State)
 }

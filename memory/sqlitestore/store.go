@@ -192,6 +192,9 @@ var migrations = []migration{
 		updated_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
 		PRIMARY KEY (namespace, key)
 	) STRICT, WITHOUT ROWID;`},
+	// 9: what a running tool saved to take its call up again
+	// (memory.OpenCall.State), kept as bytes. Older rows have none.
+	{sql: `ALTER TABLE open_calls ADD COLUMN state BLOB NOT NULL DEFAULT x'';`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments

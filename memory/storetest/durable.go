@@ -249,20 +249,30 @@ func testSaveCall(t *testing.T, st memory.Store) {
 	}
 
 	// Replacing a record changes every field and keeps its place.
-	repl := memory.OpenCall{MessageID: m2, CallID: "b", Round: 3, ApprovalID: "ap-1", Executing: true, Partial: "half"}
+	state := "task \x00\xff" + strings.Repeat("s", memory.MaxCallState-7) // opaque bytes, the most a record holds
+	repl := memory.OpenCall{MessageID: m2, CallID: "b", Round: 3, ApprovalID: "ap-1", Executing: true, Partial: "half", State: state}
 	saveCall(t, log, "s", repl)
 	got = openCalls(t, log, "s")
 	if !slices.Equal(callKeys(got), want) {
 		t.Fatalf("OpenCalls after replace = %v, want %v (a replaced record keeps its place)", callKeys(got), want)
 	}
 	b := got[2]
-	if b.Round != 3 || b.ApprovalID != "ap-1" || !b.Executing || b.Partial != "half" {
+	if b.Round != 3 || b.ApprovalID != "ap-1" || !b.Executing || b.Partial != "half" || b.State != state {
 		t.Errorf("replaced record = %+v, want %+v", b, repl)
+	}
+	// A state beyond MaxCallState is refused, and the record is left as it was.
+	big := repl
+	big.State += "x"
+	if err := log.SaveCall(t.Context(), "s", big); err == nil {
+		t.Errorf("SaveCall with a state of %d bytes succeeded, want an error", len(big.State))
+	}
+	if b := openCalls(t, log, "s")[2]; b.State != state {
+		t.Errorf("record after a refused save has a state of %d bytes, want the %d saved before", len(b.State), len(state))
 	}
 	// Back to not executing, with no approval: the fields are replaced, not merged.
 	saveCall(t, log, "s", memory.OpenCall{MessageID: m2, CallID: "b", Round: 3})
-	if b := openCalls(t, log, "s")[2]; b.Executing || b.ApprovalID != "" || b.Partial != "" {
-		t.Errorf("record after a second replace = %+v, want no approval, not executing, no partial", b)
+	if b := openCalls(t, log, "s")[2]; b.Executing || b.ApprovalID != "" || b.Partial != "" || b.State != "" {
+		t.Errorf("record after a second replace = %+v, want no approval, not executing, no partial, no state", b)
 	}
 
 	// The same call id in another message is another record.

@@ -77,6 +77,7 @@ func main() {
 	hugeBytes := flag.Int("huge-bytes", 64<<20, "the size of a tool result in -mode=huge")
 	stubborn := flag.Bool("stubborn", false, "ignore SIGTERM and SIGINT, and stay after standard input ends")
 	firstNormal := flag.String("first-normal", "", "serve normally on the first start, which creates this file")
+	tasks := flag.Bool("tasks", false, "add the job tool, run as a task (MCP 2025-11-25)")
 	flag.Parse()
 
 	if *stubborn {
@@ -139,6 +140,9 @@ func main() {
 	}
 	if *mode == "huge" {
 		o.HugeBytes = *hugeBytes
+	}
+	if *tasks {
+		o.Tasks = &testserver.TaskOptions{}
 	}
 	srv := testserver.New(o)
 	if *mode == "content" {

@@ -97,6 +97,8 @@ type Options struct {
 	// cancellation, the pid of a blocking spawn's child); the stdio server
 	// gives its standard error. Nil discards them.
 	Stderr io.Writer
+	// Tasks, when not nil, adds the job tool (see TaskOptions).
+	Tasks *TaskOptions
 }
 
 // Tools are the names of the server's tools, sorted as it lists them.
@@ -116,7 +118,13 @@ func New(o Options) *server.MCPServer {
 	if o.PageSize > 0 {
 		opts = append(opts, server.WithPaginationLimit(o.PageSize))
 	}
+	if o.Tasks != nil {
+		opts = append(opts, taskServerOptions()...)
+	}
 	srv := server.NewMCPServer(name, "1.0.0", opts...)
+	if o.Tasks != nil {
+		addTaskTools(srv, o.Tasks)
+	}
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
 	}
