@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/demo"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/oauthtest"
+	"github.com/planround/planround/mcpclient"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestMCPOAuthConnect: a call to an OAuth-protected MCP server shows a
+// connect_request card; the authorization server's redirect to
+// /oauth/callback shows a page whose POST, with the owner cookie of the
+// session's browser, completes it (another browser's is refused) and the
+// waiting call goes on with the person's token. No token is in the events
+// or the logs.
+func TestMCPOAuthConnect(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	as := oauthtest.Start(t, oauthtest.Options{OpenList: true})
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	logs := &lockedBuffer{}
+	mc, err := mcpclient.New(t.Context(), []mcpclient.ServerConfig{{
+		Name: "protected", URL: as.MCPURL, SkipApproval: true, DisabledTools: []string{"admin"},
+		OAuth: &mcpclient.OAuthConfig{Scopes: []string{"read"}},
+	}}, mcpclient.Options{
+		Logger:           slog.New(slog.NewJSONHandler(logs, nil)),
+		UserOf:           mcpUser,
+		OAuthKey:         key,
+		OAuthRedirectURL: "http://127.0.0.1:9/oauth/callback",
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, mc.Close()) })
+	model := toolModel(t, toolCall{"whoami", `{}`})
+	srv, err := NewServer(Options{BaseURL: model.URL(), HTTPClient: model.Client(), Model: "m", Tools: demo.Tools(), MCP: mc,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	require.NoError(t, err)
+	h := &harness{srv: srv, ts: httptest.NewServer(srv)}
+	t.Cleanup(h.close)
+	h.client = h.newBrowser(t)
+
+	session := h.newSession(t)
+	ev, _ := h.openEvents(t, session)
+	defer ev.close()
+	h.chat(t, session, "who am I?")
+	seen := ev.until(t, func(e sseEvent) bool {
+		require.NotEqual(t, "run_done", e.name, "the run ended before the card: %s", e.data)
+		return e.name == "" && e.chunk(t).Kind == agent.KindSide
+	})
+	var side struct {
+		Side mcpclient.ConnectRequest `json:"side"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(seen[len(seen)-1].data), &side))
+	card := side.Side
+	require.Equal(t, "connect_request", card.Type)
+	require.Equal(t, "protected", card.Server)
+
+	// The person follows the card's link; the authorization server sends
+	// them back with a code.
+	u, err := url.Parse(card.URL)
+	require.NoError(t, err)
+	assert.Equal(t, u.Host, card.Host)
+	q := u.Query()
+	q.Set("login", "alice-at-as")
+	u.RawQuery = q.Encode()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(u.String())
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusFound, resp.StatusCode)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	callback := h.ts.URL + "/oauth/callback?" + loc.RawQuery
+
+	// The redirect comes without the owner cookie: a page, nothing done.
+	stranger := h.newClient(t)
+	resp, err = stranger.Get(callback)
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	assert.Contains(t, string(page), `method="post"`)
+	assert.Contains(t, string(page), `name="state"`)
+
+	form := loc.Query()
+	post := func(c *http.Client) (int, string) {
+		resp, err := c.PostForm(h.ts.URL+"/oauth/callback", form)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := post(stranger)
+	assert.Equal(t, http.StatusUnauthorized, status, body)
+	status, body = post(h.newBrowser(t))
+	assert.Equal(t, http.StatusForbidden, status, "another browser's POST: %s", body)
+	status, body = post(h.client)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, "Connected <b>protected</b>")
+	status, _ = post(h.client)
+	assert.Equal(t, http.StatusForbidden, status, "a replayed callback")
+
+	done, chunks := ev.runDone(t)
+	require.Equal(t, "finished", done.Status, "%+v", done)
+	var result string
+	var all strings.Builder
+	for _, c := range chunks {
+		b, _ := json.Marshal(c)
+		all.Write(b)
+		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult {
+			result = c.Tool.Result
+		}
+	}
+	assert.Equal(t, "you are alice-at-as", result)
+	issued := as.Issued()
+	require.NotEmpty(t, issued)
+	for _, tok := range issued {
+		assert.NotContains(t, all.String(), tok, "a token in the events")
+		assert.NotContains(t, logs.String(), tok, "a token in the logs")
+	}
+}
