@@ -226,6 +226,12 @@ func (e *serverEntry) start(ctx context.Context) error {
 		return err
 	}
 	c, tools, err := dial(ctx, e, true)
+	if err != nil && e.oauth != nil && authRequired(err) {
+		// Only an authorized user may list them: the tools a user's
+		// connection listed last, or until then a tool to connect.
+		e.oauth.restoreTools(ctx, e)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -245,6 +251,17 @@ func (e *serverEntry) startInstance(ctx context.Context) (instance, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.ctx, cancel)()
+	if e.oauth != nil {
+		// A user's connection lists the tools: a server that lists them
+		// only to its users gets its tools known so.
+		c, tools, err := dial(ctx, e, true)
+		if err != nil {
+			return nil, err
+		}
+		e.setTools(tools)
+		e.oauth.keepTools(ctx, e, tools)
+		return c, nil
+	}
 	c, _, err := dial(ctx, e, false)
 	if err != nil {
 		return nil, err

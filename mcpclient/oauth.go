@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/memory"
@@ -353,6 +354,10 @@ func (e *serverEntry) userCall(ctx context.Context, tool string, args json.RawMe
 			continue
 		}
 		inst, release, err := e.sb.get(context.WithValue(ctx, oauthUserKey{}, user), "user:"+user)
+		if err == nil && tool == "" { // connectCall: connected is all
+			release()
+			return "", nil
+		}
 		if err == nil {
 			out, cerr := inst.call(ctx, tool, args, progress)
 			release()
@@ -375,11 +380,8 @@ func (e *serverEntry) userCall(ctx context.Context, tool string, args json.RawMe
 				continue
 			}
 		}
-		if !errors.Is(err, transport.ErrOAuthAuthorizationRequired) && !errors.Is(err, transport.ErrUnauthorized) {
-			var ae *transport.AuthorizationRequiredError
-			if !errors.As(err, &ae) {
-				return "", err
-			}
+		if !authRequired(err) {
+			return "", err
 		}
 		// The server refused the token: refreshed, or else the person
 		// connects again.
@@ -695,4 +697,65 @@ func parseChallenge(h string) map[string]string {
 		}
 	}
 	return out
+}
+
+// authRequired reports whether err is a server's refusal for want of
+// authorization (401).
+func authRequired(err error) bool {
+	var ae *transport.AuthorizationRequiredError
+	return errors.Is(err, transport.ErrOAuthAuthorizationRequired) || errors.Is(err, transport.ErrUnauthorized) || errors.As(err, &ae)
+}
+
+// toolsKey is the key of the tools a user's connection listed last.
+func toolsKey(e *serverEntry) string { return "tools/" + digest(e.cfg.Name, e.cfg.URL) }
+
+// keepTools stores the tools a user's connection listed, for the replicas
+// and restarts whose probe the server refuses.
+func (s *oauthStore) keepTools(ctx context.Context, e *serverEntry, tools []mcp.Tool) {
+	plain, err := json.Marshal(tools)
+	if err != nil || len(plain) > memory.MaxKVValue/2 {
+		return
+	}
+	key := toolsKey(e)
+	if err := s.kv.PutValue(ctx, oauthNamespace, key, s.seal(key, plain)); err != nil {
+		e.log.Warn("keeping the tool list failed", "err", err)
+	}
+}
+
+// restoreTools gives e, whose server lists its tools to authorized users
+// only, the tools a user's connection listed last, or else the stand-in
+// tool that connects the person.
+func (s *oauthStore) restoreTools(ctx context.Context, e *serverEntry) {
+	var tools []mcp.Tool
+	if _, found, err := s.get(ctx, toolsKey(e), &tools); err == nil && found {
+		e.setTools(tools)
+		e.log.Info("server lists its tools to authorized users only: its last list is offered", "tools", len(tools))
+		return
+	}
+	spec := &toolSpec{
+		base:   fitName("connect_" + sanitizeName(e.cfg.Name)),
+		desc:   fmt.Sprintf("Connects the MCP server %q: the person is asked to authorize access. Its tools are offered once a person has connected.", e.cfg.Name),
+		params: map[string]any{"type": "object", "properties": map[string]any{}},
+		skip:   true,
+	}
+	e.mu.Lock()
+	e.converted = []*toolSpec{spec}
+	e.mu.Unlock()
+	e.log.Info("server lists its tools to authorized users only: a tool to connect it is offered until one did")
+}
+
+// connectCall is the stand-in tool's call: it connects the person (asking
+// them to authorize first, as a call of a tool does) and names the tools
+// the connection listed.
+func (e *serverEntry) connectCall(ctx context.Context) (string, error) {
+	if _, err := e.call(ctx, "", nil, nil); err != nil {
+		return "", err
+	}
+	var names []string
+	for _, s := range e.specs() {
+		if s.mcpName != "" {
+			names = append(names, s.base)
+		}
+	}
+	return fmt.Sprintf("Connected to %s. Its tools (%s) are offered from the next request on.", e.cfg.Name, strings.Join(names, ", ")), nil
 }

@@ -67,8 +67,12 @@ type oauthWorld struct {
 	errs   []string
 }
 
-func newOAuthWorld(t *testing.T, kv memory.KV) *oauthWorld {
-	w := &oauthWorld{t: t, srv: oauthtest.Start(t, oauthtest.Options{OpenList: true}), kv: kv, logs: &syncBuffer{}}
+func newOAuthWorld(t *testing.T, kv memory.KV, opts ...oauthtest.Options) *oauthWorld {
+	o := oauthtest.Options{OpenList: true}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	w := &oauthWorld{t: t, srv: oauthtest.Start(t, o), kv: kv, logs: &syncBuffer{}}
 	w.key = make([]byte, 32)
 	_, _ = rand.Read(w.key)
 	w.spans = tracetest.NewSpanRecorder()
@@ -315,6 +319,45 @@ func testOAuthReplicas(t *testing.T, kv memory.KV) {
 	}
 
 	w.noTokens(tokenKey("protected", "alice"), tokenKey("protected", "bob"))
+}
+
+// TestOAuthServerListsOnlyToUsers: a server that refuses to list its tools
+// without a token is offered as a tool that connects it; the person's
+// connection lists the tools, which the Client then offers, and which a
+// replica started later offers at once (the list is kept in the store).
+func TestOAuthServerListsOnlyToUsers(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	w := newOAuthWorld(t, new(memory.MemStore), oauthtest.Options{})
+	ca, a := w.replica()
+	names := func(c *Client) string {
+		var out []string
+		for _, tl := range c.Tools() {
+			out = append(out, tl.Definition().Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(ca); got != "connect_protected" {
+		t.Fatalf("tools before anyone connected = %q, want connect_protected", got)
+	}
+	got, cards := w.run(a, "alice", "connect_protected", func(card *ConnectRequest) {
+		if err := w.callback(ca, "alice", w.authorize(card, "alice-at-as")); err != nil {
+			t.Errorf("callback: %v", err)
+		}
+	})
+	if len(cards) != 1 || !strings.Contains(got, "Connected to protected") || !strings.Contains(got, "whoami") {
+		t.Errorf("connect = %q with %d cards", got, len(cards))
+	}
+	if got := names(ca); got != "admin,whoami" {
+		t.Errorf("tools after alice connected = %q", got)
+	}
+	cc, c := w.replica()
+	if got := names(cc); got != "admin,whoami" {
+		t.Errorf("tools of a replica started later = %q", got)
+	}
+	if got, cards := w.run(c, "alice", "whoami", func(*ConnectRequest) { t.Error("a card for a connected user") }); got != "you are alice-at-as" || len(cards) != 0 {
+		t.Errorf("whoami on the later replica = %q", got)
+	}
+	w.noTokens(tokenKey("protected", "alice"), toolsKey(cc.entries[0]))
 }
 
 // TestOAuthRefusals: callbacks with a state that is unknown, another
