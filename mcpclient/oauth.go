@@ -95,6 +95,8 @@ type oauthStore struct {
 
 	mu      sync.Mutex
 	waiters map[string]chan struct{} // by token key; closed when a callback here saved it
+
+	refreshing sync.Map // token key → *sync.Mutex held while it is refreshed
 }
 
 func newOAuthStore(opts Options, name string) (*oauthStore, error) {
@@ -400,6 +402,12 @@ func (s *oauthStore) refresh(ctx context.Context, e *serverEntry, key string, ra
 		cur, err := s.kv.GetValue(ctx, oauthNamespace, key)
 		return err == nil && !bytes.Equal(cur, raw)
 	}
+	// One refresh at a time per token in this process: a refresh token
+	// may be good for one use, and a server may revoke the tokens of one
+	// sent twice.
+	mu, _ := s.refreshing.LoadOrStore(key, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	if changed() {
 		return true
 	}
@@ -416,7 +424,7 @@ func (s *oauthStore) refresh(ctx context.Context, e *serverEntry, key string, ra
 		if changed() { // another replica used the refresh token first
 			return true
 		}
-		e.log.Info("refreshing a token failed; the person is asked to connect again", "err", err)
+		e.log.Info("refreshing a token failed; the person is asked to connect again", "err", scrub(err, tok.RefreshToken, tok.AccessToken))
 		return false
 	}
 	e.log.Info("token refreshed")
@@ -585,7 +593,7 @@ func (c *Client) OAuthCallback(ctx context.Context, user string, query url.Value
 	h := s.handler(e, creds, &kvTokenStore{s: s, key: key}, p.Scopes)
 	h.SetExpectedState(state)
 	if err := h.ProcessAuthorizationResponse(ctx, code, state, p.Verifier); err != nil {
-		return p.Server, e.wrap(fmt.Errorf("exchanging the code for a token: %w", err))
+		return p.Server, e.wrap(fmt.Errorf("exchanging the code for a token: %s", scrub(err, code, p.Verifier)))
 	}
 	s.wake(key)
 	e.log.Info("the person connected")
@@ -758,4 +766,16 @@ func (e *serverEntry) connectCall(ctx context.Context) (string, error) {
 		}
 	}
 	return fmt.Sprintf("Connected to %s. Its tools (%s) are offered from the next request on.", e.cfg.Name, strings.Join(names, ", ")), nil
+}
+
+// scrub is err's text without the secrets given: an authorization server's
+// error may echo what it was sent.
+func scrub(err error, secrets ...string) string {
+	text := err.Error()
+	for _, s := range secrets {
+		if len(s) >= minSecret {
+			text = strings.ReplaceAll(text, s, "[redacted]")
+		}
+	}
+	return text
 }
