@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,10 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/internal/oauthtest"
+	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/pgstore"
+	"github.com/planround/planround/memory/sqlitestore"
 )
 
 type testUserKey struct{}
@@ -55,7 +59,9 @@ func (s *syncBuffer) String() string {
 type oauthWorld struct {
 	t     *testing.T
 	srv   *oauthtest.Servers
-	kv    memory.KV
+	kv    memory.KV   // replica 0's view of the store
+	kvs   []memory.KV // the views replicas take in turn
+	n     int         // replicas made
 	key   []byte
 	logs  *syncBuffer
 	spans *tracetest.SpanRecorder
@@ -67,12 +73,12 @@ type oauthWorld struct {
 	errs   []string
 }
 
-func newOAuthWorld(t *testing.T, kv memory.KV, opts ...oauthtest.Options) *oauthWorld {
+func newOAuthWorld(t *testing.T, kvs []memory.KV, opts ...oauthtest.Options) *oauthWorld {
 	o := oauthtest.Options{OpenList: true}
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	w := &oauthWorld{t: t, srv: oauthtest.Start(t, o), kv: kv, logs: &syncBuffer{}}
+	w := &oauthWorld{t: t, srv: oauthtest.Start(t, o), kv: kvs[0], kvs: kvs, logs: &syncBuffer{}}
 	w.key = make([]byte, 32)
 	_, _ = rand.Read(w.key)
 	w.spans = tracetest.NewSpanRecorder()
@@ -88,10 +94,12 @@ func (w *oauthWorld) config() ServerConfig {
 }
 
 func (w *oauthWorld) options() Options {
+	kv := w.kvs[w.n%len(w.kvs)]
+	w.n++
 	return Options{
 		Logger:           slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		UserOf:           testUser,
-		KV:               w.kv,
+		KV:               kv,
 		OAuthKey:         w.key,
 		OAuthRedirectURL: "http://127.0.0.1:9/oauth/callback",
 		OAuthWait:        30 * time.Second,
@@ -250,8 +258,41 @@ func TestOAuthConnectOnAnotherReplica(t *testing.T) {
 	testOAuthReplicas(t, new(memory.MemStore))
 }
 
-func testOAuthReplicas(t *testing.T, kv memory.KV) {
-	w := newOAuthWorld(t, kv)
+// The same with the replicas on two handles of one SQLite file.
+func TestOAuthConnectOnAnotherReplicaSQLite(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	path := filepath.Join(t.TempDir(), "db")
+	var kvs []memory.KV
+	for range 2 {
+		st, err := sqlitestore.Open(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		kvs = append(kvs, st)
+	}
+	testOAuthReplicas(t, kvs...)
+}
+
+// The same with the replicas on two pools of one PostgreSQL schema.
+func TestOAuthConnectOnAnotherReplicaPostgres(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url, "mcpclient_oauth_")
+	var kvs []memory.KV
+	for range 2 {
+		st, err := pgstore.Open(t.Context(), url, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		kvs = append(kvs, st)
+	}
+	testOAuthReplicas(t, kvs...)
+}
+
+func testOAuthReplicas(t *testing.T, kvs ...memory.KV) {
+	w := newOAuthWorld(t, kvs)
 	ca, a := w.replica()
 	cb, b := w.replica()
 
@@ -327,7 +368,7 @@ func testOAuthReplicas(t *testing.T, kv memory.KV) {
 // replica started later offers at once (the list is kept in the store).
 func TestOAuthServerListsOnlyToUsers(t *testing.T) {
 	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
-	w := newOAuthWorld(t, new(memory.MemStore), oauthtest.Options{})
+	w := newOAuthWorld(t, []memory.KV{new(memory.MemStore)}, oauthtest.Options{})
 	ca, a := w.replica()
 	names := func(c *Client) string {
 		var out []string
@@ -365,7 +406,7 @@ func TestOAuthServerListsOnlyToUsers(t *testing.T) {
 // outside a run cannot show a card and says so.
 func TestOAuthRefusals(t *testing.T) {
 	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
-	w := newOAuthWorld(t, new(memory.MemStore))
+	w := newOAuthWorld(t, []memory.KV{new(memory.MemStore)})
 	c, _ := w.replica()
 	e := c.entries[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
