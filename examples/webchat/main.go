@@ -83,6 +83,19 @@
 // instance ends when it has been unused for 10 minutes, or when 16 of the
 // server's instances run and another session needs one.
 //
+// A server with an "oauth" entry is used by each browser's owner with their
+// own token (see package mcpclient, "Authorization"). A call to it before
+// its owner connected shows a "Connect <server>" card, with the host the
+// button leads to; the authorization server sends the person back to
+// /oauth/callback (-mcp-oauth-redirect, by default http://ADDR/oauth/callback),
+// whose page has a button that completes the authorization for the
+// browser's owner (a POST, so that a prefetch of the link does nothing, and
+// carrying the owner cookie the cross-site redirect lacks), and the call
+// goes on, on whatever replica it waits. The tokens are kept in the store
+// (SQLite or PostgreSQL; in memory with -memory), sealed with
+// -mcp-oauth-key: 64 hex digits or a file holding them, the same for every
+// replica.
+//
 // # Who can use it
 //
 // The server listens on 127.0.0.1 unless -addr says otherwise, and it
@@ -164,6 +177,11 @@
 //	GET  /api/skills               the skills: [{name, description}]
 //	GET  /api/mcp/servers          the MCP servers: [{name, transport,
 //	                               isolation, state, tools, error?}]
+//	GET  /oauth/callback           an authorization server's redirect: a
+//	                               page whose button POSTs it back
+//	POST /oauth/callback           completes an MCP server's authorization
+//	                               for the browser's owner (403 for another
+//	                               owner's or a used one)
 //
 // POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
 // decision's scope "always" counts for its session only.
