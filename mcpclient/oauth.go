@@ -591,6 +591,18 @@ func (c *Client) OAuthCallback(ctx context.Context, user string, query url.Value
 	}
 	key := tokenKey(p.Server, user)
 	h := s.handler(e, creds, &kvTokenStore{s: s, key: key}, p.Scopes)
+	if iss := query.Get("iss"); iss != "" {
+		// RFC 9207: the response names the server that issued it; one
+		// from another authorization server than the one asked is a
+		// mix-up.
+		md, err := h.GetServerMetadata(ctx)
+		if err != nil {
+			return p.Server, e.wrap(fmt.Errorf("discovering the authorization server: %w", err))
+		}
+		if iss != md.Issuer {
+			return p.Server, e.wrap(errors.New("the authorization response names another issuer than the server's authorization server"))
+		}
+	}
 	h.SetExpectedState(state)
 	if err := h.ProcessAuthorizationResponse(ctx, code, state, p.Verifier); err != nil {
 		return p.Server, e.wrap(fmt.Errorf("exchanging the code for a token: %s", scrub(err, code, p.Verifier)))

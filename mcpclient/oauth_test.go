@@ -452,6 +452,16 @@ func TestOAuthRefusals(t *testing.T) {
 	if err := w.callback(c, "alice", url.Values{"state": {q3.Get("state")}, "error": {"access_denied\n<b>"}}); err == nil || !strings.Contains(err.Error(), "access_denied") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("a refusal: %v", err)
 	}
+	// A response that names another issuer (a mix-up) is refused.
+	card4, err := c.oauth.start(ctx, e, "alice", []string{"read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q4 := w.authorize(card4, "alice-at-as")
+	q4.Set("iss", "https://evil.example")
+	if err := w.callback(c, "alice", q4); err == nil || !strings.Contains(err.Error(), "another issuer") {
+		t.Errorf("another issuer: %v", err)
+	}
 
 	// Outside an agent's run there is no card to show.
 	other := newClient(t, Options{UserOf: testUser, KV: new(memory.MemStore), OAuthKey: w.key, OAuthRedirectURL: "http://127.0.0.1:9/cb"}, w.config())
