@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -150,4 +152,44 @@ func TestMCPOAuthConnect(t *testing.T) {
 		assert.NotContains(t, all.String(), tok, "a token in the events")
 		assert.NotContains(t, logs.String(), tok, "a token in the logs")
 	}
+}
+
+// -mcp-oauth-key takes 64 hex digits or a file holding them, and nothing
+// else.
+func TestReadOAuthKey(t *testing.T) {
+	const hexKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	key, err := readOAuthKey(hexKey)
+	require.NoError(t, err)
+	assert.Len(t, key, 32)
+	file := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(file, []byte(hexKey+"\n"), 0o600))
+	fromFile, err := readOAuthKey(file)
+	require.NoError(t, err)
+	assert.Equal(t, key, fromFile)
+	key, err = readOAuthKey("")
+	assert.NoError(t, err)
+	assert.Nil(t, key)
+	require.NoError(t, os.WriteFile(file, []byte("short"), 0o600))
+	for _, v := range []string{"nonsense", file, hexKey[:62]} {
+		_, err := readOAuthKey(v)
+		assert.Error(t, err, v)
+	}
+}
+
+// With an access token, the authorization server's redirect (which comes
+// without the token's SameSite cookie) reaches the callback's page; its
+// POST, and every other request, still need the token.
+func TestOAuthCallbackWithToken(t *testing.T) {
+	var reached []string
+	h := requireToken("a-token-of-16-chars-or-more", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached = append(reached, r.Method+" "+r.URL.Path)
+	}))
+	for _, r := range []*http.Request{
+		httptest.NewRequest(http.MethodGet, "/oauth/callback?state=s&code=c", nil),
+		httptest.NewRequest(http.MethodPost, "/oauth/callback", strings.NewReader("state=s&code=c")),
+		httptest.NewRequest(http.MethodGet, "/api/sessions", nil),
+	} {
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	assert.Equal(t, []string{"GET /oauth/callback"}, reached)
 }
