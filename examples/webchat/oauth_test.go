@@ -42,14 +42,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestMCPOAuthConnect: a call to an OAuth-protected MCP server shows a
-// connect_request card; the authorization server's redirect to
-// /oauth/callback shows a page whose POST, with the owner cookie of the
-// session's browser, completes it (another browser's is refused) and the
-// waiting call goes on with the person's token. No token is in the events
-// or the logs.
-func TestMCPOAuthConnect(t *testing.T) {
-	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+// newOAuthHarness starts an authorization server and the MCP server it
+// protects, and a web chat whose model calls that server's whoami.
+func newOAuthHarness(t *testing.T) (*harness, *oauthtest.Servers, *lockedBuffer) {
+	t.Helper()
 	as := oauthtest.Start(t, oauthtest.Options{OpenList: true})
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -72,6 +68,38 @@ func TestMCPOAuthConnect(t *testing.T) {
 	h := &harness{srv: srv, ts: httptest.NewServer(srv)}
 	t.Cleanup(h.close)
 	h.client = h.newBrowser(t)
+	return h, as, logs
+}
+
+// callbackURL follows an authorization URL at the authorization server as
+// login and returns the web chat's callback URL it redirects to.
+func callbackURL(t *testing.T, h *harness, authURL, login string) (string, url.Values) {
+	t.Helper()
+	u, err := url.Parse(authURL)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("login", login)
+	u.RawQuery = q.Encode()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer noFollow.CloseIdleConnections()
+	resp, err := noFollow.Get(u.String())
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusFound, resp.StatusCode)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	return h.ts.URL + "/oauth/callback?" + loc.RawQuery, loc.Query()
+}
+
+// TestMCPOAuthConnect: a call to an OAuth-protected MCP server shows a
+// connect_request card; the authorization server's redirect to
+// /oauth/callback shows a page whose POST, with the owner cookie of the
+// session's browser, completes it (another browser's is refused) and the
+// waiting call goes on with the person's token. No token is in the events
+// or the logs.
+func TestMCPOAuthConnect(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	h, as, logs := newOAuthHarness(t)
 
 	session := h.newSession(t)
 	ev, _ := h.openEvents(t, session)
@@ -94,21 +122,11 @@ func TestMCPOAuthConnect(t *testing.T) {
 	u, err := url.Parse(card.URL)
 	require.NoError(t, err)
 	assert.Equal(t, u.Host, card.Host)
-	q := u.Query()
-	q.Set("login", "alice-at-as")
-	u.RawQuery = q.Encode()
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noFollow.Get(u.String())
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusFound, resp.StatusCode)
-	loc, err := url.Parse(resp.Header.Get("Location"))
-	require.NoError(t, err)
-	callback := h.ts.URL + "/oauth/callback?" + loc.RawQuery
+	callback, form := callbackURL(t, h, card.URL, "alice-at-as")
 
 	// The redirect comes without the owner cookie: a page, nothing done.
 	stranger := h.newClient(t)
-	resp, err = stranger.Get(callback)
+	resp, err := stranger.Get(callback)
 	require.NoError(t, err)
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -116,7 +134,6 @@ func TestMCPOAuthConnect(t *testing.T) {
 	assert.Contains(t, string(page), `method="post"`)
 	assert.Contains(t, string(page), `name="state"`)
 
-	form := loc.Query()
 	post := func(c *http.Client) (int, string) {
 		resp, err := c.PostForm(h.ts.URL+"/oauth/callback", form)
 		require.NoError(t, err)
@@ -192,4 +209,40 @@ func TestOAuthCallbackWithToken(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 	assert.Equal(t, []string{"GET /oauth/callback"}, reached)
+}
+
+// TestBrowserMCPOAuth: the connect card in the page, a "Connect <server>"
+// link to the authorization server in a new tab with its host shown; the
+// callback's page, in the same browser, completes the authorization with
+// its button, and the waiting call's result comes to the card.
+func TestBrowserMCPOAuth(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	h, as, _ := newOAuthHarness(t)
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.typeText("#input", "who am I?")
+	p.click("#send")
+	p.waitFor("the connect card", `!!document.querySelector('.side.connect a.connect-button')`)
+	var card struct{ Text, Href, Host, Target, Rel string }
+	require.NoError(t, p.eval(`(() => { const a = document.querySelector('.side.connect a.connect-button');
+		return {Text: a.textContent, Href: a.href, Target: a.target, Rel: a.rel, Host: document.querySelector('.side.connect .connect-host').textContent}; })()`, &card))
+	asURL, err := url.Parse(as.AuthURL)
+	require.NoError(t, err)
+	assert.Equal(t, "Connect protected", card.Text)
+	assert.Equal(t, "opens "+asURL.Host, card.Host)
+	assert.Equal(t, "_blank", card.Target)
+	assert.Contains(t, card.Rel, "noopener")
+	assert.True(t, strings.HasPrefix(card.Href, as.AuthURL+"/authorize?"), card.Href)
+	p.screenshot(filepath.Join(t.ArtifactDir(), "connect-card.png"))
+
+	callback, _ := callbackURL(t, h, card.Href, "alice-at-as")
+	p2 := b.newPage(800, 600)
+	p2.navigate(callback)
+	p2.waitFor("the callback's button", `!!document.querySelector('form button[type=submit]')`)
+	p2.click(`form button[type=submit]`)
+	p2.waitFor("the connected page", `document.body.innerText.includes('Connected protected')`)
+	p.waitFor("the call's result", `[...document.querySelectorAll('#messages .card[data-tool="whoami"]')].some(c => c.textContent.includes('you are alice-at-as'))`)
+	assert.Empty(t, b.pageErrors())
 }
