@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -544,4 +546,31 @@ func FuzzOAuthCallbackQuery(f *testing.F) {
 		}
 		_ = errorCode(raw)
 	})
+}
+
+// The configuration file's "oauth" entry, and the servers it may not be on.
+func TestOAuthConfigFile(t *testing.T) {
+	cfgs, err := ParseConfig([]byte(`{"mcpServers": {"gh": {"url": "https://example.com/mcp",
+		"oauth": {"client_id": "abc", "client_secret": "${GH_SECRET}", "scopes": ["repo", "read:org"]}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfgs[0].OAuth
+	if o == nil || o.ClientID != "abc" || o.ClientSecret != "${GH_SECRET}" || strings.Join(o.Scopes, " ") != "repo read:org" {
+		t.Fatalf("oauth = %+v", o)
+	}
+	t.Setenv("GH_SECRET", "s3cret-value")
+	ex, err := expand(cfgs[0], os.LookupEnv)
+	if err != nil || ex.OAuth.ClientSecret != "s3cret-value" || !slices.Contains(ex.secrets, "s3cret-value") {
+		t.Errorf("expanded: %+v, %v; want the secret expanded and redacted", ex.OAuth, err)
+	}
+	for _, bad := range []string{
+		`{"mcpServers": {"x": {"command": "x", "oauth": {}}}}`,
+		`{"mcpServers": {"x": {"url": "https://example.com/sse", "type": "sse", "oauth": {}}}}`,
+		`{"mcpServers": {"x": {"url": "https://example.com/mcp", "isolation": "per_conversation", "oauth": {}}}}`,
+	} {
+		if _, err := ParseConfig([]byte(bad)); err == nil {
+			t.Errorf("ParseConfig(%s) succeeded", bad)
+		}
+	}
 }
