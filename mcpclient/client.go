@@ -47,6 +47,23 @@ type Options struct {
 	// in (memory.MemStore, sqlitestore and pgstore implement memory.KV).
 	// Nil keeps them in this process's memory only.
 	KV memory.KV
+
+	// OAuthKey is the 32-byte AES-256-GCM key the users' OAuth tokens,
+	// the PKCE verifiers and a registered client's secret are sealed with
+	// before they go into KV. Every replica sharing KV needs the same key.
+	// New fails without one when a server uses OAuth, unless
+	// InsecureOAuthPlaintext is set.
+	OAuthKey []byte
+	// InsecureOAuthPlaintext stores the OAuth values unsealed, for tests
+	// and single-user setups whose store is as private as a key would be.
+	InsecureOAuthPlaintext bool
+	// OAuthRedirectURL is where authorization servers send the person
+	// back: the host's route that passes the request to
+	// [Client.OAuthCallback]. Needed when a server uses OAuth.
+	OAuthRedirectURL string
+	// OAuthWait bounds how long a call waits for the person to connect
+	// (the call's own timeout bounds it too). Zero means 10 minutes.
+	OAuthWait time.Duration
 }
 
 // The defaults of the zero values of Options.
@@ -59,6 +76,8 @@ const (
 // tools as agent tools. Its methods are safe for concurrent use.
 type Client struct {
 	entries []*serverEntry
+
+	oauth *oauthStore // nil when no server uses OAuth
 
 	mu         sync.Mutex // guards closed and registered
 	closed     bool
@@ -89,7 +108,8 @@ type serverEntry struct {
 	taskPoll time.Duration
 
 	shared *sharedServer // isolation shared
-	sb     *sandboxes    // isolation per_conversation
+	sb     *sandboxes    // isolation per_conversation, or a connection per user with OAuth
+	oauth  *oauthStore   // with OAuth; nil otherwise
 
 	ctx    context.Context // ends when the client closes
 	cancel context.CancelFunc
@@ -145,6 +165,14 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 
 	c := &Client{}
 	for _, ex := range cfgs {
+		if ex.OAuth != nil && c.oauth == nil {
+			var err error
+			if c.oauth, err = newOAuthStore(opts, info.Name); err != nil {
+				return nil, fmt.Errorf("mcpclient: %w", err)
+			}
+		}
+	}
+	for _, ex := range cfgs {
 		cfg := &ex.ServerConfig
 		e := &serverEntry{
 			cfg:        ex,
@@ -155,7 +183,10 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		}
 		e.log = serverLogger(logger, cfg.Name, e.red)
 		e.ctx, e.cancel = context.WithCancel(context.Background())
-		if cfg.isolation() == IsolationShared {
+		if cfg.OAuth != nil {
+			e.oauth = c.oauth
+			e.sb = newSandboxes(e.startInstance, maxSandboxes, idle)
+		} else if cfg.isolation() == IsolationShared {
 			e.shared = &sharedServer{e: e}
 			e.onListChanged = e.listChanged
 		} else {
@@ -201,12 +232,22 @@ func (e *serverEntry) start(ctx context.Context) error {
 		return err
 	}
 	c, tools, err := dial(ctx, e, true)
+	if err != nil && e.oauth != nil && authRequired(err) {
+		// Only an authorized user may list them: the tools a user's
+		// connection listed last, or until then a tool to connect.
+		e.oauth.restoreTools(ctx, e)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	c.close() // the probe only reads the tools
 	e.setTools(tools)
-	e.log.Info("server probed", "transport", string(e.cfg.transport()), "isolation", string(IsolationPerConversation), "protocol", c.protocol, "tools", len(tools))
+	isolation := string(IsolationPerConversation)
+	if e.oauth != nil {
+		isolation = "per_user"
+	}
+	e.log.Info("server probed", "transport", string(e.cfg.transport()), "isolation", isolation, "protocol", c.protocol, "tools", len(tools))
 	return nil
 }
 
@@ -216,6 +257,17 @@ func (e *serverEntry) startInstance(ctx context.Context) (instance, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.ctx, cancel)()
+	if e.oauth != nil {
+		// A user's connection lists the tools: a server that lists them
+		// only to its users gets its tools known so.
+		c, tools, err := dial(ctx, e, true)
+		if err != nil {
+			return nil, err
+		}
+		e.setTools(tools)
+		e.oauth.keepTools(ctx, e, tools)
+		return c, nil
+	}
 	c, _, err := dial(ctx, e, false)
 	if err != nil {
 		return nil, err
@@ -309,6 +361,8 @@ func (e *serverEntry) call(ctx context.Context, tool string, args json.RawMessag
 	var err error
 	if e.shared != nil {
 		out, err = e.shared.call(ctx, tool, args, progress)
+	} else if e.oauth != nil {
+		out, err = e.userCall(ctx, tool, args, progress)
 	} else {
 		out, err = e.conversationCall(ctx, tool, args, progress)
 	}

@@ -113,6 +113,12 @@ type ServerConfig struct {
 	// the server would run as a task (see "Tasks" in the package
 	// documentation).
 	DisableTasks bool
+
+	// OAuth makes an http server one that each user authorizes: the client
+	// connects to it once per user, with that user's token (see the
+	// package documentation, "Authorization"). Nil means the server needs
+	// no authorization, or takes a fixed token in Headers.
+	OAuth *OAuthConfig
 }
 
 // The defaults of the zero values of ServerConfig's timeouts.
@@ -210,6 +216,7 @@ type fileServer struct {
 	StartTimeout      fileDuration      `json:"startTimeout"`
 	ProtocolVersion   string            `json:"protocolVersion"`
 	DisableTasks      bool              `json:"disableTasks"`
+	OAuth             *OAuthConfig      `json:"oauth"`
 }
 
 func parseServer(name string, raw json.RawMessage) (cfg ServerConfig, disabled bool, err error) {
@@ -242,6 +249,7 @@ func parseServer(name string, raw json.RawMessage) (cfg ServerConfig, disabled b
 		StartTimeout:      time.Duration(s.StartTimeout),
 		ProtocolVersion:   s.ProtocolVersion,
 		DisableTasks:      s.DisableTasks,
+		OAuth:             s.OAuth,
 	}
 	return cfg, s.Disabled, nil
 }
@@ -337,6 +345,12 @@ func (cfg *ServerConfig) validate() error {
 	default:
 		return fmt.Errorf("server %q: unknown transport %q (want stdio, sse or http)", cfg.Name, cfg.Transport)
 	}
+	if cfg.OAuth != nil && cfg.transport() != TransportHTTP {
+		return fmt.Errorf("server %q: oauth is for http servers only", cfg.Name)
+	}
+	if cfg.OAuth != nil && cfg.Isolation == IsolationPerConversation {
+		return fmt.Errorf("server %q: an oauth server runs one connection per user, not per conversation", cfg.Name)
+	}
 	switch cfg.isolation() {
 	case IsolationShared, IsolationPerConversation:
 	default:
@@ -389,6 +403,13 @@ func expand(cfg ServerConfig, lookup func(string) (string, bool)) (*expanded, er
 	}
 	e.Dir = ex("cwd", cfg.Dir)
 	e.URL = ex("url", cfg.URL)
+	if cfg.OAuth != nil {
+		o := *cfg.OAuth
+		o.ClientID = ex("oauth client_id", o.ClientID)
+		o.ClientSecret = ex("oauth client_secret", o.ClientSecret)
+		e.secrets = append(e.secrets, o.ClientSecret)
+		e.OAuth = &o
+	}
 	e.Headers = make(map[string]string, len(cfg.Headers))
 	for k, v := range cfg.Headers {
 		v = ex("header "+k, v)

@@ -107,6 +107,9 @@ type conn struct {
 	next    chan func()    // hands a call to an idle caller
 	callers sync.WaitGroup // the callers (see runCall)
 
+	scopeMu sync.Mutex // guards scope
+	scope   []string   // what a 403 insufficient_scope asked for; nil before one
+
 	stopListen func() // ends the subscription to list changes; nil without one
 	closeOnce  sync.Once
 	closeErr   error
@@ -161,11 +164,23 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 		tr = &cancelling{Interface: sse, HTTPConnection: sse, always: true}
 	case TransportHTTP:
 		c.hc = newHTTPClient()
-		var h *transport.StreamableHTTP
-		h, err = transport.NewStreamableHTTP(e.cfg.URL,
+		hopts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPHeaders(e.cfg.Headers),
 			transport.WithHTTPBasicClient(c.hc),
-			transport.WithHTTPLogger(e.log))
+			transport.WithHTTPLogger(e.log),
+		}
+		if user, ok := ctx.Value(oauthUserKey{}).(string); ok && e.oauth != nil {
+			// A user's connection: the user's token on every request.
+			creds, cerr := e.oauth.client(ctx, e)
+			if cerr != nil {
+				return nil, nil, cerr
+			}
+			store := &kvTokenStore{s: e.oauth, key: tokenKey(e.cfg.Name, user)}
+			c.hc.Transport = &scopeWatch{rt: c.hc.Transport, c: c}
+			hopts = append(hopts, transport.WithHTTPOAuth(e.oauth.config(e, creds, store, e.cfg.OAuth.Scopes)))
+		}
+		var h *transport.StreamableHTTP
+		h, err = transport.NewStreamableHTTP(e.cfg.URL, hopts...)
 		tr = &cancelling{Interface: h, HTTPConnection: h}
 	}
 	if err != nil {

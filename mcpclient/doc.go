@@ -146,6 +146,54 @@
 // is stateless) refuses a new session's tasks/get; the call then ends with
 // the server's error, for the model to read.
 //
+// # Authorization
+//
+// A remote (http) server with an "oauth" entry ([ServerConfig.OAuth]) is
+// used by each person with their own token: the client opens a connection
+// per user ([Options.UserOf] names the user from a call's context), bounded
+// by [Options.MaxSandboxes] and closed after [Options.SandboxIdle] like a
+// per_conversation server's instances, and every request of it carries
+// that user's token. The client finds the authorization server from the
+// server's protected resource metadata (RFC 9728, RFC 8414), registers
+// itself there once (dynamic client registration, RFC 7591) unless
+// [OAuthConfig.ClientID] names a client registered beforehand, and uses
+// the authorization code flow with PKCE (mcp-go's OAuth handler does the
+// protocol).
+//
+// A call for a user without a token shows a [ConnectRequest] side card
+// ([agent.ShowSide]) with the authorization URL and its host, and waits:
+// for at most [Options.OAuthWait] and the call's own timeout. The state of
+// the authorization and its PKCE verifier are kept in [Options.KV], so the
+// authorization server's redirect to [Options.OAuthRedirectURL] may reach
+// any replica sharing the store: the host passes that request's query and
+// the person asking to [Client.OAuthCallback], which refuses a state that
+// is unknown, used, expired or another user's, exchanges the code and
+// stores the token. The waiting call, on whatever replica, sees the token
+// (it reads the store every half second; a callback on its own replica
+// wakes it at once) and goes on.
+//
+// When the server refuses a token (401), the client refreshes it with the
+// refresh token and tries again, without a card; of two replicas that
+// refresh at once, the first to store its token wins and the other uses
+// it. When the refresh fails the person is asked to connect again. A call
+// the server refuses for want of a scope (403 with error
+// "insufficient_scope") shows a new card asking for the configured scopes
+// and those the server named (step-up), and runs again once connected.
+//
+// A server that lists its tools only to authorized users is offered, until
+// someone connected, as one tool, connect_<server>, whose call connects
+// the person; each user's connection lists the tools, and the list is kept
+// in the store for the replicas and restarts that follow. A host that
+// wants the new tools offered calls [Client.Tools] or [Client.Register]
+// again.
+//
+// Tokens, verifiers and a registered client's secret are sealed with
+// AES-256-GCM under [Options.OAuthKey] before they are stored, bound to
+// the key they are stored under (a value copied to another user's key does
+// not open); New refuses an OAuth server without a key unless
+// [Options.InsecureOAuthPlaintext] is set. No token is ever put in a log
+// record, an error, a chunk or a span.
+//
 // # Protocol versions
 //
 // The client offers the newest protocol version it knows, 2026-07-28,

@@ -40,6 +40,9 @@ type mcpTool struct {
 func (t *mcpTool) Definition() agent.ToolDefinition { return t.def }
 
 func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress agent.Progress) (string, error) {
+	if t.mcpName == "" { // the stand-in of an OAuth server's tools
+		return t.e.connectCall(ctx)
+	}
 	if len(t.keys) > 0 {
 		args = restoreKeys(args, t.keys)
 	}

@@ -83,6 +83,19 @@
 // instance ends when it has been unused for 10 minutes, or when 16 of the
 // server's instances run and another session needs one.
 //
+// A server with an "oauth" entry is used by each browser's owner with their
+// own token (see package mcpclient, "Authorization"). A call to it before
+// its owner connected shows a "Connect <server>" card, with the host the
+// button leads to; the authorization server sends the person back to
+// /oauth/callback (-mcp-oauth-redirect, by default http://ADDR/oauth/callback),
+// whose page has a button that completes the authorization for the
+// browser's owner (a POST, so that a prefetch of the link does nothing, and
+// carrying the owner cookie the cross-site redirect lacks), and the call
+// goes on, on whatever replica it waits. The tokens are kept in the store
+// (SQLite or PostgreSQL; in memory with -memory), sealed with
+// -mcp-oauth-key: 64 hex digits or a file holding them, the same for every
+// replica.
+//
 // # Who can use it
 //
 // The server listens on 127.0.0.1 unless -addr says otherwise, and it
@@ -174,6 +187,11 @@
 //	                               server lists its instance's): [{server,
 //	                               resources: [{uri, name, title?,
 //	                               description?, mime_type?, size}], error?}]
+//	GET  /oauth/callback           an authorization server's redirect: a
+//	                               page whose button POSTs it back
+//	POST /oauth/callback           completes an MCP server's authorization
+//	                               for the browser's owner (403 for another
+//	                               owner's or a used one)
 //
 // POST bodies are JSON (Content-Type: application/json, 415 otherwise). A
 // decision's scope "always" counts for its session only.
@@ -224,6 +242,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -236,6 +255,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -245,6 +265,7 @@ import (
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
+	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
@@ -274,6 +295,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
 	mcpFile := fs.String("mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
+	oauthKey := fs.String("mcp-oauth-key", os.Getenv("WEBCHAT_MCP_OAUTH_KEY"), "the `key` sealing the users' MCP OAuth tokens in the store: 64 hex digits, or a file holding them (default $WEBCHAT_MCP_OAUTH_KEY)")
+	oauthRedirect := fs.String("mcp-oauth-redirect", "", "the `URL` of this server's /oauth/callback as the authorization servers of OAuth MCP servers send people back to (default: http://ADDR/oauth/callback)")
 	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
 	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
 	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
@@ -413,7 +436,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintf(stderr, "webchat: on PostgreSQL (schema %s) as replica %s\n", *pgSchema, o.Holder)
 	}
 	if *mcpFile != "" {
-		mc, err := startMCP(ctx, *mcpFile, stderr)
+		redirect := *oauthRedirect
+		if redirect == "" {
+			redirect = "http://" + *addr + "/oauth/callback"
+		}
+		key, err := readOAuthKey(*oauthKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: -mcp-oauth-key: %v\n", err)
+			return 2
+		}
+		mopts := mcpclient.Options{UserOf: mcpUser, OAuthKey: key, OAuthRedirectURL: redirect}
+		if kv, ok := o.Store.(memory.KV); ok {
+			mopts.KV = kv
+		}
+		mc, err := startMCP(ctx, *mcpFile, mopts, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: %v\n", err)
 			return 1
@@ -500,17 +536,38 @@ func checkExposure(addr string, allowRemote bool, token string) error {
 
 // startMCP starts the MCP servers of the configuration file at path; their
 // client logs to stderr. ctx ending abandons the start.
-func startMCP(ctx context.Context, path string, stderr io.Writer) (*mcpclient.Client, error) {
+func startMCP(ctx context.Context, path string, opts mcpclient.Options, stderr io.Writer) (*mcpclient.Client, error) {
 	servers, err := mcpclient.LoadConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger})
+	opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	mc, err := mcpclient.New(ctx, servers, opts)
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	return mc, nil
+}
+
+// readOAuthKey reads -mcp-oauth-key: 64 hex digits, or the name of a file
+// holding them. Empty gives no key (New refuses OAuth servers then).
+func readOAuthKey(v string) ([]byte, error) {
+	if v == "" {
+		return nil, nil
+	}
+	text := v
+	if _, err := hex.DecodeString(v); err != nil || len(v) != 64 {
+		b, err := os.ReadFile(v)
+		if err != nil {
+			return nil, errors.New("neither 64 hex digits nor a readable file")
+		}
+		text = strings.TrimSpace(string(b))
+	}
+	key, err := hex.DecodeString(text)
+	if err != nil || len(key) != 32 {
+		return nil, errors.New("the key must be 64 hex digits (32 bytes)")
+	}
+	return key, nil
 }
 
 // btoi is 1 for true.

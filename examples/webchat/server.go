@@ -432,6 +432,7 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("GET /api/skills", s.handleSkills)
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
 	m.HandleFunc("GET /api/mcp/resources", s.handleMCPResources)
+	m.HandleFunc("/oauth/callback", s.handleOAuthCallback)
 	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(owned))
 	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt, owned))
 	m.Handle("/api/form-answer", s.forms.AnswerHandler(owned))

@@ -755,7 +755,26 @@
   const SIDE_RENDERERS = new Map([
     ['form_request', renderForm],
     ['card', renderDisplayCard],
+    ['connect_request', renderConnect],
   ]);
+
+  // renderConnect draws an MCP server's request that the person connect
+  // (authorize) it: a "Connect <server>" link to the authorization URL, in
+  // a new tab, with the host it leads to. The waiting call goes on once
+  // the authorization server sent the person back to /oauth/callback.
+  function renderConnect(side) {
+    let u;
+    try { u = new URL(String(side.url || '')); } catch (e) { return renderSideJSON(side); }
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') return renderSideJSON(side);
+    const box = el('div', 'side connect');
+    const a = el('a', 'connect-button', 'Connect ' + plain(String(side.server || 'server')));
+    a.href = u.href;
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+    box.append(el('div', 'label', 'this server needs your authorization'), a,
+      el('div', 'connect-host', 'opens ' + u.host));
+    return box;
+  }
 
   function renderSideJSON(side) {
     const box = el('div', 'side');
