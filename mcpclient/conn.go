@@ -106,6 +106,8 @@ type conn struct {
 	next    chan func()    // hands a call to an idle caller
 	callers sync.WaitGroup // the callers (see runCall)
 
+	elicit *elicitor // answers the server's requests for input; nil without Options.Forms
+
 	stopListen func() // ends the subscription to list changes; nil without one
 	closeOnce  sync.Once
 	closeErr   error
@@ -182,6 +184,7 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 	if version != "" {
 		opts = append(opts, client.WithProtocolVersion(version))
 	}
+	opts = append(opts, c.elicitationOptions()...)
 	c.mc = client.NewClient(tr, opts...)
 	c.mc.OnNotification(c.notify)
 	c.mc.OnConnectionLost(func(err error) { c.markLost(fmt.Errorf("the event stream ended: %w", err)) })
@@ -393,9 +396,11 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 	// call, and what the transport tied to it with it.
 	callCtx, stop := context.WithCancel(noDeadline{ctx})
 	done := make(chan callReply, 1)
+	untrack := c.elicit.track(callCtx)
 	c.runCall(func() {
 		defer c.calls.Done()
 		defer stop()
+		defer untrack()
 		res, err := c.mc.CallTool(callCtx, req)
 		done <- callReply{res, err}
 	})
@@ -459,7 +464,7 @@ func (c *conn) caller(f func()) {
 
 func (c *conn) reply(ctx context.Context, tool string, r callReply) (string, error) {
 	if r.err != nil {
-		return "", c.callError(ctx, r.err)
+		return "", noPersonError(c.callError(ctx, r.err))
 	}
 	if s := c.e.outputSchema(tool); s != nil && r.res != nil && !r.res.IsError {
 		return structuredText(tool, s, r.res, c.e.red)

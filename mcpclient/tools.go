@@ -172,6 +172,7 @@ func (c *Client) resolve() []*mcpTool {
 			Description:  it.spec.desc,
 			Parameters:   it.spec.params,
 			SkipApproval: it.spec.skip,
+			Resumable:    it.e.forms != nil,
 		}})
 	}
 	return out

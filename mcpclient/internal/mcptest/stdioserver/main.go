@@ -41,6 +41,8 @@
 //
 //   - -name sets the server's name (default "mcptest").
 //   - -page-size N lists tools N to a page (default 0: one page).
+//   - -elicit adds the tools of testserver.ElicitationTools, which ask the
+//     user for input.
 //   - -stubborn makes the process ignore SIGTERM and SIGINT and stay after its
 //     standard input ends, so that only SIGKILL ends it.
 //   - -first-normal FILE makes the server normal on its first start: a start
@@ -74,6 +76,7 @@ func main() {
 	hugeBytes := flag.Int("huge-bytes", 64<<20, "the size of a tool result in -mode=huge")
 	stubborn := flag.Bool("stubborn", false, "ignore SIGTERM and SIGINT, and stay after standard input ends")
 	firstNormal := flag.String("first-normal", "", "serve normally on the first start, which creates this file")
+	elicit := flag.Bool("elicit", false, "declare elicitation and add the tools of testserver.ElicitationTools")
 	flag.Parse()
 
 	if *stubborn {
@@ -137,6 +140,7 @@ func main() {
 	if *mode == "huge" {
 		o.HugeBytes = *hugeBytes
 	}
+	o.Elicit = *elicit
 	srv := testserver.New(o)
 	if *mode == "garbage-before" {
 		if err := writeGarbage(os.Stdout); err != nil {

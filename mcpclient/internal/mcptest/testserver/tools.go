@@ -97,6 +97,9 @@ type Options struct {
 	// cancellation, the pid of a blocking spawn's child); the stdio server
 	// gives its standard error. Nil discards them.
 	Stderr io.Writer
+	// Elicit declares the elicitation capability and adds the tools of
+	// [ElicitationTools].
+	Elicit bool
 }
 
 // Tools are the names of the server's tools, sorted as it lists them.
@@ -116,6 +119,9 @@ func New(o Options) *server.MCPServer {
 	if o.PageSize > 0 {
 		opts = append(opts, server.WithPaginationLimit(o.PageSize))
 	}
+	if o.Elicit {
+		opts = append(opts, server.WithElicitation())
+	}
 	srv := server.NewMCPServer(name, "1.0.0", opts...)
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
@@ -126,6 +132,9 @@ func New(o Options) *server.MCPServer {
 			t.Handler = hugeResult(o.HugeBytes)
 		}
 		srv.AddTools(t)
+	}
+	if o.Elicit {
+		srv.AddTools(elicitationTools()...)
 	}
 	return srv
 }
