@@ -414,7 +414,7 @@ func (f *Forms) Elicit(ctx context.Context, req ElicitationRequest) (Elicitation
 			sum := sha256.Sum256(args)
 			ref = hex.EncodeToString(sum[:12])
 		}
-		rec.Key = "elicit:" + info.Key + "\x00" + ref
+		rec.Key = "elicit:" + info.Key + "/" + ref
 	}
 	w, _, err := f.core.Open(ctx, rec)
 	if err != nil {
