@@ -212,7 +212,9 @@ func FieldsOf(schema json.RawMessage) ([]ElicitField, error) {
 	for name := range s.Properties {
 		names = append(names, name)
 	}
-	// In the order of the document, as the server wrote them.
+	// In the order of the document, as the server wrote them (a schema
+	// that went through a Go map, as mcp-go's client decodes it, has its
+	// properties sorted by name).
 	order := propertyOrder(schema)
 	slices.SortFunc(names, func(a, b string) int {
 		return cmp.Or(cmp.Compare(order[a], order[b]), cmp.Compare(a, b))

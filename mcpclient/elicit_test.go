@@ -214,3 +214,49 @@ func TestElicitationWithoutForms(t *testing.T) {
 		t.Error("a tool of a client without Forms is resumable")
 	}
 }
+
+// The reference server asks with elicitation/create requests of its own
+// (protocol 2025-11-25), in form mode with every kind of field the
+// specification has, and in URL mode; it lists those tools only to a
+// client that declares the capability.
+func TestElicitationEverything(t *testing.T) {
+	for _, tr := range []Transport{TransportStdio, TransportHTTP} {
+		t.Run(string(tr), func(t *testing.T) {
+			leaktest.Check(t, closeIdleHTTP)
+			forms := newForms(t)
+			c := newClient(t, Options{Forms: forms}, everythingConfig(t, tr))
+
+			got, shown := elicitTurn(t, c, forms, "trigger-elicitation-request", func(r interact.ElicitationRequest) interact.ElicitationAnswer {
+				return interact.ElicitationAnswer{Action: interact.ActionAccept, Content: map[string]any{
+					"name": "Ada", "integer": 7, "untitledMultipleSelectEnum": []any{"Piano"}, "titledSingleSelectEnum": "hero-3",
+				}}
+			})
+			if !strings.Contains(got, "- Name: Ada") || !strings.Contains(got, "- Favorite Integer: 7") {
+				t.Errorf("form accepted: result %q", got)
+			}
+			if len(shown) != 1 || len(shown[0].Fields) != 13 {
+				t.Fatalf("shown %+v, want one form of 13 fields", shown)
+			}
+			byName := map[string]interact.ElicitField{}
+			for _, f := range shown[0].Fields {
+				byName[f.Name] = f
+			}
+			if f := byName["titledMultipleSelectEnum"]; f.Type != "array" || strings.Join(f.Labels, ",") != "Tuna,Salmon,Trout" {
+				t.Errorf("titled multiple select: %+v", f)
+			}
+			if f := byName["legacyTitledEnum"]; strings.Join(f.Labels, ",") != "Cats,Dogs,Birds,Fish,Reptiles" {
+				t.Errorf("legacy titled enum: %+v", f)
+			}
+			if f := byName["name"]; !f.Required || f.Description != "Your full, legal name" {
+				t.Errorf("name: %+v", f)
+			}
+
+			got, _ = elicitTurn(t, c, forms, "trigger-elicitation-request", func(interact.ElicitationRequest) interact.ElicitationAnswer {
+				return interact.ElicitationAnswer{Action: interact.ActionDecline}
+			})
+			if !strings.Contains(got, "declined") {
+				t.Errorf("form declined: result %q", got)
+			}
+		})
+	}
+}
