@@ -403,7 +403,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintf(stderr, "webchat: on PostgreSQL (schema %s) as replica %s\n", *pgSchema, o.Holder)
 	}
 	if *mcpFile != "" {
-		mc, err := startMCP(ctx, *mcpFile, stderr)
+		// The MCP servers' requests for input are forms of the page, as
+		// ask_user_question's: one Forms for both.
+		forms, err := formsFor(o)
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: %v\n", err)
+			return 1
+		}
+		defer forms.Close() // after srv.Close below
+		o.Forms = forms
+		mc, err := startMCP(ctx, *mcpFile, stderr, forms)
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: %v\n", err)
 			return 1
@@ -489,14 +498,14 @@ func checkExposure(addr string, allowRemote bool, token string) error {
 }
 
 // startMCP starts the MCP servers of the configuration file at path; their
-// client logs to stderr. ctx ending abandons the start.
-func startMCP(ctx context.Context, path string, stderr io.Writer) (*mcpclient.Client, error) {
+// client logs to stderr, and their requests for input are forms. ctx ending abandons the start.
+func startMCP(ctx context.Context, path string, stderr io.Writer, forms *interact.Forms) (*mcpclient.Client, error) {
 	servers, err := mcpclient.LoadConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger})
+	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger, Forms: forms})
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
