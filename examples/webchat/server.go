@@ -202,7 +202,7 @@ type Server struct {
 	runner    *runner.Runner
 	approvals *approval.Manager
 	forms     *interact.Forms
-	ownForms  bool // forms were made by the Server, which closes them
+	ownForms  bool        // forms were made by the Server, which closes them
 	skills    *skills.Set // nil without skills
 	store     memory.Store
 	tools     *agent.ToolRegistry
