@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
@@ -34,19 +36,15 @@ func (ev *events) untilElicitation(t *testing.T) interact.ElicitationRequest {
 	return side.Side
 }
 
-// TestMCPElicitation: an MCP server's request for input is a card of the
-// page, answered through POST /api/form-answer with an action: content
-// that does not fit the requested schema is refused (400, the form stays
-// open), another browser is refused, and the owner's answer reaches the
-// server, whose call completes with it.
-func TestMCPElicitation(t *testing.T) {
-	leaktest.Check(t)
-	bin := stdioServer(t)
-	model := toolModel(t, toolCall{"ask", `{}`})
+// newElicitHarness starts a Server whose MCP server (the stdio test
+// server with its elicitation tools, skipping approval) asks for input
+// through the Server's forms. Call leaktest.Check before it.
+func newElicitHarness(t *testing.T, model *agenttest.Server) *harness {
+	t.Helper()
 	forms, err := formsFor(Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, forms.Close()) }) // after the Server's and the client's: LIFO
-	mc, err := mcpclient.New(t.Context(), []mcpclient.ServerConfig{{Name: "asker", Command: bin, Args: []string{"-elicit"}, SkipApproval: true}},
+	mc, err := mcpclient.New(t.Context(), []mcpclient.ServerConfig{{Name: "asker", Command: stdioServer(t), Args: []string{"-elicit"}, SkipApproval: true}},
 		mcpclient.Options{Forms: forms})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, mc.Close()) })
@@ -55,6 +53,17 @@ func TestMCPElicitation(t *testing.T) {
 	h := &harness{srv: srv, ts: httptest.NewServer(srv)}
 	t.Cleanup(h.close)
 	h.client = h.newBrowser(t)
+	return h
+}
+
+// TestMCPElicitation: an MCP server's request for input is a card of the
+// page, answered through POST /api/form-answer with an action: content
+// that does not fit the requested schema is refused (400, the form stays
+// open), another browser is refused, and the owner's answer reaches the
+// server, whose call completes with it.
+func TestMCPElicitation(t *testing.T) {
+	leaktest.Check(t)
+	h := newElicitHarness(t, toolModel(t, toolCall{"ask", `{}`}))
 
 	s1 := h.newSession(t)
 	ev, _ := h.openEvents(t, s1)
@@ -86,4 +95,80 @@ func TestMCPElicitation(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "accept name=Ada age=36 state=state-1", result)
+}
+
+// elicitCard is the last card of the MCP tool name, and elicitForm its
+// request for input.
+func elicitForm(name string) string {
+	return `[...document.querySelectorAll('#messages .card[data-tool="` + name + `"]')].at(-1)?.querySelector('form.elicitation')`
+}
+
+// TestBrowserElicitation: the page draws an MCP server's requests for
+// input in their calls' cards: a form's fields from the schema, with the
+// server's refusal of content that does not fit shown and the form left
+// open; a link's host, with Open enabled only once the user consents, and
+// the link opened only then. The answers reach the server.
+func TestBrowserElicitation(t *testing.T) {
+	leaktest.Check(t)
+	model := toolModel(t, toolCall{"ask", `{}`}, toolCall{"ask_url", `{}`})
+	h := newElicitHarness(t, model)
+	b := startBrowser(t)
+	p := b.newPage(1280, 800)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.js(`window.__opened = []; window.open = (u) => { window.__opened.push(String(u)); return null; };`)
+	p.typeText("#input", "Who am I?")
+	p.click("#send")
+	form, link := elicitForm("ask"), elicitForm("ask_url")
+	p.waitFor("the form", form+`?.dataset.state === 'open'`)
+
+	var shown struct {
+		Title, Message string
+		Legends        []string
+		Inputs         []string
+		Host, URL      string
+		OpenDisabled   bool
+	}
+	require.NoError(t, p.eval(`(() => { const f = `+form+`; return {Title: f.querySelector('.form-title').textContent,
+		Message: f.querySelector('.elicit-message').textContent, Legends: [...f.querySelectorAll('legend')].map(e => e.textContent),
+		Inputs: [...f.querySelectorAll('input.answer')].map(e => e.type)}; })()`, &shown))
+	assert.Equal(t, "The server asker asks", shown.Title)
+	assert.Equal(t, "Who are you?", shown.Message)
+	assert.Equal(t, []string{"Age", "Name *"}, shown.Legends)
+	assert.Equal(t, []string{"number", "text"}, shown.Inputs)
+
+	// Content the schema refuses: the reason shows, the form stays open.
+	p.js(`{ const f = ` + form + `; const [age, name] = f.querySelectorAll('input.answer'); age.value = '-1'; name.value = 'Ada'; }`)
+	p.clickJS(form + `.querySelector('button[type=submit]')`)
+	p.waitFor("the server's reason", `!`+form+`.querySelector('.form-error').hidden && `+form+`.dataset.state === 'open'`)
+	assert.Contains(t, p.str(form+`.querySelector('.form-error').textContent`), "/age")
+	p.js(`{ const f = ` + form + `; f.querySelector('input.answer').value = '36'; }`)
+	p.clickJS(form + `.querySelector('button[type=submit]')`)
+	p.waitFor("the form answered", form+`.dataset.state === 'answered'`)
+
+	// The calls run one after the other: the link comes next.
+	p.waitFor("the link", link+`?.dataset.state === 'open'`)
+	require.NoError(t, p.eval(`(() => { const l = `+link+`; return {Host: l.querySelector('.elicit-host').textContent,
+		URL: l.querySelector('.elicit-url').textContent, OpenDisabled: l.querySelector('button[type=submit]').disabled}; })()`, &shown))
+	assert.Equal(t, "Link to auth.example.com", shown.Host)
+	assert.Equal(t, "https://auth.example.com/link?code=7", shown.URL)
+	assert.True(t, shown.OpenDisabled, "no Open before consent")
+	assert.Equal(t, "0", p.str(`String(window.__opened.length)`), "nothing opened before consent")
+	p.clickJS(link + `.querySelector('input.elicit-consent')`)
+	p.waitFor("Open enabled by consent", `!`+link+`.querySelector('button[type=submit]').disabled`)
+	p.clickJS(link + `.querySelector('button[type=submit]')`)
+	p.waitFor("the link answered", link+`.dataset.state === 'answered'`)
+	assert.Equal(t, "https://auth.example.com/link?code=7", p.str(`window.__opened.join(' ')`))
+
+	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	reqs := model.Requests()
+	var results []string
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if m.Role == "tool" {
+			results = append(results, m.Content)
+		}
+	}
+	assert.ElementsMatch(t, []string{"accept name=Ada age=36 state=state-1", "accept"}, results, "the server got the answers")
+	p.screenshot(filepath.Join(t.ArtifactDir(), "elicitation.png"))
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
 }
