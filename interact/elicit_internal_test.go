@@ -84,3 +84,49 @@ func FuzzFieldsOf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzElicitationAnswer: any answer a front end sends (an action and a
+// content, as the handler decodes them) to a form is taken only when it
+// fits the requested schema, and never panics.
+func FuzzElicitationAnswer(f *testing.F) {
+	const schema = `{"type":"object","properties":{"city":{"type":"string","enum":["Paris","Rome"]},` +
+		`"nights":{"type":"integer","minimum":1,"maximum":14},"late":{"type":"boolean"},` +
+		`"tags":{"type":"array","items":{"type":"string","enum":["a","b"]}}},"required":["city"]}`
+	req, err := prepare(ElicitationRequest{Schema: json.RawMessage(schema)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{
+		`{"action":"accept","content":{"city":"Rome","nights":3}}`, `{"action":"accept","content":{"city":"Oslo"}}`,
+		`{"action":"decline","content":{"x":1}}`, `{"action":"cancel"}`, `{"action":"accept"}`, `{"action":""}`,
+		`{"action":"accept","content":{"city":"Paris","tags":["a","a"],"late":true,"nights":1e3}}`, `{}`, `[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var ans ElicitationAnswer
+		if json.Unmarshal(body, &ans) != nil {
+			return
+		}
+		got, err := checkElicitation(req, &ans)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidAnswers) {
+				t.Fatalf("error %v does not wrap ErrInvalidAnswers", err)
+			}
+			return
+		}
+		switch got.Action {
+		case ActionAccept:
+			city, _ := got.Content["city"].(string)
+			if city != "Paris" && city != "Rome" {
+				t.Fatalf("accepted content %v", got.Content)
+			}
+		case ActionDecline, ActionCancel:
+			if got.Content != nil {
+				t.Fatalf("content passed on with %s", got.Action)
+			}
+		default:
+			t.Fatalf("action %q", got.Action)
+		}
+	})
+}
