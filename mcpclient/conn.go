@@ -395,6 +395,7 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 	// and make a timeout look like a broken connection. It ends with the
 	// call, and what the transport tied to it with it.
 	callCtx, stop := context.WithCancel(noDeadline{ctx})
+	callCtx, declined := c.elicit.withDeclines(callCtx)
 	done := make(chan callReply, 1)
 	untrack := c.elicit.track(callCtx)
 	c.runCall(func() {
@@ -406,14 +407,14 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 	})
 	select {
 	case r := <-done:
-		return c.reply(ctx, tool, r)
+		return declined.explain(c.reply(ctx, tool, r))
 	case <-ctx.Done():
 		return "", context.Cause(ctx)
 	case <-c.lost:
 		// A reply read before the end of the stream wins over the loss.
 		select {
 		case r := <-done:
-			return c.reply(ctx, tool, r)
+			return declined.explain(c.reply(ctx, tool, r))
 		case <-time.After(replyGrace):
 			return "", c.lostError()
 		}

@@ -131,7 +131,8 @@
 // a secret (a password, a token, a key; the specification says those go
 // through URL mode), when its schema is beyond the primitive properties
 // the specification allows, when a URL is not http or https, and when the
-// run has no session, so nobody could answer; the client logs why. A URL is
+// run has no session, so nobody could answer; the call's result says why,
+// after what the server answered, and the client logs it. A URL is
 // only shown, with its host: the front end opens it after the user
 // consents. Without Forms no capability is declared, and a call whose
 // server asks all the same fails with an error that says no person can

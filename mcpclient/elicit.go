@@ -112,6 +112,11 @@ func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 		return nil, err // the run suspends; the resumed turn asks again and finds the answer
 	case errors.Is(err, interact.ErrInvalidForm), errors.Is(err, interact.ErrSecretField), errors.Is(err, interact.ErrNoSession):
 		e.log.Warn("declined a request for input", "err", err)
+		why := strings.TrimPrefix(err.Error(), "interact: ")
+		if errors.Is(err, interact.ErrNoSession) {
+			why = "no person can answer: the run has no session"
+		}
+		noteDecline(ctx, why)
 		return declined(), nil
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
@@ -128,6 +133,56 @@ func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 		res.Content = ans.Content
 	}
 	return res, nil
+}
+
+// declines collects why the client declined a call's requests for input,
+// for the call's result: the run says why, not only the log.
+type declines struct {
+	mu  sync.Mutex
+	why []string // guarded by mu
+}
+
+type declinesKey struct{}
+
+// withDeclines returns ctx carrying a collector of the call's declines;
+// a connection without Forms adds none.
+func (h *elicitor) withDeclines(ctx context.Context) (context.Context, *declines) {
+	if h == nil {
+		return ctx, nil
+	}
+	d := new(declines)
+	return context.WithValue(ctx, declinesKey{}, d), d
+}
+
+// noteDecline records why for the call of ctx.
+func noteDecline(ctx context.Context, why string) {
+	if d, ok := ctx.Value(declinesKey{}).(*declines); ok {
+		d.mu.Lock()
+		d.why = append(d.why, why)
+		d.mu.Unlock()
+	}
+}
+
+// explain adds the declines of d to a call's result, or to its tool error.
+func (d *declines) explain(out string, err error) (string, error) {
+	if d == nil {
+		return out, err
+	}
+	d.mu.Lock()
+	why := strings.Join(d.why, "; ")
+	d.mu.Unlock()
+	if why == "" {
+		return out, err
+	}
+	note := "\n(the client declined the server's request for input: " + why + ")"
+	var te toolError
+	switch {
+	case err == nil:
+		return out + note, nil
+	case errors.As(err, &te):
+		return "", toolError(string(te) + note)
+	}
+	return out, err
 }
 
 func declined() *mcp.ElicitationResult {

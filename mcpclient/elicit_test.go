@@ -145,8 +145,8 @@ func TestElicitation(t *testing.T) {
 					t.Errorf("a form asking for a password was shown: %+v", r)
 					return interact.ElicitationAnswer{Action: interact.ActionCancel}
 				})
-				if got != "decline" || len(shown) != 0 {
-					t.Errorf("ask_secret: result %q, shown %d; want decline, none", got, len(shown))
+				if !strings.HasPrefix(got, "decline\n(the client declined the server's request for input: a form must not ask for a secret: field \"password\"") || len(shown) != 0 {
+					t.Errorf("ask_secret: result %q, shown %d; want decline with why, none shown", got, len(shown))
 				}
 
 				if version != "" {
@@ -212,6 +212,21 @@ func TestElicitationWithoutForms(t *testing.T) {
 	}
 	if tool(t, c, "ask").Definition().Resumable {
 		t.Error("a tool of a client without Forms is resumable")
+	}
+}
+
+// A call that belongs to no conversation has nobody to ask: the server is
+// told decline, and the result says why.
+func TestElicitationWithoutSession(t *testing.T) {
+	leaktest.Check(t)
+	forms := newForms(t)
+	c := newClient(t, Options{Forms: forms}, elicitFixture(t, TransportHTTP, ""))
+	got, err := run(t, tool(t, c, "ask"), `{}`, nil)
+	if err != nil || got != "decline\n(the client declined the server's request for input: no person can answer: the run has no session)" {
+		t.Errorf("ask without a session = %q, %v", got, err)
+	}
+	if !tool(t, c, "ask").Definition().Resumable {
+		t.Error("a tool of a client with Forms is not resumable")
 	}
 }
 
