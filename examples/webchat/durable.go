@@ -49,11 +49,15 @@ func (s *Server) newForms(o Options) (*interact.Forms, error) {
 		return o.Forms, nil
 	}
 	s.ownForms = true
+	if !s.durable {
+		o.Store = nil // the Server's own MemStore: forms of this process, as its approvals
+	}
 	return formsFor(o)
 }
 
-// formsFor returns the Forms a Server of o makes: like the approvals, kept
-// in the Store when it is durable (a form outlives its process, the run
+// formsFor returns the Forms a Server of o makes, for o.Store as the caller
+// gives it (nil: none): like the approvals, kept in the Store when it is
+// durable (a form outlives its process, the run
 // suspends after SuspendAfter, an answer on any replica resumes it), in
 // memory otherwise. main makes them before the MCP client, whose servers'
 // requests for input are forms too.
