@@ -27,4 +27,26 @@
 // questions there) or through the handler of [Forms.AnswerHandler] (a
 // browser), which needs an approval.HandlerConfig whose Authorize checks
 // who is asking.
+//
+// # Requests for input of MCP servers
+//
+// [Forms.Elicit] is how a tool shows a form it did not write itself: an
+// MCP server's request for input (elicitation, see mcpclient's
+// Options.Forms), in form mode (fields from the requested JSON schema,
+// [FieldsOf]) or URL mode (a link whose host is shown, opened only after
+// the user consents). It is a form of the same Forms, kind and store, so it
+// is durable and answerable on any replica as a question form is, and
+// [Forms.Pending] lists it (with [PendingForm.Elicitation] set). It is
+// shown with agent.ShowSide beside the running call's card:
+//
+//	{"kind":"side","round":1,"tool":{"id":"call_4","name":"book"},
+//	 "side":{"type":"elicitation_request","form_id":"9a1b…","server":"travel","mode":"form","message":"Where to?",
+//	         "fields":[{"name":"city","type":"string","options":["Paris","Rome"],"required":true}],
+//	         "schema":{"type":"object","properties":{"city":{"type":"string","enum":["Paris","Rome"]}},"required":["city"]}}}
+//
+// A front end answers it with an action instead of answers
+// ([FormReply.Elicitation]; in the handler's body "action" and "content"):
+// accept with content valid against the schema, decline, or cancel. A form
+// never asks for a secret: Elicit refuses fields that look like one
+// ([ErrSecretField]).
 package interact

@@ -93,8 +93,12 @@ type PendingForm struct {
 	FormRequest
 	// SessionID is the run's session.
 	SessionID string `json:"session_id"`
-	// CallID is the id of the ask_user_question call that asked.
+	// CallID is the id of the call that asked: ask_user_question's, or
+	// the MCP tool's whose server asked.
 	CallID string `json:"call_id"`
+	// Elicitation is the form of an MCP server ([Forms.Elicit]), whose
+	// Type is then [TypeElicitationRequest] and which has no questions.
+	Elicitation *ElicitationRequest `json:"elicitation,omitempty"`
 	// Created is when the form was registered.
 	Created time.Time `json:"created"`
 }
@@ -229,6 +233,9 @@ func formOf(a memory.Approval) (FormRequest, error) {
 	if err := json.Unmarshal(a.Arguments, &req); err != nil {
 		return FormRequest{}, fmt.Errorf("interact: form %s: %w", a.ID, err)
 	}
+	if req.Type != "" && req.Type != TypeFormRequest {
+		return FormRequest{}, fmt.Errorf("interact: record %s is a %s, not a form", a.ID, req.Type)
+	}
 	req.Type, req.FormID = TypeFormRequest, a.ID
 	return req, nil
 }
@@ -337,6 +344,9 @@ type FormReply struct {
 	SessionID string
 	FormID    string
 	Answers   Answers
+	// Elicitation answers a form of [Forms.Elicit] (an
+	// elicitation_request) instead of Answers.
+	Elicitation *ElicitationAnswer
 	// By is who answered (the principal a handler's Authorize returned)
 	// and Via through what ("http", "terminal"); kept with the answer.
 	By, Via string
@@ -357,11 +367,16 @@ type FormReply struct {
 // [ErrInvalidAnswers] when the answers do not fit the questions (an answer
 // for each question and none for an unknown id; one text for a text
 // question, at most [MaxTextAnswer] bytes of UTF-8; one of the options for a
-// single choice; distinct options for a multiple choice), and when the
-// Store fails. ctx bounds the Store calls.
+// single choice; distinct options for a multiple choice; for an
+// elicitation, an action, and to accept a form content valid against the
+// requested schema, with no field it does not have), and when the Store
+// fails. ctx bounds the Store calls.
 func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) {
 	d := memory.ApprovalDecision{Approved: true, Principal: cmp.Or(r.By, "unknown"), Channel: cmp.Or(r.Via, "http")}
 	open, err = f.core.Decide(ctx, r.SessionID, r.FormID, d, func(a memory.Approval, d *memory.ApprovalDecision) error {
+		if recordType(a) == TypeElicitationRequest {
+			return decideElicitation(a, r.Elicitation, d)
+		}
 		req, err := formOf(a)
 		if err != nil {
 			return err
@@ -419,6 +434,15 @@ func (f *Forms) Pending(ctx context.Context, sessionID string) ([]PendingForm, e
 	}
 	out := make([]PendingForm, 0, len(list))
 	for _, a := range list {
+		if recordType(a) == TypeElicitationRequest {
+			el, err := elicitationOf(a)
+			if err != nil {
+				continue
+			}
+			out = append(out, PendingForm{FormRequest: FormRequest{Type: TypeElicitationRequest, FormID: a.ID},
+				Elicitation: &el, SessionID: a.SessionID, CallID: a.CallID, Created: a.CreatedAt})
+			continue
+		}
 		req, err := formOf(a)
 		if err != nil {
 			continue // not a form this version can show

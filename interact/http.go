@@ -17,9 +17,15 @@ type AnswerRequest struct {
 	SessionID string `json:"session_id"`
 	// FormID is the form id of the form_request (required).
 	FormID string `json:"form_id"`
-	// Answers are the answers by question id (required); see [Answer] for
-	// their JSON.
-	Answers Answers `json:"answers"`
+	// Answers are the answers by question id (required for a
+	// form_request); see [Answer] for their JSON.
+	Answers Answers `json:"answers,omitempty"`
+	// Action answers an elicitation_request (instead of Answers): accept,
+	// decline or cancel; Content is what the user entered, to accept a form:
+	//
+	//	{"session_id":"s1","form_id":"9a1b…","action":"accept","content":{"repo":"planround"}}
+	Action  string         `json:"action,omitempty"`
+	Content map[string]any `json:"content,omitempty"`
 }
 
 // errStale is the error text of an answer to a form that is not open.
@@ -40,7 +46,9 @@ const errNoAuthorize = "interact: the handler has no HandlerConfig.Authorize; se
 //	500 {"success":false,"error":"..."}    the Store failed
 //	400 {"success":false,"error":"..."}    malformed JSON, a missing field,
 //	                                       answers that do not fit the
-//	                                       questions (the form stays open)
+//	                                       questions, an elicitation's
+//	                                       content that does not fit its
+//	                                       schema (the form stays open)
 //	401, 403 {"success":false,...}         refused by cfg.Authorize; 403 also
 //	                                       when the form belongs to another
 //	                                       session
@@ -75,11 +83,15 @@ func (f *Forms) AnswerHandler(cfg approval.HandlerConfig) http.Handler {
 		case req.FormID == "":
 			writeError(w, http.StatusBadRequest, "missing form_id")
 			return
-		case req.Answers == nil:
+		case req.Answers == nil && req.Action == "":
 			writeError(w, http.StatusBadRequest, "missing answers")
 			return
 		}
-		open, err := f.Answer(r.Context(), FormReply{SessionID: req.SessionID, FormID: req.FormID, Answers: req.Answers, By: principal, Via: "http"})
+		reply := FormReply{SessionID: req.SessionID, FormID: req.FormID, Answers: req.Answers, By: principal, Via: "http"}
+		if req.Action != "" {
+			reply.Elicitation = &ElicitationAnswer{Action: req.Action, Content: req.Content}
+		}
+		open, err := f.Answer(r.Context(), reply)
 		switch {
 		case errors.Is(err, ErrWrongSession):
 			writeError(w, http.StatusForbidden, err.Error())

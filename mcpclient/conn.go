@@ -109,6 +109,7 @@ type conn struct {
 
 	scopeMu sync.Mutex // guards scope
 	scope   []string   // what a 403 insufficient_scope asked for; nil before one
+	elicit  *elicitor  // answers the server's requests for input; nil without Options.Forms
 
 	stopListen func() // ends the subscription to list changes; nil without one
 	closeOnce  sync.Once
@@ -198,6 +199,7 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 	if version != "" {
 		opts = append(opts, client.WithProtocolVersion(version))
 	}
+	opts = append(opts, c.elicitationOptions()...)
 	c.mc = client.NewClient(tr, opts...)
 	c.mc.OnNotification(c.notify)
 	c.mc.OnConnectionLost(func(err error) { c.markLost(fmt.Errorf("the event stream ended: %w", err)) })
@@ -419,23 +421,26 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, prog
 	// and make a timeout look like a broken connection. It ends with the
 	// call, and what the transport tied to it with it.
 	callCtx, stop := context.WithCancel(noDeadline{ctx})
+	callCtx, declined := c.elicit.withDeclines(callCtx, tool)
 	done := make(chan callReply, 1)
+	untrack := c.elicit.track(callCtx)
 	c.runCall(func() {
 		defer c.calls.Done()
 		defer stop()
+		defer untrack()
 		res, err := c.mc.CallTool(callCtx, req)
 		done <- callReply{res, err}
 	})
 	select {
 	case r := <-done:
-		return c.reply(ctx, tool, r)
+		return declined.explain(c.reply(ctx, tool, r))
 	case <-ctx.Done():
 		return "", context.Cause(ctx)
 	case <-c.lost:
 		// A reply read before the end of the stream wins over the loss.
 		select {
 		case r := <-done:
-			return c.reply(ctx, tool, r)
+			return declined.explain(c.reply(ctx, tool, r))
 		case <-time.After(replyGrace):
 			return "", c.lostError()
 		}
@@ -486,7 +491,7 @@ func (c *conn) caller(f func()) {
 
 func (c *conn) reply(ctx context.Context, tool string, r callReply) (string, error) {
 	if r.err != nil {
-		return "", c.callError(ctx, r.err)
+		return "", noPersonError(c.callError(ctx, r.err))
 	}
 	if s := c.e.outputSchema(tool); s != nil && r.res != nil && !r.res.IsError {
 		return structuredText(tool, s, r.res, c.e.red)

@@ -203,4 +203,46 @@
 // version instead; SSE servers are spoken to at 2025-11-25 unless pinned
 // otherwise. When a shared server says its tool list changed, the list is
 // read again, and Tools and Servers show the new one.
+//
+// # Requests for input (elicitation)
+//
+// With [Options.Forms] the client declares the elicitation capability, in
+// form and URL mode, and a server may ask the user something in the middle
+// of a call. The request becomes a durable form of the conversation of the
+// call (interact.Forms.Elicit): an elicitation_request side chunk beside
+// the call's card, kept in the forms' store, answerable on any replica by
+// the session's owner, its content checked against the requested schema
+// before it is taken. The answer (accept with the content, decline, or
+// cancel, which is also what a form nobody answers in time gets) goes back
+// to the server:
+//
+//   - At protocol 2026-07-28 the request is an input_required result of
+//     the call (a multi round-trip request) and the call is re-issued with
+//     the answer and the server's requestState. Before the form waits, the
+//     call saves with its open-call record that it waits for input
+//     ([agent.SaveCallState]): when the run suspends meanwhile
+//     (FormsConfig.SuspendAfter, or a runner shutting down), or its process
+//     dies, the resumed turn, in any process, sends the call again, the
+//     server asks the same again, and the answer given meanwhile is taken
+//     instead of asking anew (the protocol's re-issued request, which a
+//     server written for it expects). Only such a call is sent again: a call
+//     that stopped before its server asked anything is reported as stopped,
+//     never sent twice.
+//   - Before that version the server sends an elicitation/create request
+//     of its own, which names no call: it goes to the connection's only
+//     call in flight (always the case for a per_conversation server called
+//     once at a time), and is declined when there is none or more than
+//     one. That request lives on the connection, so its form does not
+//     outlive the process; a run that suspends meanwhile answers it cancel.
+//
+// A form is declined without being shown when it asks for what looks like
+// a secret (a password, a token, a key; the specification says those go
+// through URL mode), when its schema is beyond the primitive properties
+// the specification allows, when a URL is not http or https, and when the
+// run has no session, so nobody could answer; the call's result says why,
+// after what the server answered, and the client logs it. A URL is
+// only shown, with its host: the front end opens it after the user
+// consents. Without Forms no capability is declared, and a call whose
+// server asks all the same fails with an error that says no person can
+// answer.
 package mcpclient

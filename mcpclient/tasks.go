@@ -26,11 +26,17 @@ const taskCancelTimeout = 2 * time.Second
 // taskState is what a task call saves with its open-call record
 // (agent.SaveCallState), so that a turn resumed after the process stopped
 // re-attaches to the task instead of calling the tool again.
+//
+// A call that waits for a person's answer to the server's request for
+// input (a multi-round-trip elicitation, see elicit.go) saves a state with
+// Input set instead of Task: the resumed turn sends the call again, and
+// the server's question finds the answer given meanwhile.
 type taskState struct {
 	V      int    `json:"v"`
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
-	Task   string `json:"task"`
+	Task   string `json:"task,omitempty"`
+	Input  bool   `json:"input,omitempty"`
 }
 
 // taskStateVersion is the version of the saved state this client writes.
@@ -46,7 +52,7 @@ const maxTaskID = 512
 func parseTaskState(s string) (taskState, bool) {
 	var st taskState
 	if s == "" || json.Unmarshal([]byte(s), &st) != nil || st.V != taskStateVersion ||
-		st.Server == "" || st.Tool == "" || st.Task == "" || len(st.Task) > maxTaskID {
+		st.Server == "" || st.Tool == "" || (st.Task == "") == !st.Input || len(st.Task) > maxTaskID {
 		return taskState{}, false
 	}
 	return st, true
@@ -91,7 +97,7 @@ func (c *conn) resumedTask(ctx context.Context, tool string) (string, error) {
 	if !ok || st.Server != c.e.cfg.Name || st.Tool != tool {
 		return "", toolError("the call stopped with its process, and what it saved to find its task again cannot be read: it is not run again")
 	}
-	return st.Task, nil
+	return st.Task, nil // empty for a call that waited for input: sent again
 }
 
 // taskCall runs a call as a task (MCP 2025-11-25): a task-augmented

@@ -182,7 +182,7 @@ func TestTaskCalls(t *testing.T) {
 func TestTaskResumedAfterStop(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "chat.db")
-		testTaskResumedAfterStop(t, func() (durableStore, func()) {
+		testTaskResumedAfterStop(t, func() (callLogStore, func()) {
 			st, err := sqlitestore.Open(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
@@ -193,7 +193,7 @@ func TestTaskResumedAfterStop(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
 		schema := pgtest.Schema(t, url, "planround_tasks_")
-		testTaskResumedAfterStop(t, func() (durableStore, func()) {
+		testTaskResumedAfterStop(t, func() (callLogStore, func()) {
 			st, err := pgstore.Open(context.Background(), url, pgstore.WithSchema(schema))
 			if err != nil {
 				t.Fatal(err)
@@ -203,15 +203,15 @@ func TestTaskResumedAfterStop(t *testing.T) {
 	})
 }
 
-// durableStore is a store that keeps open-call records.
-type durableStore interface {
+// callLogStore is a store that keeps open-call records.
+type callLogStore interface {
 	memory.Store
 	memory.CallLog
 }
 
 // testTaskResumedAfterStop is TestTaskResumedAfterStop on the stores that
 // open opens, each time on the same data.
-func testTaskResumedAfterStop(t *testing.T, open func() (durableStore, func())) {
+func testTaskResumedAfterStop(t *testing.T, open func() (callLogStore, func())) {
 	leaktest.Check(t, closeIdleHTTP)
 	ts := newTaskServer(t)
 	model := agenttest.NewServer()

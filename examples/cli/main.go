@@ -328,7 +328,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		var term *terminator
 		ctx, term = terminateOn(ctx, stderr)
 		defer term.stop()
-		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, cfg.Logger)
+		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, cfg.Logger, forms)
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
 			return exitStatus(term, 1)
@@ -431,6 +431,12 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 			// whenever it starts to wait for them.
 			if !c.answerForm(ctx, fr) && unasked == "" {
 				unasked = "the form was not answered: the input ended before its questions were answered (answer them on stdin)"
+			}
+		}
+		if er, ok := ch.Side.(interact.ElicitationRequest); ok && ch.Kind == agent.KindSide {
+			// An MCP server's question, asked here as a form is.
+			if !c.answerElicitation(ctx, er) && unasked == "" {
+				unasked = "the MCP server's question was not answered: the input ended first (answer it on stdin)"
 			}
 		}
 	}

@@ -269,6 +269,12 @@ func (r *humanRenderer) chunk(c agent.Chunk) {
 			}
 			n := len(side.Questions)
 			r.line(styleDim, fmt.Sprintf("  ◆ form %s(%d %s): answer below", title, n, plural(n, "question")))
+		case interact.ElicitationRequest:
+			what := "a form"
+			if side.Mode == interact.ModeURL {
+				what = "to open a link on " + oneLine(side.Host, maxLineChars)
+			}
+			r.line(styleDim, fmt.Sprintf("  ◆ the MCP server %s asks %s: answer below", oneLine(side.Server, maxLineChars), what))
 		default:
 			b, _ := json.Marshal(c.Side)
 			r.line(styleDim, "  ◆ "+c.Tool.Name+": "+oneLine(string(b), maxArgsChars))

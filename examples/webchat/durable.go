@@ -42,14 +42,31 @@ func (s *Server) newManager(o Options) (*approval.Manager, error) {
 	return approval.NewManager(cfg)
 }
 
-// newForms returns the Forms of ask_user_question for o: like the
-// Manager, durable on the Store (with its Notifier and SuspendAfter) when
-// the Server is, so that the runner, which listens on
-// approval.NotifyChannel, resumes a turn when its form is answered.
+// newForms returns the Forms of ask_user_question for o: o.Forms when the
+// caller made them (see formsFor), else the Server's own.
 func (s *Server) newForms(o Options) (*interact.Forms, error) {
+	if o.Forms != nil {
+		return o.Forms, nil
+	}
+	s.ownForms = true
+	if !s.durable {
+		o.Store = nil // the Server's own MemStore: forms of this process, as its approvals
+	}
+	return formsFor(o)
+}
+
+// formsFor returns the Forms a Server of o makes, for o.Store as the caller
+// gives it (nil: none): like the approvals, kept in the Store when it is
+// durable (a form outlives its process, the run
+// suspends after SuspendAfter, an answer on any replica resumes it), in
+// memory otherwise. main makes them before the MCP client, whose servers'
+// requests for input are forms too.
+func formsFor(o Options) (*interact.Forms, error) {
 	cfg := interact.FormsConfig{Timeout: o.FormTimeout}
-	if s.durable {
-		cfg.Store = o.Store.(memory.ApprovalStore)
+	_, calls := o.Store.(memory.CallLog)
+	approvals, ok := o.Store.(memory.ApprovalStore)
+	if o.Store != nil && calls && ok {
+		cfg.Store = approvals
 		cfg.Notifier, _ = o.Store.(memory.Notifier)
 		cfg.SuspendAfter = o.SuspendAfter
 	}
@@ -64,7 +81,7 @@ func (s *Server) closeManager() {
 			s.logger.Warn("webchat: closing the approval manager", "err", err)
 		}
 	}
-	if s.forms != nil {
+	if s.forms != nil && s.ownForms {
 		if err := s.forms.Close(); err != nil {
 			s.logger.Warn("webchat: closing the forms", "err", err)
 		}

@@ -436,6 +436,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintf(stderr, "webchat: on PostgreSQL (schema %s) as replica %s\n", *pgSchema, o.Holder)
 	}
 	if *mcpFile != "" {
+		// The MCP servers' requests for input are forms of the page, as
+		// ask_user_question's: one Forms for both.
+		forms, err := formsFor(o)
+		if err != nil {
+			fmt.Fprintf(stderr, "webchat: %v\n", err)
+			return 1
+		}
+		defer forms.Close() // after srv.Close below
+		o.Forms = forms
 		redirect := *oauthRedirect
 		if redirect == "" {
 			redirect = "http://" + *addr + "/oauth/callback"
@@ -445,7 +454,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 			fmt.Fprintf(stderr, "webchat: -mcp-oauth-key: %v\n", err)
 			return 2
 		}
-		mopts := mcpclient.Options{UserOf: mcpUser, OAuthKey: key, OAuthRedirectURL: redirect}
+		mopts := mcpclient.Options{UserOf: mcpUser, OAuthKey: key, OAuthRedirectURL: redirect, Forms: forms}
 		if kv, ok := o.Store.(memory.KV); ok {
 			mopts.KV = kv
 		}
@@ -535,7 +544,8 @@ func checkExposure(addr string, allowRemote bool, token string) error {
 }
 
 // startMCP starts the MCP servers of the configuration file at path; their
-// client logs to stderr. ctx ending abandons the start.
+// client logs to stderr (its requests for input are forms when opts has
+// Forms). ctx ending abandons the start.
 func startMCP(ctx context.Context, path string, opts mcpclient.Options, stderr io.Writer) (*mcpclient.Client, error) {
 	servers, err := mcpclient.LoadConfig(path)
 	if err != nil {

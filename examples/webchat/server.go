@@ -80,6 +80,12 @@ type Options struct {
 	// user's answers before the call fails; zero means
 	// interact.DefaultTimeout.
 	FormTimeout time.Duration
+	// Forms, when not nil, are the forms of ask_user_question and of the
+	// MCP servers' requests for input (give the same to mcpclient's
+	// Options.Forms; formsFor makes them as the Server would). They are
+	// the caller's to close, after the Server. Nil makes the Server its
+	// own, from Store, FormTimeout and SuspendAfter.
+	Forms *interact.Forms
 	// Researcher offers the model the demo's researcher sub-agent
 	// (demo.Researcher: get_weather and get_time, no planning round) on
 	// the same model. Its own call skips approval; the calls it makes ask
@@ -196,6 +202,7 @@ type Server struct {
 	runner    *runner.Runner
 	approvals *approval.Manager
 	forms     *interact.Forms
+	ownForms  bool        // forms were made by the Server, which closes them
 	skills    *skills.Set // nil without skills
 	store     memory.Store
 	tools     *agent.ToolRegistry
@@ -761,6 +768,9 @@ type openCall struct {
 	// that waits for the user's answers, perhaps in a suspended turn), to
 	// draw in its card.
 	Form *interact.FormRequest `json:"form,omitempty"`
+	// Elicitation is the open form of an MCP server's request for input
+	// of an executing call, to draw in its card.
+	Elicitation *interact.ElicitationRequest `json:"elicitation,omitempty"`
 }
 
 // History headers: where the history ends in the session's turn log.
@@ -869,7 +879,7 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 		switch {
 		case rec.Executing:
 			oc.State = "executing"
-			oc.Form = openForm(forms, rec)
+			oc.Form, oc.Elicitation = openForm(forms, rec)
 		case rec.ApprovalID != "" && approvals != nil:
 			a, err := approvals.GetApproval(ctx, rec.ApprovalID)
 			switch {
@@ -894,16 +904,20 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 	return out, nil
 }
 
-// openForm returns the open form of the executing call rec, or nil: the
+// openForm returns the open form of the executing call rec (a question
+// form or an MCP server's request for input), or nils: the
 // form whose id the record holds (a call that suspended its run while the
 // form waits), or, for a record without one, the open form of its call id.
-func openForm(forms []interact.PendingForm, rec memory.OpenCall) *interact.FormRequest {
+func openForm(forms []interact.PendingForm, rec memory.OpenCall) (*interact.FormRequest, *interact.ElicitationRequest) {
 	for _, f := range forms {
 		if rec.ApprovalID == f.FormID || rec.ApprovalID == "" && rec.CallID == f.CallID {
-			return &f.FormRequest
+			if f.Elicitation != nil {
+				return nil, f.Elicitation
+			}
+			return &f.FormRequest, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // decodeJSON reads r's body, a single JSON object, into v. On failure it

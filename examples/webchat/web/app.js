@@ -754,6 +754,7 @@
   // (a form drawn already, sent again to a reconnecting page).
   const SIDE_RENDERERS = new Map([
     ['form_request', renderForm],
+    ['elicitation_request', renderElicitation],
     ['card', renderDisplayCard],
     ['connect_request', renderConnect],
   ]);
@@ -922,9 +923,155 @@
     f.state = state;
     f.el.dataset.state = state;
     for (const fs of f.el.querySelectorAll('fieldset')) fs.disabled = state !== 'open';
-    f.submit.disabled = state !== 'open';
-    f.submit.hidden = state === 'answered' || state === 'closed';
+    for (const b of [f.submit, ...(f.buttons || [])]) {
+      b.disabled = state !== 'open' || (b === f.submit && f.needsConsent && !f.consented());
+      b.hidden = state === 'answered' || state === 'closed';
+    }
     f.note.textContent = note;
+  }
+
+  // An MCP server's request for input (an elicitation_request side): in
+  // form mode its fields (from the requested schema), answered Accept with
+  // their content, Decline or Cancel; in URL mode the host the link goes
+  // to, and an Open that is enabled only once the user consents, which
+  // opens the link and accepts. The server's name is always shown: the
+  // request is the server's, not the assistant's. Answered through the
+  // same endpoint as a question form, with an action.
+  function renderElicitation(side, c, k) {
+    if (!side.form_id || st.forms.has(side.form_id)) return null;
+    const f = { id: side.form_id, state: 'open', questions: [], el: el('form', 'ask-form elicitation'), buttons: [] };
+    f.el.dataset.formId = side.form_id;
+    f.el.dataset.mode = side.mode || 'form';
+    f.el.append(el('div', 'form-title', 'The server ' + (side.server || '?') + ' asks'));
+    f.el.append(el('div', 'elicit-message', side.message || ''));
+    f.error = el('div', 'form-error');
+    f.error.setAttribute('role', 'alert');
+    f.error.hidden = true;
+    f.note = el('span', 'form-note');
+    const actions = el('div', 'actions');
+    if (side.mode === 'url') {
+      const fs = el('fieldset', 'question');
+      fs.append(el('div', 'elicit-host', 'Link to ' + (side.host || '?')));
+      fs.append(el('div', 'elicit-url', side.url || ''));
+      const label = el('label', 'option');
+      const consent = el('input');
+      consent.type = 'checkbox';
+      consent.className = 'elicit-consent';
+      label.append(consent, el('span', '', 'I want to open this link on ' + (side.host || '?')));
+      fs.append(label);
+      f.el.append(fs);
+      f.needsConsent = true;
+      f.consented = () => consent.checked;
+      consent.addEventListener('change', () => setFormState(f, f.state, f.note.textContent));
+      f.submit = el('button', 'primary', 'Open ' + (side.host || 'link'));
+      f.submit.type = 'submit';
+      f.open = () => { if (side.url) window.open(side.url, '_blank', 'noopener,noreferrer'); };
+    } else {
+      for (const field of Array.isArray(side.fields) ? side.fields : []) {
+        const fs = el('fieldset', 'question');
+        fs.dataset.id = field.name;
+        fs.append(el('legend', '', (field.title || field.name) + (field.required ? ' *' : '')));
+        if (field.description) fs.append(el('div', 'form-note', field.description));
+        const opts = Array.isArray(field.options) ? field.options : [];
+        const labels = Array.isArray(field.labels) && field.labels.length === opts.length ? field.labels : opts;
+        let value;
+        if (field.type === 'array') {
+          const box = el('div', 'options');
+          opts.forEach((o, i) => {
+            const label = el('label', 'option');
+            const inp = el('input');
+            inp.type = 'checkbox';
+            inp.value = o;
+            inp.checked = Array.isArray(field.default) && field.default.includes(o);
+            label.append(inp, el('span', '', labels[i]));
+            box.append(label);
+          });
+          fs.append(box);
+          value = () => [...box.querySelectorAll('input:checked')].map((x) => x.value);
+        } else if (opts.length) {
+          const sel = el('select', 'answer');
+          sel.append(el('option', '', ''));
+          opts.forEach((o, i) => {
+            const op = el('option', '', labels[i]);
+            op.value = o;
+            if (field.default === o) op.selected = true;
+            sel.append(op);
+          });
+          fs.append(sel);
+          value = () => sel.value === '' ? undefined : sel.value;
+        } else if (field.type === 'boolean') {
+          const label = el('label', 'option');
+          const inp = el('input');
+          inp.type = 'checkbox';
+          inp.checked = field.default === true;
+          label.append(inp, el('span', '', 'yes'));
+          fs.append(label);
+          value = () => inp.checked;
+        } else {
+          const inp = el('input', 'answer');
+          inp.type = field.type === 'number' || field.type === 'integer' ? 'number'
+            : ({ email: 'email', uri: 'url', date: 'date', 'date-time': 'datetime-local' })[field.format] || 'text';
+          if (field.type === 'integer') inp.step = '1';
+          if (field.type === 'number') inp.step = 'any';
+          if (field.default !== undefined && field.default !== null) inp.value = String(field.default);
+          inp.setAttribute('aria-label', field.title || field.name);
+          fs.append(inp);
+          value = () => {
+            if (inp.value === '') return undefined;
+            return inp.type === 'number' ? Number(inp.value) : inp.value;
+          };
+        }
+        f.questions.push({ id: field.name, value });
+        f.el.append(fs);
+      }
+      f.submit = el('button', 'primary', 'Accept');
+      f.submit.type = 'submit';
+    }
+    const decline = el('button', '', 'Decline');
+    const cancel = el('button', '', 'Cancel');
+    for (const [b, action] of [[decline, 'decline'], [cancel, 'cancel']]) {
+      b.type = 'button';
+      b.addEventListener('click', () => answerElicitation(f, action));
+      f.buttons.push(b);
+    }
+    actions.append(f.submit, decline, cancel, f.note);
+    f.el.append(f.error, actions);
+    f.el.addEventListener('submit', (e) => { e.preventDefault(); answerElicitation(f, 'accept'); });
+    st.forms.set(f.id, f);
+    if (k) k.forms.push(f);
+    setFormState(f, 'open', '');
+    return f.el;
+  }
+
+  async function answerElicitation(f, action) {
+    if (f.state !== 'open') return;
+    if (action === 'accept' && f.needsConsent && !f.consented()) return;
+    const body = { session_id: st.sessionId, form_id: f.id, action };
+    if (action === 'accept' && !f.needsConsent) {
+      body.content = {};
+      for (const q of f.questions) {
+        const v = q.value();
+        if (v !== undefined) body.content[q.id] = v;
+      }
+    }
+    if (action === 'accept' && f.open) f.open(); // consented: opened by the user's click
+    formError(f, '');
+    setFormState(f, 'sending', 'sending…');
+    let res;
+    try {
+      res = await post('/api/form-answer', body);
+    } catch (e) {
+      res = { ok: false, data: { error: e.message } };
+    }
+    if (f.state !== 'sending') return;
+    if (res.ok && res.data.success) {
+      setFormState(f, 'answered', { accept: 'Accepted.', decline: 'Declined.', cancel: 'Cancelled.' }[action]);
+    } else if (res.ok) {
+      setFormState(f, 'closed', 'This request is no longer open' + (res.data.error ? ': ' + res.data.error : '.'));
+    } else {
+      formError(f, String(res.data.error || 'HTTP ' + res.status));
+      setFormState(f, 'open', '');
+    }
   }
 
   function formError(f, text) {
@@ -1407,10 +1554,10 @@
             break;
           default: // approved, executing, or what the run's events will say
             setState(k, 'executing');
-            if (o?.form) {
+            if (o?.form || o?.elicitation) {
               // A form that waits for the user's answers, perhaps in a
               // suspended turn: answerable again.
-              const box = renderForm(o.form, null, k);
+              const box = o.form ? renderForm(o.form, null, k) : renderElicitation(o.elicitation, null, k);
               if (box) { k.sides.push(box); render(k); }
             }
         }

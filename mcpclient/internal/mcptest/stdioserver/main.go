@@ -44,6 +44,8 @@
 //
 //   - -name sets the server's name (default "mcptest").
 //   - -page-size N lists tools N to a page (default 0: one page).
+//   - -elicit adds the tools of testserver.ElicitationTools, which ask the
+//     user for input.
 //   - -stubborn makes the process ignore SIGTERM and SIGINT and stay after its
 //     standard input ends, so that only SIGKILL ends it.
 //   - -first-normal FILE makes the server normal on its first start: a start
@@ -78,6 +80,7 @@ func main() {
 	stubborn := flag.Bool("stubborn", false, "ignore SIGTERM and SIGINT, and stay after standard input ends")
 	firstNormal := flag.String("first-normal", "", "serve normally on the first start, which creates this file")
 	tasks := flag.Bool("tasks", false, "add the job tool, run as a task (MCP 2025-11-25)")
+	elicit := flag.Bool("elicit", false, "declare elicitation and add the tools of testserver.ElicitationTools")
 	flag.Parse()
 
 	if *stubborn {
@@ -144,6 +147,7 @@ func main() {
 	if *tasks {
 		o.Tasks = &testserver.TaskOptions{}
 	}
+	o.Elicit = *elicit
 	srv := testserver.New(o)
 	if *mode == "content" {
 		srv = testserver.NewContent(testserver.ContentOptions{PageSize: *pageSize})

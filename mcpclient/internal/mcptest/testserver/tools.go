@@ -99,6 +99,9 @@ type Options struct {
 	Stderr io.Writer
 	// Tasks, when not nil, adds the job tool (see TaskOptions).
 	Tasks *TaskOptions
+	// Elicit declares the elicitation capability and adds the tools of
+	// [ElicitationTools].
+	Elicit bool
 }
 
 // Tools are the names of the server's tools, sorted as it lists them.
@@ -121,6 +124,9 @@ func New(o Options) *server.MCPServer {
 	if o.Tasks != nil {
 		opts = append(opts, taskServerOptions()...)
 	}
+	if o.Elicit {
+		opts = append(opts, server.WithElicitation())
+	}
 	srv := server.NewMCPServer(name, "1.0.0", opts...)
 	if o.Tasks != nil {
 		addTaskTools(srv, o.Tasks)
@@ -134,6 +140,9 @@ func New(o Options) *server.MCPServer {
 			t.Handler = hugeResult(o.HugeBytes)
 		}
 		srv.AddTools(t)
+	}
+	if o.Elicit {
+		srv.AddTools(elicitationTools()...)
 	}
 	return srv
 }

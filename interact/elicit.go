@@ -1,0 +1,574 @@
+package interact
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/schemas"
+	"github.com/planround/planround/memory"
+)
+
+// TypeElicitationRequest is the Type of an [ElicitationRequest]: the "type"
+// of the side message's JSON.
+const TypeElicitationRequest = "elicitation_request"
+
+// The modes of an elicitation.
+const (
+	// ModeForm asks the user to fill in fields.
+	ModeForm = "form"
+	// ModeURL asks the user to open a URL (where the server collects what
+	// must not pass through the client, such as a secret).
+	ModeURL = "url"
+)
+
+// The actions of an [ElicitationAnswer].
+const (
+	ActionAccept  = "accept"  // the user gave what was asked (or, in URL mode, consented)
+	ActionDecline = "decline" // the user said no
+	ActionCancel  = "cancel"  // the user dismissed it without choosing (also a timeout)
+)
+
+// Bounds of an elicitation.
+const (
+	// MaxElicitFields is the largest number of fields of an elicitation form.
+	MaxElicitFields = 20
+	// MaxSchemaBytes is the largest requested schema, in bytes of JSON.
+	MaxSchemaBytes = 64 << 10
+)
+
+// ElicitationRequest is what an MCP server asks the user for in the middle
+// of a tool call (see mcpclient), as [Forms.Elicit] takes it and as the side
+// chunk shows it:
+//
+//	{"type":"elicitation_request","form_id":"5f0c…","server":"github","mode":"form",
+//	 "message":"Which repository?","fields":[{"name":"repo","type":"string","required":true}],
+//	 "schema":{"type":"object","properties":{"repo":{"type":"string"}},"required":["repo"]}}
+//	{"type":"elicitation_request","form_id":"9a1b…","server":"pay","mode":"url",
+//	 "message":"Link your account","url":"https://pay.example/link?x=1","host":"pay.example"}
+//
+// A front end shows who asks (Server) and the message; in form mode the
+// fields, and answers with Accept and the content, Decline or Cancel; in
+// URL mode the host, and opens the URL only once the user consented
+// (Accept). It answers through [Forms.Answer] or [Forms.AnswerHandler]
+// with an action and, to accept a form, the content.
+type ElicitationRequest struct {
+	// Type is always [TypeElicitationRequest]; Elicit sets it.
+	Type string `json:"type"`
+	// FormID is the id to answer with; Elicit sets it.
+	FormID string `json:"form_id"`
+	// Server names the server that asks.
+	Server string `json:"server"`
+	// Mode is [ModeForm] or [ModeURL]; empty means ModeForm.
+	Mode string `json:"mode"`
+	// Message says what is asked and why, in the server's words.
+	Message string `json:"message"`
+	// Fields are the form's fields, from Schema; Elicit sets them.
+	Fields []ElicitField `json:"fields,omitempty"`
+	// Schema is the requested schema (form mode): an object whose
+	// properties are strings, numbers, integers, booleans, or arrays of
+	// strings from a list, as the MCP specification allows. The content
+	// of an accepting answer must be valid against it.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// URL is what the user is asked to open (URL mode), http or https.
+	URL string `json:"url,omitempty"`
+	// Host is URL's host, which a front end shows before asking for
+	// consent; Elicit sets it.
+	Host string `json:"host,omitempty"`
+	// Ref names the request within its call: the same in every turn that
+	// runs the call again (a resumed one), so that the answer given before
+	// is reused (an MCP input request's id, say). Empty means the message,
+	// mode, schema and URL name it.
+	Ref string `json:"-"`
+}
+
+// AwaitsPerson reports true: the call that shows it waits for a person.
+func (ElicitationRequest) AwaitsPerson() bool { return true }
+
+// ElicitField is one field of an elicitation form.
+type ElicitField struct {
+	// Name is the property's name in the content.
+	Name string `json:"name"`
+	// Title and Description are the server's words about it.
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Type is "string", "number", "integer", "boolean", or "array" for a
+	// choice of several Options.
+	Type string `json:"type"`
+	// Format is a string's format: "email", "uri", "date" or "date-time";
+	// empty for free text.
+	Format string `json:"format,omitempty"`
+	// Options are the values to choose from (a string from a list, or an
+	// array's items), and Labels their titles when the server gave them.
+	Options []string `json:"options,omitempty"`
+	Labels  []string `json:"labels,omitempty"`
+	// Required says that an accepting answer must have it.
+	Required bool `json:"required,omitempty"`
+	// Default is the server's default value, if any.
+	Default any `json:"default,omitempty"`
+}
+
+// ElicitationAnswer is the user's answer to an elicitation.
+type ElicitationAnswer struct {
+	// Action is [ActionAccept], [ActionDecline] or [ActionCancel].
+	Action string `json:"action"`
+	// Content is what the user entered, when a form is accepted: valid
+	// against the requested schema.
+	Content map[string]any `json:"content,omitempty"`
+}
+
+// ErrSecretField is wrapped by the error of [Forms.Elicit] for a form that
+// asks for what looks like a secret (a password, a token, a key): the MCP
+// specification says a server must ask for those in URL mode, and the
+// client does not collect them.
+var ErrSecretField = errors.New("interact: a form must not ask for a secret")
+
+// secretWords are what a secret's field is named or titled.
+var secretWords = []string{"password", "passwd", "passphrase", "secret", "apikey", "api_key", "api key", "api-key",
+	"access token", "access_token", "accesstoken", "auth token", "private key", "private_key", "credit card", "card number", "cvv", "ssn"}
+
+// looksSecret reports whether a field's words name a secret.
+func looksSecret(f ElicitField) bool {
+	s := strings.ToLower(f.Name + "\n" + f.Title + "\n" + f.Format)
+	for _, w := range secretWords {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare checks req and completes it for showing: its fields, its host.
+func prepare(req ElicitationRequest) (ElicitationRequest, error) {
+	req.Type, req.FormID = TypeElicitationRequest, ""
+	req.Mode = cmp.Or(req.Mode, ModeForm)
+	switch req.Mode {
+	case ModeForm:
+		fields, err := FieldsOf(req.Schema)
+		if err != nil {
+			return req, err
+		}
+		for _, f := range fields {
+			if looksSecret(f) {
+				return req, fmt.Errorf("%w: field %q (secrets go through URL mode)", ErrSecretField, describe(f.Name))
+			}
+		}
+		req.Fields, req.URL, req.Host = fields, "", ""
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, req.Schema); err != nil {
+			return req, fmt.Errorf("%w: %v", ErrInvalidForm, err)
+		}
+		req.Schema = compact.Bytes()
+	case ModeURL:
+		u, err := url.Parse(req.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			return req, fmt.Errorf("%w: the url is not an http or https address with a host", ErrInvalidForm)
+		}
+		req.Host, req.Fields, req.Schema = u.Hostname(), nil, nil
+	default:
+		return req, fmt.Errorf("%w: unknown elicitation mode %q", ErrInvalidForm, describe(req.Mode))
+	}
+	return req, nil
+}
+
+// FieldsOf returns the fields of a requested schema: an object whose
+// properties are of the primitive types the MCP specification allows. It
+// fails, wrapping [ErrInvalidForm], for anything else (nested objects,
+// references, more than [MaxElicitFields] properties).
+func FieldsOf(schema json.RawMessage) ([]ElicitField, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: requested schema: %s", ErrInvalidForm, fmt.Sprintf(format, args...))
+	}
+	if len(schema) > MaxSchemaBytes {
+		return nil, bad("longer than %d bytes", MaxSchemaBytes)
+	}
+	var s struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return nil, bad("%v", err)
+	}
+	if s.Type != "object" {
+		return nil, bad("type %q, want object", describe(s.Type))
+	}
+	if len(s.Properties) == 0 {
+		return nil, bad("no properties")
+	}
+	if len(s.Properties) > MaxElicitFields {
+		return nil, bad("%d properties, at most %d", len(s.Properties), MaxElicitFields)
+	}
+	names := make([]string, 0, len(s.Properties))
+	for name := range s.Properties {
+		names = append(names, name)
+	}
+	// In the order of the document, as the server wrote them (a schema
+	// that went through a Go map, as mcp-go's client decodes it, has its
+	// properties sorted by name).
+	order := propertyOrder(schema)
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(order[a], order[b]), cmp.Compare(a, b))
+	})
+	for _, r := range s.Required {
+		if _, ok := s.Properties[r]; !ok {
+			return nil, bad("required property %q is not defined", describe(r))
+		}
+	}
+	fields := make([]ElicitField, 0, len(names))
+	for _, name := range names {
+		if name == "" || len(name) > MaxIDLen {
+			return nil, bad("a property name is empty or longer than %d bytes", MaxIDLen)
+		}
+		f, err := fieldOf(name, s.Properties[name])
+		if err != nil {
+			return nil, bad("property %q: %v", describe(name), err)
+		}
+		f.Required = slices.Contains(s.Required, name)
+		fields = append(fields, f)
+	}
+	return fields, nil
+}
+
+// option is one choice of a oneOf or anyOf list.
+type option struct {
+	Const *string `json:"const"`
+	Title string  `json:"title"`
+}
+
+// prop is a property's schema, as far as a form reads it.
+type prop struct {
+	Type        string   `json:"type"`
+	Title       string   `json:"title"`
+	Description string   `json:"description"`
+	Format      string   `json:"format"`
+	Enum        []string `json:"enum"`
+	EnumNames   []string `json:"enumNames"`
+	OneOf       []option `json:"oneOf"`
+	AnyOf       []option `json:"anyOf"`
+	Items       *prop    `json:"items"`
+	Default     any      `json:"default"`
+}
+
+func fieldOf(name string, raw json.RawMessage) (ElicitField, error) {
+	var p prop
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return ElicitField{}, err
+	}
+	f := ElicitField{Name: name, Title: p.Title, Description: p.Description, Type: p.Type, Default: p.Default}
+	switch p.Type {
+	case "string":
+		switch p.Format {
+		case "", "email", "uri", "date", "date-time":
+			f.Format = p.Format
+		default:
+			return ElicitField{}, fmt.Errorf("unknown string format %q", describe(p.Format))
+		}
+		opts, labels, err := choices(p)
+		if err != nil {
+			return ElicitField{}, err
+		}
+		f.Options, f.Labels = opts, labels
+	case "number", "integer", "boolean":
+	case "array":
+		if p.Items == nil {
+			return ElicitField{}, errors.New("an array without items")
+		}
+		opts, labels, err := choices(*p.Items)
+		if err != nil {
+			return ElicitField{}, err
+		}
+		if len(opts) == 0 {
+			return ElicitField{}, errors.New("an array whose items are not a list of strings")
+		}
+		f.Options, f.Labels = opts, labels
+	default:
+		return ElicitField{}, fmt.Errorf("type %q is not one a form asks for", describe(p.Type))
+	}
+	return f, nil
+}
+
+// choices returns the options of a string property and their labels.
+func choices(p prop) (opts, labels []string, err error) {
+	list := p.OneOf
+	if len(list) == 0 {
+		list = p.AnyOf
+	}
+	switch {
+	case len(p.Enum) > 0:
+		opts = p.Enum
+		if len(p.EnumNames) == len(p.Enum) {
+			labels = p.EnumNames
+		}
+	case len(list) > 0:
+		for _, o := range list {
+			if o.Const == nil {
+				return nil, nil, errors.New("a choice without const")
+			}
+			opts = append(opts, *o.Const)
+			labels = append(labels, cmp.Or(o.Title, *o.Const))
+		}
+	default:
+		return nil, nil, nil
+	}
+	if len(opts) > MaxOptions {
+		return nil, nil, fmt.Errorf("%d options, at most %d", len(opts), MaxOptions)
+	}
+	seen := make(map[string]bool, len(opts))
+	for _, o := range opts {
+		if seen[o] {
+			return nil, nil, fmt.Errorf("option %q given twice", describe(o))
+		}
+		seen[o] = true
+	}
+	return slices.Clone(opts), slices.Clone(labels), nil
+}
+
+// propertyOrder returns the position of each key of the schema's
+// "properties" object in the document.
+func propertyOrder(schema json.RawMessage) map[string]int {
+	order := map[string]int{}
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return order
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return order
+		}
+		if key, _ := t.(string); key != "properties" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return order
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return order
+		}
+		for i := 0; dec.More(); i++ {
+			t, err := dec.Token()
+			if err != nil {
+				return order
+			}
+			key, _ := t.(string)
+			if _, ok := order[key]; !ok {
+				order[key] = i
+			}
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return order
+			}
+		}
+		return order
+	}
+	return order
+}
+
+// Elicit shows req, a server's request for input made during the tool call
+// ctx belongs to, to the user of that call's session, and waits for the
+// answer: a form of Forms like ask_user_question's, registered in the
+// Store before it is shown (with agent.ShowSide, beside the call's card)
+// and answerable through [Forms.Answer] on any process that shares the
+// Store.
+//
+// A call with a durable key (agent.CallInfo.Key) keeps its elicitations
+// under that key and req's identity (req.Ref): a resumed turn that runs the
+// call again and is asked the same again takes up the form asked before,
+// or its answer, instead of asking anew. With [FormsConfig.SuspendAfter],
+// the wait suspends the run: Elicit then returns the error of
+// agent.Suspend, which the tool returns.
+//
+// A form nobody answers in time, and one cancelled with its session, is
+// answered [ActionCancel]. Elicit fails, showing nothing, when ctx is not
+// a call's or the call has no session ([ErrNoSession]), for a request that
+// makes no form (wrapping [ErrInvalidForm]: a schema beyond the
+// specification's primitive properties, a URL that is not http or https)
+// or asks for a secret in a form ([ErrSecretField]), and when the Store
+// fails.
+func (f *Forms) Elicit(ctx context.Context, req ElicitationRequest) (ElicitationAnswer, error) {
+	info, session, _, ok := callOf(ctx)
+	if !ok || session == "" {
+		return ElicitationAnswer{}, fmt.Errorf("interact: an elicitation of server %q: %w", req.Server, ErrNoSession)
+	}
+	ref := req.Ref
+	req, err := prepare(req)
+	if err != nil {
+		return ElicitationAnswer{}, err
+	}
+	args, err := json.Marshal(req)
+	if err != nil {
+		return ElicitationAnswer{}, err
+	}
+	rec := memory.Approval{SessionID: session, CallID: info.CallID, Tool: info.Tool, Arguments: args, Round: info.Round}
+	if info.Key != "" && info.SessionID == session {
+		if ref == "" {
+			sum := sha256.Sum256(args)
+			ref = hex.EncodeToString(sum[:12])
+		}
+		rec.Key = "elicit:" + info.Key + "/" + ref
+	}
+	w, _, err := f.core.Open(ctx, rec)
+	if err != nil {
+		return ElicitationAnswer{}, fmt.Errorf("interact: store the elicitation of call %s: %w", info.CallID, err)
+	}
+	if w.Record.Decided {
+		return elicitationAnswerOf(w.Record)
+	}
+	if stored, err := elicitationOf(w.Record); err == nil {
+		req = stored // the form asked before: the one the person may be filling in
+	}
+	req.FormID = w.Record.ID
+	agent.ShowSide(ctx, req)
+	a, err := w.Wait(ctx)
+	if err != nil {
+		if errors.Is(err, agent.ErrSuspended) {
+			if ctx.Err() != nil {
+				return ElicitationAnswer{}, context.Cause(ctx)
+			}
+			return ElicitationAnswer{}, agent.Suspend(w.Record.ID)
+		}
+		if ctx.Err() != nil {
+			return ElicitationAnswer{}, context.Cause(ctx)
+		}
+		return ElicitationAnswer{}, err
+	}
+	return elicitationAnswerOf(a)
+}
+
+// elicitationAnswerOf returns the answer a decided record holds.
+func elicitationAnswerOf(a memory.Approval) (ElicitationAnswer, error) {
+	if !a.Decided {
+		return ElicitationAnswer{}, fmt.Errorf("interact: elicitation %s is not answered", a.ID)
+	}
+	if !a.Decision.Approved {
+		return ElicitationAnswer{Action: ActionCancel}, nil // timed out, cancelled
+	}
+	var ans ElicitationAnswer
+	if err := json.Unmarshal(a.Decision.Arguments, &ans); err != nil {
+		return ElicitationAnswer{}, fmt.Errorf("interact: the stored answer of elicitation %s: %w", a.ID, err)
+	}
+	return ans, nil
+}
+
+// recordType returns the "type" of a stored form's JSON.
+func recordType(a memory.Approval) string {
+	var t struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(a.Arguments, &t) // a record without one is no elicitation
+	return t.Type
+}
+
+// elicitationOf returns the elicitation a stored record holds.
+func elicitationOf(a memory.Approval) (ElicitationRequest, error) {
+	var req ElicitationRequest
+	if err := json.Unmarshal(a.Arguments, &req); err != nil {
+		return req, fmt.Errorf("interact: elicitation %s: %w", a.ID, err)
+	}
+	if req.Type != TypeElicitationRequest {
+		return req, fmt.Errorf("interact: record %s is not an elicitation", a.ID)
+	}
+	req.FormID = a.ID
+	return req, nil
+}
+
+// checkElicitation validates the answer ans to the elicitation req and
+// returns it as stored.
+func checkElicitation(req ElicitationRequest, ans *ElicitationAnswer) (ElicitationAnswer, error) {
+	if ans == nil {
+		return ElicitationAnswer{}, fmt.Errorf("%w: an elicitation is answered with an action (accept, decline or cancel)", ErrInvalidAnswers)
+	}
+	switch ans.Action {
+	case ActionDecline, ActionCancel:
+		return ElicitationAnswer{Action: ans.Action}, nil // what was typed is not passed on
+	case ActionAccept:
+	default:
+		return ElicitationAnswer{}, fmt.Errorf("%w: action %q, want accept, decline or cancel", ErrInvalidAnswers, describe(ans.Action))
+	}
+	if req.Mode == ModeURL {
+		return ElicitationAnswer{Action: ActionAccept}, nil
+	}
+	if ans.Content == nil {
+		return ElicitationAnswer{}, fmt.Errorf("%w: accepting a form needs its content", ErrInvalidAnswers)
+	}
+	s, err := schemas.Compile(req.Schema, "urn:planround:elicitation")
+	if err != nil {
+		return ElicitationAnswer{}, fmt.Errorf("%w: the requested schema: %v", ErrInvalidAnswers, err)
+	}
+	// Validate the content as JSON decodes it (numbers as json.Number).
+	raw, err := json.Marshal(ans.Content)
+	if err != nil {
+		return ElicitationAnswer{}, fmt.Errorf("%w: %v", ErrInvalidAnswers, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return ElicitationAnswer{}, fmt.Errorf("%w: %v", ErrInvalidAnswers, err)
+	}
+	if err := s.Validate(v); err != nil {
+		return ElicitationAnswer{}, fmt.Errorf("%w: the content does not fit the requested schema: %s", ErrInvalidAnswers, validationText(err))
+	}
+	known := make(map[string]bool, len(req.Fields))
+	for _, fl := range req.Fields {
+		known[fl.Name] = true
+	}
+	for k := range ans.Content {
+		if !known[k] {
+			return ElicitationAnswer{}, fmt.Errorf("%w: no field is named %q", ErrInvalidAnswers, describe(k))
+		}
+	}
+	return ElicitationAnswer{Action: ActionAccept, Content: ans.Content}, nil
+}
+
+// validationText is a validation error in one line, without the schema's
+// location.
+func validationText(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if i := strings.Index(s, "jsonschema validation failed with "); i >= 0 {
+		s = s[i+len("jsonschema validation failed with "):]
+	}
+	if i := strings.Index(s, " - at "); i >= 0 {
+		s = s[i+3:]
+	}
+	return describeLong(s)
+}
+
+// describeLong shortens s for an error message, more generously than
+// describe.
+func describeLong(s string) string {
+	const limit = 300
+	if len(s) > limit {
+		return s[:limit] + "..."
+	}
+	return s
+}
+
+// decideElicitation is the check of an answer to the elicitation record a.
+func decideElicitation(a memory.Approval, ans *ElicitationAnswer, d *memory.ApprovalDecision) error {
+	req, err := elicitationOf(a)
+	if err != nil {
+		return err
+	}
+	checked, err := checkElicitation(req, ans)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(checked)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidAnswers, err)
+	}
+	d.Arguments = raw
+	return nil
+}

@@ -1,0 +1,222 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/interact"
+)
+
+// elicitor answers a server's requests for input (elicitation, form and
+// URL mode) with forms of Options.Forms, shown to the user of the call
+// that is running. It is the client.ElicitationHandler of one connection.
+//
+// At protocol 2026-07-28 a request comes as an input_required result of
+// the call itself (a multi round-trip request): it is handled in the
+// call's context, and the call is re-issued with the answer. Before that
+// version the server sends an elicitation/create request on the
+// connection, which names no call: it is given to the connection's only
+// call in flight, and declined when there is none or more than one.
+type elicitor struct {
+	c *conn
+
+	mu    sync.Mutex // guards calls
+	calls map[*int]context.Context
+}
+
+// elicitationCapability is what the client declares with Forms: both modes.
+var elicitationCapability = mcp.ClientCapabilities{
+	Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
+}
+
+// elicitationOptions returns the client options of a connection of e:
+// none without Options.Forms.
+func (c *conn) elicitationOptions() []client.ClientOption {
+	if c.e.forms == nil {
+		return nil
+	}
+	c.elicit = &elicitor{c: c, calls: make(map[*int]context.Context)}
+	return []client.ClientOption{client.WithClientCapabilities(elicitationCapability), client.WithElicitationHandler(c.elicit)}
+}
+
+// track records ctx as a call in flight on the connection until the
+// returned func is called; a connection without Forms tracks nothing.
+func (h *elicitor) track(ctx context.Context) func() {
+	if h == nil {
+		return func() {}
+	}
+	k := new(int)
+	h.mu.Lock()
+	h.calls[k] = ctx
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.calls, k)
+		h.mu.Unlock()
+	}
+}
+
+// soleCall returns the context of the only call in flight, or nil.
+func (h *elicitor) soleCall() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.calls) != 1 {
+		return nil
+	}
+	for _, ctx := range h.calls {
+		return ctx
+	}
+	return nil
+}
+
+// Elicit implements client.ElicitationHandler.
+func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	e := h.c.e
+	legacy := false
+	if _, ok := agent.CallFromContext(ctx); !ok {
+		// An elicitation/create request of a connection before 2026-07-28:
+		// the call it belongs to is the one in flight.
+		call := h.soleCall()
+		if call == nil {
+			e.log.Warn("declined a request for input that belongs to no single call in flight")
+			return declined(), nil
+		}
+		merged, cancel := context.WithCancel(call)
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		ctx, legacy = merged, true
+	}
+	if !legacy {
+		// The call may wait past this process: a resumed turn sends it
+		// again (its server asks again and finds the answer), which the
+		// saved state allows. A call that saved nothing is never sent
+		// twice: it stopped before any person was asked.
+		st := taskState{V: taskStateVersion, Server: e.cfg.Name, Tool: h.toolOf(ctx), Input: true}
+		if info, ok := agent.CallFromContext(ctx); ok && info.State == "" && st.Tool != "" {
+			if err := agent.SaveCallState(ctx, st.encode()); err != nil && !errors.Is(err, agent.ErrNoCallRecord) {
+				return nil, err
+			}
+		}
+	}
+	p := req.Params
+	schema, err := json.Marshal(p.RequestedSchema)
+	if err != nil || p.RequestedSchema == nil {
+		schema = nil
+	}
+	ans, err := e.forms.Elicit(ctx, interact.ElicitationRequest{
+		Server:  e.cfg.Name,
+		Mode:    p.Mode,
+		Message: e.red.String(p.Message),
+		Schema:  schema,
+		URL:     p.URL,
+	})
+	var s *agent.Suspension
+	switch {
+	case err == nil:
+	case errors.As(err, &s) && !legacy:
+		return nil, err // the run suspends; the resumed turn asks again and finds the answer
+	case errors.Is(err, interact.ErrInvalidForm), errors.Is(err, interact.ErrSecretField), errors.Is(err, interact.ErrNoSession):
+		e.log.Warn("declined a request for input", "err", err)
+		why := strings.TrimPrefix(err.Error(), "interact: ")
+		if errors.Is(err, interact.ErrNoSession) {
+			why = "no person can answer: the run has no session"
+		}
+		noteDecline(ctx, why)
+		return declined(), nil
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	default:
+		if legacy && errors.As(err, &s) {
+			// A server's request holds the call: it cannot outlive this process.
+			e.log.Warn("cancelled a request for input whose run suspended: the server asked with a request of its own (protocol before 2026-07-28)")
+			return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionCancel}}, nil
+		}
+		return nil, err
+	}
+	res := &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseAction(ans.Action)}}
+	if ans.Action == interact.ActionAccept && ans.Content != nil {
+		res.Content = ans.Content
+	}
+	return res, nil
+}
+
+// declines collects why the client declined a call's requests for input,
+// for the call's result: the run says why, not only the log.
+type declines struct {
+	tool string // the MCP name of the call's tool
+	mu   sync.Mutex
+	why  []string // guarded by mu
+}
+
+type declinesKey struct{}
+
+// withDeclines returns ctx carrying a collector of the call's declines;
+// a connection without Forms adds none.
+func (h *elicitor) withDeclines(ctx context.Context, tool string) (context.Context, *declines) {
+	if h == nil {
+		return ctx, nil
+	}
+	d := &declines{tool: tool}
+	return context.WithValue(ctx, declinesKey{}, d), d
+}
+
+// toolOf returns the MCP name of the tool of the call of ctx; empty for a
+// context of no call of the connection.
+func (h *elicitor) toolOf(ctx context.Context) string {
+	if d, ok := ctx.Value(declinesKey{}).(*declines); ok {
+		return d.tool
+	}
+	return ""
+}
+
+// noteDecline records why for the call of ctx.
+func noteDecline(ctx context.Context, why string) {
+	if d, ok := ctx.Value(declinesKey{}).(*declines); ok {
+		d.mu.Lock()
+		d.why = append(d.why, why)
+		d.mu.Unlock()
+	}
+}
+
+// explain adds the declines of d to a call's result, or to its tool error.
+func (d *declines) explain(out string, err error) (string, error) {
+	if d == nil {
+		return out, err
+	}
+	d.mu.Lock()
+	why := strings.Join(d.why, "; ")
+	d.mu.Unlock()
+	if why == "" {
+		return out, err
+	}
+	note := "\n(the client declined the server's request for input: " + why + ")"
+	var te toolError
+	switch {
+	case err == nil:
+		return out + note, nil
+	case errors.As(err, &te):
+		return "", toolError(string(te) + note)
+	}
+	return out, err
+}
+
+func declined() *mcp.ElicitationResult {
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}
+}
+
+// noPersonError is the error of a call whose server asked for input on a
+// client without Options.Forms.
+func noPersonError(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "no elicitation handler configured") {
+		return err
+	}
+	return errors.New("no person can answer: the server asked the user for input during the call, " +
+		"and this client has no forms to ask with (mcpclient.Options.Forms is not set), so the call did not complete")
+}
