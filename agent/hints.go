@@ -75,7 +75,9 @@ type ApprovalNote struct {
 // and not yet approved (not for a resumable call a resumed turn runs
 // again), before SkipApproval is looked at, and puts the note on the call
 // ([ToolCall.MustAsk], [ToolCall.Details], [ToolCall.Hints]) that the
-// Approver gets and the approval_required chunk shows. ctx is the run's.
+// Approver gets and the approval_required chunk shows. ctx is the run's,
+// carrying the call ([CallFromContext], without an ApprovalID yet; ShowSide
+// does nothing with it).
 //
 // A panic in NoteApproval is logged, and the call must then be asked
 // about, as with MustAsk.
@@ -100,7 +102,8 @@ func (r *run) noteApproval(cs *callState) (mustAsk bool) {
 				note = ApprovalNote{MustAsk: true, Details: []string{"the tool could not say what it is about to run"}}
 			}
 		}()
-		return n.NoteApproval(r.ctx, cs.chunk)
+		ctx := withCall(r.ctx, CallInfo{SessionID: r.t.in.SessionID, CallID: cs.call.ID, Tool: cs.call.Name, Round: r.round, Key: cs.key()}, nil)
+		return n.NoteApproval(ctx, cs.chunk)
 	}()
 	if note.Hints != nil {
 		cs.chunk.Hints = note.Hints

@@ -18,8 +18,9 @@ import (
 // a person must decide on.
 type notingTool struct{ agent.FuncTool }
 
-func (notingTool) NoteApproval(_ context.Context, call agent.ToolCall) agent.ApprovalNote {
-	return agent.ApprovalNote{MustAsk: true, Details: []string{"definition of " + call.Name + " changed"}, Hints: &agent.ToolHints{Destructive: true}}
+func (notingTool) NoteApproval(ctx context.Context, call agent.ToolCall) agent.ApprovalNote {
+	in, _ := agent.CallFromContext(ctx) // the call, for a tool that keeps state per session
+	return agent.ApprovalNote{MustAsk: true, Details: []string{"definition of " + call.Name + " changed in " + in.SessionID + "/" + in.CallID}, Hints: &agent.ToolHints{Destructive: true}}
 }
 
 // TestApprovalSeesHintsAndNotes: the Approver and the approval_required
@@ -54,7 +55,7 @@ func TestApprovalSeesHintsAndNotes(t *testing.T) {
 	assert.False(t, asked["get_weather"].MustAsk)
 	require.Contains(t, asked, "show_card", "a must-ask note asks about a tool that skips approval")
 	assert.True(t, asked["show_card"].MustAsk)
-	assert.Equal(t, []string{"definition of show_card changed"}, asked["show_card"].Details)
+	assert.Equal(t, []string{"definition of show_card changed in s1/call_2"}, asked["show_card"].Details)
 	assert.Equal(t, &agent.ToolHints{Destructive: true}, asked["show_card"].Hints)
 
 	var sawCard bool
@@ -66,7 +67,7 @@ func TestApprovalSeesHintsAndNotes(t *testing.T) {
 		case agent.StateApprovalRequired:
 			sawCard = true
 			assert.True(t, c.Tool.MustAsk)
-			assert.Equal(t, []string{"definition of show_card changed"}, c.Tool.Details)
+			assert.Equal(t, []string{"definition of show_card changed in s1/call_2"}, c.Tool.Details)
 			b, err := json.Marshal(c.Tool)
 			require.NoError(t, err)
 			assert.Contains(t, string(b), `"hints":{"destructive":true}`)

@@ -71,6 +71,7 @@ type serverEntry struct {
 	red        redactor
 	names      redactor // the secrets as a tool's name would hold them (nameForms)
 	log        *slog.Logger
+	pins       *pins // the client's, shared by its servers
 	clientInfo mcp.Implementation
 	// onListChanged is told of a notifications/tools/list_changed; nil for
 	// a per_conversation server, whose tools are those of its probe.
@@ -137,6 +138,11 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		cfgs[i] = ex
 	}
 
+	kv := opts.KV
+	if kv == nil {
+		kv = new(memory.MemStore)
+	}
+	pins := &pins{kv: kv, userOf: opts.UserOf}
 	c := &Client{}
 	for _, ex := range cfgs {
 		cfg := &ex.ServerConfig
@@ -144,6 +150,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 			cfg:        ex,
 			red:        newRedactor(ex.secrets),
 			names:      newRedactor(nameForms(ex.secrets)),
+			pins:       pins,
 			clientInfo: info,
 			relist:     make(chan struct{}, 1),
 		}
@@ -169,6 +176,12 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		return nil, fmt.Errorf("mcpclient: %w", err)
 	}
 	for _, e := range c.entries {
+		// The first list of each server is pinned, unless an earlier
+		// start (or another replica) pinned one; a failure is tried
+		// again at the first call.
+		if _, err := pins.pinFirst(ctx, e); err != nil {
+			e.log.Warn("the server's tool list could not be pinned", "err", err)
+		}
 		if e.shared != nil {
 			e.wg.Go(e.watch)
 		}
