@@ -83,6 +83,17 @@
 // instance ends when it has been unused for 10 minutes, or when 16 of the
 // server's instances run and another session needs one.
 //
+// An approval card shows what an MCP tool says about itself (its
+// annotations: read-only, destructive, idempotent, open or closed world),
+// marked "untrusted hints" unless the server's entry says "trusted": true.
+// With -trust-hints the calls of a trusted server's read-only, closed-world
+// tools run without a card; every other call asks. The first tool list of
+// each server is pinned in the store (-db, -postgres; in memory with
+// -memory): a call of a tool whose definition changed since, or that the
+// list did not have, always shows a card, listing what changed, and is
+// never auto-approved; approving it pins the new definition for the
+// session's owner (the browser), whose later calls run as before.
+//
 // # Who can use it
 //
 // The server listens on 127.0.0.1 unless -addr says otherwise, and it
@@ -229,12 +240,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/hooks"
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
+	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
@@ -264,6 +277,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	allowRemote := fs.Bool("allow-remote", false, "allow an -addr that is not a loopback address (needs a token)")
 	token := fs.String("token", os.Getenv("WEBCHAT_TOKEN"), "access `token` every request must carry (default $WEBCHAT_TOKEN)")
 	mcpFile := fs.String("mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
+	trustHints := fs.Bool("trust-hints", false, "run without a card the MCP tools that say they are read-only and closed-world, of servers configured as \"trusted\"")
 	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
 	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
 	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
@@ -314,6 +328,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
 		Researcher:      true,
+		TrustHints:      *trustHints,
 		SuspendAfter:    *suspendAfter,
 		Holder:          "webchat-" + randomID(),
 		LeaseTTL:        *leaseTTL,
@@ -403,7 +418,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintf(stderr, "webchat: on PostgreSQL (schema %s) as replica %s\n", *pgSchema, o.Holder)
 	}
 	if *mcpFile != "" {
-		mc, err := startMCP(ctx, *mcpFile, stderr)
+		kv, _ := o.Store.(memory.KV) // nil with -memory: the pins live in the process
+		mc, err := startMCP(ctx, *mcpFile, kv, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: %v\n", err)
 			return 1
@@ -489,18 +505,28 @@ func checkExposure(addr string, allowRemote bool, token string) error {
 }
 
 // startMCP starts the MCP servers of the configuration file at path; their
-// client logs to stderr. ctx ending abandons the start.
-func startMCP(ctx context.Context, path string, stderr io.Writer) (*mcpclient.Client, error) {
+// client logs to stderr and pins their tool definitions in kv (nil: in
+// memory), per owner of a session. ctx ending abandons the start.
+func startMCP(ctx context.Context, path string, kv memory.KV, stderr io.Writer) (*mcpclient.Client, error) {
 	servers, err := mcpclient.LoadConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger})
+	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger, KV: kv, UserOf: callOwner})
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	return mc, nil
+}
+
+// callOwner is the owner of the session of the tool call ctx carries: the
+// person whose approvals of changed MCP tool definitions count.
+func callOwner(ctx context.Context) string {
+	if c, ok := agent.CallFromContext(ctx); ok {
+		return sessionOwner(c.SessionID)
+	}
+	return ""
 }
 
 // btoi is 1 for true.
