@@ -539,14 +539,15 @@
         box.type = 'checkbox';
         box.checked = st.autoApprove.has(k.name);
         label.append(box, 'auto-approve this tool');
-        // A changed definition is for a person to approve, every time.
-        label.hidden = k.mustAsk;
         yes.addEventListener('click', () => {
           if (box.checked) { st.autoApprove.add(k.name); saveAuto(); }
           decide(k, true);
         });
         no.addEventListener('click', () => decide(k, false));
-        actions.append(yes, no, label);
+        // A changed definition is for a person to approve, every time: no
+        // auto-approve box.
+        if (k.mustAsk) actions.append(yes, no);
+        else actions.append(yes, no, label);
         body.append(actions);
         break;
       }
