@@ -35,8 +35,14 @@
 // the run (exit status 128 plus the signal's number).
 //
 // Tool calls are asked about on stderr (y approve, n reject, a always approve
-// this tool for the session) unless -yes approves them all. The questions and
-// the prompt loop read the same stdin, one line at a time.
+// this tool for the session) unless -yes approves them all. A question shows
+// what an MCP tool says about itself (its hints: read-only, destructive,
+// open or closed world, "untrusted hints" unless its server's entry says
+// "trusted": true) and, for a tool whose definition changed since the
+// process first listed it, what changed: such a call is always asked, even
+// for a tool answered "always". With -trust-hints the read-only,
+// closed-world tools of trusted servers run without a question. The
+// questions and the prompt loop read the same stdin, one line at a time.
 //
 // The forms of ask_user_question are asked on stderr too, question by
 // question: a single choice by the option's number (or its text), a multiple
@@ -106,6 +112,7 @@ type options struct {
 	baseURL, apiKey, model string
 	system                 string
 	json, yes, verbose     bool
+	trustHints             bool
 	sentences, parallel    bool
 	maxRounds, retries     int
 	db, session            string
@@ -163,6 +170,7 @@ flags:
 	fs.StringVar(&o.system, "system", "", "system `prompt`")
 	fs.BoolVar(&o.json, "json", false, "write every chunk as one JSON object per line on stdout, nothing else")
 	fs.BoolVar(&o.yes, "yes", false, "approve every tool call without asking")
+	fs.BoolVar(&o.trustHints, "trust-hints", false, "run without asking the MCP tools that say they are read-only and closed-world, of servers configured as \"trusted\"")
 	fs.BoolVar(&o.verbose, "v", false, "log the agent's model calls to stderr")
 	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")
@@ -366,6 +374,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// JSON log). The approver reads its answers from the same line
 		// source as the prompt loop, only while it asks.
 		cfg.Approver = approval.NewTerminalFunc(in.next, stderr)
+		if opts.trustHints {
+			cfg.Approver = approval.Chain(cfg.Approver, approval.ReadOnlyHints())
+		}
 	}
 
 	a, err := agent.New(cfg)
