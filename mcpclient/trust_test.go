@@ -300,3 +300,15 @@ func checkChangedDefinitionAsks(t *testing.T, tr Transport, kv memory.KV) {
 		t.Errorf("the approved new tool asked again: %+v", asked)
 	}
 }
+
+// A configuration file's "trusted" marks a server trusted; without it a
+// server is not.
+func TestParseConfigTrusted(t *testing.T) {
+	cfgs, err := ParseConfig([]byte(`{"mcpServers": {"a": {"command": "x", "trusted": true}, "b": {"command": "y"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfgs[0].Trusted || cfgs[1].Trusted {
+		t.Errorf("trusted = %v, %v; want true, false", cfgs[0].Trusted, cfgs[1].Trusted)
+	}
+}
