@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -51,6 +52,44 @@ type pinRecord struct {
 type pins struct {
 	kv     memory.KV
 	userOf func(ctx context.Context) string
+
+	// pinned remembers which current definitions are known to be pinned
+	// for which users, so that a call that runs costs no read of the KV
+	// when its definition was pinned before. Bounded by maxPinnedCache.
+	mu     sync.Mutex
+	pinned map[pinnedKey]struct{} // guarded by mu
+}
+
+// pinnedKey is a definition, as listed (the spec, replaced by every new
+// list), pinned for a user.
+type pinnedKey struct {
+	spec *toolSpec
+	user string
+}
+
+// maxPinnedCache bounds pins.pinned; it is emptied when full.
+const maxPinnedCache = 4096
+
+func (p *pins) known(spec *toolSpec, user string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.pinned[pinnedKey{spec, user}]
+	return ok
+}
+
+func (p *pins) forget(spec *toolSpec, user string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pinned, pinnedKey{spec, user})
+}
+
+func (p *pins) remember(spec *toolSpec, user string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pinned == nil || len(p.pinned) >= maxPinnedCache {
+		p.pinned = make(map[pinnedKey]struct{})
+	}
+	p.pinned[pinnedKey{spec, user}] = struct{}{}
 }
 
 // user is the person ctx's call is made for; "" for everybody.
@@ -180,6 +219,18 @@ func (p *pins) note(ctx context.Context, e *serverEntry, spec *toolSpec, user st
 // already. A user without a pin of their own gets one: the server's first
 // list with this tool as it is now.
 func (p *pins) repin(ctx context.Context, e *serverEntry, spec *toolSpec, user string) error {
+	if p.known(spec, user) {
+		return nil
+	}
+	if err := p.write(ctx, e, spec, user); err != nil {
+		return err
+	}
+	p.remember(spec, user)
+	return nil
+}
+
+// write is repin without the cache.
+func (p *pins) write(ctx context.Context, e *serverEntry, spec *toolSpec, user string) error {
 	key := pinKey(e.cfg.Name, user)
 	name, cur := e.pinName(spec), pinOf(spec)
 	for range maxPinRetries {
@@ -378,7 +429,13 @@ func (t *mcpTool) NoteApproval(ctx context.Context, _ agent.ToolCall) agent.Appr
 	if t.e.pins == nil {
 		return note
 	}
-	note.MustAsk, note.Details = t.e.pins.note(ctx, t.e, spec, t.e.pins.user(ctx))
+	user := t.e.pins.user(ctx)
+	note.MustAsk, note.Details = t.e.pins.note(ctx, t.e, spec, user)
+	if note.MustAsk {
+		// Not pinned (any more, should another process have pinned
+		// another definition): running the call must write the pin.
+		t.e.pins.forget(spec, user)
+	}
 	return note
 }
 
