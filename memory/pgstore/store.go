@@ -55,6 +55,9 @@ const DefaultSchema = "planround"
 // NOTIFY and LISTEN, on channels named after the schema, so stores on
 // different schemas of one database do not hear each other. See
 // [Store.Listen] for the connection that listens.
+//
+// It implements [memory.KV] too, for every process on its schema: a
+// SwapValue is one conditional statement.
 type Store struct {
 	pool   *pgxpool.Pool
 	owned  bool // Close closes pool
@@ -62,6 +65,7 @@ type Store struct {
 	// Table names, quoted and qualified with the schema.
 	sessions, messages, summaries, version string
 	openCalls, approvals, leases, events   string
+	kv                                     string
 	// lis is the LISTEN connection of Listen and its listeners.
 	lis listener
 }
@@ -185,6 +189,15 @@ var migrations = []string{
 	CREATE UNIQUE INDEX approvals_key ON %[1]s.approvals (session_id, call_key) WHERE call_key <> '';
 	CREATE INDEX approvals_decided ON %[1]s.approvals (decided_at, id COLLATE "C") WHERE decided;
 	CREATE INDEX approvals_session_decided ON %[1]s.approvals (session_id, decided_at, id COLLATE "C") WHERE decided;`,
+	// 6: the key-value store beside the conversations (memory.KV). Keys
+	// compare byte-wise (COLLATE "C"), as Go compares strings.
+	`CREATE TABLE %[1]s.kv (
+		namespace  text COLLATE "C" NOT NULL,
+		key        text COLLATE "C" NOT NULL,
+		value      bytea NOT NULL, -- kept byte for byte
+		updated_at bigint NOT NULL, -- Unix nanoseconds, UTC
+		PRIMARY KEY (namespace, key)
+	);`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,
@@ -233,6 +246,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	q := func(table string) string { return pgx.Identifier{st.schema, table}.Sanitize() }
 	st.sessions, st.messages, st.summaries, st.version = q("sessions"), q("messages"), q("summaries"), q("schema_version")
 	st.openCalls, st.approvals, st.leases, st.events = q("open_calls"), q("approvals"), q("leases"), q("events")
+	st.kv = q("kv")
 	st.lis.st = st
 	if err := st.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", st.schema, err)

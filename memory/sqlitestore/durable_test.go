@@ -296,3 +296,18 @@ func TestApprovalQueriesUseIndexes(t *testing.T) {
 	require.NoError(t, err)
 	check("after ANALYZE")
 }
+
+func TestKV(t *testing.T) {
+	leaktest.Check(t)
+	storetest.RunKV(t, func(t *testing.T) memory.KV { return openSQLite(t, filepath.Join(t.TempDir(), "db.sqlite")) })
+}
+
+// TestKVTwoStoresOneFile: two Stores on one file, as two processes would
+// open it, share their values, and of swaps through both one wins.
+func TestKVTwoStoresOneFile(t *testing.T) {
+	leaktest.Check(t)
+	storetest.RunKVPair(t, func(t *testing.T) (a, b memory.KV) {
+		path := filepath.Join(t.TempDir(), "db")
+		return openSQLite(t, path), openSQLite(t, path)
+	})
+}

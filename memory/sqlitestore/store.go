@@ -49,6 +49,9 @@ import (
 // a note reaches the listeners of the Store that sent it, and other Stores
 // on the same file, in this process or another, do not hear it. Processes
 // that share a file and must wake each other look at the store on a timer.
+//
+// It implements [memory.KV] too, for every process that opens its file: a
+// SwapValue compares and writes in one write transaction.
 type Store struct {
 	path  string
 	w     *sql.DB     // one connection: every write goes through it
@@ -181,6 +184,14 @@ var migrations = []migration{
 	CREATE UNIQUE INDEX approvals_key ON approvals (session_id, call_key) WHERE call_key <> '';
 	CREATE INDEX approvals_decided ON approvals (decided_at, id) WHERE decided = 1;
 	CREATE INDEX approvals_session_decided ON approvals (session_id, decided_at, id) WHERE decided = 1;`},
+	// 8: the key-value store beside the conversations (memory.KV).
+	{sql: `CREATE TABLE kv (
+		namespace  TEXT NOT NULL,
+		key        TEXT NOT NULL,
+		value      BLOB NOT NULL, -- kept byte for byte
+		updated_at INTEGER NOT NULL, -- Unix nanoseconds, UTC
+		PRIMARY KEY (namespace, key)
+	) STRICT, WITHOUT ROWID;`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments

@@ -133,6 +133,59 @@ func RunKV(t *testing.T, newKV func(t *testing.T) memory.KV) {
 	})
 }
 
+// RunKVPair tests two [memory.KV] values that stand for two processes on
+// one store (two Stores on one SQLite file, or on one PostgreSQL schema):
+// what one writes the other reads, and of swaps from one old value through
+// both, exactly one wins. newPair returns two empty views of one store.
+func RunKVPair(t *testing.T, newPair func(t *testing.T) (a, b memory.KV)) {
+	t.Helper()
+	ctx := context.Background()
+	a, b := newPair(t)
+	mustKV(t, a.PutValue(ctx, "ns", "k", []byte("from a")))
+	if got, err := b.GetValue(ctx, "ns", "k"); err != nil || string(got) != "from a" {
+		t.Fatalf("the other view reads %q, %v; want %q", got, err, "from a")
+	}
+	for round := range 4 {
+		old, _ := a.GetValue(ctx, "ns", "k")
+		var wg sync.WaitGroup
+		wins := make(chan string, 8)
+		for i := range 8 {
+			kv := a
+			if i%2 == 1 {
+				kv = b
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v := []byte{'r', byte('0' + round), 'w', byte('0' + i)}
+				if ok, err := kv.SwapValue(ctx, "ns", "k", old, v); err != nil {
+					t.Errorf("concurrent SwapValue: %v", err)
+				} else if ok {
+					wins <- string(v)
+				}
+			}()
+		}
+		wg.Wait()
+		close(wins)
+		var won []string
+		for w := range wins {
+			won = append(won, w)
+		}
+		if len(won) != 1 {
+			t.Fatalf("round %d: %d swaps from one old value through two views won (%q), want 1", round, len(won), won)
+		}
+		for _, kv := range []memory.KV{a, b} {
+			if got, _ := kv.GetValue(ctx, "ns", "k"); string(got) != won[0] {
+				t.Fatalf("round %d: value %q, but %q won", round, got, won[0])
+			}
+		}
+	}
+	mustKV(t, b.DeleteValue(ctx, "ns", "k"))
+	if _, err := a.GetValue(ctx, "ns", "k"); !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("after the other view deleted it: %v, want ErrNotFound", err)
+	}
+}
+
 func mustKV(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
