@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/mcpclient/internal/mcptest/testserver"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 )
 
 // The transports of the trust tests: a server of its own process over
@@ -310,5 +312,74 @@ func TestParseConfigTrusted(t *testing.T) {
 	}
 	if !cfgs[0].Trusted || cfgs[1].Trusted {
 		t.Errorf("trusted = %v, %v; want true, false", cfgs[0].Trusted, cfgs[1].Trusted)
+	}
+}
+
+// TestPinsOnSQLite: the pins are kept in a SQLite file. Approving a
+// changed definition pins it for that user; after a restart (a new client
+// and store on the same file, and a server that now lists the changed
+// definition first) the first list pinned before still stands: the user who
+// approved runs the tool without a card, another user is asked.
+func TestPinsOnSQLite(t *testing.T) {
+	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	path := filepath.Join(t.TempDir(), "pins.db")
+	cfg := trustServer(t, TransportHTTP, "files", true)
+	model := agenttest.NewServer()
+	t.Cleanup(model.Close)
+	person := &recordingApprover{}
+	alice := withUser(context.Background(), "alice")
+	bob := withUser(context.Background(), "bob")
+	lookup := [2]string{"lookup", `{"key":"k"}`}
+
+	open := func() (*Client, *agent.Agent, func()) {
+		t.Helper()
+		st, err := sqlitestore.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := New(ctx, []ServerConfig{cfg}, Options{KV: st, UserOf: userOf})
+		if err != nil {
+			st.Close()
+			t.Fatal(err)
+		}
+		return c, newAgent(t, c, model, approval.Chain(person, approval.ReadOnlyHints())), func() {
+			if err := c.Close(); err != nil {
+				t.Error(err)
+			}
+			if err := st.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+
+	c, a, closeAll := open()
+	if _, err := run(t, tool(t, c, "redefine"), `{}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new definition is listed", func() bool {
+		return strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere")
+	})
+	runCalls(t, a, model, alice, lookup)
+	if asked := person.take(); len(asked) != 1 || !asked[0].MustAsk {
+		t.Fatalf("alice was asked about %+v, want the changed lookup", asked)
+	}
+	closeAll()
+
+	c, a, closeAll = open()
+	defer closeAll()
+	if !strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere") {
+		t.Fatal("the restarted client does not list the changed definition first")
+	}
+	if got := resultsOf(runCalls(t, a, model, alice, lookup))["lookup"]; got != "lookup: k" {
+		t.Errorf("lookup = %q", got)
+	}
+	if asked := person.take(); len(asked) != 0 {
+		t.Errorf("alice was asked about %v after a restart, having approved the change", callNames(asked))
+	}
+	runCalls(t, a, model, bob, lookup)
+	if asked := person.take(); len(asked) != 1 || !asked[0].MustAsk {
+		t.Errorf("bob was asked about %+v, want the changed lookup: the first list stays pinned across restarts", asked)
 	}
 }
