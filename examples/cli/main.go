@@ -38,9 +38,10 @@
 // this tool for the session) unless -yes approves them all. A question shows
 // what an MCP tool says about itself (its hints: read-only, destructive,
 // open or closed world, "untrusted hints" unless its server's entry says
-// "trusted": true) and, for a tool whose definition changed since the
-// process first listed it, what changed: such a call is always asked, even
-// for a tool answered "always". With -trust-hints the read-only,
+// "trusted": true) and, for a tool whose definition changed since it was
+// first listed (pinned in the -db file; without one, for the process), what
+// changed: such a call is always asked, even for a tool answered "always",
+// and approving it pins the new definition. With -trust-hints the read-only,
 // closed-world tools of trusted servers run without a question. The
 // questions and the prompt loop read the same stdin, one line at a time.
 //
@@ -331,12 +332,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if session == "" {
 		session = defaultSession
 	}
+	if opts.db != "" {
+		st, err := sqlitestore.Open(ctx, opts.db)
+		if err != nil {
+			fmt.Fprintf(stderr, "cli: %v\n", err)
+			return 1
+		}
+		defer st.Close() // after the MCP servers end, which pin in it
+		cfg.Store = st
+	}
+
 	var closeMCP func() // ends the MCP servers; nil without -mcp
 	if opts.mcp != "" {
 		var term *terminator
 		ctx, term = terminateOn(ctx, stderr)
 		defer term.stop()
-		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, cfg.Logger)
+		kv, _ := cfg.Store.(memory.KV) // the tool definitions pinned; nil: in memory
+		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, kv, cfg.Logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
 			return exitStatus(term, 1)
@@ -353,16 +365,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			printServers(stderr, mc)
 		}
 		defer func() { status = exitStatus(term, status) }()
-	}
-
-	if opts.db != "" {
-		st, err := sqlitestore.Open(ctx, opts.db)
-		if err != nil {
-			fmt.Fprintf(stderr, "cli: %v\n", err)
-			return 1
-		}
-		defer st.Close()
-		cfg.Store = st
 	}
 
 	in := newLineSource(stdin)

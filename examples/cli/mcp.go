@@ -13,6 +13,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/mcpclient"
+	"github.com/planround/planround/memory"
 )
 
 // defaultSession is the session id of a CLI's runs when it has no -session:
@@ -23,16 +24,17 @@ const defaultSession = "cli"
 
 // startMCP starts the MCP servers of the configuration file at path and adds
 // their tools to reg, after the tools already there (which keep their names).
+// The tool definitions are pinned in kv (nil: in memory).
 // Ctrl-C while the servers start abandons the start. The caller closes the
 // client.
-func startMCP(ctx context.Context, path string, reg *agent.ToolRegistry, logger *slog.Logger) (*mcpclient.Client, error) {
+func startMCP(ctx context.Context, path string, reg *agent.ToolRegistry, kv memory.KV, logger *slog.Logger) (*mcpclient.Client, error) {
 	servers, err := mcpclient.LoadConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger})
+	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger, KV: kv})
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
