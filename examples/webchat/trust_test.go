@@ -97,7 +97,9 @@ func TestBrowserTrustCard(t *testing.T) {
 		p.click("#send")
 	}
 	cardState := func(state string) string { return lastCard + `?.dataset.state === '` + state + `'` }
-	hints := func() string { return p.str(`[...` + lastCard + `.querySelectorAll('.hint')].map(e => e.textContent).join(', ')`) }
+	hints := func() string {
+		return p.str(`[...` + lastCard + `.querySelectorAll('.hint')].map(e => e.textContent).join(', ')`)
+	}
 
 	// Hints on the card; approved with auto-approve ticked.
 	send(`lookup {"key":"k"}`)
