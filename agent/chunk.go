@@ -171,6 +171,17 @@ type ToolCall struct {
 	// which binds the decision to the arguments the person saw (a decision
 	// for other arguments is refused).
 	ArgumentsDigest string `json:"arguments_digest,omitempty"`
+	// Hints are what the tool says about its behaviour ([ToolDefinition.Hints],
+	// or its [ApprovalNote]'s), on every chunk of the call from the
+	// approval on; nil when the tool says nothing.
+	Hints *ToolHints `json:"hints,omitempty"`
+	// MustAsk says that a person must decide on the call and no policy may
+	// approve it (see [ApprovalNote]), on the [ApprovalRequest] and the
+	// approval_required chunk.
+	MustAsk bool `json:"must_ask,omitempty"`
+	// Details are lines for the person who decides (see [ApprovalNote]),
+	// on the ApprovalRequest and the approval_required chunk.
+	Details []string `json:"details,omitempty"`
 	// Result is the tool's result (state result).
 	Result string `json:"result,omitempty"`
 	// Reason says why a call was rejected (state rejected), in words for

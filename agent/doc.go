@@ -84,6 +84,15 @@
 // every pending ticket, also when the run ended first, so none is left
 // pending. Package approval has a ready Manager and composable approvers.
 //
+// A call carries what its tool says about itself, [ToolHints] (read-only,
+// destructive, idempotent, open world, and whether the host trusts whoever
+// said so: [WithHints], or an MCP server's annotations), for approvers to
+// decide on and cards to show. A tool that implements [ApprovalNoter] adds
+// to each call's approval: details for the person, and MustAsk, which
+// makes even a tool that skips approval ask, and which no policy of package
+// approval approves (an MCP tool whose definition changed since the user
+// approved it).
+//
 // # Sub-agents
 //
 // [NewSubAgent] makes a tool that runs a nested agent on a task, with its

@@ -54,6 +54,11 @@ type ToolDefinition struct {
 	// silent display that changes nothing (show_card): never for anything
 	// that runs commands, touches files or spends budget.
 	SkipApproval bool
+	// Hints are what the tool says about its behaviour, for approvers and
+	// approval cards; nil says nothing. [WithHints] sets them for a tool
+	// made by [NewTool]; package mcpclient from an MCP tool's annotations.
+	// A tool that knows better per call says so with an [ApprovalNote].
+	Hints *ToolHints
 	// NoTruncate keeps this tool's arguments and results whole when history
 	// is truncated for the next request (for example get_skill).
 	NoTruncate bool

@@ -426,12 +426,21 @@ func (r *run) refuse(cs *callState, cause Cause, msg string) bool {
 	return false
 }
 
-// approve asks the Approver unless the tool skips approval. It reports
-// whether the call may run, and whether the run goes on.
+// approve asks the Approver unless the tool skips approval (and has no
+// reason to ask a person, see ApprovalNoter). It reports whether the call
+// may run, and whether the run goes on.
 func (r *run) approve(cs *callState) (approved, goOn bool) {
-	if cs.def.SkipApproval || cs.rerun {
+	if cs.rerun {
 		return true, true
 	}
+	if mustAsk := r.noteApproval(cs); cs.def.SkipApproval && !mustAsk {
+		return true, true
+	}
+	defer func() {
+		// What was for the person who decides stays off the chunks that
+		// follow.
+		cs.chunk.MustAsk, cs.chunk.Details = false, nil
+	}()
 	at := r.startApproval(cs)
 	defer func() { r.endApproval(at, cs, approved) }()
 	if r.a.cfg.Approver == nil {

@@ -15,7 +15,9 @@ var ErrNilApprover = errors.New("approval: nil Approver")
 
 // ApproveAll returns an [agent.Approver] that approves every call at once,
 // as a policy: the agent shows no approval card. It suits tests and trusted
-// tools only.
+// tools only. It approves a call that must be asked about
+// ([agent.ToolCall.MustAsk], such as an MCP tool whose definition changed)
+// as well: whoever chose it said yes to everything.
 func ApproveAll() agent.Approver {
 	return agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 		return agent.Decision{Approved: true, By: "policy:approve-all", Via: ViaPolicy}, nil
@@ -71,6 +73,24 @@ func DenyTools(reason string, names ...string) Policy {
 	}
 }
 
+// ReadOnlyHints returns a [Policy] that approves the calls whose tool says,
+// with hints the host trusts, that it only reads, in a closed world, and
+// destroys nothing ([agent.ToolHints.SafeToRun]: an MCP tool with
+// readOnlyHint true and openWorldHint false, of a server configured as
+// trusted), and abstains on every other call: a destructive or open-world
+// tool, a tool without hints, hints of an untrusted server, and a call
+// that must be asked about ([agent.ToolCall.MustAsk]). It is an opt-in:
+//
+//	approval.Chain(manager, approval.ReadOnlyHints())
+func ReadOnlyHints() Policy {
+	return func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
+		if req.Call.MustAsk || !req.Call.Hints.SafeToRun() {
+			return agent.Decision{}, false
+		}
+		return agent.Decision{Approved: true, By: "policy:read-only-hints", Via: ViaPolicy}, true
+	}
+}
+
 func toSet(names []string) map[string]struct{} {
 	set := make(map[string]struct{}, len(names))
 	for _, n := range names {
@@ -88,6 +108,10 @@ func toSet(names []string) map[string]struct{} {
 // Use it for "approve the read-only tools, ask a person about the rest":
 //
 //	approval.Chain(manager, approval.AllowTools("read_file", "list_dir"))
+//
+// A call that must be asked about ([agent.ToolCall.MustAsk]) is never
+// approved by a policy: a policy's approval of it counts as abstaining, and
+// next asks (a policy's rejection stands).
 //
 // next is asked only about the calls no policy decided, so nothing is
 // registered with it for the others. When next is a [Manager] (or wraps
@@ -119,6 +143,9 @@ func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.T
 			continue
 		}
 		if d, ok := p(ctx, req); ok {
+			if d.Approved && req.Call.MustAsk {
+				continue // for a person to decide
+			}
 			if rec, ok := c.next.(recorder); ok {
 				var err error
 				if d, err = rec.recordDecision(ctx, req, d); err != nil {

@@ -113,6 +113,28 @@
 // wrap only about the calls no policy decided, and pass its ticket through,
 // so a person's approval keeps its registration and its id.
 //
+// # Hints and calls that must ask
+//
+// A call carries what its tool says about itself (agent.ToolCall.Hints:
+// read-only, destructive, idempotent, open world, and whether the host
+// trusts whoever said so). [ReadOnlyHints] is the opt-in policy that acts on
+// them: it approves a tool whose trusted hints say read-only and closed
+// world, and abstains on the rest, so
+//
+//	approval.Chain(manager, approval.ReadOnlyHints())
+//
+// runs such tools without a card and asks about everything else, including
+// the same tool from an MCP server not configured as trusted. Untrusted
+// hints only inform the person who decides ([HintLabels] names them for a
+// prompt or a card).
+//
+// A call with agent.ToolCall.MustAsk (an MCP tool whose definition changed
+// since the user approved it) goes to a person whatever the policies say:
+// [Chain], [AllowList.Wrap] and the Terminal's "always" never approve it,
+// though a policy may still reject it. Only [ApproveAll], whose user said
+// yes to everything, approves it at once. Its agent.ToolCall.Details say
+// what the person decides on.
+//
 // # Terminal
 //
 // A [Terminal] asks at a terminal: approve [y], reject [n] with an optional

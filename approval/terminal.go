@@ -25,8 +25,9 @@ const ReasonEndOfInput = "rejected: no answer, the terminal's input ended"
 var ErrTerminalClosed = errors.New("approval: terminal closed")
 
 // Terminal is an [agent.Approver] that asks a person at a terminal. For each
-// call it writes the tool's name and its indented arguments to out and reads
-// one answer line from in:
+// call it writes the tool's name, its indented arguments, its hints
+// ([HintLabels]) and the call's details (what changed in an MCP tool's
+// definition, say) to out and reads one answer line from in:
 //
 //	y, yes           approve this call
 //	n, no            reject it; the rest of the line, if any, is the reason
@@ -35,7 +36,8 @@ var ErrTerminalClosed = errors.New("approval: terminal closed")
 // Other answers are asked again. "always" grants last for the Terminal's
 // lifetime and come with [agent.ScopeAlways], so an [AllowList] wrapped
 // around the Terminal remembers them as well; the later calls of the tool are
-// approved at once, without an approval card. When in reaches its end the
+// approved at once, without an approval card, except a call that must be
+// asked about ([agent.ToolCall.MustAsk]). When in reaches its end the
 // call is rejected with [ReasonEndOfInput], as is every later call.
 //
 // Request returns a pending ticket without an approval id; the question is
@@ -170,7 +172,7 @@ func (t *Terminal) Request(ctx context.Context, req agent.ApprovalRequest) (agen
 	default:
 	}
 	name := req.Call.Name
-	if t.alwaysAllowed(name) {
+	if !req.Call.MustAsk && t.alwaysAllowed(name) {
 		if _, err := fmt.Fprintf(t.out, "%s: approved (always)\n", name); err != nil {
 			return agent.Ticket{}, fmt.Errorf("approval: terminal: %w", err)
 		}
@@ -206,7 +208,7 @@ func (t *Terminal) ask(ctx context.Context, req agent.ApprovalRequest) (agent.De
 	}
 	defer func() { <-t.turn }()
 	// Another prompt may have granted "always" while this one waited.
-	if t.alwaysAllowed(name) {
+	if !req.Call.MustAsk && t.alwaysAllowed(name) {
 		return agent.Decision{Approved: true, Scope: agent.ScopeAlways}, nil
 	}
 	if t.inErr != nil {
@@ -281,8 +283,43 @@ func promptText(req agent.ApprovalRequest) string {
 	default:
 		b.WriteString(" without arguments")
 	}
+	if h := HintLabels(req.Call.Hints); len(h) > 0 {
+		fmt.Fprintf(&b, "\n  hints: %s", strings.Join(h, ", "))
+	}
+	for _, d := range req.Call.Details {
+		fmt.Fprintf(&b, "\n  %s", d)
+	}
 	b.WriteString("\napprove [y] / reject [n] / always approve this tool [a]: ")
 	return b.String()
+}
+
+// HintLabels returns the words an approval prompt or card shows for a
+// call's hints: "read-only", "destructive", "idempotent", "open world",
+// "closed world", and "untrusted hints" when no policy may act on them;
+// nil for a call without hints.
+func HintLabels(h *agent.ToolHints) []string {
+	if h == nil {
+		return nil
+	}
+	var out []string
+	if h.ReadOnly {
+		out = append(out, "read-only")
+	}
+	if h.Destructive {
+		out = append(out, "destructive")
+	}
+	if h.Idempotent {
+		out = append(out, "idempotent")
+	}
+	if h.OpenWorld {
+		out = append(out, "open world")
+	} else {
+		out = append(out, "closed world")
+	}
+	if !h.Trusted {
+		out = append(out, "untrusted hints")
+	}
+	return out
 }
 
 // parseAnswer reads one answer line; ok is false when it is not an answer.

@@ -103,6 +103,7 @@ type serverEntry struct {
 	red        redactor
 	names      redactor // the secrets as a tool's name would hold them (nameForms)
 	log        *slog.Logger
+	pins       *pins // the client's, shared by its servers
 	clientInfo mcp.Implementation
 	forms      *interact.Forms // nil without Options.Forms
 	// onListChanged is told of a notifications/tools/list_changed; nil for
@@ -177,6 +178,11 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		cfgs[i] = ex
 	}
 
+	kv := opts.KV
+	if kv == nil {
+		kv = new(memory.MemStore)
+	}
+	pins := &pins{kv: kv, userOf: opts.UserOf}
 	c := &Client{}
 	for _, ex := range cfgs {
 		if ex.OAuth != nil && c.oauth == nil {
@@ -192,6 +198,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 			cfg:        ex,
 			red:        newRedactor(ex.secrets),
 			names:      newRedactor(nameForms(ex.secrets)),
+			pins:       pins,
 			clientInfo: info,
 			forms:      opts.Forms,
 			relist:     make(chan struct{}, 1),
@@ -221,6 +228,12 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		return nil, fmt.Errorf("mcpclient: %w", err)
 	}
 	for _, e := range c.entries {
+		// The first list of each server is pinned, unless an earlier
+		// start (or another replica) pinned one; a failure is tried
+		// again at the first call.
+		if _, err := pins.pinFirst(ctx, e); err != nil {
+			e.log.Warn("the server's tool list could not be pinned", "err", err)
+		}
 		if e.shared != nil {
 			e.wg.Go(e.watch)
 		}

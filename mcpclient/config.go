@@ -95,6 +95,12 @@ type ServerConfig struct {
 	// SkipApprovalTools lists tools (by their MCP names) whose calls run
 	// without asking the Approver.
 	SkipApprovalTools []string
+	// Trusted says the host trusts what the server says about its tools:
+	// their annotations become trusted hints ([agent.ToolHints]), on which
+	// a policy such as approval.ReadOnlyHints may decide. The annotations
+	// of an untrusted server (the default) are shown on approval cards,
+	// but decide nothing.
+	Trusted bool
 
 	// CallTimeout bounds one tool call. Zero means 5 minutes; a negative
 	// value means no bound other than the run's context.
@@ -152,8 +158,8 @@ func LoadConfig(path string) ([]ServerConfig, error) {
 // http), an optional "type" ("stdio", "sse", "http"; "streamable-http" and
 // "streamableHttp" mean http), and these fields of ServerConfig:
 // "isolation", "disabledTools", "skipApproval", "skipApprovalTools" (also
-// read from "autoApprove"), "callTimeout" and "startTimeout" (a duration
-// such as "90s", or a number of seconds), "protocolVersion" and
+// read from "autoApprove"), "trusted", "callTimeout" and "startTimeout" (a
+// duration such as "90s", or a number of seconds), "protocolVersion" and
 // "disableTasks". A server
 // with "disabled": true is left out. Other fields are ignored, so one file
 // can serve several clients.
@@ -212,6 +218,7 @@ type fileServer struct {
 	SkipApproval      bool              `json:"skipApproval"`
 	SkipApprovalTools []string          `json:"skipApprovalTools"`
 	AutoApprove       []string          `json:"autoApprove"`
+	Trusted           bool              `json:"trusted"`
 	CallTimeout       fileDuration      `json:"callTimeout"`
 	StartTimeout      fileDuration      `json:"startTimeout"`
 	ProtocolVersion   string            `json:"protocolVersion"`
@@ -245,6 +252,7 @@ func parseServer(name string, raw json.RawMessage) (cfg ServerConfig, disabled b
 		DisabledTools:     s.DisabledTools,
 		SkipApproval:      s.SkipApproval,
 		SkipApprovalTools: append(slices.Clip(s.SkipApprovalTools), s.AutoApprove...),
+		Trusted:           s.Trusted,
 		CallTimeout:       time.Duration(s.CallTimeout),
 		StartTimeout:      time.Duration(s.StartTimeout),
 		ProtocolVersion:   s.ProtocolVersion,

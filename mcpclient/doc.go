@@ -194,6 +194,41 @@
 // [Options.InsecureOAuthPlaintext] is set. No token is ever put in a log
 // record, an error, a chunk or a span.
 //
+// # Annotations and trust
+//
+// A tool's annotations (readOnlyHint, destructiveHint, idempotentHint,
+// openWorldHint) become its hints, agent.ToolDefinition.Hints, on every
+// call's approval request and chunks; a hint the server leaves out is the
+// cautious one (destructive, open world), as MCP's defaults have it. A
+// server is untrusted unless its configuration says [ServerConfig.Trusted]
+// ("trusted": true in a file): its hints are shown on the approval card
+// and decide nothing. The hints of a trusted server are trusted, and a host
+// that opts in with approval.ReadOnlyHints runs its read-only, closed-world
+// tools (readOnlyHint true, openWorldHint false) without asking; a
+// destructive tool always asks.
+//
+// # Pinned tool definitions
+//
+// The first tool list the client reads of a server is pinned in
+// [Options.KV]: each tool's description, input schema (as the model reads
+// them, secrets redacted) and annotations, under the server's name; the
+// first process to pin it wins, so replicas that share the store pin the
+// same list, and a restart keeps it. Each user ([Options.UserOf]) runs the
+// definitions pinned for them: the first list, until they approve a change.
+//
+// A call of a tool whose definition the server changed since (after it
+// said its list changed, or on a reconnection), or of a tool the pinned list
+// does not have, must be approved by a person, whatever the tool's
+// SkipApproval and the host's policies say (agent.ToolCall.MustAsk); the
+// approval card lists the differences (agent.ToolCall.Details: the
+// description before and after, the properties of the input schema added,
+// removed and changed, the annotations). A call that runs was approved:
+// the tool's definition, as the server lists it then, is pinned for the
+// call's user, whose later calls run as before; other users are still
+// asked. A tool the server no longer lists is no longer offered by
+// [Client.Tools]; its pin stays. When the pins cannot be read, every call
+// asks.
+//
 // # Protocol versions
 //
 // The client offers the newest protocol version it knows, 2026-07-28,

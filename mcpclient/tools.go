@@ -26,6 +26,7 @@ type toolSpec struct {
 	skip    bool
 	output  *jsonschema.Schema // the compiled output schema; nil without one
 	task    bool               // the server may run its calls as tasks (execution.taskSupport)
+	hints   agent.ToolHints    // from the tool's annotations
 }
 
 // mcpTool is an MCP server's tool as an agent tool.
@@ -42,6 +43,13 @@ func (t *mcpTool) Definition() agent.ToolDefinition { return t.def }
 func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress agent.Progress) (string, error) {
 	if t.mcpName == "" { // the stand-in of an OAuth server's tools
 		return t.e.connectCall(ctx)
+	}
+	// The call runs, so it was approved: a definition that differed from
+	// the user's pin (see NoteApproval) is the user's pin from now on.
+	if spec := t.e.spec(t.mcpName); spec != nil && t.e.pins != nil {
+		if err := t.e.pins.repin(ctx, t.e, spec, t.e.pins.user(ctx)); err != nil {
+			t.e.log.Warn("the approved tool definition could not be pinned", "tool", spec.mcpName, "err", err)
+		}
 	}
 	if len(t.keys) > 0 {
 		args = restoreKeys(args, t.keys)
@@ -176,6 +184,7 @@ func (c *Client) resolve() []*mcpTool {
 			Description:  it.spec.desc,
 			Parameters:   it.spec.params,
 			SkipApproval: it.spec.skip,
+			Hints:        ptr(it.spec.hints),
 		}})
 	}
 	return out
@@ -223,6 +232,7 @@ func (e *serverEntry) convertTool(t mcp.Tool) (*toolSpec, error) {
 		skip:    e.cfg.SkipApproval || slices.Contains(e.cfg.SkipApprovalTools, t.Name),
 		task: t.Execution != nil && (t.Execution.TaskSupport == mcp.TaskSupportOptional ||
 			t.Execution.TaskSupport == mcp.TaskSupportRequired),
+		hints: hintsOf(t.Annotations, e.cfg.Trusted),
 	}
 	// The schema as the server gave it, redacted before anything reads it.
 	var schema any

@@ -35,8 +35,15 @@
 // the run (exit status 128 plus the signal's number).
 //
 // Tool calls are asked about on stderr (y approve, n reject, a always approve
-// this tool for the session) unless -yes approves them all. The questions and
-// the prompt loop read the same stdin, one line at a time.
+// this tool for the session) unless -yes approves them all. A question shows
+// what an MCP tool says about itself (its hints: read-only, destructive,
+// open or closed world, "untrusted hints" unless its server's entry says
+// "trusted": true) and, for a tool whose definition changed since it was
+// first listed (pinned in the -db file; without one, for the process), what
+// changed: such a call is always asked, even for a tool answered "always",
+// and approving it pins the new definition. With -trust-hints the read-only,
+// closed-world tools of trusted servers run without a question. The
+// questions and the prompt loop read the same stdin, one line at a time.
 //
 // The forms of ask_user_question are asked on stderr too, question by
 // question: a single choice by the option's number (or its text), a multiple
@@ -106,6 +113,7 @@ type options struct {
 	baseURL, apiKey, model string
 	system                 string
 	json, yes, verbose     bool
+	trustHints             bool
 	sentences, parallel    bool
 	maxRounds, retries     int
 	db, session            string
@@ -163,6 +171,7 @@ flags:
 	fs.StringVar(&o.system, "system", "", "system `prompt`")
 	fs.BoolVar(&o.json, "json", false, "write every chunk as one JSON object per line on stdout, nothing else")
 	fs.BoolVar(&o.yes, "yes", false, "approve every tool call without asking")
+	fs.BoolVar(&o.trustHints, "trust-hints", false, "run without asking the MCP tools that say they are read-only and closed-world, of servers configured as \"trusted\"")
 	fs.BoolVar(&o.verbose, "v", false, "log the agent's model calls to stderr")
 	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")
@@ -323,12 +332,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if session == "" {
 		session = defaultSession
 	}
+	if opts.db != "" {
+		st, err := sqlitestore.Open(ctx, opts.db)
+		if err != nil {
+			fmt.Fprintf(stderr, "cli: %v\n", err)
+			return 1
+		}
+		defer st.Close() // after the MCP servers end, which pin in it
+		cfg.Store = st
+	}
+
 	var closeMCP func() // ends the MCP servers; nil without -mcp
 	if opts.mcp != "" {
 		var term *terminator
 		ctx, term = terminateOn(ctx, stderr)
 		defer term.stop()
-		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, cfg.Logger, forms)
+		kv, _ := cfg.Store.(memory.KV) // the tool definitions pinned; nil: in memory
+		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, kv, cfg.Logger, forms)
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
 			return exitStatus(term, 1)
@@ -347,16 +367,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer func() { status = exitStatus(term, status) }()
 	}
 
-	if opts.db != "" {
-		st, err := sqlitestore.Open(ctx, opts.db)
-		if err != nil {
-			fmt.Fprintf(stderr, "cli: %v\n", err)
-			return 1
-		}
-		defer st.Close()
-		cfg.Store = st
-	}
-
 	in := newLineSource(stdin)
 	defer in.close()
 	if opts.yes {
@@ -366,6 +376,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// JSON log). The approver reads its answers from the same line
 		// source as the prompt loop, only while it asks.
 		cfg.Approver = approval.NewTerminalFunc(in.next, stderr)
+		if opts.trustHints {
+			cfg.Approver = approval.Chain(cfg.Approver, approval.ReadOnlyHints())
+		}
 	}
 
 	a, err := agent.New(cfg)

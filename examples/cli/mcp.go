@@ -14,6 +14,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
+	"github.com/planround/planround/memory"
 )
 
 // defaultSession is the session id of a CLI's runs when it has no -session:
@@ -24,17 +25,17 @@ const defaultSession = "cli"
 
 // startMCP starts the MCP servers of the configuration file at path and adds
 // their tools to reg, after the tools already there (which keep their names).
-// Ctrl-C while the servers start abandons the start. The servers' requests
-// for input are forms of forms, asked on the terminal. The caller closes
-// the client.
-func startMCP(ctx context.Context, path string, reg *agent.ToolRegistry, logger *slog.Logger, forms *interact.Forms) (*mcpclient.Client, error) {
+// The tool definitions are pinned in kv (nil: in memory), and the servers'
+// requests for input are forms of forms, asked on the terminal. Ctrl-C
+// while the servers start abandons the start. The caller closes the client.
+func startMCP(ctx context.Context, path string, reg *agent.ToolRegistry, kv memory.KV, logger *slog.Logger, forms *interact.Forms) (*mcpclient.Client, error) {
 	servers, err := mcpclient.LoadConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger, Forms: forms})
+	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger, KV: kv, Forms: forms})
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}

@@ -96,6 +96,17 @@
 // -mcp-oauth-key: 64 hex digits or a file holding them, the same for every
 // replica.
 //
+// An approval card shows what an MCP tool says about itself (its
+// annotations: read-only, destructive, idempotent, open or closed world),
+// marked "untrusted hints" unless the server's entry says "trusted": true.
+// With -trust-hints the calls of a trusted server's read-only, closed-world
+// tools run without a card; every other call asks. The first tool list of
+// each server is pinned in the store (-db, -postgres; in memory with
+// -memory): a call of a tool whose definition changed since, or that the
+// list did not have, always shows a card, listing what changed, and is
+// never auto-approved; approving it pins the new definition for the
+// session's owner (the browser), whose later calls run as before.
+//
 // # Who can use it
 //
 // The server listens on 127.0.0.1 unless -addr says otherwise, and it
@@ -297,6 +308,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	mcpFile := fs.String("mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
 	oauthKey := fs.String("mcp-oauth-key", os.Getenv("WEBCHAT_MCP_OAUTH_KEY"), "the `key` sealing the users' MCP OAuth tokens in the store: 64 hex digits, or a file holding them (default $WEBCHAT_MCP_OAUTH_KEY)")
 	oauthRedirect := fs.String("mcp-oauth-redirect", "", "the `URL` of this server's /oauth/callback as the authorization servers of OAuth MCP servers send people back to (default: http://ADDR/oauth/callback)")
+	trustHints := fs.Bool("trust-hints", false, "run without a card the MCP tools that say they are read-only and closed-world, of servers configured as \"trusted\"")
 	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
 	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
 	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
@@ -347,6 +359,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
 		Researcher:      true,
+		TrustHints:      *trustHints,
 		SuspendAfter:    *suspendAfter,
 		Holder:          "webchat-" + randomID(),
 		LeaseTTL:        *leaseTTL,

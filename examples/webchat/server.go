@@ -91,6 +91,12 @@ type Options struct {
 	// the same model. Its own call skips approval; the calls it makes ask
 	// for theirs, on cards the page draws under the researcher's.
 	Researcher bool
+	// TrustHints lets the calls of tools whose trusted hints say read-only
+	// and closed world run without a card (approval.ReadOnlyHints): an MCP
+	// tool with readOnlyHint true and openWorldHint false, of a server
+	// whose configuration says "trusted". Every other call asks, and so
+	// does an MCP tool whose definition changed since the user approved it.
+	TrustHints bool
 	// MCP, when not nil, offers the tools of its MCP servers after Tools
 	// (a tool of Tools keeps a name both have: the MCP tool is offered as
 	// <server>__<tool>), and GET /api/mcp/servers lists the servers. A
@@ -336,7 +342,7 @@ func NewServer(o Options) (*Server, error) {
 		SystemPrompt: o.SystemPrompt,
 		Intents:      o.Intents,
 		Tools:        tools,
-		Approver:     mgr,
+		Approver:     approverOf(mgr, o.TrustHints),
 		Store:        o.Store,
 		Hooks:        o.Hooks,
 
@@ -984,4 +990,13 @@ func randomID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// approverOf is the agents' Approver: the Manager, after the opt-in policy
+// of trusted read-only hints.
+func approverOf(mgr *approval.Manager, trustHints bool) agent.Approver {
+	if !trustHints {
+		return mgr
+	}
+	return approval.Chain(mgr, approval.ReadOnlyHints())
 }

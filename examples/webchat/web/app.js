@@ -494,6 +494,8 @@
     const k = {
       key, id, name, state: 'preparing', args: undefined, argsRaw: '', output: '',
       result: undefined, reason: '', approvalId: '', digest: '', busy: false, auto: false,
+      hints: null, // what the tool says about itself (agent.ToolHints), once a chunk carries it
+      mustAsk: false, details: [], // a call a person must decide on, and what they decide on
       decided: null, // its decision from the audit (approval.DecisionRecord), once known
       el: el('div', 'card'), outEl: null,
       sides: [], // the elements of the call's side messages, drawn in the card
@@ -570,6 +572,20 @@
     return d;
   }
 
+  // hintBadges draws what a tool says about itself (agent.ToolHints), in
+  // the words of approval.HintLabels; hints the host does not trust are
+  // marked so.
+  function hintBadges(h) {
+    const row = el('div', 'hints');
+    const badge = (cls, text) => row.append(el('span', 'hint ' + cls, text));
+    if (h.read_only) badge('read-only', 'read-only');
+    if (h.destructive) badge('destructive', 'destructive');
+    if (h.idempotent) badge('idempotent', 'idempotent');
+    badge(h.open_world ? 'open-world' : 'closed-world', h.open_world ? 'open world' : 'closed world');
+    if (!h.trusted) badge('untrusted', 'untrusted hints');
+    return row;
+  }
+
   function statusText(k) {
     switch (k.state) {
       case 'preparing': return 'preparing…';
@@ -603,6 +619,12 @@
 
     switch (k.state) {
       case 'approval': {
+        if (k.hints) body.append(hintBadges(k.hints));
+        if (k.details.length > 0) {
+          const d = el('div', 'details');
+          for (const line of k.details) d.append(el('div', 'detail', plain(line)));
+          body.append(d);
+        }
         body.append(block('arguments', argsText(k)));
         const actions = el('div', 'actions');
         const yes = el('button', 'primary approve', 'Approve');
@@ -619,7 +641,10 @@
           decide(k, true);
         });
         no.addEventListener('click', () => decide(k, false));
-        actions.append(yes, no, label);
+        // A changed definition is for a person to approve, every time: no
+        // auto-approve box.
+        if (k.mustAsk) actions.append(yes, no);
+        else actions.append(yes, no, label);
         body.append(actions);
         break;
       }
@@ -692,6 +717,7 @@
     if (!t || !t.id) return;
     const k = cardFor(c);
     if (FINAL.has(k.state)) return;
+    if (t.hints && typeof t.hints === 'object') k.hints = t.hints;
     switch (t.state) {
       case 'start':
         break;
@@ -699,7 +725,9 @@
         if (k.state !== 'preparing' && k.state !== 'approval') return; // a redraw of an answered approval
         k.approvalId = t.approval_id || '';
         k.digest = t.arguments_digest || '';
-        if (k.approvalId && st.autoApprove.has(k.name)) {
+        k.mustAsk = t.must_ask === true;
+        k.details = Array.isArray(t.details) ? t.details.map(String) : [];
+        if (k.approvalId && st.autoApprove.has(k.name) && !k.mustAsk) {
           // Auto-approve: answered at once, the card never waits.
           k.auto = true;
           setState(k, 'executing');

@@ -78,6 +78,7 @@ func main() {
 	pageSize := flag.Int("page-size", 0, "tools per page of tools/list (0: one page)")
 	hugeBytes := flag.Int("huge-bytes", 64<<20, "the size of a tool result in -mode=huge")
 	stubborn := flag.Bool("stubborn", false, "ignore SIGTERM and SIGINT, and stay after standard input ends")
+	trust := flag.Bool("trust", false, "add the tools of the trust tests (lookup, wipe, redefine)")
 	firstNormal := flag.String("first-normal", "", "serve normally on the first start, which creates this file")
 	tasks := flag.Bool("tasks", false, "add the job tool, run as a task (MCP 2025-11-25)")
 	elicit := flag.Bool("elicit", false, "declare elicitation and add the tools of testserver.ElicitationTools")
@@ -133,6 +134,7 @@ func main() {
 	o := testserver.Options{
 		Name:     *name,
 		PageSize: *pageSize,
+		Trust:    *trust,
 		Crash: func(status int) {
 			fmt.Fprintf(os.Stderr, "stdioserver: crash: exiting with status %d\n", status)
 			os.Exit(status)

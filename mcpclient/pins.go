@@ -1,0 +1,450 @@
+package mcpclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/memory"
+)
+
+// Pinning: the first tool list the client reads of a server is kept (pinned)
+// in Options.KV; each user then runs the definitions pinned for them. A call
+// of a tool whose definition differs from the user's pin (or that the pin
+// does not have) must be approved by a person, who sees what changed, and
+// running it pins the tool's new definition for that user.
+
+// pinNamespace is the KV namespace of the pins.
+const pinNamespace = "mcpclient.pins"
+
+// maxPinRetries bounds the attempts to update a pin that other processes
+// update at the same time.
+const maxPinRetries = 8
+
+// pinnedTool is a tool's definition as pinned: what the model reads of it
+// (its description and input schema, with the secrets of the server's
+// configuration redacted) and what it says of itself (its annotations).
+type pinnedTool struct {
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"input_schema"`
+	Hints       agent.ToolHints `json:"annotations"` // Trusted is the host's word, never pinned
+}
+
+// pinRecord is the value of a pin: the definitions of a server's tools by
+// their MCP names (redacted).
+type pinRecord struct {
+	Tools map[string]pinnedTool `json:"tools"`
+}
+
+// pins keeps the pinned definitions of a client's servers. A server entry
+// without one (as some tests make) pins nothing.
+type pins struct {
+	kv     memory.KV
+	userOf func(ctx context.Context) string
+
+	// pinned remembers which current definitions are known to be pinned
+	// for which users, so that a call that runs costs no read of the KV
+	// when its definition was pinned before. Bounded by maxPinnedCache.
+	mu     sync.Mutex
+	pinned map[pinnedKey]struct{} // guarded by mu
+}
+
+// pinnedKey is a definition, as listed (the spec, replaced by every new
+// list), pinned for a user.
+type pinnedKey struct {
+	spec *toolSpec
+	user string
+}
+
+// maxPinnedCache bounds pins.pinned; it is emptied when full.
+const maxPinnedCache = 4096
+
+func (p *pins) known(spec *toolSpec, user string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.pinned[pinnedKey{spec, user}]
+	return ok
+}
+
+func (p *pins) forget(spec *toolSpec, user string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pinned, pinnedKey{spec, user})
+}
+
+func (p *pins) remember(spec *toolSpec, user string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pinned == nil || len(p.pinned) >= maxPinnedCache {
+		p.pinned = make(map[pinnedKey]struct{})
+	}
+	p.pinned[pinnedKey{spec, user}] = struct{}{}
+}
+
+// user is the person ctx's call is made for; "" for everybody.
+func (p *pins) user(ctx context.Context) string {
+	if p.userOf == nil {
+		return ""
+	}
+	return p.userOf(ctx)
+}
+
+// pinKey is the key of the pin of server for user; user "" names the
+// server's first list, which is also the pin of every user without one of
+// their own. A key too long for a KV is hashed.
+func pinKey(server, user string) string {
+	k := strconv.Itoa(len(server)) + ":" + server
+	if user != "" {
+		k += ":" + user
+	}
+	if len(k) > memory.MaxKVKey {
+		sum := sha256.Sum256([]byte(k))
+		k = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return k
+}
+
+// pinOf is spec's definition as pinned.
+func pinOf(spec *toolSpec) pinnedTool {
+	schema, err := json.Marshal(spec.params) // map keys sorted: canonical
+	if err != nil {
+		schema = nil
+	}
+	h := spec.hints
+	h.Trusted = false
+	return pinnedTool{Description: spec.desc, Schema: schema, Hints: h}
+}
+
+func (a pinnedTool) equal(b pinnedTool) bool {
+	return a.Description == b.Description && a.Hints == b.Hints && string(a.Schema) == string(b.Schema)
+}
+
+// pinName is the name a tool is pinned under: its MCP name, redacted.
+func (e *serverEntry) pinName(spec *toolSpec) string { return e.red.String(spec.mcpName) }
+
+// record returns the list specs as a pin.
+func (e *serverEntry) record(specs []*toolSpec) pinRecord {
+	r := pinRecord{Tools: make(map[string]pinnedTool, len(specs))}
+	for _, s := range specs {
+		r.Tools[e.pinName(s)] = pinOf(s)
+	}
+	return r
+}
+
+// load reads the pin of key: nil, nil when there is none.
+func (p *pins) load(ctx context.Context, key string) (raw []byte, rec *pinRecord, err error) {
+	raw, err = p.kv.GetValue(ctx, pinNamespace, key)
+	if errors.Is(err, memory.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	rec = new(pinRecord)
+	if err := json.Unmarshal(raw, rec); err != nil {
+		return nil, nil, fmt.Errorf("the pinned tool definitions are not readable: %w", err)
+	}
+	return raw, rec, nil
+}
+
+// pinFirst pins the server's current list as its first list, unless it has
+// one: the first writer wins across the processes that share the KV.
+func (p *pins) pinFirst(ctx context.Context, e *serverEntry) (*pinRecord, error) {
+	key := pinKey(e.cfg.Name, "")
+	for range maxPinRetries {
+		_, rec, err := p.load(ctx, key)
+		if err != nil || rec != nil {
+			return rec, err
+		}
+		rec = ptr(e.record(e.specs()))
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		if ok, err := p.kv.SwapValue(ctx, pinNamespace, key, nil, b); err != nil || ok {
+			return rec, err
+		}
+	}
+	return nil, errors.New("the pinned tool definitions keep changing")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// pinFor returns the pin of user: their own, else the server's first list
+// (pinned now when it is not yet).
+func (p *pins) pinFor(ctx context.Context, e *serverEntry, user string) (*pinRecord, error) {
+	if user != "" {
+		_, rec, err := p.load(ctx, pinKey(e.cfg.Name, user))
+		if err != nil || rec != nil {
+			return rec, err
+		}
+	}
+	return p.pinFirst(ctx, e)
+}
+
+// note says what a call of spec for user must show: nothing when the
+// user's pin has the tool as it is now, else the differences, and that a
+// person must decide. A pin that cannot be read asks as well.
+func (p *pins) note(ctx context.Context, e *serverEntry, spec *toolSpec, user string) (mustAsk bool, details []string) {
+	rec, err := p.pinFor(ctx, e, user)
+	if err != nil {
+		e.log.Warn("the approved tool definitions cannot be read: the call is asked about", "tool", spec.mcpName, "err", err)
+		return true, []string{fmt.Sprintf("The approved definitions of server %q's tools could not be read (%v): approve only if you trust this tool as it is.", e.cfg.Name, err)}
+	}
+	name := e.pinName(spec)
+	old, ok := rec.Tools[name]
+	if !ok {
+		return true, []string{fmt.Sprintf("Server %q offers the tool %q, which was not in its list when it was approved. Approving the call approves the tool.", e.cfg.Name, name)}
+	}
+	cur := pinOf(spec)
+	if old.equal(cur) {
+		return false, nil
+	}
+	details = []string{fmt.Sprintf("Server %q changed the definition of the tool %q since it was approved. Approving the call approves the new definition.", e.cfg.Name, name)}
+	return true, append(details, diffPins(old, cur)...)
+}
+
+// repin pins spec's current definition for user, unless their pin has it
+// already. A user without a pin of their own gets one: the server's first
+// list with this tool as it is now.
+func (p *pins) repin(ctx context.Context, e *serverEntry, spec *toolSpec, user string) error {
+	if p.known(spec, user) {
+		return nil
+	}
+	if err := p.write(ctx, e, spec, user); err != nil {
+		return err
+	}
+	p.remember(spec, user)
+	return nil
+}
+
+// write is repin without the cache.
+func (p *pins) write(ctx context.Context, e *serverEntry, spec *toolSpec, user string) error {
+	key := pinKey(e.cfg.Name, user)
+	name, cur := e.pinName(spec), pinOf(spec)
+	for range maxPinRetries {
+		raw, rec, err := p.load(ctx, key)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			// No pin of the user's own (or no first list): start from
+			// the first list.
+			if rec, err = p.pinFor(ctx, e, ""); err != nil {
+				return err
+			}
+			if user == "" {
+				// pinFor just pinned it, or another process did: read
+				// it again to swap against what is stored.
+				continue
+			}
+			rec = &pinRecord{Tools: maps.Clone(rec.Tools)}
+		}
+		if old, ok := rec.Tools[name]; ok && old.equal(cur) {
+			return nil
+		}
+		if rec.Tools == nil {
+			rec.Tools = make(map[string]pinnedTool)
+		}
+		rec.Tools[name] = cur
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if ok, err := p.kv.SwapValue(ctx, pinNamespace, key, raw, b); err != nil || ok {
+			return err
+		}
+	}
+	return errors.New("the pinned tool definitions keep changing")
+}
+
+// maxDiffText bounds a description shown in a difference.
+const maxDiffText = 300
+
+// diffPins lists the differences between two definitions of a tool, for a
+// person to read.
+func diffPins(old, cur pinnedTool) []string {
+	var out []string
+	if old.Description != cur.Description {
+		out = append(out, fmt.Sprintf("Description: %q → %q", clip(old.Description), clip(cur.Description)))
+	}
+	if string(old.Schema) != string(cur.Schema) {
+		out = append(out, "Input schema: "+diffSchemas(old.Schema, cur.Schema))
+	}
+	if old.Hints != cur.Hints {
+		out = append(out, fmt.Sprintf("Annotations: %s → %s", hintWords(old.Hints), hintWords(cur.Hints)))
+	}
+	return out
+}
+
+func clip(s string) string {
+	if len(s) <= maxDiffText {
+		return s
+	}
+	cut := maxDiffText
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// diffSchemas summarizes how an input schema changed: the properties added,
+// removed and changed, the required ones, and other keywords.
+func diffSchemas(oldRaw, curRaw json.RawMessage) string {
+	var old, cur map[string]any
+	if json.Unmarshal(oldRaw, &old) != nil || json.Unmarshal(curRaw, &cur) != nil {
+		return "changed"
+	}
+	var parts []string
+	op, _ := old["properties"].(map[string]any)
+	cp, _ := cur["properties"].(map[string]any)
+	var added, removed, changed []string
+	for _, k := range slices.Sorted(maps.Keys(cp)) {
+		ov, ok := op[k]
+		switch {
+		case !ok:
+			added = append(added, k)
+		case !sameJSON(ov, cp[k]):
+			changed = append(changed, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(op)) {
+		if _, ok := cp[k]; !ok {
+			removed = append(removed, k)
+		}
+	}
+	list := func(what string, names []string) {
+		if len(names) > 0 {
+			parts = append(parts, what+" "+strings.Join(quoteAll(names), ", "))
+		}
+	}
+	list("properties added:", added)
+	list("properties removed:", removed)
+	list("properties changed:", changed)
+	if !sameJSON(old["required"], cur["required"]) {
+		parts = append(parts, fmt.Sprintf("required: %s → %s", compact(old["required"]), compact(cur["required"])))
+	}
+	var other []string
+	for _, k := range slices.Sorted(maps.Keys(mergeKeys(old, cur))) {
+		if k != "properties" && k != "required" && !sameJSON(old[k], cur[k]) {
+			other = append(other, k)
+		}
+	}
+	list("other keywords changed:", other)
+	if len(parts) == 0 {
+		return "changed"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func mergeKeys(a, b map[string]any) map[string]any {
+	m := maps.Clone(a)
+	if m == nil {
+		m = map[string]any{}
+	}
+	maps.Copy(m, b)
+	return m
+}
+
+func sameJSON(a, b any) bool { return compact(a) == compact(b) }
+
+func compact(v any) string {
+	if v == nil {
+		return "none"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "?"
+	}
+	return clip(string(b))
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(clip(n))
+	}
+	return out
+}
+
+// hintWords names hints for a difference: "read-only, idempotent, closed
+// world".
+func hintWords(h agent.ToolHints) string {
+	var w []string
+	if h.ReadOnly {
+		w = append(w, "read-only")
+	}
+	if h.Destructive {
+		w = append(w, "destructive")
+	}
+	if h.Idempotent {
+		w = append(w, "idempotent")
+	}
+	if h.OpenWorld {
+		w = append(w, "open world")
+	} else {
+		w = append(w, "closed world")
+	}
+	return strings.Join(w, ", ")
+}
+
+// hintsOf reads a tool's annotations as hints. A hint the server leaves
+// out is the cautious one, as MCP's defaults have it: not read-only,
+// destructive, not idempotent, open world; a read-only tool is not
+// destructive. The hints are trusted when the server's configuration says
+// so.
+func hintsOf(a mcp.ToolAnnotation, trusted bool) agent.ToolHints {
+	h := agent.ToolHints{
+		ReadOnly:   a.ReadOnlyHint != nil && *a.ReadOnlyHint,
+		Idempotent: a.IdempotentHint != nil && *a.IdempotentHint,
+		OpenWorld:  a.OpenWorldHint == nil || *a.OpenWorldHint,
+		Trusted:    trusted,
+	}
+	h.Destructive = !h.ReadOnly && (a.DestructiveHint == nil || *a.DestructiveHint)
+	return h
+}
+
+// NoteApproval implements [agent.ApprovalNoter]: a call carries the tool's
+// hints as the server lists it now, and must be approved by a person, with
+// the differences on the card, when the tool's definition is not the one
+// pinned for the call's user (see the package documentation).
+func (t *mcpTool) NoteApproval(ctx context.Context, _ agent.ToolCall) agent.ApprovalNote {
+	spec := t.e.spec(t.mcpName)
+	if spec == nil {
+		// The server no longer lists the tool: the call fails there.
+		return agent.ApprovalNote{}
+	}
+	note := agent.ApprovalNote{Hints: ptr(spec.hints)}
+	if t.e.pins == nil {
+		return note
+	}
+	user := t.e.pins.user(ctx)
+	note.MustAsk, note.Details = t.e.pins.note(ctx, t.e, spec, user)
+	if note.MustAsk {
+		// Not pinned (any more, should another process have pinned
+		// another definition): running the call must write the pin.
+		t.e.pins.forget(spec, user)
+	}
+	return note
+}
+
+// spec returns the server's current tool mcpName, or nil.
+func (e *serverEntry) spec(mcpName string) *toolSpec {
+	for _, s := range e.specs() {
+		if s.mcpName == mcpName {
+			return s
+		}
+	}
+	return nil
+}
