@@ -74,8 +74,8 @@ type Options struct {
 	// record, so that a turn resumed after a restart sends it again and
 	// the server's question finds the answer given meanwhile, on any
 	// replica (see "Elicitation" in the package documentation). Nil
-	// declares no capability: a call whose server asks anyway fails with
-	// an error that says no person can answer.
+	// declines every request for input: the server is told decline, and
+	// the call's result says that no person can answer.
 	Forms *interact.Forms
 }
 

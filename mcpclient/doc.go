@@ -241,8 +241,8 @@
 //
 // # Requests for input (elicitation)
 //
-// With [Options.Forms] the client declares the elicitation capability, in
-// form and URL mode, and a server may ask the user something in the middle
+// The client declares the elicitation capability, in form and URL mode.
+// With [Options.Forms] a server may ask the user something in the middle
 // of a call. The request becomes a durable form of the conversation of the
 // call (interact.Forms.Elicit): an elicitation_request side chunk beside
 // the call's card, kept in the forms' store, answerable on any replica by
@@ -277,7 +277,8 @@
 // run has no session, so nobody could answer; the call's result says why,
 // after what the server answered, and the client logs it. A URL is
 // only shown, with its host: the front end opens it after the user
-// consents. Without Forms no capability is declared, and a call whose
-// server asks all the same fails with an error that says no person can
-// answer.
+// consents. Without Forms the capability is declared all the same, and
+// every request for input is declined at once: the server is told
+// decline, and the call's result says that no person can answer (this
+// client has no forms to ask with).
 package mcpclient

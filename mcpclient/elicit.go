@@ -36,18 +36,18 @@ var elicitationCapability = mcp.ClientCapabilities{
 	Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 }
 
-// elicitationOptions returns the client options of a connection of e:
-// none without Options.Forms.
+// elicitationOptions returns the client options of a connection of e. The
+// capability is declared with or without Options.Forms: without, every
+// request for input is declined, and the call's result says why (no
+// person can answer), so that a server that asks learns it at once
+// instead of failing its call.
 func (c *conn) elicitationOptions() []client.ClientOption {
-	if c.e.forms == nil {
-		return nil
-	}
 	c.elicit = &elicitor{c: c, calls: make(map[*int]context.Context)}
 	return []client.ClientOption{client.WithClientCapabilities(elicitationCapability), client.WithElicitationHandler(c.elicit)}
 }
 
 // track records ctx as a call in flight on the connection until the
-// returned func is called; a connection without Forms tracks nothing.
+// returned func is called.
 func (h *elicitor) track(ctx context.Context) func() {
 	if h == nil {
 		return func() {}
@@ -92,6 +92,11 @@ func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 		defer cancel()
 		defer context.AfterFunc(ctx, cancel)()
 		ctx, legacy = merged, true
+	}
+	if e.forms == nil {
+		e.log.Warn("declined a request for input: no person can answer (Options.Forms is not set)")
+		noteDecline(ctx, "no person can answer: this client has no forms to ask with (mcpclient.Options.Forms is not set)")
+		return declined(), nil
 	}
 	if !legacy {
 		// The call may wait past this process: a resumed turn sends it

@@ -197,21 +197,27 @@ func TestElicitationInvalidContent(t *testing.T) {
 	}
 }
 
-// Without Options.Forms the client declares no elicitation capability; a
-// server that asks all the same fails the call with a text that says no
-// person can answer.
+// Without Options.Forms nobody can answer: a server that asks, in either
+// protocol era, over stdio and streamable HTTP, is told decline at once,
+// nothing is shown, and the call's result says why.
 func TestElicitationWithoutForms(t *testing.T) {
 	leaktest.Check(t)
-	c := newClient(t, Options{}, elicitFixture(t, TransportHTTP, ""))
-	got, shown := elicitTurn(t, c, nil, "ask", func(r interact.ElicitationRequest) interact.ElicitationAnswer {
-		t.Errorf("shown %+v", r)
-		return interact.ElicitationAnswer{}
-	})
-	if !strings.Contains(got, "no person can answer") || len(shown) != 0 {
-		t.Errorf("result %q, shown %d; want a no person can answer error", got, len(shown))
-	}
-	if tool(t, c, "ask").Definition().Resumable {
-		t.Error("a tool of a client without Forms is resumable")
+	for _, tr := range []Transport{TransportStdio, TransportHTTP} {
+		for _, version := range []string{"", mcp.LATEST_LEGACY_PROTOCOL_VERSION} {
+			t.Run(string(tr)+"/"+version, func(t *testing.T) {
+				c := newClient(t, Options{}, elicitFixture(t, tr, version))
+				got, shown := elicitTurn(t, c, nil, "ask", func(r interact.ElicitationRequest) interact.ElicitationAnswer {
+					t.Errorf("shown %+v", r)
+					return interact.ElicitationAnswer{}
+				})
+				if got != "decline\n(the client declined the server's request for input: no person can answer: this client has no forms to ask with (mcpclient.Options.Forms is not set))" || len(shown) != 0 {
+					t.Errorf("result %q, shown %d; want the server's answer to a decline, and why", got, len(shown))
+				}
+				if tool(t, c, "ask").Definition().Resumable {
+					t.Error("a tool of a client without Forms is resumable")
+				}
+			})
+		}
 	}
 }
 
