@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,6 +96,11 @@ type Client struct {
 	mu         sync.Mutex // guards closed and registered
 	closed     bool
 	registered map[toolKey]string // the names the last Register gave the tools
+
+	// regMu serializes Register and the updates of the registries it
+	// filled when a server's tools change; guards regs.
+	regMu sync.Mutex
+	regs  map[*agent.ToolRegistry]map[toolKey]string // each registry's tools, by the name they were added under
 }
 
 // serverEntry is one configured server and what runs of it.
@@ -110,8 +116,13 @@ type serverEntry struct {
 	// a per_conversation server, whose tools are those of its probe.
 	onListChanged func()
 
-	mu        sync.Mutex  // guards converted
+	mu        sync.Mutex  // guards converted and sig
 	converted []*toolSpec // the server's tools, as last listed
+	sig       string      // toolsSignature of converted
+	// changed is told when a list differs from the one before it (the
+	// client updates the registries Register filled); nil in tests that
+	// build entries by hand.
+	changed func()
 	// outputs holds the compiled output schemas of the tools that declare
 	// one, by MCP name; nil when none does. Guarded by mu.
 	outputs map[string]*jsonschema.Schema
@@ -202,6 +213,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 			clientInfo: info,
 			forms:      opts.Forms,
 			relist:     make(chan struct{}, 1),
+			changed:    c.toolsChanged,
 		}
 		e.log = serverLogger(logger, cfg.Name, e.red)
 		e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -322,11 +334,38 @@ func (e *serverEntry) setTools(tools []mcp.Tool) {
 			outputs[s.mcpName] = s.output
 		}
 	}
+	sig := toolsSignature(specs)
 	e.mu.Lock()
+	changed := e.converted != nil && sig != e.sig
 	e.converted = specs
 	e.outputs = outputs
 	e.tasks = tasks
+	e.sig = sig
 	e.mu.Unlock()
+	if changed && e.changed != nil {
+		e.changed()
+	}
+}
+
+// toolsSignature sums up what the agent is offered of specs: a change of
+// it is a change of the tools a registry holds.
+func toolsSignature(specs []*toolSpec) string {
+	type offered struct {
+		Name, Base, Desc string
+		Params           any
+		Skip             bool
+		Hints            agent.ToolHints
+	}
+	list := make([]offered, len(specs))
+	for i, s := range specs {
+		list[i] = offered{s.mcpName, s.base, s.desc, s.params, s.skip, s.hints}
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return "" // never equal to a listed signature: counts as changed
+	}
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }
 
 // outputSchema returns the compiled output schema of the tool mcpName, or

@@ -382,6 +382,13 @@ func TestOAuthServerListsOnlyToUsers(t *testing.T) {
 	if got := names(ca); got != "connect_protected" {
 		t.Fatalf("tools before anyone connected = %q, want connect_protected", got)
 	}
+	reg, err := agent.NewToolRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Register(reg); err != nil {
+		t.Fatal(err)
+	}
 	got, cards := w.run(a, "alice", "connect_protected", func(card *ConnectRequest) {
 		if err := w.callback(ca, "alice", w.authorize(card, "alice-at-as")); err != nil {
 			t.Errorf("callback: %v", err)
@@ -392,6 +399,9 @@ func TestOAuthServerListsOnlyToUsers(t *testing.T) {
 	}
 	if got := names(ca); got != "admin,whoami" {
 		t.Errorf("tools after alice connected = %q", got)
+	}
+	if got := strings.Join(reg.Names(), ","); got != "admin,whoami" {
+		t.Errorf("the registry Register filled holds %q after alice connected, want admin,whoami", got)
 	}
 	cc, c := w.replica()
 	if got := names(cc); got != "admin,whoami" {

@@ -137,6 +137,9 @@ func (e *serverEntry) pinName(spec *toolSpec) string { return e.red.String(spec.
 func (e *serverEntry) record(specs []*toolSpec) pinRecord {
 	r := pinRecord{Tools: make(map[string]pinnedTool, len(specs))}
 	for _, s := range specs {
+		if s.mcpName == "" {
+			continue // the stand-in of an OAuth server's tools: ours, not the server's
+		}
 		r.Tools[e.pinName(s)] = pinOf(s)
 	}
 	return r
@@ -168,6 +171,11 @@ func (p *pins) pinFirst(ctx context.Context, e *serverEntry) (*pinRecord, error)
 			return rec, err
 		}
 		rec = ptr(e.record(e.specs()))
+		if len(rec.Tools) == 0 {
+			// No list yet (a server that lists its tools to its users
+			// only): the first list a user's connection reads is pinned.
+			return rec, nil
+		}
 		b, err := json.Marshal(rec)
 		if err != nil {
 			return nil, err
@@ -420,6 +428,9 @@ func hintsOf(a mcp.ToolAnnotation, trusted bool) agent.ToolHints {
 // the differences on the card, when the tool's definition is not the one
 // pinned for the call's user (see the package documentation).
 func (t *mcpTool) NoteApproval(ctx context.Context, _ agent.ToolCall) agent.ApprovalNote {
+	if t.mcpName == "" {
+		return agent.ApprovalNote{} // the stand-in that connects an OAuth server
+	}
 	spec := t.e.spec(t.mcpName)
 	if spec == nil {
 		// The server no longer lists the tool: the call fails there.

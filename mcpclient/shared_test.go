@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -97,12 +99,36 @@ func TestSharedToolListChanged(t *testing.T) {
 			leaktest.Check(t)
 			f := newFixture(t, tr)
 			c := newClient(t, Options{}, f.cfg)
+			// A registry filled by Register follows the change: the host's
+			// own tool stays, the server's tools are replaced.
+			own := agent.FuncTool{Def: agent.ToolDefinition{Name: "own"}, Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) { return "", nil }}
+			reg, err := agent.NewToolRegistry(own)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Register(reg); err != nil {
+				t.Fatal(err)
+			}
+			before := len(reg.Names())
+			if _, _, ok := reg.Lookup("late"); ok {
+				t.Fatal("late registered before the server added it")
+			}
 			if _, err := run(t, tool(t, c, "add_tool"), `{}`, nil); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, "the new tool is listed", func() bool {
 				return slices.Contains(c.Servers()[0].Tools, "late")
 			})
+			waitFor(t, "the registry offers the new tool", func() bool {
+				_, _, ok := reg.Lookup("late")
+				return ok
+			})
+			if n := len(reg.Names()); n != before+1 {
+				t.Errorf("the registry holds %d tools after one was added to %d: %v", n, before, reg.Names())
+			}
+			if _, _, ok := reg.Lookup("own"); !ok {
+				t.Error("the host's own tool left the registry")
+			}
 			got, err := run(t, tool(t, c, "late"), `{}`, nil)
 			if err != nil || got != "late" {
 				t.Errorf("late = %q, %v", got, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"strconv"
 
@@ -114,9 +115,49 @@ func (c *Client) Tools() []agent.Tool {
 // that name is taken too, or r refuses a tool, leaving the tools added
 // before in r. [Client.Servers] reports the names the tools were added
 // under, as the last Register gave them.
+//
+// r is kept up to date: when a server's list changes (a
+// notifications/tools/list_changed, a reconnection that lists other
+// tools, the first person who connects an OAuth server whose tools only
+// its users may list), the tools this client added to r are replaced by
+// the new list, so the next run offers it (a run works with the tools as
+// they were when it started). Registering into r again does the same at
+// once. A failure of such an update is logged, and leaves r with the
+// tools that could be added.
 func (c *Client) Register(r *agent.ToolRegistry) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	return c.registerLocked(r)
+}
+
+// toolsChanged updates the registries Register filled after a server's
+// list changed.
+func (c *Client) toolsChanged() {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	for r := range c.regs {
+		if err := c.registerLocked(r); err != nil {
+			slog.Default().Warn("mcpclient: updating the registered tools after a list change failed", "err", err)
+		}
+	}
+}
+
+// registerLocked adds the tools to r, in place of those the last Register
+// into r added. c.regMu is held.
+func (c *Client) registerLocked(r *agent.ToolRegistry) error {
+	if c.regs == nil {
+		c.regs = make(map[*agent.ToolRegistry]map[toolKey]string)
+	}
+	for _, name := range c.regs[r] {
+		if t, _, ok := r.Lookup(name); ok {
+			if mt, ok := t.(*mcpTool); ok && c.owns(mt.e) {
+				r.Remove(name)
+			}
+		}
+	}
 	added := make(map[toolKey]string)
 	defer func() {
+		c.regs[r] = added
 		c.mu.Lock()
 		c.registered = added
 		c.mu.Unlock()
@@ -137,6 +178,16 @@ func (c *Client) Register(r *agent.ToolRegistry) error {
 		added[toolKey{t.e, t.mcpName}] = t.def.Name
 	}
 	return nil
+}
+
+// owns reports whether e is a server of c.
+func (c *Client) owns(e *serverEntry) bool {
+	for _, x := range c.entries {
+		if x == e {
+			return true
+		}
+	}
+	return false
 }
 
 // toolKey names a tool of a server.
