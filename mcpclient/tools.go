@@ -98,8 +98,9 @@ func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress ag
 // a session id fails.
 //
 // When a shared server says its tools changed, its list is read again:
-// Tools and [Client.Servers] show the new list, and a host that wants the
-// new tools offered calls Tools again. Servers announce changes over stdio
+// Tools and [Client.Servers] show the new list, and the registries that
+// [Client.Register] filled are updated; a host that took the tools with
+// Tools calls it again. Servers announce changes over stdio
 // and SSE, and over streamable HTTP at protocol 2026-07-28.
 func (c *Client) Tools() []agent.Tool {
 	resolved := c.resolve()
