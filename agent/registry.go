@@ -58,26 +58,11 @@ func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) {
 // parameters schema is not a valid JSON schema (or, for a tool made by
 // [NewTool], could not be inferred).
 func (r *ToolRegistry) Add(t Tool) error {
-	if t == nil {
-		return errors.New("agent: nil tool")
-	}
-	def := t.Definition()
-	if err := validToolName(def.Name); err != nil {
+	reg, err := prepareTool(t)
+	if err != nil {
 		return err
 	}
-	if tt, ok := t.(typed); ok {
-		if err := tt.buildErr(); err != nil {
-			return fmt.Errorf("agent: tool %q: %w", def.Name, err)
-		}
-	}
-	reg := &registered{tool: t, def: def}
-	if def.Parameters != nil {
-		s, err := compileSchema(def.Parameters)
-		if err != nil {
-			return fmt.Errorf("agent: tool %q: its parameters are not a valid JSON schema: %w", def.Name, err)
-		}
-		reg.schema = s
-	}
+	def := reg.def
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.tools()
@@ -89,6 +74,73 @@ func (r *ToolRegistry) Add(t Tool) error {
 		set.byName = make(map[string]*registered)
 	}
 	set.byName[def.Name] = reg
+	r.set.Store(set)
+	return nil
+}
+
+// prepareTool checks t as Add does and compiles its parameters.
+func prepareTool(t Tool) (*registered, error) {
+	if t == nil {
+		return nil, errors.New("agent: nil tool")
+	}
+	def := t.Definition()
+	if err := validToolName(def.Name); err != nil {
+		return nil, err
+	}
+	if tt, ok := t.(typed); ok {
+		if err := tt.buildErr(); err != nil {
+			return nil, fmt.Errorf("agent: tool %q: %w", def.Name, err)
+		}
+	}
+	reg := &registered{tool: t, def: def}
+	if def.Parameters != nil {
+		s, err := compileSchema(def.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("agent: tool %q: its parameters are not a valid JSON schema: %w", def.Name, err)
+		}
+		reg.schema = s
+	}
+	return reg, nil
+}
+
+// Replace removes the tools named in remove (names not registered are
+// ignored) and registers add, in one change: a run that starts meanwhile
+// sees either the tools before or the tools after, never a mix (a source
+// of tools whose list changed, such as an MCP client, swaps its tools so).
+// It fails, changing nothing, when a tool of add is refused as Add would
+// refuse it, or its name is one that stays registered or another of add
+// has. Runs already going on keep the tools they started with.
+func (r *ToolRegistry) Replace(remove []string, add ...Tool) error {
+	regs := make([]*registered, len(add))
+	for i, t := range add {
+		reg, err := prepareTool(t)
+		if err != nil {
+			return err
+		}
+		regs[i] = reg
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.tools()
+	set := &toolSet{byName: maps.Clone(old.byName)}
+	if set.byName == nil {
+		set.byName = make(map[string]*registered)
+	}
+	gone := make(map[string]bool, len(remove))
+	for _, name := range remove {
+		if _, ok := set.byName[name]; ok {
+			delete(set.byName, name)
+			gone[name] = true
+		}
+	}
+	set.defs = slices.DeleteFunc(slices.Clone(old.defs), func(d ToolDefinition) bool { return gone[d.Name] })
+	for _, reg := range regs {
+		if _, dup := set.byName[reg.def.Name]; dup {
+			return fmt.Errorf("agent: tool %q registered twice", reg.def.Name)
+		}
+		set.byName[reg.def.Name] = reg
+		set.defs = append(set.defs, reg.def)
+	}
 	r.set.Store(set)
 	return nil
 }

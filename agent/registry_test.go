@@ -213,3 +213,55 @@ func TestRegistryChangedDuringRuns(t *testing.T) {
 	assert.GreaterOrEqual(t, calls.Load(), int32(runners*runsEach), "every run called a tool")
 	t.Logf("%d registry changes during %d runs", changes.Load(), runners*runsEach)
 }
+
+// TestRegistryReplace: Replace swaps tools in one change: concurrent
+// readers see the old set or the new one, never a set without either; a
+// refused tool or a name that stays registered changes nothing.
+func TestRegistryReplace(t *testing.T) {
+	tool := func(name string) agent.Tool {
+		return agent.FuncTool{Def: agent.ToolDefinition{Name: name}, Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) { return name, nil }}
+	}
+	r, err := agent.NewToolRegistry(tool("own"), tool("a"), tool("b"))
+	require.NoError(t, err)
+
+	require.Error(t, r.Replace([]string{"a"}, tool("own")), "a name that stays registered")
+	require.Error(t, r.Replace([]string{"a"}, tool("c"), tool("c")), "a name twice")
+	require.Error(t, r.Replace([]string{"a"}, tool("bad name!")), "a refused tool")
+	assert.Equal(t, []string{"a", "b", "own"}, r.Names(), "a failed Replace changed the registry")
+
+	// Readers while the tools are swapped back and forth: every set they
+	// see has own and either a and b, or c.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				names := strings.Join(r.Names(), ",")
+				if names != "a,b,own" && names != "c,own" { // Names sorts
+					t.Errorf("a reader saw %q", names)
+					return
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		if i%2 == 0 {
+			require.NoError(t, r.Replace([]string{"a", "b", "absent"}, tool("c")))
+		} else {
+			require.NoError(t, r.Replace([]string{"c"}, tool("a"), tool("b")))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	assert.Equal(t, []string{"a", "b", "own"}, r.Names())
+	got, _, ok := r.Lookup("b")
+	require.True(t, ok)
+	out, err := got.Execute(context.Background(), nil, nil)
+	assert.Equal(t, "b", out)
+	assert.NoError(t, err)
+}

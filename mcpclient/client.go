@@ -101,6 +101,8 @@ type Client struct {
 	// filled when a server's tools change; guards regs.
 	regMu sync.Mutex
 	regs  map[*agent.ToolRegistry]map[toolKey]string // each registry's tools, by the name they were added under
+
+	log *slog.Logger // Options.Logger, or a discarding one
 }
 
 // serverEntry is one configured server and what runs of it.
@@ -194,7 +196,7 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		kv = new(memory.MemStore)
 	}
 	pins := &pins{kv: kv, userOf: opts.UserOf}
-	c := &Client{}
+	c := &Client{log: logger}
 	for _, ex := range cfgs {
 		if ex.OAuth != nil && c.oauth == nil {
 			var err error

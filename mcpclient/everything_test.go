@@ -22,14 +22,17 @@ import (
 // Node.js or the package is missing, and fail then under
 // PLANROUND_REQUIRE_ALL=1.
 
-// everythingTools are the tools server-everything lists to a client that
-// declares no capabilities, in its order: those it registers at once, and
-// simulate-research-query, which it registers when the client says it is
-// initialized (before it reads the next request).
+// everythingTools are the tools server-everything lists to this client,
+// which declares the elicitation capability (with or without
+// Options.Forms), in its order: those it registers at once, then the two
+// that ask for input, and simulate-research-query, which it registers
+// when the client says it is initialized (before it reads the next
+// request).
 var everythingTools = []string{
 	"echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
 	"get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
 	"toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation",
+	"trigger-elicitation-request", "trigger-url-elicitation",
 	"simulate-research-query",
 }
 

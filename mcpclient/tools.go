@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"log/slog"
 	"slices"
 	"strconv"
 
@@ -113,9 +112,9 @@ func (c *Client) Tools() []agent.Tool {
 
 // Register adds [Client.Tools] to r. A tool whose name r already has (a
 // host's own tools win) is added as <server>__<tool>; Register fails when
-// that name is taken too, or r refuses a tool, leaving the tools added
-// before in r. [Client.Servers] reports the names the tools were added
-// under, as the last Register gave them.
+// that name is taken too, or r refuses a tool, leaving r as it was.
+// [Client.Servers] reports the names the tools were added under, as the
+// last Register gave them.
 //
 // r is kept up to date: when a server's list changes (a
 // notifications/tools/list_changed, a reconnection that lists other
@@ -123,8 +122,9 @@ func (c *Client) Tools() []agent.Tool {
 // its users may list), the tools this client added to r are replaced by
 // the new list, so the next run offers it (a run works with the tools as
 // they were when it started). Registering into r again does the same at
-// once. A failure of such an update is logged, and leaves r with the
-// tools that could be added.
+// once, in one change of r ([agent.ToolRegistry.Replace]): a run that
+// starts meanwhile sees the old tools or the new ones. A failure of such
+// an update is logged, and leaves r as it was.
 func (c *Client) Register(r *agent.ToolRegistry) error {
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -138,46 +138,61 @@ func (c *Client) toolsChanged() {
 	defer c.regMu.Unlock()
 	for r := range c.regs {
 		if err := c.registerLocked(r); err != nil {
-			slog.Default().Warn("mcpclient: updating the registered tools after a list change failed", "err", err)
+			c.log.Warn("updating the registered tools after a list change failed", "err", err)
 		}
 	}
 }
 
 // registerLocked adds the tools to r, in place of those the last Register
-// into r added. c.regMu is held.
+// into r added, in one change of r (agent.ToolRegistry.Replace). c.regMu
+// is held.
 func (c *Client) registerLocked(r *agent.ToolRegistry) error {
 	if c.regs == nil {
 		c.regs = make(map[*agent.ToolRegistry]map[toolKey]string)
 	}
+	var old []string // this client's tools in r, replaced
+	mine := make(map[string]bool)
 	for _, name := range c.regs[r] {
 		if t, _, ok := r.Lookup(name); ok {
 			if mt, ok := t.(*mcpTool); ok && c.owns(mt.e) {
-				r.Remove(name)
+				old = append(old, name)
+				mine[name] = true
 			}
 		}
 	}
+	// A name is taken when r keeps it (a host's tool) or a tool of this
+	// list has it already.
+	chosen := make(map[string]bool)
+	taken := func(name string) bool {
+		if chosen[name] {
+			return true
+		}
+		_, _, ok := r.Lookup(name)
+		return ok && !mine[name]
+	}
 	added := make(map[toolKey]string)
-	defer func() {
-		c.regs[r] = added
-		c.mu.Lock()
-		c.registered = added
-		c.mu.Unlock()
-	}()
+	var tools []agent.Tool
 	for _, t := range c.resolve() {
-		if _, _, taken := r.Lookup(t.def.Name); taken {
+		if taken(t.def.Name) {
 			name := fitName(t.e.prefix() + "__" + t.base)
-			if _, _, taken := r.Lookup(name); taken {
+			if taken(name) {
 				return fmt.Errorf("mcpclient: tool %q of server %q: the names %q and %q are both taken", t.e.red.String(t.mcpName), t.e.cfg.Name, t.def.Name, name)
 			}
 			renamed := *t
 			renamed.def.Name = name
 			t = &renamed
 		}
-		if err := r.Add(t); err != nil {
-			return fmt.Errorf("mcpclient: %w", err)
-		}
+		chosen[t.def.Name] = true
+		tools = append(tools, t)
 		added[toolKey{t.e, t.mcpName}] = t.def.Name
 	}
+	if err := r.Replace(old, tools...); err != nil {
+		return fmt.Errorf("mcpclient: %w", err)
+	}
+	c.regs[r] = added
+	c.mu.Lock()
+	c.registered = added
+	c.mu.Unlock()
 	return nil
 }
 
