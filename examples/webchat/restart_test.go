@@ -78,6 +78,13 @@ func (s *syncBuffer) String() string {
 // killed, if still running, when t ends.
 func startChild(t *testing.T, args ...string) *child {
 	t.Helper()
+	return startChildEnv(t, nil, args...)
+}
+
+// startChildEnv is startChild with the environment variables env
+// ("KEY=value") added, such as OPENAI_BASE_URL for a model of the test's.
+func startChildEnv(t *testing.T, env []string, args ...string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OPENAI_") || k == childArgsEnv {
@@ -85,6 +92,7 @@ func startChild(t *testing.T, args ...string) *child {
 		}
 		cmd.Env = append(cmd.Env, kv)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	all := append([]string{"-addr", "127.0.0.1:0"}, args...)
 	cmd.Env = append(cmd.Env, childArgsEnv+"="+mustString(all))
 	c := &child{cmd: cmd, stderr: new(syncBuffer), exited: make(chan struct{})}
