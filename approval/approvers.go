@@ -76,7 +76,7 @@ func DenyTools(reason string, names ...string) Policy {
 // ReadOnlyHints returns a [Policy] that approves the calls whose tool says,
 // with hints the host trusts, that it only reads, in a closed world, and
 // destroys nothing ([agent.ToolHints.SafeToRun]: an MCP tool with
-// readOnlyHint true and openWorldHint false, of a server configured as
+// readOnlyHint true and no openWorldHint true, of a server configured as
 // trusted), and abstains on every other call: a destructive or open-world
 // tool, a tool without hints, hints of an untrusted server, and a call
 // that must be asked about ([agent.ToolCall.MustAsk]). It is an opt-in:

@@ -198,14 +198,15 @@
 //
 // A tool's annotations (readOnlyHint, destructiveHint, idempotentHint,
 // openWorldHint) become its hints, agent.ToolDefinition.Hints, on every
-// call's approval request and chunks; a hint the server leaves out is the
-// cautious one (destructive, open world), as MCP's defaults have it. A
+// call's approval request and chunks. A tool is read-only, idempotent or
+// open-world only when it says so, and destructive unless it says it is
+// read-only or not destructive. A
 // server is untrusted unless its configuration says [ServerConfig.Trusted]
 // ("trusted": true in a file): its hints are shown on the approval card
 // and decide nothing. The hints of a trusted server are trusted, and a host
-// that opts in with approval.ReadOnlyHints runs its read-only, closed-world
-// tools (readOnlyHint true, openWorldHint false) without asking; a
-// destructive tool always asks.
+// that opts in with approval.ReadOnlyHints runs its read-only (not open-world)
+// tools (readOnlyHint true, without openWorldHint true) without asking;
+// a destructive tool always asks.
 //
 // # Pinned tool definitions
 //

@@ -407,16 +407,18 @@ func hintWords(h agent.ToolHints) string {
 	return strings.Join(w, ", ")
 }
 
-// hintsOf reads a tool's annotations as hints. A hint the server leaves
-// out is the cautious one, as MCP's defaults have it: not read-only,
-// destructive, not idempotent, open world; a read-only tool is not
-// destructive. The hints are trusted when the server's configuration says
-// so.
+// hintsOf reads a tool's annotations as hints. A tool is read-only,
+// idempotent or open-world only when it says so; one that does not say it
+// is read-only is destructive unless it says it is not (MCP's default).
+// So a trusted tool that says readOnlyHint true, without openWorldHint
+// true, may run without asking under approval.ReadOnlyHints. (mcp-go's
+// NewTool sets openWorldHint true unless told otherwise.) The hints are
+// trusted when the server's configuration says so.
 func hintsOf(a mcp.ToolAnnotation, trusted bool) agent.ToolHints {
 	h := agent.ToolHints{
 		ReadOnly:   a.ReadOnlyHint != nil && *a.ReadOnlyHint,
 		Idempotent: a.IdempotentHint != nil && *a.IdempotentHint,
-		OpenWorld:  a.OpenWorldHint == nil || *a.OpenWorldHint,
+		OpenWorld:  a.OpenWorldHint != nil && *a.OpenWorldHint,
 		Trusted:    trusted,
 	}
 	h.Destructive = !h.ReadOnly && (a.DestructiveHint == nil || *a.DestructiveHint)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server/servertest"
 
 	"github.com/planround/planround/agent"
@@ -381,5 +382,41 @@ func TestPinsOnSQLite(t *testing.T) {
 	runCalls(t, a, model, bob, lookup)
 	if asked := person.take(); len(asked) != 1 || !asked[0].MustAsk {
 		t.Errorf("bob was asked about %+v, want the changed lookup: the first list stays pinned across restarts", asked)
+	}
+}
+
+// TestHintsOfAnnotations: a tool is read-only, idempotent or open-world
+// only when it says so, and destructive unless it says it is read-only or
+// not destructive; a trusted tool that says readOnlyHint without
+// openWorldHint is one ReadOnlyHints lets run, and mcp-go's NewTool, which
+// says openWorldHint true unless told otherwise, makes one that asks.
+func TestHintsOfAnnotations(t *testing.T) {
+	yes, no := true, false
+	cases := []struct {
+		name string
+		a    mcp.ToolAnnotation
+		want agent.ToolHints
+		safe bool
+	}{
+		{"nothing said", mcp.ToolAnnotation{}, agent.ToolHints{Destructive: true, Trusted: true}, false},
+		{"read-only, open world not said", mcp.ToolAnnotation{ReadOnlyHint: &yes}, agent.ToolHints{ReadOnly: true, Trusted: true}, true},
+		{"read-only, closed world", mcp.ToolAnnotation{ReadOnlyHint: &yes, OpenWorldHint: &no}, agent.ToolHints{ReadOnly: true, Trusted: true}, true},
+		{"read-only, open world", mcp.ToolAnnotation{ReadOnlyHint: &yes, OpenWorldHint: &yes}, agent.ToolHints{ReadOnly: true, OpenWorld: true, Trusted: true}, false},
+		{"read-only and destructive", mcp.ToolAnnotation{ReadOnlyHint: &yes, DestructiveHint: &yes}, agent.ToolHints{ReadOnly: true, Trusted: true}, true},
+		{"writes, not destructive", mcp.ToolAnnotation{ReadOnlyHint: &no, DestructiveHint: &no, IdempotentHint: &yes}, agent.ToolHints{Idempotent: true, Trusted: true}, false},
+		{"mcp-go's defaults with read-only", mcp.NewTool("x", mcp.WithReadOnlyHintAnnotation(true)).Annotations, agent.ToolHints{ReadOnly: true, OpenWorld: true, Trusted: true}, false},
+	}
+	for _, c := range cases {
+		got := hintsOf(c.a, true)
+		if got != c.want {
+			t.Errorf("%s: hints %+v, want %+v", c.name, got, c.want)
+		}
+		if got.SafeToRun() != c.safe {
+			t.Errorf("%s: SafeToRun = %v, want %v", c.name, got.SafeToRun(), c.safe)
+		}
+		untrusted := hintsOf(c.a, false)
+		if untrusted.SafeToRun() {
+			t.Errorf("%s: untrusted hints are safe to run", c.name)
+		}
 	}
 }

@@ -41,8 +41,8 @@
 // "trusted": true) and, for a tool whose definition changed since it was
 // first listed (pinned in the -db file; without one, for the process), what
 // changed: such a call is always asked, even for a tool answered "always",
-// and approving it pins the new definition. With -trust-hints the read-only,
-// closed-world tools of trusted servers run without a question. The
+// and approving it pins the new definition. With -trust-hints the read-only
+// (not open-world) tools of trusted servers run without a question. The
 // questions and the prompt loop read the same stdin, one line at a time.
 //
 // The forms of ask_user_question are asked on stderr too, question by
@@ -171,7 +171,7 @@ flags:
 	fs.StringVar(&o.system, "system", "", "system `prompt`")
 	fs.BoolVar(&o.json, "json", false, "write every chunk as one JSON object per line on stdout, nothing else")
 	fs.BoolVar(&o.yes, "yes", false, "approve every tool call without asking")
-	fs.BoolVar(&o.trustHints, "trust-hints", false, "run without asking the MCP tools that say they are read-only and closed-world, of servers configured as \"trusted\"")
+	fs.BoolVar(&o.trustHints, "trust-hints", false, "run without asking the MCP tools that say they are read-only, and not that they reach an open world, of servers configured as \"trusted\"")
 	fs.BoolVar(&o.verbose, "v", false, "log the agent's model calls to stderr")
 	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")

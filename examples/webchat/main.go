@@ -99,7 +99,7 @@
 // An approval card shows what an MCP tool says about itself (its
 // annotations: read-only, destructive, idempotent, open or closed world),
 // marked "untrusted hints" unless the server's entry says "trusted": true.
-// With -trust-hints the calls of a trusted server's read-only, closed-world
+// With -trust-hints the calls of a trusted server's read-only (not open-world)
 // tools run without a card; every other call asks. The first tool list of
 // each server is pinned in the store (-db, -postgres; in memory with
 // -memory): a call of a tool whose definition changed since, or that the
@@ -308,7 +308,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	mcpFile := fs.String("mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
 	oauthKey := fs.String("mcp-oauth-key", os.Getenv("WEBCHAT_MCP_OAUTH_KEY"), "the `key` sealing the users' MCP OAuth tokens in the store: 64 hex digits, or a file holding them (default $WEBCHAT_MCP_OAUTH_KEY)")
 	oauthRedirect := fs.String("mcp-oauth-redirect", "", "the `URL` of this server's /oauth/callback as the authorization servers of OAuth MCP servers send people back to (default: http://ADDR/oauth/callback)")
-	trustHints := fs.Bool("trust-hints", false, "run without a card the MCP tools that say they are read-only and closed-world, of servers configured as \"trusted\"")
+	trustHints := fs.Bool("trust-hints", false, "run without a card the MCP tools that say they are read-only, and not that they reach an open world, of servers configured as \"trusted\"")
 	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
 	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
 	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")

@@ -93,7 +93,7 @@ type Options struct {
 	Researcher bool
 	// TrustHints lets the calls of tools whose trusted hints say read-only
 	// and closed world run without a card (approval.ReadOnlyHints): an MCP
-	// tool with readOnlyHint true and openWorldHint false, of a server
+	// tool with readOnlyHint true and no openWorldHint true, of a server
 	// whose configuration says "trusted". Every other call asks, and so
 	// does an MCP tool whose definition changed since the user approved it.
 	TrustHints bool
