@@ -320,6 +320,9 @@ func (e *serverEntry) startInstance(ctx context.Context) (instance, error) {
 
 func (e *serverEntry) setTools(tools []mcp.Tool) {
 	specs := e.convertTools(tools)
+	for _, s := range specs {
+		s.pinned = ptr(pinOf(s)) // once per list, not per call
+	}
 	var outputs map[string]*jsonschema.Schema
 	var tasks map[string]bool
 	for _, s := range specs {

@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -58,6 +59,16 @@ type pins struct {
 	// when its definition was pinned before. Bounded by maxPinnedCache.
 	mu     sync.Mutex
 	pinned map[pinnedKey]struct{} // guarded by mu
+	// parsed keeps the last record read of each key with its bytes, so
+	// that a read that finds the same bytes decodes nothing: records are
+	// shared, never changed. Guarded by mu, bounded by maxPinnedCache.
+	parsed map[string]parsedPin
+}
+
+// parsedPin is a pin's value and its decoding.
+type parsedPin struct {
+	raw []byte
+	rec *pinRecord
 }
 
 // pinnedKey is a definition, as listed (the spec, replaced by every new
@@ -126,6 +137,14 @@ func pinOf(spec *toolSpec) pinnedTool {
 	return pinnedTool{Description: spec.desc, Schema: schema, Hints: h}
 }
 
+// pinnedOf is spec's definition as pinned: made when the list was read.
+func pinnedOf(spec *toolSpec) pinnedTool {
+	if spec.pinned != nil {
+		return *spec.pinned
+	}
+	return pinOf(spec)
+}
+
 func (a pinnedTool) equal(b pinnedTool) bool {
 	return a.Description == b.Description && a.Hints == b.Hints && string(a.Schema) == string(b.Schema)
 }
@@ -140,7 +159,7 @@ func (e *serverEntry) record(specs []*toolSpec) pinRecord {
 		if s.mcpName == "" {
 			continue // the stand-in of an OAuth server's tools: ours, not the server's
 		}
-		r.Tools[e.pinName(s)] = pinOf(s)
+		r.Tools[e.pinName(s)] = pinnedOf(s)
 	}
 	return r
 }
@@ -154,10 +173,22 @@ func (p *pins) load(ctx context.Context, key string) (raw []byte, rec *pinRecord
 	if err != nil {
 		return nil, nil, err
 	}
+	p.mu.Lock()
+	c, ok := p.parsed[key]
+	p.mu.Unlock()
+	if ok && bytes.Equal(c.raw, raw) {
+		return raw, c.rec, nil
+	}
 	rec = new(pinRecord)
 	if err := json.Unmarshal(raw, rec); err != nil {
 		return nil, nil, fmt.Errorf("the pinned tool definitions are not readable: %w", err)
 	}
+	p.mu.Lock()
+	if p.parsed == nil || len(p.parsed) >= maxPinnedCache {
+		p.parsed = make(map[string]parsedPin)
+	}
+	p.parsed[key] = parsedPin{raw, rec}
+	p.mu.Unlock()
 	return raw, rec, nil
 }
 
@@ -215,7 +246,7 @@ func (p *pins) note(ctx context.Context, e *serverEntry, spec *toolSpec, user st
 	if !ok {
 		return true, []string{fmt.Sprintf("Server %q offers the tool %q, which was not in its list when it was approved. Approving the call approves the tool.", e.cfg.Name, name)}
 	}
-	cur := pinOf(spec)
+	cur := pinnedOf(spec)
 	if old.equal(cur) {
 		return false, nil
 	}
@@ -240,7 +271,7 @@ func (p *pins) repin(ctx context.Context, e *serverEntry, spec *toolSpec, user s
 // write is repin without the cache.
 func (p *pins) write(ctx context.Context, e *serverEntry, spec *toolSpec, user string) error {
 	key := pinKey(e.cfg.Name, user)
-	name, cur := e.pinName(spec), pinOf(spec)
+	name, cur := e.pinName(spec), pinnedOf(spec)
 	for range maxPinRetries {
 		raw, rec, err := p.load(ctx, key)
 		if err != nil {
@@ -257,11 +288,11 @@ func (p *pins) write(ctx context.Context, e *serverEntry, spec *toolSpec, user s
 				// it again to swap against what is stored.
 				continue
 			}
-			rec = &pinRecord{Tools: maps.Clone(rec.Tools)}
 		}
 		if old, ok := rec.Tools[name]; ok && old.equal(cur) {
 			return nil
 		}
+		rec = &pinRecord{Tools: maps.Clone(rec.Tools)} // records read are shared: change a copy
 		if rec.Tools == nil {
 			rec.Tools = make(map[string]pinnedTool)
 		}

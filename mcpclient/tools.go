@@ -27,6 +27,7 @@ type toolSpec struct {
 	output  *jsonschema.Schema // the compiled output schema; nil without one
 	task    bool               // the server may run its calls as tasks (execution.taskSupport)
 	hints   agent.ToolHints    // from the tool's annotations
+	pinned  *pinnedTool        // the definition as pinned (pinOf), made once per list; nil until then
 }
 
 // mcpTool is an MCP server's tool as an agent tool.
