@@ -127,6 +127,12 @@ type Config struct {
 	ParallelTools bool
 	// MaxToolRounds bounds the tool loop (default DefaultMaxToolRounds).
 	MaxToolRounds int
+	// StreamToolArguments yields a tool_input chunk ([KindToolInput]) for
+	// each fragment of a call's arguments as the model streams them, after
+	// the call's start chunk, so a front end can show a long argument
+	// growing (and protocols that stream tool input can forward it). Off,
+	// the default, nothing is done or allocated per fragment.
+	StreamToolArguments bool
 
 	// TextMode is how text is cut into chunks: stream.ModeDeltas (default)
 	// or stream.ModeSentences (for speech synthesis).

@@ -44,6 +44,14 @@ const (
 	// [ErrSuspended]): its calls that wait stay open in the Store, and the
 	// turn is not over.
 	KindSuspended
+	// KindToolInput is a fragment of a call's arguments as the model
+	// streams them (Tool with ID, Name and State StateStart; Text is the
+	// fragment, JSON text cut anywhere), yielded only with
+	// Config.StreamToolArguments. The fragments of a call, in order, are
+	// its arguments as the model wrote them; the executing chunk carries
+	// them whole. The chunks of one call share their Tool value, which no
+	// one changes. Never persisted in the history.
+	KindToolInput
 )
 
 var kindNames = [...]string{
@@ -57,6 +65,7 @@ var kindNames = [...]string{
 	KindWarning:      "warning",
 	KindInterrupted:  "interrupted",
 	KindSuspended:    "suspended",
+	KindToolInput:    "tool_input",
 }
 
 // String returns the wire name of k ("text", "tool_call", ...).
@@ -226,7 +235,7 @@ type Chunk struct {
 	// Code says which warning a warning chunk is.
 	Code WarningCode `json:"code,omitempty"`
 	// Text is visible text (tags stripped) for text, reasoning and warning
-	// chunks.
+	// chunks, and the argument fragment of a tool_input chunk.
 	Text string `json:"text,omitempty"`
 	// Raw is the text with its control tags (text chunks).
 	Raw string `json:"raw,omitempty"`
@@ -237,7 +246,8 @@ type Chunk struct {
 	// FinishReason is why the model's response ended, on round_end, when
 	// the provider said it.
 	FinishReason FinishReason `json:"finish_reason,omitempty"`
-	// Tool is the call of a tool_call, tool_rejected or side chunk.
+	// Tool is the call of a tool_call, tool_rejected, side or tool_input
+	// chunk.
 	Tool *ToolCall `json:"tool,omitempty"`
 	// Side is a side message's payload.
 	Side any `json:"side,omitempty"`

@@ -226,6 +226,10 @@ type run struct {
 	intent    Intent           // the planning round's, once known
 	parser    *stream.Parser
 	acc       stream.Accumulator
+	// inputs are the Tool values of the round's tool_input chunks, by the
+	// accumulator's slot: one per call, shared by its fragments' chunks
+	// (they say the same). Only with Config.StreamToolArguments.
+	inputs []*ToolCall
 	round     int
 	emitPiece func(stream.Piece) // r.textPiece, bound once
 
@@ -665,6 +669,8 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 	r.takeParser()
 	defer r.returnParser()
 	r.acc.Reset()
+	clear(r.inputs)
+	r.inputs = r.inputs[:0]
 	req := request{messages: r.requestMessages(prompt), settings: r.settings}
 	r.temp = nil // sent once
 	if r.round == 0 {
@@ -763,10 +769,17 @@ func (r *run) readStream(ctx context.Context, chat *chatTel, req request, withTo
 			for _, tc := range d.ToolCalls {
 				slot, started := r.acc.Add(tc)
 				if !started {
+					if r.a.cfg.StreamToolArguments && tc.Arguments != "" && !r.argsFragment(slot, tc.Arguments) {
+						return nil
+					}
 					continue
 				}
 				c := r.acc.Call(slot)
 				if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateStart}}) {
+					return nil
+				}
+				// The fragments that came before the name (and this one's).
+				if r.a.cfg.StreamToolArguments && c.Arguments != "" && !r.argsFragment(slot, c.Arguments) {
 					return nil
 				}
 			}
@@ -779,6 +792,26 @@ func (r *run) readStream(ctx context.Context, chat *chatTel, req request, withTo
 			res.usage = &u
 		}
 	}
+}
+
+// argsFragment yields a tool_input chunk with a fragment of the arguments
+// of the call in slot, once its start was yielded (its name is known;
+// before that the fragments wait in the accumulator). It reports false
+// when the consumer stopped.
+func (r *run) argsFragment(slot int, fragment string) bool {
+	for len(r.inputs) <= slot {
+		r.inputs = append(r.inputs, nil)
+	}
+	tool := r.inputs[slot]
+	if tool == nil {
+		c := r.acc.Call(slot)
+		if c.Name == "" {
+			return true
+		}
+		tool = &ToolCall{ID: c.ID, Name: c.Name, State: StateStart}
+		r.inputs[slot] = tool
+	}
+	return r.emit(Chunk{Kind: KindToolInput, Round: r.round, Text: fragment, Tool: tool})
 }
 
 // recordPartial records the text of a round that did not complete. Calls
