@@ -220,16 +220,16 @@ type run struct {
 	// offers, looks up and runs these whatever happens to the registry.
 	tools *toolSet
 
-	prefix    []memory.Message // system prompt and layer blocks
-	working   []memory.Message // what the model sees: history, user, this turn, [continue]
-	temp      []memory.Message // the temporary hook injections of the next request
-	intent    Intent           // the planning round's, once known
-	parser    *stream.Parser
-	acc       stream.Accumulator
+	prefix  []memory.Message // system prompt and layer blocks
+	working []memory.Message // what the model sees: history, user, this turn, [continue]
+	temp    []memory.Message // the temporary hook injections of the next request
+	intent  Intent           // the planning round's, once known
+	parser  *stream.Parser
+	acc     stream.Accumulator
 	// inputs are the Tool values of the round's tool_input chunks, by the
 	// accumulator's slot: one per call, shared by its fragments' chunks
 	// (they say the same). Only with Config.StreamToolArguments.
-	inputs []*ToolCall
+	inputs    []*ToolCall
 	round     int
 	emitPiece func(stream.Piece) // r.textPiece, bound once
 

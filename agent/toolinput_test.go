@@ -24,7 +24,9 @@ func TestStreamToolArguments(t *testing.T) {
 	leaktest.Check(t)
 	echo := agent.FuncTool{
 		Def: agent.ToolDefinition{Name: "echo", SkipApproval: true},
-		Fn:  func(_ context.Context, args json.RawMessage, _ agent.Progress) (string, error) { return string(args), nil },
+		Fn: func(_ context.Context, args json.RawMessage, _ agent.Progress) (string, error) {
+			return string(args), nil
+		},
 	}
 	fragments := []string{`{"te`, `xt":"a long`, ` argument`, `"}`}
 	for _, on := range []bool{true, false} {
