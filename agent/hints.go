@@ -42,6 +42,26 @@ func (h *ToolHints) SafeToRun() bool {
 	return h != nil && h.Trusted && h.ReadOnly && !h.OpenWorld && !h.Destructive
 }
 
+// Labels names the hints in words for a person: "read-only",
+// "destructive", "idempotent", and "open world" or "closed world" (whether
+// they are trusted is not among them).
+func (h ToolHints) Labels() []string {
+	var out []string
+	if h.ReadOnly {
+		out = append(out, "read-only")
+	}
+	if h.Destructive {
+		out = append(out, "destructive")
+	}
+	if h.Idempotent {
+		out = append(out, "idempotent")
+	}
+	if h.OpenWorld {
+		return append(out, "open world")
+	}
+	return append(out, "closed world")
+}
+
 // WithHints sets [ToolDefinition.Hints] of a tool made by [NewTool]: what
 // the host says about the tool's behaviour. The host wrote the tool, so
 // its hints are marked trusted.

@@ -301,21 +301,7 @@ func HintLabels(h *agent.ToolHints) []string {
 	if h == nil {
 		return nil
 	}
-	var out []string
-	if h.ReadOnly {
-		out = append(out, "read-only")
-	}
-	if h.Destructive {
-		out = append(out, "destructive")
-	}
-	if h.Idempotent {
-		out = append(out, "idempotent")
-	}
-	if h.OpenWorld {
-		out = append(out, "open world")
-	} else {
-		out = append(out, "closed world")
-	}
+	out := h.Labels()
 	if !h.Trusted {
 		out = append(out, "untrusted hints")
 	}

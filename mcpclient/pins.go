@@ -322,7 +322,7 @@ func diffPins(old, cur pinnedTool) []string {
 		out = append(out, "Input schema: "+diffSchemas(old.Schema, cur.Schema))
 	}
 	if old.Hints != cur.Hints {
-		out = append(out, fmt.Sprintf("Annotations: %s → %s", hintWords(old.Hints), hintWords(cur.Hints)))
+		out = append(out, fmt.Sprintf("Annotations: %s → %s", strings.Join(old.Hints.Labels(), ", "), strings.Join(cur.Hints.Labels(), ", ")))
 	}
 	return out
 }
@@ -415,27 +415,6 @@ func quoteAll(names []string) []string {
 		out[i] = strconv.Quote(clip(n))
 	}
 	return out
-}
-
-// hintWords names hints for a difference: "read-only, idempotent, closed
-// world".
-func hintWords(h agent.ToolHints) string {
-	var w []string
-	if h.ReadOnly {
-		w = append(w, "read-only")
-	}
-	if h.Destructive {
-		w = append(w, "destructive")
-	}
-	if h.Idempotent {
-		w = append(w, "idempotent")
-	}
-	if h.OpenWorld {
-		w = append(w, "open world")
-	} else {
-		w = append(w, "closed world")
-	}
-	return strings.Join(w, ", ")
 }
 
 // hintsOf reads a tool's annotations as hints. A tool is read-only,
