@@ -491,7 +491,7 @@ func (c *conn) caller(f func()) {
 
 func (c *conn) reply(ctx context.Context, tool string, r callReply) (string, error) {
 	if r.err != nil {
-		return "", noPersonError(c.callError(ctx, r.err))
+		return "", c.callError(ctx, r.err)
 	}
 	if s := c.e.outputSchema(tool); s != nil && r.res != nil && !r.res.IsError {
 		return structuredText(tool, s, r.res, c.e.red)

@@ -215,13 +215,3 @@ func (d *declines) explain(out string, err error) (string, error) {
 func declined() *mcp.ElicitationResult {
 	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}
 }
-
-// noPersonError is the error of a call whose server asked for input on a
-// client without Options.Forms.
-func noPersonError(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "no elicitation handler configured") {
-		return err
-	}
-	return errors.New("no person can answer: the server asked the user for input during the call, " +
-		"and this client has no forms to ask with (mcpclient.Options.Forms is not set), so the call did not complete")
-}
