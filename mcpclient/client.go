@@ -356,14 +356,13 @@ func (e *serverEntry) setTools(tools []mcp.Tool) {
 // it is a change of the tools a registry holds.
 func toolsSignature(specs []*toolSpec) string {
 	type offered struct {
-		Name, Base, Desc string
-		Params           any
-		Skip             bool
-		Hints            agent.ToolHints
+		Name, Base string
+		Skip       bool
+		Def        pinnedTool // description, schema and hints, as pinned (made once per list)
 	}
 	list := make([]offered, len(specs))
 	for i, s := range specs {
-		list[i] = offered{s.mcpName, s.base, s.desc, s.params, s.skip, s.hints}
+		list[i] = offered{s.mcpName, s.base, s.skip, pinnedOf(s)}
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
