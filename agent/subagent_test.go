@@ -762,6 +762,18 @@ func TestCallInfoConversation(t *testing.T) {
 	assert.Empty(t, agent.CallInfo{CallID: "call_3", Parent: &top}.Conversation(), "no session, no conversation")
 }
 
+// TestCallInfoRootSession: a call of a nested run belongs to the session
+// of the host's run, whatever its own run has.
+func TestCallInfoRootSession(t *testing.T) {
+	top := agent.CallInfo{SessionID: "s1", CallID: "call_1"}
+	mid := agent.CallInfo{CallID: "call_7", Parent: &top}
+	deep := agent.CallInfo{SessionID: "sub", CallID: "call_9", Parent: &mid}
+	assert.Equal(t, "s1", top.RootSession())
+	assert.Equal(t, "s1", mid.RootSession())
+	assert.Equal(t, "s1", deep.RootSession())
+	assert.Empty(t, agent.CallInfo{CallID: "call_3", Parent: &agent.CallInfo{CallID: "call_1"}}.RootSession())
+}
+
 func TestNewSubAgentRefuses(t *testing.T) {
 	ok := agent.Config{Model: "m", DisablePlanning: true}
 	for _, tc := range []struct {

@@ -261,6 +261,18 @@ func (c CallInfo) Conversation() string {
 	return c.Parent.Conversation() + "/" + c.Parent.CallID
 }
 
+// RootSession returns the session id of the host's run the call belongs
+// to, through any nested runs (a sub-agent's call belongs to the session of
+// the run that called the sub-agent): the session whose owner a call is
+// made for, for a tool that keeps what it holds per person (tokens,
+// approvals). Empty when that run has no session id.
+func (c CallInfo) RootSession() string {
+	for c.Parent != nil {
+		c = *c.Parent
+	}
+	return c.SessionID
+}
+
 type callKey struct{}
 
 // callValue is what a call's context carries under callKey: the call,

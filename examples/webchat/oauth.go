@@ -19,11 +19,7 @@ func mcpUser(ctx context.Context) string {
 	if !ok {
 		return ""
 	}
-	c := &call
-	for c.Parent != nil {
-		c = c.Parent
-	}
-	return sessionOwner(c.SessionID)
+	return sessionOwner(call.RootSession())
 }
 
 // oauthPage is the page of /oauth/callback. The GET shows a button that
