@@ -1,0 +1,254 @@
+// Package turn holds what the front-end protocol handlers (ui/aisdk and
+// ui/agui) share: starting a turn on a runner, taking a person's decision or
+// form answer bound to what that person saw, and following a turn's events
+// until it ends or waits for a person.
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
+	"github.com/planround/planround/runner"
+)
+
+// Backend is what a protocol handler drives: the runner that runs the
+// turns, the approval manager and forms that take the decisions and
+// answers, and the owner check every request goes through.
+type Backend struct {
+	Runner    *runner.Runner
+	Approvals *approval.Manager // nil: the handler takes no decisions
+	Forms     *interact.Forms   // nil: the handler answers no forms
+	Auth      approval.HandlerConfig
+	// Via names the protocol in the audit of decisions and answers.
+	Via string
+}
+
+// Error is a request the handler refuses: its HTTP status and what it says.
+type Error struct {
+	Status int
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorf(status int, msg string) *Error { return &Error{Status: status, Msg: msg} }
+
+// Start starts a turn on in (see runner.Runner.Start) and says why it could
+// not in the words and status a client needs.
+func (b *Backend) Start(ctx context.Context, in agent.Input) (*runner.Turn, *Error) {
+	t, err := b.Runner.Start(ctx, in)
+	switch {
+	case err == nil:
+		return t, nil
+	case errors.Is(err, agent.ErrBusy):
+		return nil, errorf(http.StatusConflict, "a run is already active in this session: wait for it or stop it")
+	case errors.Is(err, runner.ErrTooManyRuns):
+		return nil, errorf(http.StatusServiceUnavailable, "the server is busy (too many runs active): try again shortly")
+	case errors.Is(err, runner.ErrClosed):
+		return nil, errorf(http.StatusServiceUnavailable, "the server is shutting down")
+	default:
+		return nil, errorf(http.StatusInternalServerError, "starting the run: "+err.Error())
+	}
+}
+
+// Decision is a person's decision on an approval as a client sends it,
+// with the call the client showed.
+type Decision struct {
+	ApprovalID string
+	// CallID is the call's id as the client shows it: a sub-agent's call
+	// may carry the ids of the calls above it ("call_1/call_7"), of which
+	// the last names the call.
+	CallID string
+	// Tool is the tool's name and Arguments the arguments the person saw:
+	// the decision is taken only when they are the approval's.
+	Tool      string
+	Arguments json.RawMessage
+	Approved  bool
+	Reason    string
+}
+
+// Decide gives d to the pending approval of session sessionID, from
+// principal. It reports false, and no error, when the approval is no longer
+// pending (decided already, by this client's earlier request or another
+// one, timed out or cancelled): a client that sends its answered approvals
+// again follows the turn on.
+func (b *Backend) Decide(ctx context.Context, sessionID, principal string, d Decision) (bool, *Error) {
+	if b.Approvals == nil {
+		return false, errorf(http.StatusBadRequest, "this server takes no approval decisions")
+	}
+	if d.ApprovalID == "" {
+		return false, errorf(http.StatusBadRequest, "an approval response has no approval id")
+	}
+	callID := d.CallID
+	if i := strings.LastIndexByte(callID, '/'); i >= 0 {
+		callID = callID[i+1:]
+	}
+	args := d.Arguments
+	if string(args) == "null" {
+		args = nil // a call without arguments shows {}
+	}
+	digest := agent.ArgumentsDigest(args)
+	pending, err := b.Approvals.Respond(ctx, approval.Reply{
+		SessionID: sessionID, ApprovalID: d.ApprovalID,
+		CallID: callID, Tool: d.Tool, ArgumentsDigest: digest,
+		Decision: agent.Decision{Approved: d.Approved, Reason: d.Reason, By: principal, Via: b.Via},
+	})
+	switch {
+	case errors.Is(err, approval.ErrWrongSession):
+		return false, errorf(http.StatusForbidden, err.Error())
+	case errors.Is(err, approval.ErrMismatch):
+		return false, errorf(http.StatusConflict, "the approval response is not for the call the approval shows (its id, tool or input differ)")
+	case err != nil:
+		return false, errorf(http.StatusInternalServerError, err.Error())
+	}
+	return pending, nil
+}
+
+// Answer gives r to its form. It reports false, and no error, when the
+// form is no longer open.
+func (b *Backend) Answer(ctx context.Context, r interact.FormReply) (bool, *Error) {
+	if b.Forms == nil {
+		return false, errorf(http.StatusBadRequest, "this server answers no forms")
+	}
+	if r.FormID == "" {
+		return false, errorf(http.StatusBadRequest, "a form answer has no form id")
+	}
+	if r.Via == "" {
+		r.Via = b.Via
+	}
+	open, err := b.Forms.Answer(ctx, r)
+	switch {
+	case errors.Is(err, interact.ErrWrongSession):
+		return false, errorf(http.StatusForbidden, err.Error())
+	case errors.Is(err, interact.ErrInvalidAnswers):
+		return false, errorf(http.StatusBadRequest, strings.TrimPrefix(strings.TrimPrefix(err.Error(), interact.ErrInvalidAnswers.Error()+": "), "interact: "))
+	case err != nil:
+		return false, errorf(http.StatusInternalServerError, err.Error())
+	}
+	return open, nil
+}
+
+// End says why Follow returned.
+type End int
+
+const (
+	// EndTurn: the turn ended (its EventTurnEnded was yielded), or the
+	// session was deleted.
+	EndTurn End = iota
+	// EndWaiting: the turn waits for a person (the approval_required chunk
+	// or the form was yielded last).
+	EndWaiting
+	// EndGone: ctx ended, or yield asked to stop.
+	EndGone
+)
+
+// resumeWait bounds how long Follow waits for the resumed turn of a turn
+// that suspended after the client's decision.
+const resumeWait = 30 * time.Second
+
+// Follow yields the events of session sessionID after Seq after, until the
+// turn ends or waits for a person. With decided set (the client just
+// decided an approval or answered a form) a turn that ends suspended is not
+// the end: the decision resumes it, and Follow goes on with the resumed
+// turn (for up to 30 seconds before it comes), without yielding the
+// suspension. It returns the Seq of the last event yielded (after when
+// none), why it returned, and the subscription's error (such as
+// runner.ErrEventsLost).
+func Follow(ctx context.Context, r *runner.Runner, sessionID string, after int64, decided bool, yield func(runner.Event) bool) (last int64, end End, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	last = after
+	held := false // a suspended turn_ended was held back
+	for e, err := range r.Subscribe(ctx, sessionID, after) {
+		if err != nil {
+			return last, EndGone, err
+		}
+		switch e.Kind {
+		case runner.EventSessionDeleted:
+			return last, EndTurn, nil
+		case runner.EventTurnStarted:
+			if held {
+				held = false
+				timer.Stop()
+			}
+		case runner.EventTurnEnded:
+			if decided && e.Ended != nil && e.Ended.Status == runner.StatusSuspended {
+				held = true
+				if timer == nil {
+					timer = time.AfterFunc(resumeWait, cancel)
+				} else {
+					timer.Reset(resumeWait)
+				}
+				continue
+			}
+		case runner.EventChunk:
+			if held {
+				// A chunk after a held suspension without a new turn: not
+				// expected; show what comes.
+				held = false
+			}
+		}
+		if !yield(e) {
+			return e.Seq, EndGone, nil
+		}
+		last = e.Seq
+		switch {
+		case e.Kind == runner.EventTurnEnded:
+			return last, EndTurn, nil
+		case e.Kind == runner.EventChunk && AsksPerson(e.Chunk):
+			return last, EndWaiting, nil
+		}
+	}
+	if held {
+		// No resumed turn came: the turn stays suspended.
+		return last, EndTurn, nil
+	}
+	return last, EndGone, ctx.Err()
+}
+
+// AsksPerson reports whether c is where its run waits for a person: an
+// approval_required chunk, or the side chunk of a form (an
+// ask_user_question form, an MCP elicitation), of the run or of a
+// sub-agent's.
+func AsksPerson(c *agent.Chunk) bool {
+	switch c.Kind {
+	case agent.KindToolCall:
+		return c.Tool != nil && c.Tool.State == agent.StateApprovalRequired
+	case agent.KindSide:
+		return SideAsks(c.Side)
+	}
+	return false
+}
+
+// SideAsks reports whether a side payload asks a person: a typed payload
+// says so by its AwaitsPerson method; one decoded from another process's
+// event log by its "type" (a form_request or an elicitation_request).
+func SideAsks(side any) bool {
+	switch s := side.(type) {
+	case interface{ AwaitsPerson() bool }:
+		return s.AwaitsPerson()
+	case map[string]any:
+		t, _ := s["type"].(string)
+		return t == interact.TypeFormRequest || t == interact.TypeElicitationRequest
+	case json.RawMessage:
+		var v struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(s, &v)
+		return v.Type == interact.TypeFormRequest || v.Type == interact.TypeElicitationRequest
+	}
+	return false
+}
