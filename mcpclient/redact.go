@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/jsonw"
 )
 
 // redactor replaces the secrets of a server's configuration by "[redacted]".
@@ -363,7 +364,7 @@ func (r redactor) jsonStrings(raw []byte) []byte {
 			if json.Unmarshal(raw[i:j+1], &s) == nil {
 				if red := r.String(s); red != s {
 					out = append(out, raw[last:i]...)
-					out = appendJSONString(out, red)
+					out = jsonw.AppendString(out, red)
 					last = j + 1
 				}
 			}
@@ -374,16 +375,6 @@ func (r redactor) jsonStrings(raw []byte) []byte {
 		return raw
 	}
 	return append(out, raw[last:]...)
-}
-
-// appendJSONString appends s as a JSON string, escaping only what JSON
-// needs escaped.
-func appendJSONString(b []byte, s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
 // schemaRedaction is what redacting a tool's input schema changed.

@@ -162,6 +162,78 @@ const resumeWait = 30 * time.Second
 // none), why it returned, and the subscription's error (such as
 // runner.ErrEventsLost).
 func Follow(ctx context.Context, r *runner.Runner, sessionID string, after int64, decided bool, yield func(runner.Event) bool) (last int64, end End, err error) {
+	return follow(ctx, r, sessionID, after, decided, nil, yield)
+}
+
+// Follow is the package's Follow, but that a chunk that asks a person ends
+// it only while its approval or form is still pending in b's Approvals or
+// Forms: a client that replays a turn from its start (a reconnect) goes
+// past the approvals and forms answered already, up to the one the turn
+// waits for.
+func (b *Backend) Follow(ctx context.Context, sessionID string, after int64, decided bool, yield func(runner.Event) bool) (last int64, end End, err error) {
+	return follow(ctx, b.Runner, sessionID, after, decided, func(c *agent.Chunk) bool { return b.pending(ctx, sessionID, c) }, yield)
+}
+
+// pending reports whether the approval or form that c asks is pending;
+// true when that cannot be told.
+func (b *Backend) pending(ctx context.Context, sessionID string, c *agent.Chunk) bool {
+	if c.Kind == agent.KindToolCall {
+		if b.Approvals == nil {
+			return true
+		}
+		list, err := b.Approvals.Pending(ctx, sessionID)
+		if err != nil {
+			return true
+		}
+		for _, p := range list {
+			if p.ApprovalID == c.Tool.ApprovalID {
+				return true
+			}
+		}
+		return false
+	}
+	id := FormID(c.Side)
+	if b.Forms == nil || id == "" {
+		return true
+	}
+	list, err := b.Forms.Pending(ctx, sessionID)
+	if err != nil {
+		return true
+	}
+	for _, p := range list {
+		if p.FormID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// FormID returns the form id of a side payload that asks a person (typed,
+// or decoded from another process's event log), "" for any other.
+func FormID(side any) string {
+	switch s := side.(type) {
+	case interact.FormRequest:
+		return s.FormID
+	case *interact.FormRequest:
+		return s.FormID
+	case interact.ElicitationRequest:
+		return s.FormID
+	case *interact.ElicitationRequest:
+		return s.FormID
+	case map[string]any:
+		id, _ := s["form_id"].(string)
+		return id
+	case json.RawMessage:
+		var v struct {
+			FormID string `json:"form_id"`
+		}
+		_ = json.Unmarshal(s, &v)
+		return v.FormID
+	}
+	return ""
+}
+
+func follow(ctx context.Context, r *runner.Runner, sessionID string, after int64, decided bool, pending func(*agent.Chunk) bool, yield func(runner.Event) bool) (last int64, end End, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timer *time.Timer
@@ -208,7 +280,7 @@ func Follow(ctx context.Context, r *runner.Runner, sessionID string, after int64
 		switch {
 		case e.Kind == runner.EventTurnEnded:
 			return last, EndTurn, nil
-		case e.Kind == runner.EventChunk && AsksPerson(e.Chunk):
+		case e.Kind == runner.EventChunk && AsksPerson(e.Chunk) && (pending == nil || pending(e.Chunk)):
 			return last, EndWaiting, nil
 		}
 	}
