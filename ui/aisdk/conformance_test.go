@@ -1,0 +1,160 @@
+package aisdk
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui/internal/uitest"
+)
+
+// result is what conformance.mjs prints for one scenario.
+type result struct {
+	Scenario string          `json:"scenario"`
+	ID       string          `json:"id"`
+	OK       bool            `json:"ok"`
+	Error    string          `json:"error"`
+	Problems []string        `json:"problems"`
+	Trace    []string        `json:"trace"`
+	Text     string          `json:"text"`
+	Metadata json.RawMessage `json:"metadata"`
+	Parts    []struct {
+		Type       string          `json:"type"`
+		State      string          `json:"state"`
+		ToolCallID string          `json:"toolCallId"`
+		Output     json.RawMessage `json:"output"`
+		Data       json.RawMessage `json:"data"`
+	} `json:"parts"`
+}
+
+// serve starts the handler of b on 127.0.0.1: at /api/chat, and with
+// KeepRunningOnDisconnect at /keep/api/chat. mangle, when set, is the
+// Writers' drop.
+func serve(t *testing.T, b *uitest.Bench, mangle func(string) bool) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	for _, prefix := range []string{"", "/keep"} {
+		h, err := NewHandler(Config{
+			Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms,
+			Authorize:               approval.AllowAnyCaller,
+			KeepRunningOnDisconnect: prefix != "",
+		})
+		require.NoError(t, err)
+		h.(*handler).drop = mangle
+		mux.Handle(prefix+"/api/chat", h)
+		mux.Handle(prefix+"/api/chat/", h)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// conformance runs the scenarios with the ai package's client.
+func conformance(t *testing.T, url string, scenarios ...string) map[string]result {
+	t.Helper()
+	out := uitest.Node(t, 2*time.Minute, "testdata/conformance.mjs", append([]string{url}, scenarios...)...)
+	results := map[string]result{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r result
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+		results[r.Scenario] = r
+	}
+	require.Len(t, results, len(scenarios), out)
+	return results
+}
+
+// ended returns how the session's last turn ended, once it has.
+func ended(t *testing.T, r *runner.Runner, session string) runner.TurnEnded {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var last runner.TurnEnded
+	for e, err := range r.Subscribe(ctx, session, 0) {
+		require.NoError(t, err)
+		if e.Kind == runner.EventTurnEnded {
+			last = *e.Ended
+			state, err := r.Log(ctx, session)
+			require.NoError(t, err)
+			if !state.Running() && state.Last == e.Seq {
+				return last
+			}
+		}
+	}
+	t.Fatalf("session %s: no ended turn", session)
+	return last
+}
+
+func part(r result, typ string) int {
+	return slices.IndexFunc(r.Parts, func(p struct {
+		Type       string          `json:"type"`
+		State      string          `json:"state"`
+		ToolCallID string          `json:"toolCallId"`
+		Output     json.RawMessage `json:"output"`
+		Data       json.RawMessage `json:"data"`
+	}) bool {
+		return p.Type == typ
+	})
+}
+
+func TestConformance(t *testing.T) {
+	b := uitest.New(t, uitest.Options{})
+	url := serve(t, b, nil)
+	all := []string{"text", "approve", "reject", "two", "interrupt", "stop", "form", "card", "subagent", "reconnect"}
+	results := conformance(t, url, all...)
+	for _, name := range all {
+		r := results[name]
+		require.Truef(t, r.OK, "%s: %s %v\ntrace %v", name, r.Error, r.Problems, r.Trace)
+	}
+
+	text := results["text"]
+	// The planning round, then the continuation round (the script says
+	// the same): a step each, a text part each.
+	require.Equal(t, "Hello there! |Hello there! ", text.Text)
+	round := []string{"start-step", "text-start", "text-delta", "text-delta", "text-end", "data-planround-round", "finish-step"}
+	require.Equal(t, slices.Concat([]string{"start"}, round, round, []string{"finish", "[DONE]"}), text.Trace)
+	require.Contains(t, string(text.Metadata), `"status":"finished"`)
+	require.Contains(t, string(text.Metadata), `"total_tokens":26`)
+
+	approve := results["approve"]
+	require.Contains(t, approve.Text, "Done: sunny in Lima")
+	require.Contains(t, approve.Trace, "tool-approval-request")
+	require.Contains(t, approve.Trace, "tool-output-available")
+	require.EqualValues(t, 4, b.Runs.Load(), "get_weather ran once in approve, twice in two, once in subagent, never in reject")
+
+	reject := results["reject"]
+	require.NotEqual(t, -1, part(reject, "data-planround-rejection"), "the rejection's cause is a data part")
+	require.Contains(t, reject.Trace, "tool-output-denied")
+	require.Equal(t, runner.StatusRejected, ended(t, b.Runner, reject.ID).Status)
+
+	require.Contains(t, results["two"].Text, "Done:")
+
+	require.Equal(t, runner.StatusInterrupted, ended(t, b.Runner, results["interrupt"].ID).Status, "a client that goes away stops its turn")
+	require.Equal(t, runner.StatusInterrupted, ended(t, b.Runner, results["stop"].ID).Status)
+
+	form := results["form"]
+	require.Contains(t, form.Text, "Quito")
+	require.NotEqual(t, -1, part(form, "data-planround-form"))
+
+	card := results["card"]
+	require.NotEqual(t, -1, part(card, "data-planround-card"))
+
+	sub := results["subagent"]
+	require.Contains(t, sub.Text, "Done:")
+
+	rec := results["reconnect"]
+	require.Contains(t, rec.Text, "word0 ")
+	require.Contains(t, rec.Text, "word39")
+	require.Equal(t, runner.StatusFinished, ended(t, b.Runner, rec.ID).Status, "the turn kept running while no client followed it")
+}

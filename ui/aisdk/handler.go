@@ -1,0 +1,481 @@
+package aisdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/httpjson"
+	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui/internal/turn"
+)
+
+// DefaultMaxBodyBytes bounds a request's body when Config.MaxBodyBytes is
+// zero: the chat's messages come whole with every request.
+const DefaultMaxBodyBytes = 8 << 20
+
+// Config configures the handler of NewHandler.
+type Config struct {
+	// Runner runs the turns (required). Its Agent's Approver should be
+	// Approvals, and its tools' forms Forms, for the client's answers to
+	// reach them.
+	Runner *runner.Runner
+	// Approvals takes the approval responses the client sends; nil
+	// refuses them.
+	Approvals *approval.Manager
+	// Forms takes the form answers the client sends; nil refuses them.
+	Forms *interact.Forms
+	// Authorize is called with every request and the chat id it names
+	// (the session id), before the handler acts: it returns who is asking
+	// and nil when the caller may act on that session (its owner), an
+	// error wrapping approval.ErrUnauthenticated (401) or another error
+	// (403) otherwise. Required: a host that lets every caller act on
+	// every session says so with approval.AllowAnyCaller.
+	Authorize func(r *http.Request, sessionID string) (principal string, err error)
+	// KeepRunningOnDisconnect keeps a turn running when the client of its
+	// stream goes away, for a page that reconnects (useChat's resume):
+	// then only a POST to {chat}/{id}/stop stops it. By default a client
+	// that goes away while the turn runs stops it, as useChat's stop()
+	// expects.
+	KeepRunningOnDisconnect bool
+	// MaxBodyBytes bounds a request's body (DefaultMaxBodyBytes when
+	// zero).
+	MaxBodyBytes int64
+	// Logger receives what goes wrong outside a request's answer; nil
+	// discards it.
+	Logger *slog.Logger
+}
+
+// NewHandler returns the http.Handler that serves useChat's
+// DefaultChatTransport: mount it at the transport's api ("/api/chat") and
+// below it (the reconnect and stop paths are under it):
+//
+//	h, err := aisdk.NewHandler(aisdk.Config{Runner: r, Approvals: m, Forms: f, Authorize: owner})
+//	mux.Handle("/api/chat", h)
+//	mux.Handle("/api/chat/", h)
+//
+// It serves:
+//
+//   - POST {api}: a chat request (id, messages, trigger). When the last
+//     message is the user's, its text starts a turn of session id, whose
+//     events are streamed as the new assistant message. When the last
+//     message is the assistant's, the approval responses on its tool parts
+//     (addToolApprovalResponse) decide their pending approvals, each bound
+//     to the call the part shows (its id, tool and input: a part whose
+//     call is not the approval's is refused with 409), and the turn is
+//     streamed on from there as the continuation of that message. A form
+//     is answered with the request's body field planround.form ({"id",
+//     "answers"} for an ask_user_question form; {"id", "action",
+//     "content"} for an MCP elicitation), sent with sendMessage(undefined,
+//     {body: ...}). A new message while the session's turn waits for a
+//     person stops that turn first (its approvals and forms are
+//     cancelled).
+//   - GET {api}/{id}/stream: the reconnect of useChat's resume: the turn
+//     in progress from its start, or 204 when none is.
+//   - POST {api}/{id}/stop: interrupts the session's turn and cancels its
+//     approvals and forms.
+//
+// A response streams until the turn ends or waits for a person (an
+// approval, a form): the client answers with its next request. The
+// session's history is the Store's: the messages the client sends are
+// read for the last one only.
+func NewHandler(cfg Config) (http.Handler, error) {
+	if cfg.Runner == nil {
+		return nil, errors.New("aisdk: Config.Runner is nil")
+	}
+	if cfg.Authorize == nil {
+		return nil, errors.New("aisdk: Config.Authorize is nil; set one that checks the caller owns the session, or approval.AllowAnyCaller for a single-user loopback tool")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &handler{cfg: cfg, b: turn.Backend{
+		Runner: cfg.Runner, Approvals: cfg.Approvals, Forms: cfg.Forms,
+		Auth: approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
+	}}, nil
+}
+
+// Via is the audit's name for decisions and answers taken through the
+// handler.
+const Via = "ai-sdk"
+
+type handler struct {
+	cfg Config
+	b   turn.Backend
+	// drop is the Writers' drop (tests).
+	drop func(typ string) bool
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimSuffix(r.URL.EscapedPath(), "/")
+	switch {
+	case strings.HasSuffix(path, "/stream"):
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, http.MethodGet)
+			return
+		}
+		h.reconnect(w, r, chatID(path, "/stream"))
+	case strings.HasSuffix(path, "/stop"):
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, http.MethodPost)
+			return
+		}
+		h.stop(w, r, chatID(path, "/stop"))
+	default:
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, http.MethodPost)
+			return
+		}
+		h.chat(w, r)
+	}
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	httpjson.WriteError(w, http.StatusMethodNotAllowed, "method not allowed")
+}
+
+// chatID returns the chat id of a path that ends with /{id}{suffix}.
+func chatID(path, suffix string) string {
+	path = strings.TrimSuffix(path, suffix)
+	seg := path[strings.LastIndexByte(path, '/')+1:]
+	id, err := url.PathUnescape(seg)
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// chatRequest is the body DefaultChatTransport sends.
+type chatRequest struct {
+	ID        string            `json:"id"`
+	Messages  []json.RawMessage `json:"messages"`
+	Trigger   string            `json:"trigger"`
+	MessageID string            `json:"messageId"`
+	Planround *struct {
+		Form *formAnswer `json:"form"`
+	} `json:"planround"`
+}
+
+// formAnswer answers a form.
+type formAnswer struct {
+	ID      string           `json:"id"`
+	Answers interact.Answers `json:"answers"`
+	Action  string           `json:"action"`
+	Content map[string]any   `json:"content"`
+}
+
+// uiMessage is the part of a UIMessage the handler reads.
+type uiMessage struct {
+	ID    string   `json:"id"`
+	Role  string   `json:"role"`
+	Parts []uiPart `json:"parts"`
+}
+
+type uiPart struct {
+	Type       string          `json:"type"`
+	Text       string          `json:"text"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	State      string          `json:"state"`
+	Input      json.RawMessage `json:"input"`
+	Approval   *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	} `json:"approval"`
+}
+
+// toolName returns the tool of a tool part: a dynamic tool part's
+// toolName, or what follows "tool-" in a static one's type.
+func (p *uiPart) toolName() string {
+	if p.Type == "dynamic-tool" {
+		return p.ToolName
+	}
+	return strings.TrimPrefix(p.Type, "tool-")
+}
+
+func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if !httpjson.Decode(w, r, &req, h.cfg.MaxBodyBytes) {
+		return
+	}
+	if req.ID == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "missing id (the chat id)")
+		return
+	}
+	principal, ok := h.b.Auth.Check(w, r, req.ID)
+	if !ok {
+		return
+	}
+	if req.Trigger == "regenerate-message" {
+		httpjson.WriteError(w, http.StatusBadRequest, "regenerating a message is not supported: send a new message")
+		return
+	}
+	if len(req.Messages) == 0 {
+		httpjson.WriteError(w, http.StatusBadRequest, "missing messages")
+		return
+	}
+	var last uiMessage
+	if err := json.Unmarshal(req.Messages[len(req.Messages)-1], &last); err != nil {
+		httpjson.WriteError(w, http.StatusBadRequest, "the last message: "+err.Error())
+		return
+	}
+	ctx := r.Context()
+	var form *formAnswer
+	if req.Planround != nil {
+		form = req.Planround.Form
+	}
+	if last.Role == "user" && form == nil {
+		h.newTurn(w, r, req.ID, last)
+		return
+	}
+
+	// Answers: to approvals on the last assistant message, or to a form.
+	state, err := h.cfg.Runner.Log(ctx, req.ID)
+	if err != nil {
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	answered := false
+	if form != nil {
+		reply := interact.FormReply{SessionID: req.ID, FormID: form.ID, Answers: form.Answers, By: principal}
+		if form.Action != "" {
+			reply.Elicitation = &interact.ElicitationAnswer{Action: form.Action, Content: form.Content}
+		} else if form.Answers == nil {
+			httpjson.WriteError(w, http.StatusBadRequest, "a form answer has no answers")
+			return
+		}
+		if _, terr := h.b.Answer(ctx, reply); terr != nil {
+			httpjson.WriteError(w, terr.Status, terr.Msg)
+			return
+		}
+		answered = true
+	}
+	if last.Role == "assistant" {
+		for i := range last.Parts {
+			p := &last.Parts[i]
+			if p.State != "approval-responded" || p.Approval == nil || p.Approval.Approved == nil {
+				continue
+			}
+			_, terr := h.b.Decide(ctx, req.ID, principal, turn.Decision{
+				ApprovalID: p.Approval.ID, CallID: p.ToolCallID, Tool: p.toolName(),
+				Arguments: p.Input, Approved: *p.Approval.Approved, Reason: p.Approval.Reason,
+			})
+			if terr != nil {
+				httpjson.WriteError(w, terr.Status, terr.Msg)
+				return
+			}
+			answered = true
+		}
+	}
+	if !answered {
+		if !state.Running() {
+			httpjson.WriteError(w, http.StatusBadRequest, "nothing to do: the last message is not the user's and answers no approval or form")
+			return
+		}
+		// A client that sends its messages again while the turn runs
+		// (a retry): the turn from its start.
+		h.stream(w, r, req.ID, state.Turn-1, false, fmt.Sprintf("turn-%d", state.Turn), state.Turn, nil)
+		return
+	}
+	h.stream(w, r, req.ID, state.Last, true, "", state.Turn, known(last))
+}
+
+// known returns the tool parts of the client's message m, which a
+// continuation does not show again.
+func known(m uiMessage) map[string]call {
+	if m.Role != "assistant" {
+		return nil
+	}
+	calls := map[string]call{}
+	for _, p := range m.Parts {
+		if p.ToolCallID == "" || (p.Type != "dynamic-tool" && !strings.HasPrefix(p.Type, "tool-")) {
+			continue
+		}
+		calls[p.ToolCallID] = call{
+			input: p.State != "input-streaming",
+			done:  strings.HasPrefix(p.State, "output-"),
+		}
+	}
+	return calls
+}
+
+// newTurn starts a turn with the user's message m and streams it.
+func (h *handler) newTurn(w http.ResponseWriter, r *http.Request, sessionID string, m uiMessage) {
+	var text strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == "text" && p.Text != "" {
+			if text.Len() > 0 {
+				text.WriteString("\n")
+			}
+			text.WriteString(p.Text)
+		}
+	}
+	if text.Len() == 0 {
+		httpjson.WriteError(w, http.StatusBadRequest, "the user's message has no text")
+		return
+	}
+	t, terr := h.start(r.Context(), agent.Input{SessionID: sessionID, Message: text.String()})
+	if terr != nil {
+		httpjson.WriteError(w, terr.Status, terr.Msg)
+		return
+	}
+	h.stream(w, r, sessionID, t.Seq-1, false, fmt.Sprintf("turn-%d", t.Seq), t.Seq, nil)
+}
+
+// start starts a turn; when the session's turn waits for a person, that
+// turn is stopped first (the user moved on without answering).
+func (h *handler) start(ctx context.Context, in agent.Input) (*runner.Turn, *turn.Error) {
+	t, terr := h.b.Start(ctx, in)
+	if terr == nil || terr.Status != http.StatusConflict || !h.waiting(ctx, in.SessionID) {
+		return t, terr
+	}
+	h.interrupt(in.SessionID)
+	// The stopped turn ends in its own goroutine: try again, bounded.
+	for wait := 10 * time.Millisecond; wait < 3*time.Second; wait *= 2 {
+		select {
+		case <-ctx.Done():
+			return nil, &turn.Error{Status: http.StatusServiceUnavailable, Msg: "the request ended"}
+		case <-time.After(wait):
+		}
+		if t, terr = h.b.Start(ctx, in); terr == nil || terr.Status != http.StatusConflict {
+			return t, terr
+		}
+	}
+	return t, terr
+}
+
+// waiting reports whether a turn of the session waits for a person.
+func (h *handler) waiting(ctx context.Context, sessionID string) bool {
+	if h.cfg.Approvals != nil {
+		if p, err := h.cfg.Approvals.Pending(ctx, sessionID); err == nil && len(p) > 0 {
+			return true
+		}
+	}
+	if h.cfg.Forms != nil {
+		if p, err := h.cfg.Forms.Pending(ctx, sessionID); err == nil && len(p) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// stream answers with the session's events after Seq after as a UI
+// message stream, until the turn ends or waits for a person.
+// A continuation (decided) continues the client's last message, whose
+// tool parts are known.
+func (h *handler) stream(w http.ResponseWriter, r *http.Request, sessionID string, after int64, decided bool, messageID string, turnSeq int64, known map[string]call) {
+	for k, v := range Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	sw := NewWriter(w, rc.Flush)
+	sw.drop = h.drop
+	sw.turn = turnSeq
+	if decided {
+		sw.continues(known)
+	}
+	sw.Start(messageID)
+	ctx := r.Context()
+	last, end, err := h.b.Follow(ctx, sessionID, after, decided, func(e runner.Event) bool {
+		sw.Event(e)
+		return sw.Err() == nil
+	})
+	switch {
+	case end == turn.EndWaiting:
+		sw.Waiting(last)
+	case end == turn.EndGone && errors.Is(err, runner.ErrEventsLost):
+		sw.Error("the turn's events are no longer kept: load the conversation again")
+		sw.finish("other", map[string]any{"status": "lost"})
+	case end == turn.EndGone && (ctx.Err() != nil || sw.Err() != nil):
+		if !h.cfg.KeepRunningOnDisconnect {
+			h.interrupt(sessionID)
+		}
+		return
+	case end == turn.EndGone && err != nil:
+		h.cfg.Logger.Warn("aisdk: following a turn", "session", sessionID, "err", err)
+		sw.Error(err.Error())
+		sw.finish("error", map[string]any{"status": "error"})
+	case end == turn.EndTurn && !sw.finished():
+		// The session was deleted, or a turn stayed suspended.
+		sw.closeAll()
+		sw.finish("other", map[string]any{"status": "ended"})
+	}
+	sw.Done()
+}
+
+// reconnect answers useChat's resume: the turn in progress from its start.
+func (h *handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID string) {
+	if sessionID == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "missing chat id")
+		return
+	}
+	if _, ok := h.b.Auth.Check(w, r, sessionID); !ok {
+		return
+	}
+	state, err := h.cfg.Runner.Log(r.Context(), sessionID)
+	if err != nil {
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if !state.Running() {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	h.stream(w, r, sessionID, state.Turn-1, false, fmt.Sprintf("turn-%d", state.Turn), state.Turn, nil)
+}
+
+// stop interrupts the session's turn and cancels what it asks.
+func (h *handler) stop(w http.ResponseWriter, r *http.Request, sessionID string) {
+	if sessionID == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "missing chat id")
+		return
+	}
+	if _, ok := h.b.Auth.Check(w, r, sessionID); !ok {
+		return
+	}
+	active := h.interrupt(sessionID)
+	httpjson.WriteJSON(w, http.StatusOK, approval.Response{Success: true, WasActive: &active})
+}
+
+// interrupt interrupts the session's turn wherever it runs and cancels its
+// approvals and forms (a turn that waits for a person has no run to
+// interrupt); it reports whether there was something to stop.
+func (h *handler) interrupt(sessionID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok, err := h.cfg.Runner.Interrupt(ctx, sessionID)
+	if err != nil {
+		h.cfg.Logger.Warn("aisdk: interrupting a turn", "session", sessionID, "err", err)
+	}
+	n := 0
+	if h.cfg.Approvals != nil {
+		k, err := h.cfg.Approvals.CancelSession(ctx, sessionID)
+		if err != nil {
+			h.cfg.Logger.Warn("aisdk: cancelling a turn's approvals", "session", sessionID, "err", err)
+		}
+		n += k
+	}
+	if h.cfg.Forms != nil {
+		k, err := h.cfg.Forms.CancelSession(ctx, sessionID)
+		if err != nil {
+			h.cfg.Logger.Warn("aisdk: cancelling a turn's forms", "session", sessionID, "err", err)
+		}
+		n += k
+	}
+	return ok || n > 0
+}

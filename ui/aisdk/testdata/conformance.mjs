@@ -1,0 +1,226 @@
+// Drives the aisdk handler with the ai package's own client: AbstractChat
+// with DefaultChatTransport (what useChat builds on), through the scenarios
+// named on the command line. Every chunk of every response is also
+// validated with the package's uiMessageChunkSchema, and fed to
+// readUIMessageStream with terminateOnError. Prints one JSON line per
+// scenario: {scenario, ok, error, trace, text, parts, metadata}.
+//
+// usage: node conformance.mjs BASE_URL SCENARIO...
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+} from 'ai';
+import { safeValidateTypes } from '@ai-sdk/provider-utils';
+
+const [base, ...scenarios] = process.argv.slice(2);
+
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = m => { this.messages = this.messages.concat(m); };
+  popMessage = () => { this.messages = this.messages.slice(0, -1); };
+  replaceMessage = (i, m) => { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; };
+  snapshot = v => structuredClone(v);
+}
+
+class Chat extends AbstractChat {
+  constructor(init) { super({ ...init, state: new State() }); }
+}
+
+// checkedFetch records the chunk types of every response and checks each
+// chunk against the schema and the stream reader.
+function checkedFetch(trace, problems) {
+  return async (url, init) => {
+    const res = await fetch(url, init);
+    if (!res.ok || res.status === 204 || !res.body) return res;
+    const [mine, theirs] = res.body.tee();
+    // A response that continues the client's last assistant message is
+    // read on top of it, as the chat does.
+    let message;
+    if (init?.body) {
+      const last = JSON.parse(init.body).messages?.at(-1);
+      if (last?.role === 'assistant') message = structuredClone(last);
+    }
+    check(mine, trace, problems, message);
+    return new Response(theirs, { status: res.status, headers: res.headers });
+  };
+}
+
+async function check(body, trace, problems, message) {
+  const chunks = [];
+  let rest = '';
+  const decoder = new TextDecoder();
+  try {
+    for await (const bytes of body) {
+      rest += decoder.decode(bytes, { stream: true });
+      let i;
+      while ((i = rest.indexOf('\n\n')) >= 0) {
+        const event = rest.slice(0, i);
+        rest = rest.slice(i + 2);
+        for (const line of event.split('\n')) {
+          if (!line.startsWith('data: ')) continue;
+          const data = line.slice(6);
+          if (data === '[DONE]') { trace.push('[DONE]'); continue; }
+          const value = JSON.parse(data);
+          const v = await safeValidateTypes({ value, schema: uiMessageChunkSchema });
+          if (!v.success) problems.push(`invalid chunk ${data}: ${v.error.message}`);
+          trace.push(value.type);
+          chunks.push(value);
+        }
+      }
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') problems.push(`reading: ${e.message}`);
+  }
+  // The reader of the ai package, strict.
+  const stream = new ReadableStream({ start(c) { for (const x of chunks) c.enqueue(x); c.close(); } });
+  try {
+    for await (const _ of readUIMessageStream({ message, stream, terminateOnError: true, onError: e => problems.push(`readUIMessageStream: ${e.message}`) })) { /* snapshots */ }
+  } catch (e) {
+    problems.push(`readUIMessageStream: ${e.message}`);
+  }
+}
+
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+async function until(what, fn, ms = 15000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const v = fn();
+    if (v) return v;
+    await sleep(10);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+function lastAssistant(chat) {
+  return chat.messages.findLast(m => m.role === 'assistant');
+}
+function textOf(m) {
+  return m ? m.parts.filter(p => p.type === 'text').map(p => p.text).join('|') : '';
+}
+function toolPart(chat, id) {
+  const m = lastAssistant(chat);
+  return m?.parts.find(p => (p.type === 'dynamic-tool' || p.type.startsWith('tool-')) && (id === undefined || p.toolCallId === id));
+}
+function dataPart(chat, type) {
+  return lastAssistant(chat)?.parts.find(p => p.type === type);
+}
+const ready = chat => chat.status === 'ready' || chat.status === 'error';
+
+// Any approval answered and none left to answer: also when a call above
+// (a sub-agent's) still runs.
+const approvalsAnswered = ({ messages }) => {
+  const m = messages.at(-1);
+  return m?.role === 'assistant' && m.parts.some(p => p.state === 'approval-responded') && !m.parts.some(p => p.state === 'approval-requested');
+};
+
+function newChat(id, trace, problems, opts = {}) {
+  return new Chat({
+    id,
+    transport: new DefaultChatTransport({ api: opts.api ?? `${base}/api/chat`, fetch: checkedFetch(trace, problems), headers: opts.headers }),
+    sendAutomaticallyWhen: opts.predicate ?? lastAssistantMessageIsCompleteWithApprovalResponses,
+    onError: e => problems.push(`chat error: ${e.message}`),
+  });
+}
+
+const run = {
+  async text(chat) {
+    await chat.sendMessage({ text: 'hello' });
+    await until('the answer', () => ready(chat));
+  },
+  async approve(chat) {
+    await chat.sendMessage({ text: 'what is the weather in Lima' });
+    const p = await until('an approval request', () => toolPart(chat)?.state === 'approval-requested' && toolPart(chat));
+    await chat.addToolApprovalResponse({ id: p.approval.id, approved: true });
+    await until('the result', () => ready(chat) && toolPart(chat)?.state === 'output-available');
+    await until('the answer', () => ready(chat) && textOf(lastAssistant(chat)).includes('Done'));
+  },
+  async reject(chat) {
+    await chat.sendMessage({ text: 'what is the weather in Lima' });
+    const p = await until('an approval request', () => toolPart(chat)?.state === 'approval-requested' && toolPart(chat));
+    await chat.addToolApprovalResponse({ id: p.approval.id, approved: false, reason: 'not now' });
+    await until('the denial', () => ready(chat) && toolPart(chat)?.state === 'output-denied' && lastAssistant(chat).metadata?.planround?.status !== 'waiting');
+  },
+  async two(chat) {
+    await chat.sendMessage({ text: 'weather for two cities' });
+    for (const id of ['call_1', 'call_2']) {
+      const p = await until(`the approval of ${id}`, () => toolPart(chat, id)?.state === 'approval-requested' && ready(chat) && toolPart(chat, id));
+      await chat.addToolApprovalResponse({ id: p.approval.id, approved: true });
+    }
+    await until('the answer', () => ready(chat) && textOf(lastAssistant(chat)).includes('Done'));
+  },
+  async interrupt(chat) {
+    chat.sendMessage({ text: 'run the slow task' });
+    await until('the running call', () => toolPart(chat)?.state === 'input-available');
+    await chat.stop();
+  },
+  async stop(chat) {
+    chat.sendMessage({ text: 'run the slow task' });
+    await until('the running call', () => toolPart(chat)?.state === 'input-available');
+    const res = await fetch(`${base}/api/chat/${encodeURIComponent(chat.id)}/stop`, { method: 'POST' });
+    if (!res.ok) throw new Error(`stop: ${res.status}`);
+    await until('the end', () => ready(chat));
+  },
+  async form(chat) {
+    await chat.sendMessage({ text: 'ask me which city' });
+    const f = await until('the form', () => ready(chat) && dataPart(chat, 'data-planround-form'));
+    await chat.sendMessage(undefined, { body: { planround: { form: { id: f.data.payload.form_id, answers: { city: ['Quito'] } } } } });
+    await until('the answer', () => ready(chat) && textOf(lastAssistant(chat)).includes('Done'));
+  },
+  async card(chat) {
+    await chat.sendMessage({ text: 'show me a card' });
+    await until('the answer', () => ready(chat) && textOf(lastAssistant(chat)).includes('Done'));
+    if (!dataPart(chat, 'data-planround-card')) throw new Error('no card part');
+  },
+  async subagent(chat) {
+    await chat.sendMessage({ text: 'research the weather' });
+    const p = await until('the nested approval', () => ready(chat) && toolPart(chat, 'call_r/call_q')?.state === 'approval-requested' && toolPart(chat, 'call_r/call_q'));
+    await chat.addToolApprovalResponse({ id: p.approval.id, approved: true });
+    await until('the answer', () => ready(chat) && textOf(lastAssistant(chat)).includes('Done'));
+  },
+};
+
+// reconnect: a first client goes away mid-turn (the handler keeps the turn
+// running), a second one with the same messages resumes the stream.
+async function reconnect(id, trace, problems) {
+  const api = `${base}/keep/api/chat`;
+  const a = newChat(id, trace, problems, { api });
+  a.sendMessage({ text: 'tell me something long' });
+  await until('a few words', () => textOf(lastAssistant(a)).includes('word3'));
+  await a.stop();
+  const b = newChat(id, trace, problems, { api });
+  b.messages = structuredClone(a.messages);
+  await b.resumeStream();
+  await until('the whole answer', () => ready(b) && textOf(lastAssistant(b)).includes('word39'));
+  return b;
+}
+
+for (const scenario of scenarios) {
+  const trace = [], problems = [];
+  const id = `${scenario}-${process.pid}-${Date.now()}`;
+  let chat, error;
+  try {
+    if (scenario === 'reconnect') {
+      chat = await reconnect(id, trace, problems);
+    } else {
+      chat = newChat(id, trace, problems, { predicate: scenario === 'subagent' ? approvalsAnswered : undefined });
+      await run[scenario](chat);
+    }
+    await sleep(50); // the last checks of a response
+  } catch (e) {
+    error = e.message;
+  }
+  if (chat?.status === 'error') problems.push(`chat status error: ${chat.error?.message}`);
+  const m = chat && lastAssistant(chat);
+  console.log(JSON.stringify({
+    scenario, id, ok: !error && problems.length === 0, error, problems, trace,
+    text: textOf(m), metadata: m?.metadata,
+    parts: m?.parts.map(p => ({ type: p.type, state: p.state, toolCallId: p.toolCallId, output: p.output, data: p.data })),
+    messages: chat?.messages.length,
+  }));
+}
