@@ -39,8 +39,8 @@ type result struct {
 
 // serve starts the handler of b on 127.0.0.1: at /api/chat, and with
 // KeepRunningOnDisconnect at /keep/api/chat. mangle, when set, is the
-// Writers' drop.
-func serve(t *testing.T, b *uitest.Bench, mangle func(string) bool) string {
+// Writers' mangle.
+func serve(t *testing.T, b *uitest.Bench, mangle func(string) int) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	for _, prefix := range []string{"", "/keep"} {
@@ -50,7 +50,7 @@ func serve(t *testing.T, b *uitest.Bench, mangle func(string) bool) string {
 			KeepRunningOnDisconnect: prefix != "",
 		})
 		require.NoError(t, err)
-		h.(*handler).drop = mangle
+		h.(*handler).mangle = mangle
 		mux.Handle(prefix+"/api/chat", h)
 		mux.Handle(prefix+"/api/chat/", h)
 	}
@@ -157,4 +157,48 @@ func TestConformance(t *testing.T) {
 	require.Contains(t, rec.Text, "word0 ")
 	require.Contains(t, rec.Text, "word39")
 	require.Equal(t, runner.StatusFinished, ended(t, b.Runner, rec.ID).Status, "the turn kept running while no client followed it")
+}
+
+// TestConformanceCatchesBrokenStreams shows that the conformance checks
+// are not blind: a stream with one chunk dropped, or two swapped, fails
+// them.
+func TestConformanceCatchesBrokenStreams(t *testing.T) {
+	cases := []struct {
+		name, scenario string
+		mangle         func(string) int
+	}{
+		{"text-start dropped", "text", func(typ string) int {
+			if typ == "text-start" {
+				return mangleDrop
+			}
+			return mangleKeep
+		}},
+		{"tool-input-start dropped", "approve", func(typ string) int {
+			if typ == "tool-input-start" {
+				return mangleDrop
+			}
+			return mangleKeep
+		}},
+		{"text-start after its first delta", "text", func(typ string) int {
+			if typ == "text-start" {
+				return mangleHold
+			}
+			return mangleKeep
+		}},
+		{"tool-approval-request before its call's input", "approve", func(typ string) int {
+			if typ == "tool-input-start" {
+				return mangleHold
+			}
+			return mangleKeep
+		}},
+	}
+	b := uitest.New(t, uitest.Options{})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			url := serve(t, b, c.mangle)
+			r := conformance(t, url, c.scenario)[c.scenario]
+			require.Falsef(t, r.OK, "the broken stream passed: trace %v", r.Trace)
+			t.Logf("caught: %s %v", r.Error, r.Problems)
+		})
+	}
 }

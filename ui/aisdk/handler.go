@@ -114,8 +114,8 @@ const Via = "ai-sdk"
 type handler struct {
 	cfg Config
 	b   turn.Backend
-	// drop is the Writers' drop (tests).
-	drop func(typ string) bool
+	// mangle is the Writers' mangle (tests).
+	mangle func(typ string) int
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -384,7 +384,7 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, sessionID strin
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	sw := NewWriter(w, rc.Flush)
-	sw.drop = h.drop
+	sw.mangle = h.mangle
 	sw.turn = turnSeq
 	if decided {
 		sw.continues(known)

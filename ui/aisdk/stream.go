@@ -43,10 +43,20 @@ type Writer struct {
 	parts   map[string]*parts // open text and reasoning parts, by Chunk.Parent
 	calls   map[string]*call  // tool parts the client has, by id as shown
 	usage   usage             // of the run's rounds (not a sub-agent's)
-	// drop, when set by a test, says to leave out the stream chunk it
-	// matches (its type), to show that a client's checks catch it.
-	drop func(typ string) bool
+	// mangle, when set by a test, changes the stream: a chunk of a type
+	// it answers mangleDrop for is left out, one it answers mangleHold
+	// for is written after the next one; to show that a client's checks
+	// catch it.
+	mangle func(typ string) int
+	held   []byte
 }
+
+// What a test's mangle does with a chunk.
+const (
+	mangleKeep = iota
+	mangleDrop
+	mangleHold
+)
 
 // parts are the open text and reasoning parts of one run (the host's, or
 // a sub-agent's).
@@ -187,15 +197,24 @@ func (w *Writer) open(typ string) []byte {
 // send ends the chunk in b and writes it.
 func (w *Writer) send(b []byte) {
 	w.buf = append(b, "}\n\n"...)
-	if w.drop != nil {
+	if w.mangle != nil {
 		// The type is the chunk's first field.
 		const prefix = len(`data: {"type":"`)
 		end := prefix
 		for end < len(w.buf) && w.buf[end] != '"' {
 			end++
 		}
-		if w.drop(string(w.buf[prefix:end])) {
+		switch w.mangle(string(w.buf[prefix:end])) {
+		case mangleDrop:
 			return
+		case mangleHold:
+			w.held = append([]byte(nil), w.buf...)
+			return
+		}
+		if held := w.held; held != nil {
+			w.held = nil
+			w.write()
+			w.buf = held
 		}
 	}
 	w.write()

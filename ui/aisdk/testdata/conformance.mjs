@@ -52,7 +52,7 @@ function checkedFetch(trace, problems) {
 
 async function check(body, trace, problems, message) {
   const chunks = [];
-  let rest = '';
+  let rest = '', aborted = false;
   const decoder = new TextDecoder();
   try {
     for await (const bytes of body) {
@@ -74,8 +74,10 @@ async function check(body, trace, problems, message) {
       }
     }
   } catch (e) {
+    aborted = true; // the client stopped reading (a stop)
     if (e.name !== 'AbortError') problems.push(`reading: ${e.message}`);
   }
+  order(chunks, message, problems, aborted);
   // The reader of the ai package, strict.
   const stream = new ReadableStream({ start(c) { for (const x of chunks) c.enqueue(x); c.close(); } });
   try {
@@ -83,6 +85,56 @@ async function check(body, trace, problems, message) {
   } catch (e) {
     problems.push(`readUIMessageStream: ${e.message}`);
   }
+}
+
+// order checks what the client tolerates but the handler promises: a
+// stream begins with start and ends with finish; every part is opened
+// before it is used, and opened once; a tool part begins with
+// tool-input-start, and its input comes before its approval request and
+// its outcome (unless the client's message, continued, has the call).
+function order(chunks, message, problems, aborted) {
+  const known = new Set((message?.parts ?? []).filter(p => p.toolCallId).map(p => p.toolCallId));
+  const started = new Set(), input = new Set(), open = new Set();
+  const bad = msg => problems.push(`order: ${msg}`);
+  if (chunks.length === 0) return bad('an empty stream');
+  if (chunks[0].type !== 'start') bad(`the stream begins with ${chunks[0].type}`);
+  if (!aborted && chunks.at(-1).type !== 'finish') bad(`the stream ends with ${chunks.at(-1).type}`);
+  for (const c of chunks) {
+    const id = c.toolCallId;
+    switch (c.type) {
+      case 'tool-input-start':
+        if (started.has(id) || known.has(id)) bad(`${id} started twice`);
+        started.add(id);
+        break;
+      case 'tool-input-delta':
+        if (!started.has(id)) bad(`input delta of ${id} before its start`);
+        break;
+      case 'tool-input-available':
+        if (!started.has(id)) bad(`input of ${id} before its start`);
+        input.add(id);
+        break;
+      case 'tool-approval-request':
+      case 'tool-output-available':
+      case 'tool-output-error':
+      case 'tool-output-denied':
+        if (!input.has(id) && !known.has(id)) bad(`${c.type} of ${id} before its input`);
+        break;
+      case 'text-start':
+      case 'reasoning-start':
+        if (open.has(c.id)) bad(`${c.id} opened twice`);
+        open.add(c.id);
+        break;
+      case 'text-delta':
+      case 'reasoning-delta':
+        if (!open.has(c.id)) bad(`${c.type} of ${c.id} not open`);
+        break;
+      case 'text-end':
+      case 'reasoning-end':
+        if (!open.delete(c.id)) bad(`${c.type} of ${c.id} not open`);
+        break;
+    }
+  }
+  if (!aborted && open.size > 0) bad(`parts left open: ${[...open]}`);
 }
 
 const sleep = ms => new Promise(r => setTimeout(r, ms));
