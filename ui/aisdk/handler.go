@@ -249,7 +249,9 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	answered := false
+	// answered: the request answers something; took: something that was
+	// still pending (a client that retries answers what it answered).
+	answered, took := false, false
 	if form != nil {
 		reply := interact.FormReply{SessionID: req.ID, FormID: form.ID, Answers: form.Answers, By: principal}
 		if form.Action != "" {
@@ -258,11 +260,12 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 			httpjson.WriteError(w, http.StatusBadRequest, "a form answer has no answers")
 			return
 		}
-		if _, terr := h.b.Answer(ctx, reply); terr != nil {
+		open, terr := h.b.Answer(ctx, reply)
+		if terr != nil {
 			httpjson.WriteError(w, terr.Status, terr.Msg)
 			return
 		}
-		answered = true
+		answered, took = true, open
 	}
 	if last.Role == "assistant" {
 		for i := range last.Parts {
@@ -270,7 +273,7 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 			if p.State != "approval-responded" || p.Approval == nil || p.Approval.Approved == nil {
 				continue
 			}
-			_, terr := h.b.Decide(ctx, req.ID, principal, turn.Decision{
+			pending, terr := h.b.Decide(ctx, req.ID, principal, turn.Decision{
 				ApprovalID: p.Approval.ID, CallID: p.ToolCallID, Tool: p.toolName(),
 				Arguments: p.Input, Approved: *p.Approval.Approved, Reason: p.Approval.Reason,
 			})
@@ -278,10 +281,14 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 				httpjson.WriteError(w, terr.Status, terr.Msg)
 				return
 			}
-			answered = true
+			answered, took = true, took || pending
 		}
 	}
-	if !answered {
+	if answered && !took && !state.Running() {
+		httpjson.WriteError(w, http.StatusConflict, "the approvals or form this request answers are no longer pending (answered already, timed out or cancelled)")
+		return
+	}
+	if !answered || !took {
 		if !state.Running() {
 			httpjson.WriteError(w, http.StatusBadRequest, "nothing to do: the last message is not the user's and answers no approval or form")
 			return

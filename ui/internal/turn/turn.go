@@ -243,7 +243,15 @@ func follow(ctx context.Context, r *runner.Runner, sessionID string, after int64
 		}
 	}()
 	last = after
-	held := false // a suspended turn_ended was held back
+	held := false // a suspended turn_ended was held back, or no turn runs
+	if decided {
+		// A decision on a suspended turn resumes it: until it does, the
+		// wait is bounded as after a held suspension.
+		if state, err := r.Log(ctx, sessionID); err == nil && !state.Running() {
+			held = true
+			timer = time.AfterFunc(resumeWait, cancel)
+		}
+	}
 	for e, err := range r.Subscribe(ctx, sessionID, after) {
 		if err != nil {
 			return last, EndGone, err

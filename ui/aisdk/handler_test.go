@@ -1,0 +1,238 @@
+package aisdk
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/ui/internal/uitest"
+)
+
+// byUser lets the user of the X-User header act on the sessions whose id
+// starts with their name and a dash.
+func byUser(r *http.Request, sessionID string) (string, error) {
+	user := r.Header.Get("X-User")
+	if user == "" {
+		return "", approval.ErrUnauthenticated
+	}
+	if !strings.HasPrefix(sessionID, user+"-") {
+		return "", errors.New("not your chat")
+	}
+	return user, nil
+}
+
+// post sends body as user and returns the status and, for a stream, its
+// chunks.
+func post(t *testing.T, url, user string, body any) (int, []map[string]any) {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-User", user)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var chunks []map[string]any
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c map[string]any
+		if json.Unmarshal([]byte(data), &c) == nil {
+			chunks = append(chunks, c)
+		}
+	}
+	return res.StatusCode, chunks
+}
+
+func userMessage(text string) map[string]any {
+	return map[string]any{"id": "u1", "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}}
+}
+
+// approvalMessage is the assistant message a client sends back with its
+// response to the approval of call id with input.
+func approvalMessage(approvalID, callID, tool, input string, approved bool) map[string]any {
+	return map[string]any{"id": "a1", "role": "assistant", "parts": []any{map[string]any{
+		"type": "dynamic-tool", "toolName": tool, "toolCallId": callID, "state": "approval-responded",
+		"input": json.RawMessage(input), "approval": map[string]any{"id": approvalID, "approved": approved},
+	}}}
+}
+
+func find(chunks []map[string]any, typ string) map[string]any {
+	for _, c := range chunks {
+		if c["type"] == typ {
+			return c
+		}
+	}
+	return nil
+}
+
+// TestOwnerAndBinding: nobody decides, stops or follows another person's
+// chat, and a decision is taken only for the call the client shows.
+func TestOwnerAndBinding(t *testing.T) {
+	b := uitest.New(t, uitest.Options{})
+	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/api/chat", h)
+	mux.Handle("/api/chat/", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	api := srv.URL + "/api/chat"
+	chat := "alice-1"
+
+	status, chunks := post(t, api, "alice", map[string]any{"id": chat, "messages": []any{userMessage(uitest.Weather)}, "trigger": "submit-message"})
+	require.Equal(t, http.StatusOK, status)
+	req := find(chunks, "tool-approval-request")
+	require.NotNil(t, req, "the stream stops at the approval")
+	approvalID := req["approvalId"].(string)
+	require.Equal(t, "tool-calls", find(chunks, "finish")["finishReason"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pending := func() int {
+		p, err := b.Approvals.Pending(ctx, chat)
+		require.NoError(t, err)
+		return len(p)
+	}
+	require.Equal(t, 1, pending())
+
+	// Bob: another user's chat.
+	status, _ = post(t, api, "bob", map[string]any{"id": chat, "messages": []any{approvalMessage(approvalID, "call_1", "get_weather", `{"city":"Lima"}`, true)}})
+	require.Equal(t, http.StatusForbidden, status)
+	status, _ = post(t, api+"/"+chat+"/stop", "bob", nil)
+	require.Equal(t, http.StatusForbidden, status)
+	res, err := http.Get(api + "/" + chat + "/stream")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "no user")
+	// Bob naming his own chat with Alice's approval id.
+	status, _ = post(t, api, "bob", map[string]any{"id": "bob-1", "messages": []any{approvalMessage(approvalID, "call_1", "get_weather", `{"city":"Lima"}`, true)}})
+	require.Equal(t, http.StatusForbidden, status, "an approval of another session")
+	require.Equal(t, 1, pending(), "nothing was decided")
+
+	// Alice, but for other arguments than those she was shown, another
+	// call or another tool.
+	for _, m := range []map[string]any{
+		approvalMessage(approvalID, "call_1", "get_weather", `{"city":"Paris"}`, true),
+		approvalMessage(approvalID, "call_9", "get_weather", `{"city":"Lima"}`, true),
+		approvalMessage(approvalID, "call_1", "slow_task", `{"city":"Lima"}`, true),
+	} {
+		status, _ = post(t, api, "alice", map[string]any{"id": chat, "messages": []any{m}})
+		require.Equal(t, http.StatusConflict, status)
+	}
+	require.Equal(t, 1, pending())
+	require.Zero(t, b.Runs.Load())
+
+	// Alice, for what she saw (keys in another order, other spacing).
+	status, chunks = post(t, api, "alice", map[string]any{"id": chat, "messages": []any{approvalMessage(approvalID, "call_1", "get_weather", `{ "city" : "Lima" }`, true)}})
+	require.Equal(t, http.StatusOK, status)
+	require.Nil(t, find(chunks, "tool-input-start"), "the continuation does not show the call again")
+	require.Equal(t, "sunny in Lima", find(chunks, "tool-output-available")["output"])
+	require.Equal(t, "stop", find(chunks, "finish")["finishReason"])
+	require.EqualValues(t, 1, b.Runs.Load())
+
+	// The audit names the user and the protocol.
+	var seen bool
+	for d, err := range b.Approvals.Decisions(ctx, approval.DecisionQuery{SessionID: chat}) {
+		require.NoError(t, err)
+		require.Equal(t, "alice", d.Decision.By)
+		require.Equal(t, Via, d.Decision.Via)
+		seen = true
+	}
+	require.True(t, seen)
+
+	// The same response again (a retry) decides nothing more.
+	status, _ = post(t, api, "alice", map[string]any{"id": chat, "messages": []any{approvalMessage(approvalID, "call_1", "get_weather", `{"city":"Lima"}`, true)}})
+	require.Equal(t, http.StatusConflict, status, "nothing pending once the turn is over")
+	require.EqualValues(t, 1, b.Runs.Load())
+}
+
+// TestRequestErrors: bad requests get a clear error and change nothing.
+func TestRequestErrors(t *testing.T) {
+	b := uitest.New(t, uitest.Options{})
+	_, err := NewHandler(Config{Runner: b.Runner})
+	require.Error(t, err, "no Authorize")
+	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Authorize: approval.AllowAnyCaller})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		body   string
+		status int
+		says   string
+	}{
+		{`{`, http.StatusBadRequest, ""},
+		{`{"messages":[]}`, http.StatusBadRequest, "missing id"},
+		{`{"id":"s","messages":[]}`, http.StatusBadRequest, "missing messages"},
+		{`{"id":"s","trigger":"regenerate-message","messages":[{"role":"user","parts":[]}]}`, http.StatusBadRequest, "regenerat"},
+		{`{"id":"s","messages":[{"role":"user","parts":[{"type":"file","url":"x"}]}]}`, http.StatusBadRequest, "no text"},
+		{`{"id":"s","messages":[{"role":"assistant","parts":[]}]}`, http.StatusBadRequest, "nothing to do"},
+		{`{"id":"s","messages":[{"role":"user","parts":[]}],"planround":{"form":{"id":"f"}}}`, http.StatusBadRequest, "has no answers"},
+		{`{"id":"s","messages":[{"role":"user","parts":[]}],"planround":{"form":{"id":"f","answers":{"q":"a"}}}}`, http.StatusBadRequest, "answers no forms"},
+	} {
+		res, err := http.Post(srv.URL, "application/json", strings.NewReader(c.body))
+		require.NoError(t, err)
+		var out struct{ Error string }
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		require.Equal(t, c.status, res.StatusCode, c.body)
+		require.Contains(t, out.Error, c.says, c.body)
+	}
+	res, err := http.Get(srv.URL + "/s/stream")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusNoContent, res.StatusCode, "no turn to resume")
+	res, err = http.Get(srv.URL)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode)
+}
+
+// FuzzChatRequest: whatever the body, the handler answers without
+// panicking, with a status it documents.
+func FuzzChatRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"s","messages":[{"role":"assistant","parts":[{"type":"dynamic-tool","state":"approval-responded","approval":{"id":"x","approved":true}}]}]}`,
+		`{"id":"s","messages":[{"role":"user","parts":[{"type":"text","text":"hi"}]}],"planround":{"form":{"id":"f","answers":{"a":"b"}}}}`,
+		`{"id":"s","messages":[null]}`, `{"id":"s","messages":[{"parts":[{"approval":null}]}]}`, `[]`, `null`,
+	} {
+		f.Add(s)
+	}
+	b := uitest.New(f, uitest.Options{})
+	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: approval.AllowAnyCaller})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, body string) {
+		if strings.Contains(body, `"user"`) {
+			return // would start turns against the model: not this test's subject
+		}
+		req := httptest.NewRequest(http.MethodPost, "/api/chat", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusOK, http.StatusBadRequest, http.StatusConflict, http.StatusForbidden, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+		if rec.Code != http.StatusOK && !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("not a JSON error: %s", rec.Body)
+		}
+	})
+}
+
