@@ -235,4 +235,3 @@ func FuzzChatRequest(f *testing.F) {
 		}
 	})
 }
-
