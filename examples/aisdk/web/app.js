@@ -94,7 +94,7 @@ function drawMessage(m) {
     if (e) div.append(e);
   }
   const meta = m.metadata?.planround;
-  if (meta && meta.status !== 'completed' && meta.status !== 'waiting') {
+  if (meta && meta.status !== 'finished' && meta.status !== 'waiting') {
     div.append(el('div', 'error', `turn ${meta.status}${meta.reason ? `: ${meta.reason}` : ''}`));
   }
   return div;
@@ -219,4 +219,5 @@ $('#stop').onclick = async () => {
   }
 };
 
+document.body.dataset.chat = chat.id;
 render();
