@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,9 +21,21 @@ import (
 	"github.com/planround/planround/ui/aisdk"
 )
 
-// script is the test's model: a planning round that asks for a tool,
-// get_weather {"city":"Lima"} for a message about the weather, and then
-// "Done: " and the tool's result.
+// askArgs are the arguments of the script's ask_user_question call: a
+// question of each kind.
+const askArgs = `{"title":"Trip","questions":[` +
+	`{"id":"city","question":"Which city?","kind":"single","options":["Lima","Quito"]},` +
+	`{"id":"days","question":"Which days?","kind":"multiple","options":["Mon","Fri"]},` +
+	`{"id":"note","question":"Anything else?","kind":"text"}]}`
+
+// cardArgs are the arguments of the script's show_card call: text that
+// holds HTML, which the page shows as text.
+const cardArgs = `{"title":"<b>Paris</b>","body":"Sunny <img src=x onerror=\"window.__xss=1\">"}`
+
+// script is the test's model: a planning round that asks for a tool, then
+// get_weather {"city":"Lima"} for a message about the weather,
+// ask_user_question for "ask", show_card for "card", and after a tool
+// "Done: " and its result.
 func script(req *agenttest.Request) agenttest.Response {
 	msgs := req.Messages
 	last := msgs[len(msgs)-1]
@@ -39,6 +53,10 @@ func script(req *agenttest.Request) agenttest.Response {
 		return agenttest.Reply().Text("Let me check. <need_tool>").Finish("stop")
 	case strings.Contains(user, "weather"):
 		return agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls")
+	case strings.Contains(user, "ask"):
+		return agenttest.Reply().Call(0, "call_a", "ask_user_question", askArgs).Finish("tool_calls")
+	case strings.Contains(user, "card"):
+		return agenttest.Reply().Call(0, "call_c", "show_card", cardArgs).Finish("tool_calls")
 	}
 	return agenttest.Reply().Text("I do not know that one.").Finish("stop")
 }
@@ -135,6 +153,110 @@ func TestBrowserApproval(t *testing.T) {
 	assert.Equal(t, d.Decision.By, h.srv.owners[chatID], "the chat's owner decided")
 	h.srv.mu.Unlock()
 
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+}
+
+// lastMsg is a JS expression: the newest assistant message of the page.
+const lastMsg = `[...document.querySelectorAll('.msg.assistant')].at(-1)`
+
+// TestBrowserCardFormDenyStop drives the rest of the page in one chat: a
+// card whose HTML is shown as text, a form answered in the page, a denial,
+// and Stop while an approval waits.
+func TestBrowserCardFormDenyStop(t *testing.T) {
+	leaktest.Check(t)
+	h := newTestServer(t)
+	b := startBrowser(t)
+	p := b.newPage(1000, 900)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
+	chatID := p.str(`document.body.dataset.chat`)
+	send := func(text string) {
+		t.Helper()
+		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.typeText("#input", text)
+		p.click("#send")
+	}
+	messages := func() int { return p.num(`document.querySelectorAll('.msg.assistant').length`) }
+	dir := t.ArtifactDir()
+
+	// 1. A card: its title and body as text.
+	send("show me a card")
+	p.waitFor("the card's turn to end", lastMsg+`?.querySelector('.card') && `+lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
+	assert.Equal(t, "<b>Paris</b>", p.str(lastMsg+`.querySelector('.card .title').textContent`))
+	assert.Equal(t, `Sunny <img src=x onerror="window.__xss=1">`, p.str(lastMsg+`.querySelector('.card .body').textContent`))
+
+	// 2. A form: one answer of each kind, sent with the chat's next
+	// request.
+	send("ask me about a trip")
+	form := lastMsg + `.querySelector('form.form')`
+	p.waitFor("the form", form+` && !`+form+`.querySelector('button.answer').disabled`)
+	assert.Equal(t, 2, messages())
+	p.screenshot(filepath.Join(dir, "form.png"))
+	p.clickJS(form + `.querySelector('input[name="city"][value="Quito"]')`)
+	p.clickJS(form + `.querySelector('input[name="days"][value="Fri"]')`)
+	p.typeText(`form.form input[name="note"]`, "window seat <please>")
+	p.clickJS(form + `.querySelector('button.answer')`)
+	tool := lastMsg + `.querySelector('.tool[data-tool="ask_user_question"]')`
+	p.waitFor("the form's result", tool+`?.dataset.state === 'output-available'`)
+	p.waitFor("the answer", lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
+	var answers struct {
+		Answers []struct {
+			ID     string `json:"id"`
+			Answer any    `json:"answer"`
+		} `json:"answers"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(p.str(tool+`.querySelector('pre.output').textContent`)), &answers))
+	require.Len(t, answers.Answers, 3)
+	assert.Equal(t, "Quito", answers.Answers[0].Answer)
+	assert.Equal(t, []any{"Fri"}, answers.Answers[1].Answer)
+	assert.Equal(t, "window seat <please>", answers.Answers[2].Answer)
+	assert.Equal(t, 2, messages(), "the answer continues the form's message")
+	assert.Equal(t, "true", p.str(`String(`+form+`.querySelector('button.answer').disabled)`), "an answered form is closed")
+
+	// 3. A denial: the call is denied, the turn ends rejected, the tool
+	// never runs.
+	send("what is the weather in Lima")
+	weather := lastMsg + `.querySelector('.tool[data-tool="get_weather"]')`
+	p.waitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
+	p.clickJS(weather + `.querySelector('button.deny')`)
+	p.waitFor("the denial", weather+`?.dataset.state === 'output-denied' && `+lastMsg+`.textContent.includes('turn rejected') && document.body.dataset.status === 'ready'`)
+	assert.Contains(t, p.str(lastMsg+`.textContent`), "denied in the page")
+
+	// 4. Stop while an approval waits: the server cancels it, the page
+	// takes its buttons away.
+	send("what is the weather in Lima again")
+	p.waitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
+	p.waitFor("Stop to be enabled", `!document.querySelector('#stop').disabled`)
+	p.click("#stop")
+	p.waitFor("the buttons to go", `!`+weather+`.querySelector('button.approve') && document.querySelector('#stop').disabled`)
+	require.Eventually(t, func() bool {
+		pending, err := h.srv.approvals.Pending(t.Context(), chatID)
+		return err == nil && len(pending) == 0
+	}, 10*time.Second, 20*time.Millisecond, "the approval is cancelled")
+	assert.Zero(t, h.runs.Load(), "get_weather never ran")
+
+	// The audit: a denial by this browser through the handler, and the
+	// cancellation of the stop.
+	var decisions []approval.DecisionRecord
+	for d, err := range h.srv.approvals.Decisions(t.Context(), approval.DecisionQuery{SessionID: chatID}) {
+		require.NoError(t, err)
+		decisions = append(decisions, d)
+	}
+	require.Len(t, decisions, 2)
+	assert.False(t, decisions[0].Decision.Approved)
+	assert.Equal(t, aisdk.Via, decisions[0].Decision.Via)
+	assert.False(t, decisions[1].Decision.Approved)
+	assert.NotEqual(t, aisdk.Via, decisions[1].Decision.Via, "a cancellation is not a person's decision")
+
+	var injected struct {
+		Img, B int
+		XSS    bool
+	}
+	require.NoError(t, p.eval(`({Img: document.querySelectorAll('#messages img').length, B: document.querySelectorAll('#messages b').length, XSS: window.__xss !== undefined})`, &injected))
+	assert.Zero(t, injected.Img, "an <img> of a tool's text reached the DOM")
+	assert.Zero(t, injected.B)
+	assert.False(t, injected.XSS)
+	p.screenshot(filepath.Join(dir, "page.png"))
 	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
 }
 
