@@ -205,12 +205,15 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 			Answer any    `json:"answer"`
 		} `json:"answers"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(p.str(tool+`.querySelector('pre.output').textContent`)), &answers))
+	done := p.str(`[...` + lastMsg + `.querySelectorAll('.text')].at(-1).textContent`)
+	require.True(t, strings.HasPrefix(done, "Done: "), "the answer: %q", done)
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(done, "Done: ")), &answers))
 	require.Len(t, answers.Answers, 3)
 	assert.Equal(t, "Quito", answers.Answers[0].Answer)
 	assert.Equal(t, []any{"Fri"}, answers.Answers[1].Answer)
 	assert.Equal(t, "window seat <please>", answers.Answers[2].Answer)
 	assert.Equal(t, 2, messages(), "the answer continues the form's message")
+	assert.Nil(t, p.val(tool+`.querySelector('pre')`), "the form's call shows no arguments of its own")
 	assert.Equal(t, "true", p.str(`String(`+form+`.querySelector('button.answer').disabled)`), "an answered form is closed")
 
 	// 3. A denial: the call is denied, the turn ends rejected, the tool
@@ -229,6 +232,7 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 	p.waitFor("Stop to be enabled", `!document.querySelector('#stop').disabled`)
 	p.click("#stop")
 	p.waitFor("the buttons to go", `!`+weather+`.querySelector('button.approve') && document.querySelector('#stop').disabled`)
+	assert.Equal(t, "stopped", p.str(weather+`.querySelector('.state').textContent`))
 	require.Eventually(t, func() bool {
 		pending, err := h.srv.approvals.Pending(t.Context(), chatID)
 		return err == nil && len(pending) == 0
@@ -258,6 +262,16 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 	assert.False(t, injected.XSS)
 	p.screenshot(filepath.Join(dir, "page.png"))
 	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+}
+
+// val evaluates expr to a JSON value (nil for null).
+func (p *page) val(expr string) any {
+	p.b.t.Helper()
+	var v any
+	if err := p.eval(expr, &v); err != nil {
+		p.b.t.Fatal(err)
+	}
+	return v
 }
 
 // num evaluates expr to a number.

@@ -89,8 +89,10 @@ function el(tag, cls, text) {
 
 function drawMessage(m) {
   const div = el('div', `msg ${m.role}`);
+  // A call whose card or form is drawn shows no arguments of its own.
+  const shown = new Set(m.parts.filter(p => p.type === 'data-planround-card' || p.type === 'data-planround-form').map(p => p.data.toolCallId));
   for (const p of m.parts) {
-    const e = drawPart(p, m);
+    const e = drawPart(p, m, shown);
     if (e) div.append(e);
   }
   const meta = m.metadata?.planround;
@@ -100,9 +102,9 @@ function drawMessage(m) {
   return div;
 }
 
-function drawPart(p, m) {
+function drawPart(p, m, shown) {
   if (p.type === 'text') return el('div', 'text', p.text);
-  if (p.type === 'dynamic-tool' || p.type.startsWith('tool-')) return drawTool(p, !stopped.has(m.id));
+  if (p.type === 'dynamic-tool' || p.type.startsWith('tool-')) return drawTool(p, !stopped.has(m.id), shown.has(p.toolCallId));
   if (p.type === 'data-planround-card') return drawCard(p.data.payload);
   if (p.type === 'data-planround-form') return drawForm(p.data, m);
   if (p.type === 'data-planround-rejection') return el('div', 'error', `rejected (${p.data.cause}): ${p.data.reason}`);
@@ -110,15 +112,21 @@ function drawPart(p, m) {
   return null; // reasoning, steps, rounds
 }
 
-function drawTool(p, live) {
+// drawTool draws a tool part: its name, state and input, its approval's
+// buttons, its outcome. A part whose card or form is drawn (brief) shows
+// only its name and state; a part of a stopped turn, no buttons.
+function drawTool(p, live, brief) {
   const name = p.type === 'dynamic-tool' ? p.toolName : p.type.slice('tool-'.length);
   const div = el('div', 'tool');
   div.dataset.tool = name;
   div.dataset.state = p.state;
   const head = el('div');
-  head.append(el('span', 'name', name), el('span', 'state', p.state));
-  div.append(head, el('pre', 'input', JSON.stringify(p.input ?? {}, null, 2)));
-  if (p.state === 'approval-requested' && live) {
+  const waitsHere = p.state === 'approval-requested' && live;
+  head.append(el('span', 'name', name), el('span', 'state', p.state === 'approval-requested' && !live ? 'stopped' : p.state));
+  div.append(head);
+  if (brief) return div;
+  div.append(el('pre', 'input', JSON.stringify(p.input ?? {}, null, 2)));
+  if (waitsHere) {
     if (p.approval.reason) div.append(el('div', 'reason', p.approval.reason));
     const approve = el('button', 'approve', 'Approve');
     const deny = el('button', 'deny', 'Deny');
