@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +190,70 @@ func TestOwner(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 	assert.Zero(t, h.runs.Load())
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunDemo runs the program as go run does, without a model configured:
+// the demo model answers a turn that shows a card, and the program ends
+// when its context does.
+func TestRunDemo(t *testing.T) {
+	leaktest.Check(t)
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	status := make(chan int, 1)
+	go func() { status <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &stdout, &stderr) }()
+	var base string
+	require.Eventually(t, func() bool {
+		_, after, ok := strings.Cut(stdout.String(), "listening on ")
+		base = strings.TrimSpace(after)
+		return ok && strings.HasSuffix(base, "/")
+	}, 10*time.Second, 10*time.Millisecond, "the program's address; stderr: %s", &stderr)
+	assert.Contains(t, stderr.String(), "built-in demo model")
+
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Jar: jar}
+	resp, err := c.Get(base)
+	require.NoError(t, err)
+	resp.Body.Close()
+	body := `{"id":"demo-1","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"show me a card about Paris"}]}]}`
+	resp, err = c.Post(base+"api/chat", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	stream, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(stream), `"type":"data-planround-card"`)
+	assert.Contains(t, string(stream), `"status":"finished"`)
+	assert.True(t, strings.HasSuffix(string(stream), "data: [DONE]\n\n"))
+
+	cancel()
+	select {
+	case s := <-status:
+		assert.Zero(t, s, "stderr: %s", &stderr)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the program did not end with its context")
+	}
 }
