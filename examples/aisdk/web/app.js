@@ -77,6 +77,7 @@ function render() {
   $('#stop').disabled = !busy() && !waiting();
   document.body.dataset.status = chat.status;
   $('#messages').replaceChildren(...chat.messages.map(drawMessage));
+  if (busy()) $('#messages').lastElementChild?.scrollIntoView({ block: 'end' });
 }
 
 // el makes an element with a class and text.
