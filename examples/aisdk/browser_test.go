@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/ui/aisdk"
+)
+
+// askArgs are the arguments of the script's ask_user_question call: a
+// question of each kind.
+const askArgs = `{"title":"Trip","questions":[` +
+	`{"id":"city","question":"Which city?","kind":"single","options":["Lima","Quito"]},` +
+	`{"id":"days","question":"Which days?","kind":"multiple","options":["Mon","Fri"]},` +
+	`{"id":"note","question":"Anything else?","kind":"text"}]}`
+
+// cardArgs are the arguments of the script's show_card call: text that
+// holds HTML, which the page shows as text.
+const cardArgs = `{"title":"<b>Paris</b>","body":"Sunny <img src=x onerror=\"window.__xss=1\">"}`
+
+// script is the test's model: a planning round that asks for a tool, then
+// get_weather {"city":"Lima"} for a message about the weather,
+// ask_user_question for "ask", show_card for "card", and after a tool
+// "Done: " and its result.
+func script(req *agenttest.Request) agenttest.Response {
+	msgs := req.Messages
+	last := msgs[len(msgs)-1]
+	var user string
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" && msgs[i].Content != "[continue]" {
+			user = msgs[i].Content
+			break
+		}
+	}
+	switch {
+	case last.Role == "tool":
+		return agenttest.Reply().Text("Done: ", last.Content).Finish("stop")
+	case !req.HasTools():
+		return agenttest.Reply().Text("Let me check. <need_tool>").Finish("stop")
+	case strings.Contains(user, "weather"):
+		return agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls")
+	case strings.Contains(user, "ask"):
+		return agenttest.Reply().Call(0, "call_a", "ask_user_question", askArgs).Finish("tool_calls")
+	case strings.Contains(user, "card"):
+		return agenttest.Reply().Call(0, "call_c", "show_card", cardArgs).Finish("tool_calls")
+	}
+	return agenttest.Reply().Text("I do not know that one.").Finish("stop")
+}
+
+// testServer is the example's server on 127.0.0.1 with the scripted model
+// (in process, no port) and a get_weather that counts its runs.
+type testServer struct {
+	srv  *server
+	ts   *httptest.Server
+	runs atomic.Int32
+}
+
+func newTestServer(t *testing.T) *testServer {
+	t.Helper()
+	h := &testServer{}
+	type city struct {
+		City string `json:"city"`
+	}
+	weather := agent.NewTool("get_weather", "Weather for a city.", func(_ context.Context, in city, _ agent.Progress) (string, error) {
+		h.runs.Add(1)
+		return "sunny in " + in.City, nil
+	})
+	srv, err := newServer(config{
+		Agent: agent.Config{
+			BaseURL:    "http://model.invalid/v1",
+			HTTPClient: &http.Client{Transport: agenttest.RespondFunc(script)},
+			Model:      "test-model",
+		},
+		Weather: weather,
+	})
+	require.NoError(t, err)
+	h.srv = srv
+	h.ts = httptest.NewServer(srv) // 127.0.0.1:0
+	t.Cleanup(func() {
+		h.srv.Close() // the runs first: their streams end
+		h.ts.Close()
+	})
+	return h
+}
+
+// TestBrowserApproval drives the page in headless Chromium: a message
+// whose turn asks to approve get_weather, the approval card drawn by the
+// page, a click on Approve, and the tool's result and the model's answer
+// drawn in turn, all through the vendored ai client and the handler.
+func TestBrowserApproval(t *testing.T) {
+	leaktest.Check(t)
+	h := newTestServer(t)
+	b := startBrowser(t) // cleaned up before the server: LIFO
+	p := b.newPage(1000, 800)
+
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
+	chatID := p.str(`document.body.dataset.chat`)
+
+	p.typeText("#input", "what is the weather in Lima")
+	p.click("#send")
+
+	tool := `document.querySelector('.msg.assistant .tool[data-tool="get_weather"]')`
+	p.waitFor("the approval card", tool+`?.dataset.state === 'approval-requested' && `+tool+`.querySelector('button.approve')`)
+	assert.Contains(t, p.str(tool+`.querySelector('pre.input').textContent`), `"city": "Lima"`)
+	assert.Equal(t, "ready", p.str(`document.body.dataset.status`), "the response ended at the approval")
+	assert.Zero(t, h.runs.Load(), "the tool ran before its approval")
+	pending, err := h.srv.approvals.Pending(t.Context(), chatID)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	dir := t.ArtifactDir()
+	p.screenshot(filepath.Join(dir, "approval.png"))
+
+	p.clickJS(tool + `.querySelector('button.approve')`)
+	p.waitFor("the tool's result", tool+`?.dataset.state === 'output-available'`)
+	assert.Equal(t, "sunny in Lima", p.str(tool+`.querySelector('pre.output').textContent`))
+	p.waitFor("the answer", `[...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.includes('Done: sunny in Lima'))`)
+	p.waitFor("the turn's end", `document.body.dataset.status === 'ready'`)
+	p.screenshot(filepath.Join(dir, "answer.png"))
+
+	assert.Equal(t, int32(1), h.runs.Load(), "get_weather ran once")
+	assert.Equal(t, 1, p.num(`document.querySelectorAll('.msg.assistant').length`), "the answer continues the message of the approval")
+	assert.Zero(t, p.num(`document.querySelectorAll('button.approve, button.deny').length`), "no approval buttons left")
+	assert.Equal(t, "true", p.str(`String(document.querySelector('#stop').disabled)`))
+
+	// The decision went through the handler, by this browser.
+	var decisions []approval.DecisionRecord
+	for d, err := range h.srv.approvals.Decisions(t.Context(), approval.DecisionQuery{SessionID: chatID}) {
+		require.NoError(t, err)
+		decisions = append(decisions, d)
+	}
+	require.Len(t, decisions, 1)
+	d := decisions[0]
+	assert.Equal(t, "get_weather", d.Tool)
+	assert.True(t, d.Decision.Approved)
+	assert.Equal(t, aisdk.Via, d.Decision.Via)
+	assert.True(t, strings.HasPrefix(d.Decision.By, "browser:"), "decided by %q", d.Decision.By)
+	h.srv.mu.Lock()
+	assert.Equal(t, d.Decision.By, h.srv.owners[chatID], "the chat's owner decided")
+	h.srv.mu.Unlock()
+
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+}
+
+// lastMsg is a JS expression: the newest assistant message of the page.
+const lastMsg = `[...document.querySelectorAll('.msg.assistant')].at(-1)`
+
+// TestBrowserCardFormDenyStop drives the rest of the page in one chat: a
+// card whose HTML is shown as text, a form answered in the page, a denial,
+// and Stop while an approval waits.
+func TestBrowserCardFormDenyStop(t *testing.T) {
+	leaktest.Check(t)
+	h := newTestServer(t)
+	b := startBrowser(t)
+	p := b.newPage(1000, 900)
+	p.navigate(h.ts.URL + "/")
+	p.waitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
+	chatID := p.str(`document.body.dataset.chat`)
+	send := func(text string) {
+		t.Helper()
+		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.typeText("#input", text)
+		p.click("#send")
+	}
+	messages := func() int { return p.num(`document.querySelectorAll('.msg.assistant').length`) }
+	dir := t.ArtifactDir()
+
+	// 1. A card: its title and body as text.
+	send("show me a card")
+	p.waitFor("the card's turn to end", lastMsg+`?.querySelector('.card') && `+lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
+	assert.Equal(t, "<b>Paris</b>", p.str(lastMsg+`.querySelector('.card .title').textContent`))
+	assert.Equal(t, `Sunny <img src=x onerror="window.__xss=1">`, p.str(lastMsg+`.querySelector('.card .body').textContent`))
+
+	// 2. A form: one answer of each kind, sent with the chat's next
+	// request.
+	send("ask me about a trip")
+	form := lastMsg + `.querySelector('form.form')`
+	p.waitFor("the form", form+` && !`+form+`.querySelector('button.answer').disabled`)
+	assert.Equal(t, 2, messages())
+	p.screenshot(filepath.Join(dir, "form.png"))
+	p.clickJS(form + `.querySelector('input[name="city"][value="Quito"]')`)
+	p.clickJS(form + `.querySelector('input[name="days"][value="Fri"]')`)
+	p.typeText(`form.form input[name="note"]`, "window seat <please>")
+	p.clickJS(form + `.querySelector('button.answer')`)
+	tool := lastMsg + `.querySelector('.tool[data-tool="ask_user_question"]')`
+	p.waitFor("the form's result", tool+`?.dataset.state === 'output-available'`)
+	p.waitFor("the answer", lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
+	var answers struct {
+		Answers []struct {
+			ID     string `json:"id"`
+			Answer any    `json:"answer"`
+		} `json:"answers"`
+	}
+	done := p.str(`[...` + lastMsg + `.querySelectorAll('.text')].at(-1).textContent`)
+	require.True(t, strings.HasPrefix(done, "Done: "), "the answer: %q", done)
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(done, "Done: ")), &answers))
+	require.Len(t, answers.Answers, 3)
+	assert.Equal(t, "Quito", answers.Answers[0].Answer)
+	assert.Equal(t, []any{"Fri"}, answers.Answers[1].Answer)
+	assert.Equal(t, "window seat <please>", answers.Answers[2].Answer)
+	assert.Equal(t, 2, messages(), "the answer continues the form's message")
+	assert.Nil(t, p.val(tool+`.querySelector('pre')`), "the form's call shows no arguments of its own")
+	assert.Equal(t, "true", p.str(`String(`+form+`.querySelector('button.answer').disabled)`), "an answered form is closed")
+
+	// 3. A denial: the call is denied, the turn ends rejected, the tool
+	// never runs.
+	send("what is the weather in Lima")
+	weather := lastMsg + `.querySelector('.tool[data-tool="get_weather"]')`
+	p.waitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
+	p.clickJS(weather + `.querySelector('button.deny')`)
+	p.waitFor("the denial", weather+`?.dataset.state === 'output-denied' && `+lastMsg+`.textContent.includes('turn rejected') && document.body.dataset.status === 'ready'`)
+	assert.Contains(t, p.str(lastMsg+`.textContent`), "denied in the page")
+
+	// 4. Stop while an approval waits: the server cancels it, the page
+	// takes its buttons away.
+	send("what is the weather in Lima again")
+	p.waitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
+	p.waitFor("Stop to be enabled", `!document.querySelector('#stop').disabled`)
+	p.click("#stop")
+	p.waitFor("the buttons to go", `!`+weather+`.querySelector('button.approve') && document.querySelector('#stop').disabled`)
+	assert.Equal(t, "stopped", p.str(weather+`.querySelector('.state').textContent`))
+	require.Eventually(t, func() bool {
+		pending, err := h.srv.approvals.Pending(t.Context(), chatID)
+		return err == nil && len(pending) == 0
+	}, 10*time.Second, 20*time.Millisecond, "the approval is cancelled")
+	assert.Zero(t, h.runs.Load(), "get_weather never ran")
+
+	// The audit: a denial by this browser through the handler, and the
+	// cancellation of the stop.
+	var decisions []approval.DecisionRecord
+	for d, err := range h.srv.approvals.Decisions(t.Context(), approval.DecisionQuery{SessionID: chatID}) {
+		require.NoError(t, err)
+		decisions = append(decisions, d)
+	}
+	require.Len(t, decisions, 2)
+	assert.False(t, decisions[0].Decision.Approved)
+	assert.Equal(t, aisdk.Via, decisions[0].Decision.Via)
+	assert.False(t, decisions[1].Decision.Approved)
+	assert.NotEqual(t, aisdk.Via, decisions[1].Decision.Via, "a cancellation is not a person's decision")
+
+	var injected struct {
+		Img, B int
+		XSS    bool
+	}
+	require.NoError(t, p.eval(`({Img: document.querySelectorAll('#messages img').length, B: document.querySelectorAll('#messages b').length, XSS: window.__xss !== undefined})`, &injected))
+	assert.Zero(t, injected.Img, "an <img> of a tool's text reached the DOM")
+	assert.Zero(t, injected.B)
+	assert.False(t, injected.XSS)
+	p.screenshot(filepath.Join(dir, "page.png"))
+	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+}
+
+// val evaluates expr to a JSON value (nil for null).
+func (p *page) val(expr string) any {
+	p.b.t.Helper()
+	var v any
+	if err := p.eval(expr, &v); err != nil {
+		p.b.t.Fatal(err)
+	}
+	return v
+}
+
+// num evaluates expr to a number.
+func (p *page) num(expr string) int {
+	p.b.t.Helper()
+	var n int
+	if err := p.eval(expr, &n); err != nil {
+		p.b.t.Fatal(err)
+	}
+	return n
+}

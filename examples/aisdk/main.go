@@ -1,0 +1,350 @@
+// Command aisdk is a small chat page built on the AI SDK's own client: the
+// page drives planround's ui/aisdk handler with the ai package's
+// AbstractChat and DefaultChatTransport, from a pinned, vendored browser
+// build (web/ai-client.js: no CDN, no build step to run it). It shows the
+// turn as the handler streams it: text, tool parts, an Approve / Deny pair
+// for a call that needs approval, the cards of show_card, the forms of
+// ask_user_question, and a Stop button.
+//
+//	go run ./examples/aisdk                  # http://127.0.0.1:8090
+//	go run ./examples/aisdk -addr 127.0.0.1:9000
+//	OPENAI_API_KEY=... go run ./examples/aisdk -model gpt-4o-mini
+//	go run ./examples/aisdk -base-url http://127.0.0.1:11434/v1 -model qwen3
+//
+// With neither OPENAI_API_KEY nor -base-url it runs on the built-in demo
+// model (package demo), which works without a network: ask it "what is the
+// weather in Lima", "ask me a few questions" or "show me a card about
+// Paris". The tools are get_weather (the demo's fake weather, which needs
+// approval), ask_user_question and show_card (package interact).
+//
+// The page is web/index.html and web/app.js, plain ES modules, embedded in
+// the binary. web/build.sh regenerates web/ai-client.js from
+// ui/testdata/npm (the ai package pinned there) with its pinned esbuild.
+//
+// # Who can use it
+//
+// Each browser gets a random owner cookie (HttpOnly, SameSite=Strict) when
+// it loads the page; the page names its chats with ids of its own, and the
+// first request that names a chat id claims it for the cookie's owner:
+// another browser's requests on it are refused (403). The server listens on
+// 127.0.0.1 and refuses an address that is not a loopback one unless it is
+// given -allow-remote: anyone who reaches the page may run its tools.
+//
+// Everything lives in memory (a memory.MemStore) and ends with the
+// process; a real host keeps its sessions, approvals and forms in
+// memory/sqlitestore or memory/pgstore, where a turn that waits for a
+// person outlives a restart. A reload of the page starts a new chat.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/demo"
+	"github.com/planround/planround/interact"
+	"github.com/planround/planround/memory"
+	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui/aisdk"
+)
+
+// web holds the page: index.html, app.js, style.css and the vendored
+// ai-client.js (with the entry and the script it is built from).
+//
+//go:embed web
+var web embed.FS
+
+// ownerCookie names the cookie that says which browser is asking.
+const ownerCookie = "aisdk_owner"
+
+// maxChats bounds the chat ids the server keeps owners for.
+const maxChats = 10000
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole program; it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("aisdk", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	addr := fl.String("addr", "127.0.0.1:8090", "`address` to listen on")
+	allowRemote := fl.Bool("allow-remote", false, "allow an -addr that is not a loopback address (anyone who reaches it may run the tools)")
+	model := fl.String("model", envOr("OPENAI_MODEL", "gpt-4o-mini"), "`model` of an OpenAI-compatible API (default $OPENAI_MODEL, else gpt-4o-mini), with OPENAI_API_KEY or -base-url")
+	baseURL := fl.String("base-url", os.Getenv("OPENAI_BASE_URL"), "base `URL` of an OpenAI-compatible API (default $OPENAI_BASE_URL, else OpenAI's)")
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "aisdk: unexpected arguments %q\n", fl.Args())
+		return 2
+	}
+	if err := checkExposure(*addr, *allowRemote); err != nil {
+		fmt.Fprintf(stderr, "aisdk: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg := config{Logger: logger}
+	if key := os.Getenv("OPENAI_API_KEY"); key == "" && *baseURL == "" {
+		// The demo model answers in process: no network, no listening
+		// port.
+		cfg.Agent = agent.Config{BaseURL: demo.BaseURL, HTTPClient: demo.Model{Delay: demo.DefaultDelay}.Client(), Model: demo.ModelName}
+		fmt.Fprintln(stderr, "aisdk: no model configured (OPENAI_API_KEY, -base-url): running on the built-in demo model")
+	} else {
+		cfg.Agent = agent.Config{BaseURL: *baseURL, APIKey: key, Model: *model}
+	}
+
+	srv, err := newServer(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "aisdk: %v\n", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		srv.Close()
+		fmt.Fprintf(stderr, "aisdk: %v\n", err)
+		return 1
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(stdout, "aisdk: listening on http://%s/\n", ln.Addr())
+
+	status := 0
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "aisdk: shutting down")
+	case err := <-served:
+		fmt.Fprintf(stderr, "aisdk: %v\n", err)
+		status = 1
+	}
+	// The runs first: they end interrupted, and their streams with them.
+	srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	if status == 0 {
+		<-served // http.ErrServerClosed
+	}
+	return status
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// checkExposure refuses to serve others by accident: an address that is
+// not a loopback one (":8090", "0.0.0.0:8090", a LAN address) needs
+// allowRemote.
+func checkExposure(addr string, allowRemote bool) error {
+	tcp, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return err
+	}
+	if (tcp.IP != nil && tcp.IP.IsLoopback()) || allowRemote {
+		return nil
+	}
+	return fmt.Errorf("%s is not a loopback address: anyone who reaches it could run the tools; pass -allow-remote to serve it anyway", addr)
+}
+
+// config is what newServer builds a server from.
+type config struct {
+	// Agent is the agent's configuration: its model (BaseURL, APIKey,
+	// Model, HTTPClient) and any setting. newServer sets its Tools, Store
+	// and Approver, and a SystemPrompt when it has none.
+	Agent agent.Config
+	// Weather is the tool that needs approval: demo.GetWeather when nil.
+	Weather agent.Tool
+	// Logger receives what goes wrong outside a request; nil discards it.
+	Logger *slog.Logger
+}
+
+// server is the example: the page, the aisdk handler, and the agent's
+// runner, approvals and forms on one store.
+type server struct {
+	mux       *http.ServeMux
+	store     *memory.MemStore
+	runner    *runner.Runner
+	approvals *approval.Manager
+	forms     *interact.Forms
+
+	mu     sync.Mutex
+	owners map[string]string // chat id → owner cookie
+}
+
+// newServer builds the server; Close ends it.
+func newServer(cfg config) (*server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Weather == nil {
+		cfg.Weather = demo.GetWeather()
+	}
+	// Everything in memory: a real host uses memory/sqlitestore or
+	// memory/pgstore here, for the runner, the approvals and the forms
+	// alike, and its turns that wait for a person outlive a restart.
+	s := &server{store: &memory.MemStore{}, owners: map[string]string{}}
+	var err error
+	s.approvals, err = approval.NewManager(approval.ManagerConfig{Store: s.store, Notifier: s.store})
+	if err != nil {
+		return nil, err
+	}
+	s.forms, err = interact.NewForms(interact.FormsConfig{Store: s.store, Notifier: s.store})
+	if err != nil {
+		s.approvals.Close()
+		return nil, err
+	}
+	s.runner, err = s.newRunner(cfg)
+	if err != nil {
+		s.approvals.Close()
+		s.forms.Close()
+		return nil, err
+	}
+	chat, err := aisdk.NewHandler(aisdk.Config{
+		Runner: s.runner, Approvals: s.approvals, Forms: s.forms,
+		Authorize: s.authorize, Logger: cfg.Logger,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	page, err := fs.Sub(web, "web")
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.mux = http.NewServeMux()
+	s.mux.Handle("/api/chat", chat)
+	s.mux.Handle("/api/chat/", chat)
+	files := http.FileServerFS(page)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if c, err := r.Cookie(ownerCookie); err != nil || c.Value == "" {
+			http.SetCookie(w, &http.Cookie{
+				Name: ownerCookie, Value: randomID(), Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteStrictMode,
+			})
+		}
+		files.ServeHTTP(w, r)
+	})
+	for _, name := range []string{"app.js", "style.css", "ai-client.js"} {
+		s.mux.Handle("GET /"+name, files)
+	}
+	return s, nil
+}
+
+const systemPrompt = `You are a helpful assistant in a small demo chat. Use get_weather for the weather of a city, ask_user_question when you need the user to choose or tell you something, and show_card to show a short card. Be brief.`
+
+// newRunner builds the agent and its runner.
+func (s *server) newRunner(cfg config) (*runner.Runner, error) {
+	tools, err := agent.NewToolRegistry(cfg.Weather, interact.AskUserQuestion(s.forms), interact.ShowCard())
+	if err != nil {
+		return nil, err
+	}
+	ac := cfg.Agent
+	ac.Tools, ac.Store, ac.Approver = tools, s.store, s.approvals
+	if ac.SystemPrompt == "" {
+		ac.SystemPrompt = systemPrompt
+	}
+	if ac.Logger == nil {
+		ac.Logger = cfg.Logger
+	}
+	a, err := agent.New(ac)
+	if err != nil {
+		return nil, err
+	}
+	// A MemStore ends with the process: Close interrupts what waits for a
+	// person instead of suspending it for a restart that would not see it.
+	return runner.New(runner.Config{Agent: a, InterruptOnClose: true, Logger: cfg.Logger})
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close interrupts the runs and ends the runner, the approvals and the
+// forms.
+func (s *server) Close() {
+	if s.runner != nil {
+		s.runner.Close()
+	}
+	s.approvals.Close()
+	s.forms.Close()
+}
+
+// errNotOwner is the answer to a browser that names another's chat.
+var errNotOwner = errors.New("this chat belongs to another browser")
+
+// authorize is the handler's Authorize: the caller is the browser of the
+// owner cookie, which may act on the chats it named first. A chat id no one
+// named yet is claimed by the caller.
+func (s *server) authorize(r *http.Request, chatID string) (string, error) {
+	c, err := r.Cookie(ownerCookie)
+	if err != nil || c.Value == "" {
+		return "", fmt.Errorf("%w: no owner cookie (load the page first)", approval.ErrUnauthenticated)
+	}
+	if !validChatID(chatID) {
+		return "", errors.New("a chat id is 1 to 64 letters, digits, '-' or '_'")
+	}
+	owner := "browser:" + c.Value
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch had, ok := s.owners[chatID]; {
+	case ok && had != owner:
+		return "", errNotOwner
+	case !ok && len(s.owners) >= maxChats:
+		return "", errors.New("too many chats: restart the example")
+	case !ok:
+		s.owners[chatID] = owner
+	}
+	return owner, nil
+}
+
+// validChatID reports whether id is a chat id the page could make.
+func validChatID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// randomID returns 128 random bits in hex.
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

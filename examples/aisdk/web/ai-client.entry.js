@@ -1,0 +1,8 @@
+// The entry of ai-client.js, the browser build of the ai package's client
+// that the page imports (build.sh makes it): only what the page uses, so
+// the bundle keeps nothing else.
+export {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+} from 'ai';

@@ -1,0 +1,232 @@
+// The page: a chat on the ai package's own client (AbstractChat with
+// DefaultChatTransport, from the vendored ai-client.js) against planround's
+// ui/aisdk handler at /api/chat. Everything the model or a tool says is
+// drawn as text (textContent), never as HTML.
+import { AbstractChat, DefaultChatTransport } from './ai-client.js';
+
+const $ = sel => document.querySelector(sel);
+
+// ChatState keeps the chat's state for AbstractChat and draws the page
+// again when it changes.
+class ChatState {
+  #status = 'ready';
+  #error = undefined;
+  #messages = [];
+  constructor(onChange) { this.onChange = onChange; }
+  get status() { return this.#status; }
+  set status(v) { this.#status = v; this.onChange(); }
+  get error() { return this.#error; }
+  set error(v) { this.#error = v; this.onChange(); }
+  get messages() { return this.#messages; }
+  set messages(v) { this.#messages = v; this.onChange(); }
+  pushMessage = m => { this.messages = this.#messages.concat(m); };
+  popMessage = () => { this.messages = this.#messages.slice(0, -1); };
+  replaceMessage = (i, m) => { this.messages = this.#messages.with(i, m); };
+  snapshot = v => structuredClone(v);
+}
+
+class Chat extends AbstractChat {
+  constructor(init) { super({ ...init, state: new ChatState(scheduleRender) }); }
+}
+
+// A chat id of the page's own (the server gives it to this browser).
+function newID() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(b, x => x.toString(16).padStart(2, '0')).join('');
+}
+
+// Send the approvals once every approval of the message has an answer.
+const approvalsAnswered = ({ messages }) => {
+  const m = messages.at(-1);
+  return m?.role === 'assistant' &&
+    m.parts.some(p => p.state === 'approval-responded') &&
+    !m.parts.some(p => p.state === 'approval-requested');
+};
+
+const chat = new Chat({
+  id: newID(),
+  transport: new DefaultChatTransport({ api: '/api/chat' }),
+  sendAutomaticallyWhen: approvalsAnswered,
+  onError: () => scheduleRender(),
+});
+
+// Drafts of the forms' answers, by form id, the forms sent, and the
+// messages whose turn the Stop button stopped.
+const drafts = new Map();
+const sentForms = new Set();
+const stopped = new Set();
+
+let scheduled = false;
+function scheduleRender() {
+  if (scheduled) return;
+  scheduled = true;
+  queueMicrotask(() => { scheduled = false; render(); });
+}
+
+const busy = () => chat.status === 'submitted' || chat.status === 'streaming';
+
+// waiting reports whether the turn waits for a person (an approval, a form).
+function waiting() {
+  const m = chat.messages.at(-1);
+  return m?.role === 'assistant' && m.metadata?.planround?.status === 'waiting' && !stopped.has(m.id);
+}
+
+function render() {
+  $('#status').textContent = chat.error ? `error: ${chat.error.message}` : chat.status;
+  $('#send').disabled = busy();
+  $('#stop').disabled = !busy() && !waiting();
+  document.body.dataset.status = chat.status;
+  $('#messages').replaceChildren(...chat.messages.map(drawMessage));
+  if (busy()) $('#messages').lastElementChild?.scrollIntoView({ block: 'end' });
+}
+
+// el makes an element with a class and text.
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function drawMessage(m) {
+  const div = el('div', `msg ${m.role}`);
+  // A call whose card or form is drawn shows no arguments of its own.
+  const shown = new Set(m.parts.filter(p => p.type === 'data-planround-card' || p.type === 'data-planround-form').map(p => p.data.toolCallId));
+  for (const p of m.parts) {
+    const e = drawPart(p, m, shown);
+    if (e) div.append(e);
+  }
+  const meta = m.metadata?.planround;
+  if (meta && meta.status !== 'finished' && meta.status !== 'waiting') {
+    div.append(el('div', 'error', `turn ${meta.status}${meta.reason ? `: ${meta.reason}` : ''}`));
+  }
+  return div;
+}
+
+function drawPart(p, m, shown) {
+  if (p.type === 'text') return el('div', 'text', p.text);
+  if (p.type === 'dynamic-tool' || p.type.startsWith('tool-')) return drawTool(p, !stopped.has(m.id), shown.has(p.toolCallId));
+  if (p.type === 'data-planround-card') return drawCard(p.data.payload);
+  if (p.type === 'data-planround-form') return drawForm(p.data, m);
+  if (p.type === 'data-planround-rejection') return el('div', 'error', `rejected (${p.data.cause}): ${p.data.reason}`);
+  if (p.type === 'data-planround-warning') return el('div', 'error', p.data.text);
+  return null; // reasoning, steps, rounds
+}
+
+// drawTool draws a tool part: its name, state and input, its approval's
+// buttons, its outcome. A part whose card or form is drawn (brief) shows
+// only its name and state; a part of a stopped turn, no buttons.
+function drawTool(p, live, brief) {
+  const name = p.type === 'dynamic-tool' ? p.toolName : p.type.slice('tool-'.length);
+  const div = el('div', 'tool');
+  div.dataset.tool = name;
+  div.dataset.state = p.state;
+  const head = el('div');
+  const waitsHere = p.state === 'approval-requested' && live;
+  head.append(el('span', 'name', name), el('span', 'state', p.state === 'approval-requested' && !live ? 'stopped' : p.state));
+  div.append(head);
+  if (brief) return div;
+  div.append(el('pre', 'input', JSON.stringify(p.input ?? {}, null, 2)));
+  if (waitsHere) {
+    if (p.approval.reason) div.append(el('div', 'reason', p.approval.reason));
+    const approve = el('button', 'approve', 'Approve');
+    const deny = el('button', 'deny', 'Deny');
+    approve.onclick = () => chat.addToolApprovalResponse({ id: p.approval.id, approved: true });
+    deny.onclick = () => chat.addToolApprovalResponse({ id: p.approval.id, approved: false, reason: 'denied in the page' });
+    div.append(approve, deny);
+  }
+  if (p.state === 'output-available') {
+    div.append(el('pre', 'output', typeof p.output === 'string' ? p.output : JSON.stringify(p.output, null, 2)));
+  }
+  if (p.state === 'output-error') div.append(el('pre', 'error', p.errorText));
+  if (p.state === 'output-denied') div.append(el('div', 'error', 'denied'));
+  return div;
+}
+
+function drawCard(card) {
+  const div = el('div', 'card');
+  div.append(el('div', 'title', card.title));
+  if (card.body) div.append(el('div', 'body', card.body));
+  for (const f of card.fields ?? []) div.append(el('div', 'field', `${f.name}: ${f.value}`));
+  return div;
+}
+
+// drawForm draws an ask_user_question form; it is answered with the chat's
+// next request, whose body carries planround.form.
+function drawForm(data, m) {
+  const form = data.payload;
+  const call = m.parts.find(p => p.toolCallId === data.toolCallId && p.type === 'dynamic-tool');
+  const open = !sentForms.has(form.form_id) && !call?.state?.startsWith('output-') && waiting();
+  const draft = drafts.get(form.form_id) ?? {};
+  drafts.set(form.form_id, draft);
+  const f = el('form', 'form');
+  f.dataset.form = form.form_id;
+  if (form.title) f.append(el('div', 'title', form.title));
+  for (const q of form.questions) {
+    const set = el('fieldset');
+    set.disabled = !open;
+    set.append(el('legend', '', q.question));
+    if (q.kind === 'text') {
+      const input = el('input');
+      input.name = q.id;
+      input.value = draft[q.id] ?? '';
+      input.oninput = () => { draft[q.id] = input.value; };
+      set.append(input);
+    } else {
+      const multiple = q.kind === 'multiple';
+      for (const opt of q.options) {
+        const label = el('label');
+        const input = el('input');
+        input.type = multiple ? 'checkbox' : 'radio';
+        input.name = q.id;
+        input.value = opt;
+        input.checked = multiple ? (draft[q.id] ?? []).includes(opt) : draft[q.id] === opt;
+        input.onchange = () => {
+          draft[q.id] = multiple
+            ? [...set.querySelectorAll('input:checked')].map(i => i.value)
+            : opt;
+        };
+        label.append(input, ` ${opt} `);
+        set.append(label);
+      }
+    }
+    f.append(set);
+  }
+  const send = el('button', 'answer', open ? 'Send answers' : 'answered');
+  send.type = 'submit';
+  send.disabled = !open;
+  f.append(send);
+  f.onsubmit = e => {
+    e.preventDefault();
+    const answers = {};
+    for (const q of form.questions) answers[q.id] = draft[q.id] ?? (q.kind === 'multiple' ? [] : '');
+    sentForms.add(form.form_id);
+    chat.sendMessage(undefined, { body: { planround: { form: { id: form.form_id, answers } } } });
+  };
+  return f;
+}
+
+$('#composer').onsubmit = e => {
+  e.preventDefault();
+  const text = $('#input').value.trim();
+  if (!text || busy()) return;
+  $('#input').value = '';
+  chat.sendMessage({ text });
+};
+
+// Stop: the server stops the turn (also one that waits for a person, which
+// has no request to abort), then the client drops its request.
+$('#stop').onclick = async () => {
+  $('#stop').disabled = true;
+  const last = chat.messages.at(-1);
+  if (last?.role === 'assistant') stopped.add(last.id);
+  try {
+    await fetch(`/api/chat/${encodeURIComponent(chat.id)}/stop`, { method: 'POST' });
+  } finally {
+    await chat.stop();
+    scheduleRender();
+  }
+};
+
+document.body.dataset.chat = chat.id;
+render();
