@@ -1,6 +1,7 @@
 // Package aisdk serves planround's turns to front ends built on the Vercel
 // AI SDK's UI layer (useChat, AI Elements, assistant-ui; the ai npm
-// package, versions 5 to 7): the UI message stream its
+// package; tested with ai 7.0.173, and tool approvals need version 6 or
+// later): the UI message stream its
 // DefaultChatTransport reads, and the requests it sends, approvals
 // included.
 //

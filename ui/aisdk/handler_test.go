@@ -235,3 +235,28 @@ func FuzzChatRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestNewMessageWhileWaiting: a user who sends a new message instead of
+// answering an approval moves on: the waiting turn is stopped (its
+// approval cancelled, its call never run) and the new message answered.
+func TestNewMessageWhileWaiting(t *testing.T) {
+	b := uitest.New(t, uitest.Options{})
+	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: approval.AllowAnyCaller})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	status, chunks := post(t, srv.URL, "x", map[string]any{"id": "s1", "messages": []any{userMessage(uitest.Weather)}})
+	require.Equal(t, http.StatusOK, status)
+	require.NotNil(t, find(chunks, "tool-approval-request"))
+
+	status, chunks = post(t, srv.URL, "x", map[string]any{"id": "s1", "messages": []any{userMessage(uitest.Hello)}})
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "stop", find(chunks, "finish")["finishReason"])
+	require.Contains(t, find(chunks, "text-delta")["delta"], "Hello")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := b.Approvals.Pending(ctx, "s1")
+	require.NoError(t, err)
+	require.Empty(t, p)
+	require.Zero(t, b.Runs.Load())
+}
