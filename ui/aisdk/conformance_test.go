@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/runner"
 	"github.com/planround/planround/ui/internal/uitest"
 )
@@ -109,6 +110,7 @@ func part(r result, typ string) int {
 }
 
 func TestConformance(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
 	url := serve(t, b, nil)
 	all := []string{"text", "approve", "reject", "two", "interrupt", "stop", "form", "card", "subagent", "reconnect"}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -85,6 +86,7 @@ func find(chunks []map[string]any, typ string) map[string]any {
 // TestOwnerAndBinding: nobody decides, stops or follows another person's
 // chat, and a decision is taken only for the call the client shows.
 func TestOwnerAndBinding(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
 	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
 	require.NoError(t, err)
@@ -165,6 +167,7 @@ func TestOwnerAndBinding(t *testing.T) {
 
 // TestRequestErrors: bad requests get a clear error and change nothing.
 func TestRequestErrors(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
 	_, err := NewHandler(Config{Runner: b.Runner})
 	require.Error(t, err, "no Authorize")
@@ -240,6 +243,7 @@ func FuzzChatRequest(f *testing.F) {
 // answering an approval moves on: the waiting turn is stopped (its
 // approval cancelled, its call never run) and the new message answered.
 func TestNewMessageWhileWaiting(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
 	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: approval.AllowAnyCaller})
 	require.NoError(t, err)
