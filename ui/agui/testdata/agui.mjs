@@ -23,6 +23,7 @@ console.warn = (...a) => warnings.push(a.map(String).join(" "));
 const messages = {
   hello: "hello",
   approve: "what is the weather in Lima",
+  "approve-streamed": "what is the weather in Lima",
   reject: "what is the weather in Lima",
   abort: "run the slow task",
   form: "ask me which city",
@@ -119,6 +120,7 @@ async function scenarioSteps() {
   }
   const answer = {
     approve: { approved: true },
+    "approve-streamed": { approved: true },
     reject: { approved: false, reason: "not today" },
     research: { approved: true },
     form: { city: "Lima" },
