@@ -773,10 +773,6 @@ func callID(c *agent.Chunk) string {
 	return c.Parent + "/" + c.Tool.ID
 }
 
-// Waiting reports whether the run waits for a person: a call's approval or
-// form is open.
-func (e *Encoder) Waiting() bool { return len(e.waiting) > 0 }
-
 // End closes what is open and writes how the run ended: RUN_FINISHED with
 // the interrupt outcome when calls wait for a person, else after the turn's
 // end, RUN_ERROR for a failed turn and RUN_FINISHED for the others (the
