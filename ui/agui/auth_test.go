@@ -185,3 +185,45 @@ func TestRefusedRequests(t *testing.T) {
 		t.Errorf("stale resume: %d %s", status, types(events))
 	}
 }
+
+// TestCancelledApproval: a cancelled resume entry rejects the call.
+func TestCancelledApproval(t *testing.T) {
+	f := newFixture(t, uitest.Options{})
+	sid := "thread-cancel"
+	in := waitForApproval(t, f, sid)
+	x := resumeInput(sid, in, `{"city":"Lima"}`, nil)
+	x.Resume[0] = map[string]any{"interruptId": in["id"], "status": "cancelled"}
+	status, events, msg := f.post(t, "alice", x)
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, msg)
+	}
+	if got := types(events); !strings.Contains(got, "CUSTOM TOOL_CALL_RESULT") {
+		t.Errorf("events %s, want the call rejected", got)
+	}
+	if n := f.b.Runs.Load(); n != 0 {
+		t.Errorf("get_weather ran %d times", n)
+	}
+	if n := pending(t, f, sid); n != 0 {
+		t.Errorf("%d approvals pending", n)
+	}
+}
+
+// TestSecondTurnSameCallID: a model that uses a call id again in a later
+// turn of the thread gets the call shown again: only the calls after the
+// last user message continue.
+func TestSecondTurnSameCallID(t *testing.T) {
+	f := newFixture(t, uitest.Options{})
+	sid := "thread-again"
+	in := waitForApproval(t, f, sid)
+	x := resumeInput(sid, in, `{"city":"Lima"}`, map[string]any{"approved": true})
+	if status, _, msg := f.post(t, "alice", x); status != http.StatusOK {
+		t.Fatalf("%d %s", status, msg)
+	}
+	lastEnded(t, f.b.Runner, sid)
+	x.Messages = append(x.Messages, map[string]any{"id": "u2", "role": "user", "content": uitest.Weather})
+	x.Resume, x.RunID = nil, "r3"
+	status, events, msg := f.post(t, "alice", x)
+	if status != http.StatusOK || !strings.Contains(types(events), "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END") {
+		t.Fatalf("%d %s %s: want call_1 shown again", status, msg, types(events))
+	}
+}

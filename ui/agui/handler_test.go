@@ -183,6 +183,21 @@ func TestNodeScenarios(t *testing.T) {
 		traces: []string{asks("get_weather"), resumed},
 		lines:  []string{`MESSAGE assistant thread-approve-streamed.1.1 [call_1:get_weather{"city":"Lima"}]`},
 	}, {
+		// Two calls that need approval in one round: one interrupt per
+		// run, each answered by the next.
+		name: "two",
+		traces: []string{
+			planning + " STEP_STARTED TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)",
+			"RUN_STARTED STEP_STARTED TOOL_CALL_RESULT TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)",
+			resumed,
+		},
+		lines: []string{`"toolCallId":"call_1"`, `"toolCallId":"call_2"`, "MESSAGE tool thread-two.1.1/call_2.result sunny in Quito"},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if n := f.b.Runs.Load(); n != 2 {
+				t.Errorf("get_weather ran %d times, want 2", n)
+			}
+		},
+	}, {
 		name:   "reject",
 		traces: []string{asks("get_weather"), "RUN_STARTED STEP_STARTED CUSTOM(planround.tool_rejected) TOOL_CALL_RESULT STEP_FINISHED CUSTOM(planround.turn_ended) RUN_FINISHED(success)"},
 		lines:  []string{"MESSAGE tool thread-reject.1.1/call_1.result not today"},

@@ -99,10 +99,18 @@ func (in *runInput) lastUserText() (string, bool) {
 	return b.String(), true
 }
 
-// toolCallIDs returns the ids of the tool calls the client holds.
+// toolCallIDs returns the ids of the tool calls the client holds for the
+// turn in progress: those after the last user message. (The calls of
+// earlier turns are over; a model may use their ids again.)
 func (in *runInput) toolCallIDs() []string {
+	from := 0
+	for i, m := range in.Messages {
+		if m.Role == "user" {
+			from = i + 1
+		}
+	}
 	var ids []string
-	for _, m := range in.Messages {
+	for _, m := range in.Messages[from:] {
 		for _, tc := range m.ToolCalls {
 			ids = append(ids, tc.ID)
 		}

@@ -25,6 +25,7 @@ const messages = {
   approve: "what is the weather in Lima",
   "approve-streamed": "what is the weather in Lima",
   reject: "what is the weather in Lima",
+  two: "weather for two cities",
   abort: "run the slow task",
   form: "ask me which city",
   card: "show me a card",
@@ -122,6 +123,7 @@ async function scenarioSteps() {
     approve: { approved: true },
     "approve-streamed": { approved: true },
     reject: { approved: false, reason: "not today" },
+    two: { approved: true },
     research: { approved: true },
     form: { city: "Lima" },
   }[scenario];
