@@ -227,3 +227,40 @@ func TestSecondTurnSameCallID(t *testing.T) {
 		t.Fatalf("%d %s %s: want call_1 shown again", status, msg, types(events))
 	}
 }
+
+// TestStaleResumeShowsWhatWaits: a client that sends an answer again
+// (its earlier request took it) while the turn waits for another approval
+// gets that approval's interrupt at once.
+func TestStaleResumeShowsWhatWaits(t *testing.T) {
+	f := newFixture(t, uitest.Options{})
+	sid := "thread-stale"
+	status, events, msg := f.post(t, "alice", userInput(sid, uitest.Two))
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, msg)
+	}
+	first := events[len(events)-1]["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
+	x := resumeInput(sid, first, `{"city":"Lima"}`, map[string]any{"approved": true})
+	status, events, msg = f.post(t, "alice", x)
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, msg)
+	}
+	second := events[len(events)-1]["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
+	if second["toolCallId"] != "call_2" {
+		t.Fatalf("second interrupt %v", second)
+	}
+	x.Messages[1]["toolCalls"] = append(x.Messages[1]["toolCalls"].([]map[string]any), map[string]any{
+		"id": "call_2", "type": "function", "function": map[string]any{"name": "get_weather", "arguments": `{"city":"Quito"}`}})
+	status, events, msg = f.post(t, "alice", x) // call_1's answer again
+	if status != http.StatusOK || types(events) != "RUN_STARTED RUN_FINISHED" {
+		t.Fatalf("%d %s %s", status, msg, types(events))
+	}
+	again := events[1]["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
+	for _, k := range []string{"id", "toolCallId", "reason"} {
+		if again[k] != second[k] {
+			t.Errorf("%s: %v, want %v", k, again[k], second[k])
+		}
+	}
+	if n := f.b.Runs.Load(); n != 1 {
+		t.Errorf("get_weather ran %d times, want 1", n)
+	}
+}

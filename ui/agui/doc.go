@@ -34,7 +34,10 @@
 //     form, which only an answer or a stop ends.
 //
 // An entry whose interrupt is no longer pending (answered already, timed
-// out) is skipped, and the turn is followed on. A client that goes away
+// out) is skipped. When no entry answered anything, the run finishes at once
+// with the interrupts of what waits in the thread now (a turn's second
+// approval, say; the cancelled outcome when nothing waits and no turn runs),
+// else the turn is followed on. A client that goes away
 // while its run streams (AG-UI's abortRun closes the request) interrupts the
 // turn, unless Config.KeepRunningOnDisconnect.
 //

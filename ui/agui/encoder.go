@@ -395,6 +395,22 @@ func (e *Encoder) approval(l *lane, c *agent.Chunk, id string) {
 	})
 }
 
+// ask notes the interrupt of a call that waits for a person as a store
+// lists it, not as the turn's events showed it: c is the call's
+// approval_required chunk or its form's side chunk, and id the call as the
+// client shows it.
+func (e *Encoder) ask(id string, c *agent.Chunk) {
+	l := &lane{}
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		l.sub = id[:i]
+	}
+	if c.Kind == agent.KindSide {
+		e.side(l, c, id)
+		return
+	}
+	e.approval(l, c, id)
+}
+
 // interrupt is the JSON of an AG-UI Interrupt.
 type interrupt struct {
 	SubagentRunID  string          `json:"subagentRunId,omitempty"`

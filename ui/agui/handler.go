@@ -171,15 +171,44 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 		}
 		decided = decided || open
 	}
-	if !decided && !st.Running() {
-		// Nothing to follow: the run is over already.
-		enc := h.encoder(w, in)
-		if enc.Begin() == nil {
-			enc.End()
-		}
+	if !decided && (len(approvals)+len(forms) > 0 || !st.Running()) {
+		// The entries were stale. What waits for a person now (a second
+		// approval of the turn, say) is what the client must answer: the run
+		// finishes at once with its interrupts. With nothing waiting and no
+		// turn in progress the run is over already.
+		h.waiting(w, in, approvals, forms)
 		return
 	}
 	h.follow(ctx, w, in, st.Last, true)
+}
+
+// waiting answers with a run that finishes with the interrupts of what
+// waits for a person in the thread, as the stores list it (or with the
+// cancelled outcome when nothing does).
+func (h *Handler) waiting(w http.ResponseWriter, in *runInput, approvals []approval.PendingApproval, forms []interact.PendingForm) {
+	enc := h.encoder(w, in)
+	if enc.Begin() != nil {
+		return
+	}
+	shown := func(id string) string {
+		if c, ok := in.findCall(id); ok {
+			return c.ID
+		}
+		return id
+	}
+	for _, p := range approvals {
+		call := p.Call
+		call.State, call.ApprovalRequired, call.ApprovalID = agent.StateApprovalRequired, true, p.ApprovalID
+		enc.ask(shown(call.ID), &agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})
+	}
+	for _, f := range forms {
+		var side any = f.FormRequest
+		if f.Elicitation != nil {
+			side = *f.Elicitation
+		}
+		enc.ask(shown(f.CallID), &agent.Chunk{Kind: agent.KindSide, Tool: &agent.ToolCall{ID: f.CallID}, Side: side})
+	}
+	enc.End()
 }
 
 // approvalDecision returns the decision a resume entry gives to a pending
