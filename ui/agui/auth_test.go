@@ -264,3 +264,29 @@ func TestStaleResumeShowsWhatWaits(t *testing.T) {
 		t.Errorf("get_weather ran %d times, want 1", n)
 	}
 }
+
+// TestFormAnswerRefused: an answer that is not one of the options is
+// refused with 400, and the form stays open.
+func TestFormAnswerRefused(t *testing.T) {
+	f := newFixture(t, uitest.Options{})
+	sid := "thread-form"
+	status, events, msg := f.post(t, "alice", userInput(sid, uitest.Ask))
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, msg)
+	}
+	in := events[len(events)-1]["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
+	x := userInput(sid, uitest.Ask)
+	x.Resume = []map[string]any{{"interruptId": in["id"], "status": "resolved", "payload": map[string]any{"city": "Paris"}}}
+	if status, _, msg := f.post(t, "alice", x); status != http.StatusBadRequest {
+		t.Errorf("%d %s, want 400", status, msg)
+	}
+	open, err := f.b.Forms.Pending(context.Background(), sid)
+	if err != nil || len(open) != 1 {
+		t.Errorf("%d forms open (%v), want 1", len(open), err)
+	}
+	x.Resume[0]["payload"] = map[string]any{"city": "Quito"}
+	status, events, msg = f.post(t, "alice", x)
+	if status != http.StatusOK || !strings.HasSuffix(types(events), "RUN_FINISHED") {
+		t.Fatalf("%d %s %s", status, msg, types(events))
+	}
+}

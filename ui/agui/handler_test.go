@@ -309,3 +309,14 @@ func TestNodeCatchesBrokenStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeNoReconnect pins what the package doc says: AG-UI 1.0's
+// HttpAgent has no reconnect (connectAgent sends nothing).
+func TestNodeNoReconnect(t *testing.T) {
+	uitest.NPMDir(t)
+	f := newFixture(t, uitest.Options{})
+	out := uitest.Node(t, 60*time.Second, "testdata/agui.mjs", f.srv.URL, "reconnect", "thread-reconnect")
+	if !strings.Contains(out, "CONNECT requests=0 events=0") {
+		t.Errorf("connectAgent did something:\n%s", out)
+	}
+}
