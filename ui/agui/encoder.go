@@ -98,6 +98,7 @@ type lane struct {
 	round     int
 	step      string // "round <n>"
 	msgID     string // the round's assistant message id
+	reasonID  string // the id of its reasoning
 	text      bool   // a text message is open
 	reasoning bool   // a reasoning message is open
 }
@@ -167,7 +168,8 @@ func (e *Encoder) Encode(ev runner.Event) error {
 }
 
 func (e *Encoder) chunk(c *agent.Chunk) {
-	if c == nil {
+	if c == nil || c.Kind == agent.KindInterrupted || c.Kind == agent.KindSuspended {
+		// The turn's end says it; a sub-agent's ends with its call.
 		return
 	}
 	if e.streaming > 0 && c.Kind != agent.KindToolInput {
@@ -199,7 +201,7 @@ func (e *Encoder) chunk(c *agent.Chunk) {
 		if c.Text == "" {
 			return
 		}
-		id := l.msgID + ".reasoning"
+		id := l.reasonID
 		if !l.reasoning {
 			l.reasoning = true
 			e.start("REASONING_START")
@@ -602,6 +604,7 @@ func (e *Encoder) lane(c *agent.Chunk) *lane {
 	b.WriteByte('.')
 	b.WriteString(strconv.Itoa(c.Round))
 	l.msgID = b.String()
+	l.reasonID = l.msgID + ".reasoning"
 	e.start("STEP_STARTED")
 	e.str("stepName", l.step)
 	e.attr(l)
@@ -636,7 +639,7 @@ func (e *Encoder) endMessages(l *lane) {
 
 func (e *Encoder) endReasoning(l *lane) {
 	l.reasoning = false
-	id := l.msgID + ".reasoning"
+	id := l.reasonID
 	e.start("REASONING_MESSAGE_END")
 	e.str("messageId", id)
 	e.attr(l)
