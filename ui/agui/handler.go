@@ -1,0 +1,342 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/httpjson"
+	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui/internal/turn"
+)
+
+// Via names AG-UI in the audit of the decisions and answers taken through
+// a Handler.
+const Via = "ag-ui"
+
+// Config configures a Handler.
+type Config struct {
+	// Runner runs the turns. Required.
+	Runner *runner.Runner
+	// Approvals takes the decisions on tool approvals; nil: a resume entry
+	// that answers an approval is refused.
+	Approvals *approval.Manager
+	// Forms takes the answers to forms; nil: a resume entry that answers a
+	// form is refused.
+	Forms *interact.Forms
+	// Authorize is called with every request and its thread id (the
+	// planround session id) before the handler does anything, as
+	// approval.HandlerConfig.Authorize is: it returns who asks, or an error
+	// (one wrapping approval.ErrUnauthenticated is answered 401, any other
+	// 403). Required: a thread id is no credential.
+	Authorize func(r *http.Request, sessionID string) (principal string, err error)
+	// KeepRunningOnDisconnect keeps a turn running when the client that
+	// follows it goes away. By default a request whose client disconnects
+	// interrupts its turn (runner.Runner.Interrupt): that is how AG-UI's
+	// abortRun stops a run. A turn that waits for a person is never
+	// interrupted this way: its run already finished with the interrupt.
+	KeepRunningOnDisconnect bool
+}
+
+// Handler serves AG-UI runs over HTTP: a POST of a RunAgentInput is
+// answered with the run's events as server-sent events (see the package
+// doc). It is safe for concurrent use.
+type Handler struct {
+	cfg     Config
+	backend turn.Backend
+	// filter, set by tests only, is given to every request's Encoder.
+	filter func(typ string) filterAction
+}
+
+// NewHandler returns the Handler of cfg. It fails without a Runner or an
+// Authorize.
+func NewHandler(cfg Config) (*Handler, error) {
+	if cfg.Runner == nil {
+		return nil, errors.New("agui: Config.Runner is required")
+	}
+	if cfg.Authorize == nil {
+		return nil, errors.New("agui: Config.Authorize is required (approval.AllowAnyCaller lets every caller act on every thread)")
+	}
+	return &Handler{cfg: cfg, backend: turn.Backend{
+		Runner: cfg.Runner, Approvals: cfg.Approvals, Forms: cfg.Forms,
+		Auth: approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
+	}}, nil
+}
+
+// ServeHTTP answers one run. Before the stream starts a refused request is
+// answered with a JSON {"error"} and its status: 400 for a malformed input
+// or answer, 401/403 from Authorize (403 also for an answer to another
+// thread's interrupt), 405 for a method other than POST, 409 when a run is
+// active already or when an approval's answer comes with a call that is not
+// the approval's (its name or arguments differ: nothing is decided), 413 for
+// a body over approval.MaxBodyBytes, 415 for a body that is not JSON, 503
+// when the runner is busy or closing.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var in runInput
+	if !httpjson.Decode(w, r, &in, approval.MaxBodyBytes) {
+		return
+	}
+	if err := in.validate(); err != nil {
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	principal, ok := h.backend.Auth.Check(w, r, in.ThreadID)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	sid := in.ThreadID
+	if len(in.Resume) > 0 {
+		h.resume(ctx, w, &in, principal)
+		return
+	}
+	text, ok := in.lastUserText()
+	if !ok || text == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "the run input ends with no user message to start a turn with, and resumes nothing")
+		return
+	}
+	t, terr := h.backend.Start(ctx, agent.Input{SessionID: sid, Message: text})
+	if terr != nil {
+		httpjson.WriteError(w, terr.Status, terr.Msg)
+		return
+	}
+	h.follow(ctx, w, &in, t.Seq-1, false)
+}
+
+// resume answers the interrupts the entries name, then follows the turn on.
+// Every entry is checked before any is given: an approval's answer must
+// come with the call the approval is for, as the client holds it in its
+// messages.
+func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInput, principal string) {
+	sid := in.ThreadID
+	// Where the log is before deciding: the decision's events come after.
+	st, err := h.cfg.Runner.Log(ctx, sid)
+	if err != nil {
+		httpjson.WriteError(w, http.StatusInternalServerError, "reading the thread's events: "+err.Error())
+		return
+	}
+	var approvals []approval.PendingApproval
+	var forms []interact.PendingForm
+	if h.cfg.Approvals != nil {
+		if approvals, err = h.cfg.Approvals.Pending(ctx, sid); err != nil {
+			httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	if h.cfg.Forms != nil {
+		if forms, err = h.cfg.Forms.Pending(ctx, sid); err != nil {
+			httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	var decisions []turn.Decision
+	var replies []interact.FormReply
+	for _, re := range in.Resume {
+		if d, found, terr := approvalDecision(in, re, approvals); terr != nil {
+			httpjson.WriteError(w, terr.Status, terr.Msg)
+			return
+		} else if found {
+			decisions = append(decisions, d)
+			continue
+		}
+		if fr, found, terr := formReply(re, forms); terr != nil {
+			httpjson.WriteError(w, terr.Status, terr.Msg)
+			return
+		} else if found {
+			fr.SessionID, fr.By = sid, principal
+			replies = append(replies, fr)
+		}
+		// Neither pending: answered already (by an earlier request of this
+		// client, or another one), timed out or cancelled. The turn is
+		// followed on.
+	}
+	decided := false
+	for _, d := range decisions {
+		pending, terr := h.backend.Decide(ctx, sid, principal, d)
+		if terr != nil {
+			httpjson.WriteError(w, terr.Status, terr.Msg)
+			return
+		}
+		decided = decided || pending
+	}
+	for _, fr := range replies {
+		open, terr := h.backend.Answer(ctx, fr)
+		if terr != nil {
+			httpjson.WriteError(w, terr.Status, terr.Msg)
+			return
+		}
+		decided = decided || open
+	}
+	if !decided && (len(approvals)+len(forms) > 0 || !st.Running()) {
+		// The entries were stale. What waits for a person now (a second
+		// approval of the turn, say) is what the client must answer: the run
+		// finishes at once with its interrupts. With nothing waiting and no
+		// turn in progress the run is over already.
+		h.waiting(w, in, approvals, forms)
+		return
+	}
+	h.follow(ctx, w, in, st.Last, true)
+}
+
+// waiting answers with a run that finishes with the interrupts of what
+// waits for a person in the thread, as the stores list it (or with the
+// cancelled outcome when nothing does).
+func (h *Handler) waiting(w http.ResponseWriter, in *runInput, approvals []approval.PendingApproval, forms []interact.PendingForm) {
+	enc := h.encoder(w, in)
+	if enc.Begin() != nil {
+		return
+	}
+	shown := func(id string) string {
+		if c, ok := in.findCall(id); ok {
+			return c.ID
+		}
+		return id
+	}
+	for _, p := range approvals {
+		call := p.Call
+		call.State, call.ApprovalRequired, call.ApprovalID = agent.StateApprovalRequired, true, p.ApprovalID
+		enc.ask(shown(call.ID), &agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})
+	}
+	for _, f := range forms {
+		var side any = f.FormRequest
+		if f.Elicitation != nil {
+			side = *f.Elicitation
+		}
+		enc.ask(shown(f.CallID), &agent.Chunk{Kind: agent.KindSide, Tool: &agent.ToolCall{ID: f.CallID}, Side: side})
+	}
+	enc.End()
+}
+
+// approvalDecision returns the decision a resume entry gives to a pending
+// approval, bound to the call the client holds for it.
+func approvalDecision(in *runInput, re resumeEntry, pending []approval.PendingApproval) (turn.Decision, bool, *turn.Error) {
+	var p *approval.PendingApproval
+	for i := range pending {
+		if pending[i].ApprovalID == re.InterruptID {
+			p = &pending[i]
+		}
+	}
+	if p == nil {
+		return turn.Decision{}, false, nil
+	}
+	c, ok := in.findCall(p.Call.ID)
+	if !ok {
+		return turn.Decision{}, false, &turn.Error{Status: http.StatusConflict, Msg: "the messages hold no tool call " + p.Call.ID + " for approval " + re.InterruptID + ": send the call the person decided on"}
+	}
+	args := json.RawMessage(c.Function.Arguments)
+	if c.Function.Name != p.Call.Name || agent.ArgumentsDigest(args) != p.Call.ArgumentsDigest {
+		// Checked here, before anything is decided, and again by the
+		// approval manager.
+		return turn.Decision{}, false, &turn.Error{Status: http.StatusConflict, Msg: "the approval response is not for the call the approval shows (its tool or arguments differ)"}
+	}
+	d := turn.Decision{ApprovalID: p.ApprovalID, CallID: c.ID, Tool: c.Function.Name, Arguments: args}
+	if re.Status == statusCancelled {
+		d.Reason = "the person cancelled the approval"
+		return d, true, nil
+	}
+	var v struct {
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	}
+	if err := json.Unmarshal(re.Payload, &v); err != nil || v.Approved == nil {
+		return turn.Decision{}, false, &turn.Error{Status: http.StatusBadRequest, Msg: `the answer to approval ` + re.InterruptID + ` is {"approved": true|false, "reason": "..."}`}
+	}
+	d.Approved, d.Reason = *v.Approved, v.Reason
+	return d, true, nil
+}
+
+// formReply returns the answer a resume entry gives to an open form.
+func formReply(re resumeEntry, open []interact.PendingForm) (interact.FormReply, bool, *turn.Error) {
+	var f *interact.PendingForm
+	for i := range open {
+		if open[i].FormID == re.InterruptID {
+			f = &open[i]
+		}
+	}
+	if f == nil {
+		return interact.FormReply{}, false, nil
+	}
+	r := interact.FormReply{FormID: f.FormID}
+	if f.Elicitation != nil {
+		a := interact.ElicitationAnswer{Action: interact.ActionCancel}
+		if re.Status == statusResolved {
+			var v struct {
+				Action string `json:"action"`
+			}
+			_ = json.Unmarshal(re.Payload, &v)
+			switch v.Action {
+			case interact.ActionAccept, interact.ActionDecline, interact.ActionCancel:
+				a.Action = v.Action
+			case "":
+				a.Action = interact.ActionAccept
+				if err := json.Unmarshal(re.Payload, &a.Content); err != nil {
+					return r, false, &turn.Error{Status: http.StatusBadRequest, Msg: "the answer to form " + re.InterruptID + " is the content its responseSchema describes: " + err.Error()}
+				}
+			}
+		}
+		r.Elicitation = &a
+		return r, true, nil
+	}
+	if re.Status == statusCancelled {
+		return r, false, &turn.Error{Status: http.StatusBadRequest, Msg: "form " + re.InterruptID + " cannot be cancelled: answer it, or stop the run"}
+	}
+	if err := json.Unmarshal(re.Payload, &r.Answers); err != nil || r.Answers == nil {
+		return r, false, &turn.Error{Status: http.StatusBadRequest, Msg: "the answer to form " + re.InterruptID + " is an object of the answers by question id"}
+	}
+	return r, true, nil
+}
+
+func (h *Handler) encoder(w http.ResponseWriter, in *runInput) *Encoder {
+	h.streamHeaders(w)
+	enc := NewEncoder(w, in.ThreadID, in.RunID)
+	enc.Known(in.toolCallIDs()...)
+	enc.filter = h.filter
+	return enc
+}
+
+func (h *Handler) streamHeaders(w http.ResponseWriter) {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+}
+
+// follow streams the thread's events after Seq after until its turn ends
+// or waits for a person. A client that goes away stops the following, and
+// interrupts the turn unless Config.KeepRunningOnDisconnect.
+func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, in *runInput, after int64, decided bool) {
+	enc := h.encoder(w, in)
+	if enc.Begin() != nil {
+		h.gone(ctx, in.ThreadID)
+		return
+	}
+	_, end, err := turn.Follow(ctx, h.cfg.Runner, in.ThreadID, after, decided, func(e runner.Event) bool {
+		return enc.Encode(e) == nil
+	})
+	switch {
+	case end == turn.EndGone && (ctx.Err() != nil || enc.err != nil):
+		h.gone(ctx, in.ThreadID)
+	case err != nil:
+		code := "error"
+		if errors.Is(err, runner.ErrEventsLost) {
+			code = "events_lost"
+		}
+		enc.Fail("following the run: "+err.Error(), code)
+	default:
+		enc.End()
+	}
+}
+
+// gone interrupts the turn of a client that went away.
+func (h *Handler) gone(ctx context.Context, sid string) {
+	if h.cfg.KeepRunningOnDisconnect {
+		return
+	}
+	_, _ = h.cfg.Runner.Interrupt(context.WithoutCancel(ctx), sid)
+}
