@@ -9,6 +9,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/jsonw"
 	"github.com/planround/planround/runner"
 	"github.com/planround/planround/ui/internal/turn"
 )
@@ -888,7 +889,7 @@ func (e *Encoder) str(key, val string) {
 	e.buf = append(e.buf, ',', '"')
 	e.buf = append(e.buf, key...)
 	e.buf = append(e.buf, '"', ':')
-	e.buf = appendString(e.buf, val)
+	e.buf = jsonw.AppendString(e.buf, val)
 }
 
 func (e *Encoder) raw(key string, val []byte) {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/planround/planround/internal/jsonw"
 )
 
 // runInput is what the handler reads of an AG-UI RunAgentInput. Unknown
@@ -67,7 +69,7 @@ func (in *runInput) validate() error {
 	return nil
 }
 
-func strconvQuote(s string) string { return string(appendString(nil, s)) }
+func strconvQuote(s string) string { return string(jsonw.AppendString(nil, s)) }
 
 // lastUserText returns the text of the last message when it is the
 // user's: its content, or the text parts of its content joined.
