@@ -316,7 +316,7 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, in *runInpu
 		h.gone(ctx, in.ThreadID)
 		return
 	}
-	_, end, err := turn.Follow(ctx, h.cfg.Runner, in.ThreadID, after, decided, func(e runner.Event) bool {
+	_, end, err := h.backend.Follow(ctx, in.ThreadID, after, decided, func(e runner.Event) bool {
 		return enc.Encode(e) == nil
 	})
 	switch {

@@ -51,7 +51,7 @@ func serve(t *testing.T, b *uitest.Bench, mangle func(string) int) string {
 			KeepRunningOnDisconnect: prefix != "",
 		})
 		require.NoError(t, err)
-		h.(*handler).mangle = mangle
+		h.mangle = mangle
 		mux.Handle(prefix+"/api/chat", h)
 		mux.Handle(prefix+"/api/chat/", h)
 	}

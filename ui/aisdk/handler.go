@@ -88,7 +88,7 @@ type Config struct {
 // approval, a form): the client answers with its next request. The
 // session's history is the Store's: the messages the client sends are
 // read for the last one only.
-func NewHandler(cfg Config) (http.Handler, error) {
+func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Runner == nil {
 		return nil, errors.New("aisdk: Config.Runner is nil")
 	}
@@ -101,7 +101,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &handler{cfg: cfg, b: turn.Backend{
+	return &Handler{cfg: cfg, b: turn.Backend{
 		Runner: cfg.Runner, Approvals: cfg.Approvals, Forms: cfg.Forms,
 		Auth: approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
 	}}, nil
@@ -111,14 +111,16 @@ func NewHandler(cfg Config) (http.Handler, error) {
 // handler.
 const Via = "ai-sdk"
 
-type handler struct {
+// Handler is the endpoint of useChat's DefaultChatTransport (see NewHandler).
+type Handler struct {
 	cfg Config
 	b   turn.Backend
 	// mangle is the Writers' mangle (tests).
 	mangle func(typ string) int
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.EscapedPath(), "/")
 	switch {
 	case strings.HasSuffix(path, "/stream"):
@@ -207,7 +209,7 @@ func (p *uiPart) toolName() string {
 	return strings.TrimPrefix(p.Type, "tool-")
 }
 
-func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
 	if !httpjson.Decode(w, r, &req, h.cfg.MaxBodyBytes) {
 		return
@@ -321,7 +323,7 @@ func known(m uiMessage) map[string]call {
 }
 
 // newTurn starts a turn with the user's message m and streams it.
-func (h *handler) newTurn(w http.ResponseWriter, r *http.Request, sessionID string, m uiMessage) {
+func (h *Handler) newTurn(w http.ResponseWriter, r *http.Request, sessionID string, m uiMessage) {
 	var text strings.Builder
 	for _, p := range m.Parts {
 		if p.Type == "text" && p.Text != "" {
@@ -345,7 +347,7 @@ func (h *handler) newTurn(w http.ResponseWriter, r *http.Request, sessionID stri
 
 // start starts a turn; when the session's turn waits for a person, that
 // turn is stopped first (the user moved on without answering).
-func (h *handler) start(ctx context.Context, in agent.Input) (*runner.Turn, *turn.Error) {
+func (h *Handler) start(ctx context.Context, in agent.Input) (*runner.Turn, *turn.Error) {
 	t, terr := h.b.Start(ctx, in)
 	if terr == nil || terr.Status != http.StatusConflict || !h.waiting(ctx, in.SessionID) {
 		return t, terr
@@ -366,7 +368,7 @@ func (h *handler) start(ctx context.Context, in agent.Input) (*runner.Turn, *tur
 }
 
 // waiting reports whether a turn of the session waits for a person.
-func (h *handler) waiting(ctx context.Context, sessionID string) bool {
+func (h *Handler) waiting(ctx context.Context, sessionID string) bool {
 	if h.cfg.Approvals != nil {
 		if p, err := h.cfg.Approvals.Pending(ctx, sessionID); err == nil && len(p) > 0 {
 			return true
@@ -384,7 +386,7 @@ func (h *handler) waiting(ctx context.Context, sessionID string) bool {
 // message stream, until the turn ends or waits for a person.
 // A continuation (decided) continues the client's last message, whose
 // tool parts are known.
-func (h *handler) stream(w http.ResponseWriter, r *http.Request, sessionID string, after int64, decided bool, messageID string, turnSeq int64, known map[string]call) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sessionID string, after int64, decided bool, messageID string, turnSeq int64, known map[string]call) {
 	for k, v := range Headers {
 		w.Header().Set(k, v)
 	}
@@ -426,7 +428,7 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, sessionID strin
 }
 
 // reconnect answers useChat's resume: the turn in progress from its start.
-func (h *handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID string) {
+func (h *Handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID string) {
 	if sessionID == "" {
 		httpjson.WriteError(w, http.StatusBadRequest, "missing chat id")
 		return
@@ -447,7 +449,7 @@ func (h *handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID st
 }
 
 // stop interrupts the session's turn and cancels what it asks.
-func (h *handler) stop(w http.ResponseWriter, r *http.Request, sessionID string) {
+func (h *Handler) stop(w http.ResponseWriter, r *http.Request, sessionID string) {
 	if sessionID == "" {
 		httpjson.WriteError(w, http.StatusBadRequest, "missing chat id")
 		return
@@ -462,7 +464,7 @@ func (h *handler) stop(w http.ResponseWriter, r *http.Request, sessionID string)
 // interrupt interrupts the session's turn wherever it runs and cancels its
 // approvals and forms (a turn that waits for a person has no run to
 // interrupt); it reports whether there was something to stop.
-func (h *handler) interrupt(sessionID string) bool {
+func (h *Handler) interrupt(sessionID string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ok, err := h.cfg.Runner.Interrupt(ctx, sessionID)

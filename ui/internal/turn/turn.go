@@ -161,15 +161,12 @@ const resumeWait = 30 * time.Second
 // suspension. It returns the Seq of the last event yielded (after when
 // none), why it returned, and the subscription's error (such as
 // runner.ErrEventsLost).
-func Follow(ctx context.Context, r *runner.Runner, sessionID string, after int64, decided bool, yield func(runner.Event) bool) (last int64, end End, err error) {
-	return follow(ctx, r, sessionID, after, decided, nil, yield)
-}
-
-// Follow is the package's Follow, but that a chunk that asks a person ends
-// it only while its approval or form is still pending in b's Approvals or
-// Forms: a client that replays a turn from its start (a reconnect) goes
-// past the approvals and forms answered already, up to the one the turn
-// waits for.
+//
+// A chunk that asks a person ends it only while its approval or form is
+// still pending in b's Approvals or Forms: a client that replays a turn
+// from its start (a reconnect) goes past the approvals and forms answered
+// already, up to the one the turn waits for (and a follow goes past one
+// that another client answered in the meantime).
 func (b *Backend) Follow(ctx context.Context, sessionID string, after int64, decided bool, yield func(runner.Event) bool) (last int64, end End, err error) {
 	return follow(ctx, b.Runner, sessionID, after, decided, func(c *agent.Chunk) bool { return b.pending(ctx, sessionID, c) }, yield)
 }
@@ -288,7 +285,7 @@ func follow(ctx context.Context, r *runner.Runner, sessionID string, after int64
 		switch {
 		case e.Kind == runner.EventTurnEnded:
 			return last, EndTurn, nil
-		case e.Kind == runner.EventChunk && AsksPerson(e.Chunk) && (pending == nil || pending(e.Chunk)):
+		case e.Kind == runner.EventChunk && AsksPerson(e.Chunk) && pending(e.Chunk):
 			return last, EndWaiting, nil
 		}
 	}
