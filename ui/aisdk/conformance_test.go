@@ -204,3 +204,16 @@ func TestConformanceCatchesBrokenStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceStreamedArguments: with the agent's StreamToolArguments
+// a call's part shows from its first fragment (tool-input-delta), and its
+// approval goes through as without.
+func TestConformanceStreamedArguments(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{StreamToolArguments: true})
+	r := conformance(t, serve(t, b, nil), "approve")["approve"]
+	require.Truef(t, r.OK, "%s %v\ntrace %v", r.Error, r.Problems, r.Trace)
+	start, delta, approval := slices.Index(r.Trace, "tool-input-start"), slices.Index(r.Trace, "tool-input-delta"), slices.Index(r.Trace, "tool-approval-request")
+	require.True(t, start >= 0 && start < delta && delta < approval, "trace %v", r.Trace)
+	require.Contains(t, r.Text, "Done: sunny in Lima")
+}
