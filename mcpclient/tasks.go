@@ -23,6 +23,14 @@ const defaultTaskPoll = time.Second
 // taskCancelTimeout bounds the tasks/cancel of an interrupted call.
 const taskCancelTimeout = 2 * time.Second
 
+// taskCreateTimeout bounds the creation of a task once the call was
+// interrupted or not: the request that makes it is not cut by the call's
+// context (see taskCall).
+const taskCreateTimeout = 30 * time.Second
+
+// errTaskCreateTimeout ends a task creation that took taskCreateTimeout.
+var errTaskCreateTimeout = errors.New("mcpclient: the server did not answer the creation of a task in time")
+
 // taskState is what a task call saves with its open-call record
 // (agent.SaveCallState), so that a turn resumed after the process stopped
 // re-attaches to the task instead of calling the tool again.
@@ -133,15 +141,32 @@ func (c *conn) taskCall(ctx context.Context, tool string, args json.RawMessage, 
 	}()
 
 	if taskID == "" {
+		// The creation is not cut by ctx: the server may have made the
+		// task already, and only its answer names it, which an interrupted
+		// call needs to cancel it (a lost connection still ends it, and
+		// taskCreateTimeout bounds it).
+		cctx, cstop := context.WithTimeoutCause(context.WithoutCancel(rctx), taskCreateTimeout, errTaskCreateTimeout)
+		defer cstop()
+		unwatch := context.AfterFunc(rctx, func() {
+			if ctx.Err() == nil {
+				cstop() // the connection was lost
+			}
+		})
 		var res *mcp.CallToolResult
 		var err error
-		taskID, res, err = c.createTask(rctx, tool, args, progress)
+		taskID, res, err = c.createTask(cctx, tool, args, progress)
+		unwatch()
 		if err != nil {
 			return "", c.taskError(ctx, rctx, err)
 		}
 		if res != nil {
 			// The server ran the call at once, without a task.
 			return c.reply(ctx, tool, callReply{res: res})
+		}
+		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), agent.ErrSuspended) {
+			// Interrupted while the task was being created.
+			c.cancelTask(ctx, taskID)
+			return "", context.Cause(ctx)
 		}
 		st := taskState{V: taskStateVersion, Server: c.e.cfg.Name, Tool: tool, Task: taskID}
 		if err := agent.SaveCallState(ctx, st.encode()); err != nil && !errors.Is(err, agent.ErrNoCallRecord) {

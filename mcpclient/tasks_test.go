@@ -45,6 +45,9 @@ type taskServer struct {
 	started atomic.Int32 // calls of job the server ran
 	creates atomic.Int32 // task-augmented tools/call requests
 	holdOne sync.Once
+	// gate, when set before a call, holds each task-augmented tools/call
+	// in the front proxy until it is closed.
+	gate chan struct{}
 }
 
 func newTaskServer(t *testing.T) *taskServer {
@@ -72,6 +75,9 @@ func newTaskServer(t *testing.T) *taskServer {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if bytes.Contains(body, []byte(`"method":"tools/call"`)) && bytes.Contains(body, []byte(`"task":{`)) {
 				ts.creates.Add(1)
+				if ts.gate != nil {
+					<-ts.gate
+				}
 			}
 		}
 		proxy.ServeHTTP(w, r)
@@ -326,6 +332,34 @@ func TestTaskInterruptCancels(t *testing.T) {
 	}()
 	waitFor(t, "the job runs", func() bool { return ts.started.Load() == 1 })
 	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted job: %v, want context.Canceled", err)
+	}
+	waitFor(t, "the server cancelled the task", func() bool {
+		res, err := c.entries[0].shared.current().mc.ListTasks(context.Background(), mcp.ListTasksRequest{})
+		return err == nil && len(res.Tasks) == 1 && res.Tasks[0].Status == mcp.TaskStatusCancelled
+	})
+}
+
+// TestTaskInterruptedWhileCreated: a call interrupted while its task is
+// being created still cancels the task, once the server names it (the
+// request had reached the server; only its answer says which task to
+// cancel).
+func TestTaskInterruptedWhileCreated(t *testing.T) {
+	leaktest.Check(t, closeIdleHTTP)
+	ts := newTaskServer(t)
+	ts.gate = make(chan struct{})
+	c := newClient(t, Options{}, ts.cfg)
+	fastPoll(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := tool(t, c, "job").Execute(ctx, []byte(`{"text":"cut","hold":true}`), nil)
+		done <- err
+	}()
+	waitFor(t, "the creation is in flight", func() bool { return ts.creates.Load() == 1 })
+	cancel()
+	close(ts.gate)
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted job: %v, want context.Canceled", err)
 	}
