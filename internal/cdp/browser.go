@@ -49,8 +49,10 @@ type message struct {
 	} `json:"error,omitempty"`
 }
 
-// Browser is a headless Chromium driven over the DevTools pipe. Its methods
-// may be called from any goroutine.
+// Browser is a headless Chromium driven over the DevTools pipe, for one
+// test. Its methods and its pages' are safe for concurrent use, but those
+// that may fail the test must be called from the test's goroutine, as
+// t.Fatal must.
 type Browser struct {
 	t    testing.TB
 	cmd  *exec.Cmd

@@ -9,11 +9,12 @@
 //
 // # Failing and skipping
 //
-// Every method fails the test the browser was started for (t.Fatal) when
-// the browser does not answer or reports an error, except [Page.Eval],
-// which returns the error. A test that cannot find Chromium is skipped with
-// a message saying so, or fails under PLANROUND_REQUIRE_ALL=1, as CI runs
-// them: see [ChromiumPath].
+// A method that sends the browser a command fails the test the browser was
+// started for (t.Fatal) when the browser does not answer in 30 s or reports
+// an error; only [Page.Eval] returns the error instead (and [Browser.Close]
+// ignores it). A test that cannot find Chromium is skipped with a message
+// saying so, or fails under PLANROUND_REQUIRE_ALL=1, as CI runs them: see
+// [ChromiumPath].
 //
 // # Pages
 //
