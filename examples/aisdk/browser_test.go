@@ -17,6 +17,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/ui/aisdk"
 )
@@ -104,38 +105,38 @@ func newTestServer(t *testing.T) *testServer {
 func TestBrowserApproval(t *testing.T) {
 	leaktest.Check(t)
 	h := newTestServer(t)
-	b := startBrowser(t) // cleaned up before the server: LIFO
-	p := b.newPage(1000, 800)
+	b := cdp.Start(t) // cleaned up before the server: LIFO
+	p := b.NewPage(1000, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
-	chatID := p.str(`document.body.dataset.chat`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
+	chatID := p.Str(`document.body.dataset.chat`)
 
-	p.typeText("#input", "what is the weather in Lima")
-	p.click("#send")
+	p.TypeText("#input", "what is the weather in Lima")
+	p.Click("#send")
 
 	tool := `document.querySelector('.msg.assistant .tool[data-tool="get_weather"]')`
-	p.waitFor("the approval card", tool+`?.dataset.state === 'approval-requested' && `+tool+`.querySelector('button.approve')`)
-	assert.Contains(t, p.str(tool+`.querySelector('pre.input').textContent`), `"city": "Lima"`)
-	assert.Equal(t, "ready", p.str(`document.body.dataset.status`), "the response ended at the approval")
+	p.WaitFor("the approval card", tool+`?.dataset.state === 'approval-requested' && `+tool+`.querySelector('button.approve')`)
+	assert.Contains(t, p.Str(tool+`.querySelector('pre.input').textContent`), `"city": "Lima"`)
+	assert.Equal(t, "ready", p.Str(`document.body.dataset.status`), "the response ended at the approval")
 	assert.Zero(t, h.runs.Load(), "the tool ran before its approval")
 	pending, err := h.srv.approvals.Pending(t.Context(), chatID)
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	dir := t.ArtifactDir()
-	p.screenshot(filepath.Join(dir, "approval.png"))
+	p.Screenshot(filepath.Join(dir, "approval.png"))
 
-	p.clickJS(tool + `.querySelector('button.approve')`)
-	p.waitFor("the tool's result", tool+`?.dataset.state === 'output-available'`)
-	assert.Equal(t, "sunny in Lima", p.str(tool+`.querySelector('pre.output').textContent`))
-	p.waitFor("the answer", `[...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.includes('Done: sunny in Lima'))`)
-	p.waitFor("the turn's end", `document.body.dataset.status === 'ready'`)
-	p.screenshot(filepath.Join(dir, "answer.png"))
+	p.ClickJS(tool + `.querySelector('button.approve')`)
+	p.WaitFor("the tool's result", tool+`?.dataset.state === 'output-available'`)
+	assert.Equal(t, "sunny in Lima", p.Str(tool+`.querySelector('pre.output').textContent`))
+	p.WaitFor("the answer", `[...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.includes('Done: sunny in Lima'))`)
+	p.WaitFor("the turn's end", `document.body.dataset.status === 'ready'`)
+	p.Screenshot(filepath.Join(dir, "answer.png"))
 
 	assert.Equal(t, int32(1), h.runs.Load(), "get_weather ran once")
-	assert.Equal(t, 1, p.num(`document.querySelectorAll('.msg.assistant').length`), "the answer continues the message of the approval")
-	assert.Zero(t, p.num(`document.querySelectorAll('button.approve, button.deny').length`), "no approval buttons left")
-	assert.Equal(t, "true", p.str(`String(document.querySelector('#stop').disabled)`))
+	assert.Equal(t, 1, p.Int(`document.querySelectorAll('.msg.assistant').length`), "the answer continues the message of the approval")
+	assert.Zero(t, p.Int(`document.querySelectorAll('button.approve, button.deny').length`), "no approval buttons left")
+	assert.Equal(t, "true", p.Str(`String(document.querySelector('#stop').disabled)`))
 
 	// The decision went through the handler, by this browser.
 	var decisions []approval.DecisionRecord
@@ -153,7 +154,7 @@ func TestBrowserApproval(t *testing.T) {
 	assert.Equal(t, d.Decision.By, h.srv.owners[chatID], "the chat's owner decided")
 	h.srv.mu.Unlock()
 
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // lastMsg is a JS expression: the newest assistant message of the page.
@@ -165,47 +166,47 @@ const lastMsg = `[...document.querySelectorAll('.msg.assistant')].at(-1)`
 func TestBrowserCardFormDenyStop(t *testing.T) {
 	leaktest.Check(t)
 	h := newTestServer(t)
-	b := startBrowser(t)
-	p := b.newPage(1000, 900)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
-	chatID := p.str(`document.body.dataset.chat`)
+	b := cdp.Start(t)
+	p := b.NewPage(1000, 900)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
+	chatID := p.Str(`document.body.dataset.chat`)
 	send := func(text string) {
 		t.Helper()
-		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-		p.typeText("#input", text)
-		p.click("#send")
+		p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.TypeText("#input", text)
+		p.Click("#send")
 	}
-	messages := func() int { return p.num(`document.querySelectorAll('.msg.assistant').length`) }
+	messages := func() int { return p.Int(`document.querySelectorAll('.msg.assistant').length`) }
 	dir := t.ArtifactDir()
 
 	// 1. A card: its title and body as text.
 	send("show me a card")
-	p.waitFor("the card's turn to end", lastMsg+`?.querySelector('.card') && `+lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
-	assert.Equal(t, "<b>Paris</b>", p.str(lastMsg+`.querySelector('.card .title').textContent`))
-	assert.Equal(t, `Sunny <img src=x onerror="window.__xss=1">`, p.str(lastMsg+`.querySelector('.card .body').textContent`))
+	p.WaitFor("the card's turn to end", lastMsg+`?.querySelector('.card') && `+lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
+	assert.Equal(t, "<b>Paris</b>", p.Str(lastMsg+`.querySelector('.card .title').textContent`))
+	assert.Equal(t, `Sunny <img src=x onerror="window.__xss=1">`, p.Str(lastMsg+`.querySelector('.card .body').textContent`))
 
 	// 2. A form: one answer of each kind, sent with the chat's next
 	// request.
 	send("ask me about a trip")
 	form := lastMsg + `.querySelector('form.form')`
-	p.waitFor("the form", form+` && !`+form+`.querySelector('button.answer').disabled`)
+	p.WaitFor("the form", form+` && !`+form+`.querySelector('button.answer').disabled`)
 	assert.Equal(t, 2, messages())
-	p.screenshot(filepath.Join(dir, "form.png"))
-	p.clickJS(form + `.querySelector('input[name="city"][value="Quito"]')`)
-	p.clickJS(form + `.querySelector('input[name="days"][value="Fri"]')`)
-	p.typeText(`form.form input[name="note"]`, "window seat <please>")
-	p.clickJS(form + `.querySelector('button.answer')`)
+	p.Screenshot(filepath.Join(dir, "form.png"))
+	p.ClickJS(form + `.querySelector('input[name="city"][value="Quito"]')`)
+	p.ClickJS(form + `.querySelector('input[name="days"][value="Fri"]')`)
+	p.TypeText(`form.form input[name="note"]`, "window seat <please>")
+	p.ClickJS(form + `.querySelector('button.answer')`)
 	tool := lastMsg + `.querySelector('.tool[data-tool="ask_user_question"]')`
-	p.waitFor("the form's result", tool+`?.dataset.state === 'output-available'`)
-	p.waitFor("the answer", lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
+	p.WaitFor("the form's result", tool+`?.dataset.state === 'output-available'`)
+	p.WaitFor("the answer", lastMsg+`.textContent.includes('Done:') && document.body.dataset.status === 'ready'`)
 	var answers struct {
 		Answers []struct {
 			ID     string `json:"id"`
 			Answer any    `json:"answer"`
 		} `json:"answers"`
 	}
-	done := p.str(`[...` + lastMsg + `.querySelectorAll('.text')].at(-1).textContent`)
+	done := p.Str(`[...` + lastMsg + `.querySelectorAll('.text')].at(-1).textContent`)
 	require.True(t, strings.HasPrefix(done, "Done: "), "the answer: %q", done)
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(done, "Done: ")), &answers))
 	require.Len(t, answers.Answers, 3)
@@ -213,26 +214,26 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 	assert.Equal(t, []any{"Fri"}, answers.Answers[1].Answer)
 	assert.Equal(t, "window seat <please>", answers.Answers[2].Answer)
 	assert.Equal(t, 2, messages(), "the answer continues the form's message")
-	assert.Nil(t, p.val(tool+`.querySelector('pre')`), "the form's call shows no arguments of its own")
-	assert.Equal(t, "true", p.str(`String(`+form+`.querySelector('button.answer').disabled)`), "an answered form is closed")
+	assert.Nil(t, val(p, tool+`.querySelector('pre')`), "the form's call shows no arguments of its own")
+	assert.Equal(t, "true", p.Str(`String(`+form+`.querySelector('button.answer').disabled)`), "an answered form is closed")
 
 	// 3. A denial: the call is denied, the turn ends rejected, the tool
 	// never runs.
 	send("what is the weather in Lima")
 	weather := lastMsg + `.querySelector('.tool[data-tool="get_weather"]')`
-	p.waitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
-	p.clickJS(weather + `.querySelector('button.deny')`)
-	p.waitFor("the denial", weather+`?.dataset.state === 'output-denied' && `+lastMsg+`.textContent.includes('turn rejected') && document.body.dataset.status === 'ready'`)
-	assert.Contains(t, p.str(lastMsg+`.textContent`), "denied in the page")
+	p.WaitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
+	p.ClickJS(weather + `.querySelector('button.deny')`)
+	p.WaitFor("the denial", weather+`?.dataset.state === 'output-denied' && `+lastMsg+`.textContent.includes('turn rejected') && document.body.dataset.status === 'ready'`)
+	assert.Contains(t, p.Str(lastMsg+`.textContent`), "denied in the page")
 
 	// 4. Stop while an approval waits: the server cancels it, the page
 	// takes its buttons away.
 	send("what is the weather in Lima again")
-	p.waitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
-	p.waitFor("Stop to be enabled", `!document.querySelector('#stop').disabled`)
-	p.click("#stop")
-	p.waitFor("the buttons to go", `!`+weather+`.querySelector('button.approve') && document.querySelector('#stop').disabled`)
-	assert.Equal(t, "stopped", p.str(weather+`.querySelector('.state').textContent`))
+	p.WaitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
+	p.WaitFor("Stop to be enabled", `!document.querySelector('#stop').disabled`)
+	p.Click("#stop")
+	p.WaitFor("the buttons to go", `!`+weather+`.querySelector('button.approve') && document.querySelector('#stop').disabled`)
+	assert.Equal(t, "stopped", p.Str(weather+`.querySelector('.state').textContent`))
 	require.Eventually(t, func() bool {
 		pending, err := h.srv.approvals.Pending(t.Context(), chatID)
 		return err == nil && len(pending) == 0
@@ -256,30 +257,20 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 		Img, B int
 		XSS    bool
 	}
-	require.NoError(t, p.eval(`({Img: document.querySelectorAll('#messages img').length, B: document.querySelectorAll('#messages b').length, XSS: window.__xss !== undefined})`, &injected))
+	require.NoError(t, p.Eval(`({Img: document.querySelectorAll('#messages img').length, B: document.querySelectorAll('#messages b').length, XSS: window.__xss !== undefined})`, &injected))
 	assert.Zero(t, injected.Img, "an <img> of a tool's text reached the DOM")
 	assert.Zero(t, injected.B)
 	assert.False(t, injected.XSS)
-	p.screenshot(filepath.Join(dir, "page.png"))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	p.Screenshot(filepath.Join(dir, "page.png"))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
-// val evaluates expr to a JSON value (nil for null).
-func (p *page) val(expr string) any {
-	p.b.t.Helper()
+// val evaluates expr in p to a JSON value (nil for null).
+func val(p *cdp.Page, expr string) any {
+	p.T().Helper()
 	var v any
-	if err := p.eval(expr, &v); err != nil {
-		p.b.t.Fatal(err)
+	if err := p.Eval(expr, &v); err != nil {
+		p.T().Fatal(err)
 	}
 	return v
-}
-
-// num evaluates expr to a number.
-func (p *page) num(expr string) int {
-	p.b.t.Helper()
-	var n int
-	if err := p.eval(expr, &n); err != nil {
-		p.b.t.Fatal(err)
-	}
-	return n
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -25,52 +26,52 @@ const auditRows = `[...document.querySelectorAll('#audit-panel tr.audit-entry')]
 func TestBrowserDecidedCardsAndAudit(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 
-	p.typeText("#input", "What's the weather in Paris?")
-	p.click("#send")
-	p.waitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
-	assert.Equal(t, 0, p.int(lastCard+`.querySelectorAll('.decided').length`), "a waiting card says nothing of a decision")
+	p.TypeText("#input", "What's the weather in Paris?")
+	p.Click("#send")
+	p.WaitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
+	assert.Equal(t, 0, p.Int(lastCard+`.querySelectorAll('.decided').length`), "a waiting card says nothing of a decision")
 	before := time.Now()
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false'`)
-	p.waitFor("the decision on the card", lastCard+`.querySelector('.decided')`)
-	label := p.str(lastCard + `.querySelector('.decided').textContent`)
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false'`)
+	p.WaitFor("the decision on the card", lastCard+`.querySelector('.decided')`)
+	label := p.Str(lastCard + `.querySelector('.decided').textContent`)
 	assert.Regexp(t, `^Approved by you at \d\d:\d\d$`, label)
 	at := label[len(label)-5:]
 	assert.Contains(t, []string{before.Format("15:04"), time.Now().Format("15:04")}, at, "the time of the decision, local")
 
-	p.typeText("#input", "What's the weather in Oslo?")
-	p.click("#send")
-	p.waitFor("the second card", cards+`.length === 2 && `+lastCard+`.dataset.state === 'approval'`)
-	p.clickJS(lastCard + `.querySelector('button.reject')`)
-	p.waitFor("the rejection", lastCard+`.dataset.state === 'rejected' && document.body.dataset.running === 'false' && `+lastCard+`.querySelector('.decided')`)
-	assert.Regexp(t, `^Rejected by you at \d\d:\d\d$`, p.str(lastCard+`.querySelector('.decided').textContent`))
+	p.TypeText("#input", "What's the weather in Oslo?")
+	p.Click("#send")
+	p.WaitFor("the second card", cards+`.length === 2 && `+lastCard+`.dataset.state === 'approval'`)
+	p.ClickJS(lastCard + `.querySelector('button.reject')`)
+	p.WaitFor("the rejection", lastCard+`.dataset.state === 'rejected' && document.body.dataset.running === 'false' && `+lastCard+`.querySelector('.decided')`)
+	assert.Regexp(t, `^Rejected by you at \d\d:\d\d$`, p.Str(lastCard+`.querySelector('.decided').textContent`))
 
 	// The audit panel.
-	assert.Equal(t, "true", p.str(`String(document.querySelector('#audit-panel').hidden)`))
-	p.click("#audit")
-	p.waitFor("the audit entries", `document.querySelectorAll('#audit-panel tr.audit-entry').length === 2`)
+	assert.Equal(t, "true", p.Str(`String(document.querySelector('#audit-panel').hidden)`))
+	p.Click("#audit")
+	p.WaitFor("the audit entries", `document.querySelectorAll('#audit-panel tr.audit-entry').length === 2`)
 	var rows []auditRow
-	require.NoError(t, p.eval(auditRows, &rows))
+	require.NoError(t, p.Eval(auditRows, &rows))
 	require.Len(t, rows, 2)
 	assert.Equal(t, auditRow{Time: at, Tool: "get_weather", Decision: "approved", By: "you", Via: "http"}, rows[0])
 	assert.Equal(t, "rejected", rows[1].Decision)
 	assert.Equal(t, "you", rows[1].By)
-	assert.Equal(t, "true", p.str(`document.querySelector('#audit').getAttribute('aria-expanded')`))
-	p.screenshot(filepath.Join(t.ArtifactDir(), "audit.png"))
+	assert.Equal(t, "true", p.Str(`document.querySelector('#audit').getAttribute('aria-expanded')`))
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "audit.png"))
 
 	// After a reload the cards, drawn from the history, keep their labels.
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the labels from the history", cards+`.length === 2 && `+cards+`.every(c => c.querySelector('.decided'))`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the labels from the history", cards+`.length === 2 && `+cards+`.every(c => c.querySelector('.decided'))`)
 	var labels []string
-	require.NoError(t, p.eval(cards+`.map(c => c.querySelector('.decided').textContent)`, &labels))
+	require.NoError(t, p.Eval(cards+`.map(c => c.querySelector('.decided').textContent)`, &labels))
 	assert.Equal(t, "Approved by you at "+at, labels[0])
 	assert.Regexp(t, `^Rejected by you at \d\d:\d\d$`, labels[1])
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserOutOfDateCard: a decision whose call binding is not the
@@ -80,21 +81,21 @@ func TestBrowserDecidedCardsAndAudit(t *testing.T) {
 func TestBrowserOutOfDateCard(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "What's the weather in Paris?")
-	p.click("#send")
-	p.waitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
-	p.js(`{ const f = window.fetch; window.fetch = (u, o) => {
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "What's the weather in Paris?")
+	p.Click("#send")
+	p.WaitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
+	p.JS(`{ const f = window.fetch; window.fetch = (u, o) => {
 		if (String(u).includes('tool-approve')) { const b = JSON.parse(o.body); b.arguments_digest = 'sha256:0000'; o = {...o, body: JSON.stringify(b)}; }
 		return f(u, o); }; }`)
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the card out of date", lastCard+`.dataset.stale === 'true'`)
-	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
-	assert.Contains(t, p.str(lastCard+`.innerText`), "This card is out of date")
-	assert.Equal(t, 0, p.int(lastCard+`.querySelectorAll('button.approve, button.reject').length`), "it can no longer be answered")
-	assert.Len(t, pendingOf(t, h.srv, p.str(`localStorage.getItem('planround.webchat.session')`)), 1, "the approval still waits")
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the card out of date", lastCard+`.dataset.stale === 'true'`)
+	assert.Equal(t, "invalidated", p.Str(lastCard+`.dataset.state`))
+	assert.Contains(t, p.Str(lastCard+`.innerText`), "This card is out of date")
+	assert.Equal(t, 0, p.Int(lastCard+`.querySelectorAll('button.approve, button.reject').length`), "it can no longer be answered")
+	assert.Len(t, pendingOf(t, h.srv, p.Str(`localStorage.getItem('planround.webchat.session')`)), 1, "the approval still waits")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -27,38 +28,38 @@ func TestBrowserCardAnsweredAfterRestart(t *testing.T) {
 	sw := &switcher{}
 	sw.set(h.srv)
 	front := newSwitchServer(t, sw)
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
 
-	p.navigate(front.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", message)
-	p.click("#send")
-	p.waitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
+	p.Navigate(front.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", message)
+	p.Click("#send")
+	p.WaitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
 
 	h.srv.Close() // SIGTERM: the waiting run is suspended
-	p.waitFor("the suspension", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Suspended: the server is shutting down')`)
-	assert.Equal(t, "approval", p.str(lastCard+`.dataset.state`), "the card stays answerable")
-	assert.Equal(t, "false", p.str(`document.body.dataset.running`))
+	p.WaitFor("the suspension", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Suspended: the server is shutting down')`)
+	assert.Equal(t, "approval", p.Str(lastCard+`.dataset.state`), "the card stays answerable")
+	assert.Equal(t, "false", p.Str(`document.body.dataset.running`))
 
 	next := newHarness(t, Options{Store: st})
 	sw.set(next.srv)
 	front.CloseClientConnections()
 	// The events are numbered in the store's log: the page's numbers
 	// stay good, and it goes on where it was.
-	p.waitFor("the page to reconnect", `document.querySelector('#conn').textContent === 'connected' && `+
+	p.WaitFor("the page to reconnect", `document.querySelector('#conn').textContent === 'connected' && `+
 		`[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Reconnected to a restarted server')`)
-	require.Equal(t, 1, p.int(cards+`.length`), "one card")
-	assert.Equal(t, "approval", p.str(lastCard+`.dataset.state`))
-	p.screenshot(filepath.Join(t.ArtifactDir(), "waiting-after-restart.png"))
+	require.Equal(t, 1, p.Int(cards+`.length`), "one card")
+	assert.Equal(t, "approval", p.Str(lastCard+`.dataset.state`))
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "waiting-after-restart.png"))
 
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the resumed run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the resumed run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
 		`[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Here is what I found')`)
-	assert.Equal(t, 1, p.int(cards+`.length`), "the resumed run went on in the card's turn")
-	assert.Equal(t, 1, p.int(`[...document.querySelectorAll('.turn')].at(-1).querySelectorAll('.card').length`))
+	assert.Equal(t, 1, p.Int(cards+`.length`), "the resumed run went on in the card's turn")
+	assert.Equal(t, 1, p.Int(`[...document.querySelectorAll('.turn')].at(-1).querySelectorAll('.card').length`))
 	assert.Equal(t, 1, ran(), "the tool ran once")
-	assert.Empty(t, b.pageErrors())
+	assert.Empty(t, b.PageErrors())
 }
 
 // TestBrowserReloadMidRun: a page reloaded while its run waits for a
@@ -67,40 +68,30 @@ func TestBrowserCardAnsweredAfterRestart(t *testing.T) {
 func TestBrowserReloadMidRun(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "Weather in Oslo?")
-	p.click("#send")
-	p.waitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
-	before := p.str(`document.querySelector('#messages').innerText`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Weather in Oslo?")
+	p.Click("#send")
+	p.WaitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
+	before := p.Str(`document.querySelector('#messages').innerText`)
 	require.Contains(t, before, "Let me call get_weather.")
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the card again", `document.querySelector('#conn').textContent === 'connected' && `+lastCard+`?.dataset.state === 'approval'`)
-	p.waitFor("the streamed text", `document.querySelector('#messages').innerText.includes('Let me call get_weather.')`)
-	after := p.str(`document.querySelector('#messages').innerText`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the card again", `document.querySelector('#conn').textContent === 'connected' && `+lastCard+`?.dataset.state === 'approval'`)
+	p.WaitFor("the streamed text", `document.querySelector('#messages').innerText.includes('Let me call get_weather.')`)
+	after := p.Str(`document.querySelector('#messages').innerText`)
 	assert.Equal(t, 1, strings.Count(after, "Weather in Oslo?"), "the user's message once:\n%s", after)
 	assert.Equal(t, 1, strings.Count(after, "Let me call get_weather."), "the streamed text once:\n%s", after)
-	assert.Equal(t, 1, p.int(cards+`.length`))
-	assert.Equal(t, "true", p.str(`document.body.dataset.running`))
+	assert.Equal(t, 1, p.Int(cards+`.length`))
+	assert.Equal(t, "true", p.Str(`document.body.dataset.running`))
 
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false'`)
-	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "Here is what I found")
-	assert.Empty(t, b.pageErrors())
-}
-
-// int evaluates expr, a number.
-func (p *page) int(expr string) int {
-	p.b.t.Helper()
-	var n int
-	if err := p.eval(expr, &n); err != nil {
-		p.b.t.Fatal(err)
-	}
-	return n
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.Str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "Here is what I found")
+	assert.Empty(t, b.PageErrors())
 }
 
 // TestBrowserFormAfterRestart: on a SQLite store, a run asks a form,
@@ -116,36 +107,36 @@ func TestBrowserFormAfterRestart(t *testing.T) {
 	sw := &switcher{}
 	sw.set(h.srv)
 	front := newSwitchServer(t, sw)
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
 
-	p.navigate(front.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "Ask me")
-	p.click("#send")
-	p.waitFor("the form", lastForm+`?.dataset.state === 'open'`)
-	formID := p.str(lastForm + `.dataset.formId`)
+	p.Navigate(front.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Ask me")
+	p.Click("#send")
+	p.WaitFor("the form", lastForm+`?.dataset.state === 'open'`)
+	formID := p.Str(lastForm + `.dataset.formId`)
 
-	p.waitFor("the suspension", `document.body.dataset.running === 'false' && `+lastForm+`.dataset.state === 'open'`)
+	p.WaitFor("the suspension", `document.body.dataset.running === 'false' && `+lastForm+`.dataset.state === 'open'`)
 	h.srv.Close()
 
 	next := newModelHarness(t, onModel(model, Options{Store: st}))
 	sw.set(next.srv)
 	front.CloseClientConnections()
-	p.navigate(front.URL + "/")
-	p.waitFor("the form again", `document.querySelector('#conn').textContent === 'connected' && `+lastForm+`?.dataset.state === 'open'`)
-	assert.Equal(t, formID, p.str(lastForm+`.dataset.formId`))
-	assert.Equal(t, 1, p.int(`document.querySelectorAll('form.ask-form').length`), "drawn once")
-	assert.Equal(t, "Are you ready?", p.str(lastForm+`.querySelector('legend').textContent`))
+	p.Navigate(front.URL + "/")
+	p.WaitFor("the form again", `document.querySelector('#conn').textContent === 'connected' && `+lastForm+`?.dataset.state === 'open'`)
+	assert.Equal(t, formID, p.Str(lastForm+`.dataset.formId`))
+	assert.Equal(t, 1, p.Int(`document.querySelectorAll('form.ask-form').length`), "drawn once")
+	assert.Equal(t, "Are you ready?", p.Str(lastForm+`.querySelector('legend').textContent`))
 
-	p.clickJS(lastForm + `.querySelector('input[value="yes"]')`)
-	p.clickJS(lastForm + `.querySelector('button[type=submit]')`)
-	p.waitFor("the form answered", lastForm+`.dataset.state === 'answered'`)
-	p.waitFor("the resumed turn to end", formCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
+	p.ClickJS(lastForm + `.querySelector('input[value="yes"]')`)
+	p.ClickJS(lastForm + `.querySelector('button[type=submit]')`)
+	p.WaitFor("the form answered", lastForm+`.dataset.state === 'answered'`)
+	p.WaitFor("the resumed turn to end", formCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
 		`[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Done.')`)
 	reqs := model.Requests()
 	tool, ok := reqs[len(reqs)-1].LastMessageWithRole("tool")
 	require.True(t, ok)
 	assert.JSONEq(t, `{"answers":[{"id":"ready","question":"Are you ready?","answer":"yes"}]}`, tool.Content, "the model receives the answer")
-	assert.Empty(t, b.pageErrors())
+	assert.Empty(t, b.PageErrors())
 }

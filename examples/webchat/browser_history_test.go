@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 )
@@ -31,10 +32,10 @@ type drawn struct {
 }
 
 // drawing reads what the page shows of its calls and run ends.
-func (p *page) drawing() drawn {
-	p.b.t.Helper()
+func drawing(p *cdp.Page) drawn {
+	p.T().Helper()
 	var d drawn
-	require.NoError(p.b.t, p.eval(`(() => {
+	require.NoError(p.T(), p.Eval(`(() => {
 		const ends = ['interrupted', 'rejected', 'timeout'];
 		const calls = [], order = [];
 		for (const e of document.querySelectorAll('#messages .card, #messages .sys')) {
@@ -53,11 +54,11 @@ func (p *page) drawing() drawn {
 }
 
 // reload loads the page again and waits until it shows n cards.
-func (p *page) reload(url string, n int) {
-	p.b.t.Helper()
-	p.navigate(url)
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.waitFor("the history's cards", fmt.Sprintf(cards+`.length === %d`, n))
+func reload(p *cdp.Page, url string, n int) {
+	p.T().Helper()
+	p.Navigate(url)
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.WaitFor("the history's cards", fmt.Sprintf(cards+`.length === %d`, n))
 }
 
 // TestBrowserReloadShowsHowCallsEnded: after a reload, each card of a
@@ -70,55 +71,55 @@ func (p *page) reload(url string, n int) {
 func TestBrowserReloadShowsHowCallsEnded(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 	cardState := func(state string) string { return lastCard + `?.dataset.state === '` + state + `'` }
 	send := func(text string) {
 		t.Helper()
-		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-		p.typeText("#input", text)
-		p.click("#send")
+		p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.TypeText("#input", text)
+		p.Click("#send")
 	}
-	idle := func() { t.Helper(); p.waitFor("the run to end", `document.body.dataset.running === 'false'`) }
+	idle := func() { t.Helper(); p.WaitFor("the run to end", `document.body.dataset.running === 'false'`) }
 
 	// Approved and done.
 	send("What's the weather in Paris?")
-	p.waitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the card to be done", cardState("done"))
+	p.WaitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the card to be done", cardState("done"))
 	idle()
 	// Rejected: the session ends.
 	send("Run `ls -la`")
-	p.waitFor("the approval card", cardState("approval"))
-	p.clickJS(lastCard + `.querySelector('button.reject')`)
-	p.waitFor("the card to be rejected", cardState("rejected"))
-	p.waitFor("the rejection's message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Session ended by a rejection.'`)
+	p.WaitFor("the approval card", cardState("approval"))
+	p.ClickJS(lastCard + `.querySelector('button.reject')`)
+	p.WaitFor("the card to be rejected", cardState("rejected"))
+	p.WaitFor("the rejection's message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Session ended by a rejection.'`)
 	idle()
 	// Interrupted while its approval waited.
 	send("What time is it in Tokyo?")
-	p.waitFor("the approval card", cardState("approval"))
-	p.click("#interrupt")
-	p.waitFor("the interrupt's message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted by the user.'`)
+	p.WaitFor("the approval card", cardState("approval"))
+	p.Click("#interrupt")
+	p.WaitFor("the interrupt's message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted by the user.'`)
 	idle()
 	// Interrupted while it ran: its output is kept.
 	send("Please run `echo first line; sleep 30`")
-	p.waitFor("the run_command approval", cardState("approval"))
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the live output", cardState("executing")+` && [...`+lastCard+`.querySelectorAll('.label')].some(l => l.textContent === 'output' && l.nextElementSibling.textContent.includes('first line'))`)
-	p.click("#interrupt")
-	p.waitFor("the card to be invalidated", cardState("invalidated"))
+	p.WaitFor("the run_command approval", cardState("approval"))
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the live output", cardState("executing")+` && [...`+lastCard+`.querySelectorAll('.label')].some(l => l.textContent === 'output' && l.nextElementSibling.textContent.includes('first line'))`)
+	p.Click("#interrupt")
+	p.WaitFor("the card to be invalidated", cardState("invalidated"))
 	idle()
 
-	live := p.drawing()
+	live := drawing(p)
 	require.Len(t, live.Calls, 4)
 	assert.Equal(t, []string{"done", "rejected", "invalidated", "invalidated"},
 		[]string{live.Calls[0].State, live.Calls[1].State, live.Calls[2].State, live.Calls[3].State}, "the live page: %+v", live)
 	assert.Equal(t, "first line\n", live.Calls[3].Output)
 
-	p.reload(h.ts.URL+"/", 4)
-	reloaded := p.drawing()
+	reload(p, h.ts.URL+"/", 4)
+	reloaded := drawing(p)
 	assert.Equal(t, live, reloaded, "a reloaded conversation draws every call as it ended")
 	assert.Equal(t, []string{
 		"card get_weather: done",
@@ -127,8 +128,8 @@ func TestBrowserReloadShowsHowCallsEnded(t *testing.T) {
 		"card run_command: invalidated", "sys interrupted: Interrupted by the user.",
 	}, reloaded.Order)
 	assert.Equal(t, "✕", reloaded.Calls[1].Icon, "a refused call is never drawn done")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "reloaded.png"))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "reloaded.png"))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserReloadShowsATimedOutApproval: a call whose approval timed out
@@ -136,29 +137,29 @@ func TestBrowserReloadShowsHowCallsEnded(t *testing.T) {
 func TestBrowserReloadShowsATimedOutApproval(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{ApprovalTimeout: 300 * time.Millisecond})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-	p.typeText("#input", "What time is it in Tokyo?")
-	p.click("#send")
-	p.waitFor("the timeout's message", `[...document.querySelectorAll('.sys')].at(-1)?.dataset.kind === 'timeout'`)
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
-	p.waitFor("the card's decision", lastCard+`.querySelector('.decided')`)
-	label := p.str(lastCard + `.querySelector('.decided').textContent`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+	p.TypeText("#input", "What time is it in Tokyo?")
+	p.Click("#send")
+	p.WaitFor("the timeout's message", `[...document.querySelectorAll('.sys')].at(-1)?.dataset.kind === 'timeout'`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the card's decision", lastCard+`.querySelector('.decided')`)
+	label := p.Str(lastCard + `.querySelector('.decided').textContent`)
 	assert.Regexp(t, `^Timed out at \d\d:\d\d$`, label, "the audit's timeout on the card")
-	live := p.drawing()
+	live := drawing(p)
 	require.Len(t, live.Calls, 1)
 	assert.Equal(t, "rejected", live.Calls[0].State)
 
-	p.reload(h.ts.URL+"/", 1)
-	p.waitFor("the card's decision from the history", lastCard+`.querySelector('.decided')`)
-	assert.Equal(t, label, p.str(lastCard+`.querySelector('.decided').textContent`))
-	reloaded := p.drawing()
+	reload(p, h.ts.URL+"/", 1)
+	p.WaitFor("the card's decision from the history", lastCard+`.querySelector('.decided')`)
+	assert.Equal(t, label, p.Str(lastCard+`.querySelector('.decided').textContent`))
+	reloaded := drawing(p)
 	assert.Equal(t, live, reloaded)
 	assert.Equal(t, []string{"card get_time: rejected", "sys timeout: Approval timed out: the tool call was rejected and the session ended."}, reloaded.Order)
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserHistoryOfStoppedAndUnknownCalls: a call that a crash stopped
@@ -170,13 +171,13 @@ func TestBrowserHistoryOfStoppedAndUnknownCalls(t *testing.T) {
 	leaktest.Check(t)
 	st := &memory.MemStore{}
 	h := newHarness(t, Options{Store: st})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 
 	// The page's session, stored as a crash and the resumed turn leave it.
-	id := p.currentSession()
+	id := currentSession(p)
 	ctx := context.Background()
 	_, err := st.CreateSession(ctx, memory.Session{ID: id, Title: "Backup"})
 	require.NoError(t, err)
@@ -189,8 +190,8 @@ func TestBrowserHistoryOfStoppedAndUnknownCalls(t *testing.T) {
 		memory.Message{Role: memory.RoleAssistant, Content: "The backup was cut short."},
 	)
 	require.NoError(t, err)
-	p.reload(h.ts.URL+"/", 1)
-	got := p.drawing()
+	reload(p, h.ts.URL+"/", 1)
+	got := drawing(p)
 	assert.Equal(t, drawn{
 		Calls: []drawnCall{{Tool: "run_command", State: "invalidated", Icon: "⊘", Reason: agent.ReasonStopped, Output: "copied 3 files"}},
 		Order: []string{"card run_command: invalidated"},
@@ -213,14 +214,14 @@ func TestBrowserHistoryOfStoppedAndUnknownCalls(t *testing.T) {
   ],
   "summaries": []
 }`), 0o600))
-	p.setFiles("#import-file", doc)
-	p.waitFor("the imported conversation", `document.querySelector('#session').textContent !== `+jsString("session "+id)+` && `+cards+`.length === 2`)
-	got = p.drawing()
+	p.SetFiles("#import-file", doc)
+	p.WaitFor("the imported conversation", `document.querySelector('#session').textContent !== `+cdp.JSString("session "+id)+` && `+cards+`.length === 2`)
+	got = drawing(p)
 	assert.Equal(t, []drawnCall{
 		{Tool: "run_command", State: "unknown", Icon: "–"},
 		{Tool: "get_time", State: "unknown", Icon: "–"},
 	}, got.Calls, "calls that do not say how they ended: unknown, never done")
 	assert.Equal(t, []string{"card run_command: unknown", "card get_time: unknown"}, got.Order, "no end of run is made up")
-	assert.Contains(t, p.str(lastCard+`.textContent`), "10:00 in Tokyo", "what the tool message says is shown")
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Contains(t, p.Str(lastCard+`.textContent`), "10:00 in Tokyo", "what the tool message says is shown")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -33,14 +34,14 @@ func TestBrowserForms(t *testing.T) {
 	leaktest.Check(t)
 	model := toolModel(t, toolCall{"ask_user_question", tripForm})
 	h := newModelHarness(t, onModel(model, Options{}))
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 
-	p.typeText("#input", "Plan my trip")
-	p.click("#send")
-	p.waitFor("the form", lastForm+`?.dataset.state === 'open'`)
+	p.TypeText("#input", "Plan my trip")
+	p.Click("#send")
+	p.WaitFor("the form", lastForm+`?.dataset.state === 'open'`)
 	var shown struct {
 		Title, State string
 		Kinds        []string
@@ -49,7 +50,7 @@ func TestBrowserForms(t *testing.T) {
 		Checks       int
 		Texts        int
 	}
-	require.NoError(t, p.eval(`(() => { const f = `+lastForm+`; return {Title: f.querySelector('.form-title').textContent, State: `+formCard+`.dataset.state,
+	require.NoError(t, p.Eval(`(() => { const f = `+lastForm+`; return {Title: f.querySelector('.form-title').textContent, State: `+formCard+`.dataset.state,
 		Kinds: [...f.querySelectorAll('fieldset')].map(e => e.dataset.kind), Legends: [...f.querySelectorAll('legend')].map(e => e.textContent),
 		Radios: f.querySelectorAll('input[type=radio]').length, Checks: f.querySelectorAll('input[type=checkbox]').length,
 		Texts: f.querySelectorAll('textarea').length}; })()`, &shown))
@@ -63,32 +64,32 @@ func TestBrowserForms(t *testing.T) {
 
 	// Answered in part: the server says what is missing; the form stays
 	// open with what was typed.
-	p.typeText(`form.ask-form textarea`, "Friday <b>night</b>")
-	p.clickJS(lastForm + `.querySelector('input[value="veg"]')`)
-	p.clickJS(lastForm + `.querySelector('input[value="cake"]')`)
-	p.clickJS(lastForm + `.querySelector('button[type=submit]')`)
-	p.waitFor("the server's reason", `!`+lastForm+`.querySelector('.form-error').hidden && `+lastForm+`.dataset.state === 'open'`)
-	formErr := p.str(lastForm + `.querySelector('.form-error').textContent`)
+	p.TypeText(`form.ask-form textarea`, "Friday <b>night</b>")
+	p.ClickJS(lastForm + `.querySelector('input[value="veg"]')`)
+	p.ClickJS(lastForm + `.querySelector('input[value="cake"]')`)
+	p.ClickJS(lastForm + `.querySelector('button[type=submit]')`)
+	p.WaitFor("the server's reason", `!`+lastForm+`.querySelector('.form-error').hidden && `+lastForm+`.dataset.state === 'open'`)
+	formErr := p.Str(lastForm + `.querySelector('.form-error').textContent`)
 	assert.Contains(t, formErr, "seat")
 	assert.NotContains(t, formErr, "invalid answers", "the error says what is wrong, without the package's prefix")
-	assert.Equal(t, "false", p.str(`String(`+lastForm+`.querySelector('button[type=submit]').disabled)`))
-	assert.Equal(t, "Friday <b>night</b>", p.str(lastForm+`.querySelector('textarea').value`))
+	assert.Equal(t, "false", p.Str(`String(`+lastForm+`.querySelector('button[type=submit]').disabled)`))
+	assert.Equal(t, "Friday <b>night</b>", p.Str(lastForm+`.querySelector('textarea').value`))
 	assert.Equal(t, 1, h.srv.forms.Len(), "the form still waits")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "form.png"))
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "form.png"))
 
 	// Answered: sent once, disabled, and the model has the answers.
-	p.js(`window.__posts = 0; { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('form-answer')) window.__posts++; return f(u, o); }; }`)
-	p.clickJS(lastForm + `.querySelector('input[value="aisle"]')`)
-	p.js(lastForm + `.querySelector('button[type=submit]').click(); ` + lastForm + `.requestSubmit()`) // a double submit
-	p.waitFor("the form answered", lastForm+`.dataset.state === 'answered'`)
-	p.waitFor("the run to end", `document.body.dataset.running === 'false' && `+formCard+`.dataset.state === 'done'`)
+	p.JS(`window.__posts = 0; { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('form-answer')) window.__posts++; return f(u, o); }; }`)
+	p.ClickJS(lastForm + `.querySelector('input[value="aisle"]')`)
+	p.JS(lastForm + `.querySelector('button[type=submit]').click(); ` + lastForm + `.requestSubmit()`) // a double submit
+	p.WaitFor("the form answered", lastForm+`.dataset.state === 'answered'`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false' && `+formCard+`.dataset.state === 'done'`)
 	var after struct {
 		Posts    int
 		Disabled []bool
 		Note     string
 		Hidden   bool
 	}
-	require.NoError(t, p.eval(`({Posts: window.__posts, Disabled: [...`+lastForm+`.querySelectorAll('fieldset')].map(e => e.disabled),
+	require.NoError(t, p.Eval(`({Posts: window.__posts, Disabled: [...`+lastForm+`.querySelectorAll('fieldset')].map(e => e.disabled),
 		Note: `+lastForm+`.querySelector('.form-note').textContent, Hidden: `+lastForm+`.querySelector('button[type=submit]').hidden})`, &after))
 	assert.Equal(t, 1, after.Posts, "sent once")
 	assert.Equal(t, []bool{true, true, true}, after.Disabled)
@@ -100,26 +101,26 @@ func TestBrowserForms(t *testing.T) {
 	assert.JSONEq(t, `{"answers":[{"id":"when","question":"When do you leave?","answer":"Friday <b>night</b>"},
 		{"id":"seat","question":"Window or aisle?","answer":"aisle"},
 		{"id":"meals","question":"Which meals?","answer":["veg","cake"]}]}`, tool.Content, "the model receives the answers")
-	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#messages b').length)`))
+	assert.Equal(t, "0", p.Str(`String(document.querySelectorAll('#messages b').length)`))
 
 	// Interrupted while the form waits: closed.
-	p.typeText("#input", "Plan another trip")
-	p.click("#send")
-	p.waitFor("a second form", `document.querySelectorAll('form.ask-form').length === 2 && `+lastForm+`.dataset.state === 'open'`)
-	p.click("#interrupt")
-	p.waitFor("the form closed", lastForm+`.dataset.state === 'closed' && document.body.dataset.running === 'false'`)
-	assert.Equal(t, "invalidated", p.str(formCard+`.dataset.state`))
-	assert.Equal(t, "true", p.str(`String(`+lastForm+`.querySelector('fieldset').disabled)`))
-	assert.Contains(t, p.str(lastForm+`.querySelector('.form-note').textContent`), "Closed")
+	p.TypeText("#input", "Plan another trip")
+	p.Click("#send")
+	p.WaitFor("a second form", `document.querySelectorAll('form.ask-form').length === 2 && `+lastForm+`.dataset.state === 'open'`)
+	p.Click("#interrupt")
+	p.WaitFor("the form closed", lastForm+`.dataset.state === 'closed' && document.body.dataset.running === 'false'`)
+	assert.Equal(t, "invalidated", p.Str(formCard+`.dataset.state`))
+	assert.Equal(t, "true", p.Str(`String(`+lastForm+`.querySelector('fieldset').disabled)`))
+	assert.Contains(t, p.Str(lastForm+`.querySelector('.form-note').textContent`), "Closed")
 	assert.Equal(t, 0, h.srv.forms.Len())
 
 	// A reload draws the answered form's answers from the history.
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the history", `document.querySelectorAll('#messages .card[data-tool="ask_user_question"]').length === 2`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the history", `document.querySelectorAll('#messages .card[data-tool="ask_user_question"]').length === 2`)
 	var answers []string
-	require.NoError(t, p.eval(`[...document.querySelector('#messages .card[data-tool="ask_user_question"] table.answers').querySelectorAll('tr')].map(r => r.innerText.replace(/\s+/g, ' ').trim())`, &answers))
+	require.NoError(t, p.Eval(`[...document.querySelector('#messages .card[data-tool="ask_user_question"] table.answers').querySelectorAll('tr')].map(r => r.innerText.replace(/\s+/g, ' ').trim())`, &answers))
 	assert.Equal(t, []string{"When do you leave? Friday <b>night</b>", "Window or aisle? aisle", "Which meals? veg, cake"}, answers)
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserFormTimesOut: a form nobody answers in time is closed with the
@@ -128,19 +129,19 @@ func TestBrowserFormTimesOut(t *testing.T) {
 	leaktest.Check(t)
 	model := toolModel(t, toolCall{"ask_user_question", `{"questions":[{"question":"Ready?","kind":"single","options":["yes","no"]}]}`})
 	h := newModelHarness(t, onModel(model, Options{FormTimeout: 400 * time.Millisecond}))
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "Ask me")
-	p.click("#send")
-	p.waitFor("the form", lastForm+`?.dataset.state === 'open'`)
-	p.clickJS(lastForm + `.querySelector('input[value="yes"]')`)
-	p.waitFor("the form closed", lastForm+`.dataset.state === 'closed' && document.body.dataset.running === 'false'`)
-	assert.Contains(t, p.str(lastForm+`.querySelector('.form-note').textContent`), "did not answer the form within 400ms")
-	assert.Equal(t, "true", p.str(`String(`+lastForm+`.querySelector('button[type=submit]').disabled)`))
-	assert.Equal(t, "true", p.str(`String(`+lastForm+`.querySelector('input[value="yes"]').checked)`), "what was chosen stays in view")
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Ask me")
+	p.Click("#send")
+	p.WaitFor("the form", lastForm+`?.dataset.state === 'open'`)
+	p.ClickJS(lastForm + `.querySelector('input[value="yes"]')`)
+	p.WaitFor("the form closed", lastForm+`.dataset.state === 'closed' && document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.Str(lastForm+`.querySelector('.form-note').textContent`), "did not answer the form within 400ms")
+	assert.Equal(t, "true", p.Str(`String(`+lastForm+`.querySelector('button[type=submit]').disabled)`))
+	assert.Equal(t, "true", p.Str(`String(`+lastForm+`.querySelector('input[value="yes"]').checked)`), "what was chosen stays in view")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // pixelPNG is a data: URL of a 2×2 PNG.
@@ -169,13 +170,13 @@ func TestBrowserCards(t *testing.T) {
 		toolCall{"show_card", `{"title":"Bad","body":"","image_url":"javascript:alert(1)"}`},
 	)
 	h := newModelHarness(t, onModel(model, Options{}))
-	b := startBrowser(t)
-	p := b.newPage(1280, 900)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "Cards please")
-	p.click("#send")
-	p.waitFor("the run to end", `document.body.dataset.running === 'false' && document.querySelectorAll('#messages .card[data-tool="show_card"][data-state="done"]').length === 3`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 900)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Cards please")
+	p.Click("#send")
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false' && document.querySelectorAll('#messages .card[data-tool="show_card"][data-state="done"]').length === 3`)
 
 	type drawn struct {
 		Titles, Bodies []string
@@ -187,7 +188,7 @@ func TestBrowserCards(t *testing.T) {
 	}
 	read := func() drawn {
 		var d drawn
-		require.NoError(t, p.eval(`(() => { const cs = [...document.querySelectorAll('#messages .card[data-tool="show_card"] .display-card')];
+		require.NoError(t, p.Eval(`(() => { const cs = [...document.querySelectorAll('#messages .card[data-tool="show_card"] .display-card')];
 			return {Titles: cs.map(c => c.querySelector('.title').textContent), Bodies: cs.map(c => c.querySelector('.body')?.textContent ?? ''),
 				Fields: cs.map(c => [...c.querySelectorAll('table.fields tr')].map(r => r.querySelector('th').textContent + '=' + r.querySelector('td').textContent)),
 				Images: [...document.querySelectorAll('#messages img')].map(i => i.src.slice(0, 22)),
@@ -204,18 +205,18 @@ func TestBrowserCards(t *testing.T) {
 		Loaded:  []bool{true},
 		Buttons: []string{"Show image from images.example"},
 	}
-	p.waitFor("the image to load", `document.querySelector('#messages img')?.complete`)
+	p.WaitFor("the image to load", `document.querySelector('#messages img')?.complete`)
 	assert.Equal(t, want, read())
 	bad := `[...document.querySelectorAll('#messages .card[data-tool="show_card"]')].at(-1)`
-	assert.Equal(t, "0", p.str(`String(`+bad+`.querySelectorAll('.display-card').length)`), "a refused card is not drawn")
-	assert.Contains(t, p.str(bad+`.textContent`), "error")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "cards.png"))
+	assert.Equal(t, "0", p.Str(`String(`+bad+`.querySelectorAll('.display-card').length)`), "a refused card is not drawn")
+	assert.Contains(t, p.Str(bad+`.textContent`), "error")
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "cards.png"))
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the history", `document.querySelectorAll('#messages .card[data-tool="show_card"]').length === 3`)
-	p.waitFor("the image to load", `document.querySelector('#messages img')?.complete`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the history", `document.querySelectorAll('#messages .card[data-tool="show_card"]').length === 3`)
+	p.WaitFor("the image to load", `document.querySelector('#messages img')?.complete`)
 	assert.Equal(t, want, read(), "drawn again from the history")
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserSkills: the sidebar's picker lists the server's skills, ticked
@@ -225,11 +226,11 @@ func TestBrowserSkills(t *testing.T) {
 	leaktest.Check(t)
 	model := &recordingDemo{}
 	h := newModelHarness(t, model.options(Options{Skills: testSkills(t)}))
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.waitFor("the picker", `!document.querySelector('#skills-box').hidden && document.querySelectorAll('#skills .skill').length === 2`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.WaitFor("the picker", `!document.querySelector('#skills-box').hidden && document.querySelectorAll('#skills .skill').length === 2`)
 	type pick struct {
 		Names   []string
 		Checked []bool
@@ -237,7 +238,7 @@ func TestBrowserSkills(t *testing.T) {
 	}
 	picker := func() pick {
 		var k pick
-		require.NoError(t, p.eval(`({Names: [...document.querySelectorAll('#skills .skill')].map(e => e.dataset.skill),
+		require.NoError(t, p.Eval(`({Names: [...document.querySelectorAll('#skills .skill')].map(e => e.dataset.skill),
 			Checked: [...document.querySelectorAll('#skills .skill input')].map(e => e.checked),
 			Desc: document.querySelector('#skills .skill .description').textContent})`, &k))
 		return k
@@ -252,7 +253,7 @@ func TestBrowserSkills(t *testing.T) {
 	lastBlock := func(text string) string {
 		t.Helper()
 		n := model.count()
-		p.sendAndWait(text)
+		sendAndWait(p, text)
 		reqs := model.since(n)
 		require.NotEmpty(t, reqs)
 		block := skillsBlock(reqs[0])
@@ -265,25 +266,25 @@ func TestBrowserSkills(t *testing.T) {
 	assert.Contains(t, block, "- forecaster:")
 	assert.Contains(t, block, "- poet:")
 
-	p.clickJS(skillBox("forecaster"))
+	p.ClickJS(skillBox("forecaster"))
 	block = lastBlock("Hello again!")
 	assert.Contains(t, block, "- poet: Answers in short rhyming verse.")
 	assert.NotContains(t, block, "forecaster", "unticked")
 
-	p.clickJS(skillBox("poet"))
+	p.ClickJS(skillBox("poet"))
 	assert.Empty(t, lastBlock("And again!"), "no skill: no block")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "skills.png"))
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "skills.png"))
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the picker", `document.querySelectorAll('#skills .skill').length === 2`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the picker", `document.querySelectorAll('#skills .skill').length === 2`)
 	assert.Equal(t, []bool{false, false}, picker().Checked, "kept across a reload")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.clickJS(skillBox("poet"))
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.ClickJS(skillBox("poet"))
 	block = lastBlock("Once more!")
 	assert.Contains(t, block, "- poet:")
 	assert.NotContains(t, block, "forecaster")
-	assert.JSONEq(t, `{"forecaster":false,"poet":true}`, p.str(`localStorage.getItem('planround.webchat.skills')`))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.JSONEq(t, `{"forecaster":false,"poet":true}`, p.Str(`localStorage.getItem('planround.webchat.skills')`))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserSubAgent: the researcher's run is drawn under its call's
@@ -293,21 +294,21 @@ func TestBrowserSubAgent(t *testing.T) {
 	leaktest.Check(t)
 	model := researchModel(t)
 	h := newModelHarness(t, onModel(model, Options{Researcher: true}))
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "Weather in Oslo, via the researcher")
-	p.click("#send")
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Weather in Oslo, via the researcher")
+	p.Click("#send")
 
 	outer := `document.querySelector('#messages .card[data-key="call_r"]')`
 	inner := `document.querySelector('#messages .card[data-key="call_r/call_w"]')`
-	p.waitFor("the nested approval", inner+`?.dataset.state === 'approval' && `+inner+`.querySelector('button.approve')`)
+	p.WaitFor("the nested approval", inner+`?.dataset.state === 'approval' && `+inner+`.querySelector('button.approve')`)
 	var where struct {
 		Outer, Parent, Agent, Summary, Words string
 		Open                                 bool
 	}
-	require.NoError(t, p.eval(`(() => { const i = `+inner+`, d = i.closest('details.subagent');
+	require.NoError(t, p.Eval(`(() => { const i = `+inner+`, d = i.closest('details.subagent');
 		return {Outer: `+outer+`.dataset.state, Parent: i.parentElement.closest('.card').dataset.key, Agent: d.dataset.agent,
 			Summary: d.querySelector('summary').textContent, Words: d.querySelector('.text').textContent, Open: d.open}; })()`, &where))
 	assert.Equal(t, "executing", where.Outer)
@@ -316,12 +317,12 @@ func TestBrowserSubAgent(t *testing.T) {
 	assert.Equal(t, "researcher · its run", where.Summary)
 	assert.Equal(t, "Looking it up.", where.Words)
 	assert.True(t, where.Open)
-	assert.Contains(t, p.str(inner+`.innerText`), `"city": "Oslo"`)
-	p.screenshot(filepath.Join(t.ArtifactDir(), "subagent.png"))
+	assert.Contains(t, p.Str(inner+`.innerText`), `"city": "Oslo"`)
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "subagent.png"))
 
-	p.clickJS(inner + `.querySelector('button.approve')`)
-	p.waitFor("the run to end", `document.body.dataset.running === 'false' && `+outer+`.dataset.state === 'done'`)
-	assert.Equal(t, "done", p.str(inner+`.dataset.state`))
+	p.ClickJS(inner + `.querySelector('button.approve')`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false' && `+outer+`.dataset.state === 'done'`)
+	assert.Equal(t, "done", p.Str(inner+`.dataset.state`))
 	var got struct {
 		Nested   []string
 		Top      string
@@ -330,7 +331,7 @@ func TestBrowserSubAgent(t *testing.T) {
 		Inside   int
 		NestedRM int
 	}
-	require.NoError(t, p.eval(`(() => { const d = `+outer+`.querySelector('details.subagent'), turn = `+outer+`.closest('.turn');
+	require.NoError(t, p.Eval(`(() => { const d = `+outer+`.querySelector('details.subagent'), turn = `+outer+`.closest('.turn');
 		return {Nested: [...d.querySelectorAll(':scope > .subagent-body > .text')].map(e => e.textContent),
 			Top: [...turn.querySelectorAll(':scope > .text')].map(e => e.textContent).join(' | '),
 			Result: `+outer+`.querySelector(':scope > .card-body pre:last-child')?.textContent ?? '',
@@ -347,29 +348,29 @@ func TestBrowserSubAgent(t *testing.T) {
 	assert.Equal(t, 0, h.srv.approvals.Len())
 
 	// The block folds.
-	p.clickJS(outer + `.querySelector('details.subagent > summary')`)
-	p.waitFor("the block folded", `!`+outer+`.querySelector('details.subagent').open`)
-	assert.Equal(t, "false", p.str(fmt.Sprintf(`String(%s.querySelector('details.subagent .card').checkVisibility())`, outer)), "its cards are hidden")
+	p.ClickJS(outer + `.querySelector('details.subagent > summary')`)
+	p.WaitFor("the block folded", `!`+outer+`.querySelector('details.subagent').open`)
+	assert.Equal(t, "false", p.Str(fmt.Sprintf(`String(%s.querySelector('details.subagent .card').checkVisibility())`, outer)), "its cards are hidden")
 
 	// A reload while the researcher's call waits for approval: the card is
 	// drawn again under a card of the researcher's call, and answered.
 	outer = `[...document.querySelectorAll('#messages .card[data-key="call_r"]')].at(-1)`
 	inner = `[...document.querySelectorAll('#messages .card[data-key="call_r/call_w"]')].at(-1)`
-	p.sendAndWaitFor("Again, via the researcher", `document.querySelectorAll('#messages .card[data-key="call_r/call_w"]').length === 2 && `+inner+`.dataset.state === 'approval'`)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the nested approval again", inner+`?.dataset.state === 'approval' && `+inner+`.querySelector('button.approve')`)
-	require.NoError(t, p.eval(`(() => { const i = `+inner+`;
+	sendAndWaitFor(p, "Again, via the researcher", `document.querySelectorAll('#messages .card[data-key="call_r/call_w"]').length === 2 && `+inner+`.dataset.state === 'approval'`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the nested approval again", inner+`?.dataset.state === 'approval' && `+inner+`.querySelector('button.approve')`)
+	require.NoError(t, p.Eval(`(() => { const i = `+inner+`;
 		return {Outer: `+outer+`.dataset.state, Parent: i.parentElement.closest('.card').dataset.key, Agent: i.closest('details.subagent').dataset.agent,
 			Summary: `+outer+`.querySelector('.name').textContent}; })()`, &where))
 	assert.Equal(t, "executing", where.Outer)
 	assert.Equal(t, "call_r", where.Parent)
 	assert.Equal(t, demo.ResearcherName, where.Agent)
 	assert.Equal(t, demo.ResearcherName, where.Summary, "the researcher's card, drawn for it")
-	p.clickJS(inner + `.querySelector('button.approve')`)
-	p.waitFor("the run to end", `document.body.dataset.running === 'false' && `+outer+`.dataset.state === 'done' && `+inner+`.dataset.state === 'done'`)
-	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "The researcher says: Found it: Oslo")
+	p.ClickJS(inner + `.querySelector('button.approve')`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false' && `+outer+`.dataset.state === 'done' && `+inner+`.dataset.state === 'done'`)
+	assert.Contains(t, p.Str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "The researcher says: Found it: Oslo")
 	assert.Equal(t, 0, h.srv.approvals.Len())
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserDemoAsksAndDelegates: the built-in demo model drives the
@@ -379,37 +380,37 @@ func TestBrowserSubAgent(t *testing.T) {
 func TestBrowserDemoAsksAndDelegates(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{Researcher: true})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 
-	p.sendAndWaitFor("Ask me a few questions", lastForm+`?.dataset.state === 'open'`)
-	assert.Equal(t, "A few questions", p.str(lastForm+`.querySelector('.form-title').textContent`))
-	p.clickJS(lastForm + `.querySelector('input[type=radio][value="green"]')`)
-	p.clickJS(lastForm + `.querySelector('input[type=checkbox][value="Friday"]')`)
-	p.typeText(`form.ask-form textarea`, "bring <snacks>")
-	p.clickJS(lastForm + `.querySelector('button[type=submit]')`)
-	p.waitFor("the reply", lastForm+`.dataset.state === 'answered' && document.body.dataset.running === 'false'`)
-	reply := p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`)
+	sendAndWaitFor(p, "Ask me a few questions", lastForm+`?.dataset.state === 'open'`)
+	assert.Equal(t, "A few questions", p.Str(lastForm+`.querySelector('.form-title').textContent`))
+	p.ClickJS(lastForm + `.querySelector('input[type=radio][value="green"]')`)
+	p.ClickJS(lastForm + `.querySelector('input[type=checkbox][value="Friday"]')`)
+	p.TypeText(`form.ask-form textarea`, "bring <snacks>")
+	p.ClickJS(lastForm + `.querySelector('button[type=submit]')`)
+	p.WaitFor("the reply", lastForm+`.dataset.state === 'answered' && document.body.dataset.running === 'false'`)
+	reply := p.Str(`[...document.querySelectorAll('.turn')].at(-1).innerText`)
 	assert.Contains(t, reply, "green")
 	assert.Contains(t, reply, "snacks")
 
 	inner := `document.querySelector('#messages details.subagent .card[data-state="approval"] button.approve')`
-	p.sendAndWaitFor("Research the weather in Oslo", inner)
-	for i := 0; i < 5 && p.str(`document.body.dataset.running`) == "true"; i++ {
-		p.waitFor("a nested approval or the end", inner+` || document.body.dataset.running === 'false'`)
-		if p.str(`String(!!`+inner+`)`) == "true" {
-			p.clickJS(inner)
-			p.waitFor("the decision taken", `!`+inner+` || document.body.dataset.running === 'false'`)
+	sendAndWaitFor(p, "Research the weather in Oslo", inner)
+	for i := 0; i < 5 && p.Str(`document.body.dataset.running`) == "true"; i++ {
+		p.WaitFor("a nested approval or the end", inner+` || document.body.dataset.running === 'false'`)
+		if p.Str(`String(!!`+inner+`)`) == "true" {
+			p.ClickJS(inner)
+			p.WaitFor("the decision taken", `!`+inner+` || document.body.dataset.running === 'false'`)
 		}
 	}
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 	researcher := `document.querySelector('#messages .card[data-tool="researcher"]')`
-	assert.Equal(t, "done", p.str(researcher+`.dataset.state`))
-	assert.Contains(t, p.str(researcher+`.querySelector('details.subagent').innerText`), "Oslo")
-	assert.Equal(t, "get_weather", p.str(researcher+`.querySelector('details.subagent .card').dataset.tool`))
-	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "Oslo")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "demo-researcher.png"))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Equal(t, "done", p.Str(researcher+`.dataset.state`))
+	assert.Contains(t, p.Str(researcher+`.querySelector('details.subagent').innerText`), "Oslo")
+	assert.Equal(t, "get_weather", p.Str(researcher+`.querySelector('details.subagent .card').dataset.tool`))
+	assert.Contains(t, p.Str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "Oslo")
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "demo-researcher.png"))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 )
@@ -36,52 +37,52 @@ type sidebarList struct {
 	Current string
 }
 
-func (p *page) sidebar() sidebarList {
-	p.b.t.Helper()
+func sidebar(p *cdp.Page) sidebarList {
+	p.T().Helper()
 	var l sidebarList
-	require.NoError(p.b.t, p.eval(`({Titles: `+items+`.map(e => e.querySelector('.title').textContent),
+	require.NoError(p.T(), p.Eval(`({Titles: `+items+`.map(e => e.querySelector('.title').textContent),
 		IDs: `+items+`.map(e => e.dataset.sessionId), Current: `+currentItem+`?.dataset.sessionId ?? ''})`, &l))
 	return l
 }
 
 // currentSession is the session the page shows.
-func (p *page) currentSession() string {
-	p.b.t.Helper()
-	return strings.TrimPrefix(p.str(`document.querySelector('#session').textContent`), "session ")
+func currentSession(p *cdp.Page) string {
+	p.T().Helper()
+	return strings.TrimPrefix(p.Str(`document.querySelector('#session').textContent`), "session ")
 }
 
 // newChat opens a new conversation with the header's button and returns
 // its id once the page is connected to it.
-func (p *page) newChat() string {
-	p.b.t.Helper()
-	old := p.currentSession()
-	p.click("#new-chat")
-	p.waitFor("a new conversation", `document.querySelector('#session').textContent !== `+jsString("session "+old)+` &&
+func newChat(p *cdp.Page) string {
+	p.T().Helper()
+	old := currentSession(p)
+	p.Click("#new-chat")
+	p.WaitFor("a new conversation", `document.querySelector('#session').textContent !== `+cdp.JSString("session "+old)+` &&
 		document.querySelector('#conn').textContent === 'connected'`)
-	return p.currentSession()
+	return currentSession(p)
 }
 
 // sendAndWait sends text and waits for the run to end: the page is idle
 // with an answer after the message.
-func (p *page) sendAndWait(text string) {
-	p.b.t.Helper()
-	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+func sendAndWait(p *cdp.Page, text string) {
+	p.T().Helper()
+	p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
 	var n int
-	require.NoError(p.b.t, p.eval(`document.querySelectorAll('.msg.user').length`, &n))
-	p.typeText("#input", text)
-	p.click("#send")
-	p.waitFor("the run to end", fmt.Sprintf(`document.querySelectorAll('.msg.user').length === %d && document.body.dataset.running === 'false' &&
+	require.NoError(p.T(), p.Eval(`document.querySelectorAll('.msg.user').length`, &n))
+	p.TypeText("#input", text)
+	p.Click("#send")
+	p.WaitFor("the run to end", fmt.Sprintf(`document.querySelectorAll('.msg.user').length === %d && document.body.dataset.running === 'false' &&
 		(() => { const all = [...document.querySelectorAll('#messages > *')];
 			return all.slice(all.findLastIndex(e => e.matches('.msg.user')) + 1).some(e => e.matches('.turn:not(.live)')); })()`, n+1))
 }
 
 // sendAndWaitFor sends text and waits until expr is true.
-func (p *page) sendAndWaitFor(text, expr string) {
-	p.b.t.Helper()
-	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-	p.typeText("#input", text)
-	p.click("#send")
-	p.waitFor(expr, expr)
+func sendAndWaitFor(p *cdp.Page, text, expr string) {
+	p.T().Helper()
+	p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+	p.TypeText("#input", text)
+	p.Click("#send")
+	p.WaitFor(expr, expr)
 }
 
 // TestBrowserSessions: the sidebar lists this browser's conversations,
@@ -96,62 +97,62 @@ func TestBrowserSessions(t *testing.T) {
 	// Another browser's conversation, which this one never lists.
 	theirs := h.newSession(t)
 	h.converse(t, theirs, "Hello from someone else")
-	b := startBrowser(t)
+	b := cdp.Start(t)
 	downloads := t.TempDir()
-	b.allowDownloads(downloads)
-	p := b.newPage(1280, 800)
+	b.AllowDownloads(downloads)
+	p := b.NewPage(1280, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	first := p.currentSession()
-	p.waitFor("the new conversation in the list", items+`.length === 1`)
-	assert.Equal(t, sidebarList{Titles: []string{"New conversation"}, IDs: []string{first}, Current: first}, p.sidebar(),
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	first := currentSession(p)
+	p.WaitFor("the new conversation in the list", items+`.length === 1`)
+	assert.Equal(t, sidebarList{Titles: []string{"New conversation"}, IDs: []string{first}, Current: first}, sidebar(p),
 		"a conversation nothing was sent in: not stored, shown at the top")
 
 	// 1. Two conversations, titled after their first messages.
-	p.sendAndWait("Hello!")
-	p.waitFor("the stored title", items+`[0]?.querySelector('.title').textContent === 'Hello!'`)
-	second := p.newChat()
-	p.sendAndWait("Tell me about <b>Go</b>")
-	p.waitFor("two stored conversations", items+`.length === 2 && `+items+`[0].querySelector('.title').textContent === 'Tell me about <b>Go</b>'`)
-	assert.Equal(t, sidebarList{Titles: []string{"Tell me about <b>Go</b>", "Hello!"}, IDs: []string{second, first}, Current: second}, p.sidebar())
-	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#sessions b').length)`), "a title is text, never HTML")
-	assert.NotContains(t, p.sidebar().IDs, theirs)
+	sendAndWait(p, "Hello!")
+	p.WaitFor("the stored title", items+`[0]?.querySelector('.title').textContent === 'Hello!'`)
+	second := newChat(p)
+	sendAndWait(p, "Tell me about <b>Go</b>")
+	p.WaitFor("two stored conversations", items+`.length === 2 && `+items+`[0].querySelector('.title').textContent === 'Tell me about <b>Go</b>'`)
+	assert.Equal(t, sidebarList{Titles: []string{"Tell me about <b>Go</b>", "Hello!"}, IDs: []string{second, first}, Current: second}, sidebar(p))
+	assert.Equal(t, "0", p.Str(`String(document.querySelectorAll('#sessions b').length)`), "a title is text, never HTML")
+	assert.NotContains(t, sidebar(p).IDs, theirs)
 
 	// 2. Switching: the list opens the other conversation.
-	p.clickJS(items + `[1].querySelector('button.open')`)
-	p.waitFor("the first conversation", `document.querySelector('#session').textContent === 'session `+first+`' && document.querySelector('#messages').textContent.includes('Nice to meet you')`)
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	assert.NotContains(t, p.str(`document.querySelector('#messages').textContent`), "Tell me about")
-	assert.Equal(t, first, p.sidebar().Current)
-	assert.Equal(t, first, p.str(`localStorage.getItem('planround.webchat.session')`))
+	p.ClickJS(items + `[1].querySelector('button.open')`)
+	p.WaitFor("the first conversation", `document.querySelector('#session').textContent === 'session `+first+`' && document.querySelector('#messages').textContent.includes('Nice to meet you')`)
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.NotContains(t, p.Str(`document.querySelector('#messages').textContent`), "Tell me about")
+	assert.Equal(t, first, sidebar(p).Current)
+	assert.Equal(t, first, p.Str(`localStorage.getItem('planround.webchat.session')`))
 
 	// 3. A reload: the same conversation, the same list.
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.waitFor("the list", items+`.length === 2`)
-	assert.Equal(t, first, p.currentSession())
-	assert.Contains(t, p.str(`document.querySelector('#messages').textContent`), "Nice to meet you")
-	assert.Equal(t, sidebarList{Titles: []string{"Tell me about <b>Go</b>", "Hello!"}, IDs: []string{second, first}, Current: first}, p.sidebar())
-	p.clickJS(items + `[0].querySelector('button.open')`)
-	p.waitFor("the second conversation", `document.querySelector('#messages').textContent.includes('You asked')`)
-	p.clickJS(items + `[1].querySelector('button.open')`)
-	p.waitFor("the first conversation", `document.querySelector('#session').textContent === 'session `+first+`' && document.querySelector('#messages').textContent.includes('Nice to meet you')`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.WaitFor("the list", items+`.length === 2`)
+	assert.Equal(t, first, currentSession(p))
+	assert.Contains(t, p.Str(`document.querySelector('#messages').textContent`), "Nice to meet you")
+	assert.Equal(t, sidebarList{Titles: []string{"Tell me about <b>Go</b>", "Hello!"}, IDs: []string{second, first}, Current: first}, sidebar(p))
+	p.ClickJS(items + `[0].querySelector('button.open')`)
+	p.WaitFor("the second conversation", `document.querySelector('#messages').textContent.includes('You asked')`)
+	p.ClickJS(items + `[1].querySelector('button.open')`)
+	p.WaitFor("the first conversation", `document.querySelector('#session').textContent === 'session `+first+`' && document.querySelector('#messages').textContent.includes('Nice to meet you')`)
 
 	// 4. Rename on the page.
-	p.clickJS(currentItem + `.querySelector('button.rename')`)
-	p.waitFor("the title editor", `document.activeElement?.classList.contains('rename-input')`)
-	p.js(`document.activeElement.select()`)
-	p.must("Input.insertText", map[string]any{"text": "Greetings"})
-	p.must("Input.dispatchKeyEvent", map[string]any{"type": "keyDown", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13})
-	p.must("Input.dispatchKeyEvent", map[string]any{"type": "keyUp", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13})
-	p.waitFor("the new title", currentItem+`?.querySelector('.title')?.textContent === 'Greetings'`)
+	p.ClickJS(currentItem + `.querySelector('button.rename')`)
+	p.WaitFor("the title editor", `document.activeElement?.classList.contains('rename-input')`)
+	p.JS(`document.activeElement.select()`)
+	p.Must("Input.insertText", map[string]any{"text": "Greetings"})
+	p.Must("Input.dispatchKeyEvent", map[string]any{"type": "keyDown", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13})
+	p.Must("Input.dispatchKeyEvent", map[string]any{"type": "keyUp", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13})
+	p.WaitFor("the new title", currentItem+`?.querySelector('.title')?.textContent === 'Greetings'`)
 	stored, err := h.srv.store.Session(t.Context(), first)
 	require.NoError(t, err)
 	assert.Equal(t, "Greetings", stored.Title, "renamed in the Store")
 
 	// 5. Export: a download of the session's export.
-	p.clickJS(currentItem + `.querySelector('button.export')`)
+	p.ClickJS(currentItem + `.querySelector('button.export')`)
 	file := filepath.Join(downloads, "planround-greetings.json")
 	require.Eventually(t, func() bool { _, err := os.Stat(file); return err == nil }, waitLimit, 20*time.Millisecond, "the download")
 	var doc []byte
@@ -162,63 +163,63 @@ func TestBrowserSessions(t *testing.T) {
 	want, err := memory.Export(t.Context(), h.srv.store, first)
 	require.NoError(t, err)
 	assert.JSONEq(t, string(want), string(doc))
-	p.waitFor("the status", `document.querySelector('#sessions-status').textContent === 'Exported planround-greetings.json'`)
+	p.WaitFor("the status", `document.querySelector('#sessions-status').textContent === 'Exported planround-greetings.json'`)
 
 	// 6. Import: the file chosen, a new conversation opened.
-	p.setFiles("#import-file", file)
-	p.waitFor("the imported conversation", items+`.length === 3 && `+currentItem+`?.dataset.sessionId !== `+jsString(first)+` && `+
+	p.SetFiles("#import-file", file)
+	p.WaitFor("the imported conversation", items+`.length === 3 && `+currentItem+`?.dataset.sessionId !== `+cdp.JSString(first)+` && `+
 		currentItem+`.querySelector('.title').textContent === 'Greetings'`)
-	imported := p.currentSession()
+	imported := currentSession(p)
 	assert.Equal(t, sessionOwner(first), sessionOwner(imported), "this browser's")
-	assert.Equal(t, sidebarList{Titles: []string{"Greetings", "Greetings", "Tell me about <b>Go</b>"}, IDs: []string{imported, first, second}, Current: imported}, p.sidebar(),
+	assert.Equal(t, sidebarList{Titles: []string{"Greetings", "Greetings", "Tell me about <b>Go</b>"}, IDs: []string{imported, first, second}, Current: imported}, sidebar(p),
 		"most recently changed first: the import, the rename")
-	p.waitFor("its history", `document.querySelector('#messages').textContent.includes('Nice to meet you')`)
-	assert.Equal(t, "Imported planround-greetings.json", p.str(`document.querySelector('#sessions-status').textContent`))
+	p.WaitFor("its history", `document.querySelector('#messages').textContent.includes('Nice to meet you')`)
+	assert.Equal(t, "Imported planround-greetings.json", p.Str(`document.querySelector('#sessions-status').textContent`))
 
 	// A file that is no export: refused, with the server's reason.
 	bad := filepath.Join(t.TempDir(), "notes.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"notes": ["not a conversation"]}`), 0o644))
-	p.setFiles("#import-file", bad)
-	p.waitFor("the error", `document.querySelector('#sessions-status').classList.contains('error')`)
-	assert.Contains(t, p.str(`document.querySelector('#sessions-status').textContent`), "Could not import notes.json: not a session export")
-	assert.Equal(t, imported, p.currentSession(), "the open conversation stays")
-	assert.Len(t, p.sidebar().IDs, 3)
+	p.SetFiles("#import-file", bad)
+	p.WaitFor("the error", `document.querySelector('#sessions-status').classList.contains('error')`)
+	assert.Contains(t, p.Str(`document.querySelector('#sessions-status').textContent`), "Could not import notes.json: not a session export")
+	assert.Equal(t, imported, currentSession(p), "the open conversation stays")
+	assert.Len(t, sidebar(p).IDs, 3)
 
 	// 7. Delete on the page: the first click arms, the second deletes; the
 	// page opens a new conversation.
-	p.clickJS(currentItem + `.querySelector('button.delete')`)
-	p.waitFor("the armed button", currentItem+`.querySelector('button.delete.armed')?.textContent === 'Delete?'`)
-	assert.Len(t, p.sidebar().IDs, 3, "one click deletes nothing")
-	p.clickJS(currentItem + `.querySelector('button.delete')`)
-	p.waitFor("a new conversation", `document.querySelector('#session').textContent !== 'session `+imported+`' && `+items+`.length === 3 && `+items+`[0].querySelector('.title').textContent === 'New conversation'`)
-	assert.Equal(t, []string{p.currentSession(), first, second}, p.sidebar().IDs)
+	p.ClickJS(currentItem + `.querySelector('button.delete')`)
+	p.WaitFor("the armed button", currentItem+`.querySelector('button.delete.armed')?.textContent === 'Delete?'`)
+	assert.Len(t, sidebar(p).IDs, 3, "one click deletes nothing")
+	p.ClickJS(currentItem + `.querySelector('button.delete')`)
+	p.WaitFor("a new conversation", `document.querySelector('#session').textContent !== 'session `+imported+`' && `+items+`.length === 3 && `+items+`[0].querySelector('.title').textContent === 'New conversation'`)
+	assert.Equal(t, []string{currentSession(p), first, second}, sidebar(p).IDs)
 	_, err = h.srv.store.Session(t.Context(), imported)
 	assert.ErrorIs(t, err, memory.ErrNotFound)
 
 	// 8. Deleted in another tab: this tab moves to a new conversation.
-	p.clickJS(items + `[2].querySelector('button.open')`)
-	p.waitFor("the second conversation", `document.querySelector('#session').textContent === 'session `+second+`'`)
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	other := b.newPage(1280, 800)
-	other.navigate(h.ts.URL + "/")
-	other.waitFor("the same conversation", `document.querySelector('#session').textContent === 'session `+second+`' && document.querySelector('#conn').textContent === 'connected'`)
-	other.waitFor("the list", items+`.length === 2`)
-	p.clickJS(currentItem + `.querySelector('button.delete')`)
-	p.clickJS(currentItem + `.querySelector('button.delete')`)
-	other.waitFor("the other tab to move on", `document.querySelector('#session').textContent !== 'session `+second+`' && document.querySelector('#sessions-status').textContent === 'This conversation was deleted in another tab.'`)
-	p.waitFor("this tab to move on", `document.querySelector('#session').textContent !== 'session `+second+`'`)
-	p.waitFor("the list without it", items+`.length === 2`)
-	assert.Equal(t, []string{"New conversation", "Greetings"}, p.sidebar().Titles)
+	p.ClickJS(items + `[2].querySelector('button.open')`)
+	p.WaitFor("the second conversation", `document.querySelector('#session').textContent === 'session `+second+`'`)
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	other := b.NewPage(1280, 800)
+	other.Navigate(h.ts.URL + "/")
+	other.WaitFor("the same conversation", `document.querySelector('#session').textContent === 'session `+second+`' && document.querySelector('#conn').textContent === 'connected'`)
+	other.WaitFor("the list", items+`.length === 2`)
+	p.ClickJS(currentItem + `.querySelector('button.delete')`)
+	p.ClickJS(currentItem + `.querySelector('button.delete')`)
+	other.WaitFor("the other tab to move on", `document.querySelector('#session').textContent !== 'session `+second+`' && document.querySelector('#sessions-status').textContent === 'This conversation was deleted in another tab.'`)
+	p.WaitFor("this tab to move on", `document.querySelector('#session').textContent !== 'session `+second+`'`)
+	p.WaitFor("the list without it", items+`.length === 2`)
+	assert.Equal(t, []string{"New conversation", "Greetings"}, sidebar(p).Titles)
 
 	// On a wide screen the header's button hides the list and shows it.
 	visible := `getComputedStyle(document.querySelector('#sidebar')).display !== 'none'`
-	assert.Equal(t, "true", p.str(`document.querySelector('#sidebar-toggle').getAttribute('aria-expanded')`))
-	p.click("#sidebar-toggle")
-	p.waitFor("the list hidden", `!(`+visible+`) && document.querySelector('#sidebar-toggle').getAttribute('aria-expanded') === 'false'`)
-	p.click("#sidebar-toggle")
-	p.waitFor("the list shown", visible+` && document.querySelector('#sidebar-toggle').getAttribute('aria-expanded') === 'true'`)
+	assert.Equal(t, "true", p.Str(`document.querySelector('#sidebar-toggle').getAttribute('aria-expanded')`))
+	p.Click("#sidebar-toggle")
+	p.WaitFor("the list hidden", `!(`+visible+`) && document.querySelector('#sidebar-toggle').getAttribute('aria-expanded') === 'false'`)
+	p.Click("#sidebar-toggle")
+	p.WaitFor("the list shown", visible+` && document.querySelector('#sidebar-toggle').getAttribute('aria-expanded') === 'true'`)
 
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserSidebarNarrow: on a phone the conversations are a drawer,
@@ -227,32 +228,32 @@ func TestBrowserSessions(t *testing.T) {
 func TestBrowserSidebarNarrow(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(400, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(400, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.sendAndWait("Hello!")
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	sendAndWait(p, "Hello!")
 	visible := `getComputedStyle(document.querySelector('#sidebar')).display !== 'none'`
-	assert.Equal(t, "false", p.str(`String(`+visible+`)`), "closed on a phone")
-	assert.Equal(t, "false", p.str(`document.querySelector('#sidebar-toggle').getAttribute('aria-expanded')`))
-	p.click("#sidebar-toggle")
-	p.waitFor("the drawer", visible+` && `+items+`.length === 1`)
+	assert.Equal(t, "false", p.Str(`String(`+visible+`)`), "closed on a phone")
+	assert.Equal(t, "false", p.Str(`document.querySelector('#sidebar-toggle').getAttribute('aria-expanded')`))
+	p.Click("#sidebar-toggle")
+	p.WaitFor("the drawer", visible+` && `+items+`.length === 1`)
 	var got struct{ Width, Inner, Right int }
-	require.NoError(t, p.eval(`({Width: document.documentElement.scrollWidth, Inner: window.innerWidth,
+	require.NoError(t, p.Eval(`({Width: document.documentElement.scrollWidth, Inner: window.innerWidth,
 		Right: Math.ceil(document.querySelector('#sidebar').getBoundingClientRect().right)})`, &got))
 	assert.LessOrEqual(t, got.Width, got.Inner, "no sideways scrolling")
 	assert.LessOrEqual(t, got.Right, got.Inner, "the drawer fits")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "sidebar-narrow.png"))
-	p.clickJS(items + `[0].querySelector('button.open')`)
-	p.waitFor("the drawer to close", `!(`+visible+`)`)
-	p.click("#sidebar-toggle")
-	p.waitFor("the drawer", visible)
-	p.must("Input.dispatchMouseEvent", map[string]any{"type": "mousePressed", "x": 380, "y": 400, "button": "left", "clickCount": 1})
-	p.must("Input.dispatchMouseEvent", map[string]any{"type": "mouseReleased", "x": 380, "y": 400, "button": "left", "clickCount": 1})
-	p.waitFor("the drawer to close when the chat is touched", `!(`+visible+`)`)
-	assert.Equal(t, "false", p.str(`document.querySelector('#sidebar-toggle').getAttribute('aria-expanded')`))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "sidebar-narrow.png"))
+	p.ClickJS(items + `[0].querySelector('button.open')`)
+	p.WaitFor("the drawer to close", `!(`+visible+`)`)
+	p.Click("#sidebar-toggle")
+	p.WaitFor("the drawer", visible)
+	p.Must("Input.dispatchMouseEvent", map[string]any{"type": "mousePressed", "x": 380, "y": 400, "button": "left", "clickCount": 1})
+	p.Must("Input.dispatchMouseEvent", map[string]any{"type": "mouseReleased", "x": 380, "y": 400, "button": "left", "clickCount": 1})
+	p.WaitFor("the drawer to close when the chat is touched", `!(`+visible+`)`)
+	assert.Equal(t, "false", p.Str(`document.querySelector('#sidebar-toggle').getAttribute('aria-expanded')`))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserThemes: the page follows the system's colour scheme: light and
@@ -261,28 +262,28 @@ func TestBrowserSidebarNarrow(t *testing.T) {
 func TestBrowserThemes(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{Skills: testSkills(t)}) // the picker shows in the screenshot
-	b := startBrowser(t)
-	p := b.newPage(1000, 680)
-	p.emulateColorScheme("light")
+	b := cdp.Start(t)
+	p := b.NewPage(1000, 680)
+	p.EmulateColorScheme("light")
 
 	// A conversation with something of everything.
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.sendAndWait("Hello!")
-	p.newChat()
-	p.sendAndWait("Show me a card about planround")
-	p.newChat()
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	sendAndWait(p, "Hello!")
+	newChat(p)
+	sendAndWait(p, "Show me a card about planround")
+	newChat(p)
 	// One call done, its result open; the next one waits for approval.
-	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-	p.typeText("#input", "What's the weather in Paris and the time in Tokyo?")
-	p.click("#send")
+	p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+	p.TypeText("#input", "What's the weather in Paris and the time in Tokyo?")
+	p.Click("#send")
 	first := `document.querySelector('#messages .card')`
-	p.waitFor("the first approval", first+`?.dataset.state === 'approval' && `+first+`.querySelector('button.approve')`)
-	p.clickJS(first + `.querySelector('button.approve')`)
-	p.waitFor("the second approval", first+`.dataset.state === 'done' && `+lastCard+`.dataset.state === 'approval' && `+lastCard+`.querySelector('button.approve')`)
-	p.js(first + `.querySelector('details').open = true`)
-	p.waitFor("three conversations", items+`.length === 3`)
-	p.js(`document.activeElement.blur(); document.querySelector('#scroll').scrollTop = 1e9`)
+	p.WaitFor("the first approval", first+`?.dataset.state === 'approval' && `+first+`.querySelector('button.approve')`)
+	p.ClickJS(first + `.querySelector('button.approve')`)
+	p.WaitFor("the second approval", first+`.dataset.state === 'done' && `+lastCard+`.dataset.state === 'approval' && `+lastCard+`.querySelector('button.approve')`)
+	p.JS(first + `.querySelector('details').open = true`)
+	p.WaitFor("three conversations", items+`.length === 3`)
+	p.JS(`document.activeElement.blur(); document.querySelector('#scroll').scrollTop = 1e9`)
 
 	type colours struct {
 		Dark                        bool
@@ -290,18 +291,18 @@ func TestBrowserThemes(t *testing.T) {
 	}
 	read := func() colours {
 		var c colours
-		require.NoError(t, p.eval(`(() => { const s = (q, k) => getComputedStyle(document.querySelector(q))[k];
+		require.NoError(t, p.Eval(`(() => { const s = (q, k) => getComputedStyle(document.querySelector(q))[k];
 			return {Dark: matchMedia('(prefers-color-scheme: dark)').matches, Body: s('body', 'backgroundColor'), Text: s('body', 'color'),
 				Panel: s('#top', 'backgroundColor'), Card: s('#messages .card', 'backgroundColor'), In: s('#input', 'backgroundColor')}; })()`, &c))
 		return c
 	}
 	dir := t.ArtifactDir()
 	light := read()
-	p.screenshot(filepath.Join(dir, "light.png"))
-	p.emulateColorScheme("dark")
-	p.waitFor("the dark scheme", `matchMedia('(prefers-color-scheme: dark)').matches`)
+	p.Screenshot(filepath.Join(dir, "light.png"))
+	p.EmulateColorScheme("dark")
+	p.WaitFor("the dark scheme", `matchMedia('(prefers-color-scheme: dark)').matches`)
 	dark := read()
-	p.screenshot(filepath.Join(dir, "dark.png"))
+	p.Screenshot(filepath.Join(dir, "dark.png"))
 
 	assert.False(t, light.Dark)
 	assert.True(t, dark.Dark)
@@ -322,13 +323,13 @@ func TestBrowserThemes(t *testing.T) {
 	}
 
 	if *updateDocs {
-		p.emulateColorScheme("light")
-		p.waitFor("the light scheme", `!matchMedia('(prefers-color-scheme: dark)').matches`)
+		p.EmulateColorScheme("light")
+		p.WaitFor("the light scheme", `!matchMedia('(prefers-color-scheme: dark)').matches`)
 		shot := filepath.Join(dir, "docs.png")
-		p.screenshot(shot)
+		p.Screenshot(shot)
 		writeSmallPNG(t, shot, filepath.Join("..", "..", "docs", "webchat.png"))
 	}
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // TestBrowserSpeech: the speech toggle is off until turned on, and then
@@ -338,42 +339,42 @@ func TestBrowserThemes(t *testing.T) {
 func TestBrowserSpeech(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.addInitScript(`window.__spoken = []; window.__cancels = 0;
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.AddInitScript(`window.__spoken = []; window.__cancels = 0;
 		speechSynthesis.speak = (u) => window.__spoken.push(u.text);
 		speechSynthesis.cancel = () => { window.__cancels++; };`)
 	spoken := func() []string {
 		var s []string
-		require.NoError(t, p.eval(`window.__spoken`, &s))
+		require.NoError(t, p.Eval(`window.__spoken`, &s))
 		return s
 	}
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	assert.Equal(t, "false", p.str(`String(document.querySelector('#speech').hidden)`), "the browser can speak: the toggle shows")
-	assert.Equal(t, "false", p.str(`document.querySelector('#speech').getAttribute('aria-pressed')`), "off by default")
-	assert.Equal(t, "null", p.str(`String(localStorage.getItem('planround.webchat.speech'))`))
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.Equal(t, "false", p.Str(`String(document.querySelector('#speech').hidden)`), "the browser can speak: the toggle shows")
+	assert.Equal(t, "false", p.Str(`document.querySelector('#speech').getAttribute('aria-pressed')`), "off by default")
+	assert.Equal(t, "null", p.Str(`String(localStorage.getItem('planround.webchat.speech'))`))
 
 	// Off: a voice reply is marked, not spoken.
-	p.sendAndWait("Say good morning")
-	p.waitFor("the voice reply", `document.querySelectorAll('.text.voice').length > 0`)
+	sendAndWait(p, "Say good morning")
+	p.WaitFor("the voice reply", `document.querySelectorAll('.text.voice').length > 0`)
 	assert.Empty(t, spoken(), "nothing is read aloud with the toggle off")
 
 	// On: kept, and voice replies are read aloud.
-	p.click("#speech")
-	p.waitFor("the toggle on", `document.querySelector('#speech').getAttribute('aria-pressed') === 'true'`)
-	assert.Equal(t, "on", p.str(`localStorage.getItem('planround.webchat.speech')`))
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	assert.Equal(t, "true", p.str(`document.querySelector('#speech').getAttribute('aria-pressed')`), "kept across a reload")
+	p.Click("#speech")
+	p.WaitFor("the toggle on", `document.querySelector('#speech').getAttribute('aria-pressed') === 'true'`)
+	assert.Equal(t, "on", p.Str(`localStorage.getItem('planround.webchat.speech')`))
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.Equal(t, "true", p.Str(`document.querySelector('#speech').getAttribute('aria-pressed')`), "kept across a reload")
 	assert.Empty(t, spoken(), "stored replies are not read aloud")
 
-	p.sendAndWait("Hello!")
+	sendAndWait(p, "Hello!")
 	assert.Empty(t, spoken(), "a reply not flagged for voice is not read aloud")
-	p.sendAndWait("Please say good night")
+	sendAndWait(p, "Please say good night")
 	var voiced string
-	require.NoError(t, p.eval(`[...[...document.querySelectorAll('.turn')].at(-1).querySelectorAll('.text.voice')].map(e => e.textContent).join(' ')`, &voiced))
+	require.NoError(t, p.Eval(`[...[...document.querySelectorAll('.turn')].at(-1).querySelectorAll('.text.voice')].map(e => e.textContent).join(' ')`, &voiced))
 	got := spoken()
 	assert.Equal(t, []string{"Good question, I can answer that in words.", "Good night!", "I said it out loud, so this reply is flagged for speech."}, got,
 		"a sentence at a time")
@@ -381,16 +382,16 @@ func TestBrowserSpeech(t *testing.T) {
 
 	// Off again: speech stops, and is kept off.
 	var cancels int
-	require.NoError(t, p.eval(`window.__cancels`, &cancels))
-	p.click("#speech")
-	p.waitFor("the toggle off", `document.querySelector('#speech').getAttribute('aria-pressed') === 'false'`)
+	require.NoError(t, p.Eval(`window.__cancels`, &cancels))
+	p.Click("#speech")
+	p.WaitFor("the toggle off", `document.querySelector('#speech').getAttribute('aria-pressed') === 'false'`)
 	var after int
-	require.NoError(t, p.eval(`window.__cancels`, &after))
+	require.NoError(t, p.Eval(`window.__cancels`, &after))
 	assert.Greater(t, after, cancels, "turning it off stops what is being said")
-	assert.Equal(t, "off", p.str(`localStorage.getItem('planround.webchat.speech')`))
-	p.sendAndWait("Say it again")
+	assert.Equal(t, "off", p.Str(`localStorage.getItem('planround.webchat.speech')`))
+	sendAndWait(p, "Say it again")
 	assert.Len(t, spoken(), 3, "nothing more is read aloud")
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 
 // luminance is the relative luminance (WCAG) of a CSS rgb() or rgba()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/mcpclient"
 )
@@ -32,28 +33,28 @@ const lastCard = cards + `.at(-1)`
 func TestBrowser(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t) // cleaned up before the servers: LIFO
-	p := b.newPage(1280, 800)
+	b := cdp.Start(t) // cleaned up before the servers: LIFO
+	p := b.NewPage(1280, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	assert.Equal(t, "planround-demo · built-in demo model", p.str(`document.querySelector('#model').textContent`))
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.Equal(t, "planround-demo · built-in demo model", p.Str(`document.querySelector('#model').textContent`))
 
 	send := func(text string) {
 		t.Helper()
-		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-		p.typeText("#input", text)
-		p.click("#send")
+		p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.TypeText("#input", text)
+		p.Click("#send")
 	}
 	// newSys waits for a system message after the first n, with text.
 	sysCount := func() int {
 		var n int
-		require.NoError(t, p.eval(`document.querySelectorAll('.sys').length`, &n))
+		require.NoError(t, p.Eval(`document.querySelectorAll('.sys').length`, &n))
 		return n
 	}
 	newSys := func(n int, text string) {
 		t.Helper()
-		p.waitFor("the message "+text, fmt.Sprintf(`document.querySelectorAll('.sys').length > %d && [...document.querySelectorAll('.sys')].at(-1).textContent === %s`, n, jsString(text)))
+		p.WaitFor("the message "+text, fmt.Sprintf(`document.querySelectorAll('.sys').length > %d && [...document.querySelectorAll('.sys')].at(-1).textContent === %s`, n, cdp.JSString(text)))
 	}
 	cardState := func(state string) string {
 		return lastCard + `?.dataset.state === '` + state + `'`
@@ -62,45 +63,45 @@ func TestBrowser(t *testing.T) {
 	// 1. A weather turn, approved by a click, with "auto-approve this tool"
 	// ticked.
 	send("What's the weather in Paris?")
-	p.waitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
-	assert.Equal(t, "get_weather", p.str(lastCard+`.dataset.tool`))
-	assert.Contains(t, p.str(lastCard+`.innerText`), `"city": "Paris"`)
-	assert.Equal(t, "true", p.str(`document.body.dataset.running`))
+	p.WaitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
+	assert.Equal(t, "get_weather", p.Str(lastCard+`.dataset.tool`))
+	assert.Contains(t, p.Str(lastCard+`.innerText`), `"city": "Paris"`)
+	assert.Equal(t, "true", p.Str(`document.body.dataset.running`))
 	// Screenshots go to the test's artifact directory: kept with
 	// go test -artifacts, removed otherwise.
 	dir := t.ArtifactDir()
-	p.screenshot(filepath.Join(dir, "approval.png"))
-	p.clickJS(lastCard + `.querySelector('input.auto-approve')`)
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the card to be done", cardState("done"))
-	p.waitFor("the final text", `[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Here is what I found')`)
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
-	result := p.str(lastCard + `.querySelectorAll('pre')[1].textContent`)
+	p.Screenshot(filepath.Join(dir, "approval.png"))
+	p.ClickJS(lastCard + `.querySelector('input.auto-approve')`)
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the card to be done", cardState("done"))
+	p.WaitFor("the final text", `[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Here is what I found')`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
+	result := p.Str(lastCard + `.querySelectorAll('pre')[1].textContent`)
 	assert.Contains(t, result, "Paris:")
-	assert.Equal(t, `["get_weather"]`, p.str(`localStorage.getItem('planround.webchat.autoApprove')`))
+	assert.Equal(t, `["get_weather"]`, p.Str(`localStorage.getItem('planround.webchat.autoApprove')`))
 
 	// 2. Model text that holds HTML: the demo quotes the question.
 	const attack = `Tell me about <img src=x onerror="window.__xss=1"> and <b>bold</b>`
 	send(attack)
-	p.waitFor("the quoted answer", `[...document.querySelectorAll('.turn')].at(-1).innerText.includes('You asked')`)
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
-	assert.Contains(t, p.str(`[...document.querySelectorAll('.turn')].at(-1).textContent`), `<img src=x onerror="window.__xss=1">`)
-	assert.Contains(t, p.str(`[...document.querySelectorAll('.msg.user')].at(-1).textContent`), `<b>bold</b>`)
+	p.WaitFor("the quoted answer", `[...document.querySelectorAll('.turn')].at(-1).innerText.includes('You asked')`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.Str(`[...document.querySelectorAll('.turn')].at(-1).textContent`), `<img src=x onerror="window.__xss=1">`)
+	assert.Contains(t, p.Str(`[...document.querySelectorAll('.msg.user')].at(-1).textContent`), `<b>bold</b>`)
 
 	// 3. A tool result that holds HTML.
 	send("Please run `echo '<img src=y onerror=window.__xss=2><i>italic</i>'`")
-	p.waitFor("the run_command approval", cardState("approval"))
-	assert.Equal(t, "run_command", p.str(lastCard+`.dataset.tool`))
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the command to be done", cardState("done"))
-	assert.Contains(t, p.str(lastCard+`.querySelectorAll('pre')[1].textContent`), "<img src=y onerror=window.__xss=2><i>italic</i>")
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the run_command approval", cardState("approval"))
+	assert.Equal(t, "run_command", p.Str(lastCard+`.dataset.tool`))
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the command to be done", cardState("done"))
+	assert.Contains(t, p.Str(lastCard+`.querySelectorAll('pre')[1].textContent`), "<img src=y onerror=window.__xss=2><i>italic</i>")
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 
 	var injected struct {
 		Img, B, I int
 		XSS       bool
 	}
-	require.NoError(t, p.eval(`({Img: document.querySelectorAll('#messages img').length,
+	require.NoError(t, p.Eval(`({Img: document.querySelectorAll('#messages img').length,
 		B: document.querySelectorAll('#messages b').length, I: document.querySelectorAll('#messages i').length,
 		XSS: window.__xss !== undefined})`, &injected))
 	assert.Zero(t, injected.Img, "an <img> from model or tool text reached the DOM")
@@ -110,81 +111,81 @@ func TestBrowser(t *testing.T) {
 
 	// 4. The same tool again: a new card, approved at once by the list.
 	send("And the weather in Tokyo?")
-	p.waitFor("the auto-approved card to be done", cardState("done")+` && `+lastCard+`.textContent.includes('Tokyo')`)
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the auto-approved card to be done", cardState("done")+` && `+lastCard+`.textContent.includes('Tokyo')`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 	var weatherCards int
-	require.NoError(t, p.eval(cards+`.filter(c => c.dataset.tool === 'get_weather').length`, &weatherCards))
+	require.NoError(t, p.Eval(cards+`.filter(c => c.dataset.tool === 'get_weather').length`, &weatherCards))
 	assert.Equal(t, 2, weatherCards, "a new card per call, even for the same tool")
 
 	// 5. A rejection ends the session.
 	send("Run `ls`")
-	p.waitFor("the approval card", cardState("approval"))
+	p.WaitFor("the approval card", cardState("approval"))
 	n := sysCount()
-	p.clickJS(lastCard + `.querySelector('button.reject')`)
-	p.waitFor("the card to be rejected", cardState("rejected"))
+	p.ClickJS(lastCard + `.querySelector('button.reject')`)
+	p.WaitFor("the card to be rejected", cardState("rejected"))
 	newSys(n, "Session ended by a rejection.")
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 
 	// 6. An interrupt while a card waits for approval.
 	send("What time is it in Tokyo?")
-	p.waitFor("the approval card", cardState("approval"))
-	assert.Equal(t, "get_time", p.str(lastCard+`.dataset.tool`))
-	p.js(`window.__interruptLabels = [];
+	p.WaitFor("the approval card", cardState("approval"))
+	assert.Equal(t, "get_time", p.Str(lastCard+`.dataset.tool`))
+	p.JS(`window.__interruptLabels = [];
 		new MutationObserver(() => window.__interruptLabels.push(document.querySelector('#interrupt').textContent))
 			.observe(document.querySelector('#interrupt'), {childList: true, characterData: true, subtree: true})`)
 	n = sysCount()
-	p.click("#interrupt")
+	p.Click("#interrupt")
 	newSys(n, "Interrupted by the user.")
-	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
-	assert.Equal(t, "false", p.str(`document.body.dataset.interrupting`))
+	assert.Equal(t, "invalidated", p.Str(lastCard+`.dataset.state`))
+	assert.Equal(t, "false", p.Str(`document.body.dataset.interrupting`))
 	var labels []string
-	require.NoError(t, p.eval(`window.__interruptLabels.filter((l, i, a) => i === 0 || a[i-1] !== l)`, &labels))
+	require.NoError(t, p.Eval(`window.__interruptLabels.filter((l, i, a) => i === 0 || a[i-1] !== l)`, &labels))
 	assert.Equal(t, []string{"Interrupting…", "Interrupt"}, labels, "the button waits for the server's confirmation")
 	waitApprovals(t, h.srv.approvals, 0)
 
 	// 7. Live output of a running command, kept when it is interrupted.
 	send("Please run `echo first line; sleep 30`")
-	p.waitFor("the run_command approval", cardState("approval"))
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the run_command approval", cardState("approval"))
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
 	// The output block, not the arguments (which say "first line" too).
-	p.waitFor("the live output", cardState("executing")+` && [...`+lastCard+`.querySelectorAll('.label')].some(l => l.textContent === 'output' && l.nextElementSibling.textContent.includes('first line'))`)
+	p.WaitFor("the live output", cardState("executing")+` && [...`+lastCard+`.querySelectorAll('.label')].some(l => l.textContent === 'output' && l.nextElementSibling.textContent.includes('first line'))`)
 	n = sysCount()
-	p.click("#interrupt")
+	p.Click("#interrupt")
 	newSys(n, "Interrupted by the user.")
-	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`))
-	assert.Equal(t, 1, strings.Count(p.str(`document.querySelector('#messages').textContent`), "Session ended by a rejection."), "one message per event")
-	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "partial output")
-	assert.Equal(t, "true", p.str(`String(`+lastCard+`.querySelector('details').open)`), "the output watched live stays in view")
-	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "first line")
+	assert.Equal(t, "invalidated", p.Str(lastCard+`.dataset.state`))
+	assert.Equal(t, 1, strings.Count(p.Str(`document.querySelector('#messages').textContent`), "Session ended by a rejection."), "one message per event")
+	assert.Contains(t, p.Str(lastCard+`.querySelector('details').textContent`), "partial output")
+	assert.Equal(t, "true", p.Str(`String(`+lastCard+`.querySelector('details').open)`), "the output watched live stays in view")
+	assert.Contains(t, p.Str(lastCard+`.querySelector('details').textContent`), "first line")
 
 	// 8. A silent display tool: no approval, and the card is drawn.
 	send("Show me a card about <planround>")
-	p.waitFor("the show_card card", cardState("done")+` && `+lastCard+`.dataset.tool === 'show_card'`)
-	assert.Equal(t, "<planround>", p.str(lastCard+`.querySelector('.display-card .title').textContent`))
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the show_card card", cardState("done")+` && `+lastCard+`.dataset.tool === 'show_card'`)
+	assert.Equal(t, "<planround>", p.Str(lastCard+`.querySelector('.display-card .title').textContent`))
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 
 	// What the lead looks at.
-	p.js(`document.querySelector('#scroll').scrollTop = 1e9`)
-	p.screenshot(filepath.Join(dir, "webchat.png"))
+	p.JS(`document.querySelector('#scroll').scrollTop = 1e9`)
+	p.Screenshot(filepath.Join(dir, "webchat.png"))
 
 	// 9. A reload draws the conversation again from the history.
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.waitFor("the history", cards+`.length === 7`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.WaitFor("the history", cards+`.length === 7`)
 	var reloaded struct {
 		Users int
 		Text  string
 	}
-	require.NoError(t, p.eval(`({Users: document.querySelectorAll('.msg.user').length, Text: document.querySelector('#messages').textContent})`, &reloaded))
+	require.NoError(t, p.Eval(`({Users: document.querySelectorAll('.msg.user').length, Text: document.querySelector('#messages').textContent})`, &reloaded))
 	assert.Equal(t, 8, reloaded.Users)
 	assert.Contains(t, reloaded.Text, "Here is what I found")
 	assert.NotContains(t, reloaded.Text, "<need_tool>", "control tags are not shown")
 	assert.Contains(t, reloaded.Text, `"city": "Paris"`, "a reloaded card shows its arguments")
 	assert.NotContains(t, reloaded.Text, "[object Object]")
-	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#messages img').length)`))
+	assert.Equal(t, "0", p.Str(`String(document.querySelectorAll('#messages img').length)`))
 
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
-	assert.False(t, strings.Contains(p.str(`document.title`), "pwned"))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
+	assert.False(t, strings.Contains(p.Str(`document.title`), "pwned"))
 }
 
 // TestBrowserStaleCardsAfterRestart: the server behind the page restarts
@@ -197,40 +198,40 @@ func TestBrowserStaleCardsAfterRestart(t *testing.T) {
 	sw := &switcher{}
 	sw.set(h.srv)
 	front := newSwitchServer(t, sw)
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
 
-	p.navigate(front.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "Weather in Paris and the time in Tokyo?")
-	p.click("#send")
-	p.waitFor("the approval card", cards+`.some(c => c.dataset.state === 'approval')`)
+	p.Navigate(front.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Weather in Paris and the time in Tokyo?")
+	p.Click("#send")
+	p.WaitFor("the approval card", cards+`.some(c => c.dataset.state === 'approval')`)
 
 	// A crash: the next server takes over and the old stream is cut.
 	sw.set(next.srv)
 	front.CloseClientConnections()
-	p.waitFor("the page to reconnect", `document.querySelector('#conn').textContent === 'connected' && document.body.dataset.running === 'false'`)
-	assert.Contains(t, p.str(`document.querySelector('#messages').innerText`), "Reconnected to a restarted server")
+	p.WaitFor("the page to reconnect", `document.querySelector('#conn').textContent === 'connected' && document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.Str(`document.querySelector('#messages').innerText`), "Reconnected to a restarted server")
 
-	p.click(`#messages .card[data-state=approval] button.approve`)
-	p.waitFor("every pending card invalidated", cards+`.every(c => c.dataset.state === 'invalidated')`)
-	p.waitFor("the stale message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.includes('no longer pending')`)
+	p.Click(`#messages .card[data-state=approval] button.approve`)
+	p.WaitFor("every pending card invalidated", cards+`.every(c => c.dataset.state === 'invalidated')`)
+	p.WaitFor("the stale message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.includes('no longer pending')`)
 	var n int
-	require.NoError(t, p.eval(cards+`.length`, &n))
+	require.NoError(t, p.Eval(cards+`.length`, &n))
 	assert.Equal(t, 2, n, "both calls of the round had cards")
 
 	// The restarted server's approvals time out quickly: the page says so.
 	// The round's second call never began: invalidated, not rejected.
-	p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-	p.typeText("#input", "Weather in Rome and the time in Tokyo?")
-	p.click("#send")
-	p.waitFor("the timeout message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Approval timed out')`)
+	p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+	p.TypeText("#input", "Weather in Rome and the time in Tokyo?")
+	p.Click("#send")
+	p.WaitFor("the timeout message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent.startsWith('Approval timed out')`)
 	first := cards + `.at(-2)`
-	assert.Equal(t, "rejected", p.str(first+`.dataset.state`))
-	assert.Contains(t, p.str(first+`.querySelector('.reason').textContent`), "approval timed out after 300ms")
-	assert.Equal(t, "get_time", p.str(lastCard+`.dataset.tool`))
-	assert.Equal(t, "invalidated", p.str(lastCard+`.dataset.state`), "a call that never began was not rejected")
-	assert.Empty(t, b.pageErrors())
+	assert.Equal(t, "rejected", p.Str(first+`.dataset.state`))
+	assert.Contains(t, p.Str(first+`.querySelector('.reason').textContent`), "approval timed out after 300ms")
+	assert.Equal(t, "get_time", p.Str(lastCard+`.dataset.tool`))
+	assert.Equal(t, "invalidated", p.Str(lastCard+`.dataset.state`), "a call that never began was not rejected")
+	assert.Empty(t, b.PageErrors())
 }
 
 // TestBrowserShutdownInvalidatesCards: a server shutting down interrupts the
@@ -238,26 +239,26 @@ func TestBrowserStaleCardsAfterRestart(t *testing.T) {
 func TestBrowserShutdownInvalidatesCards(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "Weather in Paris and the time in Tokyo?")
-	p.click("#send")
-	p.waitFor("the approval card", cards+`.some(c => c.dataset.state === 'approval')`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Weather in Paris and the time in Tokyo?")
+	p.Click("#send")
+	p.WaitFor("the approval card", cards+`.some(c => c.dataset.state === 'approval')`)
 
 	h.srv.Close() // what SIGTERM does: the runs end, their pages are told
-	p.waitFor("the shutdown message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted: the server is shutting down.'`)
+	p.WaitFor("the shutdown message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Interrupted: the server is shutting down.'`)
 	var got struct {
 		States []string
 		Text   string
 	}
-	require.NoError(t, p.eval(`({States: `+cards+`.map(c => c.dataset.state), Text: document.querySelector('#messages').innerText})`, &got))
+	require.NoError(t, p.Eval(`({States: `+cards+`.map(c => c.dataset.state), Text: document.querySelector('#messages').innerText})`, &got))
 	assert.Equal(t, []string{"invalidated", "invalidated"}, got.States, "nobody rejected these calls")
 	assert.NotContains(t, got.Text, "rejected by user")
 	assert.Contains(t, got.Text, "interrupted while waiting for approval")
-	assert.Empty(t, b.pageErrors())
+	assert.Empty(t, b.PageErrors())
 }
 
 // TestBrowserNarrow: on a 400 px wide screen the header stays one line, the
@@ -265,16 +266,16 @@ func TestBrowserShutdownInvalidatesCards(t *testing.T) {
 func TestBrowserNarrow(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
-	b := startBrowser(t)
-	p := b.newPage(400, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(400, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 	var got struct {
 		Header, Input, InputScroll, Width, Inner int
 		Buttons                                  []int
 	}
-	require.NoError(t, p.eval(`(() => {
+	require.NoError(t, p.Eval(`(() => {
 		const inp = document.querySelector('#input');
 		return {Header: document.querySelector('#top').offsetHeight, Input: inp.clientHeight, InputScroll: inp.scrollHeight,
 			Width: document.documentElement.scrollWidth, Inner: window.innerWidth,
@@ -286,8 +287,8 @@ func TestBrowserNarrow(t *testing.T) {
 	}
 	assert.LessOrEqual(t, got.Width, got.Inner, "no sideways scrolling")
 	assert.LessOrEqual(t, got.InputScroll, got.Input+2, "the placeholder fits the composer")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "narrow.png"))
-	assert.Empty(t, b.pageErrors())
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "narrow.png"))
+	assert.Empty(t, b.PageErrors())
 }
 
 // TestBrowserOwnsItsSessions: the owner cookie is out of the page's
@@ -297,26 +298,26 @@ func TestBrowserOwnsItsSessions(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{})
 	foreign := postSession(t, h.client, h.ts.URL) // the harness's client is another browser
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	assert.NotContains(t, p.str(`document.cookie`), ownerCookie, "the owner secret is HttpOnly")
-	mine := strings.TrimPrefix(p.str(`document.querySelector('#session').textContent`), "session ")
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.NotContains(t, p.Str(`document.cookie`), ownerCookie, "the owner secret is HttpOnly")
+	mine := strings.TrimPrefix(p.Str(`document.querySelector('#session').textContent`), "session ")
 	assert.NotEqual(t, sessionOwner(foreign), sessionOwner(mine))
 
-	p.js(`localStorage.setItem('planround.webchat.session', ` + jsString(foreign) + `)`)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	now := strings.TrimPrefix(p.str(`document.querySelector('#session').textContent`), "session ")
+	p.JS(`localStorage.setItem('planround.webchat.session', ` + cdp.JSString(foreign) + `)`)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	now := strings.TrimPrefix(p.Str(`document.querySelector('#session').textContent`), "session ")
 	assert.NotEqual(t, foreign, now, "the other browser's session is not opened")
 	assert.Equal(t, sessionOwner(mine), sessionOwner(now), "a new session of this browser")
 
-	p.typeText("#input", "Hello!")
-	p.click("#send")
-	p.waitFor("the answer", `[...document.querySelectorAll('.turn')].at(-1)?.innerText.includes('demo model')`)
-	assert.Empty(t, b.pageErrors())
+	p.TypeText("#input", "Hello!")
+	p.Click("#send")
+	p.WaitFor("the answer", `[...document.querySelectorAll('.turn')].at(-1)?.innerText.includes('demo model')`)
+	assert.Empty(t, b.PageErrors())
 }
 
 // switcher is a handler whose target can be swapped: a "restarted" server
@@ -383,21 +384,21 @@ func TestBrowserMCP(t *testing.T) {
 		mcpclient.ServerConfig{Name: "tools", Command: bin, DisabledTools: only("echo", "progress")},
 		mcpclient.ServerConfig{Name: "sandbox", Command: bin, Isolation: mcpclient.IsolationPerConversation, DisabledTools: only("counter")},
 	)
-	b := startBrowser(t) // cleaned up before the servers: LIFO
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t) // cleaned up before the servers: LIFO
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 
 	// 1. The panel.
-	p.waitFor("the MCP button", `!document.querySelector('#mcp').hidden`)
-	assert.True(t, p.str(`String(document.querySelector('#mcp-panel').hidden)`) == "true", "the panel starts closed")
-	p.click("#mcp")
-	p.waitFor("the panel", `!document.querySelector('#mcp-panel').hidden && document.querySelectorAll('.mcp-server').length === 2`)
+	p.WaitFor("the MCP button", `!document.querySelector('#mcp').hidden`)
+	assert.True(t, p.Str(`String(document.querySelector('#mcp-panel').hidden)`) == "true", "the panel starts closed")
+	p.Click("#mcp")
+	p.WaitFor("the panel", `!document.querySelector('#mcp-panel').hidden && document.querySelectorAll('.mcp-server').length === 2`)
 	var servers []struct {
 		Name, State, Text string
 		Tools             []string
 	}
-	require.NoError(t, p.eval(`[...document.querySelectorAll('.mcp-server')].map(s => ({Name: s.dataset.server, State: s.dataset.state,
+	require.NoError(t, p.Eval(`[...document.querySelectorAll('.mcp-server')].map(s => ({Name: s.dataset.server, State: s.dataset.state,
 		Text: s.innerText, Tools: [...s.querySelectorAll('.tool')].map(e => e.textContent)}))`, &servers))
 	require.Len(t, servers, 2)
 	assert.Equal(t, "tools", servers[0].Name)
@@ -407,56 +408,56 @@ func TestBrowserMCP(t *testing.T) {
 	assert.Equal(t, "sandbox", servers[1].Name)
 	assert.Equal(t, []string{"counter"}, servers[1].Tools)
 	assert.Contains(t, servers[1].Text, "starts per conversation")
-	assert.Equal(t, "true", p.str(`document.querySelector('#mcp').getAttribute('aria-expanded')`))
+	assert.Equal(t, "true", p.Str(`document.querySelector('#mcp').getAttribute('aria-expanded')`))
 	dir := t.ArtifactDir()
-	p.screenshot(filepath.Join(dir, "mcp-panel.png"))
-	p.click("#mcp")
-	p.waitFor("the panel to close", `document.querySelector('#mcp-panel').hidden`)
+	p.Screenshot(filepath.Join(dir, "mcp-panel.png"))
+	p.Click("#mcp")
+	p.WaitFor("the panel to close", `document.querySelector('#mcp-panel').hidden`)
 
 	send := func(text string) {
 		t.Helper()
-		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-		p.typeText("#input", text)
-		p.click("#send")
+		p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.TypeText("#input", text)
+		p.Click("#send")
 	}
 	cardState := func(state string) string { return lastCard + `?.dataset.state === '` + state + `'` }
 
 	// 2. Progress as live output, then the result.
 	send(`progress {"steps":3,"delay_ms":700}`)
-	p.waitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
-	assert.Equal(t, "progress", p.str(lastCard+`.dataset.tool`))
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the first step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 1 of 3')`)
-	p.waitFor("the second step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 2 of 3')`)
-	p.screenshot(filepath.Join(dir, "mcp-progress.png"))
-	p.waitFor("the card to be done", cardState("done"))
-	assert.Contains(t, p.str(lastCard+`.querySelectorAll('pre')[1].textContent`), "progress: done 3 steps")
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
+	assert.Equal(t, "progress", p.Str(lastCard+`.dataset.tool`))
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the first step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 1 of 3')`)
+	p.WaitFor("the second step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 2 of 3')`)
+	p.Screenshot(filepath.Join(dir, "mcp-progress.png"))
+	p.WaitFor("the card to be done", cardState("done"))
+	assert.Contains(t, p.Str(lastCard+`.querySelectorAll('pre')[1].textContent`), "progress: done 3 steps")
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 
 	// 3. Interrupted while it reports progress: what it had done stays.
 	send(`progress {"steps":100,"delay_ms":500}`)
-	p.waitFor("the approval card", cardState("approval"))
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the first step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 1 of 100')`)
-	p.click("#interrupt")
-	p.waitFor("the card to be invalidated", cardState("invalidated"))
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
-	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "partial output")
-	assert.Contains(t, p.str(lastCard+`.querySelector('details').textContent`), "step 1 of 100")
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	p.WaitFor("the approval card", cardState("approval"))
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the first step, live", cardState("executing")+` && `+lastCard+`.textContent.includes('step 1 of 100')`)
+	p.Click("#interrupt")
+	p.WaitFor("the card to be invalidated", cardState("invalidated"))
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
+	assert.Contains(t, p.Str(lastCard+`.querySelector('details').textContent`), "partial output")
+	assert.Contains(t, p.Str(lastCard+`.querySelector('details').textContent`), "step 1 of 100")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 
 	// 4. A phone.
-	n := b.newPage(400, 800)
-	n.navigate(h.ts.URL + "/")
-	n.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	n.waitFor("the MCP button", `!document.querySelector('#mcp').hidden`)
-	n.click("#mcp")
-	n.waitFor("the panel", `document.querySelectorAll('.mcp-server').length === 2`)
+	n := b.NewPage(400, 800)
+	n.Navigate(h.ts.URL + "/")
+	n.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	n.WaitFor("the MCP button", `!document.querySelector('#mcp').hidden`)
+	n.Click("#mcp")
+	n.WaitFor("the panel", `document.querySelectorAll('.mcp-server').length === 2`)
 	var got struct {
 		Header, Width, Inner, PanelRight int
 		Buttons                          []int
 	}
-	require.NoError(t, n.eval(`(() => ({Header: document.querySelector('#top').offsetHeight,
+	require.NoError(t, n.Eval(`(() => ({Header: document.querySelector('#top').offsetHeight,
 		Width: document.documentElement.scrollWidth, Inner: window.innerWidth,
 		PanelRight: Math.ceil(Math.max(...[...document.querySelectorAll('#mcp-panel *')].map(e => e.getBoundingClientRect().right))),
 		Buttons: [...document.querySelectorAll('#top button, #top .badge, .brand')].map(e => e.offsetHeight)}))()`, &got))
@@ -466,6 +467,6 @@ func TestBrowserMCP(t *testing.T) {
 	}
 	assert.LessOrEqual(t, got.Width, got.Inner, "no sideways scrolling")
 	assert.LessOrEqual(t, got.PanelRight, got.Inner, "the panel fits")
-	n.screenshot(filepath.Join(dir, "mcp-narrow.png"))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	n.Screenshot(filepath.Join(dir, "mcp-narrow.png"))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/mcpclient"
 )
@@ -112,15 +113,15 @@ func TestBrowserElicitation(t *testing.T) {
 	leaktest.Check(t)
 	model := toolModel(t, toolCall{"ask", `{}`}, toolCall{"ask_url", `{}`})
 	h := newElicitHarness(t, model)
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.js(`window.__opened = []; window.open = (u) => { window.__opened.push(String(u)); return null; };`)
-	p.typeText("#input", "Who am I?")
-	p.click("#send")
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.JS(`window.__opened = []; window.open = (u) => { window.__opened.push(String(u)); return null; };`)
+	p.TypeText("#input", "Who am I?")
+	p.Click("#send")
 	form, link := elicitForm("ask"), elicitForm("ask_url")
-	p.waitFor("the form", form+`?.dataset.state === 'open'`)
+	p.WaitFor("the form", form+`?.dataset.state === 'open'`)
 
 	var shown struct {
 		Title, Message string
@@ -129,7 +130,7 @@ func TestBrowserElicitation(t *testing.T) {
 		Host, URL      string
 		OpenDisabled   bool
 	}
-	require.NoError(t, p.eval(`(() => { const f = `+form+`; return {Title: f.querySelector('.form-title').textContent,
+	require.NoError(t, p.Eval(`(() => { const f = `+form+`; return {Title: f.querySelector('.form-title').textContent,
 		Message: f.querySelector('.elicit-message').textContent, Legends: [...f.querySelectorAll('legend')].map(e => e.textContent),
 		Inputs: [...f.querySelectorAll('input.answer')].map(e => e.type)}; })()`, &shown))
 	assert.Equal(t, "The server asker asks", shown.Title)
@@ -138,29 +139,29 @@ func TestBrowserElicitation(t *testing.T) {
 	assert.Equal(t, []string{"number", "text"}, shown.Inputs)
 
 	// Content the schema refuses: the reason shows, the form stays open.
-	p.js(`{ const f = ` + form + `; const [age, name] = f.querySelectorAll('input.answer'); age.value = '-1'; name.value = 'Ada'; }`)
-	p.clickJS(form + `.querySelector('button[type=submit]')`)
-	p.waitFor("the server's reason", `!`+form+`.querySelector('.form-error').hidden && `+form+`.dataset.state === 'open'`)
-	assert.Contains(t, p.str(form+`.querySelector('.form-error').textContent`), "/age")
-	p.js(`{ const f = ` + form + `; f.querySelector('input.answer').value = '36'; }`)
-	p.clickJS(form + `.querySelector('button[type=submit]')`)
-	p.waitFor("the form answered", form+`.dataset.state === 'answered'`)
+	p.JS(`{ const f = ` + form + `; const [age, name] = f.querySelectorAll('input.answer'); age.value = '-1'; name.value = 'Ada'; }`)
+	p.ClickJS(form + `.querySelector('button[type=submit]')`)
+	p.WaitFor("the server's reason", `!`+form+`.querySelector('.form-error').hidden && `+form+`.dataset.state === 'open'`)
+	assert.Contains(t, p.Str(form+`.querySelector('.form-error').textContent`), "/age")
+	p.JS(`{ const f = ` + form + `; f.querySelector('input.answer').value = '36'; }`)
+	p.ClickJS(form + `.querySelector('button[type=submit]')`)
+	p.WaitFor("the form answered", form+`.dataset.state === 'answered'`)
 
 	// The calls run one after the other: the link comes next.
-	p.waitFor("the link", link+`?.dataset.state === 'open'`)
-	require.NoError(t, p.eval(`(() => { const l = `+link+`; return {Host: l.querySelector('.elicit-host').textContent,
+	p.WaitFor("the link", link+`?.dataset.state === 'open'`)
+	require.NoError(t, p.Eval(`(() => { const l = `+link+`; return {Host: l.querySelector('.elicit-host').textContent,
 		URL: l.querySelector('.elicit-url').textContent, OpenDisabled: l.querySelector('button[type=submit]').disabled}; })()`, &shown))
 	assert.Equal(t, "Link to auth.example.com", shown.Host)
 	assert.Equal(t, "https://auth.example.com/link?code=7", shown.URL)
 	assert.True(t, shown.OpenDisabled, "no Open before consent")
-	assert.Equal(t, "0", p.str(`String(window.__opened.length)`), "nothing opened before consent")
-	p.clickJS(link + `.querySelector('input.elicit-consent')`)
-	p.waitFor("Open enabled by consent", `!`+link+`.querySelector('button[type=submit]').disabled`)
-	p.clickJS(link + `.querySelector('button[type=submit]')`)
-	p.waitFor("the link answered", link+`.dataset.state === 'answered'`)
-	assert.Equal(t, "https://auth.example.com/link?code=7", p.str(`window.__opened.join(' ')`))
+	assert.Equal(t, "0", p.Str(`String(window.__opened.length)`), "nothing opened before consent")
+	p.ClickJS(link + `.querySelector('input.elicit-consent')`)
+	p.WaitFor("Open enabled by consent", `!`+link+`.querySelector('button[type=submit]').disabled`)
+	p.ClickJS(link + `.querySelector('button[type=submit]')`)
+	p.WaitFor("the link answered", link+`.dataset.state === 'answered'`)
+	assert.Equal(t, "https://auth.example.com/link?code=7", p.Str(`window.__opened.join(' ')`))
 
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 	reqs := model.Requests()
 	var results []string
 	for _, m := range reqs[len(reqs)-1].Messages {
@@ -169,6 +170,6 @@ func TestBrowserElicitation(t *testing.T) {
 		}
 	}
 	assert.ElementsMatch(t, []string{"accept name=Ada age=36 state=state-1", "accept"}, results, "the server got the answers")
-	p.screenshot(filepath.Join(t.ArtifactDir(), "elicitation.png"))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "elicitation.png"))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 )
@@ -62,11 +63,11 @@ func TestBrowserHistoryImages(t *testing.T) {
 	leaktest.Check(t)
 	st := new(memory.MemStore)
 	h := newHarness(t, Options{Store: st})
-	b := startBrowser(t)
-	p := b.newPage(1000, 700)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	id := p.str(`localStorage.getItem('planround.webchat.session')`)
+	b := cdp.Start(t)
+	p := b.NewPage(1000, 700)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	id := p.Str(`localStorage.getItem('planround.webchat.session')`)
 	require.NotEmpty(t, id)
 	if _, err := st.CreateSession(t.Context(), memory.Session{ID: id}); err != nil && !errors.Is(err, memory.ErrExists) {
 		require.NoError(t, err)
@@ -80,9 +81,9 @@ func TestBrowserHistoryImages(t *testing.T) {
 	)
 	require.NoError(t, err)
 
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the history", `document.querySelectorAll('.msg.user .attachment').length === 2`)
-	assert.Equal(t, "What is this?[image: image/png, 34 bytes][image: https://example.com/cat.jpg]", p.str(`document.querySelector('.msg.user').textContent`))
-	assert.Equal(t, "0", p.str(`String(document.querySelectorAll('#messages img').length)`))
-	assert.Empty(t, b.pageErrors())
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the history", `document.querySelectorAll('.msg.user .attachment').length === 2`)
+	assert.Equal(t, "What is this?[image: image/png, 34 bytes][image: https://example.com/cat.jpg]", p.Str(`document.querySelector('.msg.user').textContent`))
+	assert.Equal(t, "0", p.Str(`String(document.querySelectorAll('#messages img').length)`))
+	assert.Empty(t, b.PageErrors())
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/mcpclient"
 )
@@ -163,29 +164,29 @@ func TestBrowserAttachResource(t *testing.T) {
 	leaktest.Check(t)
 	model := replyModel(t)
 	h := newMCPHarness(t, model, contentServers(t)[:2]...)
-	b := startBrowser(t) // cleaned up before the servers: LIFO
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t) // cleaned up before the servers: LIFO
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 
-	p.waitFor("the Resources button", `!document.querySelector('#attach').hidden`)
-	p.click("#attach")
+	p.WaitFor("the Resources button", `!document.querySelector('#attach').hidden`)
+	p.Click("#attach")
 	const note = `document.querySelector('#resource-panel button.res[data-uri="mcptest://notes/c.txt"]')`
-	p.waitFor("the resources", note+` !== null`)
-	assert.Equal(t, "content", p.str(`[...document.querySelectorAll('#resource-panel .res-server')].map(e => e.textContent).join()`), "only the server with resources")
-	p.clickJS(note)
-	p.waitFor("the chip", `document.querySelectorAll('#attached .chip').length === 1 && !document.querySelector('#attached').hidden`)
-	assert.Equal(t, "true", p.str(note+`.getAttribute('aria-pressed')`))
-	assert.Contains(t, p.str(`document.querySelector('#attached .chip').textContent`), "c.txt")
+	p.WaitFor("the resources", note+` !== null`)
+	assert.Equal(t, "content", p.Str(`[...document.querySelectorAll('#resource-panel .res-server')].map(e => e.textContent).join()`), "only the server with resources")
+	p.ClickJS(note)
+	p.WaitFor("the chip", `document.querySelectorAll('#attached .chip').length === 1 && !document.querySelector('#attached').hidden`)
+	assert.Equal(t, "true", p.Str(note+`.getAttribute('aria-pressed')`))
+	assert.Contains(t, p.Str(`document.querySelector('#attached .chip').textContent`), "c.txt")
 
-	p.sendAndWait("What does the note say?")
-	p.waitFor("the chip to go", `document.querySelector('#attached').hidden && document.querySelectorAll('#attached .chip').length === 0`)
-	assert.Equal(t, "1", p.str(`String(document.querySelectorAll('.msg.user').length)`), "the message is drawn once")
-	assert.Contains(t, p.str(`document.querySelector('.msg.user').textContent`), "[resource: content · mcptest://notes/c.txt]")
+	sendAndWait(p, "What does the note say?")
+	p.WaitFor("the chip to go", `document.querySelector('#attached').hidden && document.querySelectorAll('#attached .chip').length === 0`)
+	assert.Equal(t, "1", p.Str(`String(document.querySelectorAll('.msg.user').length)`), "the message is drawn once")
+	assert.Contains(t, p.Str(`document.querySelector('.msg.user').textContent`), "[resource: content · mcptest://notes/c.txt]")
 
 	reqs := model.Requests()
 	require.NotEmpty(t, reqs)
 	text, _ := userText(reqs[0])
 	assert.Equal(t, fmt.Sprintf("What does the note say?\n\n[Resource mcptest://notes/c.txt from MCP server %q, text/plain]\n```\nnote c\n```\n[End of resource mcptest://notes/c.txt]", "content"), text)
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }

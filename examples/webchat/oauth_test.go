@@ -20,6 +20,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/internal/oauthtest"
 	"github.com/planround/planround/mcpclient"
@@ -218,15 +219,15 @@ func TestOAuthCallbackWithToken(t *testing.T) {
 func TestBrowserMCPOAuth(t *testing.T) {
 	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 	h, as, _ := newOAuthHarness(t)
-	b := startBrowser(t)
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
-	p.typeText("#input", "who am I?")
-	p.click("#send")
-	p.waitFor("the connect card", `!!document.querySelector('.side.connect a.connect-button')`)
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "who am I?")
+	p.Click("#send")
+	p.WaitFor("the connect card", `!!document.querySelector('.side.connect a.connect-button')`)
 	var card struct{ Text, Href, Host, Target, Rel string }
-	require.NoError(t, p.eval(`(() => { const a = document.querySelector('.side.connect a.connect-button');
+	require.NoError(t, p.Eval(`(() => { const a = document.querySelector('.side.connect a.connect-button');
 		return {Text: a.textContent, Href: a.href, Target: a.target, Rel: a.rel, Host: document.querySelector('.side.connect .connect-host').textContent}; })()`, &card))
 	asURL, err := url.Parse(as.AuthURL)
 	require.NoError(t, err)
@@ -235,14 +236,14 @@ func TestBrowserMCPOAuth(t *testing.T) {
 	assert.Equal(t, "_blank", card.Target)
 	assert.Contains(t, card.Rel, "noopener")
 	assert.True(t, strings.HasPrefix(card.Href, as.AuthURL+"/authorize?"), card.Href)
-	p.screenshot(filepath.Join(t.ArtifactDir(), "connect-card.png"))
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "connect-card.png"))
 
 	callback, _ := callbackURL(t, h, card.Href, "alice-at-as")
-	p2 := b.newPage(800, 600)
-	p2.navigate(callback)
-	p2.waitFor("the callback's button", `!!document.querySelector('form button[type=submit]')`)
-	p2.click(`form button[type=submit]`)
-	p2.waitFor("the connected page", `document.body.innerText.includes('Connected protected')`)
-	p.waitFor("the call's result", `[...document.querySelectorAll('#messages .card[data-tool="whoami"]')].some(c => c.textContent.includes('you are alice-at-as'))`)
-	assert.Empty(t, b.pageErrors())
+	p2 := b.NewPage(800, 600)
+	p2.Navigate(callback)
+	p2.WaitFor("the callback's button", `!!document.querySelector('form button[type=submit]')`)
+	p2.Click(`form button[type=submit]`)
+	p2.WaitFor("the connected page", `document.body.innerText.includes('Connected protected')`)
+	p.WaitFor("the call's result", `[...document.querySelectorAll('#messages .card[data-tool="whoami"]')].some(c => c.textContent.includes('you are alice-at-as'))`)
+	assert.Empty(t, b.PageErrors())
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
@@ -86,37 +87,37 @@ func TestBrowserTrustCard(t *testing.T) {
 	leaktest.Check(t)
 	bin := stdioServer(t)
 	h, mc := newTrustHarness(t, userCallModel(t), trustServer(bin, "files", false, "lookup", "redefine"))
-	b := startBrowser(t) // cleaned up before the servers: LIFO
-	p := b.newPage(1280, 800)
-	p.navigate(h.ts.URL + "/")
-	p.waitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	b := cdp.Start(t) // cleaned up before the servers: LIFO
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
 	send := func(text string) {
 		t.Helper()
-		p.waitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
-		p.typeText("#input", text)
-		p.click("#send")
+		p.WaitFor("Send to be enabled", `!document.querySelector('#send').disabled`)
+		p.TypeText("#input", text)
+		p.Click("#send")
 	}
 	cardState := func(state string) string { return lastCard + `?.dataset.state === '` + state + `'` }
 	hints := func() string {
-		return p.str(`[...` + lastCard + `.querySelectorAll('.hint')].map(e => e.textContent).join(', ')`)
+		return p.Str(`[...` + lastCard + `.querySelectorAll('.hint')].map(e => e.textContent).join(', ')`)
 	}
 
 	// Hints on the card; approved with auto-approve ticked.
 	send(`lookup {"key":"k"}`)
-	p.waitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
+	p.WaitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
 	assert.Equal(t, "read-only, idempotent, closed world, untrusted hints", hints())
-	assert.Equal(t, "0", p.str(`String(`+lastCard+`.querySelectorAll('.details').length)`))
-	p.clickJS(lastCard + `.querySelector('input.auto-approve')`)
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the card to be done", cardState("done"))
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	assert.Equal(t, "0", p.Str(`String(`+lastCard+`.querySelectorAll('.details').length)`))
+	p.ClickJS(lastCard + `.querySelector('input.auto-approve')`)
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the card to be done", cardState("done"))
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 
 	// The server changes lookup.
 	send(`redefine {}`)
-	p.waitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the card to be done", cardState("done"))
-	p.waitFor("the run to end", `document.body.dataset.running === 'false'`)
+	p.WaitFor("the approval card", cardState("approval")+` && `+lastCard+`.querySelector('button.approve')`)
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the card to be done", cardState("done"))
+	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 	require.Eventually(t, func() bool {
 		for _, tl := range mc.Tools() {
 			if tl.Definition().Name == "lookup" && strings.Contains(tl.Definition().Description, "elsewhere") {
@@ -128,13 +129,13 @@ func TestBrowserTrustCard(t *testing.T) {
 
 	// Auto-approved before, asked now, with what changed.
 	send(`lookup {"key":"k"}`)
-	p.waitFor("the approval card of the changed tool", cardState("approval")+` && `+lastCard+`.querySelector('.details')`)
-	details := p.str(lastCard + `.querySelector('.details').textContent`)
+	p.WaitFor("the approval card of the changed tool", cardState("approval")+` && `+lastCard+`.querySelector('.details')`)
+	details := p.Str(lastCard + `.querySelector('.details').textContent`)
 	assert.Contains(t, details, `changed the definition of the tool "lookup"`)
 	assert.Contains(t, details, `properties added: "exact"`)
-	assert.Equal(t, "0", p.str(`String(`+lastCard+`.querySelectorAll('input.auto-approve').length)`), "no auto-approve box")
-	p.screenshot(t.ArtifactDir() + "/trust-card.png")
-	p.clickJS(lastCard + `.querySelector('button.approve')`)
-	p.waitFor("the card to be done", cardState("done"))
-	assert.Empty(t, b.pageErrors(), "JavaScript errors on the page")
+	assert.Equal(t, "0", p.Str(`String(`+lastCard+`.querySelectorAll('input.auto-approve').length)`), "no auto-approve box")
+	p.Screenshot(t.ArtifactDir() + "/trust-card.png")
+	p.ClickJS(lastCard + `.querySelector('button.approve')`)
+	p.WaitFor("the card to be done", cardState("done"))
+	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
