@@ -9,8 +9,11 @@ type Cause string
 
 // The causes of a rejected tool call.
 const (
-	// CauseUser: a person rejected the call (a decision a [Pending]
-	// ticket waited for).
+	// CauseUser: a person rejected the call: a decision a [Pending] ticket
+	// waited for, or one taken while no run waited (a suspended turn, a
+	// process that stopped) that a resumed turn finds when it asks again,
+	// through whatever front end the person used (an HTTP handler, a
+	// terminal, a protocol adapter such as ui/aisdk).
 	CauseUser Cause = "user"
 	// CausePolicy: the approver rejected the call at once, without asking
 	// anybody (a [Decided] ticket). No approval_required chunk came first.

@@ -4,13 +4,15 @@
 // # Stores
 //
 // A [Store] holds sessions, their messages and their long-term summaries.
-// Two ship: [MemStore], in memory (its zero value is ready), and the
-// embedded default in package memory/sqlitestore, one SQLite file through a
-// pure-Go driver. It lives in its own package so that programs that do not
-// use it do not carry the driver (about 20 MB of binary). Other stores (a server database) implement the same
-// interface and check themselves with the conformance suite in
-// memory/storetest. Every store is safe for concurrent use, appends
-// atomically, and returns copies.
+// Three ship: [MemStore], in memory (its zero value is ready); the embedded
+// default in package memory/sqlitestore, one SQLite file through a pure-Go
+// driver, for one process (or a few on one machine); and
+// memory/pgstore, on PostgreSQL, for any number of processes on any number
+// of machines. The last two live in their own packages so that programs
+// that do not use them do not carry their drivers (the SQLite one is about
+// 20 MB of binary). Other stores implement the same interface and check
+// themselves with the conformance suite in memory/storetest. Every store is
+// safe for concurrent use, appends atomically, and returns copies.
 //
 // A user message may carry images ([Image]: a URL, or bytes with their MIME
 // type, at most [MaxImageSize] each). Stores keep them whole, so a session
@@ -28,12 +30,35 @@
 // and later summaries but stay readable with Messages(ctx, id, true), for
 // history display and [Export].
 //
-// Beside [Store], a store may implement optional interfaces: those of
-// durable runs ([CallLog], [ApprovalStore], [Leaser], [Notifier]) and
-// [EventLog], sessions' numbered event logs, from which a client that
-// reconnects replays a turn and follows it. The three stores here
-// implement them all. A [CallLog] also keeps the history true to what ran:
-// an approver's edit of a call's arguments, saved with the call's record
+// # Durable runs
+//
+// Beside [Store], a store may implement optional interfaces that keep what
+// a run needs to go on after its process stopped, on this process or
+// another one; package runner uses them all, and package agent and
+// approval the first two:
+//
+//   - [CallLog]: the tool calls of a round that has not ended
+//     ([OpenCall]: waiting for approval, or running, with what the tool
+//     saved to take the call up again), so that a call found running after
+//     a crash is never run twice, and a turn that waits for a person can be
+//     resumed (agent.Agent.Resume);
+//   - [ApprovalStore]: the approvals and their decisions, the first
+//     decision winning across processes (approval.Manager);
+//   - [Leaser]: one driver per session among the processes that share the
+//     store;
+//   - [Notifier]: notes between those processes (a decision, an
+//     interrupt, new events), so that the one that waits hears at once;
+//   - [EventLog]: sessions' numbered event logs, from which a client that
+//     reconnects, on any process, replays a turn and follows it;
+//   - [KV]: namespaced values a tool keeps per user (pinned MCP tool
+//     definitions, sealed OAuth tokens).
+//
+// The three stores here implement them all. MemStore does so within one
+// process; the SQLite store keeps calls, approvals, leases and events for
+// every process that shares its file, but its Notifier reaches only the
+// listeners of the same Store; the PostgreSQL store does all of it across
+// machines. A [CallLog] also keeps the history true to what ran: an
+// approver's edit of a call's arguments, saved with the call's record
 // ([OpenCall.Arguments]), replaces the arguments in the stored assistant
 // message.
 //

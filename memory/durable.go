@@ -7,16 +7,7 @@ import (
 	"time"
 )
 
-// Durable runs. A Store may implement, beside [Store], the interfaces below:
-// they keep what a run needs to continue after its process stopped (the
-// tool calls of a round that has not ended, the approvals and their
-// decisions), to be answered from another process (a [Notifier] between
-// the processes that share the store), and to be driven by one process at a
-// time (a [Leaser]). MemStore implements all four within one process. The
-// SQLite store keeps calls, approvals and leases for every process that
-// shares its file, but its Notifier reaches only the listeners of the same
-// Store. The PostgreSQL store (memory/pgstore) implements all four across
-// machines.
+// The interfaces of durable runs: see "Durable runs" in the package doc.
 
 // OpenCall is the durable state of a tool call whose tool message is not in
 // the history yet: a call waiting for its approval, or running. The
