@@ -95,7 +95,7 @@ func TestBrowserReloadShowsHowCallsEnded(t *testing.T) {
 	p.WaitFor("the approval card", cardState("approval"))
 	p.ClickJS(lastCard + `.querySelector('button.reject')`)
 	p.WaitFor("the card to be rejected", cardState("rejected"))
-	p.WaitFor("the rejection's message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'Session ended by a rejection.'`)
+	p.WaitFor("the rejection's message", `[...document.querySelectorAll('.sys')].at(-1)?.textContent === 'The run ended: a tool call was rejected.'`)
 	idle()
 	// Interrupted while its approval waited.
 	send("What time is it in Tokyo?")
@@ -123,7 +123,7 @@ func TestBrowserReloadShowsHowCallsEnded(t *testing.T) {
 	assert.Equal(t, live, reloaded, "a reloaded conversation draws every call as it ended")
 	assert.Equal(t, []string{
 		"card get_weather: done",
-		"card run_command: rejected", "sys rejected: Session ended by a rejection.",
+		"card run_command: rejected", "sys rejected: The run ended: a tool call was rejected.",
 		"card get_time: invalidated", "sys interrupted: Interrupted by the user.",
 		"card run_command: invalidated", "sys interrupted: Interrupted by the user.",
 	}, reloaded.Order)

@@ -123,7 +123,7 @@ func TestBrowser(t *testing.T) {
 	n := sysCount()
 	p.ClickJS(lastCard + `.querySelector('button.reject')`)
 	p.WaitFor("the card to be rejected", cardState("rejected"))
-	newSys(n, "Session ended by a rejection.")
+	newSys(n, "The run ended: a tool call was rejected.")
 	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 
 	// 6. An interrupt while a card waits for approval.
@@ -153,7 +153,7 @@ func TestBrowser(t *testing.T) {
 	p.Click("#interrupt")
 	newSys(n, "Interrupted by the user.")
 	assert.Equal(t, "invalidated", p.Str(lastCard+`.dataset.state`))
-	assert.Equal(t, 1, strings.Count(p.Str(`document.querySelector('#messages').textContent`), "Session ended by a rejection."), "one message per event")
+	assert.Equal(t, 1, strings.Count(p.Str(`document.querySelector('#messages').textContent`), "The run ended: a tool call was rejected."), "one message per event")
 	assert.Contains(t, p.Str(lastCard+`.querySelector('details').textContent`), "partial output")
 	assert.Equal(t, "true", p.Str(`String(`+lastCard+`.querySelector('details').open)`), "the output watched live stays in view")
 	assert.Contains(t, p.Str(lastCard+`.querySelector('details').textContent`), "first line")

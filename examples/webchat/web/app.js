@@ -1323,7 +1323,7 @@
       case 'rejected':
         invalidatePending('the session ended');
         if (d.cause === 'timeout') system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
-        else system('rejected', 'Session ended by a rejection.');
+        else system('rejected', 'The run ended: a tool call was rejected.');
         break;
       case 'error':
         invalidatePending('the run failed');
@@ -1607,7 +1607,7 @@
   // The causes (agent.Cause) of rejections that end a run with no system
   // message of their own: the model is told and goes on, the call never
   // got its turn, or the user moved on. Any other rejection ends the run
-  // ("Session ended by a rejection.").
+  // ("The run ended: a tool call was rejected.").
   const GOES_ON = new Set(['invalid_arguments', 'unknown_tool', 'incomplete', 'not_run', 'stopped', 'moved_on']);
 
   // endCard draws a stored call as it ended, from its tool message m (its
@@ -1657,7 +1657,7 @@
     } else if (causes.has('timeout')) {
       system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
     } else if ([...causes].some((c) => !GOES_ON.has(c))) {
-      system('rejected', 'Session ended by a rejection.');
+      system('rejected', 'The run ended: a tool call was rejected.');
     }
   }
 
