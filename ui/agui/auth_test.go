@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -152,7 +151,7 @@ func TestRefusedRequests(t *testing.T) {
 		defer res.Body.Close()
 		return res.StatusCode, res.Header.Get("Content-Type")
 	}
-	big := append([]byte(`{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"`), bytes.Repeat([]byte("a"), approval.MaxBodyBytes)...)
+	big := append([]byte(`{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"`), bytes.Repeat([]byte("a"), DefaultMaxBodyBytes)...)
 	big = append(big, `"}]}`...)
 	tests := []struct {
 		name          string

@@ -40,7 +40,14 @@ type Config struct {
 	// abortRun stops a run. A turn that waits for a person is never
 	// interrupted this way: its run already finished with the interrupt.
 	KeepRunningOnDisconnect bool
+	// MaxBodyBytes bounds a request's body (DefaultMaxBodyBytes when zero):
+	// a RunAgentInput carries the thread's whole conversation.
+	MaxBodyBytes int64
 }
+
+// DefaultMaxBodyBytes bounds a request's body when Config.MaxBodyBytes is
+// zero.
+const DefaultMaxBodyBytes = 8 << 20
 
 // Handler serves AG-UI runs over HTTP: a POST of a RunAgentInput is
 // answered with the run's events as server-sent events (see the package
@@ -61,6 +68,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Authorize == nil {
 		return nil, errors.New("agui: Config.Authorize is required (approval.AllowAnyCaller lets every caller act on every thread)")
 	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
 	return &Handler{cfg: cfg, backend: turn.Backend{
 		Runner: cfg.Runner, Approvals: cfg.Approvals, Forms: cfg.Forms,
 		Auth: approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
@@ -73,11 +83,11 @@ func NewHandler(cfg Config) (*Handler, error) {
 // thread's interrupt), 405 for a method other than POST, 409 when a run is
 // active already or when an approval's answer comes with a call that is not
 // the approval's (its name or arguments differ: nothing is decided), 413 for
-// a body over approval.MaxBodyBytes, 415 for a body that is not JSON, 503
+// a body over Config.MaxBodyBytes, 415 for a body that is not JSON, 503
 // when the runner is busy or closing.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in runInput
-	if !httpjson.Decode(w, r, &in, approval.MaxBodyBytes) {
+	if !httpjson.Decode(w, r, &in, h.cfg.MaxBodyBytes) {
 		return
 	}
 	if err := in.validate(); err != nil {
