@@ -20,8 +20,8 @@ const outsideLimit = 5 * time.Minute
 
 // TestOutsideModule: a module of its own, outside the repository (its
 // go.mod replaces planround with this checkout), builds copies of
-// examples/cli and examples/webchat and a program that uses only agent and
-// agent/agenttest. Go refuses an internal package to another module, so
+// examples/cli, examples/webchat and examples/aisdk (so ui/aisdk too) and a
+// program that uses only agent and agent/agenttest. Go refuses an internal package to another module, so
 // this fails as soon as an example, or what a test needs of the fake
 // model, depends on one. The programs then run: the kit program runs a
 // turn against the scripted server and one in process, and the CLI answers
@@ -65,6 +65,7 @@ func TestOutsideModule(t *testing.T) {
 	write(t, filepath.Join(dir, "go.sum"), string(sum))
 	copyProgram(t, filepath.Join(repo, "examples", "cli"), filepath.Join(dir, "cli"))
 	copyProgram(t, filepath.Join(repo, "examples", "webchat"), filepath.Join(dir, "webchat"))
+	copyProgram(t, filepath.Join(repo, "examples", "aisdk"), filepath.Join(dir, "aisdk"))
 	copyProgram(t, filepath.Join("testdata", "outside", "kit"), filepath.Join(dir, "kit"))
 
 	env := append(os.Environ(),
