@@ -204,6 +204,12 @@ type ToolCall struct {
 	PartialResult string `json:"partial_result,omitempty"`
 }
 
+// Usage is the token usage a provider reports for a response (prompt,
+// completion and total tokens), on round_end chunks and summed by
+// [Turn.Usage]. It is package stream's type under this package's name, so
+// a host that reads usage needs no other import.
+type Usage = stream.Usage
+
 // Chunk is one event of a run. Kind says which fields are set; empty fields
 // are omitted from its JSON, which is the stable wire schema of the SDK.
 type Chunk struct {
@@ -252,5 +258,5 @@ type Chunk struct {
 	// Side is a side message's payload.
 	Side any `json:"side,omitempty"`
 	// Usage is the round's token usage on round_end, when reported.
-	Usage *stream.Usage `json:"usage,omitempty"`
+	Usage *Usage `json:"usage,omitempty"`
 }

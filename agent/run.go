@@ -140,7 +140,7 @@ func (t *Turn) Messages() []memory.Message {
 
 // Usage returns the token usage of the turn's model calls, summed over the
 // rounds that reported it.
-func (t *Turn) Usage() stream.Usage { return t.usage }
+func (t *Turn) Usage() Usage { return t.usage }
 
 // Run returns the turn's chunks. The work happens while the caller ranges:
 // the model's stream is read in the caller's goroutine, so a slow consumer
