@@ -15,25 +15,6 @@ import (
 	"github.com/planround/planround/stream"
 )
 
-// ErrSuspended suspends a run at a pending approval: returned (wrapped or
-// not) by a pending Ticket's Wait, it says "not now" (the decision will come
-// later, maybe hours later, maybe to another process), and given as the
-// cause of the run's context (context.WithCancelCause) it suspends a run
-// that waits for an approval instead of interrupting it, as a host does
-// when it shuts down. A [ToolDefinition.Resumable] tool's Execute returns
-// it (wrapped, see [Suspend]) to suspend the run while its call waits for
-// something from outside the run, such as a form's answers; a host that
-// shuts down while such a tool runs suspends the run the same way.
-//
-// A suspended run needs a Config.Store that implements memory.CallLog and
-// an Input.SessionID: its calls that wait stay open in the Store, the run
-// yields a suspended chunk as its last and the iterator returns nil;
-// [Agent.Resume] continues the turn. Without a CallLog a suspension is a
-// rejection (CauseApprovalFailed), as any other error of Wait, and a
-// tool's ErrSuspended is an ordinary tool error that the model reads (so
-// is the ErrSuspended of a tool that is not resumable).
-var ErrSuspended = errors.New("agent: run suspended at a pending approval")
-
 // Suspension is the error a [ToolDefinition.Resumable] tool returns (see
 // [Suspend]) to suspend the run while its call waits for something from
 // outside the run, such as a form's answers. It wraps [ErrSuspended].
@@ -65,15 +46,6 @@ func suspendedWait(err error) (string, bool) {
 	}
 	return "", errors.Is(err, ErrSuspended)
 }
-
-// ErrNothingToResume is returned (wrapped) by [Agent.Resume] for a session
-// whose last turn has no open tool calls.
-var ErrNothingToResume = errors.New("agent: nothing to resume")
-
-// ErrBusy is returned (wrapped) by a run or a resumed turn on a session that
-// a run of the same Agent drives already (and by the runner package for a
-// session another process drives).
-var ErrBusy = errors.New("agent: another run drives this session")
 
 // errLeaseLost cancels a run whose session this process no longer holds:
 // it suspends, so another process can resume the turn.

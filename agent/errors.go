@@ -14,6 +14,50 @@ import (
 	"github.com/planround/planround/internal/wire"
 )
 
+// ErrTruncated is returned (wrapped) by a run whose model response ended
+// with neither a finish reason nor the end-of-stream marker: the connection
+// was cut or reset, or the server ended the body early. What arrived was
+// delivered. When reading the body failed, the error wraps the read error
+// too (io.ErrUnexpectedEOF, syscall.ECONNRESET, ...) and its text says it.
+var ErrTruncated = wire.ErrTruncated
+
+// ErrTurnUsed is returned by ranging a second time over [Turn.Run].
+var ErrTurnUsed = errors.New("agent: a Turn runs once")
+
+// ErrSuspended suspends a run at a pending approval: returned (wrapped or
+// not) by a pending Ticket's Wait, it says "not now" (the decision will come
+// later, maybe hours later, maybe to another process), and given as the
+// cause of the run's context (context.WithCancelCause) it suspends a run
+// that waits for an approval instead of interrupting it, as a host does
+// when it shuts down. A [ToolDefinition.Resumable] tool's Execute returns
+// it (wrapped, see [Suspend]) to suspend the run while its call waits for
+// something from outside the run, such as a form's answers; a host that
+// shuts down while such a tool runs suspends the run the same way.
+//
+// A suspended run needs a Config.Store that implements memory.CallLog and
+// an Input.SessionID: its calls that wait stay open in the Store, the run
+// yields a suspended chunk as its last and the iterator returns nil;
+// [Agent.Resume] continues the turn. Without a CallLog a suspension is a
+// rejection (CauseApprovalFailed), as any other error of Wait, and a
+// tool's ErrSuspended is an ordinary tool error that the model reads (so
+// is the ErrSuspended of a tool that is not resumable).
+var ErrSuspended = errors.New("agent: run suspended at a pending approval")
+
+// ErrNothingToResume is returned (wrapped) by [Agent.Resume] for a session
+// whose last turn has no open tool calls.
+var ErrNothingToResume = errors.New("agent: nothing to resume")
+
+// ErrBusy is returned (wrapped) by a run or a resumed turn on a session that
+// a run of the same Agent drives already (and by the runner package for a
+// session another process drives).
+var ErrBusy = errors.New("agent: another run drives this session")
+
+// ErrNoCallRecord is returned by [SaveCallState] when the call keeps no
+// open-call record to save a state with: ctx is not a running call's, the
+// run keeps no records (its Config.Store does not implement
+// memory.CallLog, or it has no Input.SessionID), or the call has returned.
+var ErrNoCallRecord = errors.New("agent: the call keeps no open-call record")
+
 // ProviderError is an error the model provider reported: an HTTP error
 // status with its error body, or an error object sent with status 200, inside
 // a stream (data: {"error": ...}) or as the whole body. A run that fails this

@@ -12,20 +12,9 @@ import (
 	"time"
 
 	"github.com/planround/planround/intent"
-	"github.com/planround/planround/internal/wire"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/stream"
 )
-
-// ErrTruncated is returned (wrapped) by a run whose model response ended
-// with neither a finish reason nor the end-of-stream marker: the connection
-// was cut or reset, or the server ended the body early. What arrived was
-// delivered. When reading the body failed, the error wraps the read error
-// too (io.ErrUnexpectedEOF, syscall.ECONNRESET, ...) and its text says it.
-var ErrTruncated = wire.ErrTruncated
-
-// ErrTurnUsed is returned by ranging a second time over [Turn.Run].
-var ErrTurnUsed = errors.New("agent: a Turn runs once")
 
 // Reasons given on rejected tool calls, when nothing gave a better one. They
 // are text for people and for the model; a host tells rejections apart by

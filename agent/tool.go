@@ -312,12 +312,6 @@ func withCall(ctx context.Context, c CallInfo, sides *sideQueue, save func(strin
 	return context.WithValue(ctx, callKey{}, &callValue{c, sides, save})
 }
 
-// ErrNoCallRecord is returned by [SaveCallState] when the call keeps no
-// open-call record to save a state with: ctx is not a running call's, the
-// run keeps no records (its Config.Store does not implement
-// memory.CallLog, or it has no Input.SessionID), or the call has returned.
-var ErrNoCallRecord = errors.New("agent: the call keeps no open-call record")
-
 // SaveCallState saves state with the open-call record of the call ctx
 // belongs to (memory.OpenCall.State), replacing what it saved before, so
 // that a turn resumed after the process stopped ([Agent.Resume]) can take
