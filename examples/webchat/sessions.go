@@ -113,6 +113,23 @@ func cleanTitle(s string) string {
 	return strings.TrimSpace(string([]rune(t)[:maxTitleLen-1])) + "…"
 }
 
+// importedSuffix ends the title of an imported copy.
+const importedSuffix = " (imported)"
+
+// importedTitle is the title of an imported copy of a session titled t:
+// t cleaned (see cleanTitle) and marked, within maxTitleLen; an export of a
+// copy is not marked twice.
+func importedTitle(t string) string {
+	t = strings.TrimSuffix(cleanTitle(t), importedSuffix)
+	if t == "" {
+		return strings.TrimSpace(importedSuffix)
+	}
+	if max := maxTitleLen - utf8.RuneCountInString(importedSuffix); utf8.RuneCountInString(t) > max {
+		t = strings.TrimSpace(string([]rune(t)[:max-1])) + "…"
+	}
+	return t + importedSuffix
+}
+
 // dropFormat removes the Unicode format characters (category Cf) of a name
 // the page shows: bidi overrides and isolates (U+202A..U+202E,
 // U+2066..U+2069), zero-width spaces and joiners, byte order marks. They
@@ -324,8 +341,9 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "importing the session: " + err.Error()})
 		return
 	}
-	// A title on one line and of a bounded length, like a rename's.
-	if t := cleanTitle(sess.Title); t != sess.Title {
+	// A title on one line and of a bounded length, like a rename's, that
+	// says it is a copy: the list shows the copy beside its original.
+	if t := importedTitle(sess.Title); t != sess.Title {
 		if err := s.store.RenameSession(r.Context(), sess.ID, t); err == nil {
 			sess.Title = t
 		}

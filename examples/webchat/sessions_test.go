@@ -161,7 +161,7 @@ func TestRenameDeleteExportImport(t *testing.T) {
 	copyID, _ := out["session_id"].(string)
 	assert.NotEqual(t, s, copyID)
 	assert.Equal(t, sessionOwner(s), sessionOwner(copyID), "the importing browser's")
-	assert.Equal(t, "My first chat", out["title"])
+	assert.Equal(t, "My first chat (imported)", out["title"], "a copy says so")
 	assert.Equal(t, []string{copyID, s}, ids(listSessions(t, h.client, h.ts.URL)))
 	orig, err := h.srv.store.Messages(t.Context(), s, true)
 	require.NoError(t, err)
@@ -327,6 +327,17 @@ func TestImportRefusals(t *testing.T) {
 	all, err := h.srv.store.Sessions(t.Context())
 	require.NoError(t, err)
 	assert.Len(t, all, 1)
+}
+
+// TestImportedTitle: an imported copy's title says so once, within the
+// length of a title.
+func TestImportedTitle(t *testing.T) {
+	assert.Equal(t, "Trip (imported)", importedTitle("Trip"))
+	assert.Equal(t, "Trip (imported)", importedTitle("Trip (imported)"), "not twice")
+	assert.Equal(t, "(imported)", importedTitle(""))
+	long := importedTitle(strings.Repeat("word ", 40))
+	assert.Equal(t, maxTitleLen, len([]rune(long)))
+	assert.True(t, strings.HasSuffix(long, "… (imported)"), long)
 }
 
 // TestCleanTitle: titles on one line, cut to maxTitleLen characters; a
