@@ -218,6 +218,7 @@ type cli struct {
 	forms   *interact.Forms // the forms of ask_user_question
 	in      *lineSource
 	out     renderer
+	screen  *screen // orders the transcript and the questions on the terminal
 	stderr  io.Writer
 	intr    *interrupter
 	history []memory.Message // the conversation when there is no store
@@ -369,6 +370,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	in := newLineSource(stdin)
 	defer in.close()
+	scr := newScreen(func() {})
+	if h, ok := out.(*humanRenderer); ok {
+		scr.settle = h.newline
+	}
 	if opts.yes {
 		cfg.Approver = approval.ApproveAll()
 	} else {
@@ -379,6 +384,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if opts.trustHints {
 			cfg.Approver = approval.Chain(cfg.Approver, approval.ReadOnlyHints())
 		}
+		// A sub-agent's questions are asked by its own goroutine: each
+		// after its call was drawn, on lines nothing is drawn into.
+		cfg.Approver = screenApprover{approver: cfg.Approver, screen: scr}
 	}
 
 	a, err := agent.New(cfg)
@@ -387,7 +395,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 
-	c := &cli{opts: opts, session: session, agent: a, forms: forms, in: in, out: out, stderr: stderr}
+	c := &cli{opts: opts, session: session, agent: a, forms: forms, in: in, out: out, screen: scr, stderr: stderr}
 
 	// A second Ctrl-C exits at once, without the deferred clean-up: it
 	// ends the MCP servers first.
@@ -434,26 +442,34 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 		if ch.Kind == agent.KindToolRejected && ch.Tool.Cause == agent.CauseApprovalFailed && unasked == "" {
 			unasked = ch.Tool.Name + " was not run: the input ended before the approval question was answered (answer on stdin, or pass -yes)"
 		}
-		c.out.chunk(ch)
-		if werr := c.out.err(); werr != nil {
+		var werr error
+		c.screen.draw(ch, func(ch agent.Chunk) {
+			c.out.chunk(ch)
+			werr = c.out.err()
+		})
+		if werr != nil {
 			err = fmt.Errorf("writing output: %w", werr)
 			break // ends the run
 		}
+		answered := true
 		if fr, ok := ch.Side.(interact.FormRequest); ok && ch.Kind == agent.KindSide {
 			// Asked here, while the run waits: the call finds the answers
 			// whenever it starts to wait for them.
-			if !c.answerForm(ctx, fr) && unasked == "" {
+			c.screen.ask(func() { answered = c.answerForm(ctx, fr) })
+			if !answered && unasked == "" {
 				unasked = "the form was not answered: the input ended before its questions were answered (answer them on stdin)"
 			}
 		}
 		if er, ok := ch.Side.(interact.ElicitationRequest); ok && ch.Kind == agent.KindSide {
 			// An MCP server's question, asked here as a form is.
-			if !c.answerElicitation(ctx, er) && unasked == "" {
+			c.screen.ask(func() { answered = c.answerElicitation(ctx, er) })
+			if !answered && unasked == "" {
 				unasked = "the MCP server's question was not answered: the input ended first (answer it on stdin)"
 			}
 		}
 	}
-	c.out.endTurn()
+	c.screen.own(c.out.endTurn)
+	c.screen.endTurn()
 	// Messages is valid history however the run ended; with a store the
 	// agent has already saved it.
 	if c.opts.db == "" {
@@ -542,8 +558,12 @@ func describe(err error) string {
 	return oneLine(err.Error(), 500)
 }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a character device (a terminal), or a
+// writer that says whether it is one (the terminal a test emulates).
 func isTerminal(w io.Writer) bool {
+	if t, ok := w.(interface{ terminal() bool }); ok {
+		return t.terminal()
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
