@@ -53,8 +53,9 @@
 // the CLI then exits with status 1; -yes does not answer forms. show_card's
 // cards are drawn as boxes. The researcher is a sub-agent (agent.NewSubAgent)
 // with get_weather and get_time, on the same model: its call is not asked
-// about, its own calls are, and its output is shown indented under the call,
-// each line starting with its name. -json writes all of these as the chunks
+// about, its own calls are (each question after its call is shown, on lines
+// of its own that nothing is drawn into before it is answered), and its
+// output is shown indented under the call, each line starting with its name. -json writes all of these as the chunks
 // they are (form_request and card side chunks, the sub-agent's chunks marked
 // with agent, depth and parent).
 //

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -120,7 +121,7 @@ func (v *vt) lines() []string {
 			i += m[1]
 			continue
 		}
-		r, n := []rune(s[i:])[0], len(string([]rune(s[i:])[0]))
+		r, n := utf8.DecodeRuneInString(s[i:])
 		i += n
 		switch r {
 		case '\r':
@@ -154,18 +155,23 @@ func (v *vt) lines() []string {
 // after the call it asks about, each of its lines intact, and nothing may be
 // drawn into it before it is answered.
 func TestSubAgentQuestionOnItsOwnLines(t *testing.T) {
-	for _, tty := range []bool{true, false} {
-		name := "stdout is the terminal"
-		if !tty {
-			name = "stdout and stderr piped together"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tty  bool
+		args []string
+	}{
+		{"stdout is the terminal", true, nil},
+		{"stdout and stderr piped together", false, nil},
+		// The researcher's two calls are asked about at the same time.
+		{"parallel calls", true, []string{"-parallel"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			leaktest.Check(t)
 			noModelEnv(t)
-			v, stdin := newVT(tty, "y", "y")
+			v, stdin := newVT(tc.tty, "y", "y")
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			code := run(ctx, []string{researchPrompt}, stdin, v.stdout(), v.stderr())
+			code := run(ctx, append(tc.args, researchPrompt), stdin, v.stdout(), v.stderr())
 			v.close()
 			screen := v.lines()
 			all := strings.Join(screen, "\n")
