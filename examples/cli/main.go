@@ -312,13 +312,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		tty := isTerminal(stdout)
 		out = newHumanRenderer(stdout, tty && os.Getenv("NO_COLOR") == "", tty)
 	}
+	scr := newScreen(func() {})
+	if h, ok := out.(*humanRenderer); ok {
+		scr.settle = h.newline
+	}
 	if opts.verbose {
-		var logw io.Writer = stderr
-		if h, ok := out.(*humanRenderer); ok {
-			// On a terminal stdout and stderr share the screen: a log line
-			// must not run into a line of streamed text.
-			logw = &logWriter{w: stderr, open: h.lineOpen}
-		}
+		// On a terminal stdout and stderr share the screen: a log line
+		// must not run into a line of streamed text, nor into a question.
+		logw := &logWriter{w: stderr, screen: scr}
 		cfg.Logger = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
@@ -408,10 +409,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	in := newLineSource(stdin)
 	defer in.close()
-	scr := newScreen(func() {})
-	if h, ok := out.(*humanRenderer); ok {
-		scr.settle = h.newline
-	}
 	if opts.yes {
 		cfg.Approver = approval.ApproveAll()
 	} else {
@@ -499,14 +496,14 @@ func (c *cli) turn(ctx context.Context, msg string) int {
 		if fr, ok := ch.Side.(interact.FormRequest); ok && ch.Kind == agent.KindSide {
 			// Asked here, while the run waits: the call finds the answers
 			// whenever it starts to wait for them.
-			c.screen.ask(func() { answered = c.answerForm(ctx, fr) })
+			c.screen.own(func() { answered = c.answerForm(ctx, fr) })
 			if !answered && unasked == "" {
 				unasked = "the form was not answered: the input ended before its questions were answered (answer them on stdin)"
 			}
 		}
 		if er, ok := ch.Side.(interact.ElicitationRequest); ok && ch.Kind == agent.KindSide {
 			// An MCP server's question, asked here as a form is.
-			c.screen.ask(func() { answered = c.answerElicitation(ctx, er) })
+			c.screen.own(func() { answered = c.answerElicitation(ctx, er) })
 			if !answered && unasked == "" {
 				unasked = "the MCP server's question was not answered: the input ended first (answer it on stdin)"
 			}

@@ -44,7 +44,9 @@ func newScreen(settle func()) *screen {
 // draw draws c with f, owning the screen, and notes an approval_required
 // chunk as drawn.
 func (s *screen) draw(c agent.Chunk, f func(agent.Chunk)) {
-	s.own(func() { f(c) })
+	s.mu.Lock()
+	f(c)
+	s.mu.Unlock()
 	if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
 		s.shownMu.Lock()
 		s.shown[c.Parent+"\x00"+c.Tool.ID]++
@@ -54,19 +56,13 @@ func (s *screen) draw(c agent.Chunk, f func(agent.Chunk)) {
 	}
 }
 
-// ask runs f, which writes a question and reads its answer, owning the
-// screen, on a line of its own.
-func (s *screen) ask(f func()) {
-	s.own(func() {
-		s.settle()
-		f()
-	})
-}
-
-// own runs f owning the screen.
+// own runs f owning the screen, after ending the transcript's unfinished
+// line: f writes on lines of its own (a question and the wait for its
+// answer, a log record), and nothing else is written meanwhile.
 func (s *screen) own(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settle()
 	f()
 }
 
@@ -134,7 +130,7 @@ func (a screenApprover) Request(ctx context.Context, req agent.ApprovalRequest) 
 	)
 	// The terminal approver says here when it approves at once ("approved
 	// (always)"): a line of its own too.
-	a.screen.ask(func() { t, err = a.approver.Request(ctx, req) })
+	a.screen.own(func() { t, err = a.approver.Request(ctx, req) })
 	if err != nil {
 		return t, err
 	}
@@ -144,7 +140,7 @@ func (a screenApprover) Request(ctx context.Context, req agent.ApprovalRequest) 
 	key := callKey(ctx, req.Call.ID)
 	return agent.Pending(t.ApprovalID(), func(ctx context.Context) (d agent.Decision, err error) {
 		a.screen.awaitShown(ctx, key)
-		a.screen.ask(func() { d, err = t.Wait(ctx) })
+		a.screen.own(func() { d, err = t.Wait(ctx) })
 		return d, err
 	}), nil
 }

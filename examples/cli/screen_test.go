@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -199,4 +200,38 @@ func indexOf(lines []string, s string) int {
 		}
 	}
 	return -1
+}
+
+// A log record of -v (written by any goroutine) starts on a line of its own
+// and waits while a question is on screen.
+func TestLogRecordWaitsForTheQuestion(t *testing.T) {
+	var screenBuf signalWriter
+	r := newHumanRenderer(&screenBuf, false, false)
+	s := newScreen(r.newline)
+	logw := &logWriter{w: &screenBuf, screen: s}
+	s.draw(agent.Chunk{Kind: agent.KindText, Text: "Let me look"}, r.chunk)
+
+	asked, answer := make(chan struct{}), make(chan struct{})
+	go s.own(func() {
+		io.WriteString(&screenBuf, "\n"+question) //nolint:errcheck // a buffer
+		close(asked)
+		<-answer
+		io.WriteString(&screenBuf, "y\n") //nolint:errcheck // the echo
+	})
+	<-asked
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		logw.Write([]byte("level=DEBUG msg=\"model call\"\n")) //nolint:errcheck // a buffer
+	}()
+	select {
+	case <-logged:
+		t.Fatalf("the record was written while the question waited:\n%s", screenBuf.String())
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(answer)
+	<-logged
+	s.draw(agent.Chunk{Kind: agent.KindText, Text: "Done."}, r.chunk)
+	s.own(r.endTurn)
+	assert.Equal(t, "Let me look\n\n"+question+"y\nlevel=DEBUG msg=\"model call\"\nDone.\n", screenBuf.String())
 }
