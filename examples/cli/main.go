@@ -55,9 +55,10 @@
 // with get_weather and get_time, on the same model: its call is not asked
 // about, its own calls are (each question after its call is shown, on lines
 // of its own that nothing is drawn into before it is answered), and its
-// output is shown indented under the call, each line starting with its name. -json writes all of these as the chunks
-// they are (form_request and card side chunks, the sub-agent's chunks marked
-// with agent, depth and parent).
+// output is shown indented under the call, each line starting with its
+// name. -json writes all of these as the chunks they are (form_request and
+// card side chunks, the sub-agent's chunks marked with agent, depth and
+// parent).
 //
 // -skills names a folder of skills (package agent/skills): the model sees
 // their descriptions right after the system prompt and reads one with

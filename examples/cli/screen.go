@@ -19,11 +19,15 @@ import (
 //
 // So a question is asked only once the approval_required chunk of its call
 // was drawn (see shown), and one thing at a time owns the screen: drawing a
-// chunk, or a question from its first line until its answer was read.
+// chunk, a question from its first line until its answer was read, or a log
+// record of -v.
 type screen struct {
-	// mu is held while a chunk is drawn and while a question is on screen.
-	// Nothing that holds it waits for the host's goroutine, which draws
-	// the chunks: a question waits only for its answer (or its ctx).
+	// mu is held while a chunk is drawn, while a question is on screen and
+	// while a log record is written. Nothing that holds it waits for the
+	// host's goroutine, which draws the chunks (a question waits only for
+	// its answer or its ctx), and nothing that holds it logs through
+	// cfg.Logger: the renderer, the terminal approver and the forms' code
+	// do not.
 	mu sync.Mutex
 	// settle ends the transcript's unfinished line (streamed text, a call's
 	// start line) before a question starts; called with mu held.
