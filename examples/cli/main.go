@@ -53,10 +53,12 @@
 // the CLI then exits with status 1; -yes does not answer forms. show_card's
 // cards are drawn as boxes. The researcher is a sub-agent (agent.NewSubAgent)
 // with get_weather and get_time, on the same model: its call is not asked
-// about, its own calls are, and its output is shown indented under the call,
-// each line starting with its name. -json writes all of these as the chunks
-// they are (form_request and card side chunks, the sub-agent's chunks marked
-// with agent, depth and parent).
+// about, its own calls are (each question after its call is shown, on lines
+// of its own that nothing is drawn into before it is answered), and its
+// output is shown indented under the call, each line starting with its
+// name. -json writes all of these as the chunks they are (form_request and
+// card side chunks, the sub-agent's chunks marked with agent, depth and
+// parent).
 //
 // -skills names a folder of skills (package agent/skills): the model sees
 // their descriptions right after the system prompt and reads one with
@@ -66,12 +68,24 @@
 // a hooks.json (package agent/hooks): its prompts are injected at the
 // checkpoints of each run.
 //
-// Exit status: 0 when the run finished or was interrupted, 1 on a model,
-// transport or store error, when -skills, -hooks or -mcp cannot be loaded,
-// or when a tool call was rejected or a form cancelled because the input
-// ended before its questions were answered, 2 on bad flags (an
-// -enable-skill that names no skill of -skills included), 130 on a second
-// Ctrl-C.
+// # Exit status
+//
+//   - 0: the run finished.
+//   - 1: a model, transport or store error; -skills, -hooks or -mcp cannot
+//     be loaded; or a tool call was rejected, or a form cancelled, because
+//     the input ended before its question was answered.
+//   - 2: bad flags (an -enable-skill that names no skill of -skills
+//     included).
+//   - 3: a tool call was rejected (answered n), which ended the run. A
+//     rejected call of the researcher's ends only the researcher's run: the
+//     model reads why, and the run goes on.
+//   - 130 (128 + SIGINT): Ctrl-C interrupted the run; a second Ctrl-C exits
+//     at once with it too.
+//   - 128 plus the signal's number (143, 129): SIGTERM or SIGHUP ended it.
+//
+// The prompt loop exits with 1 when one of its turns failed, else 3 when a
+// rejection ended one, else 0: it goes on after either, and after Ctrl-C
+// interrupted a turn; Ctrl-C at the prompt ends it like Ctrl-D.
 package main
 
 import (
@@ -138,6 +152,19 @@ func (l *nameList) Set(s string) error {
 	return nil
 }
 
+// The exit statuses, as the package documentation and -h list them.
+const (
+	exitOK    = 0 // the run finished
+	exitError = 1 // a failure, or a question the input ended before
+	exitUsage = 2 // bad flags
+	// exitRejected: the run ended because one of its tool calls was
+	// rejected (the default of agent.Config.OnReject).
+	exitRejected = 3
+	// exitInterrupted: Ctrl-C interrupted the run, 128 plus SIGINT's
+	// number as shells report a process that Ctrl-C ended.
+	exitInterrupted = 130
+)
+
 // usageError is a command-line mistake: exit status 2.
 type usageError struct{ msg string }
 
@@ -165,6 +192,18 @@ form, question, research, delegate, sub-agent or skill.
 flags:
 `)
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), `
+exit status:
+  0         the run finished
+  1         an error (of the model, its connection, the -db file, -skills,
+            -hooks or -mcp), or the input ended before a question was answered
+  2         bad flags
+  3         a tool call was rejected, which ended the run
+  130       Ctrl-C interrupted the run (128 + SIGINT), or a second Ctrl-C
+  143, 129  SIGTERM or SIGHUP ended it (128 + the signal's number)
+The prompt loop exits with 1 when a turn failed, else 3 when a rejection
+ended a turn, else 0: it goes on after either, and after Ctrl-C.
+`)
 	}
 	fs.StringVar(&o.baseURL, "base-url", os.Getenv("OPENAI_BASE_URL"), "OpenAI-compatible API `URL` (default $OPENAI_BASE_URL, else OpenAI's when a key is set)")
 	fs.StringVar(&o.model, "model", os.Getenv("OPENAI_MODEL"), "model `name` (default $OPENAI_MODEL)")
@@ -218,6 +257,7 @@ type cli struct {
 	forms   *interact.Forms // the forms of ask_user_question
 	in      *lineSource
 	out     renderer
+	screen  *screen // orders the transcript and the questions on the terminal
 	stderr  io.Writer
 	intr    *interrupter
 	history []memory.Message // the conversation when there is no store
@@ -228,15 +268,15 @@ type cli struct {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) {
 	opts, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return exitOK
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "cli: %s\n", ue.msg)
-		return 2
+		return exitUsage
 	}
 	if err != nil {
-		return 2
+		return exitUsage
 	}
 
 	cfg := agent.Config{
@@ -255,13 +295,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		tp, stop, err := startTracing(opts.trace, "planround-cli")
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
-			return 1
+			return exitError
 		}
 		// Deferred first, so it runs last: after the MCP servers ended.
 		defer func() {
 			if err := stop(); err != nil {
 				fmt.Fprintf(stderr, "cli: %v\n", err)
-				status = max(status, 1)
+				status = max(status, exitError)
 			}
 		}()
 		cfg.TracerProvider = tp
@@ -273,13 +313,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		tty := isTerminal(stdout)
 		out = newHumanRenderer(stdout, tty && os.Getenv("NO_COLOR") == "", tty)
 	}
+	scr := newScreen(func() {})
+	if h, ok := out.(*humanRenderer); ok {
+		scr.settle = h.newline
+	}
 	if opts.verbose {
-		var logw io.Writer = stderr
-		if h, ok := out.(*humanRenderer); ok {
-			// On a terminal stdout and stderr share the screen: a log line
-			// must not run into a line of streamed text.
-			logw = &logWriter{w: stderr, open: h.lineOpen}
-		}
+		// On a terminal stdout and stderr share the screen: a log line
+		// must not run into a line of streamed text, nor into a question.
+		logw := &logWriter{w: stderr, screen: scr}
 		cfg.Logger = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
@@ -290,12 +331,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	forms, err := interact.NewForms(interact.FormsConfig{})
 	if err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
-		return 1
+		return exitError
 	}
 	tools, err := hostTools(cfg, forms)
 	if err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
-		return 1
+		return exitError
 	}
 	var skillSet *skills.Set
 	if opts.skills != "" {
@@ -303,10 +344,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			var ue usageError
 			if errors.As(err, &ue) {
 				fmt.Fprintf(stderr, "cli: %s\n", ue.msg)
-				return 2
+				return exitUsage
 			}
 			fmt.Fprintf(stderr, "cli: %v\n", err)
-			return 1
+			return exitError
 		}
 		tools = append(tools, skillSet.Tool())
 		// First, so that its block follows the system prompt.
@@ -315,17 +356,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opts.hooks != "" {
 		if cfg.Hooks, err = hooks.LoadDir(opts.hooks); err != nil {
 			fmt.Fprintf(stderr, "cli: -hooks %s: %v\n", opts.hooks, err)
-			return 1
+			return exitError
 		}
 	}
 	if cfg.Tools, err = agent.NewToolRegistry(tools...); err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
-		return 1
+		return exitError
 	}
 	// Delegating changes nothing: the researcher's own calls are asked.
 	if err := cfg.Tools.SetSkipApproval(demo.ResearcherName, true); err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
-		return 1
+		return exitError
 	}
 
 	session := opts.session
@@ -336,7 +377,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		st, err := sqlitestore.Open(ctx, opts.db)
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
-			return 1
+			return exitError
 		}
 		defer st.Close() // after the MCP servers end, which pin in it
 		cfg.Store = st
@@ -351,7 +392,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, kv, cfg.Logger, forms)
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
-			return exitStatus(term, 1)
+			return exitStatus(term, exitError)
 		}
 		// Once: a second Ctrl-C during the deferred call waits for it
 		// before it exits.
@@ -379,15 +420,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if opts.trustHints {
 			cfg.Approver = approval.Chain(cfg.Approver, approval.ReadOnlyHints())
 		}
+		// A sub-agent's questions are asked by its own goroutine: each
+		// after its call was drawn, on lines nothing is drawn into.
+		cfg.Approver = screenApprover{approver: cfg.Approver, screen: scr}
 	}
 
 	a, err := agent.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
-		return 1
+		return exitError
 	}
 
-	c := &cli{opts: opts, session: session, agent: a, forms: forms, in: in, out: out, stderr: stderr}
+	c := &cli{opts: opts, session: session, agent: a, forms: forms, in: in, out: out, screen: scr, stderr: stderr}
 
 	// A second Ctrl-C exits at once, without the deferred clean-up: it
 	// ends the MCP servers first.
@@ -400,16 +444,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	if opts.prompt != "" {
-		if err := c.turn(ctx, opts.prompt); err != nil {
-			return 1
-		}
-		return 0
+		return c.turn(ctx, opts.prompt)
 	}
 	return c.loop(ctx)
 }
 
-// turn runs one user turn and reports its error, already shown on stderr.
-func (c *cli) turn(ctx context.Context, msg string) error {
+// turn runs one user turn and returns its exit status: exitOK when the run
+// finished, exitError when it failed (the error already shown on stderr),
+// exitRejected when a rejected call ended it and exitInterrupted when
+// Ctrl-C (or the end of ctx) did.
+func (c *cli) turn(ctx context.Context, msg string) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.intr.arm(cancel, "interrupting (Ctrl-C again to exit now)")
@@ -422,38 +466,52 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 		ctx = skills.WithEnabled(ctx, c.opts.enable...)
 	}
 	t := c.agent.NewTurn(agent.Input{SessionID: c.session, History: c.history, Message: msg})
-	var err error
-	unasked := "" // a call rejected, or a form cancelled, because the input ended or broke
+	var (
+		err     error
+		unasked string      // a call rejected, or a form cancelled, because the input ended or broke
+		last    agent.Chunk // the run's own last chunk, not a sub-agent's
+	)
 	for ch, e := range t.Run(ctx) {
 		if e != nil {
 			err = e
 			break
+		}
+		if ch.Depth == 0 {
+			last = ch
 		}
 		// The terminal approver fails (CauseApprovalFailed) only when it
 		// cannot read an answer.
 		if ch.Kind == agent.KindToolRejected && ch.Tool.Cause == agent.CauseApprovalFailed && unasked == "" {
 			unasked = ch.Tool.Name + " was not run: the input ended before the approval question was answered (answer on stdin, or pass -yes)"
 		}
-		c.out.chunk(ch)
-		if werr := c.out.err(); werr != nil {
+		var werr error
+		c.screen.draw(ch, func(ch agent.Chunk) {
+			c.out.chunk(ch)
+			werr = c.out.err()
+		})
+		if werr != nil {
 			err = fmt.Errorf("writing output: %w", werr)
 			break // ends the run
 		}
+		answered := true
 		if fr, ok := ch.Side.(interact.FormRequest); ok && ch.Kind == agent.KindSide {
 			// Asked here, while the run waits: the call finds the answers
 			// whenever it starts to wait for them.
-			if !c.answerForm(ctx, fr) && unasked == "" {
+			c.screen.own(func() { answered = c.answerForm(ctx, fr) })
+			if !answered && unasked == "" {
 				unasked = "the form was not answered: the input ended before its questions were answered (answer them on stdin)"
 			}
 		}
 		if er, ok := ch.Side.(interact.ElicitationRequest); ok && ch.Kind == agent.KindSide {
 			// An MCP server's question, asked here as a form is.
-			if !c.answerElicitation(ctx, er) && unasked == "" {
+			c.screen.own(func() { answered = c.answerElicitation(ctx, er) })
+			if !answered && unasked == "" {
 				unasked = "the MCP server's question was not answered: the input ended first (answer it on stdin)"
 			}
 		}
 	}
-	c.out.endTurn()
+	c.screen.own(c.out.endTurn)
+	c.screen.endTurn()
 	// Messages is valid history however the run ended; with a store the
 	// agent has already saved it.
 	if c.opts.db == "" {
@@ -463,10 +521,18 @@ func (c *cli) turn(ctx context.Context, msg string) error {
 		// Nobody could answer: the run did not do what was asked.
 		err = errors.New(unasked)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		fmt.Fprintf(c.stderr, "cli: %s\n", describe(err))
+		return exitError
+	case last.Kind != agent.KindInterrupted:
+		return exitOK
+	case ctx.Err() != nil:
+		return exitInterrupted
 	}
-	return err
+	// Nobody pressed Ctrl-C: a rejected call ended the run, as the
+	// transcript says ("stopped: the tool call was rejected").
+	return exitRejected
 }
 
 // answerForm asks the questions of a form on the terminal and gives the
@@ -500,10 +566,12 @@ func (c *cli) answerForm(ctx context.Context, fr interact.FormRequest) bool {
 	return true
 }
 
-// loop is the interactive prompt loop. It returns 0 at exit, quit or the end
-// of the input, 1 when a turn failed (the loop goes on after a failure).
+// loop is the interactive prompt loop, which ends at exit, quit, the end of
+// the input or Ctrl-C at the prompt. It returns exitError when a turn
+// failed, else exitRejected when a rejected call ended a turn, else exitOK:
+// the loop goes on after either, and after Ctrl-C interrupted a turn.
 func (c *cli) loop(ctx context.Context) int {
-	status := 0
+	status := exitOK
 	for {
 		lctx, cancel := context.WithCancel(ctx)
 		// Ctrl-C at the prompt leaves the loop, quietly; armed before the
@@ -517,7 +585,7 @@ func (c *cli) loop(ctx context.Context) int {
 			fmt.Fprintln(c.stderr)
 			if !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
 				fmt.Fprintf(c.stderr, "cli: reading input: %v\n", err)
-				return 1
+				return exitError
 			}
 			return status
 		}
@@ -527,8 +595,13 @@ func (c *cli) loop(ctx context.Context) int {
 		case "exit", "quit":
 			return status
 		}
-		if err := c.turn(ctx, line); err != nil {
-			status = 1
+		switch c.turn(ctx, line) {
+		case exitError:
+			status = exitError
+		case exitRejected:
+			if status == exitOK {
+				status = exitRejected
+			}
 		}
 		if ctx.Err() != nil {
 			return status
@@ -542,8 +615,12 @@ func describe(err error) string {
 	return oneLine(err.Error(), 500)
 }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a character device (a terminal), or a
+// writer that says whether it is one (the terminal a test emulates).
 func isTerminal(w io.Writer) bool {
+	if t, ok := w.(interface{ terminal() bool }); ok {
+		return t.terminal()
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -597,7 +674,7 @@ func (i *interrupter) watch() {
 			if i.beforeExit != nil {
 				i.beforeExit()
 			}
-			exit(130)
+			exit(exitInterrupted)
 		case cancel != nil:
 			if msg != "" {
 				fmt.Fprintln(i.stderr, "\ncli: "+msg)

@@ -207,7 +207,8 @@ func TestHumanWeatherRejectedOnTerminal(t *testing.T) {
 	leaktest.Check(t)
 	noModelEnv(t)
 	r := runCLI(t, "n not now\n", weatherPrompt)
-	require.Equal(t, 0, r.code, "a rejection ends the run normally; stderr: %s", r.stderr)
+	require.Equal(t, exitRejected, r.code, "a rejection ends the run, which did not do what was asked; stderr: %s", r.stderr)
+	assert.True(t, strings.HasSuffix(r.stderr, question), "the transcript says why, stderr adds nothing: %q", r.stderr)
 	assert.Contains(t, r.stdout, `⏺ get_weather {"city":"Paris"}`)
 	assert.Contains(t, r.stdout, "  ✗ "+agent.ReasonRejected+": not now\n", "the reason says \"rejected\" once")
 	assert.NotContains(t, r.stdout, "rejected: rejected")
@@ -615,6 +616,15 @@ func (p *proc) await(ctx context.Context, t *testing.T, what string, ok func(age
 	}
 }
 
+// requireExit checks that the process p exited with status want; err is
+// what its Wait returned.
+func requireExit(t *testing.T, want int, err error, p *proc) {
+	t.Helper()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "exit status %d; stderr: %s", want, p.stderr.String())
+	require.Equal(t, want, ee.ExitCode(), "stderr: %s", p.stderr.String())
+}
+
 // wait waits for the end of stdout and the process, and returns every chunk.
 func (p *proc) wait(t *testing.T) ([]agent.Chunk, error) {
 	t.Helper()
@@ -700,7 +710,7 @@ func TestBinaryCtrlCInterruptsRunningCommand(t *testing.T) {
 
 	chunks, err := p.wait(t)
 	require.NoError(t, ctx.Err(), "the CLI did not end after Ctrl-C; stderr: %s", p.stderr.String())
-	require.NoError(t, err, "exit status 0 after an interrupt; stderr: %s", p.stderr.String())
+	requireExit(t, exitInterrupted, err, p)
 	tr := trace(chunks)
 	require.GreaterOrEqual(t, len(tr), 2)
 	assert.Equal(t, []string{"rejected:run_command:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])

@@ -260,7 +260,7 @@ func TestMCPProgressShownLiveAndKeptWhenInterrupted(t *testing.T) {
 	out := &signalWriter{marker: "  │ child pid ", fn: cancel}
 	var errb bytes.Buffer
 	code := run(ctx, append(modelArgs(model), "-yes", "-mcp", file, "spawn a child"), strings.NewReader(""), out, &errb)
-	require.Equal(t, 0, code, "stderr: %s", errb.String())
+	require.Equal(t, exitInterrupted, code, "stderr: %s", errb.String())
 	stdout := out.String()
 	assert.Contains(t, stdout, "⏺ spawn {\"block\":true}\n")
 	i := strings.Index(stdout, "  │ child pid ")
@@ -318,7 +318,7 @@ func TestBinaryEndsMCPServers(t *testing.T) {
 		status int
 	}{
 		{name: "end of input", loop: true},
-		{name: "Ctrl-C during the call", block: true, signal: syscall.SIGINT},
+		{name: "Ctrl-C during the call", block: true, signal: syscall.SIGINT, status: exitInterrupted},
 		{name: "Ctrl-C at the prompt", loop: true, signal: syscall.SIGINT},
 		{name: "SIGTERM during the call", block: true, signal: syscall.SIGTERM, status: 128 + int(syscall.SIGTERM)},
 		{name: "SIGHUP at the prompt", loop: true, signal: syscall.SIGHUP, status: 128 + int(syscall.SIGHUP)},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/planround/planround/agent"
@@ -86,8 +85,6 @@ type humanRenderer struct {
 	reasoning   bool // inside a block of reasoning text
 	liveStart   bool // an unfinished start line is on screen
 	calls       map[string]*callView
-	// open is !atLineStart, for lineOpen from other goroutines.
-	open atomic.Bool
 
 	// indent starts every line of a sub-agent's chunks (see enter); scope
 	// names the run whose chunks are shown: "" for the host's own run.
@@ -175,30 +172,20 @@ func (r *humanRenderer) enter(c agent.Chunk) {
 	}
 }
 
-func (r *humanRenderer) setLineStart(b bool) {
-	r.atLineStart = b
-	r.open.Store(!b)
-}
+func (r *humanRenderer) setLineStart(b bool) { r.atLineStart = b }
 
-// lineOpen reports whether the output is in the middle of a line. It is
-// safe to call from any goroutine.
-func (r *humanRenderer) lineOpen() bool { return r.open.Load() }
-
-// logWriter writes log records to w, each on a line of its own: when the
-// renderer's output (on the same screen) is in the middle of a line, it
-// starts a new one first. slog handlers write each record in one Write.
+// logWriter writes log records to w, each on lines of its own: it owns the
+// screen while it writes, so a record never runs into a line of the
+// transcript, and waits while a question is on screen. slog handlers write
+// each record in one Write.
 type logWriter struct {
-	w    io.Writer
-	open func() bool
+	w      io.Writer
+	screen *screen
 }
 
-func (l *logWriter) Write(p []byte) (int, error) {
-	if l.open() {
-		if _, err := io.WriteString(l.w, "\n"); err != nil {
-			return 0, err
-		}
-	}
-	return l.w.Write(p)
+func (l *logWriter) Write(p []byte) (n int, err error) {
+	l.screen.own(func() { n, err = l.w.Write(p) })
+	return n, err
 }
 
 // styled wraps s in an ANSI style when colour is on.
