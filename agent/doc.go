@@ -232,6 +232,10 @@
 // resumed turn found cut by a crash). A tool's
 // context carries its span, so a sub-agent's run nests under its call and
 // an MCP call (package mcpclient) sends the trace context to its server.
+// A sub-agent whose Config leaves TracerProvider, MeterProvider or Logger
+// nil records with the calling run's: its spans, its metrics (with its own
+// gen_ai.request.model) and its log records go where the host's do; what
+// its Config sets, it keeps (see [NewSubAgent]).
 //
 // The metrics are gen_ai.client.token.usage and
 // gen_ai.client.operation.duration (per model call), planround.tool.duration,

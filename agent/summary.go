@@ -78,17 +78,17 @@ func (r *run) maybeSummarize() {
 	s := memory.Summarizer{Store: r.a.cfg.Store, Model: r.a.SummaryModel(), Threshold: r.a.cfg.SummarizeAt}
 	sum, done, err := s.MaybeSummarize(ctx, r.t.in.SessionID)
 	if err != nil && ctx.Err() != nil {
-		r.a.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "summarisation interrupted", slog.String("session", r.t.in.SessionID))
+		r.obs.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "summarisation interrupted", slog.String("session", r.t.in.SessionID))
 		r.emit(Chunk{Kind: KindInterrupted, Round: r.round})
 		return
 	}
 	if err != nil {
-		r.a.logger.LogAttrs(ctx, slog.LevelWarn, "summarisation failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
+		r.obs.logger.LogAttrs(ctx, slog.LevelWarn, "summarisation failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
 		r.emit(Chunk{Kind: KindWarning, Round: r.round, Code: WarnSummaryFailed, Text: "summarisation failed: " + err.Error()})
 		return
 	}
 	if done {
-		r.a.logger.LogAttrs(ctx, slog.LevelInfo, "session summarised", slog.String("session", r.t.in.SessionID),
+		r.obs.logger.LogAttrs(ctx, slog.LevelInfo, "session summarised", slog.String("session", r.t.in.SessionID),
 			slog.Int64("summary", sum.ID), slog.Int64("first", sum.FirstID), slog.Int64("last", sum.LastID))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -88,15 +89,65 @@ type telemetry struct {
 	model    string
 	chatName string // "chat {model}", the name of every chat span
 
+	instruments
+
+	// common are the attributes of every chat span and metric:
+	// gen_ai.request.model and gen_ai.provider.name when known.
+	common []attribute.KeyValue
+}
+
+// instruments are the metric instruments of a telemetry, made from one
+// MeterProvider.
+type instruments struct {
 	tokens       metric.Int64Histogram
 	opDuration   metric.Float64Histogram
 	toolDuration metric.Float64Histogram
 	approvalWait metric.Float64Histogram
 	runs         metric.Int64Counter
+}
 
-	// common are the attributes of every chat span and metric:
-	// gen_ai.request.model and gen_ai.provider.name when known.
-	common []attribute.KeyValue
+// observer is where a run's spans, metrics and log records go.
+type observer struct {
+	tel    *telemetry
+	logger *slog.Logger
+}
+
+// inheritance says which of the providers and the Logger a sub-agent's
+// run takes from the run that called it: those its Config left nil.
+type inheritance struct {
+	tracer, meter, logger bool
+}
+
+// observer returns where a run of a started with ctx records: the
+// Agent's own, except for a sub-agent's run (ctx is the context of the
+// call that runs it), which takes from the calling run what its Config
+// left nil. The tracer and the instruments taken are the caller's, the
+// attributes (model, provider) and the content settings stay the
+// sub-agent's. Called once per run.
+func (a *Agent) observer(ctx context.Context) *observer {
+	if a.inherit == (inheritance{}) {
+		return &a.obs
+	}
+	v := callIn(ctx)
+	if v == nil || v.obs == nil {
+		return &a.obs // not run by a call of an agent's run
+	}
+	caller := v.obs
+	o := &observer{tel: a.obs.tel, logger: a.obs.logger}
+	if a.inherit.logger {
+		o.logger = caller.logger
+	}
+	if a.inherit.tracer || a.inherit.meter {
+		tel := *a.obs.tel
+		if a.inherit.tracer {
+			tel.tracer = caller.tel.tracer
+		}
+		if a.inherit.meter {
+			tel.instruments = caller.tel.instruments
+		}
+		o.tel = &tel
+	}
+	return o
 }
 
 func newTelemetry(cfg Config) (*telemetry, error) {
@@ -227,7 +278,7 @@ func (tel *telemetry) startRun(ctx context.Context, sessionID string, resumed bo
 
 // endRun ends the run's span with its outcome and counts the run.
 func (r *run) endRun() {
-	tel, rt := r.a.tel, &r.tel
+	tel, rt := r.obs.tel, &r.tel
 	outcome := outcomeAnswered
 	switch {
 	case rt.err != nil:
@@ -287,7 +338,7 @@ type chatTel struct {
 // child of the run's span, and returns the context the request is sent
 // with.
 func (r *run) startChat(req request) (context.Context, *chatTel) {
-	tel := r.a.tel
+	tel := r.obs.tel
 	ctx, span := tel.tracer.Start(r.ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
 	ct := &chatTel{span: span, start: time.Now(), first: true}
 	if span.IsRecording() {
@@ -312,7 +363,7 @@ func (ct *chatTel) firstToken() {
 // endChat ends the chat span of the round's model call and records its
 // duration and token usage.
 func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
-	tel := r.a.tel
+	tel := r.obs.tel
 	ctx := context.WithoutCancel(r.ctx)
 	failed := err != nil && r.ctx.Err() == nil
 	durations, tokens := tel.opDuration.Enabled(ctx), res.usage != nil && tel.tokens.Enabled(ctx)
@@ -367,7 +418,7 @@ func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
 // startTool starts the execute_tool span of cs, a child of the run's span,
 // and returns ctx (the call's context) carrying it.
 func (r *run) startTool(ctx context.Context, cs *callState) context.Context {
-	tel := r.a.tel
+	tel := r.obs.tel
 	ctx, cs.span = tel.tracer.Start(ctx, "execute_tool "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
 	cs.started = time.Now()
 	if cs.span.IsRecording() {
@@ -386,8 +437,8 @@ func (r *run) endTool(cs *callState, outcome, content string) {
 	if cs.span == nil {
 		return
 	}
-	if ctx := context.WithoutCancel(r.ctx); r.a.tel.toolDuration.Enabled(ctx) {
-		r.a.tel.toolDuration.Record(ctx, time.Since(cs.started).Seconds(),
+	if ctx := context.WithoutCancel(r.ctx); r.obs.tel.toolDuration.Enabled(ctx) {
+		r.obs.tel.toolDuration.Record(ctx, time.Since(cs.started).Seconds(),
 			metric.WithAttributes(keyOperation.String("execute_tool"), keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
 	}
 	if cs.span.IsRecording() {
@@ -396,8 +447,8 @@ func (r *run) endTool(cs *callState, outcome, content string) {
 			cs.span.SetStatus(codes.Error, cs.err.Error())
 			cs.span.SetAttributes(keyErrorType.String("tool_error"))
 		}
-		if r.a.tel.content {
-			cs.span.SetAttributes(keyToolResult.String(r.a.tel.bound(content)))
+		if r.obs.tel.content {
+			cs.span.SetAttributes(keyToolResult.String(r.obs.tel.bound(content)))
 		}
 	}
 	cs.span.End()
@@ -419,7 +470,7 @@ type approvalTel struct {
 
 // startApproval starts the await_approval span of cs.
 func (r *run) startApproval(cs *callState) approvalTel {
-	_, span := r.a.tel.tracer.Start(r.ctx, "await_approval "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	_, span := r.obs.tel.tracer.Start(r.ctx, "await_approval "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
 		span.SetAttributes(keyToolName.String(cs.call.Name), keyToolCallID.String(cs.call.ID), keyRound.Int(r.round))
 	}
@@ -448,8 +499,8 @@ func (r *run) endApproval(at approvalTel, cs *callState, approved bool) {
 		outcome = outcomeInterrupted
 	}
 	waited := time.Since(at.start)
-	if ctx := context.WithoutCancel(r.ctx); r.a.tel.approvalWait.Enabled(ctx) {
-		r.a.tel.approvalWait.Record(ctx, waited.Seconds(),
+	if ctx := context.WithoutCancel(r.ctx); r.obs.tel.approvalWait.Enabled(ctx) {
+		r.obs.tel.approvalWait.Record(ctx, waited.Seconds(),
 			metric.WithAttributes(keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
 	}
 	if at.span.IsRecording() {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -468,6 +470,172 @@ func TestTelemetrySubAgentNests(t *testing.T) {
 		"      chat sub-model",
 		"  chat test-model",
 	}, rec.tree())
+}
+
+// logCapture is a slog.Handler that keeps the records it handles; safe for
+// concurrent use (a sub-agent's run logs from its call's goroutine).
+type logCapture struct {
+	mu      sync.Mutex
+	records []slog.Record // guarded by mu
+}
+
+func (*logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCapture) WithAttrs([]slog.Attr) slog.Handler     { return l }
+func (l *logCapture) WithGroup(string) slog.Handler          { return l }
+
+func (l *logCapture) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+
+// modelCalls returns the model attribute of each "model call" record, in
+// order.
+func (l *logCapture) modelCalls() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.records {
+		if r.Message != "model call" {
+			continue
+		}
+		model := ""
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "model" {
+				model = a.Value.String()
+			}
+			return true
+		})
+		out = append(out, model)
+	}
+	return out
+}
+
+// TestTelemetrySubAgentInherits: a sub-agent whose Config names no
+// TracerProvider, MeterProvider or Logger records its run in the calling
+// run's: its chat spans nest under the call in the host's tracer provider,
+// its token metrics are in the host's meter provider, its model calls are
+// logged by the host's Logger, each with the sub-agent's model. A sub-agent
+// with providers and a Logger of its own keeps them.
+func TestTelemetrySubAgentInherits(t *testing.T) {
+	script := func(srv *agenttest.Server) {
+		srv.Enqueue(
+			planNeedTool(),
+			agenttest.Reply().Call(0, "call_1", "research", `{"task":"weather in Oslo?"}`).Usage(30, 3).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Usage(11, 2).Finish("tool_calls"),
+			agenttest.Reply().Text("Sunny in Oslo.").Usage(13, 4).Finish("stop"),
+			agenttest.Reply().Text("Research says: sunny.").Usage(40, 5).Finish("stop"),
+		)
+	}
+	subTree := []string{
+		"invoke_agent",
+		"  chat sub-model",
+		"  await_approval get_weather",
+		"  execute_tool get_weather",
+		"  chat sub-model",
+	}
+	hostTree := []string{
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"  await_approval research",
+		"  execute_tool research",
+		"  chat test-model",
+	}
+	// tokens are the token usage points of n calls of model.
+	tokens := func(model string, n, in, out int) []string {
+		return []string{
+			fmt.Sprintf("gen_ai.operation.name=chat,gen_ai.request.model=%s,gen_ai.token.type=input: %d/%d", model, n, in),
+			fmt.Sprintf("gen_ai.operation.name=chat,gen_ai.request.model=%s,gen_ai.token.type=output: %d/%d", model, n, out),
+		}
+	}
+	hostTokens := tokens("test-model", 3, 10+30+40, 4+3+5)
+	subTokens := tokens("sub-model", 2, 11+13, 2+4)
+
+	t.Run("inherited", func(t *testing.T) {
+		leaktest.Check(t)
+		srv := newServer(t)
+		script(srv)
+		rec, logs := newRecording(t), &logCapture{}
+		subTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, subTools, nil))
+		a := newAgent(t, srv, func(c *agent.Config) { rec.config(c); c.Logger = slog.New(logs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Equal(t, []string{
+			"invoke_agent",
+			"  chat test-model",
+			"  chat test-model",
+			"  await_approval research",
+			"  execute_tool research",
+			"    invoke_agent",
+			"      chat sub-model",
+			"      await_approval get_weather",
+			"      execute_tool get_weather",
+			"      chat sub-model",
+			"  chat test-model",
+		}, rec.tree())
+		m := rec.metrics(t)
+		assert.ElementsMatch(t, append(hostTokens, subTokens...), points(t, m["gen_ai.client.token.usage"]))
+		assert.Contains(t, points(t, m["gen_ai.client.operation.duration"]), "gen_ai.operation.name=chat,gen_ai.request.model=sub-model: 2")
+		assert.Len(t, points(t, m["planround.runs"]), 1, "one point: the host's run and the sub-agent's both answered")
+		assert.Equal(t, "gen_ai.operation.name=invoke_agent,planround.outcome=answered,planround.resumed=false: 2", points(t, m["planround.runs"])[0])
+		assert.Equal(t, []string{"test-model", "test-model", "sub-model", "sub-model", "test-model"}, logs.modelCalls())
+		assert.Len(t, srv.Requests(), 5)
+	})
+
+	t.Run("own", func(t *testing.T) {
+		leaktest.Check(t)
+		srv := newServer(t)
+		script(srv)
+		host, hostLogs := newRecording(t), &logCapture{}
+		own, ownLogs := newRecording(t), &logCapture{}
+		subTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, subTools, func(c *agent.Config) {
+			own.config(c)
+			c.Logger = slog.New(ownLogs)
+		}))
+		a := newAgent(t, srv, func(c *agent.Config) { host.config(c); c.Logger = slog.New(hostLogs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Equal(t, hostTree, host.tree())
+		assert.Equal(t, subTree, own.tree(), "the sub-agent's own provider has its run; its parent span is in the host's")
+		assert.ElementsMatch(t, hostTokens, points(t, host.metrics(t)["gen_ai.client.token.usage"]))
+		assert.ElementsMatch(t, subTokens, points(t, own.metrics(t)["gen_ai.client.token.usage"]))
+		assert.Equal(t, []string{"test-model", "test-model", "test-model"}, hostLogs.modelCalls())
+		assert.Equal(t, []string{"sub-model", "sub-model"}, ownLogs.modelCalls())
+	})
+
+	t.Run("mixed", func(t *testing.T) {
+		// A sub-agent with a MeterProvider and a Logger of its own
+		// inherits the tracer provider only.
+		leaktest.Check(t)
+		srv := newServer(t)
+		script(srv)
+		host, hostLogs := newRecording(t), &logCapture{}
+		own, ownLogs := newRecording(t), &logCapture{}
+		subTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, subTools, func(c *agent.Config) {
+			c.MeterProvider = own.mp
+			c.Logger = slog.New(ownLogs)
+		}))
+		a := newAgent(t, srv, func(c *agent.Config) { host.config(c); c.Logger = slog.New(hostLogs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Len(t, host.named("chat sub-model"), 2)
+		assert.Empty(t, own.tree())
+		assert.ElementsMatch(t, hostTokens, points(t, host.metrics(t)["gen_ai.client.token.usage"]))
+		assert.ElementsMatch(t, subTokens, points(t, own.metrics(t)["gen_ai.client.token.usage"]))
+		assert.Equal(t, []string{"test-model", "test-model", "test-model"}, hostLogs.modelCalls())
+		assert.Equal(t, []string{"sub-model", "sub-model"}, ownLogs.modelCalls())
+	})
 }
 
 // TestTelemetryApprovalDecision: a decision is a planround.approval.decision
