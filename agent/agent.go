@@ -191,11 +191,14 @@ type Config struct {
 	//
 	// The summary is written at the end of a run whose context was not
 	// cancelled and whose consumer did not stop ranging, before the
-	// iterator returns: the model call is part of the run. Cancelling the run's context abandons it (the run then ends with
+	// iterator returns: the model call is part of the run, with its chat
+	// span, metrics and log record like the rounds' (see the package
+	// documentation, "Telemetry"). Cancelling the run's context abandons it (the run then ends with
 	// an interrupted chunk); a failure is a warning chunk, not an error.
 	SummarizeAt int
 
-	// Logger receives one record per model call; nil discards them. A
+	// Logger receives one record per model call ("model call", the
+	// summary request's included); nil discards them. A
 	// sub-agent's run ([NewSubAgent]) whose Config leaves it nil logs to
 	// the Logger of the run that called it.
 	Logger *slog.Logger

@@ -64,6 +64,7 @@ const (
 	keyErrorType     = attribute.Key("error.type")
 
 	keyRound      = attribute.Key("planround.round")
+	keySummary    = attribute.Key("planround.summary")
 	keyIntent     = attribute.Key("planround.intent")
 	keyOutcome    = attribute.Key("planround.outcome")
 	keyResumed    = attribute.Key("planround.resumed")
@@ -334,22 +335,43 @@ type chatTel struct {
 	first bool // the first token has not been seen yet
 }
 
-// startChat starts the chat span of the current round's model call, as a
-// child of the run's span, and returns the context the request is sent
-// with.
-func (r *run) startChat(req request) (context.Context, *chatTel) {
-	tel := r.obs.tel
-	ctx, span := tel.tracer.Start(r.ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
+// startChat starts the chat span of a model call of the session
+// sessionID, as a child of the span ctx carries (a run's), and returns the
+// context the request is sent with.
+func (tel *telemetry) startChat(ctx context.Context, sessionID string, req request) (context.Context, *chatTel) {
+	ctx, span := tel.tracer.Start(ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
 	ct := &chatTel{span: span, start: time.Now(), first: true}
 	if span.IsRecording() {
-		span.SetAttributes(keyOperation.String("chat"), keyRound.Int(r.round))
+		span.SetAttributes(keyOperation.String("chat"))
 		span.SetAttributes(tel.common...)
-		if r.t.in.SessionID != "" {
-			span.SetAttributes(keyConversation.String(r.t.in.SessionID))
+		if sessionID != "" {
+			span.SetAttributes(keyConversation.String(sessionID))
 		}
 		if tel.content {
 			span.SetAttributes(keyInputMessages.String(tel.bound(messagesJSON(req.messages))))
 		}
+	}
+	return ctx, ct
+}
+
+// startChat starts the chat span of the current round's model call, as a
+// child of the run's span, and returns the context the request is sent
+// with.
+func (r *run) startChat(req request) (context.Context, *chatTel) {
+	ctx, ct := r.obs.tel.startChat(r.ctx, r.t.in.SessionID, req)
+	if ct.span.IsRecording() {
+		ct.span.SetAttributes(keyRound.Int(r.round))
+	}
+	return ctx, ct
+}
+
+// startSummary starts the chat span of a summary request (see
+// Agent.summarize): a chat span like a round's, with planround.summary
+// instead of planround.round.
+func (tel *telemetry) startSummary(ctx context.Context, sessionID string, req request) (context.Context, *chatTel) {
+	ctx, ct := tel.startChat(ctx, sessionID, req)
+	if ct.span.IsRecording() {
+		ct.span.SetAttributes(keySummary.Bool(true))
 	}
 	return ctx, ct
 }
@@ -360,28 +382,33 @@ func (ct *chatTel) firstToken() {
 	ct.span.AddEvent("first_token")
 }
 
-// endChat ends the chat span of the round's model call and records its
-// duration and token usage.
-func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
-	tel := r.obs.tel
-	ctx := context.WithoutCancel(r.ctx)
-	failed := err != nil && r.ctx.Err() == nil
-	durations, tokens := tel.opDuration.Enabled(ctx), res.usage != nil && tel.tokens.Enabled(ctx)
-	if durations || tokens {
-		attrs := make([]attribute.KeyValue, 0, 4)
-		attrs = append(attrs, keyOperation.String("chat"))
-		attrs = append(attrs, tel.common...)
-		if failed {
-			attrs = append(attrs, keyErrorType.String(errorType(err)))
-		}
-		if durations {
-			tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
-		}
-		if tokens {
-			tel.tokens.Record(ctx, res.usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
-			tel.tokens.Record(ctx, res.usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
-		}
+// measure records the duration and the token usage (when the response
+// reported it) of the model call of ct. failure is the call's error when
+// it failed, nil when it answered or was interrupted.
+func (tel *telemetry) measure(ctx context.Context, ct *chatTel, usage *stream.Usage, failure error) {
+	durations, tokens := tel.opDuration.Enabled(ctx), usage != nil && tel.tokens.Enabled(ctx)
+	if !durations && !tokens {
+		return
 	}
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, keyOperation.String("chat"))
+	attrs = append(attrs, tel.common...)
+	if failure != nil {
+		attrs = append(attrs, keyErrorType.String(errorType(failure)))
+	}
+	if durations {
+		tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
+	}
+	if tokens {
+		tel.tokens.Record(ctx, usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
+		tel.tokens.Record(ctx, usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
+	}
+}
+
+// end ends the chat span of ct with what every chat span says: the finish
+// reason, the token usage, and the error of a call that failed (failure)
+// or the outcome interrupted.
+func (ct *chatTel) end(usage *stream.Usage, finish string, failure error, interrupted bool) {
 	span := ct.span
 	if !span.IsRecording() {
 		span.End()
@@ -390,29 +417,43 @@ func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
 	if finish != "" {
 		span.SetAttributes(keyFinishReasons.StringSlice([]string{finish}))
 	}
-	if res.usage != nil {
-		span.SetAttributes(keyInputTokens.Int64(res.usage.PromptTokens), keyOutputTokens.Int64(res.usage.CompletionTokens))
-	}
-	if r.round == 0 && err == nil && !r.a.cfg.DisablePlanning {
-		// The planning round's intent, as planningRound will read it.
-		in := IntentNone
-		if det := r.a.cfg.Intents.Detect(r.parser.Raw()); det.Found {
-			in = Intent(det.Intent)
-		}
-		span.SetAttributes(keyIntent.String(string(in)))
-	}
-	if tel.content {
-		span.SetAttributes(keyOutput.String(tel.bound(outputJSON(r.parser.Raw(), r.acc.Calls(), finish))))
+	if usage != nil {
+		span.SetAttributes(keyInputTokens.Int64(usage.PromptTokens), keyOutputTokens.Int64(usage.CompletionTokens))
 	}
 	switch {
-	case failed:
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(keyErrorType.String(errorType(err)))
-	case err != nil || r.stopped:
+	case failure != nil:
+		span.RecordError(failure)
+		span.SetStatus(codes.Error, failure.Error())
+		span.SetAttributes(keyErrorType.String(errorType(failure)))
+	case interrupted:
 		span.SetAttributes(keyOutcome.String(outcomeInterrupted))
 	}
 	span.End()
+}
+
+// endChat ends the chat span of the round's model call and records its
+// duration and token usage.
+func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
+	tel := r.obs.tel
+	var failure error
+	if err != nil && r.ctx.Err() == nil {
+		failure = err
+	}
+	tel.measure(context.WithoutCancel(r.ctx), ct, res.usage, failure)
+	if span := ct.span; span.IsRecording() {
+		if r.round == 0 && err == nil && !r.a.cfg.DisablePlanning {
+			// The planning round's intent, as planningRound will read it.
+			in := IntentNone
+			if det := r.a.cfg.Intents.Detect(r.parser.Raw()); det.Found {
+				in = Intent(det.Intent)
+			}
+			span.SetAttributes(keyIntent.String(string(in)))
+		}
+		if tel.content {
+			span.SetAttributes(keyOutput.String(tel.bound(outputJSON(r.parser.Raw(), r.acc.Calls(), finish))))
+		}
+	}
+	ct.end(res.usage, finish, failure, err != nil || r.stopped)
 }
 
 // startTool starts the execute_tool span of cs, a child of the run's span,

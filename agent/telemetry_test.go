@@ -638,6 +638,129 @@ func TestTelemetrySubAgentInherits(t *testing.T) {
 	})
 }
 
+// TestTelemetrySummary: the summary request of Config.SummarizeAt is a
+// model call like the others: a chat span (with planround.summary) under
+// the run's span, its duration and token metrics, and a "model call" log
+// record. Every request the server received has its span and its record.
+func TestTelemetrySummary(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	rec, logs := newRecording(t), &logCapture{}
+	a := newAgent(t, srv, func(c *agent.Config) {
+		rec.config(c)
+		c.Logger = slog.New(logs)
+		c.Store = &memory.MemStore{}
+		c.SummarizeAt = 6
+	})
+	for i := range 2 {
+		srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Usage(20, 5).Finish("stop"))
+		if i == 1 {
+			srv.Enqueue(agenttest.Reply().Text("The user said ", "hello twice.").Usage(50, 6).Finish("stop"))
+		}
+		_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+		require.NoError(t, err)
+	}
+
+	requests := len(srv.Requests())
+	require.Equal(t, 5, requests, "two runs of two rounds, and the summary")
+	chats := rec.named("chat test-model")
+	assert.Len(t, chats, requests, "a chat span per model request")
+	assert.Len(t, logs.modelCalls(), requests, "a log record per model request")
+	assert.Equal(t, []string{
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"  chat test-model",
+	}, rec.tree())
+
+	sum := chats[4]
+	got := attrs(sum)
+	assert.Equal(t, true, got["planround.summary"])
+	assert.NotContains(t, got, "planround.round", "a summary is no round")
+	assert.Equal(t, "chat", got["gen_ai.operation.name"])
+	assert.Equal(t, "test-model", got["gen_ai.request.model"])
+	assert.Equal(t, "s", got["gen_ai.conversation.id"])
+	assert.Equal(t, []string{"stop"}, got["gen_ai.response.finish_reasons"])
+	assert.Equal(t, int64(50), got["gen_ai.usage.input_tokens"])
+	assert.Equal(t, int64(6), got["gen_ai.usage.output_tokens"])
+	assert.Equal(t, []string{"first_token"}, events(sum))
+	for _, c := range chats[:4] {
+		assert.NotContains(t, attrs(c), "planround.summary")
+	}
+	noContent(t, rec)
+
+	m := rec.metrics(t)
+	assert.Equal(t, []string{"gen_ai.operation.name=chat,gen_ai.request.model=test-model: 5"}, points(t, m["gen_ai.client.operation.duration"]))
+	assert.Equal(t, []string{
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=input: 3/90",
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=output: 3/16",
+	}, points(t, m["gen_ai.client.token.usage"]))
+
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var summary map[string]any
+	for _, r := range logs.records {
+		if r.Message != "model call" {
+			continue
+		}
+		kv := map[string]any{}
+		r.Attrs(func(a slog.Attr) bool { kv[a.Key] = a.Value.Any(); return true })
+		if kv["summary"] == true {
+			require.Nil(t, summary, "one summary record")
+			summary = kv
+		}
+	}
+	require.NotNil(t, summary)
+	assert.Equal(t, "s", summary["session"])
+	assert.Equal(t, "ok", summary["outcome"])
+	assert.Equal(t, "stop", summary["finish_reason"])
+	assert.Equal(t, int64(50), summary["prompt_tokens"])
+	assert.Equal(t, int64(6), summary["completion_tokens"])
+}
+
+// TestTelemetrySummaryFailure: a summary request that fails is a chat span
+// with the error, an operation duration with error.type and an error log
+// record; the run goes on to its warning.
+func TestTelemetrySummaryFailure(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	rec, logs := newRecording(t), &logCapture{}
+	a := newAgent(t, srv, func(c *agent.Config) {
+		rec.config(c)
+		c.Logger = slog.New(logs)
+		c.Store = &memory.MemStore{}
+		c.SummarizeAt = 5
+	})
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
+	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+	require.NoError(t, err)
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"), agenttest.HTTPError(500, "summary down"))
+	_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+	require.NoError(t, err)
+
+	chats := rec.named("chat test-model")
+	require.Len(t, chats, len(srv.Requests()))
+	sum := chats[len(chats)-1]
+	assert.Equal(t, true, attrs(sum)["planround.summary"])
+	assert.Equal(t, codes.Error, sum.Status().Code)
+	assert.Equal(t, "500", attrs(sum)["error.type"])
+	assert.Contains(t, points(t, rec.metrics(t)["gen_ai.client.operation.duration"]),
+		"error.type=500,gen_ai.operation.name=chat,gen_ai.request.model=test-model: 1")
+	assert.Len(t, logs.modelCalls(), len(srv.Requests()))
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var levels []slog.Level
+	for _, r := range logs.records {
+		if r.Message == "model call" {
+			levels = append(levels, r.Level)
+		}
+	}
+	assert.Equal(t, slog.LevelError, levels[len(levels)-1])
+}
+
 // TestTelemetryApprovalDecision: a decision is a planround.approval.decision
 // event on the call's await_approval span, saying what was decided (approved,
 // the call's cause, whether the arguments were edited), who decided, through
