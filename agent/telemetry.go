@@ -337,12 +337,13 @@ type chatTel struct {
 
 // startChat starts the chat span of a model call of the session
 // sessionID, as a child of the span ctx carries (a run's), and returns the
-// context the request is sent with.
-func (tel *telemetry) startChat(ctx context.Context, sessionID string, req request) (context.Context, *chatTel) {
+// context the request is sent with. which says what the call is:
+// planround.round for a round's, planround.summary for a summary's.
+func (tel *telemetry) startChat(ctx context.Context, sessionID string, req request, which attribute.KeyValue) (context.Context, *chatTel) {
 	ctx, span := tel.tracer.Start(ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
 	ct := &chatTel{span: span, start: time.Now(), first: true}
 	if span.IsRecording() {
-		span.SetAttributes(keyOperation.String("chat"))
+		span.SetAttributes(keyOperation.String("chat"), which)
 		span.SetAttributes(tel.common...)
 		if sessionID != "" {
 			span.SetAttributes(keyConversation.String(sessionID))
@@ -358,22 +359,14 @@ func (tel *telemetry) startChat(ctx context.Context, sessionID string, req reque
 // child of the run's span, and returns the context the request is sent
 // with.
 func (r *run) startChat(req request) (context.Context, *chatTel) {
-	ctx, ct := r.obs.tel.startChat(r.ctx, r.t.in.SessionID, req)
-	if ct.span.IsRecording() {
-		ct.span.SetAttributes(keyRound.Int(r.round))
-	}
-	return ctx, ct
+	return r.obs.tel.startChat(r.ctx, r.t.in.SessionID, req, keyRound.Int(r.round))
 }
 
 // startSummary starts the chat span of a summary request (see
 // Agent.summarize): a chat span like a round's, with planround.summary
 // instead of planround.round.
 func (tel *telemetry) startSummary(ctx context.Context, sessionID string, req request) (context.Context, *chatTel) {
-	ctx, ct := tel.startChat(ctx, sessionID, req)
-	if ct.span.IsRecording() {
-		ct.span.SetAttributes(keySummary.Bool(true))
-	}
-	return ctx, ct
+	return tel.startChat(ctx, sessionID, req, keySummary.Bool(true))
 }
 
 // firstToken marks the first token of the response on the chat span.
