@@ -611,6 +611,53 @@ func TestTelemetrySubAgentInherits(t *testing.T) {
 		assert.Equal(t, []string{"sub-model", "sub-model"}, ownLogs.modelCalls())
 	})
 
+	t.Run("two deep", func(t *testing.T) {
+		// A sub-agent's sub-agent takes them from the sub-agent's run,
+		// which took them from the host's.
+		leaktest.Check(t)
+		srv := newServer(t)
+		srv.Enqueue(
+			planNeedTool(),
+			agenttest.Reply().Call(0, "call_1", "research", `{"task":"weather in Oslo?"}`).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "call_2", "search", `{"task":"Oslo weather"}`).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "call_3", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+			agenttest.Reply().Text("Sunny.").Finish("stop"),
+			agenttest.Reply().Text("Sunny in Oslo.").Finish("stop"),
+			agenttest.Reply().Text("Research says: sunny.").Finish("stop"),
+		)
+		rec, logs := newRecording(t), &logCapture{}
+		searchTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		search := newSubAgent(t, "search", subConfig(t, srv, searchTools, func(c *agent.Config) { c.Model = "search-model" }))
+		researchTools, err := agent.NewToolRegistry(search)
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, researchTools, nil))
+		a := newAgent(t, srv, func(c *agent.Config) { rec.config(c); c.Logger = slog.New(logs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Equal(t, []string{
+			"invoke_agent",
+			"  chat test-model",
+			"  chat test-model",
+			"  await_approval research",
+			"  execute_tool research",
+			"    invoke_agent",
+			"      chat sub-model",
+			"      await_approval search",
+			"      execute_tool search",
+			"        invoke_agent",
+			"          chat search-model",
+			"          await_approval get_weather",
+			"          execute_tool get_weather",
+			"          chat search-model",
+			"      chat sub-model",
+			"  chat test-model",
+		}, rec.tree())
+		assert.Equal(t, []string{"test-model", "test-model", "sub-model", "search-model", "search-model", "sub-model", "test-model"}, logs.modelCalls())
+		assert.Equal(t, "gen_ai.operation.name=invoke_agent,planround.outcome=answered,planround.resumed=false: 3", points(t, rec.metrics(t)["planround.runs"])[0])
+	})
+
 	t.Run("mixed", func(t *testing.T) {
 		// A sub-agent with a MeterProvider and a Logger of its own
 		// inherits the tracer provider only.
