@@ -193,14 +193,15 @@ type Config struct {
 	// cancelled and whose consumer did not stop ranging, before the
 	// iterator returns: the model call is part of the run, with its chat
 	// span, metrics and log record like the rounds' (see the package
-	// documentation, "Telemetry"). Cancelling the run's context abandons it (the run then ends with
-	// an interrupted chunk); a failure is a warning chunk, not an error.
+	// documentation, "Telemetry"). Cancelling the run's context abandons
+	// it (the run then ends with an interrupted chunk); a failure is a
+	// warning chunk, not an error.
 	SummarizeAt int
 
 	// Logger receives one record per model call ("model call", the
-	// summary request's included); nil discards them. A
-	// sub-agent's run ([NewSubAgent]) whose Config leaves it nil logs to
-	// the Logger of the run that called it.
+	// summary request's included); nil discards them. A sub-agent's run
+	// ([NewSubAgent]) whose Config leaves it nil logs to the Logger of the
+	// run that called it.
 	Logger *slog.Logger
 
 	// TracerProvider and MeterProvider receive the agent's OpenTelemetry

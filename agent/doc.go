@@ -220,9 +220,9 @@
 // names a known provider, gen_ai.response.finish_reasons, token usage,
 // planround.round, planround.intent on the planning round, and a
 // first_token event; the summary request of Config.SummarizeAt is one
-// too, with planround.summary instead of planround.round), one "await_approval {tool}" span per call asked
-// about (planround.outcome approved, rejected, timed_out, interrupted or
-// suspended; planround.approval.waited when a person was waited for; and,
+// too, with planround.summary instead of planround.round), one
+// "await_approval {tool}" span per call asked about (planround.outcome
+// approved, rejected, timed_out, interrupted or suspended; planround.approval.waited when a person was waited for; and,
 // when the Approver decided, a planround.approval.decision event with
 // planround.approval.approved, planround.cause, planround.approval.by and
 // planround.approval.via (Decision.By and Via: who decided and through
@@ -245,8 +245,7 @@
 // per model call (session, round, model, latency, outcome, finish reason,
 // token usage, the error), the summary's with summary set instead of the
 // round: a run's chat spans and records are as many as its requests.
-// Prompts,
-// replies, tool arguments and results are recorded only with
+// Prompts, replies, tool arguments and results are recorded only with
 // Config.TelemetryContent, each cut at Config.TelemetryContentLimit bytes.
 // gen_ai.response.model is not recorded: the stream decoder does not read
 // the model field of the chunks.
