@@ -768,6 +768,33 @@ func TestTelemetrySummary(t *testing.T) {
 	assert.Equal(t, int64(6), summary["completion_tokens"])
 }
 
+// TestTelemetrySummaryContent: with Config.TelemetryContent, the summary's
+// chat span records the request it sent and the summary it got.
+func TestTelemetrySummaryContent(t *testing.T) {
+	srv := newServer(t)
+	rec := newRecording(t)
+	a := newAgent(t, srv, func(c *agent.Config) {
+		rec.config(c)
+		c.TelemetryContent = true
+		c.Store = &memory.MemStore{}
+		c.SummarizeAt = 6
+	})
+	for i := range 2 {
+		srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
+		if i == 1 {
+			srv.Enqueue(agenttest.Reply().Text("The user said hello.").Finish("stop"))
+		}
+		_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+		require.NoError(t, err)
+	}
+	chats := rec.named("chat test-model")
+	require.Len(t, chats, 5)
+	got := attrs(chats[4])
+	assert.Equal(t, true, got["planround.summary"])
+	assert.Contains(t, got["gen_ai.input.messages"], "Summarise the conversation transcript")
+	assert.Contains(t, got["gen_ai.output.messages"], "The user said hello.")
+}
+
 // TestTelemetrySummaryFailure: a summary request that fails is a chat span
 // with the error, an operation duration with error.type and an error log
 // record; the run goes on to its warning.
