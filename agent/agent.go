@@ -191,11 +191,17 @@ type Config struct {
 	//
 	// The summary is written at the end of a run whose context was not
 	// cancelled and whose consumer did not stop ranging, before the
-	// iterator returns: the model call is part of the run. Cancelling the run's context abandons it (the run then ends with
-	// an interrupted chunk); a failure is a warning chunk, not an error.
+	// iterator returns: the model call is part of the run, with its chat
+	// span, metrics and log record like the rounds' (see the package
+	// documentation, "Telemetry"). Cancelling the run's context abandons
+	// it (the run then ends with an interrupted chunk); a failure is a
+	// warning chunk, not an error.
 	SummarizeAt int
 
-	// Logger receives one record per model call; nil discards them.
+	// Logger receives one record per model call ("model call", the
+	// summary request's included); nil discards them. A sub-agent's run
+	// ([NewSubAgent]) whose Config leaves it nil logs to the Logger of the
+	// run that called it.
 	Logger *slog.Logger
 
 	// TracerProvider and MeterProvider receive the agent's OpenTelemetry
@@ -203,7 +209,9 @@ type Config struct {
 	// package documentation, "Telemetry"); nil means otel's global
 	// providers, which record nothing unless the host set them. The agent
 	// uses the OpenTelemetry API only: the host brings the SDK and the
-	// exporter.
+	// exporter. A sub-agent's run ([NewSubAgent]) records with the
+	// providers of the run that called it where its Config leaves them
+	// nil.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// TelemetryContent records the content of runs on their spans: the
@@ -226,7 +234,6 @@ type Agent struct {
 	cfg      Config
 	tags     []string
 	model    *model
-	logger   *slog.Logger
 	layers   []memory.Layer
 	hooks    []Hook
 	truncate memory.TruncateOptions
@@ -234,8 +241,13 @@ type Agent struct {
 	// driving holds the sessions this Agent runs now.
 	driving driving
 
-	// tel is the tracer and the instruments of every run.
-	tel *telemetry
+	// obs is where the runs' spans, metrics and log records go: the
+	// providers and the Logger of Config (otel's global providers and a
+	// discarding Logger for those it leaves nil).
+	obs observer
+	// inherit says which of them a sub-agent's run takes from the run
+	// that called it instead (see NewSubAgent); zero for any other Agent.
+	inherit inheritance
 
 	// parsers are the stream parsers of the rounds being streamed: a run
 	// takes one for each round and gives it back when the round ends, so a
@@ -306,10 +318,9 @@ func New(cfg Config) (*Agent, error) {
 		cfg:    cfg,
 		tags:   append([]string{stream.VoiceTag}, cfg.Intents.Tags()...),
 		model:  newModel(cfg),
-		logger: logger,
 		layers: slices.Clone(cfg.Layers),
 		hooks:  slices.Clone(cfg.Hooks),
-		tel:    tel,
+		obs:    observer{tel: tel, logger: logger},
 	}
 	if cfg.Store != nil && cfg.SummarizeAt > 0 {
 		a.layers = append(a.layers, sessionSummaries{memory.SummaryLayer{Store: cfg.Store}})

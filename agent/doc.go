@@ -219,9 +219,10 @@
 // call (gen_ai.request.model, gen_ai.provider.name when Config.BaseURL
 // names a known provider, gen_ai.response.finish_reasons, token usage,
 // planround.round, planround.intent on the planning round, and a
-// first_token event), one "await_approval {tool}" span per call asked
-// about (planround.outcome approved, rejected, timed_out, interrupted or
-// suspended; planround.approval.waited when a person was waited for; and,
+// first_token event; the summary request of Config.SummarizeAt is one
+// too, with planround.summary instead of planround.round), one
+// "await_approval {tool}" span per call asked about (planround.outcome
+// approved, rejected, timed_out, interrupted or suspended; planround.approval.waited when a person was waited for; and,
 // when the Approver decided, a planround.approval.decision event with
 // planround.approval.approved, planround.cause, planround.approval.by and
 // planround.approval.via (Decision.By and Via: who decided and through
@@ -232,11 +233,19 @@
 // resumed turn found cut by a crash). A tool's
 // context carries its span, so a sub-agent's run nests under its call and
 // an MCP call (package mcpclient) sends the trace context to its server.
+// A sub-agent whose Config leaves TracerProvider, MeterProvider or Logger
+// nil records with the calling run's: its spans, its metrics (with its own
+// gen_ai.request.model) and its log records go where the host's do; what
+// its Config sets, it keeps (see [NewSubAgent]).
 //
 // The metrics are gen_ai.client.token.usage and
-// gen_ai.client.operation.duration (per model call), planround.tool.duration,
-// planround.approval.wait and planround.runs (by outcome). Prompts,
-// replies, tool arguments and results are recorded only with
+// gen_ai.client.operation.duration (per model call, the summary's
+// included), planround.tool.duration, planround.approval.wait and
+// planround.runs (by outcome). Config.Logger gets a "model call" record
+// per model call (session, round, model, latency, outcome, finish reason,
+// token usage, the error), the summary's with summary set instead of the
+// round: a run's chat spans and records are as many as its requests.
+// Prompts, replies, tool arguments and results are recorded only with
 // Config.TelemetryContent, each cut at Config.TelemetryContentLimit bytes.
 // gen_ai.response.model is not recorded: the stream decoder does not read
 // the model field of the chunks.

@@ -98,11 +98,12 @@ type ApprovalCanceler interface {
 // that another run drives, [ErrBusy]. Turn messages are saved as in Run.
 func (a *Agent) Resume(ctx context.Context, sessionID string) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
-		ctx, tel := a.tel.startRun(ctx, sessionID, true)
+		obs := a.observer(ctx)
+		ctx, tel := obs.tel.startRun(ctx, sessionID, true)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		t := &Turn{a: a, in: Input{SessionID: sessionID}, used: true}
-		r := &run{t: t, a: a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: a.cfg.Tools.tools(), tel: tel}
+		r := &run{t: t, a: a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: a.cfg.Tools.tools(), obs: obs, tel: tel}
 		r.emitPiece = r.textPiece
 		r.resume()
 		r.endRun()
@@ -184,7 +185,7 @@ func (r *run) resume() {
 			// recorded an approval for it: the call is asked about now,
 			// by its key, so a durable Approver that registered an
 			// approval before the stop answers with that one.
-			r.a.logger.LogAttrs(r.ctx, slog.LevelInfo, "resuming a call whose stopped run had recorded no approval for it",
+			r.obs.logger.LogAttrs(r.ctx, slog.LevelInfo, "resuming a call whose stopped run had recorded no approval for it",
 				slog.String("session", id), slog.String("tool", tc.Name), slog.String("call", tc.ID))
 		}
 		if args, err := parseArgs(string(tc.Arguments)); err == nil {
@@ -315,7 +316,7 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 	if canceler, ok := r.a.cfg.Approver.(ApprovalCanceler); ok {
 		for _, ap := range cancel {
 			if err := canceler.CancelApproval(context.WithoutCancel(r.ctx), id, ap); err != nil {
-				r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "cancelling an approval failed", slog.String("session", id),
+				r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "cancelling an approval failed", slog.String("session", id),
 					slog.String("approval", ap), slog.Any("error", err))
 			}
 		}
@@ -396,7 +397,7 @@ func (r *run) holdsLease() bool {
 	if drive.Held(r.ctx) {
 		return true
 	}
-	r.a.logger.LogAttrs(r.ctx, slog.LevelError, "session lost before a tool ran", slog.String("session", r.t.in.SessionID))
+	r.obs.logger.LogAttrs(r.ctx, slog.LevelError, "session lost before a tool ran", slog.String("session", r.t.in.SessionID))
 	return false
 }
 
@@ -487,7 +488,7 @@ func (r *run) savePartial(cs *callState) {
 	err := r.saveCall(cs)
 	cs.openMu.Unlock()
 	if err != nil {
-		r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "saving a tool's output failed", toolAttr(cs), slog.Any("error", err))
+		r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "saving a tool's output failed", toolAttr(cs), slog.Any("error", err))
 	}
 }
 

@@ -118,11 +118,11 @@ func (r *run) noteApproval(cs *callState) (mustAsk bool) {
 	note := func() (note ApprovalNote) {
 		defer func() {
 			if p := recover(); p != nil {
-				r.a.logger.LogAttrs(r.ctx, slog.LevelError, "tool's NoteApproval panicked: the call must be asked about", toolAttr(cs), slog.Any("panic", p))
+				r.obs.logger.LogAttrs(r.ctx, slog.LevelError, "tool's NoteApproval panicked: the call must be asked about", toolAttr(cs), slog.Any("panic", p))
 				note = ApprovalNote{MustAsk: true, Details: []string{"the tool could not say what it is about to run"}}
 			}
 		}()
-		ctx := withCall(r.ctx, CallInfo{SessionID: r.t.in.SessionID, CallID: cs.call.ID, Tool: cs.call.Name, Round: r.round, Key: cs.key()}, nil, nil)
+		ctx := withCall(r.ctx, CallInfo{SessionID: r.t.in.SessionID, CallID: cs.call.ID, Tool: cs.call.Name, Round: r.round, Key: cs.key()}, nil, nil, r.obs)
 		return n.NoteApproval(ctx, cs.chunk)
 	}()
 	if note.Hints != nil {

@@ -205,7 +205,7 @@ func (r *run) inject(at Checkpoint, st HookState) bool {
 			}
 		}
 		if err != nil {
-			r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "hook failed", slog.String("session", r.t.in.SessionID),
+			r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "hook failed", slog.String("session", r.t.in.SessionID),
 				slog.Int("hook", i), slog.String("checkpoint", string(at)), slog.Any("error", err))
 			if !r.emit(Chunk{Kind: KindWarning, Round: r.round, Code: WarnHookFailed,
 				Text: fmt.Sprintf("hook %d failed at %s: %v", i, at, err)}) {
@@ -234,7 +234,7 @@ func (r *run) askHook(h Hook, at Checkpoint, st HookState) (injs []Injection, er
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("hook panicked: %v", p)
-			r.a.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "hook panicked",
+			r.obs.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "hook panicked",
 				slog.String("checkpoint", string(at)), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 		}
 	}()

@@ -161,10 +161,11 @@ func (t *Turn) Run(ctx context.Context) iter.Seq2[Chunk, error] {
 		}
 		t.used = true
 		defer t.accept()
-		ctx, tel := t.a.tel.startRun(ctx, t.in.SessionID, false)
+		obs := t.a.observer(ctx)
+		ctx, tel := obs.tel.startRun(ctx, t.in.SessionID, false)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		r := &run{t: t, a: t.a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: t.a.cfg.Tools.tools(), tel: tel}
+		r := &run{t: t, a: t.a, ctx: ctx, cancel: func() { cancel(nil) }, cancelCause: cancel, yield: yield, tools: t.a.cfg.Tools.tools(), obs: obs, tel: tel}
 		r.emitPiece = r.textPiece
 		r.do()
 		r.endRun()
@@ -229,6 +230,9 @@ type run struct {
 	// run's first call.
 	sides *sideQueue
 
+	// obs is where the run's spans, metrics and log records go (see
+	// Agent.observer).
+	obs *observer
 	// tel is the run's invoke_agent span and what decides its outcome.
 	tel runTel
 }
@@ -517,7 +521,7 @@ func (a *Agent) Preview(ctx context.Context, in Input) ([]memory.Message, error)
 	}
 	// A hook's warning has nowhere to go: it is dropped (and logged).
 	discard := func(Chunk, error) bool { return true }
-	r := &run{t: &Turn{a: a, in: in}, a: a, ctx: ctx, yield: discard, tools: a.cfg.Tools.tools()}
+	r := &run{t: &Turn{a: a, in: in}, a: a, ctx: ctx, yield: discard, tools: a.cfg.Tools.tools(), obs: a.observer(ctx)}
 	history, err := r.load(false)
 	if err != nil {
 		return nil, err
@@ -612,7 +616,7 @@ func (r *run) persist() {
 		return
 	}
 	if _, err := r.save(); err != nil {
-		r.a.logger.LogAttrs(r.ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
+		r.obs.logger.LogAttrs(r.ctx, slog.LevelError, "persist failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
 		r.fail(err)
 		return
 	}
@@ -712,7 +716,7 @@ func (r *run) namedCalls() []stream.Call {
 	var calls []stream.Call
 	for _, c := range r.acc.Calls() {
 		if c.Name == "" {
-			r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool call without a name dropped",
+			r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool call without a name dropped",
 				slog.String("session", r.t.in.SessionID), slog.Int("round", r.round),
 				slog.String("id", c.ID), slog.String("arguments", excerpt(c.Arguments)))
 			continue
@@ -909,7 +913,7 @@ func (r *run) logCall(start time.Time, withTools bool, res roundResult, finish s
 		level = slog.LevelError
 		attrs = append(attrs, slog.Any("error", err))
 	}
-	r.a.logger.LogAttrs(r.ctx, level, "model call", attrs...)
+	r.obs.logger.LogAttrs(r.ctx, level, "model call", attrs...)
 }
 
 func usageOr(u *stream.Usage) stream.Usage {

@@ -84,6 +84,19 @@ func WithMaxDepth(n int) SubAgentOption {
 // and the call is rejected as interrupted with the nested run's text so far
 // as its partial result.
 //
+// # Telemetry
+//
+// The nested run is an invoke_agent span under the span of the call that
+// started it, with its own chat, await_approval and execute_tool spans
+// (see the package documentation, "Telemetry"). What cfg leaves nil of
+// TracerProvider, MeterProvider and Logger is the calling run's: the
+// nested run's spans go to the caller's tracer provider, its metrics to
+// the caller's meter provider (with the sub-agent's gen_ai.request.model),
+// and its log records to the caller's Logger, so a host that configured
+// them once sees its sub-agents' model calls too. What cfg sets, the
+// nested run keeps. cfg.TelemetryContent and TelemetryContentLimit are
+// always the sub-agent's own.
+//
 // # Depth and state
 //
 // Sub-agents may call sub-agents, down to the depth [WithMaxDepth] allows.
@@ -120,6 +133,9 @@ func NewSubAgent(name, description string, cfg Config, opts ...SubAgentOption) (
 	if err != nil {
 		return nil, fmt.Errorf("agent: sub-agent %q: %s", name, strings.TrimPrefix(err.Error(), "agent: "))
 	}
+	// What cfg leaves nil is the calling run's, found in the call's
+	// context when the nested run starts.
+	a.inherit = inheritance{tracer: cfg.TracerProvider == nil, meter: cfg.MeterProvider == nil, logger: cfg.Logger == nil}
 	s.agent = a
 	s.def = ToolDefinition{
 		Name:        name,

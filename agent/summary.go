@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
 )
 
 // SummaryPrompt is the instruction the agent's summary model follows.
@@ -16,12 +18,19 @@ const SummaryPrompt = `You write the long-term memory of an assistant. Summarise
 
 // SummaryModel returns a [memory.SummaryModel] that asks the agent's model
 // (same API and model name) to summarise messages. Intent tags are removed
-// from the transcript it sends, and images are named, not sent.
+// from the transcript it sends, and images are named, not sent. Each
+// request is a model call like a round's: a chat span with
+// planround.summary, its metrics, and a "model call" record of
+// Config.Logger with summary set.
 func (a *Agent) SummaryModel() memory.SummaryModel {
-	return memory.SummaryModelFunc(a.summarize)
+	return memory.SummaryModelFunc(func(ctx context.Context, msgs []memory.Message) (string, error) {
+		return a.summarize(ctx, &a.obs, "", msgs)
+	})
 }
 
-func (a *Agent) summarize(ctx context.Context, msgs []memory.Message) (string, error) {
+// summarize asks the model for a summary of msgs, recorded with obs as a
+// model call of the session sessionID ("" when it is not known).
+func (a *Agent) summarize(ctx context.Context, obs *observer, sessionID string, msgs []memory.Message) (string, error) {
 	var tr strings.Builder
 	for _, m := range msgs {
 		switch {
@@ -43,26 +52,92 @@ func (a *Agent) summarize(ctx context.Context, msgs []memory.Message) (string, e
 	}
 	settings := a.cfg.Settings
 	settings.ResponseFormat = nil // a summary is prose
-	rd, resp, err := a.model.open(ctx, request{messages: []memory.Message{
+	req := request{messages: []memory.Message{
 		{Role: memory.RoleSystem, Content: SummaryPrompt},
 		{Role: memory.RoleUser, Content: tr.String()},
-	}, settings: settings})
+	}, settings: settings}
+
+	start := time.Now()
+	tel := obs.tel
+	sctx, ct := tel.startSummary(ctx, sessionID, req)
+	var out summaryOutput
+	err := a.readSummary(sctx, ct, req, &out)
+
+	// The call is recorded as a round's is (logCall, endChat).
+	var failure error
+	outcome := "ok"
+	switch {
+	case ctx.Err() != nil:
+		outcome = "interrupted"
+	case err != nil:
+		outcome, failure = "error", err
+	}
+	attrs := []slog.Attr{
+		slog.String("session", sessionID),
+		slog.Bool("summary", true),
+		slog.String("model", a.cfg.Model),
+		slog.Duration("latency", time.Since(start)),
+		slog.String("outcome", outcome),
+		slog.String("finish_reason", out.finish),
+	}
+	if out.usage != nil {
+		attrs = append(attrs,
+			slog.Int64("prompt_tokens", out.usage.PromptTokens),
+			slog.Int64("completion_tokens", out.usage.CompletionTokens))
+	}
+	level := slog.LevelInfo
+	if failure != nil {
+		level = slog.LevelError
+		attrs = append(attrs, slog.Any("error", failure))
+	}
+	obs.logger.LogAttrs(ctx, level, "model call", attrs...)
+	tel.measure(context.WithoutCancel(ctx), ct, out.usage, failure)
+	if tel.content && ct.span.IsRecording() {
+		ct.span.SetAttributes(keyOutput.String(tel.bound(outputJSON(out.text.String(), nil, out.finish))))
+	}
+	ct.end(out.usage, out.finish, failure, err != nil)
 	if err != nil {
-		return "", fmt.Errorf("agent: summary request failed: %w", err)
+		return "", err
+	}
+	return strings.TrimSpace(out.text.String()), nil
+}
+
+// summaryOutput is what a summary request's response brought.
+type summaryOutput struct {
+	text   strings.Builder
+	usage  *stream.Usage
+	finish string
+}
+
+// readSummary sends the summary request req with ctx (carrying its chat
+// span ct) and reads the response into out.
+func (a *Agent) readSummary(ctx context.Context, ct *chatTel, req request, out *summaryOutput) error {
+	rd, resp, err := a.model.open(ctx, req)
+	if err != nil {
+		return fmt.Errorf("agent: summary request failed: %w", err)
 	}
 	complete := false
 	defer func() { closeBody(resp.Body, complete) }()
-	var out strings.Builder
 	for {
 		d, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			complete = true
-			return strings.TrimSpace(out.String()), nil
+			return nil
 		}
 		if err != nil {
-			return "", fmt.Errorf("agent: reading summary: %w", streamError(err, resp))
+			return fmt.Errorf("agent: reading summary: %w", streamError(err, resp))
 		}
-		out.WriteString(d.Content)
+		if ct.first && d.Content != "" {
+			ct.firstToken()
+		}
+		out.text.WriteString(d.Content)
+		if d.FinishReason != "" {
+			out.finish = d.FinishReason
+		}
+		if d.Usage != nil {
+			u := *d.Usage
+			out.usage = &u
+		}
 	}
 }
 
@@ -75,20 +150,23 @@ func (r *run) maybeSummarize() {
 		return
 	}
 	ctx := r.ctx
-	s := memory.Summarizer{Store: r.a.cfg.Store, Model: r.a.SummaryModel(), Threshold: r.a.cfg.SummarizeAt}
+	model := memory.SummaryModelFunc(func(ctx context.Context, msgs []memory.Message) (string, error) {
+		return r.a.summarize(ctx, r.obs, r.t.in.SessionID, msgs)
+	})
+	s := memory.Summarizer{Store: r.a.cfg.Store, Model: model, Threshold: r.a.cfg.SummarizeAt}
 	sum, done, err := s.MaybeSummarize(ctx, r.t.in.SessionID)
 	if err != nil && ctx.Err() != nil {
-		r.a.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "summarisation interrupted", slog.String("session", r.t.in.SessionID))
+		r.obs.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "summarisation interrupted", slog.String("session", r.t.in.SessionID))
 		r.emit(Chunk{Kind: KindInterrupted, Round: r.round})
 		return
 	}
 	if err != nil {
-		r.a.logger.LogAttrs(ctx, slog.LevelWarn, "summarisation failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
+		r.obs.logger.LogAttrs(ctx, slog.LevelWarn, "summarisation failed", slog.String("session", r.t.in.SessionID), slog.Any("error", err))
 		r.emit(Chunk{Kind: KindWarning, Round: r.round, Code: WarnSummaryFailed, Text: "summarisation failed: " + err.Error()})
 		return
 	}
 	if done {
-		r.a.logger.LogAttrs(ctx, slog.LevelInfo, "session summarised", slog.String("session", r.t.in.SessionID),
+		r.obs.logger.LogAttrs(ctx, slog.LevelInfo, "session summarised", slog.String("session", r.t.in.SessionID),
 			slog.Int64("summary", sum.ID), slog.Int64("first", sum.FirstID), slog.Int64("last", sum.LastID))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ const (
 	keyErrorType     = attribute.Key("error.type")
 
 	keyRound      = attribute.Key("planround.round")
+	keySummary    = attribute.Key("planround.summary")
 	keyIntent     = attribute.Key("planround.intent")
 	keyOutcome    = attribute.Key("planround.outcome")
 	keyResumed    = attribute.Key("planround.resumed")
@@ -88,15 +90,65 @@ type telemetry struct {
 	model    string
 	chatName string // "chat {model}", the name of every chat span
 
+	instruments
+
+	// common are the attributes of every chat span and metric:
+	// gen_ai.request.model and gen_ai.provider.name when known.
+	common []attribute.KeyValue
+}
+
+// instruments are the metric instruments of a telemetry, made from one
+// MeterProvider.
+type instruments struct {
 	tokens       metric.Int64Histogram
 	opDuration   metric.Float64Histogram
 	toolDuration metric.Float64Histogram
 	approvalWait metric.Float64Histogram
 	runs         metric.Int64Counter
+}
 
-	// common are the attributes of every chat span and metric:
-	// gen_ai.request.model and gen_ai.provider.name when known.
-	common []attribute.KeyValue
+// observer is where a run's spans, metrics and log records go.
+type observer struct {
+	tel    *telemetry
+	logger *slog.Logger
+}
+
+// inheritance says which of the providers and the Logger a sub-agent's
+// run takes from the run that called it: those its Config left nil.
+type inheritance struct {
+	tracer, meter, logger bool
+}
+
+// observer returns where a run of a started with ctx records: the
+// Agent's own, except for a sub-agent's run (ctx is the context of the
+// call that runs it), which takes from the calling run what its Config
+// left nil. The tracer and the instruments taken are the caller's, the
+// attributes (model, provider) and the content settings stay the
+// sub-agent's. Called once per run.
+func (a *Agent) observer(ctx context.Context) *observer {
+	if a.inherit == (inheritance{}) {
+		return &a.obs
+	}
+	v := callIn(ctx)
+	if v == nil || v.obs == nil {
+		return &a.obs // not run by a call of an agent's run
+	}
+	caller := v.obs
+	o := &observer{tel: a.obs.tel, logger: a.obs.logger}
+	if a.inherit.logger {
+		o.logger = caller.logger
+	}
+	if a.inherit.tracer || a.inherit.meter {
+		tel := *a.obs.tel
+		if a.inherit.tracer {
+			tel.tracer = caller.tel.tracer
+		}
+		if a.inherit.meter {
+			tel.instruments = caller.tel.instruments
+		}
+		o.tel = &tel
+	}
+	return o
 }
 
 func newTelemetry(cfg Config) (*telemetry, error) {
@@ -227,7 +279,7 @@ func (tel *telemetry) startRun(ctx context.Context, sessionID string, resumed bo
 
 // endRun ends the run's span with its outcome and counts the run.
 func (r *run) endRun() {
-	tel, rt := r.a.tel, &r.tel
+	tel, rt := r.obs.tel, &r.tel
 	outcome := outcomeAnswered
 	switch {
 	case rt.err != nil:
@@ -283,18 +335,18 @@ type chatTel struct {
 	first bool // the first token has not been seen yet
 }
 
-// startChat starts the chat span of the current round's model call, as a
-// child of the run's span, and returns the context the request is sent
-// with.
-func (r *run) startChat(req request) (context.Context, *chatTel) {
-	tel := r.a.tel
-	ctx, span := tel.tracer.Start(r.ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
+// startChat starts the chat span of a model call of the session
+// sessionID, as a child of the span ctx carries (a run's), and returns the
+// context the request is sent with. which says what the call is:
+// planround.round for a round's, planround.summary for a summary's.
+func (tel *telemetry) startChat(ctx context.Context, sessionID string, req request, which attribute.KeyValue) (context.Context, *chatTel) {
+	ctx, span := tel.tracer.Start(ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
 	ct := &chatTel{span: span, start: time.Now(), first: true}
 	if span.IsRecording() {
-		span.SetAttributes(keyOperation.String("chat"), keyRound.Int(r.round))
+		span.SetAttributes(keyOperation.String("chat"), which)
 		span.SetAttributes(tel.common...)
-		if r.t.in.SessionID != "" {
-			span.SetAttributes(keyConversation.String(r.t.in.SessionID))
+		if sessionID != "" {
+			span.SetAttributes(keyConversation.String(sessionID))
 		}
 		if tel.content {
 			span.SetAttributes(keyInputMessages.String(tel.bound(messagesJSON(req.messages))))
@@ -303,34 +355,53 @@ func (r *run) startChat(req request) (context.Context, *chatTel) {
 	return ctx, ct
 }
 
+// startChat starts the chat span of the current round's model call, as a
+// child of the run's span, and returns the context the request is sent
+// with.
+func (r *run) startChat(req request) (context.Context, *chatTel) {
+	return r.obs.tel.startChat(r.ctx, r.t.in.SessionID, req, keyRound.Int(r.round))
+}
+
+// startSummary starts the chat span of a summary request (see
+// Agent.summarize): a chat span like a round's, with planround.summary
+// instead of planround.round.
+func (tel *telemetry) startSummary(ctx context.Context, sessionID string, req request) (context.Context, *chatTel) {
+	return tel.startChat(ctx, sessionID, req, keySummary.Bool(true))
+}
+
 // firstToken marks the first token of the response on the chat span.
 func (ct *chatTel) firstToken() {
 	ct.first = false
 	ct.span.AddEvent("first_token")
 }
 
-// endChat ends the chat span of the round's model call and records its
-// duration and token usage.
-func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
-	tel := r.a.tel
-	ctx := context.WithoutCancel(r.ctx)
-	failed := err != nil && r.ctx.Err() == nil
-	durations, tokens := tel.opDuration.Enabled(ctx), res.usage != nil && tel.tokens.Enabled(ctx)
-	if durations || tokens {
-		attrs := make([]attribute.KeyValue, 0, 4)
-		attrs = append(attrs, keyOperation.String("chat"))
-		attrs = append(attrs, tel.common...)
-		if failed {
-			attrs = append(attrs, keyErrorType.String(errorType(err)))
-		}
-		if durations {
-			tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
-		}
-		if tokens {
-			tel.tokens.Record(ctx, res.usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
-			tel.tokens.Record(ctx, res.usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
-		}
+// measure records the duration and the token usage (when the response
+// reported it) of the model call of ct. failure is the call's error when
+// it failed, nil when it answered or was interrupted.
+func (tel *telemetry) measure(ctx context.Context, ct *chatTel, usage *stream.Usage, failure error) {
+	durations, tokens := tel.opDuration.Enabled(ctx), usage != nil && tel.tokens.Enabled(ctx)
+	if !durations && !tokens {
+		return
 	}
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, keyOperation.String("chat"))
+	attrs = append(attrs, tel.common...)
+	if failure != nil {
+		attrs = append(attrs, keyErrorType.String(errorType(failure)))
+	}
+	if durations {
+		tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
+	}
+	if tokens {
+		tel.tokens.Record(ctx, usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
+		tel.tokens.Record(ctx, usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
+	}
+}
+
+// end ends the chat span of ct with what every chat span says: the finish
+// reason, the token usage, and the error of a call that failed (failure)
+// or the outcome interrupted.
+func (ct *chatTel) end(usage *stream.Usage, finish string, failure error, interrupted bool) {
 	span := ct.span
 	if !span.IsRecording() {
 		span.End()
@@ -339,35 +410,49 @@ func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
 	if finish != "" {
 		span.SetAttributes(keyFinishReasons.StringSlice([]string{finish}))
 	}
-	if res.usage != nil {
-		span.SetAttributes(keyInputTokens.Int64(res.usage.PromptTokens), keyOutputTokens.Int64(res.usage.CompletionTokens))
-	}
-	if r.round == 0 && err == nil && !r.a.cfg.DisablePlanning {
-		// The planning round's intent, as planningRound will read it.
-		in := IntentNone
-		if det := r.a.cfg.Intents.Detect(r.parser.Raw()); det.Found {
-			in = Intent(det.Intent)
-		}
-		span.SetAttributes(keyIntent.String(string(in)))
-	}
-	if tel.content {
-		span.SetAttributes(keyOutput.String(tel.bound(outputJSON(r.parser.Raw(), r.acc.Calls(), finish))))
+	if usage != nil {
+		span.SetAttributes(keyInputTokens.Int64(usage.PromptTokens), keyOutputTokens.Int64(usage.CompletionTokens))
 	}
 	switch {
-	case failed:
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(keyErrorType.String(errorType(err)))
-	case err != nil || r.stopped:
+	case failure != nil:
+		span.RecordError(failure)
+		span.SetStatus(codes.Error, failure.Error())
+		span.SetAttributes(keyErrorType.String(errorType(failure)))
+	case interrupted:
 		span.SetAttributes(keyOutcome.String(outcomeInterrupted))
 	}
 	span.End()
 }
 
+// endChat ends the chat span of the round's model call and records its
+// duration and token usage.
+func (r *run) endChat(ct *chatTel, res roundResult, finish string, err error) {
+	tel := r.obs.tel
+	var failure error
+	if err != nil && r.ctx.Err() == nil {
+		failure = err
+	}
+	tel.measure(context.WithoutCancel(r.ctx), ct, res.usage, failure)
+	if span := ct.span; span.IsRecording() {
+		if r.round == 0 && err == nil && !r.a.cfg.DisablePlanning {
+			// The planning round's intent, as planningRound will read it.
+			in := IntentNone
+			if det := r.a.cfg.Intents.Detect(r.parser.Raw()); det.Found {
+				in = Intent(det.Intent)
+			}
+			span.SetAttributes(keyIntent.String(string(in)))
+		}
+		if tel.content {
+			span.SetAttributes(keyOutput.String(tel.bound(outputJSON(r.parser.Raw(), r.acc.Calls(), finish))))
+		}
+	}
+	ct.end(res.usage, finish, failure, err != nil || r.stopped)
+}
+
 // startTool starts the execute_tool span of cs, a child of the run's span,
 // and returns ctx (the call's context) carrying it.
 func (r *run) startTool(ctx context.Context, cs *callState) context.Context {
-	tel := r.a.tel
+	tel := r.obs.tel
 	ctx, cs.span = tel.tracer.Start(ctx, "execute_tool "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
 	cs.started = time.Now()
 	if cs.span.IsRecording() {
@@ -386,8 +471,8 @@ func (r *run) endTool(cs *callState, outcome, content string) {
 	if cs.span == nil {
 		return
 	}
-	if ctx := context.WithoutCancel(r.ctx); r.a.tel.toolDuration.Enabled(ctx) {
-		r.a.tel.toolDuration.Record(ctx, time.Since(cs.started).Seconds(),
+	if ctx := context.WithoutCancel(r.ctx); r.obs.tel.toolDuration.Enabled(ctx) {
+		r.obs.tel.toolDuration.Record(ctx, time.Since(cs.started).Seconds(),
 			metric.WithAttributes(keyOperation.String("execute_tool"), keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
 	}
 	if cs.span.IsRecording() {
@@ -396,8 +481,8 @@ func (r *run) endTool(cs *callState, outcome, content string) {
 			cs.span.SetStatus(codes.Error, cs.err.Error())
 			cs.span.SetAttributes(keyErrorType.String("tool_error"))
 		}
-		if r.a.tel.content {
-			cs.span.SetAttributes(keyToolResult.String(r.a.tel.bound(content)))
+		if r.obs.tel.content {
+			cs.span.SetAttributes(keyToolResult.String(r.obs.tel.bound(content)))
 		}
 	}
 	cs.span.End()
@@ -419,7 +504,7 @@ type approvalTel struct {
 
 // startApproval starts the await_approval span of cs.
 func (r *run) startApproval(cs *callState) approvalTel {
-	_, span := r.a.tel.tracer.Start(r.ctx, "await_approval "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	_, span := r.obs.tel.tracer.Start(r.ctx, "await_approval "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
 		span.SetAttributes(keyToolName.String(cs.call.Name), keyToolCallID.String(cs.call.ID), keyRound.Int(r.round))
 	}
@@ -448,8 +533,8 @@ func (r *run) endApproval(at approvalTel, cs *callState, approved bool) {
 		outcome = outcomeInterrupted
 	}
 	waited := time.Since(at.start)
-	if ctx := context.WithoutCancel(r.ctx); r.a.tel.approvalWait.Enabled(ctx) {
-		r.a.tel.approvalWait.Record(ctx, waited.Seconds(),
+	if ctx := context.WithoutCancel(r.ctx); r.obs.tel.approvalWait.Enabled(ctx) {
+		r.obs.tel.approvalWait.Record(ctx, waited.Seconds(),
 			metric.WithAttributes(keyToolName.String(cs.call.Name), keyOutcome.String(outcome)))
 	}
 	if at.span.IsRecording() {

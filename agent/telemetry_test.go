@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -468,6 +470,369 @@ func TestTelemetrySubAgentNests(t *testing.T) {
 		"      chat sub-model",
 		"  chat test-model",
 	}, rec.tree())
+}
+
+// logCapture is a slog.Handler that keeps the records it handles; safe for
+// concurrent use (a sub-agent's run logs from its call's goroutine).
+type logCapture struct {
+	mu      sync.Mutex
+	records []slog.Record // guarded by mu
+}
+
+func (*logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCapture) WithAttrs([]slog.Attr) slog.Handler     { return l }
+func (l *logCapture) WithGroup(string) slog.Handler          { return l }
+
+func (l *logCapture) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+
+// modelCalls returns the model attribute of each "model call" record, in
+// order.
+func (l *logCapture) modelCalls() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.records {
+		if r.Message != "model call" {
+			continue
+		}
+		model := ""
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "model" {
+				model = a.Value.String()
+			}
+			return true
+		})
+		out = append(out, model)
+	}
+	return out
+}
+
+// TestTelemetrySubAgentInherits: a sub-agent whose Config names no
+// TracerProvider, MeterProvider or Logger records its run in the calling
+// run's: its chat spans nest under the call in the host's tracer provider,
+// its token metrics are in the host's meter provider, its model calls are
+// logged by the host's Logger, each with the sub-agent's model. A sub-agent
+// with providers and a Logger of its own keeps them.
+func TestTelemetrySubAgentInherits(t *testing.T) {
+	script := func(srv *agenttest.Server) {
+		srv.Enqueue(
+			planNeedTool(),
+			agenttest.Reply().Call(0, "call_1", "research", `{"task":"weather in Oslo?"}`).Usage(30, 3).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Usage(11, 2).Finish("tool_calls"),
+			agenttest.Reply().Text("Sunny in Oslo.").Usage(13, 4).Finish("stop"),
+			agenttest.Reply().Text("Research says: sunny.").Usage(40, 5).Finish("stop"),
+		)
+	}
+	subTree := []string{
+		"invoke_agent",
+		"  chat sub-model",
+		"  await_approval get_weather",
+		"  execute_tool get_weather",
+		"  chat sub-model",
+	}
+	hostTree := []string{
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"  await_approval research",
+		"  execute_tool research",
+		"  chat test-model",
+	}
+	// tokens are the token usage points of n calls of model.
+	tokens := func(model string, n, in, out int) []string {
+		return []string{
+			fmt.Sprintf("gen_ai.operation.name=chat,gen_ai.request.model=%s,gen_ai.token.type=input: %d/%d", model, n, in),
+			fmt.Sprintf("gen_ai.operation.name=chat,gen_ai.request.model=%s,gen_ai.token.type=output: %d/%d", model, n, out),
+		}
+	}
+	hostTokens := tokens("test-model", 3, 10+30+40, 4+3+5)
+	subTokens := tokens("sub-model", 2, 11+13, 2+4)
+
+	t.Run("inherited", func(t *testing.T) {
+		leaktest.Check(t)
+		srv := newServer(t)
+		script(srv)
+		rec, logs := newRecording(t), &logCapture{}
+		subTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, subTools, nil))
+		a := newAgent(t, srv, func(c *agent.Config) { rec.config(c); c.Logger = slog.New(logs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Equal(t, []string{
+			"invoke_agent",
+			"  chat test-model",
+			"  chat test-model",
+			"  await_approval research",
+			"  execute_tool research",
+			"    invoke_agent",
+			"      chat sub-model",
+			"      await_approval get_weather",
+			"      execute_tool get_weather",
+			"      chat sub-model",
+			"  chat test-model",
+		}, rec.tree())
+		m := rec.metrics(t)
+		assert.ElementsMatch(t, append(hostTokens, subTokens...), points(t, m["gen_ai.client.token.usage"]))
+		assert.Contains(t, points(t, m["gen_ai.client.operation.duration"]), "gen_ai.operation.name=chat,gen_ai.request.model=sub-model: 2")
+		assert.Len(t, points(t, m["planround.runs"]), 1, "one point: the host's run and the sub-agent's both answered")
+		assert.Equal(t, "gen_ai.operation.name=invoke_agent,planround.outcome=answered,planround.resumed=false: 2", points(t, m["planround.runs"])[0])
+		assert.Equal(t, []string{"test-model", "test-model", "sub-model", "sub-model", "test-model"}, logs.modelCalls())
+		assert.Len(t, srv.Requests(), 5)
+	})
+
+	t.Run("own", func(t *testing.T) {
+		leaktest.Check(t)
+		srv := newServer(t)
+		script(srv)
+		host, hostLogs := newRecording(t), &logCapture{}
+		own, ownLogs := newRecording(t), &logCapture{}
+		subTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, subTools, func(c *agent.Config) {
+			own.config(c)
+			c.Logger = slog.New(ownLogs)
+		}))
+		a := newAgent(t, srv, func(c *agent.Config) { host.config(c); c.Logger = slog.New(hostLogs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Equal(t, hostTree, host.tree())
+		assert.Equal(t, subTree, own.tree(), "the sub-agent's own provider has its run; its parent span is in the host's")
+		assert.ElementsMatch(t, hostTokens, points(t, host.metrics(t)["gen_ai.client.token.usage"]))
+		assert.ElementsMatch(t, subTokens, points(t, own.metrics(t)["gen_ai.client.token.usage"]))
+		assert.Equal(t, []string{"test-model", "test-model", "test-model"}, hostLogs.modelCalls())
+		assert.Equal(t, []string{"sub-model", "sub-model"}, ownLogs.modelCalls())
+	})
+
+	t.Run("two deep", func(t *testing.T) {
+		// A sub-agent's sub-agent takes them from the sub-agent's run,
+		// which took them from the host's.
+		leaktest.Check(t)
+		srv := newServer(t)
+		srv.Enqueue(
+			planNeedTool(),
+			agenttest.Reply().Call(0, "call_1", "research", `{"task":"weather in Oslo?"}`).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "call_2", "search", `{"task":"Oslo weather"}`).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "call_3", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+			agenttest.Reply().Text("Sunny.").Finish("stop"),
+			agenttest.Reply().Text("Sunny in Oslo.").Finish("stop"),
+			agenttest.Reply().Text("Research says: sunny.").Finish("stop"),
+		)
+		rec, logs := newRecording(t), &logCapture{}
+		searchTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		search := newSubAgent(t, "search", subConfig(t, srv, searchTools, func(c *agent.Config) { c.Model = "search-model" }))
+		researchTools, err := agent.NewToolRegistry(search)
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, researchTools, nil))
+		a := newAgent(t, srv, func(c *agent.Config) { rec.config(c); c.Logger = slog.New(logs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Equal(t, []string{
+			"invoke_agent",
+			"  chat test-model",
+			"  chat test-model",
+			"  await_approval research",
+			"  execute_tool research",
+			"    invoke_agent",
+			"      chat sub-model",
+			"      await_approval search",
+			"      execute_tool search",
+			"        invoke_agent",
+			"          chat search-model",
+			"          await_approval get_weather",
+			"          execute_tool get_weather",
+			"          chat search-model",
+			"      chat sub-model",
+			"  chat test-model",
+		}, rec.tree())
+		assert.Equal(t, []string{"test-model", "test-model", "sub-model", "search-model", "search-model", "sub-model", "test-model"}, logs.modelCalls())
+		assert.Equal(t, "gen_ai.operation.name=invoke_agent,planround.outcome=answered,planround.resumed=false: 3", points(t, rec.metrics(t)["planround.runs"])[0])
+	})
+
+	t.Run("mixed", func(t *testing.T) {
+		// A sub-agent with a MeterProvider and a Logger of its own
+		// inherits the tracer provider only.
+		leaktest.Check(t)
+		srv := newServer(t)
+		script(srv)
+		host, hostLogs := newRecording(t), &logCapture{}
+		own, ownLogs := newRecording(t), &logCapture{}
+		subTools, err := agent.NewToolRegistry(weatherTool())
+		require.NoError(t, err)
+		research := newSubAgent(t, "research", subConfig(t, srv, subTools, func(c *agent.Config) {
+			c.MeterProvider = own.mp
+			c.Logger = slog.New(ownLogs)
+		}))
+		a := newAgent(t, srv, func(c *agent.Config) { host.config(c); c.Logger = slog.New(hostLogs) }, research)
+		_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+		require.NoError(t, err)
+
+		assert.Len(t, host.named("chat sub-model"), 2)
+		assert.Empty(t, own.tree())
+		assert.ElementsMatch(t, hostTokens, points(t, host.metrics(t)["gen_ai.client.token.usage"]))
+		assert.ElementsMatch(t, subTokens, points(t, own.metrics(t)["gen_ai.client.token.usage"]))
+		assert.Equal(t, []string{"test-model", "test-model", "test-model"}, hostLogs.modelCalls())
+		assert.Equal(t, []string{"sub-model", "sub-model"}, ownLogs.modelCalls())
+	})
+}
+
+// TestTelemetrySummary: the summary request of Config.SummarizeAt is a
+// model call like the others: a chat span (with planround.summary) under
+// the run's span, its duration and token metrics, and a "model call" log
+// record. Every request the server received has its span and its record.
+func TestTelemetrySummary(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	rec, logs := newRecording(t), &logCapture{}
+	a := newAgent(t, srv, func(c *agent.Config) {
+		rec.config(c)
+		c.Logger = slog.New(logs)
+		c.Store = &memory.MemStore{}
+		c.SummarizeAt = 6
+	})
+	for i := range 2 {
+		srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Usage(20, 5).Finish("stop"))
+		if i == 1 {
+			srv.Enqueue(agenttest.Reply().Text("The user said ", "hello twice.").Usage(50, 6).Finish("stop"))
+		}
+		_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+		require.NoError(t, err)
+	}
+
+	requests := len(srv.Requests())
+	require.Equal(t, 5, requests, "two runs of two rounds, and the summary")
+	chats := rec.named("chat test-model")
+	assert.Len(t, chats, requests, "a chat span per model request")
+	assert.Len(t, logs.modelCalls(), requests, "a log record per model request")
+	assert.Equal(t, []string{
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"invoke_agent",
+		"  chat test-model",
+		"  chat test-model",
+		"  chat test-model",
+	}, rec.tree())
+
+	sum := chats[4]
+	got := attrs(sum)
+	assert.Equal(t, true, got["planround.summary"])
+	assert.NotContains(t, got, "planround.round", "a summary is no round")
+	assert.Equal(t, "chat", got["gen_ai.operation.name"])
+	assert.Equal(t, "test-model", got["gen_ai.request.model"])
+	assert.Equal(t, "s", got["gen_ai.conversation.id"])
+	assert.Equal(t, []string{"stop"}, got["gen_ai.response.finish_reasons"])
+	assert.Equal(t, int64(50), got["gen_ai.usage.input_tokens"])
+	assert.Equal(t, int64(6), got["gen_ai.usage.output_tokens"])
+	assert.Equal(t, []string{"first_token"}, events(sum))
+	for _, c := range chats[:4] {
+		assert.NotContains(t, attrs(c), "planround.summary")
+	}
+	noContent(t, rec)
+
+	m := rec.metrics(t)
+	assert.Equal(t, []string{"gen_ai.operation.name=chat,gen_ai.request.model=test-model: 5"}, points(t, m["gen_ai.client.operation.duration"]))
+	assert.Equal(t, []string{
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=input: 3/90",
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=output: 3/16",
+	}, points(t, m["gen_ai.client.token.usage"]))
+
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var summary map[string]any
+	for _, r := range logs.records {
+		if r.Message != "model call" {
+			continue
+		}
+		kv := map[string]any{}
+		r.Attrs(func(a slog.Attr) bool { kv[a.Key] = a.Value.Any(); return true })
+		if kv["summary"] == true {
+			require.Nil(t, summary, "one summary record")
+			summary = kv
+		}
+	}
+	require.NotNil(t, summary)
+	assert.Equal(t, "s", summary["session"])
+	assert.Equal(t, "ok", summary["outcome"])
+	assert.Equal(t, "stop", summary["finish_reason"])
+	assert.Equal(t, int64(50), summary["prompt_tokens"])
+	assert.Equal(t, int64(6), summary["completion_tokens"])
+}
+
+// TestTelemetrySummaryContent: with Config.TelemetryContent, the summary's
+// chat span records the request it sent and the summary it got.
+func TestTelemetrySummaryContent(t *testing.T) {
+	srv := newServer(t)
+	rec := newRecording(t)
+	a := newAgent(t, srv, func(c *agent.Config) {
+		rec.config(c)
+		c.TelemetryContent = true
+		c.Store = &memory.MemStore{}
+		c.SummarizeAt = 6
+	})
+	for i := range 2 {
+		srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
+		if i == 1 {
+			srv.Enqueue(agenttest.Reply().Text("The user said hello.").Finish("stop"))
+		}
+		_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+		require.NoError(t, err)
+	}
+	chats := rec.named("chat test-model")
+	require.Len(t, chats, 5)
+	got := attrs(chats[4])
+	assert.Equal(t, true, got["planround.summary"])
+	assert.Contains(t, got["gen_ai.input.messages"], "Summarise the conversation transcript")
+	assert.Contains(t, got["gen_ai.output.messages"], "The user said hello.")
+}
+
+// TestTelemetrySummaryFailure: a summary request that fails is a chat span
+// with the error, an operation duration with error.type and an error log
+// record; the run goes on to its warning.
+func TestTelemetrySummaryFailure(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	rec, logs := newRecording(t), &logCapture{}
+	a := newAgent(t, srv, func(c *agent.Config) {
+		rec.config(c)
+		c.Logger = slog.New(logs)
+		c.Store = &memory.MemStore{}
+		c.SummarizeAt = 5
+	})
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"))
+	_, err := collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+	require.NoError(t, err)
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("answer").Finish("stop"), agenttest.HTTPError(500, "summary down"))
+	_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s", Message: "hello"}))
+	require.NoError(t, err)
+
+	chats := rec.named("chat test-model")
+	require.Len(t, chats, len(srv.Requests()))
+	sum := chats[len(chats)-1]
+	assert.Equal(t, true, attrs(sum)["planround.summary"])
+	assert.Equal(t, codes.Error, sum.Status().Code)
+	assert.Equal(t, "500", attrs(sum)["error.type"])
+	assert.Contains(t, points(t, rec.metrics(t)["gen_ai.client.operation.duration"]),
+		"error.type=500,gen_ai.operation.name=chat,gen_ai.request.model=test-model: 1")
+	assert.Len(t, logs.modelCalls(), len(srv.Requests()))
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var levels []slog.Level
+	for _, r := range logs.records {
+		if r.Message == "model call" {
+			levels = append(levels, r.Level)
+		}
+	}
+	assert.Equal(t, slog.LevelError, levels[len(levels)-1])
 }
 
 // TestTelemetryApprovalDecision: a decision is a planround.approval.decision

@@ -276,12 +276,14 @@ func (c CallInfo) RootSession() string {
 type callKey struct{}
 
 // callValue is what a call's context carries under callKey: the call,
-// where ShowSide puts its side messages, and what SaveCallState saves with
-// (nil when the run keeps no open-call records).
+// where ShowSide puts its side messages, what SaveCallState saves with
+// (nil when the run keeps no open-call records), and where the run that
+// made the call records (a sub-agent's run may record there too).
 type callValue struct {
 	CallInfo
 	sides *sideQueue
 	save  func(state string) error
+	obs   *observer
 }
 
 // callIn returns the call ctx carries, or nil.
@@ -305,11 +307,11 @@ func CallFromContext(ctx context.Context) (CallInfo, bool) {
 
 // withCall returns ctx carrying c, with the call ctx already carries, if
 // any, as c's parent.
-func withCall(ctx context.Context, c CallInfo, sides *sideQueue, save func(string) error) context.Context {
+func withCall(ctx context.Context, c CallInfo, sides *sideQueue, save func(string) error, obs *observer) context.Context {
 	if p := callIn(ctx); p != nil {
 		c.Parent = &p.CallInfo
 	}
-	return context.WithValue(ctx, callKey{}, &callValue{c, sides, save})
+	return context.WithValue(ctx, callKey{}, &callValue{c, sides, save, obs})
 }
 
 // SaveCallState saves state with the open-call record of the call ctx
@@ -366,7 +368,7 @@ func (r *run) callContext(cs *callState) context.Context {
 		ApprovalID: cs.chunk.ApprovalID,
 		Key:        cs.key(),
 		State:      state,
-	}, r.sides, r.stateSaver(cs))
+	}, r.sides, r.stateSaver(cs), r.obs)
 }
 
 // ShowSide shows payload beside the card of the call ctx belongs to, while

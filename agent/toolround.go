@@ -447,7 +447,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		// New checked that no tool needs approval, but the registry is
 		// shared and gained one since: reject its calls, never call a nil
 		// Approver.
-		r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool needs approval but the agent has no Approver", toolAttr(cs))
+		r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool needs approval but the agent has no Approver", toolAttr(cs))
 		return false, r.reject(cs, CauseNoApprover, ReasonNoApprover)
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk, Key: cs.key()}
@@ -623,7 +623,7 @@ func (r *run) executing(cs *callState) bool {
 	if sm, ok := cs.tool.(SideMessenger); ok {
 		side, err := r.sideMessage(sm, cs)
 		if err != nil {
-			r.a.logger.LogAttrs(r.ctx, slog.LevelWarn, "side message failed", toolAttr(cs), slog.Any("error", err))
+			r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "side message failed", toolAttr(cs), slog.Any("error", err))
 		} else if side != nil {
 			if !r.emit(Chunk{Kind: KindSide, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name}, Side: side}) {
 				return false
@@ -640,7 +640,7 @@ func (r *run) sideMessage(sm SideMessenger, cs *callState) (side any, err error)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("side message panicked: %v", p)
-			r.a.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "side message panicked", toolAttr(cs),
+			r.obs.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "side message panicked", toolAttr(cs),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 		}
 	}()
@@ -669,7 +669,7 @@ func (r *run) start(cs *callState) {
 			cs.cut = r.ctx.Err() != nil
 			if p := recover(); p != nil {
 				cs.err = fmt.Errorf("tool panicked: %v", p)
-				r.a.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "tool panicked", toolAttr(cs),
+				r.obs.logger.LogAttrs(context.WithoutCancel(r.ctx), slog.LevelError, "tool panicked", toolAttr(cs),
 					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			}
 		}()
