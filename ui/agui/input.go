@@ -3,9 +3,11 @@ package agui
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/planround/planround/internal/jsonw"
+	"github.com/planround/planround/ui/internal/turn"
 )
 
 // runInput is what the handler reads of an AG-UI RunAgentInput. Unknown
@@ -52,6 +54,11 @@ func (in *runInput) validate() error {
 		return errors.New("the run input has no threadId")
 	case in.RunID == "":
 		return errors.New("the run input has no runId")
+	case len(in.Resume) > turn.MaxAnswers:
+		return fmt.Errorf("the run input has %d resume entries, more than the %d a run may answer", len(in.Resume), turn.MaxAnswers)
+	}
+	if terr := turn.CheckSessionID(in.ThreadID); terr != nil {
+		return errors.New(strings.Replace(terr.Msg, "chat id", "threadId", 1))
 	}
 	seen := make(map[string]bool, len(in.Resume))
 	for _, r := range in.Resume {

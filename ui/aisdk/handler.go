@@ -214,8 +214,8 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.Decode(w, r, &req, h.cfg.MaxBodyBytes) {
 		return
 	}
-	if req.ID == "" {
-		httpjson.WriteError(w, http.StatusBadRequest, "missing id (the chat id)")
+	if terr := turn.CheckSessionID(req.ID); terr != nil {
+		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
 	principal, ok := h.b.Auth.Check(w, r, req.ID)
@@ -270,6 +270,16 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		answered, took = true, open
 	}
 	if last.Role == "assistant" {
+		n := 0
+		for _, p := range last.Parts {
+			if p.State == "approval-responded" {
+				n++
+			}
+		}
+		if n > turn.MaxAnswers {
+			httpjson.WriteError(w, http.StatusBadRequest, fmt.Sprintf("the message answers %d approvals, more than the %d a request may", n, turn.MaxAnswers))
+			return
+		}
 		for i := range last.Parts {
 			p := &last.Parts[i]
 			if p.State != "approval-responded" || p.Approval == nil || p.Approval.Approved == nil {
@@ -429,8 +439,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sessionID strin
 
 // reconnect answers useChat's resume: the turn in progress from its start.
 func (h *Handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID string) {
-	if sessionID == "" {
-		httpjson.WriteError(w, http.StatusBadRequest, "missing chat id")
+	if terr := turn.CheckSessionID(sessionID); terr != nil {
+		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
 	if _, ok := h.b.Auth.Check(w, r, sessionID); !ok {
@@ -450,8 +460,8 @@ func (h *Handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID st
 
 // stop interrupts the session's turn and cancels what it asks.
 func (h *Handler) stop(w http.ResponseWriter, r *http.Request, sessionID string) {
-	if sessionID == "" {
-		httpjson.WriteError(w, http.StatusBadRequest, "missing chat id")
+	if terr := turn.CheckSessionID(sessionID); terr != nil {
+		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
 	if _, ok := h.b.Auth.Check(w, r, sessionID); !ok {

@@ -181,7 +181,9 @@ func TestRequestErrors(t *testing.T) {
 		says   string
 	}{
 		{`{`, http.StatusBadRequest, ""},
-		{`{"messages":[]}`, http.StatusBadRequest, "missing id"},
+		{`{"messages":[]}`, http.StatusBadRequest, "missing the chat id"},
+		{`{"id":"a\u0000b","messages":[]}`, http.StatusBadRequest, "control character"},
+		{`{"id":"` + strings.Repeat("x", 257) + `","messages":[]}`, http.StatusBadRequest, "longer than 256"},
 		{`{"id":"s","messages":[]}`, http.StatusBadRequest, "missing messages"},
 		{`{"id":"s","trigger":"regenerate-message","messages":[{"role":"user","parts":[]}]}`, http.StatusBadRequest, "regenerat"},
 		{`{"id":"s","messages":[{"role":"user","parts":[{"type":"file","url":"x"}]}]}`, http.StatusBadRequest, "no text"},

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
@@ -28,6 +30,30 @@ type Backend struct {
 	Auth      approval.HandlerConfig
 	// Via names the protocol in the audit of decisions and answers.
 	Via string
+}
+
+// MaxSessionID is the longest session id (a chat or thread id) a handler
+// takes, in bytes.
+const MaxSessionID = 256
+
+// MaxAnswers is the most approvals and forms one request may answer.
+const MaxAnswers = 100
+
+// CheckSessionID refuses a session id a client should never send: empty,
+// longer than MaxSessionID, not UTF-8, or holding control characters (the
+// id is a key in the store, in logs and in URLs).
+func CheckSessionID(id string) *Error {
+	switch {
+	case id == "":
+		return errorf(http.StatusBadRequest, "missing the chat id")
+	case len(id) > MaxSessionID:
+		return errorf(http.StatusBadRequest, "the chat id is longer than 256 bytes")
+	case !utf8.ValidString(id):
+		return errorf(http.StatusBadRequest, "the chat id is not UTF-8")
+	case strings.ContainsFunc(id, unicode.IsControl):
+		return errorf(http.StatusBadRequest, "the chat id holds a control character")
+	}
+	return nil
 }
 
 // Error is a request the handler refuses: its HTTP status and what it says.

@@ -29,3 +29,12 @@ func TestAsksPerson(t *testing.T) {
 	require.False(t, AsksPerson(&agent.Chunk{Kind: agent.KindToolCall, Tool: &agent.ToolCall{State: agent.StateExecuting}}))
 	require.False(t, AsksPerson(&agent.Chunk{Kind: agent.KindText, Text: "x"}))
 }
+
+func TestCheckSessionID(t *testing.T) {
+	for _, id := range []string{"chat-1", "4f1c0d", "s/with/slashes", "émoji😀"} {
+		require.Nil(t, CheckSessionID(id), id)
+	}
+	for _, id := range []string{"", "a\x00b", "tab\there", "\xff", string(make([]byte, MaxSessionID+1))} {
+		require.NotNil(t, CheckSessionID(id), "%q", id)
+	}
+}
