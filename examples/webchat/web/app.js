@@ -408,6 +408,19 @@
     const m = add(el('div', 'sys ' + kind, text));
     m.dataset.kind = kind;
     if (stick) toBottom();
+    return m;
+  }
+
+  // waitingNote says that a turn waits for a decision on its cards. It
+  // holds only while the turn waits: dropWaitingNotes removes it when the
+  // turn resumes or a run ends, however it was decided (this tab, another
+  // tab or replica, the sweeper).
+  function waitingNote(text) {
+    system('info', text).classList.add('waiting-note');
+  }
+
+  function dropWaitingNotes() {
+    for (const m of ui.messages.querySelectorAll('.sys.waiting-note')) m.remove();
   }
 
   function liveTurn() {
@@ -1262,6 +1275,7 @@
     // suspended turn's) is not drawn again when the resumed call shows it.
     if (!(resumed && open)) st.forms = new Map();
     if (resumed && open) {
+      dropWaitingNotes(); // decided: the turn goes on
       open.classList.remove('waiting');
       open.classList.add('live');
       st.turn = open;
@@ -1305,13 +1319,14 @@
     if (d.turn && st.turnId && d.turn !== st.turnId) return; // an earlier turn's, late
     const userInterrupt = st.interrupting;
     let keepForms = false;
+    dropWaitingNotes(); // the run ended: what waited was decided, or waits anew (said again below)
     switch (d.status) {
       case 'suspended':
         // The cards stay answerable: an answer resumes the turn.
         st.openTurn = st.turn;
         st.turn?.classList.add('waiting');
-        if (d.reason) system('info', 'Suspended: ' + d.reason + '. The cards wait for your decision; the run goes on when you answer.');
-        else system('info', 'Waiting for your decision: the run goes on when you answer a card.');
+        if (d.reason) waitingNote('Suspended: ' + d.reason + '. The cards wait for your decision; the run goes on when you answer.');
+        else waitingNote('Waiting for your decision: the run goes on when you answer a card.');
         keepForms = true;
         break;
       case 'interrupted':
@@ -1598,7 +1613,7 @@
     if (st.openTurn && !running) {
       st.openTurn.classList.add('waiting');
       if ([...st.cards.values()].some((k) => k.state === 'approval' && k.approvalId)) {
-        system('info', 'Waiting for your decision: the run goes on when you answer a card.');
+        waitingNote('Waiting for your decision: the run goes on when you answer a card.');
       }
     }
     toBottom();
