@@ -11,6 +11,7 @@
   const SKILLS_KEY = 'planround.webchat.skills';
   const INTERRUPT_FALLBACK_MS = 15000;
   const RECONNECT_MS = 2000;
+  const OFFLINE_NOTE = 'The server cannot be reached: you can decide once the page is connected again.';
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -31,6 +32,11 @@
     es: null,
     reconnectTimer: null,
     connected: false,
+    // offline: the event stream broke and is not back (its EventSource
+    // errs or reconnects). A decision sent now may not reach the server,
+    // and the page would not hear what became of it: the cards' and forms'
+    // buttons are disabled, and say why, until hello comes again.
+    offline: false,
     instance: '',
     log: '', // the turn log the event numbers belong to (hello's log)
     running: false,
@@ -643,7 +649,7 @@
         const yes = el('button', 'primary approve', 'Approve');
         const no = el('button', 'reject', 'Reject');
         yes.type = no.type = 'button';
-        yes.disabled = no.disabled = k.busy || !k.approvalId;
+        yes.disabled = no.disabled = k.busy || !k.approvalId || st.offline;
         const label = el('label');
         const box = el('input', 'auto-approve');
         box.type = 'checkbox';
@@ -659,6 +665,7 @@
         if (k.mustAsk) actions.append(yes, no);
         else actions.append(yes, no, label);
         body.append(actions);
+        if (st.offline) body.append(el('div', 'offline-note', OFFLINE_NOTE));
         break;
       }
       case 'executing':
@@ -960,15 +967,19 @@
   }
 
   // setFormState: open (answerable), sending, answered or closed.
+  // An open form whose page is offline keeps what was typed, editable, but
+  // cannot be sent.
   function setFormState(f, state, note) {
     f.state = state;
     f.el.dataset.state = state;
+    const offline = state === 'open' && st.offline;
+    f.el.classList.toggle('offline', offline);
     for (const fs of f.el.querySelectorAll('fieldset')) fs.disabled = state !== 'open';
     for (const b of [f.submit, ...(f.buttons || [])]) {
-      b.disabled = state !== 'open' || (b === f.submit && f.needsConsent && !f.consented());
+      b.disabled = state !== 'open' || offline || (b === f.submit && f.needsConsent && !f.consented());
       b.hidden = state === 'answered' || state === 'closed';
     }
-    f.note.textContent = note;
+    f.note.textContent = offline && !note ? OFFLINE_NOTE : note;
   }
 
   // An MCP server's request for input (an elicitation_request side): in
@@ -1467,8 +1478,24 @@
     updateButtons();
   }
 
+  // setOffline says whether the event stream is down (see st.offline) and
+  // draws the pending cards and open forms again, their buttons disabled
+  // with a note while it is.
+  function setOffline(on) {
+    if (st.offline === on) return;
+    st.offline = on;
+    document.body.dataset.offline = String(on);
+    for (const k of st.cards.values()) {
+      if (k.state === 'approval') render(k);
+    }
+    for (const f of st.forms.values()) {
+      if (f.state === 'open') setFormState(f, 'open', '');
+    }
+  }
+
   function onHello(h) {
     setConnected(true);
+    setOffline(false);
     loadMCP();
     loadSkills();
     loadSessions();
@@ -1524,6 +1551,7 @@
     es.onerror = () => {
       if (st.es !== es) return;
       setConnected(false);
+      setOffline(true);
       if (es.readyState === EventSource.CLOSED) {
         st.reconnectTimer = setTimeout(connect, RECONNECT_MS);
       }
