@@ -2184,9 +2184,16 @@
     b.addEventListener('click', () => { ui.input.value = b.textContent; ui.input.focus(); autosize(); });
   }
 
-  // A phone has no room for the keyboard hint.
-  if (window.matchMedia('(max-width: 600px)').matches) ui.input.placeholder = 'Message';
-  autosize();
+  // A narrow screen has no room for the keyboard hint: the placeholder
+  // follows the width, also when the window is resized or a phone turned.
+  const fullPlaceholder = ui.input.placeholder;
+  const phone = window.matchMedia('(max-width: 600px)');
+  const fitPlaceholder = () => {
+    ui.input.placeholder = phone.matches ? 'Message' : fullPlaceholder;
+    autosize();
+  };
+  phone.addEventListener('change', fitPlaceholder);
+  fitPlaceholder();
   renderAuto();
   renderSpeech();
   setSidebar('auto');
