@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 )
 
 // TestBrowserCardAnsweredAfterRestart: on a SQLite store, the server
@@ -175,5 +177,38 @@ func TestBrowserWaitingNoticeGoesWhenResumed(t *testing.T) {
 		require.NoError(t, pg.Eval(waitingNotes, &notes))
 		assert.Empty(t, notes, "the turn no longer waits")
 	}
+	assert.Empty(t, b.PageErrors())
+}
+
+// TestBrowserFormClosedInPersonsWords: a suspended form whose stored
+// answer does not fit its questions (decided in the store, past the answer
+// handler's check) is taken by the resumed turn's call, which ends with
+// interact's "invalid answers" error; the page closes the form saying what
+// does not fit, without the package's prefix.
+func TestBrowserFormClosedInPersonsWords(t *testing.T) {
+	leaktest.Check(t)
+	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
+	model := toolModel(t, toolCall{"ask_user_question", readyForm})
+	h := newModelHarness(t, onModel(model, Options{Store: st, SuspendAfter: 300 * time.Millisecond, SweepInterval: 200 * time.Millisecond}))
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Ask me")
+	p.Click("#send")
+	p.WaitFor("the form", lastForm+`?.dataset.state === 'open'`)
+	p.WaitFor("the suspension", `document.body.dataset.running === 'false' && `+lastForm+`.dataset.state === 'open'`)
+
+	session := p.Str(`localStorage.getItem('planround.webchat.session')`)
+	formID := p.Str(lastForm + `.dataset.formId`)
+	_, err := st.DecideApproval(t.Context(), session, formID, memory.ApprovalDecision{Approved: true, Arguments: json.RawMessage(`{"ready":"maybe"}`), Principal: "test", Channel: "test"})
+	require.NoError(t, err)
+
+	p.WaitFor("the form closed", lastForm+`.dataset.state === 'closed' && document.body.dataset.running === 'false'`)
+	note := p.Str(lastForm + `.querySelector('.form-note').textContent`)
+	assert.Contains(t, note, `question "ready"`)
+	assert.NotContains(t, note, "interact:", "no package prefix")
+	assert.NotContains(t, note, "invalid answers", "no package prefix")
 	assert.Empty(t, b.PageErrors())
 }

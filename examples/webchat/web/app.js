@@ -1126,7 +1126,18 @@
     }
   }
 
+  // personText is an error of the forms as a person reads it: what does
+  // not fit, without the Go package's prefix ("interact: ") or the
+  // "invalid answers: " the refusal says already. The answer handler
+  // strips them from its 400s; a call that ended with such an error (its
+  // tool result), a handler that does not strip them (another replica's
+  // version, a host's own) and the other statuses still bring them.
+  function personText(text) {
+    return String(text).replace(/^(?:error:\s*)?(?:interact:\s*)?(?:invalid answers:\s*)?/, '');
+  }
+
   function formError(f, text) {
+    text = personText(text);
     f.error.textContent = text;
     f.error.hidden = !text;
   }
@@ -1166,6 +1177,7 @@
       const r = String(k.result ?? '');
       why = r.startsWith('error') ? r.replace(/^error:\s*/, '') : '';
     }
+    if (why) why = personText(why);
     for (const f of k.forms) {
       if (f.state === 'open') setFormState(f, 'closed', why ? 'Closed: ' + why : 'Closed.');
     }
