@@ -1359,8 +1359,8 @@
         else system('interrupted', 'Interrupted by the user.');
         break;
       case 'rejected':
-        invalidatePending('the session ended');
-        if (d.cause === 'timeout') system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
+        invalidatePending('the run ended');
+        if (d.cause === 'timeout') system('timeout', 'Approval timed out: the tool call was rejected and the run ended.');
         else system('rejected', 'The run ended: a tool call was rejected.');
         break;
       case 'error':
@@ -1710,7 +1710,7 @@
       for (const e of ended) if (e.k.state === 'rejected') setState(e.k, 'invalidated');
       system('interrupted', 'Interrupted by the user.');
     } else if (causes.has('timeout')) {
-      system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
+      system('timeout', 'Approval timed out: the tool call was rejected and the run ended.');
     } else if ([...causes].some((c) => !GOES_ON.has(c))) {
       system('rejected', 'The run ended: a tool call was rejected.');
     }
