@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 )
 
 // TestBrowserCardAnsweredAfterRestart: on a SQLite store, the server
@@ -138,5 +140,75 @@ func TestBrowserFormAfterRestart(t *testing.T) {
 	tool, ok := reqs[len(reqs)-1].LastMessageWithRole("tool")
 	require.True(t, ok)
 	assert.JSONEq(t, `{"answers":[{"id":"ready","question":"Are you ready?","answer":"yes"}]}`, tool.Content, "the model receives the answer")
+	assert.Empty(t, b.PageErrors())
+}
+
+// waitingNotes is the text of the page's notices that a turn waits for a
+// decision.
+const waitingNotes = `[...document.querySelectorAll('.sys')].map(e => e.textContent).filter(s => /wait for your decision|Waiting for your decision/.test(s))`
+
+// TestBrowserWaitingNoticeGoesWhenResumed: a turn suspended while its card
+// waits says so; decided on another tab, the turn resumes and finishes,
+// and neither page still says it waits for a decision.
+func TestBrowserWaitingNoticeGoesWhenResumed(t *testing.T) {
+	leaktest.Check(t)
+	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
+	h := newHarness(t, Options{Store: st, SuspendAfter: 300 * time.Millisecond})
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Weather in Oslo?")
+	p.Click("#send")
+	p.WaitFor("the approval card", lastCard+`?.dataset.state === 'approval'`)
+	p.WaitFor("the suspension", `document.body.dataset.running === 'false' && `+waitingNotes+`.length === 1`)
+
+	other := b.NewPage(1280, 800)
+	other.Navigate(h.ts.URL + "/")
+	other.WaitFor("the card on the other tab", `document.querySelector('#conn').textContent === 'connected' && `+lastCard+`?.dataset.state === 'approval'`)
+	other.WaitFor("the other tab's notice", waitingNotes+`.length === 1`)
+	other.ClickJS(lastCard + `.querySelector('button.approve')`)
+
+	for _, pg := range []*cdp.Page{other, p} {
+		pg.WaitFor("the resumed run to end", lastCard+`.dataset.state === 'done' && document.body.dataset.running === 'false' && `+
+			`[...document.querySelectorAll('.turn')].at(-1).innerText.includes('Here is what I found')`)
+		var notes []string
+		require.NoError(t, pg.Eval(waitingNotes, &notes))
+		assert.Empty(t, notes, "the turn no longer waits")
+	}
+	assert.Empty(t, b.PageErrors())
+}
+
+// TestBrowserFormClosedInPersonsWords: a suspended form whose stored
+// answer does not fit its questions (decided in the store, past the answer
+// handler's check) is taken by the resumed turn's call, which ends with
+// interact's "invalid answers" error; the page closes the form saying what
+// does not fit, without the package's prefix.
+func TestBrowserFormClosedInPersonsWords(t *testing.T) {
+	leaktest.Check(t)
+	st := openSQLite(t, filepath.Join(t.TempDir(), "chat.db"))
+	model := toolModel(t, toolCall{"ask_user_question", readyForm})
+	h := newModelHarness(t, onModel(model, Options{Store: st, SuspendAfter: 300 * time.Millisecond, SweepInterval: 200 * time.Millisecond}))
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Ask me")
+	p.Click("#send")
+	p.WaitFor("the form", lastForm+`?.dataset.state === 'open'`)
+	p.WaitFor("the suspension", `document.body.dataset.running === 'false' && `+lastForm+`.dataset.state === 'open'`)
+
+	session := p.Str(`localStorage.getItem('planround.webchat.session')`)
+	formID := p.Str(lastForm + `.dataset.formId`)
+	_, err := st.DecideApproval(t.Context(), session, formID, memory.ApprovalDecision{Approved: true, Arguments: json.RawMessage(`{"ready":"maybe"}`), Principal: "test", Channel: "test"})
+	require.NoError(t, err)
+
+	p.WaitFor("the form closed", lastForm+`.dataset.state === 'closed' && document.body.dataset.running === 'false'`)
+	note := p.Str(lastForm + `.querySelector('.form-note').textContent`)
+	assert.Contains(t, note, `question "ready"`)
+	assert.NotContains(t, note, "interact:", "no package prefix")
+	assert.NotContains(t, note, "invalid answers", "no package prefix")
 	assert.Empty(t, b.PageErrors())
 }

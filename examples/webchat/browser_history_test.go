@@ -158,7 +158,7 @@ func TestBrowserReloadShowsATimedOutApproval(t *testing.T) {
 	assert.Equal(t, label, p.Str(lastCard+`.querySelector('.decided').textContent`))
 	reloaded := drawing(p)
 	assert.Equal(t, live, reloaded)
-	assert.Equal(t, []string{"card get_time: rejected", "sys timeout: Approval timed out: the tool call was rejected and the session ended."}, reloaded.Order)
+	assert.Equal(t, []string{"card get_time: rejected", "sys timeout: Approval timed out: the tool call was rejected and the run ended."}, reloaded.Order)
 	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 

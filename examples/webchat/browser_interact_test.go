@@ -414,3 +414,27 @@ func TestBrowserDemoAsksAndDelegates(t *testing.T) {
 	p.Screenshot(filepath.Join(t.ArtifactDir(), "demo-researcher.png"))
 	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
+
+// TestBrowserFormErrorInPersonsWords: a refusal that comes with the Go
+// package's prefix ("interact: invalid answers: …", as a handler that does
+// not strip it sends it, or a call's error) is shown in the person's
+// words, without the prefix; the form stays open.
+func TestBrowserFormErrorInPersonsWords(t *testing.T) {
+	leaktest.Check(t)
+	h := newModelHarness(t, onModel(toolModel(t, toolCall{"ask_user_question", readyForm}), Options{}))
+	b := cdp.Start(t)
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	p.TypeText("#input", "Ask me")
+	p.Click("#send")
+	p.WaitFor("the form", lastForm+`?.dataset.state === 'open'`)
+
+	raw := `interact: invalid answers: question "ready": no answer`
+	p.JS(`{ const f = window.fetch; window.fetch = (u, o) => String(u).includes('form-answer') ? ` +
+		`Promise.resolve(new Response(JSON.stringify({error: ` + cdp.JSString(raw) + `}), {status: 400, headers: {'Content-Type': 'application/json'}})) : f(u, o); }`)
+	p.ClickJS(lastForm + `.querySelector('button[type=submit]')`)
+	p.WaitFor("the refusal", `!`+lastForm+`.querySelector('.form-error').hidden && `+lastForm+`.dataset.state === 'open'`)
+	assert.Equal(t, `question "ready": no answer`, p.Str(lastForm+`.querySelector('.form-error').textContent`))
+	assert.Empty(t, b.PageErrors())
+}

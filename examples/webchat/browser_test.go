@@ -291,6 +291,42 @@ func TestBrowserNarrow(t *testing.T) {
 	assert.Empty(t, b.PageErrors())
 }
 
+// placeholderFits says whether the composer's placeholder fits its box.
+const placeholderFits = `(() => { const i = document.querySelector('#input'); return i.value === '' && i.scrollHeight <= i.clientHeight + 2 && i.scrollWidth <= i.clientWidth; })()`
+
+// TestBrowserPlaceholderAt420: the composer's placeholder fits a 420 px
+// wide screen, whether the page was loaded there or made narrow later,
+// and the long one comes back on a wide screen.
+func TestBrowserPlaceholderAt420(t *testing.T) {
+	leaktest.Check(t)
+	h := newHarness(t, Options{})
+	b := cdp.Start(t)
+	resize := func(p *cdp.Page, w, hgt int) {
+		p.Must("Emulation.setDeviceMetricsOverride", map[string]any{"width": w, "height": hgt, "deviceScaleFactor": 1, "mobile": false})
+	}
+
+	narrow := b.NewPage(420, 800)
+	narrow.Navigate(h.ts.URL + "/")
+	narrow.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	assert.Equal(t, "true", narrow.Str(`String(`+placeholderFits+`)`), "loaded at 420 px: %q", narrow.Str(`document.querySelector('#input').placeholder`))
+
+	p := b.NewPage(1280, 800)
+	p.Navigate(h.ts.URL + "/")
+	p.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	long := p.Str(`document.querySelector('#input').placeholder`)
+	resize(p, 420, 800)
+	p.WaitFor("the page at 420 px", `window.innerWidth === 420`)
+	p.WaitFor("the placeholder to fit", placeholderFits)
+	p.Screenshot(filepath.Join(t.ArtifactDir(), "placeholder-420.png"))
+	for _, w := range []int{360, 600, 601, 700, 800} {
+		resize(p, w, 800)
+		p.WaitFor(fmt.Sprintf("the placeholder to fit %d px", w), fmt.Sprintf(`window.innerWidth === %d && `, w)+placeholderFits)
+	}
+	resize(p, 1280, 800)
+	p.WaitFor("the long placeholder again", `document.querySelector('#input').placeholder === `+cdp.JSString(long))
+	assert.Empty(t, b.PageErrors())
+}
+
 // TestBrowserOwnsItsSessions: the owner cookie is out of the page's
 // scripts' reach, and a page whose saved session belongs to another browser
 // opens a session of its own instead of failing.

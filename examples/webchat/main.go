@@ -32,7 +32,7 @@
 // a call interrupted, stopped by a crash or left when the user moved on is
 // invalidated (grey), its output kept; a call rejected by a person, a
 // policy, a timeout or a failure is rejected (red); and a turn that a
-// rejection or an interrupt ended gets its system message (session ended
+// rejection or an interrupt ended gets its system message (run ended
 // by a rejection, approval timed out, interrupted by the user). A call
 // whose tool message does not say how it ended (stored by an older
 // version, or imported from a version 2 export) is drawn "outcome not

@@ -11,6 +11,7 @@
   const SKILLS_KEY = 'planround.webchat.skills';
   const INTERRUPT_FALLBACK_MS = 15000;
   const RECONNECT_MS = 2000;
+  const OFFLINE_NOTE = 'The server cannot be reached: you can decide once the page is connected again.';
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -31,6 +32,11 @@
     es: null,
     reconnectTimer: null,
     connected: false,
+    // offline: the event stream broke and is not back (its EventSource
+    // errs or reconnects). A decision sent now may not reach the server,
+    // and the page would not hear what became of it: the cards' and forms'
+    // buttons are disabled, and say why, until hello comes again.
+    offline: false,
     instance: '',
     log: '', // the turn log the event numbers belong to (hello's log)
     running: false,
@@ -408,6 +414,19 @@
     const m = add(el('div', 'sys ' + kind, text));
     m.dataset.kind = kind;
     if (stick) toBottom();
+    return m;
+  }
+
+  // waitingNote says that a turn waits for a decision on its cards. It
+  // holds only while the turn waits: dropWaitingNotes removes it when the
+  // turn resumes or a run ends, however it was decided (this tab, another
+  // tab or replica, the sweeper).
+  function waitingNote(text) {
+    system('info', text).classList.add('waiting-note');
+  }
+
+  function dropWaitingNotes() {
+    for (const m of ui.messages.querySelectorAll('.sys.waiting-note')) m.remove();
   }
 
   function liveTurn() {
@@ -630,7 +649,7 @@
         const yes = el('button', 'primary approve', 'Approve');
         const no = el('button', 'reject', 'Reject');
         yes.type = no.type = 'button';
-        yes.disabled = no.disabled = k.busy || !k.approvalId;
+        yes.disabled = no.disabled = k.busy || !k.approvalId || st.offline;
         const label = el('label');
         const box = el('input', 'auto-approve');
         box.type = 'checkbox';
@@ -646,6 +665,7 @@
         if (k.mustAsk) actions.append(yes, no);
         else actions.append(yes, no, label);
         body.append(actions);
+        if (st.offline) body.append(el('div', 'offline-note', OFFLINE_NOTE));
         break;
       }
       case 'executing':
@@ -947,15 +967,19 @@
   }
 
   // setFormState: open (answerable), sending, answered or closed.
+  // An open form whose page is offline keeps what was typed, editable, but
+  // cannot be sent.
   function setFormState(f, state, note) {
     f.state = state;
     f.el.dataset.state = state;
+    const offline = state === 'open' && st.offline;
+    f.el.classList.toggle('offline', offline);
     for (const fs of f.el.querySelectorAll('fieldset')) fs.disabled = state !== 'open';
     for (const b of [f.submit, ...(f.buttons || [])]) {
-      b.disabled = state !== 'open' || (b === f.submit && f.needsConsent && !f.consented());
+      b.disabled = state !== 'open' || offline || (b === f.submit && f.needsConsent && !f.consented());
       b.hidden = state === 'answered' || state === 'closed';
     }
-    f.note.textContent = note;
+    f.note.textContent = offline && !note ? OFFLINE_NOTE : note;
   }
 
   // An MCP server's request for input (an elicitation_request side): in
@@ -1102,7 +1126,18 @@
     }
   }
 
+  // personText is an error of the forms as a person reads it: what does
+  // not fit, without the Go package's prefix ("interact: ") or the
+  // "invalid answers: " the refusal says already. The answer handler
+  // strips them from its 400s; a call that ended with such an error (its
+  // tool result), a handler that does not strip them (another replica's
+  // version, a host's own) and the other statuses still bring them.
+  function personText(text) {
+    return String(text).replace(/^(?:error:\s*)?(?:interact:\s*)?(?:invalid answers:\s*)?/, '');
+  }
+
   function formError(f, text) {
+    text = personText(text);
     f.error.textContent = text;
     f.error.hidden = !text;
   }
@@ -1142,6 +1177,7 @@
       const r = String(k.result ?? '');
       why = r.startsWith('error') ? r.replace(/^error:\s*/, '') : '';
     }
+    if (why) why = personText(why);
     for (const f of k.forms) {
       if (f.state === 'open') setFormState(f, 'closed', why ? 'Closed: ' + why : 'Closed.');
     }
@@ -1262,6 +1298,7 @@
     // suspended turn's) is not drawn again when the resumed call shows it.
     if (!(resumed && open)) st.forms = new Map();
     if (resumed && open) {
+      dropWaitingNotes(); // decided: the turn goes on
       open.classList.remove('waiting');
       open.classList.add('live');
       st.turn = open;
@@ -1305,13 +1342,14 @@
     if (d.turn && st.turnId && d.turn !== st.turnId) return; // an earlier turn's, late
     const userInterrupt = st.interrupting;
     let keepForms = false;
+    dropWaitingNotes(); // the run ended: what waited was decided, or waits anew (said again below)
     switch (d.status) {
       case 'suspended':
         // The cards stay answerable: an answer resumes the turn.
         st.openTurn = st.turn;
         st.turn?.classList.add('waiting');
-        if (d.reason) system('info', 'Suspended: ' + d.reason + '. The cards wait for your decision; the run goes on when you answer.');
-        else system('info', 'Waiting for your decision: the run goes on when you answer a card.');
+        if (d.reason) waitingNote('Suspended: ' + d.reason + '. The cards wait for your decision; the run goes on when you answer.');
+        else waitingNote('Waiting for your decision: the run goes on when you answer a card.');
         keepForms = true;
         break;
       case 'interrupted':
@@ -1321,8 +1359,8 @@
         else system('interrupted', 'Interrupted by the user.');
         break;
       case 'rejected':
-        invalidatePending('the session ended');
-        if (d.cause === 'timeout') system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
+        invalidatePending('the run ended');
+        if (d.cause === 'timeout') system('timeout', 'Approval timed out: the tool call was rejected and the run ended.');
         else system('rejected', 'The run ended: a tool call was rejected.');
         break;
       case 'error':
@@ -1452,8 +1490,24 @@
     updateButtons();
   }
 
+  // setOffline says whether the event stream is down (see st.offline) and
+  // draws the pending cards and open forms again, their buttons disabled
+  // with a note while it is.
+  function setOffline(on) {
+    if (st.offline === on) return;
+    st.offline = on;
+    document.body.dataset.offline = String(on);
+    for (const k of st.cards.values()) {
+      if (k.state === 'approval') render(k);
+    }
+    for (const f of st.forms.values()) {
+      if (f.state === 'open') setFormState(f, 'open', '');
+    }
+  }
+
   function onHello(h) {
     setConnected(true);
+    setOffline(false);
     loadMCP();
     loadSkills();
     loadSessions();
@@ -1509,6 +1563,7 @@
     es.onerror = () => {
       if (st.es !== es) return;
       setConnected(false);
+      setOffline(true);
       if (es.readyState === EventSource.CLOSED) {
         st.reconnectTimer = setTimeout(connect, RECONNECT_MS);
       }
@@ -1598,7 +1653,7 @@
     if (st.openTurn && !running) {
       st.openTurn.classList.add('waiting');
       if ([...st.cards.values()].some((k) => k.state === 'approval' && k.approvalId)) {
-        system('info', 'Waiting for your decision: the run goes on when you answer a card.');
+        waitingNote('Waiting for your decision: the run goes on when you answer a card.');
       }
     }
     toBottom();
@@ -1655,7 +1710,7 @@
       for (const e of ended) if (e.k.state === 'rejected') setState(e.k, 'invalidated');
       system('interrupted', 'Interrupted by the user.');
     } else if (causes.has('timeout')) {
-      system('timeout', 'Approval timed out: the tool call was rejected and the session ended.');
+      system('timeout', 'Approval timed out: the tool call was rejected and the run ended.');
     } else if ([...causes].some((c) => !GOES_ON.has(c))) {
       system('rejected', 'The run ended: a tool call was rejected.');
     }
@@ -2141,9 +2196,16 @@
     b.addEventListener('click', () => { ui.input.value = b.textContent; ui.input.focus(); autosize(); });
   }
 
-  // A phone has no room for the keyboard hint.
-  if (window.matchMedia('(max-width: 600px)').matches) ui.input.placeholder = 'Message';
-  autosize();
+  // A narrow screen has no room for the keyboard hint: the placeholder
+  // follows the width, also when the window is resized or a phone turned.
+  const fullPlaceholder = ui.input.placeholder;
+  const phone = window.matchMedia('(max-width: 600px)');
+  const fitPlaceholder = () => {
+    ui.input.placeholder = phone.matches ? 'Message' : fullPlaceholder;
+    autosize();
+  };
+  phone.addEventListener('change', fitPlaceholder);
+  fitPlaceholder();
   renderAuto();
   renderSpeech();
   setSidebar('auto');
