@@ -158,3 +158,38 @@ func TestAPILogProviderError(t *testing.T) {
 	assert.Equal(t, memory.PurposePlanning, calls[0].Purpose)
 	assert.True(t, strings.HasPrefix(string(calls[0].Request), "{"), "the request sent is kept: %s", calls[0].Request)
 }
+
+// TestAPILogSubAgent: a sub-agent whose Config leaves APILog nil records
+// its calls to the calling run's log, as sub_agent calls of the calling
+// run's session, between the host's.
+func TestAPILogSubAgent(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		planNeedTool(),
+		agenttest.Reply().Call(0, "call_1", "research", `{"task":"weather in Oslo?"}`).Finish("tool_calls"),
+		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Sunny in Oslo.").Finish("stop"),
+		agenttest.Reply().Text("Research says: sunny.").Finish("stop"),
+	)
+	subTools, err := agent.NewToolRegistry(weatherTool())
+	require.NoError(t, err)
+	research := newSubAgent(t, "research", subConfig(t, srv, subTools, nil))
+	st := &memory.MemStore{}
+	a := newAgent(t, srv, func(c *agent.Config) { c.APILog = st }, research)
+	_, err = collect(a.Run(context.Background(), agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
+	require.NoError(t, err)
+
+	calls, err := st.APICalls(context.Background(), memory.APICallQuery{SessionIDs: []string{"s1"}})
+	require.NoError(t, err)
+	var got []string
+	for i := len(calls) - 1; i >= 0; i-- {
+		got = append(got, string(calls[i].Purpose)+" "+calls[i].Model)
+	}
+	assert.Equal(t, []string{
+		"planning test-model", "tool_round test-model",
+		"sub_agent sub-model", "sub_agent sub-model",
+		"tool_round test-model",
+	}, got)
+	assert.Len(t, srv.Requests(), len(calls))
+}
