@@ -205,8 +205,8 @@ func ValidateAPICall(c APICall) error {
 	return nil
 }
 
-// CloneAPICall returns a copy of c that shares no memory with it.
-func CloneAPICall(c APICall) APICall {
+// cloneAPICall returns a copy of c that shares no memory with it.
+func cloneAPICall(c APICall) APICall {
 	if c.Request != nil {
 		c.Request = slices.Clone(c.Request)
 	}
@@ -218,8 +218,8 @@ func CloneAPICall(c APICall) APICall {
 	return c
 }
 
-// Match reports whether q selects c, Limit aside.
-func (q APICallQuery) Match(c APICall) bool {
+// match reports whether q selects c, Limit aside.
+func (q APICallQuery) match(c APICall) bool {
 	if len(q.SessionIDs) > 0 && !slices.Contains(q.SessionIDs, c.SessionID) {
 		return false
 	}

@@ -38,7 +38,7 @@ func (st *MemStore) AppendAPICall(ctx context.Context, c APICall) (int64, error)
 	if err := ValidateAPICall(c); err != nil {
 		return 0, fmt.Errorf("memory: append api call: %w", err)
 	}
-	c = CloneAPICall(c)
+	c = cloneAPICall(c)
 	t := now()
 	c.Started = normTime(c.Started, t)
 	st.mu.Lock()
@@ -86,8 +86,8 @@ func (st *MemStore) APICalls(ctx context.Context, q APICallQuery) ([]APICall, er
 		if q.Limit > 0 && len(out) == q.Limit {
 			break
 		}
-		if q.Match(calls[i]) {
-			out = append(out, CloneAPICall(calls[i]))
+		if q.match(calls[i]) {
+			out = append(out, cloneAPICall(calls[i]))
 		}
 	}
 	return out, nil
@@ -102,7 +102,7 @@ func (st *MemStore) APICall(ctx context.Context, id int64) (APICall, error) {
 	defer st.mu.RUnlock()
 	calls := st.apiLog.calls
 	if i, ok := slices.BinarySearchFunc(calls, id, func(c APICall, id int64) int { return cmp.Compare(c.ID, id) }); ok {
-		return CloneAPICall(calls[i]), nil
+		return cloneAPICall(calls[i]), nil
 	}
 	return APICall{}, fmt.Errorf("memory: api call %d: %w", id, ErrNotFound)
 }
@@ -114,7 +114,7 @@ func (st *MemStore) DeleteAPICalls(ctx context.Context, q APICallQuery) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.apiLog.calls = slices.DeleteFunc(st.apiLog.calls, q.Match)
+	st.apiLog.calls = slices.DeleteFunc(st.apiLog.calls, q.match)
 	st.apiLog.resetOldest()
 	return nil
 }

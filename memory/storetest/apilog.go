@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +157,36 @@ func RunAPILog(t *testing.T, newLog func(t *testing.T, l memory.APILogLimits) me
 		mustKV(t, err)
 		if got, err := lg.APICalls(ctx, memory.APICallQuery{}); err != nil || len(got) != 1 {
 			t.Fatalf("without bounds: %d records, %v", len(got), err)
+		}
+	})
+	t.Run("Concurrent", func(t *testing.T) {
+		lg := newLog(t, memory.APILogLimits{})
+		const writers, each = 8, 10
+		var wg sync.WaitGroup
+		errs := make(chan error, writers*each)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					_, err := lg.AppendAPICall(ctx, memory.APICall{SessionID: fmt.Sprint("w", w), Round: i, Model: "m",
+						Purpose: memory.PurposeToolRound, Status: memory.APICallOK})
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			mustKV(t, err)
+		}
+		got, err := lg.APICalls(ctx, memory.APICallQuery{})
+		mustKV(t, err)
+		if len(got) != writers*each {
+			t.Fatalf("%d records after %d concurrent appends", len(got), writers*each)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].ID >= got[i-1].ID {
+				t.Fatalf("ids %d then %d: want distinct, newest first", got[i-1].ID, got[i].ID)
+			}
 		}
 	})
 	t.Run("Cancelled", func(t *testing.T) {
