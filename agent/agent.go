@@ -234,8 +234,10 @@ type Config struct {
 	// sent (messages, tools offered, settings; never the API key, a
 	// header), the reply (text, tool calls), the finish reason, the token
 	// usage, the error, the time to the first token and the latency. nil
-	// records nothing and costs nothing. A store that fails to append is
-	// logged to Logger; the run goes on. A sub-agent's run
+	// records nothing and costs nothing. The record is appended by the
+	// run's goroutine once per call, after its stream ended (never per
+	// delta), so a slow store delays the next round by one append. A store
+	// that fails to append is logged to Logger; the run goes on. A sub-agent's run
 	// ([NewSubAgent]) whose Config leaves it nil records to the APILog of
 	// the run that called it, with its purpose sub_agent and the calling
 	// run's session.
