@@ -226,6 +226,26 @@ type Config struct {
 	// "…[truncated: N of M bytes]" marker (a cut JSON value is no longer
 	// valid JSON). Zero means DefaultTelemetryContentLimit.
 	TelemetryContentLimit int
+
+	// APILog, when set, receives one record per model call, the summary
+	// requests' included, written when the call has ended (answered,
+	// failed or interrupted), for a person to read what the model was sent
+	// and answered: its session, round, purpose, the request's body as
+	// sent (messages, tools offered, settings; never the API key, a
+	// header), the reply (text, tool calls), the finish reason, the token
+	// usage, the error, the time to the first token and the latency. nil
+	// records nothing and costs nothing. The record is appended by the
+	// run's goroutine once per call, after its stream ended (never per
+	// delta), so a slow store delays the next round by one append. A store
+	// that fails to append is logged to Logger; the run goes on. A sub-agent's run
+	// ([NewSubAgent]) whose Config leaves it nil records to the APILog of
+	// the run that called it, with its purpose sub_agent and the calling
+	// run's session.
+	APILog memory.APILog
+	// APILogMetadataOnly keeps the request and the reply out of the
+	// APILog's records: only the metadata (session, round, purpose, model,
+	// finish reason, usage, status, error, timings) is written.
+	APILogMetadataOnly bool
 }
 
 // Agent runs planning-round turns against a model. It is safe for concurrent
@@ -320,7 +340,7 @@ func New(cfg Config) (*Agent, error) {
 		model:  newModel(cfg),
 		layers: slices.Clone(cfg.Layers),
 		hooks:  slices.Clone(cfg.Hooks),
-		obs:    observer{tel: tel, logger: logger},
+		obs:    observer{tel: tel, logger: logger, api: apiLogger{log: cfg.APILog, content: !cfg.APILogMetadataOnly}},
 	}
 	if cfg.Store != nil && cfg.SummarizeAt > 0 {
 		a.layers = append(a.layers, sessionSummaries{memory.SummaryLayer{Store: cfg.Store}})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/memory"
 )
 
 const benchDeltas = 10_000
@@ -45,6 +46,21 @@ func BenchmarkAgentRunTraced(b *testing.B) {
 	defer tp.Shutdown(context.Background())
 	defer mp.Shutdown(context.Background())
 	benchAgentRun(b, func(c *agent.Config) { c.TracerProvider, c.MeterProvider = tp, mp })
+}
+
+// BenchmarkAgentRunAPILog is BenchmarkAgentRun with Config.APILog set to
+// a MemStore: a record, with the request and the reply, per model call.
+// Compare with BenchmarkAgentRun, whose nil APILog must cost nothing.
+func BenchmarkAgentRunAPILog(b *testing.B) {
+	st := &memory.MemStore{}
+	benchAgentRun(b, func(c *agent.Config) { c.APILog = st })
+}
+
+// BenchmarkAgentRunAPILogMetadata is BenchmarkAgentRunAPILog keeping
+// metadata only.
+func BenchmarkAgentRunAPILogMetadata(b *testing.B) {
+	st := &memory.MemStore{}
+	benchAgentRun(b, func(c *agent.Config) { c.APILog, c.APILogMetadataOnly = st, true })
 }
 
 func benchAgentRun(b *testing.B, mut func(*agent.Config)) {

@@ -250,6 +250,18 @@
 // gen_ai.response.model is not recorded: the stream decoder does not read
 // the model field of the chunks.
 //
+// # API log
+//
+// For a person rather than a trace backend, [Config.APILog] (a store that
+// implements [memory.APILog]; the three stores of package memory do)
+// gets one [memory.APICall] per model call, the summary's included, when
+// the call has ended: its purpose (planning, continuation, tool_round,
+// summary, sub_agent), session, round, the request's body as sent, the
+// reply, usage, error, time to first token and latency.
+// [Config.APILogMetadataOnly] leaves the request and the reply out. The
+// API key and Config's headers are never in a record: they travel as
+// headers. Nothing is recorded, and nothing allocated, without an APILog.
+//
 // # Testing
 //
 // Package agent/agenttest has a fake model for a host's tests: a server on

@@ -23,6 +23,7 @@ import (
 // request on a connection that was closed before it was used) only until
 // the response's headers have come.
 func releaseBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	captureBody(req) // for the API log, when its context asks
 	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil {
 		return next(req)
 	}

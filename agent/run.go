@@ -675,11 +675,13 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 
 	start := time.Now()
 	ctx, chat := r.startChat(req)
+	ctx, body := r.obs.api.withSentBody(ctx)
 	var finish string
 	err := r.readStream(ctx, chat, req, withTools, &res, &finish)
 	res.finish = FinishReason(finish)
 	r.t.usage = r.t.usage.Add(usageOr(res.usage))
 	r.logCall(start, withTools, res, finish, err)
+	r.recordCall(withTools, body, chat, res, finish, err)
 	r.endChat(chat, res, finish, err)
 
 	if r.stopped { // the consumer broke out of the loop

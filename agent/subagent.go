@@ -135,7 +135,7 @@ func NewSubAgent(name, description string, cfg Config, opts ...SubAgentOption) (
 	}
 	// What cfg leaves nil is the calling run's, found in the call's
 	// context when the nested run starts.
-	a.inherit = inheritance{tracer: cfg.TracerProvider == nil, meter: cfg.MeterProvider == nil, logger: cfg.Logger == nil}
+	a.inherit = inheritance{tracer: cfg.TracerProvider == nil, meter: cfg.MeterProvider == nil, logger: cfg.Logger == nil, apiLog: cfg.APILog == nil}
 	s.agent = a
 	s.def = ToolDefinition{
 		Name:        name,

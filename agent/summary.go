@@ -24,13 +24,14 @@ const SummaryPrompt = `You write the long-term memory of an assistant. Summarise
 // Config.Logger with summary set.
 func (a *Agent) SummaryModel() memory.SummaryModel {
 	return memory.SummaryModelFunc(func(ctx context.Context, msgs []memory.Message) (string, error) {
-		return a.summarize(ctx, &a.obs, "", msgs)
+		return a.summarize(ctx, &a.obs, "", 0, msgs)
 	})
 }
 
 // summarize asks the model for a summary of msgs, recorded with obs as a
-// model call of the session sessionID ("" when it is not known).
-func (a *Agent) summarize(ctx context.Context, obs *observer, sessionID string, msgs []memory.Message) (string, error) {
+// model call of the session sessionID ("" when it is not known) in the
+// run's round round.
+func (a *Agent) summarize(ctx context.Context, obs *observer, sessionID string, round int, msgs []memory.Message) (string, error) {
 	var tr strings.Builder
 	for _, m := range msgs {
 		switch {
@@ -60,8 +61,17 @@ func (a *Agent) summarize(ctx context.Context, obs *observer, sessionID string, 
 	start := time.Now()
 	tel := obs.tel
 	sctx, ct := tel.startSummary(ctx, sessionID, req)
+	sctx, body := obs.api.withSentBody(sctx)
 	var out summaryOutput
 	err := a.readSummary(sctx, ct, req, &out)
+	if obs.api.log != nil {
+		e := apiCallEnd{sessionID: sessionID, round: round, purpose: memory.PurposeSummary, body: body,
+			finish: out.finish, usage: out.usage, err: err, ct: ct}
+		if obs.api.content {
+			e.text = out.text.String()
+		}
+		obs.api.record(ctx, obs.logger, a.cfg.Model, e)
+	}
 
 	// The call is recorded as a round's is (logCall, endChat).
 	var failure error
@@ -151,7 +161,7 @@ func (r *run) maybeSummarize() {
 	}
 	ctx := r.ctx
 	model := memory.SummaryModelFunc(func(ctx context.Context, msgs []memory.Message) (string, error) {
-		return r.a.summarize(ctx, r.obs, r.t.in.SessionID, msgs)
+		return r.a.summarize(ctx, r.obs, r.t.in.SessionID, r.round, msgs)
 	})
 	s := memory.Summarizer{Store: r.a.cfg.Store, Model: model, Threshold: r.a.cfg.SummarizeAt}
 	sum, done, err := s.MaybeSummarize(ctx, r.t.in.SessionID)

@@ -111,12 +111,13 @@ type instruments struct {
 type observer struct {
 	tel    *telemetry
 	logger *slog.Logger
+	api    apiLogger
 }
 
 // inheritance says which of the providers and the Logger a sub-agent's
 // run takes from the run that called it: those its Config left nil.
 type inheritance struct {
-	tracer, meter, logger bool
+	tracer, meter, logger, apiLog bool
 }
 
 // observer returns where a run of a started with ctx records: the
@@ -134,9 +135,12 @@ func (a *Agent) observer(ctx context.Context) *observer {
 		return &a.obs // not run by a call of an agent's run
 	}
 	caller := v.obs
-	o := &observer{tel: a.obs.tel, logger: a.obs.logger}
+	o := &observer{tel: a.obs.tel, logger: a.obs.logger, api: a.obs.api}
 	if a.inherit.logger {
 		o.logger = caller.logger
+	}
+	if a.inherit.apiLog {
+		o.api = caller.api
 	}
 	if a.inherit.tracer || a.inherit.meter {
 		tel := *a.obs.tel
@@ -333,6 +337,8 @@ type chatTel struct {
 	span  trace.Span
 	start time.Time
 	first bool // the first token has not been seen yet
+	// firstAt is the time from start to the first token, once seen.
+	firstAt time.Duration
 }
 
 // startChat starts the chat span of a model call of the session
@@ -372,6 +378,7 @@ func (tel *telemetry) startSummary(ctx context.Context, sessionID string, req re
 // firstToken marks the first token of the response on the chat span.
 func (ct *chatTel) firstToken() {
 	ct.first = false
+	ct.firstAt = time.Since(ct.start)
 	ct.span.AddEvent("first_token")
 }
 

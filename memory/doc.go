@@ -51,7 +51,9 @@
 //   - [EventLog]: sessions' numbered event logs, from which a client that
 //     reconnects, on any process, replays a turn and follows it;
 //   - [KV]: namespaced values a tool keeps per user (pinned MCP tool
-//     definitions, sealed OAuth tokens).
+//     definitions, sealed OAuth tokens);
+//   - [APILog]: a bounded log of model calls, what each sent and got
+//     ([APICall]), for a person to read (agent.Config.APILog).
 //
 // The three stores here implement them all. MemStore does so within one
 // process; the SQLite store keeps calls, approvals, leases and events for

@@ -35,6 +35,8 @@ type MemStore struct {
 	leases map[string]memLease // by session id
 	notes  notehub.Hub         // the listeners of Notify
 	kv     map[kvKey][]byte    // the values of KV
+
+	apiLog memAPILog // the records of APILog
 }
 
 // approvalKey names an approval by its session and [Approval.Key].

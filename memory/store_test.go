@@ -32,3 +32,11 @@ func openSQLite(t testing.TB, path string) *sqlitestore.Store {
 func TestMemStoreKV(t *testing.T) {
 	storetest.RunKV(t, func(*testing.T) memory.KV { return new(memory.MemStore) })
 }
+
+func TestMemStoreAPILog(t *testing.T) {
+	storetest.RunAPILog(t, func(_ *testing.T, l memory.APILogLimits) memory.APILog {
+		st := new(memory.MemStore)
+		st.SetAPILogLimits(l)
+		return st
+	})
+}

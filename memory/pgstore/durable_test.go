@@ -318,7 +318,7 @@ func TestMigrateVersion1(t *testing.T) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP TABLE "+q("open_calls")+", "+q("approvals")+", "+q("leases")+", "+q("events")+", "+q("kv")+
+	_, err = conn.Exec(ctx, "DROP TABLE "+q("open_calls")+", "+q("approvals")+", "+q("leases")+", "+q("events")+", "+q("kv")+", "+q("api_calls")+
 		"; ALTER TABLE "+q("sessions")+" DROP COLUMN last_event; ALTER TABLE "+q("messages")+" DROP COLUMN outcome, DROP COLUMN cause"+
 		"; UPDATE "+q("schema_version")+" SET version = 1")
 	require.NoError(t, err)
@@ -375,7 +375,7 @@ func TestMigrateVersion4Approvals(t *testing.T) {
 	// Dropping the columns drops the indexes on them.
 	_, err = conn.Exec(ctx, "ALTER TABLE "+q("approvals")+" DROP COLUMN kind, DROP COLUMN call_key, DROP COLUMN digest, DROP COLUMN principal, DROP COLUMN channel"+
 		"; DROP INDEX "+q("approvals_decided")+", "+q("approvals_session_decided")+
-		"; DROP TABLE "+q("kv")+
+		"; DROP TABLE "+q("kv")+", "+q("api_calls")+
 		"; ALTER TABLE "+q("open_calls")+" DROP COLUMN state"+
 		"; UPDATE "+q("schema_version")+" SET version = 4")
 	require.NoError(t, err)
@@ -653,5 +653,14 @@ func TestKVPair(t *testing.T) {
 	storetest.RunKVPair(t, func(t *testing.T) (a, b memory.KV) {
 		schema := freshSchema(t, url)
 		return open(t, url, schema), open(t, url, schema)
+	})
+}
+
+func TestAPILog(t *testing.T) {
+	url := server(t)
+	storetest.RunAPILog(t, func(t *testing.T, l memory.APILogLimits) memory.APILog {
+		st := open(t, url, freshSchema(t, url))
+		st.SetAPILogLimits(l)
+		return st
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -65,7 +66,9 @@ type Store struct {
 	// Table names, quoted and qualified with the schema.
 	sessions, messages, summaries, version string
 	openCalls, approvals, leases, events   string
-	kv                                     string
+	kv, apiCalls                           string
+	// apiLimits are the bounds of the API log; nil: the defaults.
+	apiLimits atomic.Pointer[memory.APILogLimits]
 	// lis is the LISTEN connection of Listen and its listeners.
 	lis listener
 }
@@ -202,6 +205,29 @@ var migrations = []string{
 	// (memory.OpenCall.State), kept as bytes. Older rows have none; a
 	// constant default does not rewrite the table.
 	`ALTER TABLE %[1]s.open_calls ADD COLUMN state bytea NOT NULL DEFAULT '';`,
+	// 8: the log of model calls (memory.APILog). Records belong to no
+	// session row: a log outlives the sessions it tells of. started is
+	// indexed for the age bound and the Since filter. The error text is
+	// kept as bytes: a provider's may be any bytes.
+	`CREATE TABLE %[1]s.api_calls (
+		id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		session_id    text NOT NULL DEFAULT '',
+		round         integer NOT NULL,
+		model         text NOT NULL,
+		purpose       text NOT NULL,
+		request       bytea,  -- kept byte for byte; NULL when metadata only
+		reply         bytea,  -- JSON of memory.APIReply; NULL when none
+		finish_reason text NOT NULL DEFAULT '',
+		input_tokens  bigint NOT NULL DEFAULT 0,
+		output_tokens bigint NOT NULL DEFAULT 0,
+		status        text NOT NULL,
+		error         bytea NOT NULL DEFAULT '',
+		first_token   bigint NOT NULL DEFAULT 0, -- nanoseconds
+		latency       bigint NOT NULL DEFAULT 0, -- nanoseconds
+		started       bigint NOT NULL            -- Unix nanoseconds, UTC
+	);
+	CREATE INDEX api_calls_started ON %[1]s.api_calls (started);
+	CREATE INDEX api_calls_session ON %[1]s.api_calls (session_id, id);`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,
@@ -250,7 +276,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	q := func(table string) string { return pgx.Identifier{st.schema, table}.Sanitize() }
 	st.sessions, st.messages, st.summaries, st.version = q("sessions"), q("messages"), q("summaries"), q("schema_version")
 	st.openCalls, st.approvals, st.leases, st.events = q("open_calls"), q("approvals"), q("leases"), q("events")
-	st.kv = q("kv")
+	st.kv, st.apiCalls = q("kv"), q("api_calls")
 	st.lis.st = st
 	if err := st.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", st.schema, err)

@@ -200,11 +200,11 @@ func checkVersion(t *testing.T, url, schema string) {
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	assert.Equal(t, []string{"approvals", "events", "kv", "leases", "messages", "open_calls", "schema_version", "sessions", "summaries"}, tables)
+	assert.Equal(t, []string{"api_calls", "approvals", "events", "kv", "leases", "messages", "open_calls", "schema_version", "sessions", "summaries"}, tables)
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 7
+const currentVersion = 8
 
 func TestSchemaTooNew(t *testing.T) {
 	leaktest.Check(t)

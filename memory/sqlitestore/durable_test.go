@@ -311,3 +311,11 @@ func TestKVTwoStoresOneFile(t *testing.T) {
 		return openSQLite(t, path), openSQLite(t, path)
 	})
 }
+
+func TestAPILog(t *testing.T) {
+	storetest.RunAPILog(t, func(t *testing.T, l memory.APILogLimits) memory.APILog {
+		st := openSQLite(t, filepath.Join(t.TempDir(), "db.sqlite"))
+		st.SetAPILogLimits(l)
+		return st
+	})
+}

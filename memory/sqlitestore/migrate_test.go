@@ -141,7 +141,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 9
+const currentVersion = 10
 
 // TestOpenMigratesVersion6: a database of version 6, whose approvals have
 // no kind, key, digest, principal or channel (several pending ones in one

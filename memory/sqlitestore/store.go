@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -57,6 +58,8 @@ type Store struct {
 	w     *sql.DB     // one connection: every write goes through it
 	r     *sql.DB     // pool of readers
 	notes notehub.Hub // the listeners of Listen
+	// apiLimits are the bounds of the API log; nil: the defaults.
+	apiLimits atomic.Pointer[memory.APILogLimits]
 }
 
 // sqliteAppID marks a database file as planround's (PRAGMA application_id):
@@ -195,6 +198,28 @@ var migrations = []migration{
 	// 9: what a running tool saved to take its call up again
 	// (memory.OpenCall.State), kept as bytes. Older rows have none.
 	{sql: `ALTER TABLE open_calls ADD COLUMN state BLOB NOT NULL DEFAULT x'';`},
+	// 10: the log of model calls (memory.APILog). Records belong to no
+	// session row: a log outlives the sessions it tells of. started
+	// is indexed for the age bound and the Since filter.
+	{sql: `CREATE TABLE api_calls (
+		id            INTEGER PRIMARY KEY AUTOINCREMENT,
+		session_id    TEXT NOT NULL DEFAULT '',
+		round         INTEGER NOT NULL,
+		model         TEXT NOT NULL,
+		purpose       TEXT NOT NULL,
+		request       BLOB,    -- kept byte for byte; NULL when metadata only
+		reply         TEXT,    -- JSON of memory.APIReply; NULL when none
+		finish_reason TEXT NOT NULL DEFAULT '',
+		input_tokens  INTEGER NOT NULL DEFAULT 0,
+		output_tokens INTEGER NOT NULL DEFAULT 0,
+		status        TEXT NOT NULL,
+		error         TEXT NOT NULL DEFAULT '',
+		first_token   INTEGER NOT NULL DEFAULT 0, -- nanoseconds
+		latency       INTEGER NOT NULL DEFAULT 0, -- nanoseconds
+		started       INTEGER NOT NULL            -- Unix nanoseconds, UTC
+	) STRICT;
+	CREATE INDEX api_calls_started ON api_calls (started);
+	CREATE INDEX api_calls_session ON api_calls (session_id, id);`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments

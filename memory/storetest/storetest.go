@@ -19,7 +19,8 @@
 // [memory.Notifier], [memory.EventLog]) calls [RunDurable], which tests
 // those it implements; when its notes travel between processes,
 // [RunNotifierPair] with two handles on one backing store, and when its
-// event logs are shared between processes, [RunEventLogPair].
+// event logs are shared between processes, [RunEventLogPair]. A store that
+// keeps a log of model calls ([memory.APILog]) calls [RunAPILog].
 package storetest
 
 import (
