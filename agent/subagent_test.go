@@ -290,8 +290,8 @@ func TestSubAgentInterrupt(t *testing.T) {
 	for _, tc := range []struct {
 		during, lastCall, reason, partial string
 	}{
-		{"approval", "get_weather", agent.ReasonApprovalInterrupted, "First round."},
-		{"execution", "tail", agent.ReasonInterrupted, "First round.\n\nWorking on it."},
+		{"approval", "get_weather", agent.CauseApprovalInterrupted.DefaultReason(), "First round."},
+		{"execution", "tail", agent.CauseInterrupted.DefaultReason(), "First round.\n\nWorking on it."},
 	} {
 		t.Run(tc.during, func(t *testing.T) {
 			leaktest.Check(t)
@@ -345,7 +345,7 @@ func TestSubAgentInterrupt(t *testing.T) {
 
 			mine := own(chunks)
 			tr = trace(mine)
-			assert.Equal(t, []string{"rejected:research:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
+			assert.Equal(t, []string{"rejected:research:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 			rej := mine[len(mine)-2].Tool
 			assert.Equal(t, tc.partial, rej.PartialResult)
 			assert.Equal(t, agent.CauseInterrupted, rej.Cause)
@@ -354,7 +354,7 @@ func TestSubAgentInterrupt(t *testing.T) {
 			assert.Zero(t, last.Depth, "the calling run's interrupted chunk is the last")
 			msgs := turn.Messages()
 			validHistory(t, msgs)
-			assert.Equal(t, tc.partial+"\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-1].Content)
+			assert.Equal(t, tc.partial+"\n["+agent.CauseInterrupted.DefaultReason()+"]", msgs[len(msgs)-1].Content)
 		})
 	}
 }
