@@ -20,6 +20,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/agent/openaiparams"
 	"github.com/planround/planround/memory"
 )
 
@@ -217,7 +218,7 @@ func heapOpenAIMidStream(b *testing.B, url string, history []memory.Message) flo
 		option.WithMaxRetries(0), option.WithAPIKey("k"))
 	params := openai.ChatCompletionNewParams{
 		Model:    "hold",
-		Messages: append(agent.ToParams(history), openai.UserMessage("go")),
+		Messages: append(openaiparams.ToParams(history), openai.UserMessage("go")),
 	}
 	return heapPerRun(b, heapRuns, func(ctx context.Context, reached func()) error {
 		s := client.Chat.Completions.NewStreaming(ctx, params)

@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/planround/planround/agent/openaiparams"
 	"github.com/planround/planround/internal/wire"
 	"github.com/planround/planround/memory"
 )
@@ -61,7 +62,7 @@ type request struct {
 func (m *model) open(ctx context.Context, req request) (*wire.Reader, *http.Response, error) {
 	params := openai.ChatCompletionNewParams{
 		Model:         shared.ChatModel(m.name),
-		Messages:      ToParams(req.messages),
+		Messages:      openaiparams.ToParams(req.messages),
 		Tools:         req.tools,
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}
