@@ -190,7 +190,7 @@ func heapAgentMidStream(b *testing.B, url string, history []memory.Message) floa
 	defer tr.CloseIdleConnections()
 	a, err := agent.New(agent.Config{
 		BaseURL: url, HTTPClient: &http.Client{Transport: tr}, Model: "hold",
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		MaxRetries: -1,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -251,8 +251,8 @@ func heapAgentApproval(b *testing.B, url string) float64 {
 	type reachedKey struct{}
 	a, err := agent.New(agent.Config{
 		BaseURL: url, HTTPClient: &http.Client{Transport: tr}, Model: "tool", Tools: reg,
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
-		Approver:       heapApprover{key: reachedKey{}},
+		MaxRetries: -1,
+		Approver:   heapApprover{key: reachedKey{}},
 	})
 	if err != nil {
 		b.Fatal(err)

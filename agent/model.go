@@ -42,6 +42,9 @@ func newModel(cfg Config) *model {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
+	if cfg.MaxRetries != 0 {
+		opts = append(opts, option.WithMaxRetries(max(cfg.MaxRetries, 0)))
+	}
 	opts = append(opts, cfg.RequestOptions...)
 	opts = append(opts, option.WithMiddleware(releaseBody)) // the last one: next to the transport
 	// A bare Client (not openai.NewClient) so that OPENAI_* environment

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +29,7 @@ func subConfig(t *testing.T, srv *agenttest.Server, tools *agent.ToolRegistry, m
 		BaseURL:         srv.URL(),
 		APIKey:          "test-key",
 		HTTPClient:      srv.Client(),
-		RequestOptions:  []option.RequestOption{option.WithMaxRetries(0)},
+		MaxRetries:      -1,
 		Model:           "sub-model",
 		Tools:           tools,
 		DisablePlanning: true,
