@@ -87,9 +87,18 @@ type Config struct {
 	// many runs' streams on each connection and the default is enough;
 	// BENCHMARKS.md (Load harness) has the figures of both.
 	HTTPClient *http.Client
-	// RequestOptions are extra openai-go options for every model request
-	// (headers, retries: openai-go retries 429 and 5xx twice by default,
-	// option.WithMaxRetries(0) turns that off).
+	// MaxRetries is how many times a model request that failed before its
+	// response came (a connection error, a timeout, a 408, 409, 429 or 5xx
+	// status) is sent again, after a backoff or the provider's Retry-After.
+	// Zero keeps openai-go's default, 2 retries; a negative value turns
+	// retries off. A failure inside a streamed response is never retried.
+	// It is the common way to set retries; RequestOptions, which come
+	// after it, override it.
+	MaxRetries int
+	// RequestOptions are extra openai-go options for every model request,
+	// for what the fields above do not cover (headers, middleware, ...).
+	// They apply after the agent's own options, so they can override any
+	// of them.
 	RequestOptions []option.RequestOption
 
 	// Model is the model name. Required.

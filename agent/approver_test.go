@@ -47,14 +47,14 @@ func TestInterruptDuringApprovalSaysWhatHappened(t *testing.T) {
 		{"pending", func(ctx context.Context) (agent.Decision, error) {
 			<-ctx.Done()
 			return agent.Decision{}, ctx.Err()
-		}, agent.ReasonApprovalInterrupted},
+		}, agent.CauseApprovalInterrupted.DefaultReason()},
 		{"pending, no error", func(ctx context.Context) (agent.Decision, error) {
 			<-ctx.Done()
 			return agent.Decision{}, nil
-		}, agent.ReasonApprovalInterrupted},
+		}, agent.CauseApprovalInterrupted.DefaultReason()},
 		{"approved", func(context.Context) (agent.Decision, error) {
 			return agent.Decision{Approved: true}, nil
-		}, agent.ReasonNotRun},
+		}, agent.CauseNotRun.DefaultReason()},
 		{"rejected", func(context.Context) (agent.Decision, error) {
 			return agent.Decision{Reason: "too risky"}, nil
 		}, "too risky"},
@@ -174,15 +174,15 @@ func TestApproveInterruptRace(t *testing.T) {
 		switch {
 		case !decided:
 			what = "interrupted"
-			assert.Equal(t, agent.ReasonApprovalInterrupted, got, "iteration %d: the interrupt came first", i)
+			assert.Equal(t, agent.CauseApprovalInterrupted.DefaultReason(), got, "iteration %d: the interrupt came first", i)
 		case !d.Approved:
 			what = "rejected"
 			assert.Equal(t, "no", got, "iteration %d: the rejection came first", i)
-		case got == agent.ReasonNotRun:
+		case got == agent.CauseNotRun.DefaultReason():
 			what = "approved, not run"
 		default:
 			what = "approved, ran"
-			assert.Contains(t, []string{"sunny in Oslo", "sunny in Oslo\n[" + agent.ReasonInterrupted + "]"}, got,
+			assert.Contains(t, []string{"sunny in Oslo", "sunny in Oslo\n[" + agent.CauseInterrupted.DefaultReason() + "]"}, got,
 				"iteration %d: the approval came first", i)
 		}
 		seen[what]++
@@ -285,7 +285,7 @@ func TestRejectionEndsRunByDefault(t *testing.T) {
 		"text", "round_end:0:need_tool",
 		"tool:start:get_weather", "tool:start:get_weather",
 		"tool:approval_required:get_weather", "rejected:get_weather:not now",
-		"rejected:get_weather:" + agent.ReasonNotRun, "interrupted",
+		"rejected:get_weather:" + agent.CauseNotRun.DefaultReason(), "interrupted",
 	}, trace(chunks))
 	assert.Len(t, srv.Requests(), 2)
 	msgs := turn.Messages()
@@ -310,11 +310,11 @@ func TestRejectionContinueTellsModel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"text", "round_end:0:need_tool",
-		"tool:start:get_weather", "tool:approval_required:get_weather", "rejected:get_weather:" + agent.ReasonRejected,
+		"tool:start:get_weather", "tool:approval_required:get_weather", "rejected:get_weather:" + agent.CauseUser.DefaultReason(),
 		"round_end:1", "text", "round_end:2",
 	}, trace(chunks))
 	req := srv.Requests()[2]
-	assert.Equal(t, agent.ReasonRejected, req.LastMessage().Content)
+	assert.Equal(t, agent.CauseUser.DefaultReason(), req.LastMessage().Content)
 }
 
 func TestEditedArguments(t *testing.T) {
@@ -434,7 +434,7 @@ func TestInterruptDuringRequestShowsNoCard(t *testing.T) {
 	require.NoError(t, err)
 	tr := trace(chunks)
 	assert.NotContains(t, tr, "tool:approval_required:get_weather")
-	assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonApprovalInterrupted, "interrupted"}, tr[len(tr)-2:])
+	assert.Equal(t, []string{"rejected:get_weather:" + agent.CauseApprovalInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 	assert.Equal(t, agent.CauseApprovalInterrupted, rejection(t, chunks, "call_1").Cause)
 	assert.Equal(t, int32(1), p.waited.Load(), "the ticket is waited for once")
 	assert.Equal(t, int32(1), p.released.Load(), "with a cancelled context")

@@ -69,7 +69,7 @@ func benchAgentRun(b *testing.B, mut func(*agent.Config)) {
 	plan, cont := benchReplies()
 	cfg := agent.Config{
 		BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench",
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		MaxRetries: -1,
 	}
 	if mut != nil {
 		mut(&cfg)
@@ -183,7 +183,7 @@ func BenchmarkConnsPerTurn(b *testing.B) {
 		srv.Enqueue(toolTurn()...)
 		a, err := agent.New(agent.Config{
 			BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench", Tools: reg,
-			RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+			MaxRetries: -1,
 		})
 		if err != nil {
 			b.Fatal(err)

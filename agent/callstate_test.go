@@ -143,7 +143,7 @@ func TestResumeRerunsACallWithState(t *testing.T) {
 			require.NoError(t, err)
 			runs, _ := job.calls()
 			if state == "" {
-				assert.Equal(t, []string{"rejected:run_job:" + agent.ReasonStopped, "round_end:1", "text", "round_end:2"}, trace(chunks))
+				assert.Equal(t, []string{"rejected:run_job:" + agent.CauseStopped.DefaultReason(), "round_end:1", "text", "round_end:2"}, trace(chunks))
 				assert.Empty(t, runs, "never run again")
 				return
 			}

@@ -57,22 +57,35 @@ const (
 	CauseMovedOn Cause = "moved_on"
 )
 
-// defaultReason is the reason of a rejection of cause c that came without
-// one.
-func defaultReason(c Cause) string {
+// DefaultReason is the reason a rejection of cause c carries when nothing
+// gave a better one: the text a person and the model read, in
+// [ToolCall.Reason] and the call's tool message. A host tells rejections
+// apart by their Cause, not by this text; a test or an approver that needs
+// the text asks for it here. A cause whose reason is always written for the
+// call ([CauseInvalidArguments], [CauseUnknownTool]), and a cause not listed,
+// have the default reason of [CauseUser].
+func (c Cause) DefaultReason() string {
 	switch c {
 	case CausePolicy:
-		return ReasonDenied
+		return reasonDenied
 	case CauseTimeout:
 		return "approval timed out"
 	case CauseApprovalInterrupted:
-		return ReasonApprovalInterrupted
+		return reasonApprovalInterrupted
 	case CauseInterrupted:
-		return ReasonInterrupted
+		return reasonInterrupted
 	case CauseNotRun:
-		return ReasonNotRun
+		return reasonNotRun
+	case CauseIncomplete:
+		return reasonIncomplete
+	case CauseNoApprover:
+		return reasonNoApprover
 	case CauseApprovalFailed:
 		return "approval failed"
+	case CauseStopped:
+		return reasonStopped
+	case CauseMovedOn:
+		return reasonMovedOn
 	}
-	return ReasonRejected
+	return reasonRejected
 }

@@ -44,10 +44,10 @@ func TestRejectionCauses(t *testing.T) {
 			c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 				return agent.Decision{}, nil
 			})
-		}, nil, nil, agent.CauseUser, agent.ReasonRejected, false},
+		}, nil, nil, agent.CauseUser, agent.CauseUser.DefaultReason(), false},
 		{"a policy rejects", []agenttest.Response{oneCall}, func(c *agent.Config, _ context.CancelFunc) {
 			c.Approver = approval.DenyAll("")
-		}, nil, nil, agent.CausePolicy, agent.ReasonDenied, false},
+		}, nil, nil, agent.CausePolicy, agent.CausePolicy.DefaultReason(), false},
 		{"nobody answers in time", []agenttest.Response{oneCall}, func(c *agent.Config, _ context.CancelFunc) {
 			m, err := approval.NewManager(approval.ManagerConfig{Timeout: 20 * time.Millisecond})
 			require.NoError(t, err)
@@ -59,20 +59,20 @@ func TestRejectionCauses(t *testing.T) {
 				<-ctx.Done()
 				return agent.Decision{}, ctx.Err()
 			})
-		}, nil, nil, agent.CauseApprovalInterrupted, agent.ReasonApprovalInterrupted, false},
+		}, nil, nil, agent.CauseApprovalInterrupted, agent.CauseApprovalInterrupted.DefaultReason(), false},
 		{"interrupted while running", []agenttest.Response{oneCall}, nil, blocking, func(c agent.Chunk) bool {
 			return c.Kind == agent.KindToolCall && c.Tool.PartialResult != ""
-		}, agent.CauseInterrupted, agent.ReasonInterrupted, false},
+		}, agent.CauseInterrupted, agent.CauseInterrupted.DefaultReason(), false},
 		{"not run after a rejection", []agenttest.Response{agenttest.Reply().
 			Call(0, "call_0", "get_weather", `{"city":"Bergen"}`).
 			Call(1, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls")}, func(c *agent.Config, _ context.CancelFunc) {
 			c.Approver = personFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 				return agent.Decision{Reason: "no"}, nil
 			})
-		}, nil, nil, agent.CauseNotRun, agent.ReasonNotRun, false},
+		}, nil, nil, agent.CauseNotRun, agent.CauseNotRun.DefaultReason(), false},
 		{"the response did not finish", []agenttest.Response{
 			agenttest.Reply().Call(0, "call_1", "get_weather", `{"ci`, `ty":"Oslo"}`).Finish("tool_calls").CutAfter(1),
-		}, nil, nil, nil, agent.CauseIncomplete, agent.ReasonIncomplete, true},
+		}, nil, nil, nil, agent.CauseIncomplete, agent.CauseIncomplete.DefaultReason(), true},
 		{"invalid arguments", []agenttest.Response{
 			agenttest.Reply().Call(0, "call_1", "get_weather", `["Oslo"]`).Finish("tool_calls"),
 			agenttest.Reply().Text("Sorry.").Finish("stop"),
@@ -214,6 +214,34 @@ func TestPolicyDecisionsShowNoCard(t *testing.T) {
 				}
 			}
 			assert.Zero(t, m.Len())
+		})
+	}
+}
+
+// TestCauseDefaultReason pins the default reasons: they are on the wire (in
+// chunks, tool messages and stored histories), so changing one is a change
+// of behaviour, not a refactoring.
+func TestCauseDefaultReason(t *testing.T) {
+	for _, tt := range []struct {
+		cause agent.Cause
+		want  string
+	}{
+		{agent.CauseUser, "rejected by user"},
+		{agent.CausePolicy, "denied by policy"},
+		{agent.CauseTimeout, "approval timed out"},
+		{agent.CauseApprovalInterrupted, "interrupted while waiting for approval"},
+		{agent.CauseInterrupted, "tool call interrupted"},
+		{agent.CauseNotRun, "tool call not run: the run ended first"},
+		{agent.CauseIncomplete, "tool call not run: the model's response did not finish"},
+		{agent.CauseNoApprover, "the tool needs approval and the agent has no Approver"},
+		{agent.CauseApprovalFailed, "approval failed"},
+		{agent.CauseStopped, "tool call stopped: the process stopped while it ran, and it is not run again"},
+		{agent.CauseMovedOn, "rejected: the user moved on without deciding"},
+		{agent.CauseUnknownTool, "rejected by user"},
+		{"from_a_newer_version", "rejected by user"},
+	} {
+		t.Run(string(tt.cause), func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.cause.DefaultReason())
 		})
 	}
 }

@@ -182,7 +182,7 @@
 //
 // A run ends with an error only when the model, the transport or the store
 // fails: an error the provider reported, as an HTTP error status (after
-// openai-go's retries) or inside the response ([*ProviderError], whose text
+// the retries of [Config.MaxRetries]) or inside the response ([*ProviderError], whose text
 // carries the provider's message), a response cut before its end
 // ([ErrTruncated], wrapping the connection's error when there was one), a
 // response that is not an event stream (the error says what arrived), or a

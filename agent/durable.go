@@ -53,12 +53,12 @@ var errLeaseLost = fmt.Errorf("%w: the session's lease was lost", ErrSuspended)
 
 // Reasons of the rejections of durable runs.
 const (
-	// ReasonStopped is the reason of a call that was running when its
+	// reasonStopped is the reason of a call that was running when its
 	// process stopped; a resumed turn never runs it again.
-	ReasonStopped = "tool call stopped: the process stopped while it ran, and it is not run again"
-	// ReasonMovedOn is the reason of a call that still waited for its
+	reasonStopped = "tool call stopped: the process stopped while it ran, and it is not run again"
+	// reasonMovedOn is the reason of a call that still waited for its
 	// approval when a new user message came.
-	ReasonMovedOn = "rejected: the user moved on without deciding"
+	reasonMovedOn = "rejected: the user moved on without deciding"
 )
 
 // ApprovalCanceler is implemented by an Approver that keeps approvals beyond
@@ -210,7 +210,7 @@ func (r *run) resume() {
 				// The process stopped while the tool ran: what it did is
 				// unknown, and it is never run again.
 				r.stoppedTool(cs)
-				r.interrupted(cs, CauseStopped, ReasonStopped, cs.open.Partial)
+				r.interrupted(cs, CauseStopped, reasonStopped, cs.open.Partial)
 				if r.stopped {
 					return false
 				}
@@ -335,22 +335,22 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 // undecided.
 func (r *run) closedAs(rec memory.OpenCall) (Cause, string, string) {
 	if rec.Executing {
-		return CauseStopped, ReasonStopped, rec.Partial
+		return CauseStopped, reasonStopped, rec.Partial
 	}
 	approvals, ok := r.a.cfg.Store.(memory.ApprovalStore)
 	if rec.ApprovalID == "" || !ok {
-		return CauseMovedOn, ReasonMovedOn, ""
+		return CauseMovedOn, reasonMovedOn, ""
 	}
 	ap, err := approvals.GetApproval(r.ctx, rec.ApprovalID)
 	switch {
 	case err != nil || ap.SessionID != r.t.in.SessionID || !ap.Decided:
-		return CauseMovedOn, ReasonMovedOn, ""
+		return CauseMovedOn, reasonMovedOn, ""
 	case ap.Decision.Approved:
 		// Approved, but the turn never went on to run it.
-		return CauseNotRun, ReasonNotRun, ""
+		return CauseNotRun, reasonNotRun, ""
 	}
 	cause := Cause(cmp.Or(ap.Decision.Cause, string(CauseUser)))
-	return cause, cmp.Or(ap.Decision.Reason, defaultReason(cause)), ""
+	return cause, cmp.Or(ap.Decision.Reason, cause.DefaultReason()), ""
 }
 
 // driving holds the sessions an Agent runs now: a second run or resumed

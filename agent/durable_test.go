@@ -229,7 +229,7 @@ func TestResumeNeverRerunsAnExecutingCall(t *testing.T) {
 			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
 			chunks, err := collect(a.Resume(ctx, "s1"))
 			require.NoError(t, err)
-			assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonStopped, "round_end:1", "text", "round_end:2"}, trace(chunks))
+			assert.Equal(t, []string{"rejected:get_weather:" + agent.CauseStopped.DefaultReason(), "round_end:1", "text", "round_end:2"}, trace(chunks))
 			assert.Equal(t, agent.CauseStopped, chunks[0].Tool.Cause)
 			assert.Equal(t, "half way", chunks[0].Tool.PartialResult)
 			assert.Zero(t, runs.Load(), "never run again")
@@ -238,7 +238,7 @@ func TestResumeNeverRerunsAnExecutingCall(t *testing.T) {
 			msgs, err := st.Messages(ctx, "s1", false)
 			require.NoError(t, err)
 			validHistory(t, msgs)
-			assert.Equal(t, "tool:half way\n["+agent.ReasonStopped+"]", contents(msgs)[3])
+			assert.Equal(t, "tool:half way\n["+agent.CauseStopped.DefaultReason()+"]", contents(msgs)[3])
 			assert.Equal(t, ended{memory.OutcomeRejected, "stopped"}, endings(msgs)["call_1"], "the history says the call was cut by the stop")
 		})
 	}
@@ -262,7 +262,7 @@ func TestNewMessageClosesOpenCalls(t *testing.T) {
 	srv.Enqueue(planNoTool(), agenttest.Reply().Text("Hello.").Finish("stop"))
 	chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Never mind."}))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonMovedOn, "text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
+	assert.Equal(t, []string{"rejected:get_weather:" + agent.CauseMovedOn.DefaultReason(), "text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
 	assert.Equal(t, agent.CauseMovedOn, chunks[0].Tool.Cause)
 	assert.Equal(t, 1, chunks[0].Round)
 	assert.Equal(t, []string{"appr-1"}, k.cancelled)
@@ -271,7 +271,7 @@ func TestNewMessageClosesOpenCalls(t *testing.T) {
 	msgs, err := st.Messages(ctx, "s1", false)
 	require.NoError(t, err)
 	validHistory(t, msgs)
-	assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Let me look that up. <need_tool>", "assistant:", "tool:" + agent.ReasonMovedOn,
+	assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Let me look that up. <need_tool>", "assistant:", "tool:" + agent.CauseMovedOn.DefaultReason(),
 		"user:Never mind.", "assistant:Hello! I can answer that.<no_tool>", "assistant:Hello."}, contents(msgs))
 	open, err := st.OpenCalls(ctx, "s1")
 	require.NoError(t, err)
@@ -335,10 +335,10 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 				got = append(got, closed{c.Tool.ID, c.Tool.Cause, c.Tool.Reason, c.Tool.PartialResult})
 			}
 			assert.Equal(t, []closed{
-				{"run", agent.CauseStopped, agent.ReasonStopped, "half way"},
+				{"run", agent.CauseStopped, agent.CauseStopped.DefaultReason(), "half way"},
 				{"no", agent.CauseUser, "not Lima", ""},
-				{"yes", agent.CauseNotRun, agent.ReasonNotRun, ""},
-				{"wait", agent.CauseMovedOn, agent.ReasonMovedOn, ""},
+				{"yes", agent.CauseNotRun, agent.CauseNotRun.DefaultReason(), ""},
+				{"wait", agent.CauseMovedOn, agent.CauseMovedOn.DefaultReason(), ""},
 			}, got)
 			assert.Equal(t, []string{"ap-wait"}, k.cancelled, "only the undecided approval is cancelled")
 			assert.Zero(t, runs.Load())
@@ -347,7 +347,7 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 			require.NoError(t, err)
 			validHistory(t, msgs)
 			assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Looking. <need_tool>",
-				"tool:half way\n[" + agent.ReasonStopped + "]", "tool:not Lima", "tool:" + agent.ReasonNotRun, "tool:" + agent.ReasonMovedOn,
+				"tool:half way\n[" + agent.CauseStopped.DefaultReason() + "]", "tool:not Lima", "tool:" + agent.CauseNotRun.DefaultReason(), "tool:" + agent.CauseMovedOn.DefaultReason(),
 				"user:Never mind.", "assistant:Hello! I can answer that.<no_tool>", "assistant:Hello."}, contents(msgs))
 			assert.Equal(t, map[string]ended{
 				"run":  {memory.OutcomeRejected, "stopped"},

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/openai/openai-go/v3/option"
-
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 )
@@ -17,10 +15,10 @@ func ExampleProviderError() {
 	srv.Enqueue(agenttest.HTTPError(404, "The model `gpt-x` does not exist or you do not have access to it."))
 
 	a, err := agent.New(agent.Config{
-		BaseURL:        srv.URL(),
-		HTTPClient:     srv.Client(),
-		Model:          "gpt-x",
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		BaseURL:    srv.URL(),
+		HTTPClient: srv.Client(),
+		Model:      "gpt-x",
+		MaxRetries: -1,
 	})
 	if err != nil {
 		panic(err)

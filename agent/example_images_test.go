@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/openaiparams"
 	"github.com/planround/planround/memory"
 )
 
@@ -28,7 +29,7 @@ func ExampleInput_images() {
 	}
 	user := msgs[0]
 	fmt.Println(user.Role, user.Content, user.Images)
-	wire, _ := json.MarshalIndent(agent.ToParams(msgs[:1]), "", "  ")
+	wire, _ := json.MarshalIndent(openaiparams.ToParams(msgs[:1]), "", "  ")
 	fmt.Println(string(wire))
 
 	// An image the model could not take is refused before anything is sent.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -45,13 +44,13 @@ func newAgent(t *testing.T, srv *agenttest.Server, mut func(*agent.Config), tool
 	reg, err := agent.NewToolRegistry(tools...)
 	require.NoError(t, err)
 	cfg := agent.Config{
-		BaseURL:        srv.URL(),
-		APIKey:         "test-key",
-		HTTPClient:     srv.Client(),
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
-		Model:          "test-model",
-		Tools:          reg,
-		Approver:       approveAll,
+		BaseURL:    srv.URL(),
+		APIKey:     "test-key",
+		HTTPClient: srv.Client(),
+		MaxRetries: -1,
+		Model:      "test-model",
+		Tools:      reg,
+		Approver:   approveAll,
 	}
 	if strict {
 		cfg.RequestShape = agent.ShapeStrict

@@ -20,6 +20,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/agent/openaiparams"
 	"github.com/planround/planround/memory"
 )
 
@@ -189,7 +190,7 @@ func heapAgentMidStream(b *testing.B, url string, history []memory.Message) floa
 	defer tr.CloseIdleConnections()
 	a, err := agent.New(agent.Config{
 		BaseURL: url, HTTPClient: &http.Client{Transport: tr}, Model: "hold",
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		MaxRetries: -1,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -217,7 +218,7 @@ func heapOpenAIMidStream(b *testing.B, url string, history []memory.Message) flo
 		option.WithMaxRetries(0), option.WithAPIKey("k"))
 	params := openai.ChatCompletionNewParams{
 		Model:    "hold",
-		Messages: append(agent.ToParams(history), openai.UserMessage("go")),
+		Messages: append(openaiparams.ToParams(history), openai.UserMessage("go")),
 	}
 	return heapPerRun(b, heapRuns, func(ctx context.Context, reached func()) error {
 		s := client.Chat.Completions.NewStreaming(ctx, params)
@@ -250,8 +251,8 @@ func heapAgentApproval(b *testing.B, url string) float64 {
 	type reachedKey struct{}
 	a, err := agent.New(agent.Config{
 		BaseURL: url, HTTPClient: &http.Client{Transport: tr}, Model: "tool", Tools: reg,
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
-		Approver:       heapApprover{key: reachedKey{}},
+		MaxRetries: -1,
+		Approver:   heapApprover{key: reachedKey{}},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -29,8 +29,8 @@ import (
 // the persistent injections of [Config.Hooks], which are not chunks. It
 // lets a host that logs chunks (such as the CLI's -json output) rebuild the
 // conversation, and its result is always valid history: the calls a
-// suspended run left open get the tool message [ReasonNotRun] (rejected,
-// [CauseNotRun]) here, where Turn.Messages leaves them open for
+// suspended run left open get the tool message of a call that never ran
+// (rejected, [CauseNotRun], with its [Cause.DefaultReason]) here, where Turn.Messages leaves them open for
 // [Agent.Resume].
 func History(chunks []Chunk) []memory.Message {
 	var (
@@ -53,7 +53,7 @@ func History(chunks []Chunk) []memory.Message {
 				}
 				asst.ToolCalls = append(asst.ToolCalls, memory.ToolCall{ID: c.id, Name: c.name, Arguments: c.args})
 				if !c.done {
-					c.content, c.state, c.cause = ReasonNotRun, StateRejected, CauseNotRun
+					c.content, c.state, c.cause = reasonNotRun, StateRejected, CauseNotRun
 				}
 				tools = append(tools, toolMessage(c.id, c.name, c.content, c.state, c.cause))
 			}

@@ -31,10 +31,10 @@ func TestInterruptDuringApproval(t *testing.T) {
 	chunks, err := collect(turn.Run(ctx))
 	require.NoError(t, err)
 	tr := trace(chunks)
-	assert.Equal(t, []string{"rejected:get_weather:" + agent.ReasonApprovalInterrupted, "interrupted"}, tr[len(tr)-2:])
+	assert.Equal(t, []string{"rejected:get_weather:" + agent.CauseApprovalInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 	msgs := turn.Messages()
 	validHistory(t, msgs)
-	assert.Equal(t, agent.ReasonApprovalInterrupted, msgs[len(msgs)-1].Content)
+	assert.Equal(t, agent.CauseApprovalInterrupted.DefaultReason(), msgs[len(msgs)-1].Content)
 }
 
 func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {
@@ -64,12 +64,12 @@ func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {
 	}
 	tr := trace(chunks)
 	require.GreaterOrEqual(t, len(tr), 2)
-	assert.Equal(t, []string{"rejected:tail:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
+	assert.Equal(t, []string{"rejected:tail:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 	rej := chunks[len(chunks)-2].Tool
 	assert.Equal(t, "line 1\nline 2\n", rej.PartialResult)
 	msgs := turn.Messages()
 	validHistory(t, msgs)
-	assert.Equal(t, "line 1\nline 2\n\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-1].Content)
+	assert.Equal(t, "line 1\nline 2\n\n["+agent.CauseInterrupted.DefaultReason()+"]", msgs[len(msgs)-1].Content)
 }
 
 func partialSoFar(chunks []agent.Chunk) string {
@@ -148,8 +148,8 @@ func TestInterruptBetweenCallsAsksNoMore(t *testing.T) {
 			}
 			assert.Equal(t, []string{
 				firstEnd,
-				"rejected:get_weather:" + agent.ReasonNotRun,
-				"rejected:show_card:" + agent.ReasonNotRun,
+				"rejected:get_weather:" + agent.CauseNotRun.DefaultReason(),
+				"rejected:show_card:" + agent.CauseNotRun.DefaultReason(),
 				"interrupted",
 			}, tr[len(tr)-4:])
 			if parallel {

@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/planround/planround/agent/openaiparams"
 	"github.com/planround/planround/internal/wire"
 	"github.com/planround/planround/memory"
 )
@@ -41,6 +42,9 @@ func newModel(cfg Config) *model {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
+	if cfg.MaxRetries != 0 {
+		opts = append(opts, option.WithMaxRetries(max(cfg.MaxRetries, 0)))
+	}
 	opts = append(opts, cfg.RequestOptions...)
 	opts = append(opts, option.WithMiddleware(releaseBody)) // the last one: next to the transport
 	// A bare Client (not openai.NewClient) so that OPENAI_* environment
@@ -61,7 +65,7 @@ type request struct {
 func (m *model) open(ctx context.Context, req request) (*wire.Reader, *http.Response, error) {
 	params := openai.ChatCompletionNewParams{
 		Model:         shared.ChatModel(m.name),
-		Messages:      ToParams(req.messages),
+		Messages:      openaiparams.ToParams(req.messages),
 		Tools:         req.tools,
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}

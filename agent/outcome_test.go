@@ -335,7 +335,7 @@ func TestHistoryOutcomes(t *testing.T) {
 			c.Cause, c.Reason, c.PartialResult = agent.CauseTimeout, "approval timed out", ""
 		}),
 		call(agent.KindToolRejected, "ran", agent.StateRejected, func(c *agent.ToolCall) {
-			c.Cause, c.Reason, c.PartialResult = agent.CauseInterrupted, agent.ReasonInterrupted, "half"
+			c.Cause, c.Reason, c.PartialResult = agent.CauseInterrupted, agent.CauseInterrupted.DefaultReason(), "half"
 		}),
 		call(agent.KindToolCall, "open", agent.StateApprovalRequired, nil),
 		call(agent.KindToolRejected, "partial", agent.StateRejected, func(c *agent.ToolCall) { c.Cause = agent.CauseIncomplete }),
@@ -349,5 +349,5 @@ func TestHistoryOutcomes(t *testing.T) {
 		"ran":  {memory.OutcomeRejected, "interrupted"},
 		"open": {memory.OutcomeRejected, "not_run"},
 	}, endings(msgs))
-	assert.Equal(t, "half\n["+agent.ReasonInterrupted+"]", msgs[3].Content)
+	assert.Equal(t, "half\n["+agent.CauseInterrupted.DefaultReason()+"]", msgs[3].Content)
 }

@@ -133,12 +133,12 @@ func TestParallelToolsInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	tr := trace(chunks)
 	assert.Equal(t, []string{
-		"rejected:left:" + agent.ReasonInterrupted, "rejected:right:" + agent.ReasonInterrupted, "interrupted",
+		"rejected:left:" + agent.CauseInterrupted.DefaultReason(), "rejected:right:" + agent.CauseInterrupted.DefaultReason(), "interrupted",
 	}, tr[len(tr)-3:])
 	msgs := turn.Messages()
 	validHistory(t, msgs)
-	assert.Equal(t, "left working\n\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-2].Content)
-	assert.Equal(t, "right working\n\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-1].Content)
+	assert.Equal(t, "left working\n\n["+agent.CauseInterrupted.DefaultReason()+"]", msgs[len(msgs)-2].Content)
+	assert.Equal(t, "right working\n\n["+agent.CauseInterrupted.DefaultReason()+"]", msgs[len(msgs)-1].Content)
 }
 
 // toolGoroutines counts the goroutines that run a tool call.
@@ -190,7 +190,7 @@ func TestParallelInterruptKeepsCompletedResults(t *testing.T) {
 		}
 	}
 	tr := trace(chunks)
-	assert.Equal(t, []string{"rejected:slow:" + agent.ReasonInterrupted, "tool:result:quick", "interrupted"}, tr[len(tr)-3:])
+	assert.Equal(t, []string{"rejected:slow:" + agent.CauseInterrupted.DefaultReason(), "tool:result:quick", "interrupted"}, tr[len(tr)-3:])
 	msgs := turn.Messages()
 	validHistory(t, msgs)
 	assert.Equal(t, "quick result", msgs[len(msgs)-1].Content)

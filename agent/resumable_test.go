@@ -282,7 +282,7 @@ func TestResumableToolSuspendedByHost(t *testing.T) {
 			}
 		}
 		assert.Equal(t, []string{"text", "round_end:0:need_tool", "tool:start:fill_form", "tool:approval_required:fill_form",
-			"tool:executing:fill_form", "side", "tool:progress:fill_form", "rejected:fill_form:" + agent.ReasonInterrupted, "interrupted"}, trace(chunks))
+			"tool:executing:fill_form", "side", "tool:progress:fill_form", "rejected:fill_form:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, trace(chunks))
 		open, err := st.OpenCalls(context.Background(), "s1")
 		require.NoError(t, err)
 		assert.Empty(t, open)
@@ -358,7 +358,7 @@ func TestNewMessageCancelsResumableWait(t *testing.T) {
 			srv.Enqueue(planNoTool(), agenttest.Reply().Text("Hello.").Finish("stop"))
 			chunks, err = collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Never mind."}))
 			require.NoError(t, err)
-			assert.Equal(t, []string{"rejected:fill_form:" + agent.ReasonStopped, "text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
+			assert.Equal(t, []string{"rejected:fill_form:" + agent.CauseStopped.DefaultReason(), "text", "round_end:0:no_tool", "text", "round_end:1"}, trace(chunks))
 			assert.Equal(t, agent.CauseStopped, chunks[0].Tool.Cause)
 			assert.Equal(t, []string{"form-1"}, ap.cancelled, "the form stops being answerable")
 			runs, _ := f.calls()

@@ -18,33 +18,33 @@ import (
 
 // Reasons given on rejected tool calls, when nothing gave a better one. They
 // are text for people and for the model; a host tells rejections apart by
-// their [Cause].
+// their [Cause], and reads these texts through [Cause.DefaultReason].
 const (
-	// ReasonRejected is the reason of a call a person rejected without a
+	// reasonRejected is the reason of a call a person rejected without a
 	// reason.
-	ReasonRejected = "rejected by user"
-	// ReasonDenied is the reason of a call a policy rejected without a
+	reasonRejected = "rejected by user"
+	// reasonDenied is the reason of a call a policy rejected without a
 	// reason.
-	ReasonDenied = "denied by policy"
-	// ReasonApprovalInterrupted is the reason of a call whose approval was
+	reasonDenied = "denied by policy"
+	// reasonApprovalInterrupted is the reason of a call whose approval was
 	// still pending when the run was interrupted. A call whose approval was
 	// decided just before the interrupt records the decision instead: an
-	// approved call that never ran is ReasonNotRun, a rejection keeps its
+	// approved call that never ran is reasonNotRun, a rejection keeps its
 	// reason.
-	ReasonApprovalInterrupted = "interrupted while waiting for approval"
-	// ReasonInterrupted is the reason of a call interrupted while it ran.
-	ReasonInterrupted = "tool call interrupted"
-	// ReasonNotRun is the reason of a call that never started because the
+	reasonApprovalInterrupted = "interrupted while waiting for approval"
+	// reasonInterrupted is the reason of a call interrupted while it ran.
+	reasonInterrupted = "tool call interrupted"
+	// reasonNotRun is the reason of a call that never started because the
 	// run ended before its turn.
-	ReasonNotRun = "tool call not run: the run ended first"
-	// ReasonIncomplete is the reason of a call of a response that did not
+	reasonNotRun = "tool call not run: the run ended first"
+	// reasonIncomplete is the reason of a call of a response that did not
 	// finish (interrupted or cut while streaming): its arguments may be
 	// incomplete, so it never runs and is not in the history.
-	ReasonIncomplete = "tool call not run: the model's response did not finish"
-	// ReasonNoApprover is the reason of a call of a tool that needs
+	reasonIncomplete = "tool call not run: the model's response did not finish"
+	// reasonNoApprover is the reason of a call of a tool that needs
 	// approval on an agent without an Approver: a tool added to a shared
 	// Config.Tools after New.
-	ReasonNoApprover = "the tool needs approval and the agent has no Approver"
+	reasonNoApprover = "the tool needs approval and the agent has no Approver"
 )
 
 // Input is one user turn.
@@ -824,7 +824,7 @@ func (r *run) recordPartial(withTools bool) {
 		if c.Name == "" {
 			continue
 		}
-		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateRejected, Reason: ReasonIncomplete, Cause: CauseIncomplete}})
+		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &ToolCall{ID: c.ID, Name: c.Name, State: StateRejected, Reason: reasonIncomplete, Cause: CauseIncomplete}})
 	}
 }
 

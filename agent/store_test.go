@@ -91,7 +91,7 @@ func TestStorePersistsInterruptedTurn(t *testing.T) {
 	require.NoError(t, err)
 	validHistory(t, msgs)
 	require.NotEmpty(t, msgs)
-	assert.Equal(t, agent.ReasonApprovalInterrupted, msgs[len(msgs)-1].Content)
+	assert.Equal(t, agent.CauseApprovalInterrupted.DefaultReason(), msgs[len(msgs)-1].Content)
 }
 
 func TestOldToolResultsAreTruncatedInRequests(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +29,7 @@ func subConfig(t *testing.T, srv *agenttest.Server, tools *agent.ToolRegistry, m
 		BaseURL:         srv.URL(),
 		APIKey:          "test-key",
 		HTTPClient:      srv.Client(),
-		RequestOptions:  []option.RequestOption{option.WithMaxRetries(0)},
+		MaxRetries:      -1,
 		Model:           "sub-model",
 		Tools:           tools,
 		DisablePlanning: true,
@@ -290,8 +289,8 @@ func TestSubAgentInterrupt(t *testing.T) {
 	for _, tc := range []struct {
 		during, lastCall, reason, partial string
 	}{
-		{"approval", "get_weather", agent.ReasonApprovalInterrupted, "First round."},
-		{"execution", "tail", agent.ReasonInterrupted, "First round.\n\nWorking on it."},
+		{"approval", "get_weather", agent.CauseApprovalInterrupted.DefaultReason(), "First round."},
+		{"execution", "tail", agent.CauseInterrupted.DefaultReason(), "First round.\n\nWorking on it."},
 	} {
 		t.Run(tc.during, func(t *testing.T) {
 			leaktest.Check(t)
@@ -345,7 +344,7 @@ func TestSubAgentInterrupt(t *testing.T) {
 
 			mine := own(chunks)
 			tr = trace(mine)
-			assert.Equal(t, []string{"rejected:research:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
+			assert.Equal(t, []string{"rejected:research:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 			rej := mine[len(mine)-2].Tool
 			assert.Equal(t, tc.partial, rej.PartialResult)
 			assert.Equal(t, agent.CauseInterrupted, rej.Cause)
@@ -354,7 +353,7 @@ func TestSubAgentInterrupt(t *testing.T) {
 			assert.Zero(t, last.Depth, "the calling run's interrupted chunk is the last")
 			msgs := turn.Messages()
 			validHistory(t, msgs)
-			assert.Equal(t, tc.partial+"\n["+agent.ReasonInterrupted+"]", msgs[len(msgs)-1].Content)
+			assert.Equal(t, tc.partial+"\n["+agent.CauseInterrupted.DefaultReason()+"]", msgs[len(msgs)-1].Content)
 		})
 	}
 }

@@ -154,7 +154,7 @@ func (r *run) closeRound() {
 	if !r.suspended {
 		for _, cs := range r.calls {
 			if !cs.out.done {
-				cs.out = rejectedOutcome(CauseNotRun, ReasonNotRun)
+				cs.out = rejectedOutcome(CauseNotRun, reasonNotRun)
 			}
 		}
 	}
@@ -448,7 +448,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		// shared and gained one since: reject its calls, never call a nil
 		// Approver.
 		r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool needs approval but the agent has no Approver", toolAttr(cs))
-		return false, r.reject(cs, CauseNoApprover, ReasonNoApprover)
+		return false, r.reject(cs, CauseNoApprover, reasonNoApprover)
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk, Key: cs.key()}
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
@@ -457,7 +457,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 			return false, r.suspend()
 		}
 		if r.ctx.Err() != nil {
-			return false, r.interrupted(cs, CauseApprovalInterrupted, ReasonApprovalInterrupted, "")
+			return false, r.interrupted(cs, CauseApprovalInterrupted, reasonApprovalInterrupted, "")
 		}
 		return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("approval could not be requested: %v", err))
 	}
@@ -503,11 +503,11 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		return false, r.interrupted(cs, cause, reason, "")
 	}
 	if err != nil {
-		return false, r.reject(cs, CauseApprovalFailed, cmp.Or(err.Error(), defaultReason(CauseApprovalFailed)))
+		return false, r.reject(cs, CauseApprovalFailed, cmp.Or(err.Error(), CauseApprovalFailed.DefaultReason()))
 	}
 	if !d.Approved {
 		cause := rejectionCause(d, decided)
-		return false, r.reject(cs, cause, cmp.Or(d.Reason, defaultReason(cause)))
+		return false, r.reject(cs, cause, cmp.Or(d.Reason, cause.DefaultReason()))
 	}
 	if d.Arguments != nil {
 		args, err := parseArgs(string(d.Arguments))
@@ -548,12 +548,12 @@ func interruptedApproval(d Decision, err error, decided bool) (Cause, string) {
 	case err != nil || d.Cause == CauseApprovalInterrupted:
 		// The approver gave up with the context: still pending.
 	case d.Approved:
-		return CauseNotRun, ReasonNotRun
+		return CauseNotRun, reasonNotRun
 	case d.Reason != "" || decided:
 		cause := rejectionCause(d, decided)
-		return cause, cmp.Or(d.Reason, defaultReason(cause))
+		return cause, cmp.Or(d.Reason, cause.DefaultReason())
 	}
-	return CauseApprovalInterrupted, ReasonApprovalInterrupted
+	return CauseApprovalInterrupted, reasonApprovalInterrupted
 }
 
 // releaseApproval calls an owed Wait with a cancelled context.
@@ -603,10 +603,10 @@ func (r *run) endCalls(rest []*callState) {
 		if cs.out.done {
 			continue
 		}
-		r.settle(cs, rejectedOutcome(CauseNotRun, ReasonNotRun))
+		r.settle(cs, rejectedOutcome(CauseNotRun, reasonNotRun))
 		c := cs.chunk
 		c.State = StateRejected
-		c.Reason = ReasonNotRun
+		c.Reason = reasonNotRun
 		c.Cause = CauseNotRun
 		r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
 	}
@@ -719,7 +719,7 @@ wait:
 	}
 	if cs.cut {
 		r.endTool(cs, outcomeInterrupted, cs.partial())
-		return r.interrupted(cs, CauseInterrupted, ReasonInterrupted, cs.partial())
+		return r.interrupted(cs, CauseInterrupted, reasonInterrupted, cs.partial())
 	}
 	// Output written just before the tool returned is yielded too, so the
 	// chunks do not depend on which of done and signal the select saw first.
@@ -785,7 +785,7 @@ func (r *run) hold(cs *callState) bool {
 	cs.open.Partial = partial
 	if err := r.saveCall(cs); err != nil {
 		r.fail(err)
-		r.settle(cs, rejectedOutcome(CauseInterrupted, joinPartial(partial, ReasonInterrupted)))
+		r.settle(cs, rejectedOutcome(CauseInterrupted, joinPartial(partial, reasonInterrupted)))
 		return false
 	}
 	cs.held = true

@@ -55,14 +55,14 @@ func TestToolAddedWithoutApprover(t *testing.T) {
 				turn := a.NewTurn(agent.Input{Message: "weather in Oslo"})
 				chunks, err := collect(turn.Run(context.Background()))
 				require.NoError(t, err)
-				assert.Contains(t, trace(chunks), "rejected:get_weather:"+agent.ReasonNoApprover)
+				assert.Contains(t, trace(chunks), "rejected:get_weather:"+agent.CauseNoApprover.DefaultReason())
 				assert.Contains(t, trace(chunks), "tool:result:show_card", "the other call runs")
 				last := chunks[len(chunks)-1]
 				if onReject == agent.RejectEndRun {
 					assert.Equal(t, agent.KindInterrupted, last.Kind, "%v", trace(chunks))
 				} else {
 					assert.Equal(t, agent.KindRoundEnd, last.Kind, "%v", trace(chunks))
-					assert.Equal(t, agent.ReasonNoApprover, srv.Requests()[2].LastMessage().Content, "the model reads why")
+					assert.Equal(t, agent.CauseNoApprover.DefaultReason(), srv.Requests()[2].LastMessage().Content, "the model reads why")
 				}
 				msgs := turn.Messages()
 				validHistory(t, msgs)
@@ -170,7 +170,7 @@ func TestParallelRejectionEndingTheRunRunsApprovedCalls(t *testing.T) {
 	msgs := par.Messages()
 	validHistory(t, msgs)
 	n := len(msgs)
-	assert.Equal(t, []string{"sunny in Oslo", "shown", "not Rome", agent.ReasonNotRun},
+	assert.Equal(t, []string{"sunny in Oslo", "shown", "not Rome", agent.CauseNotRun.DefaultReason()},
 		[]string{msgs[n-4].Content, msgs[n-3].Content, msgs[n-2].Content, msgs[n-1].Content})
 	assert.Equal(t, strip(msgs[1:]), strip(agent.History(parChunks)))
 	closedCards(t, parChunks)
@@ -182,7 +182,7 @@ func TestParallelRejectionEndingTheRunRunsApprovedCalls(t *testing.T) {
 		"tool:approval_required:get_weather", "tool:approval_required:get_weather", "rejected:get_weather:not Rome",
 		"tool:executing:get_weather", "tool:executing:show_card",
 		"tool:result:get_weather", "tool:result:show_card",
-		"rejected:get_weather:" + agent.ReasonNotRun, "interrupted",
+		"rejected:get_weather:" + agent.CauseNotRun.DefaultReason(), "interrupted",
 	}, tr)
 	assert.Equal(t, agent.KindInterrupted, seqChunks[len(seqChunks)-1].Kind)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -306,4 +307,40 @@ func TestCutStreamInToolRoundKeepsHistoryValid(t *testing.T) {
 	_, err := collect(turn.Run(context.Background()))
 	require.Error(t, err)
 	validHistory(t, turn.Messages())
+}
+
+// Config.MaxRetries: a model that fails twice with a 500 before it answers
+// is reached with two retries (openai-go's default, which zero keeps) and
+// not with fewer; a negative value turns retries off.
+func TestMaxRetries(t *testing.T) {
+	tests := []struct {
+		maxRetries int
+		ok         bool
+		requests   int
+	}{
+		{maxRetries: 2, ok: true, requests: 4}, // the two 500s, the plan, the answer
+		{maxRetries: 0, ok: true, requests: 4},
+		{maxRetries: 1, ok: false, requests: 2},
+		{maxRetries: -1, ok: false, requests: 1},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.maxRetries), func(t *testing.T) {
+			leaktest.Check(t)
+			srv := newServer(t)
+			down := agenttest.HTTPError(500, "the model is down").WithHeader("Retry-After-Ms", "1") // no backoff to wait for
+			srv.Enqueue(down, down, planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
+			a := newAgent(t, srv, func(c *agent.Config) {
+				c.MaxRetries = tt.maxRetries
+			})
+			_, err := collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
+			if tt.ok {
+				require.NoError(t, err)
+			} else {
+				var apiErr *openai.Error
+				require.ErrorAs(t, err, &apiErr)
+				assert.Equal(t, 500, apiErr.StatusCode)
+			}
+			assert.Len(t, srv.Requests(), tt.requests, "requests sent")
+		})
+	}
 }

@@ -25,8 +25,8 @@ func ApproveAll() agent.Approver {
 }
 
 // DenyAll returns an [agent.Approver] that rejects every call at once, as a
-// policy ([agent.CausePolicy]), with reason ([agent.ReasonDenied] when
-// empty).
+// policy ([agent.CausePolicy]), with reason (the cause's
+// [agent.Cause.DefaultReason] when empty).
 func DenyAll(reason string) agent.Approver {
 	return agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 		return agent.Decision{Reason: reason, By: "policy:deny-all", Via: ViaPolicy}, nil
@@ -64,7 +64,8 @@ func AllowTools(names ...string) Policy {
 }
 
 // DenyTools returns a [Policy] that rejects calls of the named tools with
-// reason ([agent.ReasonDenied] when empty) and abstains on every other call.
+// reason ([agent.CausePolicy]'s [agent.Cause.DefaultReason] when empty) and
+// abstains on every other call.
 func DenyTools(reason string, names ...string) Policy {
 	set := toSet(names)
 	return func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {

@@ -33,7 +33,7 @@ func TestReadyApprovers(t *testing.T) {
 	}{
 		{"ApproveAll", approval.ApproveAll(), byPolicy("approve-all", agent.Decision{Approved: true})},
 		{"DenyAll", approval.DenyAll("no tools today"), byPolicy("deny-all", agent.Decision{Reason: "no tools today"})},
-		{"DenyAll default reason", approval.DenyAll(""), byPolicy("deny-all", agent.Decision{})}, // the agent says agent.ReasonDenied
+		{"DenyAll default reason", approval.DenyAll(""), byPolicy("deny-all", agent.Decision{})}, // the agent says agent.CausePolicy.DefaultReason()
 		{"Chain without policies", approval.Chain(approval.ApproveAll()), byPolicy("approve-all", agent.Decision{Approved: true})},
 	}
 	for _, tt := range tests {

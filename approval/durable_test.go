@@ -952,7 +952,7 @@ func TestDecisionEncoding(t *testing.T) {
 		{Approved: true, Arguments: json.RawMessage(`{"a":1}`), Scope: agent.ScopeSession, Reason: "edited"},
 		{Approved: true, Scope: agent.ScopeAlways},
 		{Reason: "no", Cause: agent.CauseTimeout},
-		{Cause: agent.CauseApprovalInterrupted, Reason: agent.ReasonApprovalInterrupted},
+		{Cause: agent.CauseApprovalInterrupted, Reason: agent.CauseApprovalInterrupted.DefaultReason()},
 	}
 	for _, d := range tests {
 		enc := approval.EncodeDecision(d)
@@ -1126,7 +1126,7 @@ func TestDurableResumeThroughWrappers(t *testing.T) {
 // it gets that decision, a later answer finds it stale, and nobody is told
 // (no OnDecided). Wrappers pass the call on.
 func TestCancelApproval(t *testing.T) {
-	movedOn := agent.Decision{Reason: agent.ReasonMovedOn, Cause: agent.CauseMovedOn, By: approval.ViaSystem, Via: approval.ViaSystem}
+	movedOn := agent.Decision{Reason: agent.CauseMovedOn.DefaultReason(), Cause: agent.CauseMovedOn, By: approval.ViaSystem, Via: approval.ViaSystem}
 	for _, durable := range []bool{false, true} {
 		t.Run(map[bool]string{false: "memory", true: "store"}[durable], func(t *testing.T) {
 			st := &memory.MemStore{}

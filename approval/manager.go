@@ -244,13 +244,13 @@ func timedOut(d time.Duration) agent.Decision {
 // cancelled is the decision of an approval that was cancelled, by
 // [Manager.CancelSession] or because the waiting context ended.
 func cancelled() agent.Decision {
-	return agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted, By: ViaSystem, Via: ViaSystem}
+	return agent.Decision{Reason: agent.CauseApprovalInterrupted.DefaultReason(), Cause: agent.CauseApprovalInterrupted, By: ViaSystem, Via: ViaSystem}
 }
 
 // movedOn is the decision of an approval whose call the agent closed
 // because the user moved on (see Manager.CancelApproval).
 func movedOn() agent.Decision {
-	return agent.Decision{Reason: agent.ReasonMovedOn, Cause: agent.CauseMovedOn, By: ViaSystem, Via: ViaSystem}
+	return agent.Decision{Reason: agent.CauseMovedOn.DefaultReason(), Cause: agent.CauseMovedOn, By: ViaSystem, Via: ViaSystem}
 }
 
 // Request registers req as a pending approval and returns its ticket, which
@@ -435,9 +435,9 @@ func describe(raw []byte) string {
 }
 
 // CancelSession rejects every pending approval of sessionID with
-// [agent.CauseApprovalInterrupted] (the reason is
-// [agent.ReasonApprovalInterrupted]), in the Store: also those no ticket of
-// this Manager waits for (their decision goes to
+// [agent.CauseApprovalInterrupted] (the reason is that cause's
+// [agent.Cause.DefaultReason]), in the Store: also those no ticket of this
+// Manager waits for (their decision goes to
 // [ManagerConfig.OnDecided] and, through the Notifier, to the processes
 // that wait), and those registered whose Wait has not started yet (that
 // Wait then returns the cancellation at once). Approvals already answered

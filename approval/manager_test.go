@@ -499,7 +499,7 @@ func TestPendingListing(t *testing.T) {
 }
 
 // cancelledDecision is what the Wait of a cancelled approval returns.
-var cancelledDecision = agent.Decision{Reason: agent.ReasonApprovalInterrupted, Cause: agent.CauseApprovalInterrupted,
+var cancelledDecision = agent.Decision{Reason: agent.CauseApprovalInterrupted.DefaultReason(), Cause: agent.CauseApprovalInterrupted,
 	By: approval.ViaSystem, Via: approval.ViaSystem}
 
 // TestPendingApprovalJSON: a listed approval names its id approval_id, as

@@ -324,9 +324,9 @@ func parseAnswer(s string) (d agent.Decision, ok bool) {
 	case "n", "no":
 		reason := strings.TrimSpace(strings.TrimLeft(rest, " \t:,"))
 		if reason == "" {
-			return agent.Decision{Reason: agent.ReasonRejected}, true
+			return agent.Decision{Reason: agent.CauseUser.DefaultReason()}, true
 		}
-		return agent.Decision{Reason: agent.ReasonRejected + ": " + reason}, true
+		return agent.Decision{Reason: agent.CauseUser.DefaultReason() + ": " + reason}, true
 	}
 	return agent.Decision{}, false
 }

@@ -293,7 +293,7 @@ func TestAskInterrupted(t *testing.T) {
 			})
 			tr := trace(chunks)
 			assert.Equal(t, []string{"tool:start:ask_user_question", "tool:executing:ask_user_question", "side:form_request:call_1", "rejected:ask_user_question:interrupted", "interrupted"}, tr)
-			assert.Equal(t, agent.ReasonInterrupted, msg)
+			assert.Equal(t, agent.CauseInterrupted.DefaultReason(), msg)
 			assert.Zero(t, f.Len())
 		})
 	}

@@ -77,8 +77,8 @@
 //
 // The package imports only the standard library: a Store implementation
 // pulls in no provider SDK. The conversion to and from openai-go's request
-// messages lives beside its one caller, in package agent (agent.ToParams,
-// agent.FromParams).
+// messages lives in its own package, agent/openaiparams (ToParams,
+// FromParams), which the agent sends every request through.
 //
 // # Summarisation
 //

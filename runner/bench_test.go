@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/openai/openai-go/v3/option"
-
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/memory"
@@ -59,7 +57,7 @@ func benchTurn(b *testing.B, st memory.Store, viaRunner bool) {
 	plan, cont := benchReplies()
 	a, err := agent.New(agent.Config{
 		BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench", Store: st,
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		MaxRetries: -1,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -112,10 +112,10 @@ func ExampleResponse_CutAfter() {
 	srv.Enqueue(agenttest.Reply().Text("Hel", "lo", " there").Finish("stop").CutAfter(2))
 
 	a, err := agent.New(agent.Config{
-		BaseURL:        srv.URL(),
-		HTTPClient:     srv.Client(),
-		Model:          "any",
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		BaseURL:    srv.URL(),
+		HTTPClient: srv.Client(),
+		Model:      "any",
+		MaxRetries: -1,
 	})
 	if err != nil {
 		panic(err)

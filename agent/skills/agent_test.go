@@ -7,7 +7,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -49,12 +48,12 @@ func newAgent(t *testing.T, srv *agenttest.Server, set *skills.Set, mut func(*ag
 	reg, err := agent.NewToolRegistry(append([]agent.Tool{set.Tool()}, tools...)...)
 	require.NoError(t, err)
 	cfg := agent.Config{
-		BaseURL:        srv.URL(),
-		HTTPClient:     srv.Client(),
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
-		Model:          "test-model",
-		SystemPrompt:   systemPrompt,
-		Tools:          reg,
+		BaseURL:      srv.URL(),
+		HTTPClient:   srv.Client(),
+		MaxRetries:   -1,
+		Model:        "test-model",
+		SystemPrompt: systemPrompt,
+		Tools:        reg,
 		// get_skill skips approval: were it asked for, its calls would be
 		// rejected, and the tests would see it.
 		Approver: agent.ApproverFunc(func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, error) {

@@ -66,7 +66,7 @@ func TestExitStatuses(t *testing.T) {
 		assert.Equal(t, exitInterrupted, code, "stderr: %s", errb.String())
 		tr := trace(parseChunks(t, out.String()))
 		require.GreaterOrEqual(t, len(tr), 2)
-		assert.Equal(t, []string{"rejected:run_command:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
+		assert.Equal(t, []string{"rejected:run_command:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 	})
 
 	t.Run("-h lists them", func(t *testing.T) {

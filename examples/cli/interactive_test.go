@@ -351,6 +351,6 @@ func TestBinaryCtrlCDuringForm(t *testing.T) {
 	requireExit(t, exitInterrupted, err, p)
 	tr := trace(chunks)
 	require.GreaterOrEqual(t, len(tr), 2)
-	assert.Equal(t, []string{"rejected:ask_user_question:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
+	assert.Equal(t, []string{"rejected:ask_user_question:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 	assert.NotContains(t, p.stderr.String(), "the form was not answered", "an interrupt is not the end of the input")
 }

@@ -210,7 +210,7 @@ func TestHumanWeatherRejectedOnTerminal(t *testing.T) {
 	require.Equal(t, exitRejected, r.code, "a rejection ends the run, which did not do what was asked; stderr: %s", r.stderr)
 	assert.True(t, strings.HasSuffix(r.stderr, question), "the transcript says why, stderr adds nothing: %q", r.stderr)
 	assert.Contains(t, r.stdout, `⏺ get_weather {"city":"Paris"}`)
-	assert.Contains(t, r.stdout, "  ✗ "+agent.ReasonRejected+": not now\n", "the reason says \"rejected\" once")
+	assert.Contains(t, r.stdout, "  ✗ "+agent.CauseUser.DefaultReason()+": not now\n", "the reason says \"rejected\" once")
 	assert.NotContains(t, r.stdout, "rejected: rejected")
 	assert.Contains(t, r.stdout, "⏹ stopped: the tool call was rejected\n", "not \"interrupted\": nobody pressed Ctrl-C")
 	assert.NotContains(t, r.stdout, "executing")
@@ -713,7 +713,7 @@ func TestBinaryCtrlCInterruptsRunningCommand(t *testing.T) {
 	requireExit(t, exitInterrupted, err, p)
 	tr := trace(chunks)
 	require.GreaterOrEqual(t, len(tr), 2)
-	assert.Equal(t, []string{"rejected:run_command:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
+	assert.Equal(t, []string{"rejected:run_command:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 	assert.Contains(t, p.stderr.String(), "interrupting")
 	noSleeper(t, secs)
 }
@@ -739,7 +739,7 @@ func TestBinaryLoopCtrlCReturnsToPrompt(t *testing.T) {
 	p.await(ctx, t, "executing chunk", isState("run_command", agent.StateExecuting))
 	interruptWhenSleeping(ctx, t, p, secs)
 	c := p.await(ctx, t, "tool_rejected chunk", func(c agent.Chunk) bool { return c.Kind == agent.KindToolRejected })
-	assert.Equal(t, agent.ReasonInterrupted, c.Tool.Reason)
+	assert.Equal(t, agent.CauseInterrupted.DefaultReason(), c.Tool.Reason)
 	p.await(ctx, t, "interrupted chunk", func(c agent.Chunk) bool { return c.Kind == agent.KindInterrupted })
 	noSleeper(t, secs)
 

@@ -264,7 +264,7 @@ func TestMCPProgressShownLiveAndKeptWhenInterrupted(t *testing.T) {
 	stdout := out.String()
 	assert.Contains(t, stdout, "⏺ spawn {\"block\":true}\n")
 	i := strings.Index(stdout, "  │ child pid ")
-	j := strings.Index(stdout, "  ✗ rejected: "+agent.ReasonInterrupted+"\n")
+	j := strings.Index(stdout, "  ✗ rejected: "+agent.CauseInterrupted.DefaultReason()+"\n")
 	require.True(t, i >= 0 && j > i, "the progress line before the interruption:\n%s", stdout)
 
 	line := stdout[i+len("  │ child pid "):]
@@ -376,7 +376,7 @@ func TestBinaryEndsMCPServers(t *testing.T) {
 			assert.Equal(t, tc.status, p.cmd.ProcessState.ExitCode(), "err %v; stderr: %s", err, p.stderr.String())
 			if tc.block {
 				tr := trace(chunks)
-				assert.Equal(t, []string{"rejected:spawn:" + agent.ReasonInterrupted, "interrupted"}, tr[len(tr)-2:])
+				assert.Equal(t, []string{"rejected:spawn:" + agent.CauseInterrupted.DefaultReason(), "interrupted"}, tr[len(tr)-2:])
 			}
 			gone(t, server, "the MCP server")
 			gone(t, child, "the MCP server's child")

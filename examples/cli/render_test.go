@@ -98,7 +98,7 @@ func TestHumanRenderer(t *testing.T) {
 			chunks: []agent.Chunk{
 				call(agent.StateExecuting, func(c *agent.ToolCall) { c.PartialResult = numbered(1, 22) + "last, unfinished" }),
 				call(agent.StateRejected, func(c *agent.ToolCall) {
-					c.Reason = agent.ReasonInterrupted
+					c.Reason = agent.CauseInterrupted.DefaultReason()
 					c.PartialResult = numbered(1, 22) + "last, unfinished"
 				}),
 				{Kind: agent.KindInterrupted, Round: 1},
@@ -113,7 +113,7 @@ func TestHumanRenderer(t *testing.T) {
 				call(agent.StateStart, nil),
 				call(agent.StateRejected, func(c *agent.ToolCall) {
 					c.Arguments = nil
-					c.Reason = agent.ReasonInterrupted
+					c.Reason = agent.CauseInterrupted.DefaultReason()
 					c.PartialResult = "half"
 				}),
 				{Kind: agent.KindInterrupted, Round: 1},

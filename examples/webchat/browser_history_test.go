@@ -185,7 +185,7 @@ func TestBrowserHistoryOfStoppedAndUnknownCalls(t *testing.T) {
 		memory.Message{Role: memory.RoleUser, Content: "Run the backup"},
 		memory.Message{Role: memory.RoleAssistant, Content: "Running it. <need_tool>", ToolCalls: []memory.ToolCall{
 			{ID: "call_1", Name: "run_command", Arguments: json.RawMessage(`{"command":"backup.sh"}`)}}},
-		memory.Message{Role: memory.RoleTool, ToolCallID: "call_1", Name: "run_command", Content: "copied 3 files\n[" + agent.ReasonStopped + "]",
+		memory.Message{Role: memory.RoleTool, ToolCallID: "call_1", Name: "run_command", Content: "copied 3 files\n[" + agent.CauseStopped.DefaultReason() + "]",
 			Outcome: memory.OutcomeRejected, Cause: string(agent.CauseStopped)},
 		memory.Message{Role: memory.RoleAssistant, Content: "The backup was cut short."},
 	)
@@ -193,7 +193,7 @@ func TestBrowserHistoryOfStoppedAndUnknownCalls(t *testing.T) {
 	reload(p, h.ts.URL+"/", 1)
 	got := drawing(p)
 	assert.Equal(t, drawn{
-		Calls: []drawnCall{{Tool: "run_command", State: "invalidated", Icon: "⊘", Reason: agent.ReasonStopped, Output: "copied 3 files"}},
+		Calls: []drawnCall{{Tool: "run_command", State: "invalidated", Icon: "⊘", Reason: agent.CauseStopped.DefaultReason(), Output: "copied 3 files"}},
 		Order: []string{"card run_command: invalidated"},
 	}, got, "a call stopped by a crash: invalidated, its output kept, the turn went on")
 

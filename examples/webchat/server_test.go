@@ -412,8 +412,8 @@ func TestRejectEndsTheRun(t *testing.T) {
 
 	assert.Equal(t, true, h.decide(t, s1, call, false)["success"])
 	done, chunks := ev.runDone(t)
-	assert.Equal(t, runDone{Status: "rejected", Reason: agent.ReasonRejected, Cause: agent.CauseUser}, done)
-	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonRejected, "interrupted"}, summary(chunks))
+	assert.Equal(t, runDone{Status: "rejected", Reason: agent.CauseUser.DefaultReason(), Cause: agent.CauseUser}, done)
+	assert.Equal(t, []string{"rejected get_weather: " + agent.CauseUser.DefaultReason(), "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
 }
 
@@ -433,7 +433,7 @@ func TestInterruptDuringApproval(t *testing.T) {
 
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "interrupted"}, done)
-	assert.Equal(t, []string{"rejected get_weather: " + agent.ReasonApprovalInterrupted, "interrupted"}, summary(chunks))
+	assert.Equal(t, []string{"rejected get_weather: " + agent.CauseApprovalInterrupted.DefaultReason(), "interrupted"}, summary(chunks))
 	assert.Equal(t, 0, h.srv.approvals.Len())
 	assert.False(t, h.srv.busy(s1))
 
@@ -465,7 +465,7 @@ func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {
 	require.NotEmpty(t, chunks)
 	rej := chunks[len(chunks)-2]
 	require.Equal(t, agent.KindToolRejected, rej.Kind, "%v", summary(chunks))
-	assert.Equal(t, agent.ReasonInterrupted, rej.Tool.Reason)
+	assert.Equal(t, agent.CauseInterrupted.DefaultReason(), rej.Tool.Reason)
 	assert.Equal(t, "started\n", rej.Tool.PartialResult)
 	assert.Equal(t, agent.KindInterrupted, chunks[len(chunks)-1].Kind)
 }

@@ -518,14 +518,14 @@ func (r *chaosReport) count(t *testing.T, o turnOutcome, msgs []memory.Message, 
 	case !o.approved && runs > 0:
 		r.lost++
 		t.Errorf("%s: rejected, yet the tool ran", o.key)
-	case !o.approved && strings.Contains(answer.Content, agent.ReasonRejected):
+	case !o.approved && strings.Contains(answer.Content, agent.CauseUser.DefaultReason()):
 		r.rejected++
 	case !o.approved:
 		r.lost++
 		t.Errorf("%s: rejected, and the call was answered %q", o.key, answer.Content)
 	case runs == 1 && strings.Contains(answer.Content, "effect done for "+o.key):
 		r.ran++
-	case runs <= 1 && strings.Contains(answer.Content, agent.ReasonStopped):
+	case runs <= 1 && strings.Contains(answer.Content, agent.CauseStopped.DefaultReason()):
 		r.stopped++ // approved, then killed while executing: never run again
 	default:
 		r.lost++

@@ -234,7 +234,7 @@ func measure(o Options) (Report, error) {
 	}
 	cfg := agent.Config{
 		BaseURL: o.URL, Model: "load", HTTPClient: o.HTTPClient,
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(0)},
+		MaxRetries: -1,
 	}
 	oopts := []option.RequestOption{option.WithBaseURL(o.URL), option.WithAPIKey("load"), option.WithMaxRetries(0)}
 	if o.HTTPClient != nil {

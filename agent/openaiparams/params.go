@@ -1,4 +1,10 @@
-package agent
+// Package openaiparams converts the SDK's messages ([memory.Message]) to
+// and from openai-go's chat-completion request messages. It keeps
+// openai-go's types off package agent's API: the agent sends every request
+// through [ToParams], and a host that already holds a conversation in
+// openai-go's types converts it with [FromParams] (to pass as
+// agent.Input.History, say).
+package openaiparams
 
 import (
 	"encoding/base64"
@@ -96,7 +102,7 @@ func imageFromURL(u string) memory.Image {
 
 // FromParams converts openai-go request messages to the SDK's messages, for
 // a host that already holds a conversation in openai-go's types (to pass as
-// [Input.History], say). It is [ToParams]'s inverse for the messages
+// agent.Input.History, say). It is [ToParams]'s inverse for the messages
 // ToParams writes; developer messages become system messages, text parts
 // are joined (images of a user message follow its text, wherever the parts
 // stood), image parts become [memory.Image] values (bytes and MIME type for
@@ -146,9 +152,9 @@ func fromParam(p openai.ChatCompletionMessageParamUnion) (memory.Message, error)
 			case part.OfImageURL != nil:
 				m.Images = append(m.Images, imageFromURL(part.OfImageURL.ImageURL.URL))
 			case part.OfInputAudio != nil:
-				return memory.Message{}, errors.New("agent: user content part of type input_audio is not supported")
+				return memory.Message{}, errors.New("openaiparams: user content part of type input_audio is not supported")
 			default:
-				return memory.Message{}, fmt.Errorf("agent: user content part of type %q is not supported", derefType(part.GetType()))
+				return memory.Message{}, fmt.Errorf("openaiparams: user content part of type %q is not supported", derefType(part.GetType()))
 			}
 		}
 		return m, nil
@@ -157,13 +163,13 @@ func fromParam(p openai.ChatCompletionMessageParamUnion) (memory.Message, error)
 		m := memory.Message{Role: memory.RoleAssistant, Content: a.Content.OfString.Value}
 		for _, part := range a.Content.OfArrayOfContentParts {
 			if part.OfText == nil {
-				return memory.Message{}, errors.New("agent: assistant content part other than text (a refusal) is not supported")
+				return memory.Message{}, errors.New("openaiparams: assistant content part other than text (a refusal) is not supported")
 			}
 			m.Content += part.OfText.Text
 		}
 		for _, c := range a.ToolCalls {
 			if c.OfFunction == nil {
-				return memory.Message{}, errors.New("agent: assistant tool call other than a function call is not supported")
+				return memory.Message{}, errors.New("openaiparams: assistant tool call other than a function call is not supported")
 			}
 			f := c.OfFunction
 			m.ToolCalls = append(m.ToolCalls, memory.ToolCall{ID: f.ID, Name: f.Function.Name, Arguments: memory.ValidArguments([]byte(f.Function.Arguments))})
@@ -171,9 +177,9 @@ func fromParam(p openai.ChatCompletionMessageParamUnion) (memory.Message, error)
 		return m, nil
 	}
 	if r := derefType(p.GetRole()); r != "" {
-		return memory.Message{}, fmt.Errorf("agent: message of role %q is not supported", r)
+		return memory.Message{}, fmt.Errorf("openaiparams: message of role %q is not supported", r)
 	}
-	return memory.Message{}, errors.New("agent: empty message")
+	return memory.Message{}, errors.New("openaiparams: empty message")
 }
 
 func derefType(s *string) string {

@@ -1,4 +1,4 @@
-package agent_test
+package openaiparams_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/planround/planround/agent"
+	"github.com/planround/planround/agent/openaiparams"
 	"github.com/planround/planround/memory"
 )
 
@@ -20,7 +20,7 @@ func TestFromParamsRoundTrip(t *testing.T) {
 		{Role: memory.RoleTool, ToolCallID: "c1", Content: "result"},
 		{Role: memory.RoleAssistant, Content: "done"},
 	}
-	got, err := agent.FromParams(agent.ToParams(msgs))
+	got, err := openaiparams.FromParams(openaiparams.ToParams(msgs))
 	require.NoError(t, err)
 	assert.Equal(t, msgs, got)
 }
@@ -29,7 +29,7 @@ func TestFromParamsUnsupported(t *testing.T) {
 	audio := openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
 		openai.InputAudioContentPart(openai.ChatCompletionContentPartInputAudioInputAudioParam{Data: "AAAA", Format: "wav"}),
 	})
-	_, err := agent.FromParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage("ok"), audio})
+	_, err := openaiparams.FromParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage("ok"), audio})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "message 1")
 	assert.Contains(t, err.Error(), "input_audio")
@@ -45,7 +45,7 @@ func TestParamsImages(t *testing.T) {
 		}},
 		{Role: memory.RoleUser, Images: []memory.Image{{URL: "https://example.com/only.jpg"}}},
 	}
-	ps := agent.ToParams(msgs)
+	ps := openaiparams.ToParams(msgs)
 	b, err := json.Marshal(ps)
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
@@ -55,12 +55,12 @@ func TestParamsImages(t *testing.T) {
 			{"type":"image_url","image_url":{"url":"https://example.com/cat.jpg"}}]},
 		{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/only.jpg"}}]}
 	]`, string(b))
-	got, err := agent.FromParams(ps)
+	got, err := openaiparams.FromParams(ps)
 	require.NoError(t, err)
 	assert.Equal(t, msgs, got)
 
 	// A data: URL that is not base64 stays a URL.
-	got, err = agent.FromParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+	got, err = openaiparams.FromParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
 		openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "data:image/png,raw"}),
 	})})
 	require.NoError(t, err)
