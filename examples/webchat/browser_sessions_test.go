@@ -168,10 +168,10 @@ func TestBrowserSessions(t *testing.T) {
 	// 6. Import: the file chosen, a new conversation opened.
 	p.SetFiles("#import-file", file)
 	p.WaitFor("the imported conversation", items+`.length === 3 && `+currentItem+`?.dataset.sessionId !== `+cdp.JSString(first)+` && `+
-		currentItem+`.querySelector('.title').textContent === 'Greetings'`)
+		currentItem+`.querySelector('.title').textContent === 'Greetings (imported)'`)
 	imported := currentSession(p)
 	assert.Equal(t, sessionOwner(first), sessionOwner(imported), "this browser's")
-	assert.Equal(t, sidebarList{Titles: []string{"Greetings", "Greetings", "Tell me about <b>Go</b>"}, IDs: []string{imported, first, second}, Current: imported}, sidebar(p),
+	assert.Equal(t, sidebarList{Titles: []string{"Greetings (imported)", "Greetings", "Tell me about <b>Go</b>"}, IDs: []string{imported, first, second}, Current: imported}, sidebar(p),
 		"most recently changed first: the import, the rename")
 	p.WaitFor("its history", `document.querySelector('#messages').textContent.includes('Nice to meet you')`)
 	assert.Equal(t, "Imported planround-greetings.json", p.Str(`document.querySelector('#sessions-status').textContent`))

@@ -376,7 +376,7 @@ func TestTitlesWithoutFormatCharacters(t *testing.T) {
 	h := newHarness(t, Options{})
 	noFormat := func(what, title string) {
 		t.Helper()
-		assert.Equal(t, want, strings.TrimPrefix(title, "Renamed "), what)
+		assert.Equal(t, want, strings.TrimSuffix(strings.TrimPrefix(title, "Renamed "), importedSuffix), what)
 		for _, r := range title {
 			assert.False(t, unicode.Is(unicode.Cf, r), "%s: %q keeps %U", what, title, r)
 		}
