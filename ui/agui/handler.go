@@ -323,7 +323,7 @@ func (h *Handler) streamHeaders(w http.ResponseWriter) {
 func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, in *runInput, after int64, decided bool) {
 	enc := h.encoder(w, in)
 	if enc.Begin() != nil {
-		h.gone(ctx, in.ThreadID)
+		h.gone(in.ThreadID)
 		return
 	}
 	_, end, err := h.backend.Follow(ctx, in.ThreadID, after, decided, func(e runner.Event) bool {
@@ -331,7 +331,7 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, in *runInpu
 	})
 	switch {
 	case end == turn.EndGone && (ctx.Err() != nil || enc.err != nil):
-		h.gone(ctx, in.ThreadID)
+		h.gone(in.ThreadID)
 	case err != nil:
 		code := "error"
 		if errors.Is(err, runner.ErrEventsLost) {
@@ -343,10 +343,11 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, in *runInpu
 	}
 }
 
-// gone interrupts the turn of a client that went away.
-func (h *Handler) gone(ctx context.Context, sid string) {
+// gone stops the turn of a client that went away (turn.Backend.Stop:
+// bounded, wherever the turn runs).
+func (h *Handler) gone(sid string) {
 	if h.cfg.KeepRunningOnDisconnect {
 		return
 	}
-	_, _ = h.cfg.Runner.Interrupt(context.WithoutCancel(ctx), sid)
+	_, _ = h.backend.Stop(sid)
 }

@@ -359,7 +359,7 @@ func (h *Handler) newTurn(w http.ResponseWriter, r *http.Request, sessionID stri
 // turn is stopped first (the user moved on without answering).
 func (h *Handler) start(ctx context.Context, in agent.Input) (*runner.Turn, *turn.Error) {
 	t, terr := h.b.Start(ctx, in)
-	if terr == nil || terr.Status != http.StatusConflict || !h.waiting(ctx, in.SessionID) {
+	if terr == nil || terr.Status != http.StatusConflict || !h.b.Waiting(ctx, in.SessionID) {
 		return t, terr
 	}
 	h.interrupt(in.SessionID)
@@ -375,21 +375,6 @@ func (h *Handler) start(ctx context.Context, in agent.Input) (*runner.Turn, *tur
 		}
 	}
 	return t, terr
-}
-
-// waiting reports whether a turn of the session waits for a person.
-func (h *Handler) waiting(ctx context.Context, sessionID string) bool {
-	if h.cfg.Approvals != nil {
-		if p, err := h.cfg.Approvals.Pending(ctx, sessionID); err == nil && len(p) > 0 {
-			return true
-		}
-	}
-	if h.cfg.Forms != nil {
-		if p, err := h.cfg.Forms.Pending(ctx, sessionID); err == nil && len(p) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // stream answers with the session's events after Seq after as a UI
@@ -471,30 +456,12 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, sessionID string)
 	httpjson.WriteJSON(w, http.StatusOK, approval.Response{Success: true, WasActive: &active})
 }
 
-// interrupt interrupts the session's turn wherever it runs and cancels its
-// approvals and forms (a turn that waits for a person has no run to
-// interrupt); it reports whether there was something to stop.
+// interrupt stops the session's turn and cancels what it asks (see
+// turn.Backend.Stop); it reports whether there was something to stop.
 func (h *Handler) interrupt(sessionID string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ok, err := h.cfg.Runner.Interrupt(ctx, sessionID)
+	stopped, err := h.b.Stop(sessionID)
 	if err != nil {
-		h.cfg.Logger.Warn("aisdk: interrupting a turn", "session", sessionID, "err", err)
+		h.cfg.Logger.Warn("aisdk: stopping a turn", "session", sessionID, "err", err)
 	}
-	n := 0
-	if h.cfg.Approvals != nil {
-		k, err := h.cfg.Approvals.CancelSession(ctx, sessionID)
-		if err != nil {
-			h.cfg.Logger.Warn("aisdk: cancelling a turn's approvals", "session", sessionID, "err", err)
-		}
-		n += k
-	}
-	if h.cfg.Forms != nil {
-		k, err := h.cfg.Forms.CancelSession(ctx, sessionID)
-		if err != nil {
-			h.cfg.Logger.Warn("aisdk: cancelling a turn's forms", "session", sessionID, "err", err)
-		}
-		n += k
-	}
-	return ok || n > 0
+	return stopped
 }

@@ -574,8 +574,8 @@ func (w *Writer) side(c *agent.Chunk) {
 // sub-agent's chunk belongs.
 func (w *Writer) data(name, id string, c *agent.Chunk, fields map[string]any) {
 	w.Start("")
-	if c != nil && c.Depth > 0 {
-		fields["agent"], fields["depth"], fields["parent"] = c.Agent, c.Depth, c.Parent
+	if c != nil {
+		fields = nested(c, fields)
 	}
 	raw, err := json.Marshal(fields)
 	if err != nil {

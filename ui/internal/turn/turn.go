@@ -84,6 +84,41 @@ func (b *Backend) Start(ctx context.Context, in agent.Input) (*runner.Turn, *Err
 	}
 }
 
+// Waiting reports whether a turn of the session waits for a person: an
+// approval or a form of it is pending.
+func (b *Backend) Waiting(ctx context.Context, sessionID string) bool {
+	if b.Approvals != nil {
+		if p, err := b.Approvals.Pending(ctx, sessionID); err == nil && len(p) > 0 {
+			return true
+		}
+	}
+	if b.Forms != nil {
+		if p, err := b.Forms.Pending(ctx, sessionID); err == nil && len(p) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop interrupts the session's turn wherever it runs and cancels its
+// approvals and forms (a turn that waits for a person has no run to
+// interrupt), within 10 seconds. It reports whether there was something to
+// stop, and what failed.
+func (b *Backend) Stop(sessionID string) (stopped bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopped, err = b.Runner.Interrupt(ctx, sessionID)
+	if b.Approvals != nil {
+		n, aerr := b.Approvals.CancelSession(ctx, sessionID)
+		stopped, err = stopped || n > 0, errors.Join(err, aerr)
+	}
+	if b.Forms != nil {
+		n, ferr := b.Forms.CancelSession(ctx, sessionID)
+		stopped, err = stopped || n > 0, errors.Join(err, ferr)
+	}
+	return stopped, err
+}
+
 // Decision is a person's decision on an approval as a client sends it,
 // with the call the client showed.
 type Decision struct {
