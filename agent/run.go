@@ -225,7 +225,7 @@ type run struct {
 
 	// nested carries the chunks of sub-agents' runs to this run's
 	// iterator; made at the run's first sub-agent call (see nestContext).
-	nested chan Chunk
+	nested chan nestedChunk
 	// sides holds what running calls show with ShowSide; made at the
 	// run's first call.
 	sides *sideQueue

@@ -57,6 +57,9 @@ func WithMaxDepth(n int) SubAgentOption {
 // so that an approval inside a later call is shown while an earlier call
 // still runs; the calling run's own chunks keep their call order. None of
 // them is history: the calling run records only the call and its result.
+// As with a run's own chunks, the nested run goes on only once the host's
+// loop has handled each of them: a nested call's approval is waited for
+// after the host has seen its approval_required chunk.
 // The nested run's token usage is on its own round_end chunks;
 // [Turn.Usage] counts the calling run's requests only.
 //
@@ -228,8 +231,17 @@ type nestKey struct{}
 // iterator and its Approver.
 type nestLink struct {
 	call     *CallInfo    // the call this link was made for
-	chunks   chan<- Chunk // drained by the run until the call returns
+	chunks   chan<- nestedChunk // drained by the run until the call returns
 	approver Approver
+}
+
+// nestedChunk is a nested run's chunk on its way to the calling run. The
+// calling run answers on ack once its own iterator has yielded c: the
+// nested run goes on (to ask its Approver, say) only after the host has
+// handled the chunk, as a run's own chunks are handled before it goes on.
+type nestedChunk struct {
+	c   Chunk
+	ack chan<- struct{}
 }
 
 // nestContext returns the context of a sub-agent's call: ctx, the call's
@@ -239,7 +251,7 @@ type nestLink struct {
 // the same time never wait for one another.
 func (r *run) nestContext(ctx context.Context) context.Context {
 	if r.nested == nil {
-		r.nested = make(chan Chunk)
+		r.nested = make(chan nestedChunk)
 	}
 	var call *CallInfo
 	if v := callIn(ctx); v != nil {
@@ -257,6 +269,12 @@ func (r *run) emitNested(c Chunk) {
 	if !r.yield(c, nil) {
 		r.stop()
 	}
+}
+
+// takeNested yields the nested chunk n, then lets its run go on.
+func (r *run) takeNested(n nestedChunk) {
+	r.emitNested(n.c)
+	n.ack <- struct{}{} // buffered: never blocks
 }
 
 // inheritApprover is the Approver of a sub-agent configured without one:
@@ -318,7 +336,7 @@ func (s *subAgent) Execute(ctx context.Context, args json.RawMessage, _ Progress
 		fw.parent = call.CallID
 	}
 	if link != nil {
-		fw.chunks = link.chunks
+		fw.chunks, fw.ack = link.chunks, make(chan struct{}, 1)
 	}
 	var (
 		all, cur strings.Builder // visible text of the run, of the round
@@ -389,7 +407,8 @@ func soFar(text string) string {
 
 // forwarder marks a nested run's chunks and sends them to the calling run.
 type forwarder struct {
-	chunks chan<- Chunk // nil: nobody shows them
+	chunks chan<- nestedChunk // nil: nobody shows them
+	ack    chan struct{}      // the calling run's answer to each chunk sent
 	name   string       // the sub-agent's name
 	parent string       // the id of the call that started the run
 	// The marks of the last chunk from deeper down, reused while they stay
@@ -411,6 +430,8 @@ func (f *forwarder) send(c Chunk) {
 		c.Agent, c.Parent = f.outAgent, f.outParent
 	}
 	c.Depth++
-	// The calling run drains the channel until this call returns.
-	f.chunks <- c
+	// The calling run drains the channel until this call returns, and
+	// answers each chunk once it has yielded it.
+	f.chunks <- nestedChunk{c: c, ack: f.ack}
+	<-f.ack
 }

@@ -829,3 +829,48 @@ func FuzzSubAgentArguments(f *testing.F) {
 		}
 	})
 }
+
+// A nested run goes on only once the host has handled its chunk, as a run
+// does with its own: the wait for a nested call's approval starts after
+// the host's loop has finished with that call's approval_required chunk, so
+// a host that asks a person in the wait (a terminal prompt) never asks
+// before it has drawn the call.
+func TestSubAgentWaitsForTheHostToHandleItsChunks(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		agenttest.Reply().Call(0, "call_1", "research", `{"task":"weather?"}`).Finish("tool_calls"),
+		agenttest.Reply().Call(0, "call_9", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		agenttest.Reply().Text("Sunny.").Finish("stop"),
+		agenttest.Reply().Text("Done.").Finish("stop"),
+	)
+	var handled atomic.Bool // the host finished with the nested approval_required chunk
+	var early atomic.Bool   // a wait started before that
+	ap := approverFunc(func(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+		if req.Call.Name != "get_weather" {
+			return agent.Decided(agent.Decision{Approved: true}), nil
+		}
+		return agent.Pending("ap_1", func(ctx context.Context) (agent.Decision, error) {
+			early.Store(!handled.Load())
+			return agent.Decision{Approved: true}, nil
+		}), nil
+	})
+	subTools, err := agent.NewToolRegistry(weatherTool())
+	require.NoError(t, err)
+	a := newAgent(t, srv, func(c *agent.Config) { c.Approver = ap; c.DisablePlanning = true },
+		newSubAgent(t, "research", subConfig(t, srv, subTools, nil)))
+	var kinds []string
+	for c, err := range a.Run(context.Background(), agent.Input{Message: "go"}) {
+		require.NoError(t, err)
+		if c.Depth == 1 && c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
+			// A host that takes its time to draw the call: without the
+			// acknowledgement, the nested run's wait starts meanwhile.
+			time.Sleep(30 * time.Millisecond)
+			handled.Store(true)
+		}
+		kinds = append(kinds, string(c.Kind))
+	}
+	require.True(t, handled.Load(), "the nested approval_required chunk came: %v", kinds)
+	assert.False(t, early.Load(), "the nested run waited for its approval before the host had handled the call's approval_required chunk")
+}
+

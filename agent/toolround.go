@@ -707,8 +707,8 @@ wait:
 			break wait
 		case <-cs.progress.signal:
 			progress()
-		case c := <-r.nested: // nil without sub-agents: never ready
-			r.emitNested(c)
+		case n := <-r.nested: // nil without sub-agents: never ready
+			r.takeNested(n)
 		case <-r.sides.signal():
 			r.emitSides()
 		}
