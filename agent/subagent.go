@@ -230,7 +230,7 @@ type nestKey struct{}
 // nestLink is what a run gives the call of a sub-agent: the way to its
 // iterator and its Approver.
 type nestLink struct {
-	call     *CallInfo    // the call this link was made for
+	call     *CallInfo          // the call this link was made for
 	chunks   chan<- nestedChunk // drained by the run until the call returns
 	approver Approver
 }
@@ -409,8 +409,8 @@ func soFar(text string) string {
 type forwarder struct {
 	chunks chan<- nestedChunk // nil: nobody shows them
 	ack    chan struct{}      // the calling run's answer to each chunk sent
-	name   string       // the sub-agent's name
-	parent string       // the id of the call that started the run
+	name   string             // the sub-agent's name
+	parent string             // the id of the call that started the run
 	// The marks of the last chunk from deeper down, reused while they stay
 	// the same, as they do for a whole nested run.
 	inAgent, inParent, outAgent, outParent string

@@ -873,4 +873,3 @@ func TestSubAgentWaitsForTheHostToHandleItsChunks(t *testing.T) {
 	require.True(t, handled.Load(), "the nested approval_required chunk came: %v", kinds)
 	assert.False(t, early.Load(), "the nested run waited for its approval before the host had handled the call's approval_required chunk")
 }
-
