@@ -57,16 +57,13 @@ type callState struct {
 	def      ToolDefinition
 	record   *memory.ToolCall // the call in the assistant message
 	args     json.RawMessage  // the arguments when they are a JSON object
-	edited   bool             // args are the approver's edit
 	argErr   error            // why they are not
 	chunk    ToolCall         // what the chunks show
 	approval Ticket           // the Approver's pending ticket
-	waitOwed bool             // approval's Wait is still owed to the Approver
 	out      outcome
 	// decision is the Approver's answer, when it gave one (answered): the
 	// span event of the call's approval records it.
 	decision Decision
-	answered bool
 
 	// open is the call's open-call record, when the run keeps them
 	// (Config.Store implements memory.CallLog).
@@ -76,27 +73,32 @@ type callState struct {
 	// from the tool's goroutine, savePartial from the run's); closed is
 	// set when Execute returned, after which SaveCallState saves nothing.
 	openMu sync.Mutex
-	closed bool
-	// rerun marks a resumable call that a resumed turn found executing: it
-	// runs again without being asked about (it was approved before it
-	// started). held marks a resumable call whose tool suspended the run:
-	// it stays open, executing, for the resumed turn to run again.
-	rerun, held bool
 
 	// execution: written by the call's goroutine before it closes done
 	progress *progressBuffer
 	done     chan struct{}
 	result   string
 	err      error
-	cut      bool // Execute returned after the run's context ended
 
 	// telemetry: the execute_tool span while the tool runs, when it
-	// started; the cause of the call's rejection; whether its approval was
-	// pending (a person was waited for).
+	// started; the cause of the call's rejection.
 	span    trace.Span
 	started time.Time
 	cause   Cause
-	pending bool
+
+	// The flags, together so that they share a word: a run paused at an
+	// approval holds a callState per call.
+	edited   bool // args are the approver's edit
+	waitOwed bool // approval's Wait is still owed to the Approver
+	answered bool // decision holds the Approver's answer
+	closed   bool // guarded by openMu (see there)
+	// rerun marks a resumable call that a resumed turn found executing: it
+	// runs again without being asked about (it was approved before it
+	// started). held marks a resumable call whose tool suspended the run:
+	// it stays open, executing, for the resumed turn to run again.
+	rerun, held bool
+	cut         bool // Execute returned after the run's context ended
+	pending     bool // its approval was pending: a person was waited for
 }
 
 // toolRound handles the calls of one round: it records the assistant message

@@ -304,7 +304,7 @@ func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent
 	if w.Record.Decided {
 		return agent.Decided(resumedDecision(w.Record.Decision)), nil
 	}
-	p := pendingOf(w.Record)
+	p := pendingOf(*w.Record)
 	if !existing {
 		p.Round, p.Call = req.Round, req.Call // as asked, not as stored
 		p.Call.ApprovalID, p.Call.ArgumentsDigest = w.Record.ID, w.Record.Digest
@@ -312,7 +312,9 @@ func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent
 	if m.onRegister != nil {
 		m.onRegister(p)
 	}
-	return agent.Pending(w.Record.ID, func(ctx context.Context) (agent.Decision, error) {
+	id := w.Record.ID
+	w.Record = nil // the store has it: a run paused here holds only its Wait
+	return agent.Pending(id, func(ctx context.Context) (agent.Decision, error) {
 		a, err := w.Wait(ctx)
 		switch {
 		case errors.Is(err, waiting.ErrAlreadyWaiting):

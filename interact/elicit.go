@@ -423,9 +423,9 @@ func (f *Forms) Elicit(ctx context.Context, req ElicitationRequest) (Elicitation
 		return ElicitationAnswer{}, fmt.Errorf("interact: store the elicitation of call %s: %w", info.CallID, err)
 	}
 	if w.Record.Decided {
-		return elicitationAnswerOf(w.Record)
+		return elicitationAnswerOf(*w.Record)
 	}
-	if stored, err := elicitationOf(w.Record); err == nil {
+	if stored, err := elicitationOf(*w.Record); err == nil {
 		req = stored // the form asked before: the one the person may be filling in
 	}
 	req.FormID = w.Record.ID

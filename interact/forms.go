@@ -219,7 +219,7 @@ func (f *Forms) open(ctx context.Context, info agent.CallInfo, session string, r
 	}
 	if existing {
 		// The form asked before: the one the person may be filling in.
-		if stored, err := formOf(w.Record); err == nil {
+		if stored, err := formOf(*w.Record); err == nil {
 			req = stored
 		}
 	}

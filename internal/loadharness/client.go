@@ -150,26 +150,32 @@ type Options struct {
 
 // Report is the result of one measurement.
 type Report struct {
-	N              int     `json:"n"`
-	Client         string  `json:"client"`
-	TLS            bool    `json:"tls"`
-	Tool           bool    `json:"tool"`
-	History        int     `json:"history_b,omitempty"`
-	Setup          string  `json:"setup,omitempty"` // what was changed from the defaults: GOGC, GOMEMLIMIT, the agent's transport
-	Held           int     `json:"held"`            // conversations mid-stream at the snapshot
-	MaxHeld        int     `json:"max_held"`        // most conversations mid-stream at once
-	Completed      int     `json:"completed"`       // runs that ended without error
-	Errors         int     `json:"errors"`          // runs that ended with an error
-	FirstError     string  `json:"first_error,omitempty"`
-	Deltas         int64   `json:"deltas"`           // answer text chunks received
-	HeapPerConv    float64 `json:"heap_per_conv_b"`  // HeapAlloc after GC at the snapshot, over the baseline, per held conversation
-	RSSPerConv     float64 `json:"rss_per_conv_b"`   // VmRSS at the snapshot over the baseline, per held conversation
+	N           int     `json:"n"`
+	Client      string  `json:"client"`
+	TLS         bool    `json:"tls"`
+	Tool        bool    `json:"tool"`
+	History     int     `json:"history_b,omitempty"`
+	Setup       string  `json:"setup,omitempty"` // what was changed from the defaults: GOGC, GOMEMLIMIT, the agent's transport
+	Held        int     `json:"held"`            // conversations mid-stream at the snapshot
+	MaxHeld     int     `json:"max_held"`        // most conversations mid-stream at once
+	Completed   int     `json:"completed"`       // runs that ended without error
+	Errors      int     `json:"errors"`          // runs that ended with an error
+	FirstError  string  `json:"first_error,omitempty"`
+	Deltas      int64   `json:"deltas"`          // answer text chunks received
+	HeapPerConv float64 `json:"heap_per_conv_b"` // HeapAlloc after GC at the snapshot, over the baseline, per held conversation
+	RSSPerConv  float64 `json:"rss_per_conv_b"`  // VmRSS at the snapshot over the baseline, per held conversation
+	// InusePerConv is HeapInuse (the bytes of the heap's spans in use:
+	// live objects and the free slots between them) after the GC, over
+	// the baseline, per held conversation; over HeapPerConv, it tells
+	// how fragmented the heap is.
+	InusePerConv   float64 `json:"heap_inuse_per_conv_b"`
 	StackPerConv   float64 `json:"stack_per_conv_b"` // goroutine stacks (StackInuse) at the snapshot over the baseline, per held conversation
 	RSSTotal       float64 `json:"rss_b"`            // VmRSS of the process at the mid-stream snapshot
 	GoroutinesConv float64 `json:"goroutines_per_conv"`
 	// Paused: the same at the moment every run waited for its approval.
 	Paused           int     `json:"paused,omitempty"`
 	PausedHeapConv   float64 `json:"paused_heap_per_conv_b,omitempty"`
+	PausedInuseConv  float64 `json:"paused_heap_inuse_per_conv_b,omitempty"`
 	PausedGoroutines float64 `json:"paused_goroutines_per_conv,omitempty"`
 	CPUPerDeltaNs    float64 `json:"cpu_per_delta_ns"`                  // user+sys of this process over the measurement, per delta
 	SysPerDeltaNs    float64 `json:"sys_per_delta_ns"`                  // the part of it in the kernel
@@ -210,8 +216,8 @@ type Report struct {
 
 // snapshot is the process's memory at one moment, over a baseline.
 type snapshot struct {
-	heap, stack, rss int64
-	g                int
+	heap, inuse, stack, rss int64
+	g                       int
 }
 
 func takeSnapshot() (snapshot, error) {
@@ -219,7 +225,7 @@ func takeSnapshot() (snapshot, error) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	rss, err := procRSS(os.Getpid(), "VmRSS:")
-	return snapshot{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse), rss: rss, g: runtime.NumGoroutine()}, err
+	return snapshot{heap: int64(ms.HeapAlloc), inuse: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, g: runtime.NumGoroutine()}, err
 }
 
 // measure runs o.N conversations at once, each to its end, and reports.
@@ -403,6 +409,7 @@ func measure(o Options) (Report, error) {
 			if held := len(waiting); held > 0 {
 				r.Paused = held
 				r.PausedHeapConv = float64(snap.heap-base.heap) / float64(held)
+				r.PausedInuseConv = float64(snap.inuse-base.inuse) / float64(held)
 				r.PausedGoroutines = float64(snap.g-base.g) / float64(held)
 			}
 			if o.HeapProfile != nil {
@@ -457,6 +464,7 @@ func measure(o Options) (Report, error) {
 		if held > 0 {
 			h := float64(held)
 			r.HeapPerConv = float64(snap.heap-base.heap) / h
+			r.InusePerConv = float64(snap.inuse-base.inuse) / h
 			r.RSSPerConv = float64(snap.rss-base.rss) / h
 			r.StackPerConv = float64(snap.stack-base.stack) / h
 			r.GoroutinesConv = float64(g-base.g) / h

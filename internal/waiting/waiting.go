@@ -121,9 +121,9 @@ type entry struct {
 	deadline    time.Time
 	done        chan struct{}
 
-	pending bool            // guarded by Core.mu
-	waiting bool            // guarded by Core.mu: Wait was called
-	rec     memory.Approval // guarded by Core.mu: the decided record, set before done is closed
+	pending bool             // guarded by Core.mu
+	waiting bool             // guarded by Core.mu: Wait was called
+	rec     *memory.Approval // guarded by Core.mu: the decided record, set before done is closed
 }
 
 // New returns a Core; it fails when the Notifier cannot listen.
@@ -182,8 +182,10 @@ type Wait struct {
 	c *Core
 	e *entry // nil for a record that was decided when opened
 	// Record is the stored record: pending, or decided (when opened for a
-	// Key whose record was decided before).
-	Record memory.Approval
+	// Key whose record was decided before). A caller that holds the Wait
+	// while a person decides sets it to nil once it has read it, so that
+	// the held Wait keeps nothing of the record.
+	Record *memory.Approval
 }
 
 // Open creates the pending record rec (its ID, Kind and CreatedAt are
@@ -206,7 +208,7 @@ func (c *Core) Open(ctx context.Context, rec memory.Approval) (w *Wait, existing
 	c.mu.Unlock()
 	err = c.cfg.Store.CreateApproval(ctx, rec)
 	if err == nil {
-		return &Wait{c: c, e: e, Record: rec}, false, nil
+		return &Wait{c: c, e: e, Record: &rec}, false, nil
 	}
 	c.drop(e)
 	if rec.Key == "" || !errors.Is(err, memory.ErrExists) {
@@ -226,7 +228,7 @@ func (c *Core) reopen(ctx context.Context, rec memory.Approval) (*Wait, error) {
 		c.mu.Lock()
 		c.read.add(a.ID) // its note, if still to come, is not news
 		c.mu.Unlock()
-		return &Wait{c: c, Record: a}, nil
+		return &Wait{c: c, Record: &a}, nil
 	}
 	c.mu.Lock()
 	if c.entries[a.ID] != nil {
@@ -241,7 +243,7 @@ func (c *Core) reopen(ctx context.Context, rec memory.Approval) (*Wait, error) {
 		c.deliverRead(b)
 		a = b
 	}
-	return &Wait{c: c, e: e, Record: a}, nil
+	return &Wait{c: c, e: e, Record: &a}, nil
 }
 
 // insert adds an entry for rec. c.mu must be held.
@@ -268,7 +270,7 @@ func (c *Core) remove(e *entry) {
 // waiter. c.mu must be held and e pending.
 func (c *Core) finish(e *entry, a memory.Approval) {
 	e.pending = false
-	e.rec = a
+	e.rec = &a
 	close(e.done)
 }
 
@@ -287,7 +289,7 @@ func (w *Wait) Release() {
 // ended otherwise. A wait nobody answered in time is decided TimedOut.
 func (w *Wait) Wait(ctx context.Context) (memory.Approval, error) {
 	if w.e == nil {
-		return w.Record, nil
+		return *w.Record, nil // decided when opened: the caller has not let go of it
 	}
 	c, e := w.c, w.e
 	c.mu.Lock()
@@ -303,7 +305,7 @@ func (w *Wait) Wait(ctx context.Context) (memory.Approval, error) {
 	}
 	if !e.pending {
 		c.remove(e)
-		a := e.rec
+		a := *e.rec
 		c.mu.Unlock()
 		return a, nil
 	}
@@ -324,7 +326,7 @@ func (w *Wait) Wait(ctx context.Context) (memory.Approval, error) {
 	case <-e.done:
 		c.mu.Lock()
 		c.remove(e)
-		a := e.rec
+		a := *e.rec
 		c.mu.Unlock()
 		if suspendedBy(ctx) {
 			return memory.Approval{}, context.Cause(ctx) // the resumed turn takes it from the store
@@ -384,7 +386,7 @@ func (c *Core) settle(e *entry, a memory.Approval, read bool) memory.Approval {
 		}
 	}
 	c.remove(e)
-	return e.rec
+	return *e.rec
 }
 
 // suspend ends the wait for e without a decision, after a last look at the
@@ -399,7 +401,7 @@ func (c *Core) suspend(e *entry) (memory.Approval, error) {
 	c.mu.Lock()
 	c.remove(e)
 	if !e.pending {
-		a := e.rec
+		a := *e.rec
 		c.mu.Unlock()
 		return a, nil
 	}
