@@ -558,18 +558,11 @@ func (r *run) userMessage() memory.Message {
 // begin sets the working list to history followed by the user's message,
 // and records the user's message as the turn's first.
 func (r *run) begin(history []memory.Message, user memory.Message) {
-	// Room for what a run that calls tools records before its first
-	// wait for a person: the user's message, the planning reply and the
-	// tool round's (and, in the working list, the [continue] between
-	// them). Grown one append at a time, the lists would end as large
-	// and leave their outgrown arrays behind, scattered over the heap
-	// among what the paused run keeps.
-	r.t.msgs = make([]memory.Message, 0, 3)
 	r.working = history
 	r.record(user)
 	// Everything before the new user message is old: its tool traffic is
 	// shortened once, here, for every request of the run.
-	r.working = slices.Grow(memory.Truncate(r.working, r.tools.truncate(r.a.truncate)), 3)
+	r.working = memory.Truncate(r.working, r.tools.truncate(r.a.truncate))
 }
 
 // load returns the conversation so far, as stored (not repaired). With
