@@ -1,20 +1,24 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 )
 
 // summary is a line of -log, parsed.
@@ -323,4 +327,56 @@ func TestLogsErrors(t *testing.T) {
 		assert.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
 		parseChunks(t, r.stdout)
 	})
+}
+
+func TestSummaryFormats(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0"}, {7, "7"}, {999, "999"}, {1000, "1,000"}, {1234, "1,234"}, {123456, "123,456"}, {1234567, "1,234,567"}, {-1234, "-1,234"}} {
+		assert.Equal(t, tc.want, thousands(tc.n), "thousands(%d)", tc.n)
+	}
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "-"}, {500 * time.Microsecond, "<1ms"}, {180 * time.Millisecond, "180ms"}, {999 * time.Millisecond, "999ms"},
+		{1200 * time.Millisecond, "1.2s"}, {9940 * time.Millisecond, "9.9s"}, {14 * time.Second, "14s"}, {75 * time.Second, "1m15s"},
+	} {
+		assert.Equal(t, tc.want, duration(tc.d), "duration(%v)", tc.d)
+	}
+	c := memory.APICall{Purpose: memory.PurposePlanning, Model: "gpt-4o-mini", Usage: memory.APIUsage{InputTokens: 1234, OutputTokens: 56},
+		FirstToken: 180 * time.Millisecond, Latency: 1200 * time.Millisecond, Status: memory.APICallOK}
+	assert.Equal(t, "api #12 planning gpt-4o-mini 1,234→56 tok first 180ms total 1.2s ok", summaryLine(12, c))
+	c.Status, c.Error, c.Usage, c.FirstToken = memory.APICallError, "500 Internal Server Error:\nthe model is on fire", memory.APIUsage{}, 0
+	assert.Equal(t, "api #13 planning gpt-4o-mini ? tok first - total 1.2s error: 500 Internal Server Error: the model is on fire", summaryLine(13, c))
+}
+
+// failingLog is an APILog whose appends fail.
+type failingLog struct{ memory.APILog }
+
+func (failingLog) AppendAPICall(context.Context, memory.APICall) (int64, error) {
+	return 0, errors.New("disk full")
+}
+
+// A record the store refused is printed all the same, without an id that
+// names nothing, and the failure goes back to the agent (which logs it).
+func TestLogLineWhenTheStoreFails(t *testing.T) {
+	var out strings.Builder
+	l := &callLog{store: failingLog{}, w: &out, screen: newScreen(func() {})}
+	c := memory.APICall{Purpose: memory.PurposeToolRound, Model: "m", Status: memory.APICallOK, Latency: time.Second}
+	_, err := l.AppendAPICall(t.Context(), c)
+	require.EqualError(t, err, "disk full")
+	assert.Equal(t, "api (not recorded: disk full) tool_round m ? tok first - total 1.0s ok\n", out.String())
+
+	// Without a store the process numbers the calls.
+	out.Reset()
+	l = &callLog{w: &out, screen: newScreen(func() {})}
+	for range 2 {
+		_, err := l.AppendAPICall(t.Context(), c)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, "api #1 tool_round m ? tok first - total 1.0s ok\napi #2 tool_round m ? tok first - total 1.0s ok\n", out.String())
+	_, err = l.APICall(t.Context(), 1)
+	assert.ErrorIs(t, err, memory.ErrNotFound, "nothing is kept")
 }

@@ -35,7 +35,7 @@ func parseLogsFlags(args []string, stderr io.Writer) (logsOptions, error) {
 	fset := flag.NewFlagSet("cli logs", flag.ContinueOnError)
 	fset.SetOutput(stderr)
 	fset.Usage = func() {
-		fmt.Fprint(fset.Output(), `usage: cli logs -db FILE [-session ID] [-n N]   list the model calls, newest first
+		fmt.Fprintf(fset.Output(), `usage: cli logs -db FILE [-session ID] [-n N]   list the model calls, newest first
        cli logs -db FILE show ID                  show one: what was sent, what came back
        cli logs -db FILE delete [-session ID]     delete the records (of the sessions)
 
@@ -43,11 +43,11 @@ Reads the model calls a run with -db recorded in its file: one line each (id,
 start, session, round, purpose, model, tokens in→out, time to the first
 token, latency, status), or the whole record of one, its request as sent (the
 API key is never in it) and the reply's text and tool calls. The file keeps
-the last 1,000 calls of the past week. Flags may come before or after the
+the last %s calls of the past week. Flags may come before or after the
 command.
 
 flags:
-`)
+`, thousands(apiLogRows))
 		fset.PrintDefaults()
 		fmt.Fprint(fset.Output(), `
 exit status:

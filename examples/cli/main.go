@@ -195,7 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("cli", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: cli [flags] [prompt ...]
+		fmt.Fprintf(fs.Output(), `usage: cli [flags] [prompt ...]
 
 Answers the prompt, or with no prompt runs an interactive loop (exit, quit or
 Ctrl-D ends it). Without OPENAI_BASE_URL and OPENAI_API_KEY it runs on a
@@ -209,7 +209,7 @@ under the call). Calls that need approval are asked here unless -yes; the
 demo model calls the tools when asked for weather, time, run, card, "ask me",
 form, question, research, delegate, sub-agent or skill.
 
-With -db every model call is recorded in the file (the last 1,000 of the past
+With -db every model call is recorded in the file (the last %s of the past
 week): what was sent, what came back, tokens and timings. Read them with
   cli logs -db FILE [-session ID] [-n 20]   one line per call, newest first
   cli logs -db FILE show ID                 one call: its request and reply
@@ -217,7 +217,7 @@ week): what was sent, what came back, tokens and timings. Read them with
 (cli logs -h says more; "cli -- logs" sends the prompt "logs").
 
 flags:
-`)
+`, thousands(apiLogRows))
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), `
 exit status:
@@ -239,7 +239,7 @@ ended a turn, else 0: it goes on after either, and after Ctrl-C.
 	fs.BoolVar(&o.yes, "yes", false, "approve every tool call without asking")
 	fs.BoolVar(&o.trustHints, "trust-hints", false, "run without asking the MCP tools that say they are read-only, and not that they reach an open world, of servers configured as \"trusted\"")
 	fs.BoolVar(&o.verbose, "v", false, "log the agent's model calls to stderr")
-	fs.BoolVar(&o.log, "log", false, "print one line per model call on stderr: its record's id, purpose, model, tokens in→out, time to the first token, latency, ok or the error (with -db every call is recorded whichever: see cli logs)")
+	fs.BoolVar(&o.log, "log", false, "print one line per model call on stderr: its record's id, purpose, model, tokens in→out, time to the first token, latency, ok or the error (with -db every call is also recorded in the file, -log or not: see cli logs)")
 	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")
 	fs.IntVar(&o.maxRounds, "max-rounds", agent.DefaultMaxToolRounds, "maximum number of tool rounds per run")
