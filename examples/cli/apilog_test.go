@@ -280,6 +280,8 @@ func TestLogsErrors(t *testing.T) {
 	missing := filepath.Join(dir, "missing.db")
 	notDB := filepath.Join(dir, "notes.txt")
 	require.NoError(t, os.WriteFile(notDB, []byte("not a database\n"), 0o600))
+	empty := filepath.Join(dir, "empty.db")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
 
 	for _, tc := range []struct {
 		name string
@@ -291,6 +293,7 @@ func TestLogsErrors(t *testing.T) {
 		{"missing file, show", []string{"-db", missing, "show", "1"}, exitError, "cli: logs: " + missing + ": no such file"},
 		{"a folder", []string{"-db", dir}, exitError, "cli: logs: " + dir + " is a folder"},
 		{"not a database", []string{"-db", notDB}, exitError, notDB},
+		{"empty file", []string{"-db", empty}, exitError, "cli: logs: " + empty + " is empty, not the -db file of a run\n"},
 		{"unknown id", []string{"-db", db, "show", "99"}, exitError, "cli: logs: no record 99 in " + db + " (cli logs -db " + db + " lists them)\n"},
 		{"no -db", []string{"show", "1"}, exitUsage, "cli: logs: -db is required"},
 		{"bad flag", []string{"-db", db, "-nope"}, exitUsage, "flag provided but not defined: -nope"},
@@ -312,6 +315,9 @@ func TestLogsErrors(t *testing.T) {
 	}
 	_, err := os.Stat(missing)
 	assert.ErrorIs(t, err, os.ErrNotExist, "reading the logs of a missing file does not create it")
+	fi, err := os.Stat(empty)
+	require.NoError(t, err)
+	assert.Zero(t, fi.Size(), "nor makes a database of an empty file")
 
 	t.Run("help", func(t *testing.T) {
 		r := runCLI(t, "", "logs", "-h")

@@ -143,7 +143,7 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func (o logsOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	// sqlitestore.Open creates a missing file: a mistyped name must not
-	// leave an empty database behind.
+	// leave an empty database behind, nor turn an empty file into one.
 	fi, err := os.Stat(o.db)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -152,6 +152,10 @@ func (o logsOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	case fi.IsDir():
 		return fmt.Errorf("%s is a folder, not the -db file of a run", o.db)
+	case fi.Size() == 0:
+		// SQLite takes an empty file for a new database, which Open would
+		// make of it; a run's file holds its schema from the start.
+		return fmt.Errorf("%s is empty, not the -db file of a run", o.db)
 	}
 	st, err := sqlitestore.Open(ctx, o.db)
 	if err != nil {
