@@ -9,6 +9,8 @@
 //	go run ./examples/cli -mcp mcp.json "list my notes"  # with the tools of MCP servers
 //	go run ./examples/cli -skills skills -enable-skill pdf "use the pdf skill"
 //	go run ./examples/cli -hooks hooks "hello"           # prompts injected at the run's checkpoints
+//	go run ./examples/cli -db chat.db -log "hello"       # a line per model call, each recorded in chat.db
+//	go run ./examples/cli logs -db chat.db show 1        # what the first call sent and got back
 //
 // With neither OPENAI_BASE_URL (-base-url) nor OPENAI_API_KEY set it runs on
 // the built-in demo model, so it works on a fresh machine without a network.
@@ -67,6 +69,23 @@
 // malformed is left out, and said on stderr. -hooks names a folder holding
 // a hooks.json (package agent/hooks): its prompts are injected at the
 // checkpoints of each run.
+//
+// With -db every model call is recorded in the file's API log
+// (agent.Config.APILog; the last 1,000 calls of the past week): the request
+// as sent (never the API key), the reply, tokens and timings. -log prints
+// one line per call on stderr, owning the screen as a -v record does, so it
+// never runs into streamed text or a question:
+//
+//	api #12 planning gpt-4o-mini 1,234→56 tok first 180ms total 1.2s ok
+//
+// Without -db it only prints (the calls numbered by the process). The logs
+// subcommand reads the records of a -db file: "cli logs -db FILE [-session
+// ID] [-n 20]" lists them newest first, one line each; "cli logs -db FILE
+// show ID" prints one, its request indented and its reply; "cli logs -db
+// FILE delete [-session ID]" deletes them. It never creates the file: a
+// missing file and an unknown id are exit status 1, bad flags 2. The
+// subcommand is recognised only as the first argument ("cli -- logs" sends
+// the prompt "logs").
 //
 // # Exit status
 //
@@ -127,6 +146,7 @@ type options struct {
 	baseURL, apiKey, model string
 	system                 string
 	json, yes, verbose     bool
+	log                    bool // print a summary line per model call
 	trustHints             bool
 	sentences, parallel    bool
 	maxRounds, retries     int
@@ -175,7 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("cli", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: cli [flags] [prompt ...]
+		fmt.Fprintf(fs.Output(), `usage: cli [flags] [prompt ...]
 
 Answers the prompt, or with no prompt runs an interactive loop (exit, quit or
 Ctrl-D ends it). Without OPENAI_BASE_URL and OPENAI_API_KEY it runs on a
@@ -189,8 +209,15 @@ under the call). Calls that need approval are asked here unless -yes; the
 demo model calls the tools when asked for weather, time, run, card, "ask me",
 form, question, research, delegate, sub-agent or skill.
 
+With -db every model call is recorded in the file (the last %s of the past
+week): what was sent, what came back, tokens and timings. Read them with
+  cli logs -db FILE [-session ID] [-n 20]   one line per call, newest first
+  cli logs -db FILE show ID                 one call: its request and reply
+  cli logs -db FILE delete [-session ID]    delete the records
+(cli logs -h says more; "cli -- logs" sends the prompt "logs").
+
 flags:
-`)
+`, thousands(apiLogRows))
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), `
 exit status:
@@ -212,11 +239,12 @@ ended a turn, else 0: it goes on after either, and after Ctrl-C.
 	fs.BoolVar(&o.yes, "yes", false, "approve every tool call without asking")
 	fs.BoolVar(&o.trustHints, "trust-hints", false, "run without asking the MCP tools that say they are read-only, and not that they reach an open world, of servers configured as \"trusted\"")
 	fs.BoolVar(&o.verbose, "v", false, "log the agent's model calls to stderr")
+	fs.BoolVar(&o.log, "log", false, "print one line per model call on stderr: its record's id, purpose, model, tokens in→out, time to the first token, latency, ok or the error (with -db every call is also recorded in the file, -log or not: see cli logs)")
 	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")
 	fs.IntVar(&o.maxRounds, "max-rounds", agent.DefaultMaxToolRounds, "maximum number of tool rounds per run")
 	fs.IntVar(&o.retries, "retries", 2, "retries of a failed model request (429, 5xx, connection errors)")
-	fs.StringVar(&o.db, "db", "", "SQLite `file` that keeps the conversation")
+	fs.StringVar(&o.db, "db", "", "SQLite `file` that keeps the conversation, and a record of each model call (see cli logs)")
 	fs.StringVar(&o.session, "session", "", "conversation `id` in the -db file (default \"default\")")
 	fs.StringVar(&o.mcp, "mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
 	fs.StringVar(&o.skills, "skills", "", "`folder` of skills (folders holding a SKILL.md) the model may read with get_skill")
@@ -266,6 +294,9 @@ type cli struct {
 // run is the whole program; main only wires it to the process. It returns
 // the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) {
+	if len(args) > 0 && args[0] == "logs" {
+		return runLogs(ctx, args[1:], stdout, stderr)
+	}
 	opts, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -381,6 +412,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		defer st.Close() // after the MCP servers end, which pin in it
 		cfg.Store = st
+		// Every model call is recorded, so that cli logs can show it.
+		st.SetAPILogLimits(memory.APILogLimits{MaxRows: apiLogRows})
+		cfg.APILog = st
+	}
+	if opts.log {
+		l := &callLog{w: stderr, screen: scr}
+		if cfg.APILog != nil {
+			l.store = cfg.APILog
+		} else {
+			// Nothing is kept: the lines need only the metadata.
+			cfg.APILogMetadataOnly = true
+		}
+		cfg.APILog = l
 	}
 
 	var closeMCP func() // ends the MCP servers; nil without -mcp

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,10 @@ func TestSubAgentQuestionOnItsOwnLines(t *testing.T) {
 		{"stdout and stderr piped together", false, nil},
 		// The researcher's two calls are asked about at the same time.
 		{"parallel calls", true, []string{"-parallel"}},
+		// The lines of -log are written by the run that made the call, the
+		// researcher's by its own goroutine, between the chunks.
+		{"with -log", true, []string{"-log"}},
+		{"with -log, parallel calls", true, []string{"-log", "-parallel"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leaktest.Check(t)
@@ -188,6 +193,16 @@ func TestSubAgentQuestionOnItsOwnLines(t *testing.T) {
 					"the question's lines, intact, the answer typed after it:\n%s", all)
 			}
 			assert.Equal(t, 2, strings.Count(all, question), "screen:\n%s", all)
+			logged := 0
+			for _, l := range screen {
+				if strings.Contains(l, "api #") {
+					logged++
+					assert.Regexp(t, summaryRE, l, "a -log line of its own:\n%s", all)
+				}
+			}
+			if slices.Contains(tc.args, "-log") {
+				assert.Equal(t, 5, logged, "a line per model call (the researcher's two included):\n%s", all)
+			}
 		})
 	}
 }
