@@ -16,6 +16,7 @@ import (
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/storekit"
 )
 
 // asked is one question a hook was asked.
@@ -192,7 +193,7 @@ func TestHooksToolPath(t *testing.T) {
 	// injected.
 	msgs := turn.Messages()
 	validHistory(t, msgs)
-	require.NoError(t, memory.ValidateMessages(msgs))
+	require.NoError(t, storekit.ValidateMessages(msgs))
 	assert.Equal(t, strip(msgs), strip(memory.Repair(msgs)), "valid history: Repair changes nothing")
 	var got []string
 	for _, m := range msgs {
@@ -540,7 +541,7 @@ func TestHookInterrupted(t *testing.T) {
 			assert.NotContains(t, tr, "warning")
 			msgs := turn.Messages()
 			validHistory(t, msgs)
-			require.NoError(t, memory.ValidateMessages(msgs))
+			require.NoError(t, storekit.ValidateMessages(msgs))
 			for _, m := range msgs {
 				assert.NotEqual(t, "late", m.Content)
 			}
@@ -621,7 +622,7 @@ func TestHooksBreakAfterEveryChunk(t *testing.T) {
 			require.Len(t, got, n)
 			msgs := turn.Messages()
 			validHistory(t, msgs)
-			require.NoError(t, memory.ValidateMessages(msgs))
+			require.NoError(t, storekit.ValidateMessages(msgs))
 		})
 	}
 }

@@ -164,7 +164,7 @@ func (l APILogLimits) Age() time.Duration {
 // done, and return copies.
 type APILog interface {
 	// AppendAPICall adds c (its ID ignored; Started set to now when zero)
-	// and returns the id it got. c must pass [ValidateAPICall].
+	// and returns the id it got. c must pass storekit.ValidateAPICall.
 	AppendAPICall(ctx context.Context, c APICall) (id int64, err error)
 	// APICalls returns the records q selects, newest (highest ID) first,
 	// at most q.Limit of them when it is positive.
@@ -176,12 +176,9 @@ type APILog interface {
 	DeleteAPICalls(ctx context.Context, q APICallQuery) error
 }
 
-// ValidateAPICall reports whether c may be passed to
-// [APILog.AppendAPICall]: a known Purpose and Status, an Error only with
-// APICallError, a Request that is empty or JSON, durations not negative
-// and a Started a store can keep. Store implementations call it first, so
-// that every store refuses the same input.
-func ValidateAPICall(c APICall) error {
+// validateAPICall implements storekit.ValidateAPICall: what
+// [APILog.AppendAPICall] refuses.
+func validateAPICall(c APICall) error {
 	switch c.Purpose {
 	case PurposePlanning, PurposeContinuation, PurposeToolRound, PurposeSummary, PurposeSubAgent:
 	default:

@@ -44,14 +44,9 @@ func normTime(t, now time.Time) time.Time {
 	return t.UTC()
 }
 
-// ValidateMessages reports whether msgs may be appended: each has a known
-// role, no SummaryID (messages are archived by Summarize, never appended
-// archived), an [Outcome] only on a tool message and one this version
-// knows (or none), a Cause only with [OutcomeRejected], tool-call arguments that are empty or a JSON object (see
-// [ValidArguments]), images only on a user message and each valid (see
-// [ValidateImage]), and a CreatedAt a store can keep. Store implementations
-// call it first in Append, so that every store refuses the same input.
-func ValidateMessages(msgs []Message) error {
+// validateMessages implements storekit.ValidateMessages: what
+// [Store.Append] refuses.
+func validateMessages(msgs []Message) error {
 	for i, m := range msgs {
 		if !validRole(m.Role) {
 			return fmt.Errorf("message %d: invalid role %q", i, m.Role)
@@ -105,9 +100,9 @@ func checkImages(m Message) error {
 	return nil
 }
 
-// ValidateSummary reports whether s may be passed to [Store.Summarize]: it is
-// what every store checks before writing.
-func ValidateSummary(s Summary) error {
+// validateSummary implements storekit.ValidateSummary: what
+// [Store.Summarize] refuses before it looks at the session.
+func validateSummary(s Summary) error {
 	if strings.TrimSpace(s.Content) == "" {
 		return errors.New("empty summary content")
 	}
@@ -120,9 +115,9 @@ func ValidateSummary(s Summary) error {
 	return nil
 }
 
-// ValidateSession reports whether s may be passed to [Store.CreateSession]:
-// it is what every store checks before writing.
-func ValidateSession(s Session) error {
+// validateSession implements storekit.ValidateSession: what
+// [Store.CreateSession] refuses.
+func validateSession(s Session) error {
 	for _, t := range []struct {
 		what string
 		t    time.Time
@@ -136,18 +131,17 @@ func ValidateSession(s Session) error {
 	return nil
 }
 
-// NewSessionID returns a random 128-bit id in hex, for stores that create a
-// session without an id.
-func NewSessionID() string {
+// newSessionID implements storekit.NewSessionID: a random 128-bit id in
+// hex.
+func newSessionID() string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand panics on failure itself)
 	return hex.EncodeToString(b[:])
 }
 
-// CloneMessages returns a deep copy of msgs, sharing no memory with it (tool
-// calls, their arguments, images and their bytes are copied), for stores that
-// return copies of what they keep.
-func CloneMessages(msgs []Message) []Message {
+// cloneMessages implements storekit.CloneMessages: a deep copy of msgs,
+// sharing no memory with it.
+func cloneMessages(msgs []Message) []Message {
 	out := make([]Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.clone()

@@ -10,9 +10,12 @@
 // memory/pgstore, on PostgreSQL, for any number of processes on any number
 // of machines. The last two live in their own packages so that programs
 // that do not use them do not carry their drivers (the SQLite one is about
-// 20 MB of binary). Other stores implement the same interface and check
-// themselves with the conformance suite in memory/storetest. Every store is
-// safe for concurrent use, appends atomically, and returns copies.
+// 20 MB of binary). Every store is safe for concurrent use, appends
+// atomically, and returns copies. Other stores implement the same interface
+// with the helpers of package memory/storekit (the checks every store makes
+// before it writes, session ids, copies; its documentation says which
+// method calls which) and check themselves with the conformance suite in
+// memory/storetest.
 //
 // A user message may carry images ([Image]: a URL, or bytes with their MIME
 // type, at most [MaxImageSize] each). Stores keep them whole, so a session

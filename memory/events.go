@@ -80,7 +80,7 @@ var ErrEventSeq = errors.New("memory: event out of sequence")
 type EventLog interface {
 	// AppendEvents adds evs, numbered by the caller, to the session's log,
 	// in one transaction: all or none. Their numbers follow one another
-	// (see [ValidateEvents]) and continue the log: evs[0].Seq is
+	// (see storekit.ValidateEvents) and continue the log: evs[0].Seq is
 	// LastEvent+1, or the error wraps [ErrEventSeq]. Appending no events
 	// only checks that the session exists.
 	AppendEvents(ctx context.Context, sessionID string, evs ...Event) error
@@ -101,14 +101,10 @@ type EventLog interface {
 	TrimEvents(ctx context.Context, sessionID string, through int64) error
 }
 
-// ValidateEvents reports whether evs may be passed to
-// [EventLog.AppendEvents], whatever the log holds: their Seq are
-// consecutive and at least 1, each Kind is valid (see [Event.Kind]), each
-// Turn is between 0 and the event's own Seq, and each CreatedAt is zero or
-// a time a store can keep. Store implementations call it first, so that
-// every store refuses the same input; an error it returns does not wrap
-// [ErrEventSeq].
-func ValidateEvents(evs []Event) error {
+// validateEvents implements storekit.ValidateEvents: what
+// [EventLog.AppendEvents] refuses whatever the log holds; its errors do not
+// wrap [ErrEventSeq].
+func validateEvents(evs []Event) error {
 	for i, ev := range evs {
 		switch {
 		case ev.Seq < 1:

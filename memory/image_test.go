@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/storekit"
 )
 
 var (
@@ -68,12 +69,12 @@ func TestValidateImage(t *testing.T) {
 }
 
 func TestValidateMessagesImages(t *testing.T) {
-	assert.NoError(t, memory.ValidateMessages([]memory.Message{userWith("look", png, catURL), userWith("", png)}))
-	err := memory.ValidateMessages([]memory.Message{userWith("x"), {Role: memory.RoleAssistant, Images: []memory.Image{png}}})
+	assert.NoError(t, storekit.ValidateMessages([]memory.Message{userWith("look", png, catURL), userWith("", png)}))
+	err := storekit.ValidateMessages([]memory.Message{userWith("x"), {Role: memory.RoleAssistant, Images: []memory.Image{png}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "message 1")
 	assert.Contains(t, err.Error(), "only user messages")
-	err = memory.ValidateMessages([]memory.Message{userWith("x", png, memory.Image{})})
+	err = storekit.ValidateMessages([]memory.Message{userWith("x", png, memory.Image{})})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "message 0: image 1")
 }

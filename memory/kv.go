@@ -42,9 +42,9 @@ const (
 	MaxKVValue     = 1 << 20
 )
 
-// CheckKV reports why namespace, key and value (nil for a method without
-// one) cannot be stored in a [KV], or nil when they can.
-func CheckKV(namespace, key string, value []byte) error {
+// validateKV implements storekit.ValidateKV: why namespace, key and value
+// (nil for a method without one) cannot be stored in a [KV], or nil.
+func validateKV(namespace, key string, value []byte) error {
 	check := func(what, s string, max int) error {
 		switch {
 		case s == "":
@@ -76,7 +76,7 @@ func (s *MemStore) GetValue(ctx context.Context, namespace, key string) ([]byte,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := CheckKV(namespace, key, nil); err != nil {
+	if err := validateKV(namespace, key, nil); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
@@ -93,7 +93,7 @@ func (s *MemStore) PutValue(ctx context.Context, namespace, key string, value []
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := CheckKV(namespace, key, value); err != nil {
+	if err := validateKV(namespace, key, value); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -110,7 +110,7 @@ func (s *MemStore) SwapValue(ctx context.Context, namespace, key string, old, va
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := CheckKV(namespace, key, value); err != nil {
+	if err := validateKV(namespace, key, value); err != nil {
 		return false, err
 	}
 	s.mu.Lock()
@@ -132,7 +132,7 @@ func (s *MemStore) DeleteValue(ctx context.Context, namespace, key string) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := CheckKV(namespace, key, nil); err != nil {
+	if err := validateKV(namespace, key, nil); err != nil {
 		return err
 	}
 	s.mu.Lock()

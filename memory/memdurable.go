@@ -16,7 +16,7 @@ func (st *MemStore) SaveCall(ctx context.Context, sessionID string, c OpenCall) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ValidateOpenCall(c); err != nil {
+	if err := validateOpenCall(c); err != nil {
 		return fmt.Errorf("memory: save call of %q: %w", sessionID, err)
 	}
 	st.mu.Lock()
@@ -69,7 +69,7 @@ func (st *MemStore) AppendCalls(ctx context.Context, sessionID string, calls []O
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := ValidateAppendCalls(calls, msgs); err != nil {
+	if err := validateAppendCalls(calls, msgs); err != nil {
 		return nil, fmt.Errorf("memory: append calls to %q: %w", sessionID, err)
 	}
 	st.mu.Lock()
@@ -124,7 +124,7 @@ func (st *MemStore) CreateApproval(ctx context.Context, a Approval) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ValidateApproval(a); err != nil {
+	if err := validateApproval(a); err != nil {
 		return err
 	}
 	t := now()
@@ -409,7 +409,7 @@ func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ValidateNote(channel, payload); err != nil {
+	if err := validateNote(channel, payload); err != nil {
 		return err
 	}
 	return st.notes.Deliver(channel, payload)
@@ -432,12 +432,9 @@ func (st *MemStore) Listen(ctx context.Context, channel string, fn func(payload 
 // maxApprovalDigest is the longest [Approval.Digest], in bytes.
 const maxApprovalDigest = 100
 
-// ValidateApproval reports whether a may be created: an id, a session, a
-// call id and a tool name; a Kind that is empty, [KindApproval] or
-// [KindForm]; a Key of at most [MaxApprovalKey] bytes and a Digest of at
-// most 100. A record may be created decided. Store implementations call it
-// first in CreateApproval.
-func ValidateApproval(a Approval) error {
+// validateApproval implements storekit.ValidateApproval: what
+// [ApprovalStore.CreateApproval] refuses.
+func validateApproval(a Approval) error {
 	switch {
 	case a.ID == "":
 		return fmt.Errorf("memory: approval without an id")
@@ -455,13 +452,10 @@ func ValidateApproval(a Approval) error {
 	return nil
 }
 
-// ValidateAppendCalls reports whether calls and msgs may be passed to
-// [CallLog.AppendCalls]: msgs are valid ([ValidateMessages]), the last of
-// them is an assistant message, and each of calls names one of its tool
-// calls, none twice, without Arguments. Store implementations call it
-// first.
-func ValidateAppendCalls(calls []OpenCall, msgs []Message) error {
-	if err := ValidateMessages(msgs); err != nil {
+// validateAppendCalls implements storekit.ValidateAppendCalls: what
+// [CallLog.AppendCalls] refuses.
+func validateAppendCalls(calls []OpenCall, msgs []Message) error {
+	if err := validateMessages(msgs); err != nil {
 		return err
 	}
 	if len(msgs) == 0 {
@@ -487,11 +481,9 @@ func ValidateAppendCalls(calls []OpenCall, msgs []Message) error {
 	return nil
 }
 
-// ValidateOpenCall reports whether c may be saved: a stored message's id
-// (positive), a call id, Arguments that are empty or a JSON object, and a
-// State of at most [MaxCallState] bytes.
-// Store implementations call it first in SaveCall.
-func ValidateOpenCall(c OpenCall) error {
+// validateOpenCall implements storekit.ValidateOpenCall: what
+// [CallLog.SaveCall] refuses before it looks at the session.
+func validateOpenCall(c OpenCall) error {
 	switch {
 	case c.MessageID <= 0:
 		return fmt.Errorf("memory: open call %q: message id %d, want a stored message's", c.CallID, c.MessageID)
@@ -505,9 +497,9 @@ func ValidateOpenCall(c OpenCall) error {
 	return nil
 }
 
-// ValidateNote reports whether a note may be sent: a channel name and a
-// payload of 1 to [MaxNotifyPayload] bytes.
-func ValidateNote(channel, payload string) error {
+// validateNote implements storekit.ValidateNote: what [Notifier.Notify]
+// refuses.
+func validateNote(channel, payload string) error {
 	switch {
 	case channel == "":
 		return fmt.Errorf("memory: notify: empty channel name")

@@ -1,7 +1,10 @@
 // Package storetest is a conformance suite for implementations of
 // [memory.Store].
 //
-// A store author calls [Run] from an ordinary test:
+// The functions a store calls inside its methods (the checks of its input,
+// session ids, copies) are in package memory/storekit, whose documentation
+// says which method calls which. A store author calls [Run] from an
+// ordinary test:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) memory.Store { return newMyStore(t) })
