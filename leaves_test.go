@@ -59,3 +59,89 @@ func stderr(err error) string {
 	}
 	return ""
 }
+
+// internal/ is plumbing: the packages under it serve the SDK's packages and
+// do not build on them, so none imports (in its tests either, directly or
+// not) the packages that a host uses to run agents. memory's types and the
+// other vocabulary packages are fine; memory's stores are not.
+func TestInternalIsPlumbing(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	const module = "github.com/planround/planround/"
+	above := []string{
+		"agent", "approval", "runner", "ui", "examples", "demo", "interact",
+		"mcpclient", "memory/sqlitestore", "memory/pgstore", "test",
+	}
+	isAbove := func(path string) bool {
+		for _, p := range above {
+			if path == module+p || strings.HasPrefix(path, module+p+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	list := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(goTool, append([]string{"list"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr(err))
+		}
+		return string(out)
+	}
+
+	// Directly, with each package's tests: who imports what.
+	for line := range strings.Lines(list("-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./internal/...")) {
+		pkg, imports, _ := strings.Cut(strings.TrimSpace(line), " ")
+		all := strings.Fields(imports) // the package's, then its tests'
+		slices.Sort(all)
+		for _, imp := range slices.Compact(all) {
+			if isAbove(imp) {
+				t.Errorf("%s imports %s", pkg, imp)
+			}
+		}
+	}
+	// Indirectly: everything internal/ and its tests build with. -test adds
+	// the test variants, listed as "path [pkg.test]".
+	for line := range strings.Lines(list("-deps", "-test", "./internal/...")) {
+		path, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if isAbove(path) {
+			t.Errorf("internal/ builds with %s", path)
+		}
+	}
+}
+
+// The library builds without the load harness's plotting library (gonum),
+// which lives in the harness's own module (loadharness/).
+func TestLibraryBuildsWithoutGonum(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	const module = "github.com/planround/planround/"
+	out, err := exec.Command(goTool, "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr(err))
+	}
+	// The library: every package but the examples and the end-to-end tests.
+	var lib []string
+	for path := range strings.Lines(string(out)) {
+		path = strings.TrimSpace(path)
+		if !strings.HasPrefix(path, module+"examples/") && !strings.HasPrefix(path, module+"test/") {
+			lib = append(lib, path)
+		}
+	}
+	if len(lib) < 10 {
+		t.Fatalf("go list ./... found only %d library packages: %q", len(lib), lib)
+	}
+	out, err = exec.Command(goTool, append([]string{"list", "-deps"}, lib...)...).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, stderr(err))
+	}
+	for dep := range strings.Lines(string(out)) {
+		if strings.HasPrefix(dep, "gonum.org/") {
+			t.Errorf("the library builds with %s", strings.TrimSpace(dep))
+		}
+	}
+}

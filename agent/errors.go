@@ -11,6 +11,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/planround/planround/internal/suspend"
 	"github.com/planround/planround/internal/wire"
 )
 
@@ -41,7 +42,7 @@ var ErrTurnUsed = errors.New("agent: a Turn runs once")
 // rejection (CauseApprovalFailed), as any other error of Wait, and a
 // tool's ErrSuspended is an ordinary tool error that the model reads (so
 // is the ErrSuspended of a tool that is not resumable).
-var ErrSuspended = errors.New("agent: run suspended at a pending approval")
+var ErrSuspended = suspend.ErrSuspended
 
 // ErrNothingToResume is returned (wrapped) by [Agent.Resume] for a session
 // whose last turn has no open tool calls.

@@ -30,7 +30,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/suspend"
 	"github.com/planround/planround/memory"
 )
 
@@ -90,7 +90,8 @@ type Config struct {
 	// Timeout is how long a wait lasts from its creation (required).
 	Timeout time.Duration
 	// SuspendAfter, when positive, ends a Wait that has waited that long
-	// with an error wrapping agent.ErrSuspended; the record stays pending.
+	// with an error wrapping suspend.ErrSuspended (agent.ErrSuspended); the
+	// record stays pending.
 	SuspendAfter time.Duration
 	// OnDecided is told of a decision no Wait of this Core waits for.
 	OnDecided func(memory.Approval)
@@ -283,10 +284,11 @@ func (w *Wait) Release() {
 }
 
 // Wait waits for the decision and returns the decided record. It returns
-// an error wrapping agent.ErrSuspended when it suspends (after
-// SuspendAfter, or because ctx was cancelled with that cause: the record
-// stays as it is), and ctx's error with the interrupted record when ctx
-// ended otherwise. A wait nobody answered in time is decided TimedOut.
+// an error wrapping suspend.ErrSuspended (agent.ErrSuspended) when it
+// suspends (after SuspendAfter, or because ctx was cancelled with that
+// cause: the record stays as it is), and ctx's error with the interrupted
+// record when ctx ended otherwise. A wait nobody answered in time is
+// decided TimedOut.
 func (w *Wait) Wait(ctx context.Context) (memory.Approval, error) {
 	if w.e == nil {
 		return *w.Record, nil // decided when opened: the caller has not let go of it
@@ -347,7 +349,7 @@ func (w *Wait) Wait(ctx context.Context) (memory.Approval, error) {
 
 // suspendedBy reports whether ctx ended to suspend the run.
 func suspendedBy(ctx context.Context) bool {
-	return ctx.Err() != nil && errors.Is(context.Cause(ctx), agent.ErrSuspended)
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), suspend.ErrSuspended)
 }
 
 // end decides e with d, because the wait ended (ctxErr, its context's
@@ -407,9 +409,9 @@ func (c *Core) suspend(e *entry) (memory.Approval, error) {
 	}
 	c.mu.Unlock()
 	if err != nil && !errors.Is(err, memory.ErrNotFound) {
-		return memory.Approval{}, fmt.Errorf("%w (the store could not be checked for a decision: %v)", agent.ErrSuspended, err)
+		return memory.Approval{}, fmt.Errorf("%w (the store could not be checked for a decision: %v)", suspend.ErrSuspended, err)
 	}
-	return memory.Approval{}, agent.ErrSuspended
+	return memory.Approval{}, suspend.ErrSuspended
 }
 
 // Decide takes the decision d for the pending wait id of sessionID, first

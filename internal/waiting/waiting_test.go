@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/suspend"
 	"github.com/planround/planround/memory"
 )
 
@@ -184,14 +184,14 @@ func TestSuspendLeavesTheWaitPending(t *testing.T) {
 	w, _, err := c.Open(ctx, rec("s1", "c1", ""))
 	require.NoError(t, err)
 	_, err = w.Wait(ctx)
-	require.ErrorIs(t, err, agent.ErrSuspended)
+	require.ErrorIs(t, err, suspend.ErrSuspended)
 
 	w2, _, err := c.Open(ctx, rec("s1", "c2", ""))
 	require.NoError(t, err)
 	sctx, cancel := context.WithCancelCause(ctx)
-	cancel(agent.ErrSuspended)
+	cancel(suspend.ErrSuspended)
 	_, err = w2.Wait(sctx)
-	require.ErrorIs(t, err, agent.ErrSuspended)
+	require.ErrorIs(t, err, suspend.ErrSuspended)
 
 	list, err := c.Pending(ctx, "s1")
 	require.NoError(t, err)

@@ -6,8 +6,11 @@
 // streamed delta and the inter-chunk latency added over the server's
 // pacing. See BENCHMARKS.md (Load harness).
 //
-//	go run ./internal/loadharness -n 1000,2000 -deltas 200 -pace 20ms
-//	go run ./internal/loadharness plot -o DIR results.jsonl...
+// The harness is a module of its own (loadharness/ in the repository, so
+// that its plotting library stays out of the SDK's go.mod); from there:
+//
+//	go run . -n 1000,2000 -deltas 200 -pace 20ms
+//	go run . plot -o DIR results.jsonl...
 package main
 
 import (

@@ -1,7 +1,7 @@
 // Command replica is one replica of a service that runs durable agent turns,
-// for the tests and benchmarks of package durabletest. Several replicas share
-// one PostgreSQL schema (-postgres, -schema), or one SQLite file (-sqlite)
-// across restarts of one replica.
+// for the tests and benchmarks of package durable (test/durable). Several
+// replicas share one PostgreSQL schema (-postgres, -schema), or one SQLite
+// file (-sqlite) across restarts of one replica.
 //
 // A replica runs an agent whose Store is the shared store, holding each
 // session's lease while it drives the session's run (-holder, -lease-ttl),

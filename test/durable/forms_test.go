@@ -1,4 +1,4 @@
-package durabletest
+package durable
 
 import (
 	"context"

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/planround/planround/internal/leaktest"
 )
 
 // TestMain makes the test binary the paced server when it is re-executed
@@ -31,7 +29,7 @@ func TestMain(m *testing.M) {
 // TestHarnessSmoke runs small measurements against the server in a child
 // process, in each mode, and checks that the reports add up.
 func TestHarnessSmoke(t *testing.T) {
-	leaktest.Check(t)
+	checkLeaks(t)
 	const n, deltas, pace = 20, 20, 5 * time.Millisecond
 	for _, c := range []struct {
 		name   string

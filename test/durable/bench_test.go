@@ -1,4 +1,4 @@
-package durabletest
+package durable
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 
 // Run with enough decisions for a p99, and without -race:
 //
-//	go test -run '^$' -bench 'Decision' -benchtime 200x ./internal/durabletest/
+//	go test -run '^$' -bench 'Decision' -benchtime 200x ./test/durable/
 //
 // Each benchmark starts its replicas on a fresh PostgreSQL schema (it skips
 // without a server) and reports the latency of a decision: p50-ms and

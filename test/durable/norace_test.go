@@ -1,6 +1,6 @@
 //go:build !race
 
-package durabletest
+package durable
 
 // raceEnabled reports whether the tests run with the race detector: the
 // replicas are then built with it too.

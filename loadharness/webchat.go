@@ -51,7 +51,7 @@ type webFlags struct {
 // addWebFlags defines the web chat mode's flags on fs.
 func addWebFlags(fs *flag.FlagSet) webFlags {
 	return webFlags{
-		binary:       fs.String("webchat", "", "web chat mode: drive the web chat `binary` (go build -o /tmp/webchat ./examples/webchat) with -n connected browsers"),
+		binary:       fs.String("webchat", "", "web chat mode: drive the web chat `binary` (from the repository's root: go build -o /tmp/webchat ./examples/webchat) with -n connected browsers"),
 		active:       fs.Int("active", 100, "web chat mode: browsers of the -n that send messages"),
 		turns:        fs.Int("turns", 1000, "web chat mode: turns the active browsers complete in all, per N"),
 		sessionTurns: fs.Int("session-turns", 5, "web chat mode: turns per session before an active browser opens a new one and deletes the old (0: one session for all)"),

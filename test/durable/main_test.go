@@ -1,4 +1,4 @@
-package durabletest
+package durable
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ var (
 // TestMain builds the replica before any test starts, so that the build
 // does not count against a test's time.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "planround-durabletest-")
+	dir, err := os.MkdirTemp("", "planround-durable-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

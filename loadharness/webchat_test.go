@@ -10,17 +10,18 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/planround/planround/internal/leaktest"
 )
 
 // TestWebchatSmoke builds the web chat, drives it with a few browsers
 // through its HTTP/SSE API against the paced server (a get_weather call to
 // approve per turn) and checks that the report adds up.
 func TestWebchatSmoke(t *testing.T) {
-	leaktest.Check(t)
+	checkLeaks(t)
 	bin := filepath.Join(t.TempDir(), "webchat")
-	build := exec.Command("go", "build", "-o", bin, "../../examples/webchat")
+	// The web chat is built in the SDK's module (the repository's root), with
+	// the SDK's own go.mod, as its users build it.
+	build := exec.Command("go", "build", "-o", bin, "./examples/webchat")
+	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build the web chat: %v\n%s", err, out)
 	}

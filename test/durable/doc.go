@@ -1,4 +1,4 @@
-// Package durabletest tests durable runs end to end with real processes:
+// Package durable tests durable runs end to end with real processes:
 // each replica is the program in ./replica (an agent on a shared SQLite file
 // or PostgreSQL schema, with a durable approval.Manager, a sweeper that
 // resumes stopped runs and a scripted model of its own), started, killed
@@ -8,4 +8,4 @@
 // one replica reaches the run it wakes on another.
 //
 // The package has no API: everything is in its tests and the replica.
-package durabletest
+package durable
