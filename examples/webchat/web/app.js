@@ -533,7 +533,7 @@
       const usage = c.usage || {};
       const status = el('td', 'status', c.status);
       if (c.error) status.append(el('div', 'log-error', c.error));
-      tr.append(el('td', 'time', hhmmss(c.started)), el('td', 'session', logSessionName(c.session_id, byId)),
+      tr.append(el('td', 'time', hhmmss(c.started)), el('td', 'conv', logSessionName(c.session_id, byId)),
         el('td', 'purpose', c.purpose), el('td', 'model', plain(c.model)),
         el('td', 'tokens', (usage.input_tokens || 0) + ' / ' + (usage.output_tokens || 0)),
         el('td', 'first', millis(c.first_token)), el('td', 'latency', millis(c.latency)), status);
