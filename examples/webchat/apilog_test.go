@@ -1,20 +1,29 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 )
 
 // turnAs runs a turn of session as client on the server at base: it sends
@@ -312,4 +321,109 @@ func TestAPILogFlags(t *testing.T) {
 	assert.Equal(t, 0, run(t.Context(), []string{"-h"}, &stdout, &stderr, nil))
 	assert.Contains(t, stderr.String(), "-api-log")
 	assert.Contains(t, stderr.String(), "-summarize-at")
+}
+
+// TestAPILogKeepsNoSecret runs the program on a model that wants an API
+// key, with MCP servers whose configuration takes secrets from the
+// environment (${VAR} in a stdio server's env, in an HTTP server's
+// Authorization header): after turns with the MCP tools, a summary and a
+// refused request, neither the key nor the secrets appear in any record,
+// as the endpoints give them or as the SQLite file holds them.
+func TestAPILogKeepsNoSecret(t *testing.T) {
+	leaktest.Check(t)
+	key := "sk-test-" + randomID() + randomID()
+	envSecret := "env-secret-" + randomID()
+	headerSecret := "header-secret-" + randomID()
+	secrets := []string{key, envSecret, headerSecret}
+
+	model := toolModel(t, toolCall{"echo", `{"text":"hello"}`}, toolCall{"lookup", `{}`})
+	model.RequireAPIKey(key)
+	lookup := server.NewMCPServer("lookup", "1.0.0")
+	lookup.AddTool(mcp.NewTool("lookup", mcp.WithDescription("Looks something up.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("found it"), nil
+		})
+	var authorized atomic.Int64
+	streamable := server.NewStreamableHTTPServer(lookup)
+	mcpHTTP := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+headerSecret {
+			http.Error(w, "who are you?", http.StatusUnauthorized)
+			return
+		}
+		authorized.Add(1)
+		streamable.ServeHTTP(w, r)
+	}))
+	t.Cleanup(mcpHTTP.Close)
+	t.Setenv("OPENAI_BASE_URL", model.URL())
+	t.Setenv("OPENAI_API_KEY", key)
+	t.Setenv("OPENAI_MODEL", "m")
+	t.Setenv("WEBCHAT_TEST_ENV_SECRET", envSecret)
+	t.Setenv("WEBCHAT_TEST_HEADER_SECRET", headerSecret)
+	file := mcpFile(t, map[string]any{
+		"tools":  map[string]any{"command": stdioServer(t), "env": map[string]string{"API_TOKEN": "${WEBCHAT_TEST_ENV_SECRET}"}, "disabledTools": only("echo")},
+		"lookup": map[string]any{"url": mcpHTTP.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer ${WEBCHAT_TEST_HEADER_SECRET}"}},
+	})
+	db := filepath.Join(t.TempDir(), "chat.db")
+	p := startProgram(t, "-db", db, "-mcp", file, "-summarize-at", "4")
+	base := strings.TrimSuffix(p.URL, "/")
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Transport: &http.Transport{}, Jar: jar}
+	defer client.CloseIdleConnections()
+	status, _ := getAs(t, client, p.URL) // the owner cookie
+	require.Equal(t, http.StatusOK, status)
+	session := postSession(t, client, base)
+
+	// Two turns with both MCP tools (the second ends with a summary), then
+	// one the model refuses: a wrong key.
+	require.Equal(t, "finished", turnAs(t, client, base, session, "Use the tools.").Status)
+	require.Equal(t, "finished", turnAs(t, client, base, session, "Use them again.").Status)
+	assert.Positive(t, authorized.Load(), "the HTTP MCP server got its header")
+	model.RequireAPIKey("sk-another-key")
+	require.Equal(t, "error", turnAs(t, client, base, session, "And once more.").Status)
+
+	// What the endpoints give: the list, and every record in full.
+	status, raw := getJSON(t, client, base+"/api/apilog")
+	require.Equal(t, http.StatusOK, status, "%s", raw)
+	seen := []string{string(raw)}
+	var list apiLogResponse
+	require.NoError(t, json.Unmarshal(raw, &list))
+	purposes := map[memory.APICallPurpose]int{}
+	for _, c := range list.Calls {
+		purposes[c.Purpose]++
+		status, raw := getJSON(t, client, base+"/api/apilog/call?id="+strconv.FormatInt(c.ID, 10))
+		require.Equal(t, http.StatusOK, status, "%s", raw)
+		seen = append(seen, string(raw))
+	}
+	assert.Equal(t, map[memory.APICallPurpose]int{memory.PurposePlanning: 3, memory.PurposeToolRound: 4, memory.PurposeSummary: 1}, purposes)
+	assert.Equal(t, memory.APICallError, list.Calls[0].Status, "the refused request: %+v", list.Calls[0])
+	assert.Contains(t, strings.Join(seen, "\n"), "found it", "the records hold the tools' results")
+	assert.Contains(t, strings.Join(seen, "\n"), `\"text\":\"hello\"`, "and the model's calls")
+	require.Equal(t, 0, p.stop(t), "stderr: %s", p.stderr.String())
+
+	// What the store holds: every record, and the SQLite files' bytes.
+	st, err := sqlitestore.Open(t.Context(), db)
+	require.NoError(t, err)
+	calls, err := st.APICalls(t.Context(), memory.APICallQuery{})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	assert.Len(t, calls, len(list.Calls))
+	for _, c := range calls {
+		seen = append(seen, string(mustJSON(c)))
+	}
+	files, err := filepath.Glob(db + "*")
+	require.NoError(t, err)
+	var raws strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		raws.Write(b)
+	}
+	assert.Contains(t, raws.String(), `found it`, "the files are searched as they hold the records")
+	seen = append(seen, raws.String())
+	for _, text := range seen {
+		for _, s := range secrets {
+			assert.NotContains(t, text, s)
+		}
+	}
 }
