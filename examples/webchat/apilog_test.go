@@ -427,3 +427,34 @@ func TestAPILogKeepsNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestAPILogSubAgent: the researcher's model calls are recorded as
+// sub_agent, in the calling run's session (so its browser lists them),
+// with content or without as the log's mode says.
+func TestAPILogSubAgent(t *testing.T) {
+	leaktest.Check(t)
+	for _, mode := range []APILogMode{APILogFull, APILogMetadata} {
+		t.Run(string(mode), func(t *testing.T) {
+			h := newHarness(t, Options{Researcher: true, APILog: mode})
+			s1 := h.newSession(t)
+			require.Equal(t, "finished", turnAs(t, h.client, h.ts.URL, s1, "Research the weather in Oslo").Status)
+			stored := storedCalls(t, h.srv)
+			sub := 0
+			for _, c := range stored {
+				assert.Equal(t, s1, c.SessionID, "%s", c.Purpose)
+				if c.Purpose != memory.PurposeSubAgent {
+					continue
+				}
+				sub++
+				if mode == APILogFull {
+					assert.Contains(t, string(c.Request), "You are a researcher", "the researcher's own request")
+				} else {
+					assert.Nil(t, c.Request)
+					assert.Nil(t, c.Reply)
+				}
+			}
+			assert.GreaterOrEqual(t, sub, 2, "the researcher's rounds: a call and its answer")
+			assert.Equal(t, callIDs(stored), callIDs(apiLogOf(t, h.client, h.ts.URL, "").Calls))
+		})
+	}
+}
