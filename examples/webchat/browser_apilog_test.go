@@ -199,6 +199,20 @@ func TestBrowserAPILog(t *testing.T) {
 	assert.Empty(t, storedCalls(t, h.srv, s1))
 	assert.Len(t, storedCalls(t, h.srv, s2), len(all)-first, "the other conversation's calls stay")
 
+	// A phone: the panel fits, the page does not scroll sideways.
+	n := b.NewPage(400, 800)
+	n.Navigate(h.ts.URL + "/")
+	n.WaitFor("the event stream", `document.querySelector('#conn').textContent === 'connected'`)
+	n.WaitFor("the Log button", `!document.querySelector('#apilog').hidden`)
+	n.Click("#apilog")
+	n.WaitFor("the rows", `document.querySelectorAll('#log-panel tr.log-entry').length > 0`)
+	var phone struct{ Width, Inner, PanelRight int }
+	require.NoError(t, n.Eval(`({Width: document.documentElement.scrollWidth, Inner: window.innerWidth,
+		PanelRight: Math.ceil(document.querySelector('#log-panel').getBoundingClientRect().right)})`, &phone))
+	assert.LessOrEqual(t, phone.Width, phone.Inner, "no sideways scrolling")
+	assert.LessOrEqual(t, phone.PanelRight, phone.Inner, "the panel fits")
+	n.Screenshot(filepath.Join(t.ArtifactDir(), "apilog-narrow.png"))
+
 	p.Click("#apilog")
 	assert.Equal(t, "true", p.Str(`String(document.querySelector('#log-panel').hidden)`))
 	assert.False(t, strings.Contains(p.Str(`String(window.__xss)`), "1"), "injected script ran")

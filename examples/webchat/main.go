@@ -114,15 +114,16 @@
 // and the researcher's, sub_agent) is kept in the store's API log (see
 // memory.APILog): the request as sent, the reply, the finish reason, the
 // tokens, the status and error, the time to the first token and the
-// latency. The header's Log button opens a panel listing the calls of this
-// browser's conversations, newest first, with a filter by conversation, a
-// Delete button, and each call's request and reply on a click. -api-log
-// metadata keeps no request or reply, -api-log off nothing. The API key
-// travels in a header and is never recorded, nor are the MCP servers'
-// secrets; but the messages are, as the model saw them. The log is bounded
-// (10,000 calls, 7 days), and deleting a conversation deletes its calls.
-// -summarize-at N has the model summarise the oldest half of a
-// conversation once it holds N messages (a summary call in the log).
+// latency. The Log button under the message box opens a panel listing the
+// calls of this browser's conversations, newest first, with a filter by
+// conversation, a Delete button, and each call's request and reply on a
+// click. -api-log metadata keeps no request or reply, -api-log off
+// nothing. The API key travels in a header and is never recorded, nor are
+// the MCP servers' secrets; but the messages are, as the model saw them.
+// The log is bounded (10,000 calls, 7 days), and deleting a conversation
+// deletes its calls. -summarize-at N has the model summarise the oldest
+// half of a conversation once it holds N messages (a summary call in the
+// log).
 //
 // # Who can use it
 //
