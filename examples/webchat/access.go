@@ -22,8 +22,9 @@ import (
 // starts with the owner's tag, a hash of that secret, and every endpoint
 // that names a session (chat, events, history, tool-approve, interrupt,
 // rename, delete, export) checks that the tag is the one of the request's
-// cookie; the session list shows the sessions with the request's tag, and
-// an import gets a new id with it. So a session
+// cookie; the session list and the API log (apilog.go) show the sessions
+// with the request's tag, and their records, and an import gets a new id
+// with it. So a session
 // belongs to the browser that opened it, across server restarts, and the
 // server keeps no list of owners: replicas (-postgres) share nothing for
 // this check, each computes the same tag from the same cookie. Anyone who reaches the port can get a

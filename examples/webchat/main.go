@@ -14,6 +14,7 @@
 //	go run ./examples/webchat -postgres postgres://app@db/app   # one replica of many
 //	go run ./examples/webchat -mcp mcp.json      # with the tools of MCP servers
 //	go run ./examples/webchat -skills skills/ -hooks hooks/
+//	go run ./examples/webchat -api-log metadata   # log the calls without their content
 //	WEBCHAT_TOKEN=$(openssl rand -hex 16) go run ./examples/webchat -addr :8080 -allow-remote
 //
 // With neither OPENAI_BASE_URL nor OPENAI_API_KEY set it runs on the
@@ -107,6 +108,23 @@
 // never auto-approved; approving it pins the new definition for the
 // session's owner (the browser), whose later calls run as before.
 //
+// # The log of model calls
+//
+// Every model call of a run (planning, tool_round, continuation, summary,
+// and the researcher's, sub_agent) is kept in the store's API log (see
+// memory.APILog): the request as sent, the reply, the finish reason, the
+// tokens, the status and error, the time to the first token and the
+// latency. The Log button under the message box opens a panel listing the
+// calls of this browser's conversations, newest first, with a filter by
+// conversation, a Delete button, and each call's request and reply on a
+// click. -api-log metadata keeps no request or reply, -api-log off
+// nothing. The API key travels in a header and is never recorded, nor are
+// the MCP servers' secrets; but the messages are, as the model saw them.
+// The log is bounded (10,000 calls, 7 days), and deleting a conversation
+// deletes its calls. -summarize-at N has the model summarise the oldest
+// half of a conversation once it holds N messages (a summary call in the
+// log).
+//
 // # Who can use it
 //
 // The server listens on 127.0.0.1 unless -addr says otherwise, and it
@@ -189,6 +207,18 @@
 //	                               {you, decisions: [approval.DecisionRecord]};
 //	                               you is this browser's principal, as a
 //	                               decision's decision.by names it
+//	GET  /api/apilog[?session_id=][&limit=]
+//	                               the model calls of this browser's sessions
+//	                               (of the one named), newest first, at most
+//	                               limit (default 200, at most 1000), without
+//	                               their request and reply: {mode, calls:
+//	                               [memory.APICall], more?, sessions: [{id,
+//	                               title?}]}; 404 with -api-log off
+//	GET  /api/apilog/call?id=      one record in full (memory.APICall: the
+//	                               request as sent, the reply); 404 for
+//	                               another browser's
+//	POST /api/apilog/delete        {session_id?}: deletes the session's
+//	                               records, or all of this browser's
 //	GET  /api/skills               the skills: [{name, description}]
 //	GET  /api/mcp/servers          the MCP servers: [{name, transport,
 //	                               isolation, state, tools, error?}]
@@ -312,6 +342,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	skillsDir := fs.String("skills", "", "`folder` of skills (folders holding a SKILL.md) the page's picker offers")
 	hooksDir := fs.String("hooks", "", "`folder` holding a hooks.json of prompt hooks for every run")
 	formTimeout := fs.Duration("form-timeout", interact.DefaultTimeout, "how long an ask_user_question form waits for the answers")
+	apiLog := fs.String("api-log", string(APILogFull), "what the log of model calls (the page's Log panel) keeps: full (requests and replies), metadata (no content) or off")
+	summarizeAt := fs.Int("summarize-at", 0, "summarise the oldest half of a conversation into long-term memory once it holds this many messages (0: never)")
 	traceFile := fs.String("trace", "", "write the OpenTelemetry spans of each run to `file`, one JSON object per line")
 	maxRuns := fs.Int("max-runs", DefaultMaxRuns, "how many runs may be active at once in the whole server (503 beyond)")
 	maxStreams := fs.Int("max-streams", DefaultMaxStreams, "how many event streams (open pages) may be open at once in the whole server (503 beyond)")
@@ -339,6 +371,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintln(stderr, "webchat: -max-runs, -max-streams and -max-imports must be positive")
 		return 2
 	}
+	apiLogMode, err := parseAPILogMode(*apiLog)
+	if err != nil {
+		fmt.Fprintf(stderr, "webchat: %v\n", err)
+		return 2
+	}
+	if *summarizeAt < 0 {
+		fmt.Fprintln(stderr, "webchat: -summarize-at must not be negative")
+		return 2
+	}
 	if *maxImportBytes < DefaultMaxImportSize {
 		fmt.Fprintf(stderr, "webchat: -max-import-bytes must be at least %d, the largest import\n", DefaultMaxImportSize)
 		return 2
@@ -358,6 +399,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		ApprovalTimeout: *timeout,
 		FormTimeout:     *formTimeout,
 		SystemPrompt:    *system,
+		SummarizeAt:     *summarizeAt,
+		APILog:          apiLogMode,
 		Researcher:      true,
 		TrustHints:      *trustHints,
 		SuspendAfter:    *suspendAfter,

@@ -146,6 +146,17 @@ type Options struct {
 	SuspendAfter time.Duration
 	// SystemPrompt is the agent's system prompt.
 	SystemPrompt string
+	// SummarizeAt, when positive, moves the oldest half of a session into
+	// a long-term summary written by the model once the session holds
+	// that many active messages (agent.Config.SummarizeAt); zero never
+	// summarises.
+	SummarizeAt int
+	// APILog says what the Store's API log keeps of each model call
+	// (agent.Config.APILog; the page's Log panel and GET /api/apilog show
+	// them, see apilog.go): the zero value and APILogFull keep the request
+	// and the reply, APILogMetadata the metadata only, APILogOff nothing.
+	// A Store that is no memory.APILog keeps nothing either.
+	APILog APILogMode
 	// Intents is the agent's intent tag dictionary; the zero value is
 	// intent.DefaultDictionary(). Stored replies are shown without its
 	// tags, as the live stream shows them.
@@ -231,6 +242,11 @@ type Server struct {
 	durable bool
 	logger  *slog.Logger
 
+	// apiLog is the Store's API log, nil when it is off; apiLogMode says
+	// what it keeps (APILogFull or APILogMetadata).
+	apiLog     memory.APILog
+	apiLogMode APILogMode
+
 	mu           sync.Mutex          // guards live, closed and the counts below
 	live         map[string]*session // sessions with a turn in progress here, or marks to keep
 	closed       bool
@@ -251,6 +267,9 @@ type info struct {
 	ApprovalTimeout float64 `json:"approval_timeout"`
 	// Durable is true when approvals outlive the server (Options.Store).
 	Durable bool `json:"durable,omitempty"`
+	// APILog is what the API log keeps (full, metadata), absent when it
+	// is off: the page shows its Log button.
+	APILog APILogMode `json:"api_log,omitempty"`
 	// Log names the turn log whose numbers the events carry: this
 	// process's (its instance id), or the Store's. A durable page that
 	// finds another log loads the history again, where its cards still
@@ -288,6 +307,10 @@ func NewServer(o Options) (*Server, error) {
 	maxImport := cmp.Or(o.MaxImportSize, DefaultMaxImportSize)
 	if b := min(cmp.Or(o.MaxImportBytes, maxImport), cmp.Or(o.MaxImportBytesPerOwner, maxImport)); b < maxImport {
 		return nil, fmt.Errorf("webchat: MaxImportBytes and MaxImportBytesPerOwner must be at least MaxImportSize (%d), or an import of that size could never start: %d", maxImport, b)
+	}
+	apiLogMode := cmp.Or(o.APILog, APILogFull)
+	if _, err := parseAPILogMode(string(apiLogMode)); err != nil {
+		return nil, fmt.Errorf("webchat: Options.APILog %q: want full, metadata or off", o.APILog)
 	}
 	durable := false
 	if o.Store == nil {
@@ -357,6 +380,14 @@ func NewServer(o Options) (*Server, error) {
 			return nil, s.abandon(err)
 		}
 	}
+	// Set after the researcher took its copy of cfg: it summarises
+	// nothing, and inherits the API log (its calls are recorded with the
+	// purpose sub_agent and the calling run's session).
+	cfg.SummarizeAt = o.SummarizeAt
+	if l, ok := o.Store.(memory.APILog); ok && apiLogMode != APILogOff {
+		cfg.APILog, cfg.APILogMetadataOnly = l, apiLogMode == APILogMetadata
+		s.apiLog, s.apiLogMode = l, apiLogMode
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return nil, s.abandon(err)
@@ -373,6 +404,9 @@ func NewServer(o Options) (*Server, error) {
 		ModelLabel:      o.ModelLabel,
 		ApprovalTimeout: mgr.Timeout().Seconds(),
 		Durable:         durable,
+	}
+	if s.apiLog != nil {
+		s.info.APILog = s.apiLogMode
 	}
 	if _, shared := o.Store.(memory.EventLog); shared && durable {
 		// The events are numbered in the Store's log: a page's numbers
@@ -442,6 +476,9 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("/api/sessions/import", s.handleImport)
 	m.HandleFunc("GET /api/history", s.handleHistory)
 	m.HandleFunc("GET /api/audit", s.handleAudit)
+	m.HandleFunc("GET /api/apilog", s.handleAPILog)
+	m.HandleFunc("GET /api/apilog/call", s.handleAPICall)
+	m.HandleFunc("/api/apilog/delete", s.handleAPILogDelete)
 	m.HandleFunc("GET /api/skills", s.handleSkills)
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
 	m.HandleFunc("GET /api/mcp/resources", s.handleMCPResources)

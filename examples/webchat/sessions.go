@@ -195,8 +195,8 @@ type deleteRequest struct {
 
 // handleDelete deletes a stored session with its messages: POST
 // /api/sessions/delete {session_id}. The session's open event streams get a
-// session_deleted event (another tab of the browser may show it), and its
-// per_conversation MCP servers end.
+// session_deleted event (another tab of the browser may show it), its
+// per_conversation MCP servers end, and its API log records are deleted.
 //
 //	200 {"success":true}
 //	400 malformed JSON, an invalid session id
@@ -228,6 +228,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if s.mcp != nil {
 		s.mcp.CloseConversation(req.SessionID)
 	}
+	s.deleteAPICalls(r.Context(), req.SessionID)
 	writeJSON(w, http.StatusOK, apiResponse{Success: true})
 }
 

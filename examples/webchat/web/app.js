@@ -24,6 +24,7 @@
     sessionsStatus: $('sessions-status'), import: $('import'), importFile: $('import-file'),
     skillsBox: $('skills-box'), skills: $('skills'),
     audit: $('audit'), auditPanel: $('audit-panel'),
+    apilog: $('apilog'), logPanel: $('log-panel'),
     attach: $('attach'), resourcePanel: $('resource-panel'), attached: $('attached'),
   };
 
@@ -70,6 +71,12 @@
     auditTimer: null,
     auditSeq: 0, // the latest GET /api/audit: older answers are dropped
     allCards: [], // every card of the session drawn, in order (newCard)
+    apiLog: '', // what the server's log of model calls keeps (hello's api_log): full, metadata, or '' when off
+    logFilter: '', // the conversation the Log panel lists, '' for all of them
+    logList: null, // GET /api/apilog's last answer: {mode, calls, more, sessions}
+    logSeq: 0, // the latest GET /api/apilog: older answers are dropped
+    logOpen: 0, // the id of the call whose detail the panel shows, 0 for none
+    logDetailSeq: 0, // the latest GET /api/apilog/call
   };
 
   // ---- small DOM helpers ----------------------------------------------
@@ -396,6 +403,262 @@
     ui.auditPanel.hidden = !ui.auditPanel.hidden;
     renderAudit();
     if (!ui.auditPanel.hidden) loadAudit();
+  }
+
+  // ---- the log of model calls ------------------------------------------------
+  //
+  // The header's Log button, shown when the server keeps a log of the model
+  // calls (hello's api_log), opens a panel listing the calls of this
+  // browser's conversations (GET /api/apilog), newest first: time,
+  // conversation, purpose, model, tokens, time to the first token and
+  // latency, status; a failed call is marked, with its error. A click on a
+  // call shows its request and reply (GET /api/apilog/call), pretty-printed.
+  // A select filters by conversation, Delete deletes the calls listed (all
+  // of this browser's, or the conversation's). The list is read again when
+  // the panel opens and when a run ends. Record data goes into the page as
+  // text only.
+
+  async function loadLog() {
+    if (!st.apiLog || ui.logPanel.hidden) return;
+    const seq = ++st.logSeq;
+    const filter = st.logFilter;
+    let v;
+    try {
+      const r = await fetch('/api/apilog' + (filter ? '?session_id=' + encodeURIComponent(filter) : ''));
+      v = await r.json();
+      if (!r.ok) throw new Error(v.error || 'HTTP ' + r.status);
+    } catch (e) {
+      if (seq === st.logSeq) logStatus('Could not read the log: ' + e.message, true);
+      return;
+    }
+    if (seq !== st.logSeq || filter !== st.logFilter || !v || !Array.isArray(v.calls)) return;
+    st.logList = v;
+    renderLog();
+  }
+
+  function logStatus(text, bad) {
+    const s = ui.logPanel.querySelector('.log-status');
+    if (!s) return;
+    s.textContent = text;
+    s.classList.toggle('bad', !!bad);
+  }
+
+  // millis shows a duration in nanoseconds (Go's time.Duration in JSON).
+  function millis(ns) {
+    const ms = Number(ns) / 1e6;
+    if (!(ms > 0)) return '—';
+    return ms < 1000 ? Math.round(ms) + ' ms' : (ms / 1000).toFixed(2) + ' s';
+  }
+
+  function hhmmss(t) {
+    const d = new Date(t);
+    if (isNaN(d)) return '';
+    return hhmm(t) + ':' + String(d.getSeconds()).padStart(2, '0');
+  }
+
+  // logSessionName names a conversation of the log: its title, else its id.
+  function logSessionName(id, byId) {
+    const t = plain(byId.get(id) || '');
+    return t || (id ? id.slice(id.indexOf('-') + 1) : '(none)');
+  }
+
+  // logFrame draws the panel's bar (filter, Refresh, Delete), table and
+  // detail once; renderLog fills them.
+  function logFrame() {
+    let frame = ui.logPanel.querySelector('.log-frame');
+    if (frame) return frame;
+    frame = el('div', 'log-frame');
+    const bar = el('div', 'log-bar');
+    const label = el('label', '', 'Conversation ');
+    const sel = el('select', 'log-session');
+    sel.id = 'log-session';
+    sel.addEventListener('change', () => {
+      st.logFilter = sel.value;
+      st.logOpen = 0;
+      loadLog();
+    });
+    label.append(sel);
+    const refresh = el('button', 'ghost small log-refresh', 'Refresh');
+    refresh.type = 'button';
+    refresh.addEventListener('click', loadLog);
+    const del = el('button', 'ghost small log-delete', 'Delete');
+    del.type = 'button';
+    del.title = 'delete the calls listed';
+    del.addEventListener('click', () => deleteLog(del));
+    bar.append(label, refresh, del, el('span', 'log-status'));
+    const table = el('table', 'apilog');
+    const head = el('tr');
+    for (const h of ['time', 'conversation', 'purpose', 'model', 'tokens in / out', 'first token', 'latency', 'status']) head.append(el('th', '', h));
+    const thead = el('thead');
+    thead.append(head);
+    table.append(thead, el('tbody'));
+    const detail = el('div', 'log-detail');
+    detail.hidden = true;
+    frame.append(bar, table, el('div', 'log-empty'), detail);
+    ui.logPanel.replaceChildren(frame);
+    return frame;
+  }
+
+  function renderLog() {
+    ui.apilog.setAttribute('aria-expanded', String(!ui.logPanel.hidden));
+    if (ui.logPanel.hidden) return;
+    const frame = logFrame();
+    const v = st.logList || { calls: [], sessions: [] };
+    const byId = new Map((v.sessions || []).map((s) => [s.id, s.title || '']));
+    const sel = frame.querySelector('select.log-session');
+    const opts = [el('option', '', 'All conversations')];
+    opts[0].value = '';
+    for (const s of v.sessions || []) {
+      const o = el('option', '', logSessionName(s.id, byId));
+      o.value = s.id;
+      opts.push(o);
+    }
+    if (st.logFilter && !byId.has(st.logFilter)) {
+      const o = el('option', '', logSessionName(st.logFilter, byId));
+      o.value = st.logFilter;
+      opts.push(o);
+    }
+    sel.replaceChildren(...opts);
+    sel.value = st.logFilter;
+    const tb = frame.querySelector('table.apilog tbody');
+    const rows = [];
+    for (const c of v.calls) {
+      const tr = el('tr', 'log-entry' + (c.status === 'error' ? ' error' : ''));
+      tr.dataset.id = String(c.id);
+      tr.dataset.purpose = c.purpose;
+      tr.dataset.status = c.status;
+      tr.tabIndex = 0;
+      tr.title = 'show the request and the reply';
+      if (c.id === st.logOpen) tr.classList.add('open');
+      const usage = c.usage || {};
+      const status = el('td', 'status', c.status);
+      if (c.error) status.append(el('div', 'log-error', c.error));
+      tr.append(el('td', 'time', hhmmss(c.started)), el('td', 'conv', logSessionName(c.session_id, byId)),
+        el('td', 'purpose', c.purpose), el('td', 'model', plain(c.model)),
+        el('td', 'tokens', (usage.input_tokens || 0) + ' / ' + (usage.output_tokens || 0)),
+        el('td', 'first', millis(c.first_token)), el('td', 'latency', millis(c.latency)), status);
+      tr.addEventListener('click', () => openCall(c.id));
+      tr.addEventListener('keydown', (e) => { if (e.key === 'Enter') openCall(c.id); });
+      rows.push(tr);
+    }
+    tb.replaceChildren(...rows);
+    frame.querySelector('.log-empty').textContent = v.calls.length ? (v.more ? 'Older calls are not listed.' : '')
+      : 'No model calls logged' + (st.logFilter ? ' in this conversation.' : ' yet.');
+    frame.querySelector('button.log-delete').disabled = v.calls.length === 0;
+    logStatus(v.mode === 'metadata' ? 'metadata only: requests and replies are not kept' : '');
+    if (st.logOpen && !v.calls.some((c) => c.id === st.logOpen)) closeCall();
+  }
+
+  function closeCall() {
+    st.logOpen = 0;
+    st.logDetailSeq++;
+    const d = ui.logPanel.querySelector('.log-detail');
+    if (d) { d.hidden = true; d.replaceChildren(); }
+    for (const tr of ui.logPanel.querySelectorAll('tr.log-entry.open')) tr.classList.remove('open');
+  }
+
+  // openCall shows a call's request and reply under the list; a second
+  // click on the same call closes it.
+  async function openCall(id) {
+    if (st.logOpen === id) { closeCall(); return; }
+    closeCall();
+    st.logOpen = id;
+    for (const tr of ui.logPanel.querySelectorAll('tr.log-entry')) tr.classList.toggle('open', tr.dataset.id === String(id));
+    const d = ui.logPanel.querySelector('.log-detail');
+    d.hidden = false;
+    d.replaceChildren(el('div', 'mcp-meta', 'loading…'));
+    const seq = ++st.logDetailSeq;
+    let c;
+    try {
+      const r = await fetch('/api/apilog/call?id=' + encodeURIComponent(id));
+      c = await r.json();
+      if (!r.ok) throw new Error(c.error || 'HTTP ' + r.status);
+    } catch (e) {
+      if (seq === st.logDetailSeq) d.replaceChildren(el('div', 'reason', 'Could not read the call: ' + e.message));
+      return;
+    }
+    if (seq !== st.logDetailSeq) return;
+    renderCall(d, c);
+  }
+
+  // replyView is a reply as the detail shows it: a tool call's arguments
+  // parsed when they are JSON.
+  function replyView(reply) {
+    const out = { ...reply };
+    if (Array.isArray(reply.tool_calls)) {
+      out.tool_calls = reply.tool_calls.map((tc) => {
+        let args = tc.arguments;
+        try { args = JSON.parse(tc.arguments); } catch { /* shown as written */ }
+        return { ...tc, arguments: args };
+      });
+    }
+    return out;
+  }
+
+  function renderCall(d, c) {
+    const head = el('div', 'log-detail-head');
+    const bits = ['#' + c.id, c.purpose, plain(c.model), 'round ' + c.round];
+    if (c.finish_reason) bits.push('finish: ' + c.finish_reason);
+    head.append(el('span', '', bits.join(' · ')));
+    const close = el('button', 'ghost small', 'Close');
+    close.type = 'button';
+    close.addEventListener('click', closeCall);
+    head.append(close);
+    const parts = [head];
+    if (c.error) parts.push(el('div', 'log-error', c.error));
+    parts.push(el('div', 'label', 'request'));
+    parts.push(el('pre', 'log-request', c.request === undefined || c.request === null ? 'not kept (the log keeps metadata only)' : pretty(c.request)));
+    parts.push(el('div', 'label', 'reply'));
+    parts.push(el('pre', 'log-reply', c.reply ? pretty(replyView(c.reply)) : 'not kept (the log keeps metadata only)'));
+    d.replaceChildren(...parts);
+  }
+
+  // deleteLog deletes the calls listed on a second click: the first arms
+  // the button.
+  async function deleteLog(b) {
+    if (!b.classList.contains('armed')) {
+      b.classList.add('armed');
+      b.textContent = 'Delete?';
+      b.title = 'click again to delete ' + (st.logFilter ? "this conversation's calls" : 'the calls of all your conversations');
+      clearTimeout(b.disarmTimer);
+      b.disarmTimer = setTimeout(() => disarmLog(b), 4000);
+      return;
+    }
+    disarmLog(b);
+    let res;
+    try {
+      res = await post('/api/apilog/delete', st.logFilter ? { session_id: st.logFilter } : {});
+    } catch (e) {
+      res = { ok: false, data: { error: e.message } };
+    }
+    if (!res.ok) {
+      logStatus('Could not delete: ' + (res.data.error || 'HTTP ' + res.status), true);
+      return;
+    }
+    closeCall();
+    await loadLog();
+    logStatus('Deleted.');
+  }
+
+  function disarmLog(b) {
+    clearTimeout(b.disarmTimer);
+    b.classList.remove('armed');
+    b.textContent = 'Delete';
+    b.title = 'delete the calls listed';
+  }
+
+  function toggleLog() {
+    ui.logPanel.hidden = !ui.logPanel.hidden;
+    renderLog();
+    loadLog();
+  }
+
+  // setAPILog shows the Log button when the server keeps a log (hello).
+  function setAPILog(mode) {
+    st.apiLog = mode || '';
+    ui.apilog.hidden = !st.apiLog;
+    if (!st.apiLog) ui.logPanel.hidden = true;
+    ui.apilog.setAttribute('aria-expanded', String(!ui.logPanel.hidden));
   }
 
   // ---- messages -----------------------------------------------------------
@@ -1376,6 +1639,7 @@
     loadMCP();
     loadSessions();
     loadAuditSoon();
+    loadLog();
   }
 
   async function interrupt() {
@@ -1511,6 +1775,8 @@
     loadMCP();
     loadSkills();
     loadSessions();
+    setAPILog(h.api_log);
+    loadLog();
     ui.model.textContent = h.model + (h.model_label ? ' · ' + h.model_label : '');
     ui.model.classList.toggle('demo', !!h.model_label);
     const restarted = st.instance !== '' && st.instance !== h.instance;
@@ -2179,6 +2445,7 @@
   ui.mcp.addEventListener('click', toggleMCP);
   ui.attach.addEventListener('click', toggleResources);
   ui.audit.addEventListener('click', toggleAudit);
+  ui.apilog.addEventListener('click', toggleLog);
   ui.speech.addEventListener('click', () => setSpeech(!st.speech));
   ui.sidebarToggle.addEventListener('click', toggleSidebar);
   // A drawer closes when the chat behind it is touched.
