@@ -25,8 +25,9 @@
 //     several at once when asked for several things;
 //   - tools, and the last message is a tool result: a final answer that
 //     quotes this turn's results;
-//   - a request that does not ask for a stream (such as a summary): a
-//     short summary of the user's messages.
+//   - the agent's summary request (agent.SummaryPrompt and a transcript),
+//     or any request that does not ask for a stream: a short summary of
+//     the user's messages.
 //
 // Text streams in deltas of a few characters, tags split across deltas the
 // way real models split them, with [Model.Delay] between deltas

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/interact"
@@ -72,6 +73,9 @@ func (m Model) Respond(req *agenttest.Request) agenttest.Response {
 	case !req.Stream:
 		out = summary(req)
 		b.Text(out)
+	case isSummaryRequest(req):
+		out = summary(req)
+		b.Text(split(out)...)
 	case !req.HasTools() && t.last.Role == "user" && isContinue(t.last.Content):
 		out = answer(t.user)
 		b.Text(split(out)...)
@@ -519,13 +523,29 @@ func final(t turn) string {
 	return b.String()
 }
 
-// summary answers a request that did not ask for a stream (such as a
-// summarisation request): the user's messages, briefly.
+// isSummaryRequest reports whether req is the agent's summary request
+// (agent.SummaryPrompt, then the transcript), which streams like a round's.
+func isSummaryRequest(req *agenttest.Request) bool {
+	return len(req.Messages) == 2 && req.Messages[0].Role == "system" && req.Messages[0].Content == agent.SummaryPrompt
+}
+
+// summary answers a summary request (the agent's, or any request that did
+// not ask for a stream): the user's messages, briefly. In the agent's, they
+// are the transcript's "user: " lines.
 func summary(req *agenttest.Request) string {
 	var topics []string
-	for _, m := range req.Messages {
-		if m.Role == "user" && !isContinue(m.Content) {
-			topics = append(topics, truncate(strings.TrimSpace(m.Content), 80))
+	add := func(s string) { topics = append(topics, truncate(strings.TrimSpace(s), 80)) }
+	if isSummaryRequest(req) {
+		for line := range strings.Lines(req.Messages[1].Content) {
+			if said, ok := strings.CutPrefix(line, "user: "); ok && !isContinue(said) {
+				add(said)
+			}
+		}
+	} else {
+		for _, m := range req.Messages {
+			if m.Role == "user" && !isContinue(m.Content) {
+				add(m.Content)
+			}
 		}
 	}
 	if len(topics) == 0 {

@@ -13,7 +13,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/memory"
 )
 
 type call struct{ id, name, args string }
@@ -303,5 +305,27 @@ func TestFinalAnswerQuotesLongOutputBriefly(t *testing.T) {
 	}
 	if strings.Contains(r.text, "line 12") {
 		t.Errorf("final quotes more than 12 lines: %q", r.text)
+	}
+}
+
+// The agent's summary request streams, like a round's: the demo model
+// answers it with a summary of the user's messages in the transcript, not
+// with a plan.
+func TestAgentSummary(t *testing.T) {
+	m := demo.Model{}
+	a, err := agent.New(agent.Config{BaseURL: demo.BaseURL, HTTPClient: m.Client(), Model: demo.ModelName, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.SummaryModel().Summarize(t.Context(), []memory.Message{
+		{Role: memory.RoleUser, Content: "weather in Paris"},
+		{Role: memory.RoleAssistant, Content: "Let me check. <need_tool>"},
+		{Role: memory.RoleUser, Content: "and in Rome?"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Summary: the user asked: weather in Paris; and in Rome?."; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
 	}
 }
