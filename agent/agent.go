@@ -74,18 +74,24 @@ type Config struct {
 	BaseURL string
 	// APIKey is sent as a bearer token; empty sends none.
 	APIKey string
-	// HTTPClient makes the requests; nil means a client without an overall
-	// timeout (a stream may take long: bound a run with its context) over
-	// http.DefaultTransport.
+	// HTTPClient makes the requests; nil means the SDK's default client,
+	// shared by every Agent that leaves it nil: no overall timeout (a
+	// stream may take long: bound a run with its context), over a copy of
+	// http.DefaultTransport (proxy from the environment, HTTP/2 when the
+	// server offers it) that keeps 64 idle connections per host instead
+	// of 2 and gives each HTTP/1.1 connection 1 KiB read and write
+	// buffers instead of 4 KiB each. When http.DefaultTransport is not a
+	// *http.Transport (a host wrapped it), it is used as it is.
 	//
-	// A host that runs many conversations at once against one provider
-	// over HTTP/1.1 (a local server, a plain http:// URL) should give a
-	// Transport whose MaxIdleConnsPerHost is near the number of runs that
-	// overlap: http.DefaultTransport keeps 2 idle connections per host, so
-	// most rounds of most runs would dial a new connection (and shake
-	// hands again over TLS). Over HTTPS, providers that speak HTTP/2 carry
-	// many runs' streams on each connection and the default is enough;
-	// BENCHMARKS.md (Load harness) has the figures of both.
+	// A host that brings its own client keeps full control. For many
+	// conversations at once against one provider, its Transport should
+	// keep about as many idle connections per host (MaxIdleConnsPerHost)
+	// as runs overlap over HTTP/1.1 (a local server, a plain http:// URL),
+	// else most rounds dial a new connection; over HTTPS, providers that
+	// speak HTTP/2 carry many runs' streams on each connection.
+	// ReadBufferSize and WriteBufferSize bound what each HTTP/1.1
+	// connection holds while a run streams. BENCHMARKS.md (Load harness)
+	// has the figures.
 	HTTPClient *http.Client
 	// MaxRetries is how many times a model request that failed before its
 	// response came (a connection error, a timeout, a 408, 409, 429 or 5xx

@@ -33,7 +33,7 @@ func newModel(cfg Config) *model {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		hc = defaultClient()
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),

@@ -67,7 +67,7 @@ func run(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per N instead of a table")
 	history := fs.Int("history", 0, "give every conversation an earlier turn of about this many `bytes`, sent with every request")
 	idle := fs.Int("idle-per-host", 0, "give the agent its own transport keeping this many idle connections (0: the SDK's default client)")
-	connBuf := fs.Int("conn-buffers", 0, "give the agent its own transport with read and write buffers of this many `bytes` per HTTP/1.1 connection (0: net/http's 4096)")
+	connBuf := fs.Int("conn-buffers", 0, "give the agent its own transport with read and write buffers of this many `bytes` per HTTP/1.1 connection (0: net/http's 4096 in a transport of the agent's own, or the SDK's default client's 1024 when -idle-per-host is 0 too)")
 	heapProfile := fs.String("heapprofile", "", "write a heap profile taken at the paused snapshot (mid-stream with -tool=false) to `file` (one N only)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to `file`")
 	web := addWebFlags(fs)

@@ -1,0 +1,5 @@
+package agent
+
+// DefaultClient is the SDK's default client, for the tests of package
+// agent_test.
+var DefaultClient = defaultClient
