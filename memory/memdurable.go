@@ -168,24 +168,22 @@ func (st *MemStore) CreateApproval(ctx context.Context, a Approval) error {
 // addPending indexes the pending approval a. The caller holds mu.
 func (st *MemStore) addPending(a *Approval) {
 	if st.pending == nil {
-		st.pending = make(map[string]map[string]*Approval)
+		st.pending = make(map[string][]*Approval)
 	}
-	s := st.pending[a.SessionID]
-	if s == nil {
-		s = make(map[string]*Approval)
-		st.pending[a.SessionID] = s
-	}
-	s[a.ID] = a
+	st.pending[a.SessionID] = append(st.pending[a.SessionID], a)
 }
 
 // dropPending removes a from the index of pending approvals. The caller
 // holds mu.
 func (st *MemStore) dropPending(a *Approval) {
-	if s := st.pending[a.SessionID]; s != nil {
-		delete(s, a.ID)
-		if len(s) == 0 {
-			delete(st.pending, a.SessionID)
-		}
+	s := st.pending[a.SessionID]
+	i := slices.Index(s, a)
+	switch {
+	case i < 0:
+	case len(s) == 1:
+		delete(st.pending, a.SessionID)
+	default:
+		st.pending[a.SessionID] = slices.Delete(s, i, i+1)
 	}
 }
 
