@@ -101,6 +101,10 @@ type Config struct {
 	// It is the common way to set retries; RequestOptions, which come
 	// after it, override it.
 	MaxRetries int
+	// RequestLimit, when set, bounds the model requests in flight at once
+	// among the Agents that share it: the others wait for a slot, within
+	// their run's context (see [RequestLimit]). Nil: no bound.
+	RequestLimit *RequestLimit
 	// RequestOptions are extra openai-go options for every model request,
 	// for what the fields above do not cover (headers, middleware, ...).
 	// They apply after the agent's own options, so they can override any

@@ -240,8 +240,9 @@
 //
 // The metrics are gen_ai.client.token.usage and
 // gen_ai.client.operation.duration (per model call, the summary's
-// included), planround.tool.duration, planround.approval.wait and
-// planround.runs (by outcome). Config.Logger gets a "model call" record
+// included), planround.tool.duration, planround.approval.wait,
+// planround.runs (by outcome) and, with a Config.RequestLimit,
+// planround.model.queue.length and planround.model.queue.wait. Config.Logger gets a "model call" record
 // per model call (session, round, model, latency, outcome, finish reason,
 // token usage, the error), the summary's with summary set instead of the
 // round: a run's chat spans and records are as many as its requests.

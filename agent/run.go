@@ -731,6 +731,10 @@ func (r *run) namedCalls() []stream.Call {
 // readStream sends req with ctx (the run's, carrying the chat span) and
 // reads its response.
 func (r *run) readStream(ctx context.Context, chat *chatTel, req request, withTools bool, res *roundResult, finish *string) error {
+	if err := r.a.cfg.RequestLimit.acquire(ctx, r.obs.tel); err != nil {
+		return fmt.Errorf("model request not sent: waiting for a slot of the request limit: %w", err)
+	}
+	defer r.a.cfg.RequestLimit.release()
 	rd, resp, err := r.a.model.open(ctx, req)
 	if err != nil {
 		return fmt.Errorf("model request failed: %w", err)

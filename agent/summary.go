@@ -63,7 +63,7 @@ func (a *Agent) summarize(ctx context.Context, obs *observer, sessionID string, 
 	sctx, ct := tel.startSummary(ctx, sessionID, req)
 	sctx, body := obs.api.withSentBody(sctx)
 	var out summaryOutput
-	err := a.readSummary(sctx, ct, req, &out)
+	err := a.readSummary(sctx, tel, ct, req, &out)
 	if obs.api.log != nil {
 		e := apiCallEnd{sessionID: sessionID, round: round, purpose: memory.PurposeSummary, body: body,
 			finish: out.finish, usage: out.usage, err: err, ct: ct}
@@ -121,7 +121,11 @@ type summaryOutput struct {
 
 // readSummary sends the summary request req with ctx (carrying its chat
 // span ct) and reads the response into out.
-func (a *Agent) readSummary(ctx context.Context, ct *chatTel, req request, out *summaryOutput) error {
+func (a *Agent) readSummary(ctx context.Context, tel *telemetry, ct *chatTel, req request, out *summaryOutput) error {
+	if err := a.cfg.RequestLimit.acquire(ctx, tel); err != nil {
+		return fmt.Errorf("agent: summary request not sent: waiting for a slot of the request limit: %w", err)
+	}
+	defer a.cfg.RequestLimit.release()
 	rd, resp, err := a.model.open(ctx, req)
 	if err != nil {
 		return fmt.Errorf("agent: summary request failed: %w", err)

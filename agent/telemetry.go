@@ -105,6 +105,9 @@ type instruments struct {
 	toolDuration metric.Float64Histogram
 	approvalWait metric.Float64Histogram
 	runs         metric.Int64Counter
+	// Of a Config.RequestLimit: requests waiting, and each one's wait.
+	queueLen  metric.Int64UpDownCounter
+	queueWait metric.Float64Histogram
 }
 
 // observer is where a run's spans, metrics and log records go.
@@ -199,6 +202,14 @@ func newTelemetry(cfg Config) (*telemetry, error) {
 	if tel.approvalWait, err = m.Float64Histogram("planround.approval.wait",
 		metric.WithDescription("Time from asking the Approver about a tool call to its decision."), metric.WithUnit("s"), durations); err != nil {
 		return nil, fmt.Errorf("agent: creating metric planround.approval.wait: %w", err)
+	}
+	if tel.queueLen, err = m.Int64UpDownCounter("planround.model.queue.length",
+		metric.WithDescription("Model requests waiting for a slot of their Agent's RequestLimit."), metric.WithUnit("{request}")); err != nil {
+		return nil, fmt.Errorf("agent: creating metric planround.model.queue.length: %w", err)
+	}
+	if tel.queueWait, err = m.Float64Histogram("planround.model.queue.wait",
+		metric.WithDescription("Time a model request waited for a slot of its Agent's RequestLimit (0 when one was free)."), metric.WithUnit("s"), durations); err != nil {
+		return nil, fmt.Errorf("agent: creating metric planround.model.queue.wait: %w", err)
 	}
 	if tel.runs, err = m.Int64Counter("planround.runs",
 		metric.WithDescription("Runs and resumed turns, by how they ended."), metric.WithUnit("{run}")); err != nil {
@@ -645,4 +656,18 @@ func validJSON(b []byte) json.RawMessage {
 	}
 	s, _ := json.Marshal(string(b))
 	return s
+}
+
+// queueLength adds n to the requests waiting for a RequestLimit's slot.
+func (tel *telemetry) queueLength(ctx context.Context, n int64) {
+	if ctx := context.WithoutCancel(ctx); tel.queueLen.Enabled(ctx) {
+		tel.queueLen.Add(ctx, n, metric.WithAttributes(tel.common...))
+	}
+}
+
+// queued records how long a request waited for a RequestLimit's slot.
+func (tel *telemetry) queued(ctx context.Context, waited time.Duration) {
+	if ctx := context.WithoutCancel(ctx); tel.queueWait.Enabled(ctx) {
+		tel.queueWait.Record(ctx, waited.Seconds(), metric.WithAttributes(tel.common...))
+	}
 }
