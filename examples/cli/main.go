@@ -555,7 +555,6 @@ func (c *cli) turn(ctx context.Context, msg string) int {
 		}
 	}
 	c.screen.own(c.out.endTurn)
-	c.screen.endTurn()
 	// Messages is valid history however the run ended; with a store the
 	// agent has already saved it.
 	if c.opts.db == "" {
