@@ -158,8 +158,10 @@ func (l APILogLimits) Age() time.Duration {
 // PostgreSQL stores.
 //
 // The log is bounded (see [APILogLimits]): an append drops the records
-// beyond the bounds. Records do not belong to a session: DeleteSession
-// leaves them, and they are not part of an [Export]. Like a [Store]'s, the
+// beyond the bounds. A store that is also the [Store] of the sessions
+// deletes a session's records with the session (DeleteSession): a deleted
+// conversation leaves none of its content in the log. Records are not part
+// of an [Export]. Like a [Store]'s, the
 // methods are safe for concurrent use, return an error when ctx is already
 // done, and return copies.
 type APILog interface {

@@ -163,6 +163,7 @@ func (st *MemStore) DeleteSession(ctx context.Context, id string) error {
 	delete(st.sessions, id)
 	delete(st.leases, id)
 	st.deleteApprovals(func(a *Approval) bool { return a.SessionID == id })
+	st.apiLog.calls = slices.DeleteFunc(st.apiLog.calls, func(c APICall) bool { return c.SessionID == id })
 	return nil
 }
 

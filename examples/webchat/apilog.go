@@ -247,14 +247,3 @@ func (s *Server) handleAPILogDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, apiResponse{Success: true})
 }
-
-// deleteAPICalls deletes the records of a deleted session; a failure is
-// logged (the session is gone already).
-func (s *Server) deleteAPICalls(ctx context.Context, sessionID string) {
-	if s.apiLog == nil || sessionID == "" {
-		return
-	}
-	if err := s.apiLog.DeleteAPICalls(ctx, memory.APICallQuery{SessionIDs: []string{sessionID}}); err != nil {
-		s.logger.Warn("webchat: deleting the API log records of a deleted session", "session", sessionID, "err", err)
-	}
-}

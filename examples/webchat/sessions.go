@@ -228,7 +228,6 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if s.mcp != nil {
 		s.mcp.CloseConversation(req.SessionID)
 	}
-	s.deleteAPICalls(r.Context(), req.SessionID)
 	writeJSON(w, http.StatusOK, apiResponse{Success: true})
 }
 

@@ -426,7 +426,7 @@ func (st *Store) RenameSession(ctx context.Context, id, title string) error {
 
 // DeleteSession implements [memory.Store.DeleteSession]. Its messages,
 // summaries and open-call records go with it (ON DELETE CASCADE), and its
-// approvals, lease and event log in the same transaction.
+// approvals, lease, API log records and event log in the same transaction.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "DELETE FROM "+st.sessions+" WHERE id = $1", id)
@@ -440,6 +440,9 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM "+st.leases+" WHERE session_id = $1", id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM "+st.apiCalls+" WHERE session_id = $1", id); err != nil {
 			return err
 		}
 		// After the session's row: an append that held it has committed,

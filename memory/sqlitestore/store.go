@@ -616,6 +616,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 			"DELETE FROM open_calls WHERE session_id = ?",
 			"DELETE FROM approvals WHERE session_id = ?",
 			"DELETE FROM leases WHERE session_id = ?",
+			"DELETE FROM api_calls WHERE session_id = ?",
 			"DELETE FROM events WHERE session_id = ?",
 			"DELETE FROM messages WHERE session_id = ?",
 			"DELETE FROM summaries WHERE session_id = ?",

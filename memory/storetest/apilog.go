@@ -200,4 +200,28 @@ func RunAPILog(t *testing.T, newLog func(t *testing.T, l memory.APILogLimits) me
 			t.Error("APICalls with a cancelled context: no error")
 		}
 	})
+	t.Run("DeleteSession", func(t *testing.T) {
+		lg := newLog(t, memory.APILogLimits{})
+		st, ok := lg.(memory.Store)
+		if !ok {
+			t.Skip("the log is not the Store of the sessions")
+		}
+		for _, id := range []string{"gone", "kept"} {
+			if _, err := st.CreateSession(ctx, memory.Session{ID: id}); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				_, err := lg.AppendAPICall(ctx, memory.APICall{SessionID: id, Model: "m", Purpose: memory.PurposePlanning, Status: memory.APICallOK})
+				mustKV(t, err)
+			}
+		}
+		if err := st.DeleteSession(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := lg.APICalls(ctx, memory.APICallQuery{})
+		mustKV(t, err)
+		if len(got) != 2 || got[0].SessionID != "kept" || got[1].SessionID != "kept" {
+			t.Fatalf("after DeleteSession(gone), the log holds %+v: want kept's two records", got)
+		}
+	})
 }
