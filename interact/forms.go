@@ -257,7 +257,7 @@ func (f *Forms) register(ctx context.Context, info agent.CallInfo, session, key 
 		if !f.unqueue(key, h) {
 			return
 		}
-		w.Release()
+		defer w.Release() // after the cancel: the form leaves Len once it is answered
 		if errors.Is(context.Cause(ctx), agent.ErrSuspended) {
 			return // the run suspended: the resumed turn's call takes the form up
 		}
