@@ -21,7 +21,11 @@ import (
 //     4 KiB each: a request is written once, and a stream's events are a
 //     few hundred bytes, so the larger buffers only hold memory for as
 //     long as a run streams (BENCHMARKS.md, issue 24: 6 KB less heap per
-//     conversation mid-stream, the same CPU per delta).
+//     conversation mid-stream, the same CPU per delta);
+//   - over HTTPS to a host that speaks HTTP/2, connections that are
+//     made a few at a time however many requests come at once (see
+//     connPool): a burst of runs shares the connections it needs instead
+//     of starting a handshake each.
 //
 // A host that replaced http.DefaultTransport with a transport of its own
 // (a tracing wrapper, say) has it used as it is.
@@ -36,7 +40,7 @@ var defaultClient = sync.OnceValue(func() *http.Client {
 		t.MaxIdleConns = defaultIdlePerHost
 	}
 	t.ReadBufferSize, t.WriteBufferSize = defaultConnBuffer, defaultConnBuffer
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: newConnPool(t)}
 })
 
 const (

@@ -21,8 +21,7 @@ import (
 func TestDefaultClientSettings(t *testing.T) {
 	c := agent.DefaultClient()
 	require.Same(t, c, agent.DefaultClient(), "one client for every Agent")
-	tr, ok := c.Transport.(*http.Transport)
-	require.True(t, ok, "a *http.Transport, got %T", c.Transport)
+	tr := agent.DefaultTransport()
 	def := http.DefaultTransport.(*http.Transport)
 	assert.NotSame(t, def, tr, "a copy: the host's http.DefaultTransport is not changed")
 	assert.Equal(t, 64, tr.MaxIdleConnsPerHost)

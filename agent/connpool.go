@@ -1,0 +1,320 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+)
+
+// connPool is the RoundTripper of the SDK's default client. It sends HTTPS
+// requests to a host that speaks HTTP/2 over connections it holds itself
+// (made with http.Transport.NewClientConn), and everything else through
+// the transport t as it is.
+//
+// It exists for bursts. When every HTTP/2 connection to a host carries as
+// many streams as the server allows, http.Transport starts a new dial (a
+// TCP connection and a TLS handshake) for every request that comes, and
+// keeps one of them: 10,000 runs resuming within a second start thousands
+// of handshakes on both sides, for the tens of connections they need.
+// connPool starts at most dialsPerHost dials to a host at once; the other
+// requests wait in order for a stream on a connection that exists or is
+// being made. Each new connection takes as many waiting requests as the
+// server lets it carry, so a burst needs about one dial per
+// MaxConcurrentStreams requests.
+//
+// A host found to speak HTTP/1.1 (its first connection did not negotiate
+// HTTP/2) is left to t for good: one handshake is spent finding out.
+type connPool struct {
+	t            *http.Transport
+	dialsPerHost int
+
+	mu    sync.Mutex
+	hosts map[string]*poolHost
+}
+
+// dialsPerHost is how many connections connPool makes to one host at once.
+const dialsPerHost = 4
+
+func newConnPool(t *http.Transport) *connPool {
+	return &connPool{t: t, dialsPerHost: dialsPerHost, hosts: make(map[string]*poolHost)}
+}
+
+// poolHost is what connPool holds for one host.
+type poolHost struct {
+	p    *connPool
+	addr string // host:port
+
+	mu      sync.Mutex
+	conns   []*http.ClientConn // replaced, never changed in place: read outside mu
+	http1   bool               // the host does not speak HTTP/2: t serves it
+	dialing int                // dials in flight
+	failed  int                // dials failed in a row
+	waiters []*poolWaiter      // in arrival order; gone ones are skipped
+	// freed counts the times a stream became free or a connection was
+	// added or lost: a request that found no stream looks again instead
+	// of waiting when it changed meanwhile.
+	freed uint64
+}
+
+// poolWaiter is a request waiting for a stream.
+type poolWaiter struct {
+	ready chan struct{} // closed to say: look again
+	woken bool          // ready is closed
+	gone  bool          // the request left (its context ended)
+	err   error         // set with ready: every dial failed
+}
+
+// errDialFailed is wrapped by the error of a request whose connection
+// could not be made: the request was not sent.
+var errDialFailed = errors.New("agent: no connection to the provider could be made; the request was not sent")
+
+// notSentError is a request's error that proves it never left: no
+// connection could be made for it.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return errDialFailed.Error() + ": " + e.err.Error() }
+func (e *notSentError) Unwrap() []error {
+	return []error{errDialFailed, e.err}
+}
+
+func (p *connPool) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "https" || req.Close {
+		return p.t.RoundTrip(req)
+	}
+	h := p.host(req.URL)
+	for range 3 {
+		cc, err := h.get(req.Context())
+		if err != nil {
+			if req.Body != nil {
+				req.Body.Close() // as a RoundTripper must, even on error
+			}
+			return nil, err
+		}
+		if cc == nil {
+			return p.t.RoundTrip(req)
+		}
+		resp, err := cc.RoundTrip(req)
+		if err == nil || !unusedConn(err) {
+			return resp, err
+		}
+		// The connection closed between the reservation and the
+		// request, which it did not send: take another one.
+		if req.Body != nil && req.Body != http.NoBody {
+			if req.GetBody == nil {
+				return nil, &notSentError{err}
+			}
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				return nil, &notSentError{err}
+			}
+			r := *req
+			r.Body = body
+			req = &r
+		}
+	}
+	return nil, &notSentError{errors.New("the connections kept closing before the request could be sent")}
+}
+
+// unusedConn reports whether err is net/http's HTTP/2 error for a request
+// that a connection refused without sending it.
+func unusedConn(err error) bool {
+	switch err.Error() {
+	case "http2: client conn could not be established", "http2: client conn not usable", "http2: client conn is closed":
+		return true
+	}
+	return false
+}
+
+// CloseIdleConnections closes the connections that carry no request, and
+// t's idle ones.
+func (p *connPool) CloseIdleConnections() {
+	p.mu.Lock()
+	hosts := make([]*poolHost, 0, len(p.hosts))
+	for _, h := range p.hosts {
+		hosts = append(hosts, h)
+	}
+	p.mu.Unlock()
+	for _, h := range hosts {
+		h.mu.Lock()
+		conns := h.conns
+		h.mu.Unlock()
+		for _, cc := range conns {
+			if cc.InFlight() == 0 {
+				cc.Close() // its state hook drops it
+			}
+		}
+	}
+	p.t.CloseIdleConnections()
+}
+
+// host returns the poolHost of u's host, made on first use.
+func (p *connPool) host(u *url.URL) *poolHost {
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	addr := net.JoinHostPort(u.Hostname(), port)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.hosts[addr]
+	if h == nil {
+		h = &poolHost{p: p, addr: addr}
+		p.hosts[addr] = h
+	}
+	return h
+}
+
+// get returns a connection with a stream reserved for the request, or nil
+// when the host is left to the transport (HTTP/1.1).
+func (h *poolHost) get(ctx context.Context) (*http.ClientConn, error) {
+	for {
+		h.mu.Lock()
+		if h.http1 {
+			h.mu.Unlock()
+			return nil, nil
+		}
+		conns, freed := h.conns, h.freed
+		h.mu.Unlock()
+		for _, cc := range conns {
+			if cc.Reserve() == nil {
+				return cc, nil
+			}
+		}
+		h.mu.Lock()
+		if h.freed != freed || h.http1 {
+			h.mu.Unlock()
+			continue
+		}
+		w := &poolWaiter{ready: make(chan struct{})}
+		h.waiters = append(h.waiters, w)
+		h.dialLocked()
+		h.mu.Unlock()
+		select {
+		case <-w.ready:
+			if w.err != nil {
+				return nil, w.err
+			}
+		case <-ctx.Done():
+			h.mu.Lock()
+			w.gone = true
+			if w.woken {
+				h.wakeLocked(1) // pass the turn on
+			}
+			h.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// dialLocked starts a dial when fewer than dialsPerHost are in flight.
+// h.mu is held.
+func (h *poolHost) dialLocked() {
+	if h.dialing >= h.p.dialsPerHost || h.http1 {
+		return
+	}
+	h.dialing++
+	go h.dial()
+}
+
+// dial makes one connection and hands its streams to the waiters.
+func (h *poolHost) dial() {
+	cc, err := h.p.t.NewClientConn(context.Background(), "https", h.addr)
+	if err == nil && cc.Available() <= 1 {
+		// HTTP/1.1 (or a server allowing one stream at a time): the
+		// transport's own pool serves such a host better.
+		cc.Close()
+		h.mu.Lock()
+		h.dialing--
+		h.http1 = true
+		h.freed++
+		h.wakeLocked(len(h.waiters))
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Lock()
+	h.dialing--
+	if err != nil {
+		h.failed++
+		if len(h.conns) == 0 && h.dialing == 0 || h.failed >= h.p.dialsPerHost {
+			// Nothing else will come, or the host keeps refusing: every
+			// waiter fails, unsent (the agent retries such a request
+			// after a backoff).
+			ne := &notSentError{err}
+			for _, w := range h.waiters {
+				if !w.gone && !w.woken {
+					w.err = ne
+					w.woken = true
+					close(w.ready)
+				}
+			}
+			h.waiters = nil
+		} else if h.hasWaitersLocked() {
+			h.dialLocked()
+		}
+		h.mu.Unlock()
+		return
+	}
+	h.failed = 0
+	h.conns = append(h.conns[:len(h.conns):len(h.conns)], cc)
+	h.mu.Unlock()
+	cc.SetStateHook(h.changed)
+	h.changed(cc) // its streams go to the waiters
+}
+
+// changed is the state hook of every connection: a stream freed, the
+// connection added (SetStateHook calls it once) or closed.
+func (h *poolHost) changed(cc *http.ClientConn) {
+	closed := cc.Err() != nil
+	n := cc.Available()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.freed++
+	if closed {
+		conns := make([]*http.ClientConn, 0, len(h.conns))
+		for _, c := range h.conns {
+			if c != cc {
+				conns = append(conns, c)
+			}
+		}
+		h.conns = conns
+		if h.hasWaitersLocked() {
+			h.dialLocked()
+		}
+		return
+	}
+	h.wakeLocked(n)
+	if h.hasWaitersLocked() {
+		h.dialLocked()
+	}
+}
+
+// wakeLocked tells the first n waiters to look again. h.mu is held.
+func (h *poolHost) wakeLocked(n int) {
+	i := 0
+	for ; i < len(h.waiters) && n > 0; i++ {
+		w := h.waiters[i]
+		if w.gone || w.woken {
+			continue
+		}
+		w.woken = true
+		close(w.ready)
+		n--
+	}
+	h.waiters = h.waiters[i:]
+	if len(h.waiters) == 0 {
+		h.waiters = nil
+	}
+}
+
+// hasWaitersLocked reports whether a request waits. h.mu is held.
+func (h *poolHost) hasWaitersLocked() bool {
+	for _, w := range h.waiters {
+		if !w.gone && !w.woken {
+			return true
+		}
+	}
+	return false
+}
