@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +96,22 @@ func startServer(exe string, args []string, o ServerOptions) (*server, error) {
 	return s, nil
 }
 
+// stats asks the server how many connections it accepted and TLS
+// handshakes it began so far (the request itself may add one of each).
+func (s *server) stats() (serverStats, error) {
+	var st serverStats
+	c := s.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Get(strings.TrimSuffix(s.URL, "/v1") + "/stats")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
 // Close ends the server process and waits for it.
 func (s *server) Close() error {
 	if s.Client != nil {
@@ -121,13 +138,16 @@ type Options struct {
 	// with the same tool), which waits for an approval.Manager's decision:
 	// once every run waits (or has ended), the harness takes the paused
 	// snapshot and then answers each approval after a random delay of at
-	// most ApprovalDelay.
+	// most ApprovalDelay (0: all at once). With an openai client, the
+	// conversation makes the same three requests with openai-go (plan,
+	// tool call, answer) and waits between the last two as the agent
+	// waits for its approval.
 	Tool          bool
 	ApprovalDelay time.Duration
 	// Client is what holds the conversations: "agent" (or empty), an
-	// agent.Agent; "openai", a bare openai-go stream of the answer alone
-	// (the baseline: no planning round, no tool call); "openai-acc", the
-	// same with openai-go's ChatCompletionAccumulator.
+	// agent.Agent; "openai", bare openai-go streams (the baseline: the
+	// answer alone, or with Tool the agent's three requests); "openai-acc",
+	// the same with openai-go's ChatCompletionAccumulator.
 	Client string
 	// HTTPClient, when not nil, makes the requests of either client;
 	// nil leaves each with its own default.
@@ -146,6 +166,9 @@ type Options struct {
 	// ServerPID, when not 0, is the server process, whose CPU time per
 	// delta is reported too.
 	ServerPID int
+	// Server, when not nil, is asked how many connections and TLS
+	// handshakes the measurement took.
+	Server *server
 }
 
 // Report is the result of one measurement.
@@ -212,6 +235,11 @@ type Report struct {
 	PaceMs            float64 `json:"pace_ms"`
 	DeltasPerReply    int     `json:"deltas_per_reply"`
 	ApprovalDelayMs   float64 `json:"approval_delay_ms,omitempty"` // the bound of the random delay before each approval is answered
+	// What the server saw over the measurement: connections accepted and
+	// TLS handshakes begun (HTTPS only), the harness's two requests for
+	// these figures included.
+	ServerConns      int64 `json:"server_conns,omitempty"`
+	ServerHandshakes int64 `json:"server_handshakes,omitempty"`
 }
 
 // snapshot is the process's memory at one moment, over a baseline.
@@ -231,7 +259,7 @@ func takeSnapshot() (snapshot, error) {
 // measure runs o.N conversations at once, each to its end, and reports.
 func measure(o Options) (Report, error) {
 	if o.N < 1 || o.Deltas < 1 || o.Pace < 0 || o.Timeout <= 0 || o.ApprovalDelay < 0 ||
-		o.Client != "" && !slices.Contains(clients, o.Client) || strings.HasPrefix(o.Client, "openai") && o.Tool {
+		o.Client != "" && !slices.Contains(clients, o.Client) {
 		return Report{}, fmt.Errorf("loadharness: bad options %+v", o)
 	}
 	ramp := o.Ramp
@@ -284,11 +312,17 @@ func measure(o Options) (Report, error) {
 	received := make([]int64, o.N*o.Deltas) // Unix ns, beside delays
 	delayCounts := make([]int, o.N)
 	counts := make([]int, o.N)
+	// pending is a conversation waiting for its approval; resume gives it.
 	type pending struct {
-		session string
-		call    agent.ToolCall
+		resume func()
 	}
 	waiting := make(chan pending, o.N)
+	var st0 serverStats
+	if o.Server != nil {
+		if st0, err = o.Server.stats(); err != nil {
+			return Report{}, err
+		}
+	}
 	base, err := takeSnapshot()
 	if err != nil {
 		return Report{}, err
@@ -359,13 +393,29 @@ func measure(o Options) (Report, error) {
 			session := "c" + strconv.Itoa(i)
 			approve := func(call agent.ToolCall) {
 				release()
-				waiting <- pending{session, call}
+				waiting <- pending{func() {
+					mgr.Respond(ctx, approval.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID,
+						Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest, Decision: agent.Decision{Approved: true, By: "loadharness"}})
+				}}
 				pause()
 			}
 			var runErr error
-			if o.Client == "openai" || o.Client == "openai-acc" {
+			switch {
+			case o.Client != "agent" && o.Client != "" && o.Tool:
+				wait := func() {
+					release()
+					approved := make(chan struct{})
+					waiting <- pending{func() { close(approved) }}
+					pause()
+					select {
+					case <-approved:
+					case <-ctx.Done():
+					}
+				}
+				runErr = converseOpenAITool(ctx, &oc, msgs[:1], o.Client == "openai-acc", wait, text)
+			case o.Client == "openai" || o.Client == "openai-acc":
 				runErr = converseOpenAI(ctx, &oc, msgs, o.Client == "openai-acc", text)
-			} else {
+			default:
 				runErr = converseAgent(ctx, a, agent.Input{SessionID: session, History: history, Message: "go"}, answerRound, approve, text)
 			}
 			if in {
@@ -435,8 +485,7 @@ func measure(o Options) (Report, error) {
 				defer t.Stop()
 				select {
 				case <-t.C:
-					mgr.Respond(ctx, approval.Reply{SessionID: p.session, ApprovalID: p.call.ApprovalID, CallID: p.call.ID,
-						Tool: p.call.Name, ArgumentsDigest: p.call.ArgumentsDigest, Decision: agent.Decision{Approved: true, By: "loadharness"}})
+					p.resume()
 				case <-ctx.Done():
 				}
 			})
@@ -490,6 +539,11 @@ func measure(o Options) (Report, error) {
 		all = append(all, gaps[i*o.Deltas:i*o.Deltas+c]...)
 	}
 	r.Deltas = deltas.Load()
+	if o.Server != nil {
+		if st1, err := o.Server.stats(); err == nil {
+			r.ServerConns, r.ServerHandshakes = st1.Accepted-st0.Accepted, st1.Handshakes-st0.Handshakes
+		}
+	}
 	if r.Deltas > 0 {
 		r.CPUPerDeltaNs = float64(cpu1.user+cpu1.sys-cpu0.user-cpu0.sys) / float64(r.Deltas)
 		r.SysPerDeltaNs = float64(cpu1.sys-cpu0.sys) / float64(r.Deltas)
@@ -566,6 +620,68 @@ func converseOpenAI(ctx context.Context, c *openai.Client, msgs []openai.ChatCom
 	}
 	return s.Err()
 }
+
+// converseOpenAITool makes the agent's three requests of a turn with a
+// tool with openai-go alone: the plan (without tools), the tool round
+// (with the tool, which the server answers with a call), and after wait
+// returns, the answer to the tool's result, calling text for each chunk
+// of the answer with content.
+func converseOpenAITool(ctx context.Context, c *openai.Client, msgs []openai.ChatCompletionMessageParamUnion, accumulate bool, wait func(), text func(string)) error {
+	stream := func(p openai.ChatCompletionNewParams, text func(string)) (openai.ChatCompletion, error) {
+		s := c.Chat.Completions.NewStreaming(ctx, p)
+		defer s.Close()
+		var acc openai.ChatCompletionAccumulator
+		for s.Next() {
+			chunk := s.Current()
+			acc.AddChunk(chunk)
+			if text != nil && len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+				text(chunk.Choices[0].Delta.Content)
+			}
+		}
+		return acc.ChatCompletion, s.Err()
+	}
+	plan, err := stream(openai.ChatCompletionNewParams{Model: "load", Messages: msgs}, nil)
+	if err != nil {
+		return err
+	}
+	if len(plan.Choices) == 0 {
+		return errors.New("the plan has no choice")
+	}
+	msgs = append(msgs, openai.AssistantMessage(plan.Choices[0].Message.Content), openai.UserMessage("[continue]"))
+	call, err := stream(openai.ChatCompletionNewParams{Model: "load", Messages: msgs, Tools: openAITools}, nil)
+	if err != nil {
+		return err
+	}
+	if len(call.Choices) == 0 || len(call.Choices[0].Message.ToolCalls) != 1 {
+		return errors.New("the tool round made no call")
+	}
+	wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	tc := call.Choices[0].Message.ToolCalls[0]
+	msgs = append(msgs, call.Choices[0].Message.ToParam(), openai.ToolMessage(`{"city":"Oslo","temp_c":4}`, tc.ID))
+	if accumulate {
+		_, err = stream(openai.ChatCompletionNewParams{Model: "load", Messages: msgs, Tools: openAITools}, text)
+		return err
+	}
+	// As converseOpenAI: the answer's chunks are read without keeping them.
+	s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "load", Messages: msgs, Tools: openAITools})
+	defer s.Close()
+	for s.Next() {
+		chunk := s.Current()
+		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			text(chunk.Choices[0].Delta.Content)
+		}
+	}
+	return s.Err()
+}
+
+// openAITools offers get_weather to the baseline's tool round.
+var openAITools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+	Name:       "get_weather",
+	Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+})}
 
 // loadAvg returns the machine's load average over the last minute, or -1.
 func loadAvg() float64 {

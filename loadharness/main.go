@@ -60,10 +60,10 @@ func run(args []string, out io.Writer) error {
 	pace := fs.Duration("pace", 20*time.Millisecond, "time between two deltas at the server")
 	ramp := fs.Int("ramp", 500, "conversations waiting for their first delta at most at once (0: all)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time limit per N")
-	client := fs.String("client", "agent", "what holds the conversations: agent; openai, a bare openai-go stream of the answer (the baseline; implies -tool=false); openai-acc, the same with openai-go's accumulator")
+	client := fs.String("client", "agent", "what holds the conversations: agent; openai, bare openai-go streams (the baseline: the answer alone unless -tool is given, else the agent's three requests of a turn with a tool); openai-acc, the same with openai-go's accumulator")
 	useTLS := fs.Bool("tls", false, "serve HTTPS with HTTP/2, as hosted providers do, instead of plain HTTP/1.1")
 	tool := fs.Bool("tool", true, "every turn calls a tool that waits for an approval (false: planning and answer only)")
-	approvalDelay := fs.Duration("approval-delay", time.Second, "each approval is answered after a random delay up to this")
+	approvalDelay := fs.Duration("approval-delay", time.Second, "each approval is answered after a random delay up to this, once all runs wait: the approvals spread over this window (0: all at once)")
 	asJSON := fs.Bool("json", false, "print one JSON object per N instead of a table")
 	history := fs.Int("history", 0, "give every conversation an earlier turn of about this many `bytes`, sent with every request")
 	idle := fs.Int("idle-per-host", 0, "give the agent its own transport keeping this many idle connections (0: the SDK's default client)")
@@ -88,7 +88,9 @@ func run(args []string, out io.Writer) error {
 	if !slices.Contains(clients, *client) {
 		return fmt.Errorf("-client: %q is not agent, openai or openai-acc", *client)
 	}
-	if strings.HasPrefix(*client, "openai") {
+	toolSet := false
+	fs.Visit(func(f *flag.Flag) { toolSet = toolSet || f.Name == "tool" })
+	if strings.HasPrefix(*client, "openai") && !toolSet {
 		*tool = false
 	}
 	so := ServerOptions{Deltas: *deltas, Pace: *pace, TLS: *useTLS}
@@ -100,6 +102,12 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	if srv.Client != nil {
+		// Both clients use their defaults over HTTPS too (the SDK's
+		// default client and openai-go's http.DefaultClient are built on
+		// http.DefaultTransport): it trusts the server's certificate.
+		http.DefaultTransport.(*http.Transport).TLSClientConfig = srv.Client.Transport.(*http.Transport).TLSClientConfig.Clone()
+	}
 	var heapOut io.Writer
 	if *heapProfile != "" {
 		if len(counts) != 1 {
@@ -129,13 +137,16 @@ func run(args []string, out io.Writer) error {
 	}
 	for _, n := range counts {
 		r, err := measure(Options{URL: srv.URL, N: n, Deltas: *deltas, Pace: *pace, Ramp: *ramp, Timeout: *timeout,
-			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, HTTPClient: srv.Client, Agent: withTransport(*idle, *connBuf), ServerPID: srv.cmd.Process.Pid, HeapProfile: heapOut, History: *history,
+			Tool: *tool, ApprovalDelay: *approvalDelay, Client: *client, Agent: withTransport(*idle, *connBuf), ServerPID: srv.cmd.Process.Pid, Server: srv, HeapProfile: heapOut, History: *history,
 			Setup: setup(*idle, *connBuf)})
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(out, string(b))
 		} else {
 			fmt.Fprintln(out, tableRow(r))
+			if r.ServerConns > 0 {
+				fmt.Fprintf(out, "\tserver: %d connections accepted, %d TLS handshakes\n", r.ServerConns, r.ServerHandshakes)
+			}
 			if r.FirstError != "" {
 				fmt.Fprintf(out, "\tfirst error: %s\n", r.FirstError)
 			}

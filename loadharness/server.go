@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,14 +81,23 @@ func serveMain(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("loadharness server: %w", err)
 	}
-	srv := &http.Server{Handler: newPacedServer(deltas, pace, tool, args)}
+	ps := newPacedServer(deltas, pace, tool, args)
+	srv := &http.Server{Handler: ps, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			ps.accepted.Add(1)
+		}
+	}}
 	done := make(chan error, 1)
 	if os.Getenv(tlsEnv) == "1" {
 		cert, err := selfSigned()
 		if err != nil {
 			return fmt.Errorf("loadharness server: %w", err)
 		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert},
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				ps.handshakes.Add(1)
+				return nil, nil
+			}}
 		// When many requests start at once, Go's client dials several
 		// connections for one host and keeps the first that speaks
 		// HTTP/2: the others end mid-handshake, which the server would
@@ -114,6 +124,10 @@ func serveMain(in io.Reader, out io.Writer) error {
 // <no_tool> (or <need_tool> when it has a tool to call), the tool round
 // with one call, and the answer with deltas text deltas, pace apart.
 type pacedServer struct {
+	// accepted counts the connections accepted and handshakes the TLS
+	// handshakes begun; GET /stats answers both.
+	accepted, handshakes atomic.Int64
+
 	deltas   int
 	pace     time.Duration
 	tool     string
@@ -179,7 +193,17 @@ func stamps[T string | []byte](b T, fn func(unixNano int64)) {
 	}
 }
 
+// serverStats is the answer of GET /stats.
+type serverStats struct {
+	Accepted   int64 `json:"accepted"`   // connections accepted
+	Handshakes int64 `json:"handshakes"` // TLS handshakes begun
+}
+
 func (s *pacedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/stats" {
+		json.NewEncoder(w).Encode(serverStats{Accepted: s.accepted.Load(), Handshakes: s.handshakes.Load()})
+		return
+	}
 	var req chatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, `{"error":{"message":"bad request body"}}`, http.StatusBadRequest)
