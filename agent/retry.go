@@ -208,7 +208,10 @@ func retryAfter(resp *http.Response) (delay time.Duration, ok bool) {
 		if h.unit == time.Second {
 			if at, err := http.ParseTime(v); err == nil {
 				d := max(time.Until(at), 0)
-				return d, d <= maxRetryAfter
+				if d > maxRetryAfter {
+					return 0, false
+				}
+				return d, true
 			}
 		}
 	}

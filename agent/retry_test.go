@@ -196,7 +196,6 @@ func TestNoRetryAfterTheRequestWasSent(t *testing.T) {
 	assert.EqualValues(t, 1, requests.Load(), "requests the server read")
 	var ce *agent.ConnectionError
 	require.ErrorAs(t, err, &ce)
-	t.Log(err)
 	assert.True(t, ce.Sent, "Sent")
 	assert.Equal(t, 1, ce.Attempts, "Attempts")
 	assert.ErrorIs(t, err, io.EOF)
