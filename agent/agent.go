@@ -111,7 +111,9 @@ type Config struct {
 	//
 	// The agent retries, not openai-go: an option.WithMaxRetries in
 	// RequestOptions adds openai-go's retries around the agent's, and
-	// openai-go sends again any request that failed without a response.
+	// openai-go sends again any request that failed without a response;
+	// an option.WithRequestTimeout there bounds all the agent's attempts
+	// of a request together.
 	MaxRetries int
 	// RequestLimit, when set, bounds the model requests in flight at once
 	// among the Agents that share it: the others wait for a slot, within
