@@ -93,13 +93,27 @@ type Config struct {
 	// connection holds while a run streams. BENCHMARKS.md (Load harness)
 	// has the figures.
 	HTTPClient *http.Client
-	// MaxRetries is how many times a model request that failed before its
-	// response came (a connection error, a timeout, a 408, 409, 429 or 5xx
-	// status) is sent again, after a backoff or the provider's Retry-After.
-	// Zero keeps openai-go's default, 2 retries; a negative value turns
-	// retries off. A failure inside a streamed response is never retried.
-	// It is the common way to set retries; RequestOptions, which come
-	// after it, override it.
+	// MaxRetries is how many times a model request is sent again when
+	// that cannot make the provider process it twice: after a 408, 409,
+	// 429 or 5xx status (the provider's x-should-retry header decides
+	// instead when it has one), and after a connection error when the
+	// request provably never reached the provider (the connection could
+	// not be made). A request whose connection broke after it was written
+	// is not sent again, nor one whose run was interrupted or whose
+	// server's certificate was refused; the run then fails with a
+	// [*ConnectionError] that says which. Each retry waits for the
+	// provider's Retry-After (a response that asks for more than a minute
+	// is not retried), else for a backoff of 0.5 s doubling up to 8 s,
+	// less up to a quarter of jitter; the wait ends with the run's
+	// context. Zero means 2 retries, openai-go's default; a negative value
+	// turns retries off. A failure inside a streamed response is never
+	// retried.
+	//
+	// The agent retries, not openai-go: an option.WithMaxRetries in
+	// RequestOptions adds openai-go's retries around the agent's, and
+	// openai-go sends again any request that failed without a response;
+	// an option.WithRequestTimeout there bounds all the agent's attempts
+	// of a request together.
 	MaxRetries int
 	// RequestLimit, when set, bounds the model requests in flight at once
 	// among the Agents that share it: the others wait for a slot, within
@@ -108,7 +122,8 @@ type Config struct {
 	// RequestOptions are extra openai-go options for every model request,
 	// for what the fields above do not cover (headers, middleware, ...).
 	// They apply after the agent's own options, so they can override any
-	// of them.
+	// of them. Their middlewares run once per attempt of a request, inside
+	// the agent's retries (see MaxRetries).
 	RequestOptions []option.RequestOption
 
 	// Model is the model name. Required.

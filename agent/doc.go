@@ -182,8 +182,11 @@
 //
 // A run ends with an error only when the model, the transport or the store
 // fails: an error the provider reported, as an HTTP error status (after
-// the retries of [Config.MaxRetries]) or inside the response ([*ProviderError], whose text
-// carries the provider's message), a response cut before its end
+// the retries of [Config.MaxRetries]) or inside the response
+// ([*ProviderError], whose text carries the provider's message), a
+// request that got no response ([*ConnectionError], which says whether it
+// may have reached the provider: only one that provably did not is
+// retried), a response cut before its end
 // ([ErrTruncated], wrapping the connection's error when there was one), a
 // response that is not an event stream (the error says what arrived), or a
 // store failure. The chunks that arrived before are delivered first, and the

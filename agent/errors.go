@@ -118,13 +118,59 @@ func (e *ProviderError) Error() string {
 // Unwrap returns Err.
 func (e *ProviderError) Unwrap() error { return e.Err }
 
+// ConnectionError is the error of a model request that got no response: the
+// connection could not be made, or broke before the response's headers
+// came. A run that fails this way returns an error wrapping a
+// *ConnectionError; get it with errors.As. Its text says whether the
+// request may have reached the provider.
+//
+// A request that provably never reached the provider is sent again, up to
+// [Config.MaxRetries] times; one that may have reached it is not, since
+// the provider may have processed it (and billed it). When the run's
+// context ended, the run is interrupted instead, and no ConnectionError is
+// returned.
+type ConnectionError struct {
+	// Sent is false when the request provably never reached the provider:
+	// no connection could be made for it (dial, proxy or TLS handshake
+	// failed), or its HTTP/2 connection closed before its first request.
+	// It is true when the request may have reached the provider: the
+	// connection broke after the request was written, or the transport
+	// gave no way to tell (an http.RoundTripper that does not report
+	// getting a connection through net/http/httptrace).
+	Sent bool
+	// Attempts is how many times the request was sent or tried, the last
+	// one included.
+	Attempts int
+	// Err is the last attempt's error, from the http.Client (a *url.Error,
+	// wrapping a *net.OpError, io.ErrUnexpectedEOF, ...) or from a
+	// middleware of Config.RequestOptions.
+	Err error
+}
+
+// Error says whether the request may have reached the provider, how many
+// attempts were made, and the last attempt's error.
+func (e *ConnectionError) Error() string {
+	if !e.Sent {
+		attempts := "1 attempt"
+		if e.Attempts != 1 {
+			attempts = strconv.Itoa(e.Attempts) + " attempts"
+		}
+		return "the model request never reached the provider (" + attempts + "): " + e.Err.Error()
+	}
+	return "the model request may have reached the provider, so it was not sent again (attempt " +
+		strconv.Itoa(e.Attempts) + "): " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *ConnectionError) Unwrap() error { return e.Err }
+
 // maxErrorBody bounds what is read of an error body that openai-go could
 // not decode.
 const maxErrorBody = 64 << 10
 
 // requestError turns the error of a request that got no stream into what
 // the run reports: a *ProviderError for an HTTP error status, err itself
-// otherwise (a connection error, a cancelled context). resp is the response,
+// otherwise (a *ConnectionError, a cancelled context). resp is the response,
 // or nil when none arrived.
 func requestError(err error, resp *http.Response) error {
 	var apiErr *openai.Error

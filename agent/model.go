@@ -16,15 +16,20 @@ import (
 )
 
 // model is the one adapter between the agent and openai-go. openai-go builds
-// and sends the request (marshalling, auth, retries before the response,
-// HTTP errors as *openai.Error, which open turns into a *ProviderError that
-// carries the provider's message); the streamed body is decoded by
+// and sends the request (marshalling, auth, HTTP errors as *openai.Error,
+// which open turns into a *ProviderError that carries the provider's
+// message); the agent's own middleware retries it (retryRequests); the
+// streamed body is decoded by
 // internal/wire, which is several times cheaper per chunk than openai-go's
 // reflective decoder and yields the SDK's own stream.Delta.
 type model struct {
 	client openai.Client
 	name   string
 }
+
+// defaultMaxRetries is the retries of a Config whose MaxRetries is zero:
+// openai-go's default.
+const defaultMaxRetries = 2
 
 func newModel(cfg Config) *model {
 	base := cfg.BaseURL
@@ -35,15 +40,21 @@ func newModel(cfg Config) *model {
 	if hc == nil {
 		hc = defaultClient()
 	}
+	retries := cfg.MaxRetries
+	if retries == 0 {
+		retries = defaultMaxRetries
+	}
 	opts := []option.RequestOption{
+		// The first middleware: the others run once per attempt.
+		option.WithMiddleware(retryRequests(max(retries, 0))),
+		// The agent retries, not openai-go, which sends again a request
+		// whose connection broke after it was written.
+		option.WithMaxRetries(0),
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
-	if cfg.MaxRetries != 0 {
-		opts = append(opts, option.WithMaxRetries(max(cfg.MaxRetries, 0)))
 	}
 	opts = append(opts, cfg.RequestOptions...)
 	opts = append(opts, option.WithMiddleware(releaseBody)) // the last one: next to the transport

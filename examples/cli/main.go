@@ -108,6 +108,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -119,8 +120,6 @@ import (
 	"os/user"
 	"strings"
 	"sync"
-
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/hooks"
@@ -243,7 +242,7 @@ ended a turn, else 0: it goes on after either, and after Ctrl-C.
 	fs.BoolVar(&o.sentences, "sentences", false, "stream text in whole sentences instead of deltas")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the approved tool calls of a round concurrently")
 	fs.IntVar(&o.maxRounds, "max-rounds", agent.DefaultMaxToolRounds, "maximum number of tool rounds per run")
-	fs.IntVar(&o.retries, "retries", 2, "retries of a failed model request (429, 5xx, connection errors)")
+	fs.IntVar(&o.retries, "retries", 2, "retries of a failed model request (429, 5xx, connections that could not be made)")
 	fs.StringVar(&o.db, "db", "", "SQLite `file` that keeps the conversation, and a record of each model call (see cli logs)")
 	fs.StringVar(&o.session, "session", "", "conversation `id` in the -db file (default \"default\")")
 	fs.StringVar(&o.mcp, "mcp", "", "`file` of MCP servers ({\"mcpServers\": ...}) whose tools join the demo tools")
@@ -311,13 +310,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	cfg := agent.Config{
-		BaseURL:        opts.baseURL,
-		APIKey:         opts.apiKey,
-		Model:          opts.model,
-		SystemPrompt:   opts.system,
-		RequestOptions: []option.RequestOption{option.WithMaxRetries(opts.retries)},
-		ParallelTools:  opts.parallel,
-		MaxToolRounds:  opts.maxRounds,
+		BaseURL:       opts.baseURL,
+		APIKey:        opts.apiKey,
+		Model:         opts.model,
+		SystemPrompt:  opts.system,
+		MaxRetries:    cmp.Or(opts.retries, -1), // the agent's 0 means its default
+		ParallelTools: opts.parallel,
+		MaxToolRounds: opts.maxRounds,
 	}
 	if opts.sentences {
 		cfg.TextMode = stream.ModeSentences
