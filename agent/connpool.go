@@ -69,7 +69,7 @@ type poolWaiter struct {
 
 // errDialFailed is wrapped by the error of a request whose connection
 // could not be made: the request was not sent.
-var errDialFailed = errors.New("agent: no connection to the provider could be made; the request was not sent")
+var errDialFailed = errors.New("no connection could be made")
 
 // notSentError is a request's error that proves it never left: no
 // connection could be made for it.

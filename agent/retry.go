@@ -131,10 +131,11 @@ func (t *connTrace) gotConn(httptrace.GotConnInfo) { t.got.Store(true) }
 
 // unsent reports whether a request that failed with err provably never
 // reached the server: net/http began to get a connection and never got one,
-// or the HTTP/2 connection it got closed before its first request. A
-// transport that calls neither hook proves nothing.
+// the default client's pool could make no connection for it (see
+// connPool), or the HTTP/2 connection it got closed before its first
+// request. A transport that calls neither hook proves nothing.
 func (t *connTrace) unsent(err error) bool {
-	if t.getting.Load() && !t.got.Load() {
+	if t.getting.Load() && !t.got.Load() || errors.Is(err, errDialFailed) {
 		return true
 	}
 	for e := err; e != nil; e = errors.Unwrap(e) {

@@ -81,6 +81,21 @@ func TestRetryRefusedConnection(t *testing.T) {
 	}
 }
 
+// The default client's pool proves a request unsent the same way: an
+// HTTPS request to a port that refuses connections is retried, and the
+// run's error says it never reached the provider.
+func TestRetryRefusedThroughTheDefaultClient(t *testing.T) {
+	agent.SetRetryBase(t, time.Millisecond)
+	a, err := agent.New(agent.Config{BaseURL: "https://" + closedAddr(t) + "/v1", MaxRetries: 1, Model: "test-model"})
+	require.NoError(t, err)
+	_, err = collect(a.Run(context.Background(), agent.Input{Message: "hi"}))
+	var ce *agent.ConnectionError
+	require.ErrorAs(t, err, &ce)
+	assert.False(t, ce.Sent, "Sent")
+	assert.Equal(t, 2, ce.Attempts, "Attempts")
+	assert.Contains(t, err.Error(), "connection refused")
+}
+
 // dropFirst is a listener that closes the first n connections it accepts
 // at once.
 type dropFirst struct {
