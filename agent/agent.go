@@ -79,19 +79,22 @@ type Config struct {
 	// stream may take long: bound a run with its context), over a copy of
 	// http.DefaultTransport (proxy from the environment, HTTP/2 when the
 	// server offers it) that keeps 64 idle connections per host instead
-	// of 2 and gives each HTTP/1.1 connection 1 KiB read and write
-	// buffers instead of 4 KiB each. When http.DefaultTransport is not a
-	// *http.Transport (a host wrapped it), it is used as it is.
+	// of 2, gives each HTTP/1.1 connection 1 KiB read and write buffers
+	// instead of 4 KiB each, and shares a host's HTTP/2 connections under
+	// bursts (see [NewPooledTransport]). When http.DefaultTransport is not
+	// a *http.Transport (a host wrapped it), it is used as it is.
 	//
 	// A host that brings its own client keeps full control. For many
 	// conversations at once against one provider, its Transport should
 	// keep about as many idle connections per host (MaxIdleConnsPerHost)
 	// as runs overlap over HTTP/1.1 (a local server, a plain http:// URL),
-	// else most rounds dial a new connection; over HTTPS, providers that
-	// speak HTTP/2 carry many runs' streams on each connection.
-	// ReadBufferSize and WriteBufferSize bound what each HTTP/1.1
-	// connection holds while a run streams. BENCHMARKS.md (Load harness)
-	// has the figures.
+	// else most rounds dial a new connection; ReadBufferSize and
+	// WriteBufferSize bound what each HTTP/1.1 connection holds while a
+	// run streams. Over HTTPS, http.Transport starts a TLS handshake for
+	// every request that finds the host's HTTP/2 connections full, so a
+	// burst of resumed runs starts thousands: wrap the Transport with
+	// [NewPooledTransport] to make them a few at a time. BENCHMARKS.md
+	// (Load harness, issue 25) has the figures.
 	HTTPClient *http.Client
 	// MaxRetries is how many times a model request is sent again when
 	// that cannot make the provider process it twice: after a 408, 409,

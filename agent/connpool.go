@@ -38,6 +38,34 @@ type connPool struct {
 // dialsPerHost is how many connections connPool makes to one host at once.
 const dialsPerHost = 4
 
+// NewPooledTransport returns the RoundTripper of the SDK's default client
+// built over t: plain HTTP, and HTTPS to a host that does not speak HTTP/2,
+// go through t as they are; HTTPS requests to an HTTP/2 host go over
+// connections it makes itself with t.NewClientConn (so with t's dialer,
+// proxy, TLS settings and timeouts), at most 4 to a host at once, each
+// carrying as many requests as the server allows. Under a burst (many runs
+// resuming at once) the requests that find every connection full wait in
+// order for the next one instead of each starting a TLS handshake, as
+// http.Transport alone does. A request for which no connection could be
+// made fails with an error that the agent knows was not sent, so it is
+// retried (see [Config.MaxRetries]).
+//
+// It is for a host that brings its own Transport (a proxy, client
+// certificates, a wrapper that traces requests) and wants the default
+// client's behaviour under bursts:
+//
+//	tr := http.DefaultTransport.(*http.Transport).Clone()
+//	tr.TLSClientConfig = myTLS
+//	cfg.HTTPClient = &http.Client{Transport: agent.NewPooledTransport(tr)}
+//
+// The connections it makes are not in t's pool: t.CloseIdleConnections
+// does not close them, the returned RoundTripper's CloseIdleConnections
+// (what http.Client.CloseIdleConnections calls) closes both. Known
+// limit, shared with net/http: until a new connection has the server's
+// settings it is taken to allow 100 streams, so a server allowing fewer
+// holds the surplus requests until its streams free up.
+func NewPooledTransport(t *http.Transport) http.RoundTripper { return newConnPool(t) }
+
 func newConnPool(t *http.Transport) *connPool {
 	return &connPool{t: t, dialsPerHost: dialsPerHost, hosts: make(map[string]*poolHost)}
 }

@@ -230,6 +230,7 @@ type Report struct {
 	SchedMaxMs        float64 `json:"sched_latency_max_ms"`
 	GCPauseMaxMs      float64 `json:"gc_pause_max_ms"`
 	DelayP99OutsideMs float64 `json:"delay_p99_outside_snapshot_ms"`
+	AddedP99OutsideMs float64 `json:"added_p99_outside_snapshot_ms"` // the added gaps of deltas received before the snapshot began or after it ended
 	WallSeconds       float64 `json:"wall_s"`
 	LoadAvg           float64 `json:"loadavg_1m"` // the machine's load average when the measurement began
 	PaceMs            float64 `json:"pace_ms"`
@@ -563,6 +564,18 @@ func measure(o Options) (Report, error) {
 		}
 	}
 	_, r.DelayP99OutsideMs, _ = percentiles(outside)
+	// The same for the added gaps: those whose two deltas came on either
+	// side of the snapshot's start or end, or during it, are left out.
+	outside = outside[:0]
+	for i, c := range delayCounts {
+		for j := i*o.Deltas + 1; j < i*o.Deltas+c; j++ {
+			prev, recv := received[j-1], received[j]
+			if snapTo.IsZero() || recv < snapFrom.UnixNano() || prev > snapTo.UnixNano() {
+				outside = append(outside, time.Duration(recv-prev)-o.Pace)
+			}
+		}
+	}
+	_, r.AddedP99OutsideMs, _ = percentiles(outside)
 	if !snapTo.IsZero() {
 		r.SnapshotMs = float64(snapTo.Sub(snapFrom)) / 1e6
 	}

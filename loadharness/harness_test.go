@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"image/png"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/planround/planround/agent"
 )
 
 // TestMain makes the test binary the paced server when it is re-executed
@@ -36,12 +39,14 @@ func TestHarnessSmoke(t *testing.T) {
 		client string
 		tool   bool
 		tls    bool
+		pooled bool // the agent's transport is wrapped with agent.NewPooledTransport
 	}{
-		{"agent with a tool call", "agent", true, false},
-		{"agent over HTTP/2", "agent", false, true},
-		{"agent with a tool call over HTTP/2", "agent", true, true},
-		{"openai-go", "openai", false, false},
-		{"openai-go with its accumulator over HTTP/2", "openai-acc", false, true},
+		{"agent with a tool call", "agent", true, false, false},
+		{"agent over HTTP/2", "agent", false, true, false},
+		{"agent with a tool call over HTTP/2", "agent", true, true, true},
+		{"openai-go", "openai", false, false, false},
+		{"openai-go with its accumulator over HTTP/2", "openai-acc", false, true, false},
+		{"openai-go with a tool call over HTTP/2", "openai", true, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			so := ServerOptions{Deltas: deltas, Pace: pace, TLS: c.tls}
@@ -60,9 +65,15 @@ func TestHarnessSmoke(t *testing.T) {
 			if c.tls != (srv.Client != nil) || c.tls != strings.HasPrefix(srv.URL, "https://") {
 				t.Fatalf("TLS %v: server at %s, client %v", c.tls, srv.URL, srv.Client)
 			}
+			var pool func(*agent.Config)
+			if c.pooled {
+				pool = func(cfg *agent.Config) {
+					cfg.HTTPClient = &http.Client{Transport: agent.NewPooledTransport(srv.Client.Transport.(*http.Transport).Clone())}
+				}
+			}
 			r, err := measure(Options{URL: srv.URL, N: n, Deltas: deltas, Pace: pace, Timeout: 30 * time.Second,
 				Client: c.client, Tool: c.tool, ApprovalDelay: 20 * time.Millisecond, HTTPClient: srv.Client,
-				ServerPID: srv.cmd.Process.Pid})
+				ServerPID: srv.cmd.Process.Pid, Server: srv, Agent: pool})
 			if err != nil {
 				t.Fatalf("measure: %v (report %+v)", err, r)
 			}
@@ -108,6 +119,18 @@ func TestHarnessSmoke(t *testing.T) {
 			if r.SnapshotMs <= 0 || r.DelayP99OutsideMs <= 0 || r.DelayP99OutsideMs > r.DelayMaxMs {
 				t.Errorf("mid-stream snapshot %.3f ms, delay p99 outside it %.3f ms (max %.3f ms): want a snapshot, and a p99 within the delays",
 					r.SnapshotMs, r.DelayP99OutsideMs, r.DelayMaxMs)
+			}
+			// The server counts the connections and handshakes: over
+			// HTTP/1.1 the 20 runs need connections of their own; over
+			// HTTP/2 they may share the one the harness's first question
+			// opened, except with the pool, which makes its own: at most
+			// 4 at once, and the 20 runs need one.
+			if !c.tls && (r.ServerConns < 1 || r.ServerHandshakes != 0) || c.tls && r.ServerHandshakes != r.ServerConns ||
+				c.pooled && (r.ServerConns < 1 || r.ServerConns > 4+1) {
+				t.Errorf("the server accepted %d connections and began %d TLS handshakes", r.ServerConns, r.ServerHandshakes)
+			}
+			if r.AddedP99OutsideMs > r.AddedMaxMs {
+				t.Errorf("added p99 outside the snapshot %.3f ms, above the added max %.3f ms", r.AddedP99OutsideMs, r.AddedMaxMs)
 			}
 		})
 	}

@@ -185,17 +185,17 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-const tableHeader = "client\tN\tpaused\theap/paused\tin-use/paused\tgoroutines/paused\theld\tdone\terrors\tdeltas\theap/conv\tin-use/conv\tstacks/conv\tRSS/conv\tRSS\tgoroutines/conv\tCPU/delta\tsys/delta\tserver CPU/delta\tadded p50\tadded p99\tadded max\tdelay p50\tdelay p99\tdelay max\tsnapshot\tdelay p99 outside it\tsched latency p99\tGC pause max\twall\tload"
+const tableHeader = "client\tN\tpaused\theap/paused\tin-use/paused\tgoroutines/paused\theld\tdone\terrors\tdeltas\theap/conv\tin-use/conv\tstacks/conv\tRSS/conv\tRSS\tgoroutines/conv\tCPU/delta\tsys/delta\tserver CPU/delta\tadded p50\tadded p99\tadded max\tdelay p50\tdelay p99\tdelay max\tsnapshot\tdelay p99 outside it\tadded p99 outside it\tsched latency p99\tGC pause max\twall\tload"
 
 func tableRow(r Report) string {
 	client := r.Client
 	if r.TLS {
 		client += "+h2"
 	}
-	return fmt.Sprintf("%s\t%d\t%d\t%.1f KB\t%.1f KB\t%.2f\t%d\t%d\t%d\t%d\t%.1f KB\t%.1f KB\t%.1f KB\t%.1f KB\t%.0f MB\t%.2f\t%.1f µs\t%.1f µs\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.3f ms\t%.3f ms\t%.1f ms\t%.0f ms\t%.3f ms\t%.3f ms\t%.3f ms\t%.1f s\t%.1f",
+	return fmt.Sprintf("%s\t%d\t%d\t%.1f KB\t%.1f KB\t%.2f\t%d\t%d\t%d\t%d\t%.1f KB\t%.1f KB\t%.1f KB\t%.1f KB\t%.0f MB\t%.2f\t%.1f µs\t%.1f µs\t%.1f µs\t%.3f ms\t%.3f ms\t%.1f ms\t%.3f ms\t%.3f ms\t%.1f ms\t%.0f ms\t%.3f ms\t%.3f ms\t%.3f ms\t%.3f ms\t%.1f s\t%.1f",
 		client, r.N, r.Paused, r.PausedHeapConv/1024, r.PausedInuseConv/1024, r.PausedGoroutines, r.Held, r.Completed, r.Errors, r.Deltas,
 		r.HeapPerConv/1024, r.InusePerConv/1024, r.StackPerConv/1024, r.RSSPerConv/1024, r.RSSTotal/(1<<20),
-		r.GoroutinesConv, r.CPUPerDeltaNs/1000, r.SysPerDeltaNs/1000, r.ServerPerDeltaNs/1000, r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs, r.SnapshotMs, r.DelayP99OutsideMs, r.SchedP99Ms, r.GCPauseMaxMs, r.WallSeconds, r.LoadAvg)
+		r.GoroutinesConv, r.CPUPerDeltaNs/1000, r.SysPerDeltaNs/1000, r.ServerPerDeltaNs/1000, r.AddedP50Ms, r.AddedP99Ms, r.AddedMaxMs, r.DelayP50Ms, r.DelayP99Ms, r.DelayMaxMs, r.SnapshotMs, r.DelayP99OutsideMs, r.AddedP99OutsideMs, r.SchedP99Ms, r.GCPauseMaxMs, r.WallSeconds, r.LoadAvg)
 }
 
 // withTransport returns an Options.Agent that gives the agent a transport
