@@ -653,6 +653,7 @@ func converseOpenAITool(ctx context.Context, c *openai.Client, msgs []openai.Cha
 		}
 		return acc.ChatCompletion, s.Err()
 	}
+	msgs = slices.Clip(msgs) // the appends below must not write into the caller's array
 	plan, err := stream(openai.ChatCompletionNewParams{Model: "load", Messages: msgs}, nil)
 	if err != nil {
 		return err

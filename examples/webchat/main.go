@@ -300,6 +300,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/hooks"
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
@@ -457,11 +458,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		// Up to -max-runs runs send their rounds' requests at once: keep
 		// as many idle connections to the provider, so that a round
 		// reuses the one the last round left instead of dialing (Go's
-		// default keeps 2 per host).
+		// default keeps 2 per host), and share an HTTP/2 provider's
+		// connections when many runs resume at once, as the SDK's
+		// default client does.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = *maxRuns, *maxRuns
-		defer tr.CloseIdleConnections()
-		o.HTTPClient = &http.Client{Transport: tr}
+		client := &http.Client{Transport: agent.NewPooledTransport(tr)}
+		defer client.CloseIdleConnections()
+		o.HTTPClient = client
 	}
 	if *db == "" && *pgURL == "" && !*inMemory {
 		dir, err := dataDir()
