@@ -281,7 +281,16 @@ type runTel struct {
 // returns ctx carrying it: the model calls and tool calls of the run are
 // its children, and a sub-agent's run is a child of its call's span.
 func (tel *telemetry) startRun(ctx context.Context, sessionID string, resumed bool) (context.Context, runTel) {
+	parent := ctx
 	ctx, span := tel.tracer.Start(ctx, "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal))
+	if !span.IsRecording() && span.SpanContext().Equal(trace.SpanContextFromContext(parent)) {
+		// A span that records nothing and carries its parent's span
+		// context (the global tracer before the host sets a provider, a
+		// no-op provider) changes nothing for the spans under it: the run
+		// goes on with its caller's context instead, so that a run that
+		// waits for hours does not hold the span (about 0.3 KB).
+		return parent, runTel{span: trace.SpanFromContext(context.Background()), resumed: resumed}
+	}
 	if span.IsRecording() {
 		span.SetAttributes(keyOperation.String("invoke_agent"), keyResumed.Bool(resumed))
 		span.SetAttributes(tel.common...)
