@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 )
 
@@ -37,6 +38,10 @@ type connPool struct {
 
 // dialsPerHost is how many connections connPool makes to one host at once.
 const dialsPerHost = 4
+
+// maxUnsent is how many times connPool takes another connection for a
+// request that one connection did not send.
+const maxUnsent = 5
 
 // NewPooledTransport returns the RoundTripper of the SDK's default client
 // built over t: plain HTTP, and HTTPS to a host that does not speak HTTP/2,
@@ -113,7 +118,7 @@ func (p *connPool) RoundTrip(req *http.Request) (*http.Response, error) {
 		return p.t.RoundTrip(req)
 	}
 	h := p.host(req.URL)
-	for range 3 {
+	for range maxUnsent {
 		cc, err := h.get(req.Context())
 		if err != nil {
 			if req.Body != nil {
@@ -147,13 +152,19 @@ func (p *connPool) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // unusedConn reports whether err is net/http's HTTP/2 error for a request
-// that a connection refused without sending it.
+// that the server cannot have processed: its connection closed or was
+// unusable before the request was sent, the server's GOAWAY came before
+// the request's stream, or the server refused the stream (REFUSED_STREAM,
+// which RFC 9113 says means "not processed"). net/http's own pool sends
+// such requests again too.
 func unusedConn(err error) bool {
-	switch err.Error() {
-	case "http2: client conn could not be established", "http2: client conn not usable", "http2: client conn is closed":
+	switch msg := err.Error(); msg {
+	case "http2: client conn could not be established", "http2: client conn not usable", "http2: client conn is closed",
+		"http2: Transport received Server's graceful shutdown GOAWAY":
 		return true
+	default:
+		return strings.HasPrefix(msg, "stream error: ") && strings.Contains(msg, "; REFUSED_STREAM")
 	}
-	return false
 }
 
 // CloseIdleConnections closes the connections that carry no request, and

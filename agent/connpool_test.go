@@ -264,3 +264,43 @@ func mustURL(t *testing.T, s string) *url.URL {
 	require.NoError(t, err)
 	return u
 }
+
+// A server that ends each connection after its request (HTTP/2 GOAWAY, as
+// servers that limit requests per connection do): every request still
+// gets through, and the pool lets go of the connections the server
+// closed.
+func TestConnPoolServerClosesConnections(t *testing.T) {
+	leaktest.Check(t)
+	s := newPoolServer(t, true, 100, nil)
+	close(s.release)
+	s.Config.SetKeepAlivesEnabled(false)
+	p := newConnPool(s.transport())
+	defer p.CloseIdleConnections()
+	for i := range 20 {
+		req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
+		resp, err := p.RoundTrip(req)
+		require.NoError(t, err, "request %d", i)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, "HTTP/2.0", string(b))
+	}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
+			resp, err := p.RoundTrip(req)
+			if assert.NoError(t, err) {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	h := p.host(mustURL(t, s.URL))
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.conns) <= dialsPerHost
+	}, 5*time.Second, time.Millisecond, "closed connections are let go")
+}
