@@ -304,3 +304,59 @@ func TestConnPoolServerClosesConnections(t *testing.T) {
 		return len(h.conns) <= dialsPerHost
 	}, 5*time.Second, time.Millisecond, "closed connections are let go")
 }
+
+// Many waiting requests, half of which leave before the connection comes:
+// the others all get through, and no stream stays reserved.
+func TestConnPoolManyWaitersLeave(t *testing.T) {
+	leaktest.Check(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gate := &gatedListener{Listener: ln, open: make(chan struct{})}
+	s := newPoolServer(t, true, 100, gate)
+	close(s.release)
+	p := newConnPool(s.transport())
+	defer p.CloseIdleConnections()
+	h := p.host(mustURL(t, s.URL))
+
+	const n = 100
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rctx := context.Background()
+			if i%2 == 1 {
+				rctx = ctx
+			}
+			req, _ := http.NewRequestWithContext(rctx, http.MethodPost, s.URL, nil)
+			resp, err := p.RoundTrip(req)
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs[i] = err
+		})
+	}
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.waiters) == n
+	}, 5*time.Second, time.Millisecond, "every request waits for a connection")
+	cancel()
+	close(gate.open)
+	wg.Wait()
+	for i, err := range errs {
+		if i%2 == 0 {
+			assert.NoError(t, err, "request %d", i)
+		} else if err != nil {
+			assert.ErrorIs(t, err, context.Canceled, "request %d", i)
+		}
+	}
+	h.mu.Lock()
+	conns := h.conns
+	h.mu.Unlock()
+	for _, cc := range conns {
+		assert.Zero(t, cc.InFlight(), "no stream left reserved")
+	}
+}
