@@ -153,13 +153,13 @@ func (p *connPool) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // unusedConn reports whether err is net/http's HTTP/2 error for a request
 // that the server cannot have processed: its connection closed or was
-// unusable before the request was sent, the server's GOAWAY came before
+// unusable before the request's stream began, the server's GOAWAY came before
 // the request's stream, or the server refused the stream (REFUSED_STREAM,
 // which RFC 9113 says means "not processed"). net/http's own pool sends
 // such requests again too.
 func unusedConn(err error) bool {
 	switch msg := err.Error(); msg {
-	case "http2: client conn could not be established", "http2: client conn not usable", "http2: client conn is closed",
+	case "http2: client conn could not be established", "http2: client conn not usable",
 		"http2: Transport received Server's graceful shutdown GOAWAY":
 		return true
 	default:
