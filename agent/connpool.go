@@ -68,7 +68,10 @@ const maxUnsent = 5
 // (what http.Client.CloseIdleConnections calls) closes both. Known
 // limit, shared with net/http: until a new connection has the server's
 // settings it is taken to allow 100 streams, so a server allowing fewer
-// holds the surplus requests until its streams free up.
+// holds the surplus requests until its streams free up. The requests it
+// sends over its own connections report no GetConn or GotConn to
+// net/http/httptrace, and t.MaxConnsPerHost does not count its
+// connections.
 func NewPooledTransport(t *http.Transport) http.RoundTripper { return newConnPool(t) }
 
 func newConnPool(t *http.Transport) *connPool {
