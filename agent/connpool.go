@@ -40,8 +40,12 @@ type connPool struct {
 const dialsPerHost = 4
 
 // maxUnsent is how many times connPool takes another connection for a
-// request that one connection did not send.
-const maxUnsent = 5
+// request that one connection did not send. A server that ends its
+// connections after a few requests (GOAWAY) turns most of a burst away
+// from each connection: every round through a new connection serves some
+// of the requests, so the bound is high, and only stops a server that
+// serves none.
+const maxUnsent = 32
 
 // NewPooledTransport returns the RoundTripper of the SDK's default client
 // built over t: plain HTTP, and HTTPS to a host that does not speak HTTP/2,
@@ -87,8 +91,12 @@ type poolHost struct {
 	conns   []*http.ClientConn // replaced, never changed in place: read outside mu
 	http1   bool               // the host does not speak HTTP/2: t serves it
 	dialing int                // dials in flight
-	failed  int                // dials failed in a row
-	waiters []*poolWaiter      // in arrival order; gone ones are skipped
+	// dialCtx is the context of the dials in flight, cancelled when the
+	// last request waiting for them leaves: a dial outlives no request.
+	dialCtx    context.Context
+	dialCancel context.CancelFunc
+	failed     int           // dials failed in a row
+	waiters    []*poolWaiter // in arrival order; gone ones are skipped
 	// freed counts the times a stream became free or a connection was
 	// added or lost: a request that found no stream looks again instead
 	// of waiting when it changed meanwhile.
@@ -245,6 +253,10 @@ func (h *poolHost) get(ctx context.Context) (*http.ClientConn, error) {
 			if w.woken {
 				h.wakeLocked(1) // pass the turn on
 			}
+			if h.dialCtx != nil && !h.hasWaitersLocked() {
+				h.dialCancel() // nobody waits for them any more
+				h.dialCtx, h.dialCancel = nil, nil
+			}
 			h.mu.Unlock()
 			return nil, ctx.Err()
 		}
@@ -257,19 +269,32 @@ func (h *poolHost) dialLocked() {
 	if h.dialing >= h.p.dialsPerHost || h.http1 {
 		return
 	}
+	if h.dialCtx == nil {
+		h.dialCtx, h.dialCancel = context.WithCancel(context.Background())
+	}
 	h.dialing++
-	go h.dial()
+	go h.dial(h.dialCtx)
 }
 
-// dial makes one connection and hands its streams to the waiters.
-func (h *poolHost) dial() {
-	cc, err := h.p.t.NewClientConn(context.Background(), "https", h.addr)
+// doneDialingLocked counts a dial of ctx as ended. h.mu is held.
+func (h *poolHost) doneDialingLocked() {
+	h.dialing--
+	if h.dialing == 0 && h.dialCtx != nil {
+		h.dialCancel() // a made connection does not depend on it
+		h.dialCtx, h.dialCancel = nil, nil
+	}
+}
+
+// dial makes one connection and hands its streams to the waiters. ctx ends
+// when no request waits for it any more.
+func (h *poolHost) dial(ctx context.Context) {
+	cc, err := h.p.t.NewClientConn(ctx, "https", h.addr)
 	if err == nil && cc.Available() <= 1 {
 		// HTTP/1.1 (or a server allowing one stream at a time): the
 		// transport's own pool serves such a host better.
 		cc.Close()
 		h.mu.Lock()
-		h.dialing--
+		h.doneDialingLocked()
 		h.http1 = true
 		h.freed++
 		h.wakeLocked(len(h.waiters))
@@ -277,7 +302,19 @@ func (h *poolHost) dial() {
 		return
 	}
 	h.mu.Lock()
-	h.dialing--
+	// Read before this dial is counted as ended, which cancels ctx when
+	// it was the last one in flight.
+	abandoned := err != nil && ctx.Err() != nil
+	h.doneDialingLocked()
+	if abandoned {
+		// Abandoned: the requests it was for left. One that came since
+		// gets a dial of its own.
+		if h.hasWaitersLocked() {
+			h.dialLocked()
+		}
+		h.mu.Unlock()
+		return
+	}
 	if err != nil {
 		h.failed++
 		if len(h.conns) == 0 && h.dialing == 0 || h.failed >= h.p.dialsPerHost {

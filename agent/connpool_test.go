@@ -286,7 +286,7 @@ func TestConnPoolServerClosesConnections(t *testing.T) {
 		require.Equal(t, "HTTP/2.0", string(b))
 	}
 	var wg sync.WaitGroup
-	for range 50 {
+	for range 20 {
 		wg.Go(func() {
 			req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
 			resp, err := p.RoundTrip(req)
@@ -359,4 +359,47 @@ func TestConnPoolManyWaitersLeave(t *testing.T) {
 	for _, cc := range conns {
 		assert.Zero(t, cc.InFlight(), "no stream left reserved")
 	}
+}
+
+// A dial that every request waiting for it has left is abandoned: it does
+// not go on in the background until the server answers.
+func TestConnPoolAbandonedDialEnds(t *testing.T) {
+	leaktest.Check(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gate := &gatedListener{Listener: ln, open: make(chan struct{})}
+	s := newPoolServer(t, true, 100, gate)
+	close(s.release)
+	p := newConnPool(s.transport())
+	defer p.CloseIdleConnections()
+	h := p.host(mustURL(t, s.URL))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, nil)
+		_, err := p.RoundTrip(req)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.dialing == 1
+	}, 5*time.Second, time.Millisecond, "the request dials")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.dialing == 0
+	}, 5*time.Second, time.Millisecond, "the dial ends with the last request waiting for it, the server still silent")
+
+	// The next request dials again and gets through once the server
+	// answers.
+	close(gate.open)
+	req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
+	resp, err := p.RoundTrip(req)
+	require.NoError(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 }
