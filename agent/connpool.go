@@ -29,8 +29,7 @@ import (
 // A host found to speak HTTP/1.1 (its first connection did not negotiate
 // HTTP/2) is left to t for good: one handshake is spent finding out.
 type connPool struct {
-	t            *http.Transport
-	dialsPerHost int
+	t *http.Transport
 
 	mu    sync.Mutex
 	hosts map[string]*poolHost
@@ -79,7 +78,7 @@ const maxUnsent = 32
 func NewPooledTransport(t *http.Transport) http.RoundTripper { return newConnPool(t) }
 
 func newConnPool(t *http.Transport) *connPool {
-	return &connPool{t: t, dialsPerHost: dialsPerHost, hosts: make(map[string]*poolHost)}
+	return &connPool{t: t, hosts: make(map[string]*poolHost)}
 }
 
 // poolHost is what connPool holds for one host.
@@ -170,7 +169,7 @@ func (p *connPool) RoundTrip(req *http.Request) (*http.Response, error) {
 // such requests again too.
 func unusedConn(err error) bool {
 	switch msg := err.Error(); msg {
-	case "http2: client conn could not be established", "http2: client conn not usable",
+	case errH2NotEstablished, "http2: client conn not usable",
 		"http2: Transport received Server's graceful shutdown GOAWAY":
 		return true
 	default:
@@ -266,7 +265,7 @@ func (h *poolHost) get(ctx context.Context) (*http.ClientConn, error) {
 // dialLocked starts a dial when fewer than dialsPerHost are in flight.
 // h.mu is held.
 func (h *poolHost) dialLocked() {
-	if h.dialing >= h.p.dialsPerHost || h.http1 {
+	if h.dialing >= dialsPerHost || h.http1 {
 		return
 	}
 	if h.dialCtx == nil {
@@ -317,7 +316,7 @@ func (h *poolHost) dial(ctx context.Context) {
 	}
 	if err != nil {
 		h.failed++
-		if len(h.conns) == 0 && h.dialing == 0 || h.failed >= h.p.dialsPerHost {
+		if len(h.conns) == 0 && h.dialing == 0 || h.failed >= dialsPerHost {
 			// Nothing else will come, or the host keeps refusing: every
 			// waiter fails, unsent (the agent retries such a request
 			// after a backoff).
@@ -388,12 +387,14 @@ func (h *poolHost) wakeLocked(n int) {
 	}
 }
 
-// hasWaitersLocked reports whether a request waits. h.mu is held.
+// hasWaitersLocked reports whether a request waits, first dropping the
+// waiters at the front that left or were woken, so that requests leaving
+// one by one do not each walk past all those that left before. h.mu is
+// held.
 func (h *poolHost) hasWaitersLocked() bool {
-	for _, w := range h.waiters {
-		if !w.gone && !w.woken {
-			return true
-		}
+	for len(h.waiters) > 0 && (h.waiters[0].gone || h.waiters[0].woken) {
+		h.waiters[0] = nil
+		h.waiters = h.waiters[1:]
 	}
-	return false
+	return len(h.waiters) > 0
 }
