@@ -72,16 +72,11 @@ func burst(t *testing.T, s *poolServer, rt http.RoundTripper, n int) (wait func(
 	var failed atomic.Int64
 	for i := range n {
 		wg.Go(func() {
-			req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/chat/completions", nil)
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				errs[i] = err
+			var sent bool
+			bodies[i], errs[i] = send(context.Background(), rt, s.URL+"/v1/chat/completions", &sent)
+			if !sent {
 				failed.Add(1)
-				return
 			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			bodies[i], errs[i] = string(b), err
 		})
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -92,6 +87,57 @@ func burst(t *testing.T, s *poolServer, rt http.RoundTripper, n int) (wait func(
 		close(s.release)
 		wg.Wait()
 		return bodies, errs
+	}
+}
+
+// send sends one request through rt with ctx and reads its body; sent,
+// when not nil, is set when a response came.
+func send(ctx context.Context, rt http.RoundTripper, url string, sent *bool) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	if sent != nil {
+		*sent = true
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// gatedPool starts an HTTP/2 server whose listener accepts no connection
+// until gate.open is closed, and a pool to it, with the pool's record of
+// the server's host.
+func gatedPool(t *testing.T) (*poolServer, *gatedListener, *connPool, *poolHost) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gate := &gatedListener{Listener: ln, open: make(chan struct{})}
+	s := newPoolServer(t, true, 100, gate)
+	p := newConnPool(s.transport())
+	t.Cleanup(p.CloseIdleConnections)
+	return s, gate, p, p.host(mustURL(t, s.URL))
+}
+
+// eventually waits until cond, read under h.mu, holds.
+func (h *poolHost) eventually(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return cond()
+	}, 5*time.Second, time.Millisecond, msg)
+}
+
+// noneReserved checks that no connection of h holds a stream.
+func (h *poolHost) noneReserved(t *testing.T, msg string) {
+	t.Helper()
+	h.mu.Lock()
+	conns := h.conns
+	h.mu.Unlock()
+	for _, cc := range conns {
+		assert.Zero(t, cc.InFlight(), msg)
 	}
 }
 
@@ -178,26 +224,15 @@ func TestConnPoolDialFails(t *testing.T) {
 // queue at once; the connection, when it comes, serves the others.
 func TestConnPoolWaiterLeaves(t *testing.T) {
 	leaktest.Check(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gate := &gatedListener{Listener: ln, open: make(chan struct{})}
-	s := newPoolServer(t, true, 100, gate)
-	p := newConnPool(s.transport())
-	defer p.CloseIdleConnections()
+	s, gate, p, h := gatedPool(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, nil)
-		_, err := p.RoundTrip(req)
+		_, err := send(ctx, p, s.URL, nil)
 		done <- err
 	}()
-	h := p.host(mustURL(t, s.URL))
-	require.Eventually(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.waiters) == 1 && h.dialing == 1
-	}, 5*time.Second, time.Millisecond, "the request waits for the dial")
+	h.eventually(t, func() bool { return len(h.waiters) == 1 && h.dialing == 1 }, "the request waits for the dial")
 	cancel()
 	select {
 	case err := <-done:
@@ -212,12 +247,9 @@ func TestConnPoolWaiterLeaves(t *testing.T) {
 		require.Equal(t, "HTTP/2.0", bodies[i])
 	}
 	h.mu.Lock()
-	conns := h.conns
+	require.NotEmpty(t, h.conns)
 	h.mu.Unlock()
-	require.NotEmpty(t, conns)
-	for _, cc := range conns {
-		assert.Zero(t, cc.InFlight(), "no stream left reserved by the request that left")
-	}
+	h.noneReserved(t, "no stream left reserved by the request that left")
 }
 
 // gatedListener accepts connections only once open is closed.
@@ -277,46 +309,28 @@ func TestConnPoolServerClosesConnections(t *testing.T) {
 	p := newConnPool(s.transport())
 	defer p.CloseIdleConnections()
 	for i := range 20 {
-		req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
-		resp, err := p.RoundTrip(req)
+		body, err := send(context.Background(), p, s.URL, nil)
 		require.NoError(t, err, "request %d", i)
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		require.Equal(t, "HTTP/2.0", string(b))
+		require.Equal(t, "HTTP/2.0", body)
 	}
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
-			resp, err := p.RoundTrip(req)
-			if assert.NoError(t, err) {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
+			_, err := send(context.Background(), p, s.URL, nil)
+			assert.NoError(t, err)
 		})
 	}
 	wg.Wait()
 	h := p.host(mustURL(t, s.URL))
-	require.Eventually(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.conns) <= dialsPerHost
-	}, 5*time.Second, time.Millisecond, "closed connections are let go")
+	h.eventually(t, func() bool { return len(h.conns) <= dialsPerHost }, "closed connections are let go")
 }
 
 // Many waiting requests, half of which leave before the connection comes:
 // the others all get through, and no stream stays reserved.
 func TestConnPoolManyWaitersLeave(t *testing.T) {
 	leaktest.Check(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gate := &gatedListener{Listener: ln, open: make(chan struct{})}
-	s := newPoolServer(t, true, 100, gate)
+	s, gate, p, h := gatedPool(t)
 	close(s.release)
-	p := newConnPool(s.transport())
-	defer p.CloseIdleConnections()
-	h := p.host(mustURL(t, s.URL))
 
 	const n = 100
 	ctx, cancel := context.WithCancel(context.Background())
@@ -329,20 +343,10 @@ func TestConnPoolManyWaitersLeave(t *testing.T) {
 			if i%2 == 1 {
 				rctx = ctx
 			}
-			req, _ := http.NewRequestWithContext(rctx, http.MethodPost, s.URL, nil)
-			resp, err := p.RoundTrip(req)
-			if err == nil {
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-			errs[i] = err
+			_, errs[i] = send(rctx, p, s.URL, nil)
 		})
 	}
-	require.Eventually(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.waiters) == n
-	}, 5*time.Second, time.Millisecond, "every request waits for a connection")
+	h.eventually(t, func() bool { return len(h.waiters) == n }, "every request waits for a connection")
 	cancel()
 	close(gate.open)
 	wg.Wait()
@@ -353,53 +357,31 @@ func TestConnPoolManyWaitersLeave(t *testing.T) {
 			assert.ErrorIs(t, err, context.Canceled, "request %d", i)
 		}
 	}
-	h.mu.Lock()
-	conns := h.conns
-	h.mu.Unlock()
-	for _, cc := range conns {
-		assert.Zero(t, cc.InFlight(), "no stream left reserved")
-	}
+	h.noneReserved(t, "no stream left reserved")
 }
 
 // A dial that every request waiting for it has left is abandoned: it does
 // not go on in the background until the server answers.
 func TestConnPoolAbandonedDialEnds(t *testing.T) {
 	leaktest.Check(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gate := &gatedListener{Listener: ln, open: make(chan struct{})}
-	s := newPoolServer(t, true, 100, gate)
+	s, gate, p, h := gatedPool(t)
 	close(s.release)
-	p := newConnPool(s.transport())
-	defer p.CloseIdleConnections()
-	h := p.host(mustURL(t, s.URL))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, nil)
-		_, err := p.RoundTrip(req)
+		_, err := send(ctx, p, s.URL, nil)
 		done <- err
 	}()
-	require.Eventually(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.dialing == 1
-	}, 5*time.Second, time.Millisecond, "the request dials")
+	h.eventually(t, func() bool { return h.dialing == 1 }, "the request dials")
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	require.Eventually(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.dialing == 0
-	}, 5*time.Second, time.Millisecond, "the dial ends with the last request waiting for it, the server still silent")
+	h.eventually(t, func() bool { return h.dialing == 0 }, "the dial ends with the last request waiting for it, the server still silent")
 
 	// The next request dials again and gets through once the server
 	// answers.
 	close(gate.open)
-	req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
-	resp, err := p.RoundTrip(req)
+	body, err := send(context.Background(), p, s.URL, nil)
 	require.NoError(t, err)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	require.Equal(t, "HTTP/2.0", body)
 }
