@@ -1,6 +1,15 @@
 package agent
 
-import "testing"
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
 
 func TestProviderName(t *testing.T) {
 	for base, want := range map[string]string{
@@ -31,5 +40,42 @@ func TestBound(t *testing.T) {
 		if got := tel.bound(s); got != want {
 			t.Errorf("bound(%q) = %q, want %q", s, got, want)
 		}
+	}
+}
+
+// A run whose tracer records nothing and gives its span the caller's span
+// context goes on with the caller's context: it holds no span of its own
+// while it waits. A tracer that records, or that names a span of its own
+// even without recording it (a sampler that drops it), still gets its
+// span.
+func TestRunSpanOnlyWhenItChangesSomething(t *testing.T) {
+	parent := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled,
+	}))
+	for _, tt := range []struct {
+		name string
+		tp   trace.TracerProvider // nil: the global one, with no provider set
+		own  bool
+	}{
+		{"global tracer, no provider set", nil, false},
+		{"no-op provider", noop.NewTracerProvider(), false},
+		{"recording provider", sdktrace.NewTracerProvider(), true},
+		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tel, err := newTelemetry(Config{Model: "m", TracerProvider: tt.tp})
+			require.NoError(t, err)
+			ctx, rt := tel.startRun(parent, "s", false)
+			defer rt.span.End()
+			if !tt.own {
+				assert.Equal(t, parent, ctx, "the caller's context, unchanged")
+				assert.Equal(t, trace.SpanFromContext(context.Background()), rt.span, "no span held")
+				return
+			}
+			assert.NotEqual(t, parent, ctx)
+			sc := trace.SpanContextFromContext(ctx)
+			assert.Equal(t, trace.TraceID{1}, sc.TraceID(), "the caller's trace")
+			assert.NotEqual(t, trace.SpanID{2}, sc.SpanID(), "a span of its own")
+		})
 	}
 }
