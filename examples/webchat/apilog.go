@@ -98,6 +98,21 @@ func (s *Server) ownedSessions(ctx context.Context, tag string) ([]memory.Sessio
 	return out, nil
 }
 
+// apiLogOwner returns the owner tag of the request's browser, or answers
+// 401 without one and 404 when the API log is off.
+func (s *Server) apiLogOwner(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tag, ok := ownerTag(r)
+	if !ok {
+		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
+		return "", false
+	}
+	if s.apiLog == nil {
+		writeJSON(w, http.StatusNotFound, apiResponse{Error: errNoAPILog.Error()})
+		return "", false
+	}
+	return tag, true
+}
+
 // handleAPILog answers GET /api/apilog[?session_id=][&limit=] with the
 // model calls of the browser's sessions (of the one named), newest first,
 // metadata only.
@@ -107,13 +122,8 @@ func (s *Server) ownedSessions(ctx context.Context, tag string) ([]memory.Sessio
 //	401, 403 no owner cookie; the session named is another browser's
 //	404 the API log is off
 func (s *Server) handleAPILog(w http.ResponseWriter, r *http.Request) {
-	tag, ok := ownerTag(r)
+	tag, ok := s.apiLogOwner(w, r)
 	if !ok {
-		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
-		return
-	}
-	if s.apiLog == nil {
-		writeJSON(w, http.StatusNotFound, apiResponse{Error: errNoAPILog.Error()})
 		return
 	}
 	q := r.URL.Query()
@@ -170,13 +180,8 @@ func (s *Server) handleAPILog(w http.ResponseWriter, r *http.Request) {
 //	401 no owner cookie
 //	404 no such record, or another browser's; the API log is off
 func (s *Server) handleAPICall(w http.ResponseWriter, r *http.Request) {
-	tag, ok := ownerTag(r)
+	tag, ok := s.apiLogOwner(w, r)
 	if !ok {
-		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
-		return
-	}
-	if s.apiLog == nil {
-		writeJSON(w, http.StatusNotFound, apiResponse{Error: errNoAPILog.Error()})
 		return
 	}
 	id, err := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
@@ -215,16 +220,8 @@ func (s *Server) handleAPILogDelete(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	tag, ok := ownerTag(r)
-	if !ok {
-		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
-		return
-	}
-	if req.SessionID != "" && !checkSession(w, r, req.SessionID) {
-		return
-	}
-	if s.apiLog == nil {
-		writeJSON(w, http.StatusNotFound, apiResponse{Error: errNoAPILog.Error()})
+	tag, ok := s.apiLogOwner(w, r)
+	if !ok || req.SessionID != "" && !checkSession(w, r, req.SessionID) {
 		return
 	}
 	ids := []string{req.SessionID}
