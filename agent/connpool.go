@@ -32,7 +32,7 @@ type connPool struct {
 	t *http.Transport
 
 	mu    sync.Mutex
-	hosts map[string]*poolHost
+	hosts map[string]*poolHost // by URL.Host
 }
 
 // dialsPerHost is how many connections connPool makes to one host at once.
@@ -199,19 +199,20 @@ func (p *connPool) CloseIdleConnections() {
 	p.t.CloseIdleConnections()
 }
 
-// host returns the poolHost of u's host, made on first use.
+// host returns the poolHost of u's host, made on first use. It is found
+// by u.Host as written (an Agent's requests all name their host the same
+// way), and dials host:port.
 func (p *connPool) host(u *url.URL) *poolHost {
-	port := u.Port()
-	if port == "" {
-		port = "443"
-	}
-	addr := net.JoinHostPort(u.Hostname(), port)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h := p.hosts[addr]
+	h := p.hosts[u.Host]
 	if h == nil {
-		h = &poolHost{p: p, addr: addr}
-		p.hosts[addr] = h
+		port := u.Port()
+		if port == "" {
+			port = "443"
+		}
+		h = &poolHost{p: p, addr: net.JoinHostPort(u.Hostname(), port)}
+		p.hosts[u.Host] = h
 	}
 	return h
 }
