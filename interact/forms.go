@@ -137,6 +137,14 @@ type handoff struct {
 	w    *waiting.Wait
 	req  FormRequest
 	stop func() bool // stops the release at the end of the registering context
+	// claimed is set (under Forms.mu) by whichever takes h first: take,
+	// or the release at the end of the registering context, which keeps
+	// h in byCall until it is done so that a take meanwhile waits for it.
+	claimed bool
+	// released is closed by whichever claimed h: take at once, the
+	// release once it has cancelled the form (or kept it for a resumed
+	// turn).
+	released chan struct{}
 }
 
 // NewForms returns a Forms configured by cfg. It fails when cfg is
@@ -249,14 +257,16 @@ func (f *Forms) register(ctx context.Context, info agent.CallInfo, session, key 
 	if err != nil {
 		return FormRequest{}, err
 	}
-	h := &handoff{w: w, req: req}
+	h := &handoff{w: w, req: req, released: make(chan struct{})}
 	f.mu.Lock()
 	f.byCall[key] = append(f.byCall[key], h)
 	f.mu.Unlock()
 	h.stop = context.AfterFunc(ctx, func() {
-		if !f.unqueue(key, h) {
+		if !f.claim(h) {
 			return
 		}
+		defer close(h.released)
+		defer f.unqueue(key, h)
 		defer w.Release() // after the cancel: the form leaves Len once it is answered
 		if errors.Is(context.Cause(ctx), agent.ErrSuspended) {
 			return // the run suspended: the resumed turn's call takes the form up
@@ -284,22 +294,42 @@ func (f *Forms) take(key string) *handoff {
 		return nil
 	}
 	h := q[0]
-	f.mu.Unlock()
-	if !f.unqueue(key, h) {
+	if h.claimed {
+		f.mu.Unlock()
+		// The registering context ended first and its release took the
+		// form: wait until it is done, so that the call, which ends
+		// interrupted, leaves no form behind.
+		<-h.released
 		return nil
 	}
+	h.claimed = true
+	f.mu.Unlock()
+	f.unqueue(key, h)
+	close(h.released)
 	h.stop()
 	return h
 }
 
-// unqueue removes h from byCall and reports whether it was there.
-func (f *Forms) unqueue(key string, h *handoff) bool {
+// claim claims h for the release at the end of its registering context,
+// unless take claimed it first.
+func (f *Forms) claim(h *handoff) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h.claimed {
+		return false
+	}
+	h.claimed = true
+	return true
+}
+
+// unqueue removes h from byCall.
+func (f *Forms) unqueue(key string, h *handoff) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.byCall[key]
 	i := slices.Index(q, h)
 	if i < 0 {
-		return false
+		return
 	}
 	q = slices.Delete(q, i, i+1)
 	if len(q) == 0 {
@@ -307,7 +337,6 @@ func (f *Forms) unqueue(key string, h *handoff) bool {
 	} else {
 		f.byCall[key] = q
 	}
-	return true
 }
 
 // wait waits for the answers to the form of w, whose questions are qs.
