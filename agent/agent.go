@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/openai/openai-go/v3/option"
 	"go.opentelemetry.io/otel/metric"
@@ -306,10 +305,10 @@ type Agent struct {
 	// that called it instead (see NewSubAgent); zero for any other Agent.
 	inherit inheritance
 
-	// parsers are the stream parsers of the rounds being streamed: a run
-	// takes one for each round and gives it back when the round ends, so a
-	// run that waits (for a decision, a tool) holds none.
-	parsers sync.Pool
+	// parsers keeps stream parsers between rounds: a run takes one for
+	// each round and gives it back when the round ends, so a run that
+	// waits (for a decision, a tool) holds none.
+	parsers parserPool
 }
 
 // New validates cfg and returns an Agent.

@@ -11,8 +11,9 @@ import (
 )
 
 // TestParserPool checks that a run gives its rounds' parsers back to the
-// Agent's pool, which keeps none that grew on a long reply, and that a
-// reply survives its parser's reuse by the next run.
+// Agent's pool, which keeps none that grew on a long reply, that the next
+// round takes one from it, and that a reply survives its parser's reuse by
+// the next run.
 func TestParserPool(t *testing.T) {
 	long := strings.Repeat("word ", 2*maxPooledParser/5) // twice the bound
 	var reply string
@@ -43,14 +44,34 @@ func TestParserPool(t *testing.T) {
 		}
 	}
 	run(long)
-	// sync.Pool may drop what it was given (always under -race, at
-	// random), so only what it hands out is checked: never a parser that
-	// holds the long reply's buffer.
-	for range 10 {
-		if p, ok := a.parsers.Get().(*stream.Parser); ok && p.Cap() > maxPooledParser {
-			t.Fatalf("the pool kept a parser of %d bytes, bound %d", p.Cap(), maxPooledParser)
-		}
+	// The planning round's parser went back and the answer took it again,
+	// and grew it past the bound.
+	if n := a.parsers.len(); n != 0 {
+		t.Fatalf("after the long answer the pool keeps %d parsers, want none", n)
 	}
 	run("short one")
-	run("another short one") // on a parser the previous run gave back, when the pool kept it
+	run("another short one") // on a parser the previous run gave back
+	if n := a.parsers.len(); n != 1 {
+		t.Fatalf("after three runs one after the other the pool keeps %d parsers, want 1", n)
+	}
+}
+
+// TestParserPoolBound checks that the pool keeps at most maxIdleParsers:
+// the parsers of many runs that wait at once are left to the collector.
+func TestParserPoolBound(t *testing.T) {
+	var pp parserPool
+	for range maxIdleParsers + 10 {
+		pp.put(stream.NewParser(stream.Config{}))
+	}
+	if n := pp.len(); n != maxIdleParsers {
+		t.Fatalf("the pool keeps %d parsers, want %d", n, maxIdleParsers)
+	}
+	for range maxIdleParsers {
+		if pp.get() == nil {
+			t.Fatal("get found no parser in a pool that keeps some")
+		}
+	}
+	if p := pp.get(); p != nil {
+		t.Fatal("get found a parser in an empty pool")
+	}
 }

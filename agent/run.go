@@ -390,30 +390,6 @@ func (r *run) do() {
 	r.toolLoop(1)
 }
 
-// maxPooledParser is the largest reply buffer (stream.Parser.Cap) a parser
-// may hold to go back to its Agent's pool: one that grew on a longer reply
-// is left to the garbage collector.
-const maxPooledParser = 16 << 10
-
-// takeParser gives r a stream parser for one round, from its Agent's pool.
-func (r *run) takeParser() {
-	if p, ok := r.a.parsers.Get().(*stream.Parser); ok {
-		p.Reset()
-		r.parser = p
-		return
-	}
-	r.parser = stream.NewParser(stream.Config{Tags: r.a.tags, Mode: r.a.cfg.TextMode})
-}
-
-// returnParser gives the round's parser back to the pool. Strings it
-// returned (Raw, pieces) stay valid.
-func (r *run) returnParser() {
-	if p := r.parser; p != nil && p.Cap() <= maxPooledParser {
-		r.a.parsers.Put(p)
-	}
-	r.parser = nil
-}
-
 // toolLoop runs the tool rounds from round from until the model answers
 // without calling a tool, the run ends, or Config.MaxToolRounds.
 func (r *run) toolLoop(from int) {
