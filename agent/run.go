@@ -682,6 +682,9 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 	res.raw = r.parser.Raw()
 	if withTools {
 		res.calls = r.namedCalls()
+		// The calls are in res now: a run that waits for them keeps no
+		// accumulator.
+		r.acc = stream.Accumulator{}
 	}
 	return res, true
 }
