@@ -151,20 +151,21 @@ func (r *run) resume() {
 	}
 	defer r.persist()
 
-	// The working list: the turns before this one made valid and shortened
-	// as in Run, then this turn as stored, without its intent tags.
+	// What the model sees: the turns before this one made valid and
+	// shortened as in Run, then this turn as stored, without its intent
+	// tags. The messages the resumed run adds follow.
 	start := memory.CurrentTurn(msgs[:at+1])
 	if u := msgs[start]; u.Role == memory.RoleUser {
 		r.t.in.Message = u.Content // for the hooks
 	}
-	r.working = memory.Truncate(memory.Repair(msgs[:start]), r.tools.truncate(r.a.truncate))
+	r.past = append(memory.Truncate(memory.Repair(msgs[:start]), r.tools.truncate(r.a.truncate)), msgs[start:]...)
+	r.turnFrom = len(r.t.msgs)
 	for _, m := range msgs[start:] {
 		if r.intent == "" && m.Role == memory.RoleAssistant && !r.a.cfg.DisablePlanning {
 			if det := r.a.cfg.Intents.Detect(m.Content); det.Found {
 				r.intent = Intent(det.Intent)
 			}
 		}
-		r.working = append(r.working, m)
 	}
 	r.stripTags()
 

@@ -242,13 +242,21 @@ func (r *run) askHook(h Hook, at Checkpoint, st HookState) (injs []Injection, er
 }
 
 // toolResults is the HookState of AfterToolResults: the calls of the tool
-// round just recorded, the last assistant message with calls of the
-// working list, and the tool messages after it.
+// round just recorded, the last assistant message with calls of what the
+// model sees, and the tool messages after it.
 func (r *run) toolResults() HookState {
-	for i := len(r.working) - 1; i >= 0; i-- {
-		if m := r.working[i]; m.Role == memory.RoleAssistant && len(m.ToolCalls) > 0 {
-			res := r.working[i+1:]
+	turn := r.t.msgs[r.turnFrom:]
+	for i := len(turn) - 1; i >= 0; i-- {
+		if m := turn[i]; m.Role == memory.RoleAssistant && len(m.ToolCalls) > 0 {
+			res := turn[i+1:]
 			return HookState{Calls: m.ToolCalls, Results: res[:len(res):len(res)]}
+		}
+	}
+	// A resumed turn whose calls were stored before it resumed: their
+	// tool messages are the run's own.
+	for i := len(r.past) - 1; i >= 0; i-- {
+		if m := r.past[i]; m.Role == memory.RoleAssistant && len(m.ToolCalls) > 0 {
+			return HookState{Calls: m.ToolCalls, Results: slices.Concat(r.past[i+1:], turn)}
 		}
 	}
 	return HookState{}

@@ -210,12 +210,23 @@ type run struct {
 	// offers, looks up and runs these whatever happens to the registry.
 	tools *toolSet
 
-	prefix  []memory.Message // system prompt and layer blocks
-	working []memory.Message // what the model sees: history, user, this turn, [continue]
-	temp    []memory.Message // the temporary hook injections of the next request
-	intent  Intent           // the planning round's, once known
-	parser  *stream.Parser
-	acc     stream.Accumulator
+	prefix []memory.Message // system prompt and layer blocks
+	// past is what the model sees before the turn's own messages: the
+	// history, shortened, and the user's message (a resumed turn: the
+	// turn as stored). Its assistant text loses its intent tags once the
+	// planning round is over. The turn's messages from t.msgs[turnFrom]
+	// on follow it in every request, their tags stripped as they are
+	// sent: a run does not keep a second copy of them.
+	past     []memory.Message
+	turnFrom int
+	// continueAt, when not zero, is how many of t.msgs come before the
+	// [continue] message that follows the planning reply in requests (it
+	// is for the model only: not one of the turn's messages).
+	continueAt int
+	temp       []memory.Message // the temporary hook injections of the next request
+	intent     Intent           // the planning round's, once known
+	parser     *stream.Parser
+	acc        stream.Accumulator
 	// inputs are the Tool values of the round's tool_input chunks, by the
 	// accumulator's slot: one per call, shared by its fragments' chunks
 	// (they say the same). Only with Config.StreamToolArguments.
@@ -287,26 +298,19 @@ func (r *run) textPiece(p stream.Piece) {
 	r.emit(Chunk{Kind: KindText, Round: r.round, Text: p.Text, Raw: p.Raw, Voice: p.Voice})
 }
 
-// record adds msgs to the turn's messages as they are, and to the working
-// list with the intent tags of assistant text stripped: later rounds of the
-// run do not see, and imitate, them.
+// record adds msgs to the turn's messages as they are. Requests send them
+// with the intent tags of assistant text stripped (see requestMessages):
+// later rounds of the run do not see, and imitate, them.
 func (r *run) record(msgs ...memory.Message) {
 	r.t.msgs = append(r.t.msgs, msgs...)
-	for _, m := range msgs {
-		if m.Role == memory.RoleAssistant {
-			m.Content = r.a.cfg.Intents.Strip(m.Content)
-		}
-		r.working = append(r.working, m)
-	}
 }
 
 // stripTags removes the intent tags from the text of every assistant
-// message of the working list, so that later rounds do not see, and
-// imitate, them. The working list holds copies: the turn's messages keep
-// their raw text.
+// message of r.past, so that later rounds do not see, and imitate, them.
+// r.past holds copies: the history the run was given is not changed.
 func (r *run) stripTags() {
-	for i := range r.working {
-		if m := &r.working[i]; m.Role == memory.RoleAssistant {
+	for i := range r.past {
+		if m := &r.past[i]; m.Role == memory.RoleAssistant {
 			m.Content = r.a.cfg.Intents.Strip(m.Content)
 		}
 	}
@@ -438,8 +442,8 @@ func (r *run) planningRound() (skipTools, ok bool) {
 		// [continue] is for the model only: not part of the turn's messages.
 		// A reply that was only a tag said nothing to continue from (its
 		// empty message is left out of requests).
-		if r.working[len(r.working)-1].Content != "" {
-			r.working = append(r.working, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+		if r.a.cfg.Intents.Strip(res.raw) != "" {
+			r.continueAt = len(r.t.msgs)
 		}
 	}
 	if !r.endRound(res, in) {
@@ -531,14 +535,15 @@ func (r *run) userMessage() memory.Message {
 	return memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, Images: slices.Clone(r.t.in.Images), CreatedAt: time.Now()}
 }
 
-// begin sets the working list to history followed by the user's message,
-// and records the user's message as the turn's first.
+// begin sets r.past to history followed by the user's message, and
+// records the user's message as the turn's first.
 func (r *run) begin(history []memory.Message, user memory.Message) {
-	r.working = history
 	r.record(user)
+	r.turnFrom = len(r.t.msgs)
 	// Everything before the new user message is old: its tool traffic is
-	// shortened once, here, for every request of the run.
-	r.working = memory.Truncate(r.working, r.tools.truncate(r.a.truncate))
+	// shortened once, here, for every request of the run. The append
+	// never writes into spare room of the caller's history.
+	r.past = memory.Truncate(append(history[:len(history):len(history)], user), r.tools.truncate(r.a.truncate))
 }
 
 // load returns the conversation so far, as stored (not repaired). With
@@ -835,19 +840,31 @@ func (r *run) contextPrefix() ([]memory.Message, error) {
 	return msgs, nil
 }
 
-// requestMessages returns the messages of the next request: the prefix, the
-// working list, the temporary hook injections and the temporary prompt,
-// laid out as Config.RequestShape says. Assistant messages with neither text nor tool calls (a reply that
-// was only a tag, once stripped) are left out: strict providers refuse
-// them.
+// requestMessages returns the messages of the next request: the prefix,
+// r.past, the turn's messages (without intent tags, and [continue] after
+// the planning reply), the temporary hook injections and the temporary
+// prompt, laid out as Config.RequestShape says. Assistant messages with
+// neither text nor tool calls (a reply that was only a tag, once
+// stripped) are left out: strict providers refuse them.
 func (r *run) requestMessages(prompt string) []memory.Message {
-	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.working)+len(r.temp)+1)
+	turn := r.t.msgs[r.turnFrom:]
+	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.past)+len(turn)+len(r.temp)+2)
 	msgs = append(msgs, r.prefix...)
-	for _, m := range r.working {
-		if m.Role == memory.RoleAssistant && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) == "" {
-			continue
+	for _, m := range r.past {
+		if !emptyReply(m) {
+			msgs = append(msgs, m)
 		}
-		msgs = append(msgs, m)
+	}
+	for i, m := range turn {
+		if m.Role == memory.RoleAssistant {
+			m.Content = r.a.cfg.Intents.Strip(m.Content)
+		}
+		if !emptyReply(m) {
+			msgs = append(msgs, m)
+		}
+		if r.turnFrom+i+1 == r.continueAt {
+			msgs = append(msgs, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
+		}
 	}
 	msgs = append(msgs, r.temp...)
 	if r.a.cfg.RequestShape == ShapeStrict {
@@ -866,6 +883,12 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 		msgs = append(msgs, memory.Message{Role: memory.RoleSystem, Content: prompt})
 	}
 	return msgs
+}
+
+// emptyReply reports whether m is an assistant message with neither text
+// nor tool calls.
+func emptyReply(m memory.Message) bool {
+	return m.Role == memory.RoleAssistant && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) == ""
 }
 
 func (r *run) logCall(start time.Time, withTools bool, res roundResult, finish string, err error) {
