@@ -13,7 +13,8 @@ type ApprovalRequest struct {
 	SessionID string
 	// Round is the tool round the call belongs to.
 	Round int
-	// Call is the call: ID, Name and the complete, valid JSON Arguments.
+	// Call is the call: ID, Name, the complete, valid JSON Arguments and
+	// their ArgumentsDigest, the one the approval_required chunk shows.
 	Call ToolCall
 	// Key names the call durably when the run keeps open-call records
 	// (a Config.Store that is a memory.CallLog): the same key for the same

@@ -52,15 +52,16 @@ func toolMessage(id, name, content string, state ToolState, cause Cause) memory.
 
 // callState is one call of a tool round on its way through the states.
 type callState struct {
-	call     stream.Call
-	tool     Tool
-	def      ToolDefinition
-	record   *memory.ToolCall // the call in the assistant message
-	args     json.RawMessage  // the arguments when they are a JSON object
-	argErr   error            // why they are not
-	chunk    ToolCall         // what the chunks show
-	approval Ticket           // the Approver's pending ticket
-	out      outcome
+	call   stream.Call
+	tool   Tool
+	def    ToolDefinition
+	record *memory.ToolCall // the call in the assistant message
+	args   json.RawMessage  // the arguments when they are a JSON object
+	argErr error            // why they are not
+	chunk  ToolCall         // what the chunks show
+	// approvalWait is the pending ticket's wait, for releaseApproval.
+	approvalWait func(ctx context.Context) (Decision, error)
+	out          outcome
 	// decision is the Approver's answer, when it gave one (answered): the
 	// span event of the call's approval records it.
 	decision Decision
@@ -453,6 +454,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		return false, r.reject(cs, CauseNoApprover, reasonNoApprover)
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk, Key: cs.key()}
+	req.Call.ArgumentsDigest = ArgumentsDigest(cs.chunk.Arguments)
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
 	if err != nil {
 		if r.suspendable() {
@@ -469,7 +471,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		// card below is shown lands in it.
 		cs.pending = true
 		if r.ctx.Err() == nil {
-			cs.approval, cs.waitOwed = t, true
+			cs.approvalWait, cs.waitOwed = t.wait, true
 			cs.chunk.ApprovalID = t.ApprovalID()
 			if cs.open != nil && cs.open.ApprovalID != cs.chunk.ApprovalID {
 				// Saved before the card is shown: a resumed turn asks
@@ -483,7 +485,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 			c := cs.chunk
 			c.State = StateApprovalRequired
 			c.ApprovalRequired = true
-			c.ArgumentsDigest = ArgumentsDigest(c.Arguments)
+			c.ArgumentsDigest = req.Call.ArgumentsDigest
 			if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
 				return false, false // the deferred release calls the owed Wait
 			}
@@ -566,7 +568,9 @@ func (r *run) releaseApproval(cs *callState) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.ctx))
 	cancel()
 	cs.waitOwed = false
-	_, _ = cs.approval.Wait(ctx)
+	if cs.approvalWait != nil {
+		_, _ = cs.approvalWait(ctx)
+	}
 }
 
 // reject records a rejection and reports whether the run goes on.

@@ -328,12 +328,18 @@ func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent
 
 // recordOf returns the Store's record of a new approval for req.
 func recordOf(req agent.ApprovalRequest) memory.Approval {
+	digest := agent.ArgumentsDigest(req.Call.Arguments)
+	if req.Call.ArgumentsDigest == digest {
+		// The agent's own: the record keeps that string, not a second
+		// copy of it, while it waits.
+		digest = req.Call.ArgumentsDigest
+	}
 	return memory.Approval{
 		SessionID: req.SessionID,
 		CallID:    req.Call.ID,
 		Tool:      req.Call.Name,
 		Arguments: req.Call.Arguments,
-		Digest:    agent.ArgumentsDigest(req.Call.Arguments),
+		Digest:    digest,
 		Round:     req.Round,
 		Key:       req.Key,
 	}
