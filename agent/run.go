@@ -541,9 +541,9 @@ func (r *run) begin(history []memory.Message, user memory.Message) {
 	r.record(user)
 	r.turnFrom = len(r.t.msgs)
 	// Everything before the new user message is old: its tool traffic is
-	// shortened once, here, for every request of the run. The append
-	// never writes into spare room of the caller's history.
-	r.past = memory.Truncate(append(history[:len(history):len(history)], user), r.tools.truncate(r.a.truncate))
+	// shortened once, here, for every request of the run. history is the
+	// run's own (memory.Repair's copy).
+	r.past = memory.Truncate(append(history, user), r.tools.truncate(r.a.truncate))
 }
 
 // load returns the conversation so far, as stored (not repaired). With
