@@ -71,14 +71,16 @@ func TestArgumentsDigest(t *testing.T) {
 
 // TestApprovalRequiredCarriesDigest: the approval_required chunk carries
 // the digest of the arguments it shows, in a run and in a resumed turn that
-// shows the card again; the other chunks of the call carry none.
+// shows the card again, and so does the request the Approver gets; the
+// other chunks of the call carry none.
 func TestApprovalRequiredCarriesDigest(t *testing.T) {
 	leaktest.Check(t)
 	ctx := context.Background()
 	srv := newServer(t)
 	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{ "city" : "Oslo" }`).Finish("tool_calls"))
 	st := &memory.MemStore{}
-	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = newKeeper() }, weatherTool())
+	k := newKeeper()
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, weatherTool())
 	first, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Oslo?"}))
 	require.NoError(t, err)
 	resumed, err := collect(a.Resume(ctx, "s1"))
@@ -98,4 +100,9 @@ func TestApprovalRequiredCarriesDigest(t *testing.T) {
 		assert.Empty(t, c.Tool.ArgumentsDigest, "a %s chunk", c.Tool.State)
 	}
 	assert.Equal(t, 2, cards, "the run's card and the resumed turn's")
+	// The Approver was asked with the same digest the card shows.
+	require.Len(t, k.requests, 2)
+	for _, req := range k.requests {
+		assert.Equal(t, agent.ArgumentsDigest(json.RawMessage(`{"city":"Oslo"}`)), req.Call.ArgumentsDigest, "the request's digest")
+	}
 }

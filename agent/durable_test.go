@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/drive"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
@@ -668,4 +670,60 @@ func TestRefusedEditIsNotStored(t *testing.T) {
 			assert.Equal(t, ended{memory.OutcomeRejected, "approval_failed"}, endings(msgs)["call_1"])
 		})
 	}
+}
+
+// TestResumedTurnAsTheModelSeesIt: a resumed turn sends the turn as
+// stored, without its intent tags and without a [continue] message, then
+// what it adds itself; a hook at AfterToolResults sees the stored call
+// and the result the resumed run recorded, and the assistant message of
+// the turn's record keeps its raw text.
+func TestResumedTurnAsTheModelSeesIt(t *testing.T) {
+	leaktest.Check(t)
+	ctx := context.Background()
+	st := &memory.MemStore{}
+	srv := newServer(t)
+	openTurn(srv)
+	k := newKeeper()
+	var got agent.HookState
+	h := agent.HookFunc(func(_ context.Context, at agent.Checkpoint, s agent.HookState) ([]agent.Injection, error) {
+		if at == agent.AfterToolResults {
+			got = s
+		}
+		return nil, nil
+	})
+	a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k; c.Hooks = []agent.Hook{h} }, weatherTool())
+	chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"text", "round_end:0:need_tool", "tool:start:get_weather", "tool:approval_required:get_weather", "suspended"}, trace(chunks))
+	k.decide(chunks[len(chunks)-2].Tool.ApprovalID, agent.Decision{Approved: true})
+
+	srv.Enqueue(agenttest.Reply().Text("Sunny in Lima.").Finish("stop"))
+	_, err = collect(a.Resume(ctx, "s1"))
+	require.NoError(t, err)
+
+	var calls, results []string
+	for _, c := range got.Calls {
+		calls = append(calls, c.ID+":"+c.Name)
+	}
+	for _, m := range got.Results {
+		results = append(results, m.ToolCallID+":"+m.Content)
+	}
+	assert.Equal(t, []string{"call_1:get_weather"}, calls, "the stored call")
+	assert.Equal(t, []string{"call_1:sunny in Lima"}, results, "the resumed run's result")
+
+	reqs := srv.Requests()
+	var sent []string
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if m.Role != "system" {
+			sent = append(sent, m.Role+":"+m.Content)
+		}
+	}
+	want := []string{"user:Weather in Lima?", "assistant:Let me look that up.", "assistant:", "tool:sunny in Lima"}
+	if strict { // two assistant messages in a row get a user message between them
+		want = slices.Insert(want, 2, "user:"+intent.ContinueMessage)
+	}
+	assert.Equal(t, want, sent)
+	msgs, err := st.Messages(ctx, "s1", false)
+	require.NoError(t, err)
+	assert.Equal(t, "Let me look that up. <need_tool>", msgs[1].Content, "the stored reply keeps its tag")
 }

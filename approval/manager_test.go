@@ -517,3 +517,31 @@ func TestPendingApprovalJSON(t *testing.T) {
 	assert.JSONEq(t, `"`+tk.ApprovalID()+`"`, string(got["approval_id"]), "%s", b)
 	assert.NotContains(t, got, "id")
 }
+
+// TestRequestDigestIsComputed: the record's digest is that of the
+// request's arguments, whatever digest the request's call carries: a
+// caller's wrong digest is never stored, and a Reply must name the real
+// one.
+func TestRequestDigestIsComputed(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, approval.ManagerConfig{})
+	for _, carried := range []string{"", "sha256:0000", "wrong"} {
+		req := request("s", len(carried))
+		req.Call.ArgumentsDigest = carried
+		tk, err := m.Request(ctx, req)
+		require.NoError(t, err)
+		ps := pendingList(t, m, "s")
+		require.Len(t, ps, 1)
+		assert.Equal(t, agent.ArgumentsDigest(req.Call.Arguments), ps[0].Call.ArgumentsDigest, "carried %q", carried)
+		if carried != "" {
+			r := reply("s", tk.ApprovalID(), req, agent.Decision{Approved: true})
+			r.ArgumentsDigest = carried
+			ok, err := m.Respond(ctx, r)
+			assert.False(t, ok, "a reply naming the carried digest %q", carried)
+			assert.Error(t, err)
+		}
+		require.Equal(t, 1, cancelSession(t, m, "s"))
+		_, _ = tk.Wait(ctx)
+	}
+	assert.Equal(t, 0, m.Len())
+}
