@@ -277,6 +277,10 @@ type runTel struct {
 	rejected, maxRounds bool
 }
 
+// noSpan is the span a run or a wait keeps when its own would record
+// nothing and nothing starts under it: it records nothing either.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // startRun starts the invoke_agent span of a run (or a resumed turn) and
 // returns ctx carrying it: the model calls and tool calls of the run are
 // its children, and a sub-agent's run is a child of its call's span.
@@ -289,7 +293,7 @@ func (tel *telemetry) startRun(ctx context.Context, sessionID string, resumed bo
 		// no-op provider) changes nothing for the spans under it: the run
 		// goes on with its caller's context instead, so that a run that
 		// waits for hours does not hold the span (about 0.3 KB).
-		return parent, runTel{span: trace.SpanFromContext(context.Background()), resumed: resumed}
+		return parent, runTel{span: noSpan, resumed: resumed}
 	}
 	if span.IsRecording() {
 		span.SetAttributes(keyOperation.String("invoke_agent"), keyResumed.Bool(resumed))
@@ -532,9 +536,12 @@ type approvalTel struct {
 // startApproval starts the await_approval span of cs.
 func (r *run) startApproval(cs *callState) approvalTel {
 	_, span := r.obs.tel.tracer.Start(r.ctx, "await_approval "+cs.call.Name, trace.WithSpanKind(trace.SpanKindInternal))
-	if span.IsRecording() {
-		span.SetAttributes(keyToolName.String(cs.call.Name), keyToolCallID.String(cs.call.ID), keyRound.Int(r.round))
+	if !span.IsRecording() {
+		// Nothing starts under it and ending it does nothing: a wait of
+		// hours does not hold it.
+		return approvalTel{span: noSpan, start: time.Now()}
 	}
+	span.SetAttributes(keyToolName.String(cs.call.Name), keyToolCallID.String(cs.call.ID), keyRound.Int(r.round))
 	return approvalTel{span: span, start: time.Now()}
 }
 

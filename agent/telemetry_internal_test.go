@@ -9,6 +9,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/planround/planround/stream"
 )
 
 func TestProviderName(t *testing.T) {
@@ -76,6 +78,33 @@ func TestRunSpanOnlyWhenItChangesSomething(t *testing.T) {
 			sc := trace.SpanContextFromContext(ctx)
 			assert.Equal(t, trace.TraceID{1}, sc.TraceID(), "the caller's trace")
 			assert.NotEqual(t, trace.SpanID{2}, sc.SpanID(), "a span of its own")
+		})
+	}
+}
+
+// TestApprovalSpanOnlyWhenItRecords checks that a wait for an approval
+// holds its await_approval span only when that span records: the global
+// tracer without a provider, a no-op provider and a sampler that drops
+// it leave the noSpan in its place.
+func TestApprovalSpanOnlyWhenItRecords(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		tp   trace.TracerProvider // nil: the global one, with no provider set
+		own  bool
+	}{
+		{"global tracer, no provider set", nil, false},
+		{"no-op provider", noop.NewTracerProvider(), false},
+		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), false},
+		{"recording provider", sdktrace.NewTracerProvider(), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := New(Config{Model: "m", TracerProvider: tt.tp})
+			require.NoError(t, err)
+			r := &run{a: a, ctx: context.Background(), obs: a.observer(context.Background())}
+			at := r.startApproval(&callState{call: stream.Call{ID: "c1", Name: "get_weather"}})
+			defer at.span.End()
+			assert.Equal(t, tt.own, at.span != noSpan, "a span of its own")
+			assert.Equal(t, tt.own, at.span.IsRecording())
 		})
 	}
 }
