@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/planround/planround/intent"
@@ -84,13 +85,24 @@ type Turn struct {
 	usage stream.Usage
 
 	// accepted is closed once the user message is stored, or the run
-	// ended without storing it (see Accepted).
-	accepted       chan struct{}
-	acceptedClosed bool // touched only by the run's goroutine
+	// ended without storing it (see Accepted). It is made by the first
+	// call of Accepted: a run nobody asks keeps none. isAccepted says the
+	// moment passed; acceptMu guards both.
+	acceptMu   sync.Mutex
+	accepted   chan struct{}
+	isAccepted bool
 }
 
+// closedChan is the channel Accepted returns when it is first called after
+// the turn was accepted.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // NewTurn prepares a turn; nothing happens until [Turn.Run] is ranged over.
-func (a *Agent) NewTurn(in Input) *Turn { return &Turn{a: a, in: in, accepted: make(chan struct{})} }
+func (a *Agent) NewTurn(in Input) *Turn { return &Turn{a: a, in: in} }
 
 // Accepted returns a channel that is closed once the turn's user message is
 // stored: with a Config.Store and an Input.SessionID, when Append returned,
@@ -99,12 +111,27 @@ func (a *Agent) NewTurn(in Input) *Turn { return &Turn{a: a, in: in, accepted: m
 // host that acknowledges a message to its sender (an HTTP 202) waits for it
 // first, so that a message it acknowledged survives a crash. It may be
 // called from any goroutine.
-func (t *Turn) Accepted() <-chan struct{} { return t.accepted }
+func (t *Turn) Accepted() <-chan struct{} {
+	t.acceptMu.Lock()
+	defer t.acceptMu.Unlock()
+	if t.accepted == nil {
+		if t.isAccepted {
+			return closedChan
+		}
+		t.accepted = make(chan struct{})
+	}
+	return t.accepted
+}
 
 // accept closes t.accepted once; the run's goroutine calls it.
 func (t *Turn) accept() {
-	if t.accepted != nil && !t.acceptedClosed {
-		t.acceptedClosed = true
+	t.acceptMu.Lock()
+	defer t.acceptMu.Unlock()
+	if t.isAccepted {
+		return
+	}
+	t.isAccepted = true
+	if t.accepted != nil {
 		close(t.accepted)
 	}
 }

@@ -528,4 +528,17 @@ func TestTurnAccepted(t *testing.T) {
 	default:
 		t.Fatal("not closed after a run that ended")
 	}
+
+	// Asked from another goroutine while the run goes, as a host that
+	// acknowledges the message does.
+	srv.Enqueue(planNoTool(), agenttest.Reply().Text("ok").Finish("stop"))
+	turn = a.NewTurn(agent.Input{SessionID: "s2", Message: "hi"})
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		<-turn.Accepted()
+	}()
+	_, err = collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+	<-got
 }
