@@ -239,9 +239,9 @@ type run struct {
 
 	prefix []memory.Message // system prompt and layer blocks
 	// past is what the model sees before the turn's own messages: the
-	// history, shortened, and the user's message (a resumed turn: the
-	// turn as stored). Its assistant text loses its intent tags once the
-	// planning round is over. The turn's messages from t.msgs[turnFrom]
+	// history, shortened (a resumed turn: with the turn as stored). Its
+	// assistant text loses its intent tags once the planning round is
+	// over. The turn's messages from t.msgs[turnFrom]
 	// on follow it in every request, their tags stripped as they are
 	// sent: a run does not keep a second copy of them.
 	past     []memory.Message
@@ -562,15 +562,21 @@ func (r *run) userMessage() memory.Message {
 	return memory.Message{Role: memory.RoleUser, Content: r.t.in.Message, Images: slices.Clone(r.t.in.Images), CreatedAt: time.Now()}
 }
 
-// begin sets r.past to history followed by the user's message, and
-// records the user's message as the turn's first.
+// begin sets r.past to history, shortened, and records the user's message
+// as the turn's first.
 func (r *run) begin(history []memory.Message, user memory.Message) {
 	r.record(user)
-	r.turnFrom = len(r.t.msgs)
+	r.turnFrom = 0 // the user's message is sent from the turn's record
+	if len(history) == 0 {
+		r.past = nil
+		return
+	}
 	// Everything before the new user message is old: its tool traffic is
-	// shortened once, here, for every request of the run. history is the
-	// run's own (memory.Repair's copy).
+	// shortened once, here, for every request of the run (Truncate tells
+	// old from new by the user's message). history is the run's own
+	// (memory.Repair's copy).
 	r.past = memory.Truncate(append(history, user), r.tools.truncate(r.a.truncate))
+	r.past = r.past[:len(r.past)-1]
 }
 
 // load returns the conversation so far, as stored (not repaired). With
