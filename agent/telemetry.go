@@ -277,9 +277,19 @@ type runTel struct {
 	rejected, maxRounds bool
 }
 
-// noSpan is the span a run or a wait keeps when its own would record
-// nothing and nothing starts under it: it records nothing either.
+// noSpan is the span a run, a model call or a wait keeps when its own
+// would record nothing and change nothing for what starts under it: it
+// records nothing either.
 var noSpan = trace.SpanFromContext(context.Background())
+
+// inert reports whether span, just started under parent, records nothing
+// and carries parent's span context (the global tracer before the host
+// sets a provider, a no-op provider): it then changes nothing for the
+// spans under it or what a propagator sends, and the caller goes on with
+// parent instead of holding it.
+func inert(span trace.Span, parent context.Context) bool {
+	return !span.IsRecording() && span.SpanContext().Equal(trace.SpanContextFromContext(parent))
+}
 
 // startRun starts the invoke_agent span of a run (or a resumed turn) and
 // returns ctx carrying it: the model calls and tool calls of the run are
@@ -287,11 +297,8 @@ var noSpan = trace.SpanFromContext(context.Background())
 func (tel *telemetry) startRun(ctx context.Context, sessionID string, resumed bool) (context.Context, runTel) {
 	parent := ctx
 	ctx, span := tel.tracer.Start(ctx, "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal))
-	if !span.IsRecording() && span.SpanContext().Equal(trace.SpanContextFromContext(parent)) {
-		// A span that records nothing and carries its parent's span
-		// context (the global tracer before the host sets a provider, a
-		// no-op provider) changes nothing for the spans under it: the run
-		// goes on with its caller's context instead, so that a run that
+	if inert(span, parent) {
+		// The run goes on with its caller's context, so that a run that
 		// waits for hours does not hold the span (about 0.3 KB).
 		return parent, runTel{span: noSpan, resumed: resumed}
 	}
@@ -370,7 +377,12 @@ type chatTel struct {
 // context the request is sent with. which says what the call is:
 // planround.round for a round's, planround.summary for a summary's.
 func (tel *telemetry) startChat(ctx context.Context, sessionID string, req request, which attribute.KeyValue) (context.Context, *chatTel) {
+	parent := ctx
 	ctx, span := tel.tracer.Start(ctx, tel.chatName, trace.WithSpanKind(trace.SpanKindClient))
+	if inert(span, parent) {
+		// A request that streams for minutes does not hold it.
+		ctx, span = parent, noSpan
+	}
 	ct := &chatTel{span: span, start: time.Now(), first: true}
 	if span.IsRecording() {
 		span.SetAttributes(keyOperation.String("chat"), which)

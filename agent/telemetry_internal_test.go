@@ -108,3 +108,37 @@ func TestApprovalSpanOnlyWhenItRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestChatSpanOnlyWhenItChangesSomething checks that a model call keeps
+// its chat span, and sends its request with a context of its own, only
+// when the span records or carries a span context of its own.
+func TestChatSpanOnlyWhenItChangesSomething(t *testing.T) {
+	parent := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled,
+	}))
+	for _, tt := range []struct {
+		name string
+		tp   trace.TracerProvider // nil: the global one, with no provider set
+		own  bool
+	}{
+		{"global tracer, no provider set", nil, false},
+		{"no-op provider", noop.NewTracerProvider(), false},
+		{"recording provider", sdktrace.NewTracerProvider(), true},
+		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tel, err := newTelemetry(Config{Model: "m", TracerProvider: tt.tp})
+			require.NoError(t, err)
+			ctx, ct := tel.startChat(parent, "s", request{}, keyRound.Int(1))
+			defer ct.span.End()
+			if !tt.own {
+				assert.Equal(t, parent, ctx, "the run's context, unchanged")
+				assert.Equal(t, noSpan, ct.span, "no span held")
+				return
+			}
+			sc := trace.SpanContextFromContext(ctx)
+			assert.Equal(t, trace.TraceID{1}, sc.TraceID(), "the run's trace")
+			assert.NotEqual(t, trace.SpanID{2}, sc.SpanID(), "a span of its own")
+		})
+	}
+}
