@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -109,9 +110,7 @@ const (
 // A Parser is not safe for concurrent use. Reuse it for the next reply
 // with [Parser.Reset].
 type Parser struct {
-	tags   []string
-	maxTag int // length of the longest tag
-	class  [256]uint8
+	*table // shared with the Parsers of the same Config
 	// onlyLT is true when every tag starts with '<', which lets the delta
 	// mode jump from one '<' to the next.
 	onlyLT   bool
@@ -150,36 +149,63 @@ type Parser struct {
 
 type span struct{ start, end int }
 
-// NewParser returns a Parser configured by cfg.
-func NewParser(cfg Config) *Parser {
-	p := &Parser{mode: cfg.Mode, onlyLT: true}
+// table is what a Parser derives from its Config: its tags and the class
+// of every byte. It is never changed once built, so that the Parsers of one
+// Config share it (256 bytes and more each, of a Parser of about 200).
+type table struct {
+	mode     Mode
+	src      []string // Config.Tags as given (nil: the default), to compare
+	tags     []string
+	maxTag   int // length of the longest tag
+	class    [256]uint8
+	onlyLT   bool
+	hasVoice bool
+}
+
+// lastTable is the table most recently built: the next Parser of the same
+// Config (an agent's next round) takes it instead of building its own.
+var lastTable atomic.Pointer[table]
+
+// tableOf returns the table of cfg, the last one built when it is the same.
+func tableOf(cfg Config) *table {
+	if t := lastTable.Load(); t != nil && t.mode == cfg.Mode && (t.src == nil) == (cfg.Tags == nil) && slices.Equal(t.src, cfg.Tags) {
+		return t
+	}
+	t := &table{mode: cfg.Mode, src: slices.Clone(cfg.Tags), onlyLT: true}
 	tags := cfg.Tags
 	if tags == nil {
 		tags = defaultTags
 	}
-	for _, t := range tags {
-		if t == "" {
+	for _, tag := range tags {
+		if tag == "" {
 			continue
 		}
-		p.tags = append(p.tags, t)
-		p.maxTag = max(p.maxTag, len(t))
-		p.class[t[0]] |= classTag
-		for i := range len(t) - 1 {
-			p.class[t[i]] |= classPrefix
+		t.tags = append(t.tags, tag)
+		t.maxTag = max(t.maxTag, len(tag))
+		t.class[tag[0]] |= classTag
+		for i := range len(tag) - 1 {
+			t.class[tag[i]] |= classPrefix
 		}
-		if t[0] != '<' {
-			p.onlyLT = false
+		if tag[0] != '<' {
+			t.onlyLT = false
 		}
-		if t == VoiceTag {
-			p.hasVoice = true
+		if tag == VoiceTag {
+			t.hasVoice = true
 		}
 	}
 	if cfg.Mode == ModeSentences {
 		for _, c := range []byte{'.', '!', '?', '\n', 0xE3, 0xEF} {
-			p.class[c] |= classSplit
+			t.class[c] |= classSplit
 		}
 	}
-	return p
+	lastTable.Store(t)
+	return t
+}
+
+// NewParser returns a Parser configured by cfg.
+func NewParser(cfg Config) *Parser {
+	t := tableOf(cfg)
+	return &Parser{table: t, mode: cfg.Mode, onlyLT: t.onlyLT, hasVoice: t.hasVoice}
 }
 
 // Write feeds the next delta of the reply and calls emit for each piece
