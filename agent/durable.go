@@ -173,7 +173,7 @@ func (r *run) resume() {
 	calls := make([]*callState, len(open))
 	r.round = 1
 	for i, tc := range open {
-		cs := &callState{call: streamCall(tc), chunk: ToolCall{ID: tc.ID, Name: tc.Name}, record: &open[i]}
+		cs := &callState{call: streamCall(tc), reg: &unknownTool, chunk: ToolCall{ID: tc.ID, Name: tc.Name}, record: &open[i]}
 		cs.open = &memory.OpenCall{MessageID: asst.ID, CallID: tc.ID}
 		for _, rec := range recs {
 			if rec.MessageID == asst.ID && rec.CallID == tc.ID {

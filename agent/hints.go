@@ -108,10 +108,10 @@ type ApprovalNoter interface {
 // noteApproval puts what the tool says about the approval of cs on its
 // chunk, and reports whether a person must be asked.
 func (r *run) noteApproval(cs *callState) (mustAsk bool) {
-	if cs.def.Hints != nil {
-		cs.chunk.Hints = cs.def.Hints
+	if cs.reg.def.Hints != nil {
+		cs.chunk.Hints = cs.reg.def.Hints
 	}
-	n, ok := cs.tool.(ApprovalNoter)
+	n, ok := cs.reg.tool.(ApprovalNoter)
 	if !ok {
 		return false
 	}

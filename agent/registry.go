@@ -42,6 +42,10 @@ type registered struct {
 	schema *jsonschema.Schema // nil when def.Parameters is nil
 }
 
+// unknownTool is the registration of no tool: a call's until check finds
+// its tool.
+var unknownTool registered
+
 // NewToolRegistry returns a registry holding tools; see [ToolRegistry.Add].
 func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) {
 	r := &ToolRegistry{}

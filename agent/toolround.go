@@ -52,9 +52,10 @@ func toolMessage(id, name, content string, state ToolState, cause Cause) memory.
 
 // callState is one call of a tool round on its way through the states.
 type callState struct {
-	call   stream.Call
-	tool   Tool
-	def    ToolDefinition
+	call stream.Call
+	// reg is the tool the call names, once check found it (unknownTool
+	// before, and for a tool the run does not have): shared, never written.
+	reg    *registered
 	record *memory.ToolCall // the call in the assistant message
 	args   json.RawMessage  // the arguments when they are a JSON object
 	argErr error            // why they are not
@@ -110,7 +111,7 @@ func (r *run) toolRound(res roundResult) (goOn bool) {
 	calls := make([]*callState, len(res.calls))
 	tcs := make([]memory.ToolCall, len(res.calls))
 	for i, c := range res.calls {
-		cs := &callState{call: c, chunk: ToolCall{ID: c.ID, Name: c.Name}, record: &tcs[i]}
+		cs := &callState{call: c, reg: &unknownTool, chunk: ToolCall{ID: c.ID, Name: c.Name}, record: &tcs[i]}
 		tcs[i] = memory.ToolCall{ID: c.ID, Name: c.Name}
 		// Every chunk after start shows the arguments; valid ones are kept
 		// compact, in the chunks and in the history alike (the history in
@@ -406,7 +407,7 @@ func (r *run) check(cs *callState) bool {
 	if !ok {
 		return r.refuse(cs, CauseUnknownTool, fmt.Sprintf("error: unknown tool %q", cs.call.Name))
 	}
-	cs.tool, cs.def = reg.tool, reg.def
+	cs.reg = reg
 	if cs.argErr != nil {
 		return r.refuse(cs, CauseInvalidArguments, fmt.Sprintf("error: the arguments of %s are not valid JSON (%v); call it again with a JSON object", cs.call.Name, cs.argErr))
 	}
@@ -436,7 +437,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	if cs.rerun {
 		return true, true
 	}
-	if mustAsk := r.noteApproval(cs); cs.def.SkipApproval && !mustAsk {
+	if mustAsk := r.noteApproval(cs); cs.reg.def.SkipApproval && !mustAsk {
 		return true, true
 	}
 	defer func() {
@@ -626,7 +627,7 @@ func (r *run) executing(cs *callState) bool {
 	if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
 		return false
 	}
-	if sm, ok := cs.tool.(SideMessenger); ok {
+	if sm, ok := cs.reg.tool.(SideMessenger); ok {
 		side, err := r.sideMessage(sm, cs)
 		if err != nil {
 			r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "side message failed", toolAttr(cs), slog.Any("error", err))
@@ -659,7 +660,7 @@ func (r *run) start(cs *callState) {
 	cs.progress = newProgressBuffer()
 	cs.done = make(chan struct{})
 	ctx := r.startTool(r.callContext(cs), cs)
-	if _, ok := cs.tool.(*subAgent); ok {
+	if _, ok := cs.reg.tool.(*subAgent); ok {
 		ctx = r.nestContext(ctx)
 	}
 	go func() {
@@ -679,7 +680,7 @@ func (r *run) start(cs *callState) {
 					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			}
 		}()
-		cs.result, cs.err = cs.tool.Execute(ctx, cs.args, cs.progress)
+		cs.result, cs.err = cs.reg.tool.Execute(ctx, cs.args, cs.progress)
 	}()
 }
 
@@ -768,7 +769,7 @@ func (r *run) emitSides() {
 // cancelled with the cause ErrSuspended while it ran (a host that shuts
 // down). Any other ErrSuspended is an ordinary tool error.
 func (r *run) suspends(cs *callState) bool {
-	if r.log == nil || cs.open == nil || !cs.def.Resumable && cs.open.State == "" {
+	if r.log == nil || cs.open == nil || !cs.reg.def.Resumable && cs.open.State == "" {
 		return false
 	}
 	if cs.cut {
