@@ -250,6 +250,11 @@ type run struct {
 	// [continue] message that follows the planning reply in requests (it
 	// is for the model only: not one of the turn's messages).
 	continueAt int
+	// stripped is the planning reply without its tags, as requests send
+	// it, stripped once; strippedAt, when not zero, is its place in t.msgs
+	// (counted from 1).
+	stripped   string
+	strippedAt int
 	temp       []memory.Message // the temporary hook injections of the next request
 	intent     Intent           // the planning round's, once known
 	parser     *stream.Parser
@@ -469,8 +474,11 @@ func (r *run) planningRound() (skipTools, ok bool) {
 		// [continue] is for the model only: not part of the turn's messages.
 		// A reply that was only a tag said nothing to continue from (its
 		// empty message is left out of requests).
-		if r.a.cfg.Intents.Strip(res.raw) != "" {
+		if text := r.a.cfg.Intents.Strip(res.raw); text != "" {
 			r.continueAt = len(r.t.msgs)
+			if text != res.raw {
+				r.strippedAt, r.stripped = len(r.t.msgs), text
+			}
 		}
 	}
 	if !r.endRound(res, in) {
@@ -889,7 +897,10 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 		}
 	}
 	for i, m := range turn {
-		if m.Role == memory.RoleAssistant {
+		switch {
+		case r.turnFrom+i+1 == r.strippedAt:
+			m.Content = r.stripped
+		case m.Role == memory.RoleAssistant:
 			m.Content = r.a.cfg.Intents.Strip(m.Content)
 		}
 		if !emptyReply(m) {
