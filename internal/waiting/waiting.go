@@ -17,16 +17,24 @@
 //   - every decision is taken in the store first (DecideApproval, first
 //     wins) and only then given to a local entry, so an entry never holds
 //     a decision the store does not;
-//   - no store or notifier call is made with mu held.
+//   - no store or notifier call is made with mu held;
+//   - a Wait that waits makes no timer: its entry sits in the Core's heap
+//     of waits by due time, and the Core's one timer, armed while that
+//     heap is not empty, closes the entry's done channel when its due time
+//     passes. An entry is in the heap only while its Wait waits and
+//     nothing decided it, so done is closed once: by a decision (finish)
+//     or by the timer (fired), never both.
 package waiting
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -112,6 +120,20 @@ type Core struct {
 	read    readDecisions     // guarded by mu
 	decided int               // guarded by mu: decisions since the last ForgetDecided
 
+	// waits holds the entries whose Wait waits and that nothing decided,
+	// earliest due first; timer wakes them (expire). timer is made for the
+	// first wait and is armed, for timerDue, exactly while waits is not
+	// empty, so a Core nobody waits on has nothing armed.
+	waits    dueHeap     // guarded by mu
+	timer    *time.Timer // guarded by mu
+	armed    bool        // guarded by mu: timer is armed for timerDue (or firing for it)
+	timerDue int64       // guarded by mu
+
+	// epoch is the time dues count from: an entry keeps its due as
+	// nanoseconds since epoch on epoch's monotonic clock, 8 bytes instead
+	// of a time.Time's 24.
+	epoch time.Time
+
 	instance   string
 	stopListen func()
 	closeOnce  sync.Once
@@ -119,17 +141,26 @@ type Core struct {
 
 type entry struct {
 	id, session string
-	deadline    time.Time
-	done        chan struct{}
+	// done is closed once: by finish when the wait is decided (rec set
+	// first), or by the Core's timer when due passed (fired set first).
+	done chan struct{}
+	rec  *memory.Approval // guarded by Core.mu: the decided record
 
-	pending bool             // guarded by Core.mu
-	waiting bool             // guarded by Core.mu: Wait was called
-	rec     *memory.Approval // guarded by Core.mu: the decided record, set before done is closed
+	// due is when the wait ends if nothing ends it before, in
+	// nanoseconds since Core.epoch: its deadline, or, from Wait on, the
+	// time it suspends when SuspendAfter comes first (suspends).
+	due   int64 // guarded by Core.mu
+	index int   // guarded by Core.mu: e's position in Core.waits, -1 when not in it
+
+	pending  bool // guarded by Core.mu
+	waiting  bool // guarded by Core.mu: Wait was called
+	suspends bool // guarded by Core.mu: due is when the wait suspends, not its deadline
+	fired    bool // guarded by Core.mu: the timer closed done, due passed while pending
 }
 
 // New returns a Core; it fails when the Notifier cannot listen.
 func New(cfg Config) (*Core, error) {
-	c := &Core{cfg: cfg, entries: make(map[string]*entry), instance: NewID()}
+	c := &Core{cfg: cfg, entries: make(map[string]*entry), epoch: time.Now(), instance: NewID()}
 	if c.cfg.Store == nil {
 		c.cfg.Store, c.private = &memory.MemStore{}, true
 	}
@@ -147,6 +178,9 @@ func New(cfg Config) (*Core, error) {
 func (c *Core) Store() memory.ApprovalStore { return c.cfg.Store }
 
 // Close stops listening for notes. It must not be called from OnDecided.
+// It does not end the Waits that wait: they still time out (and suspend),
+// and the Core's timer, which is armed only while a Wait waits, stops when
+// the last of them ends.
 func (c *Core) Close() {
 	c.closeOnce.Do(func() {
 		if c.stopListen != nil {
@@ -249,7 +283,7 @@ func (c *Core) reopen(ctx context.Context, rec memory.Approval) (*Wait, error) {
 
 // insert adds an entry for rec. c.mu must be held.
 func (c *Core) insert(rec memory.Approval) *entry {
-	e := &entry{id: rec.ID, session: rec.SessionID, deadline: rec.CreatedAt.Add(c.cfg.Timeout), done: make(chan struct{}), pending: true}
+	e := &entry{id: rec.ID, session: rec.SessionID, due: addSat(c.at(rec.CreatedAt), c.cfg.Timeout), index: -1, done: make(chan struct{}), pending: true}
 	c.entries[e.id] = e
 	return e
 }
@@ -261,26 +295,41 @@ func (c *Core) drop(e *entry) {
 	c.mu.Unlock()
 }
 
+// remove takes e out of the waits this Core holds. c.mu must be held.
 func (c *Core) remove(e *entry) {
+	c.unwait(e)
 	if c.entries[e.id] == e {
 		delete(c.entries, e.id)
 	}
 }
 
 // finish records the decided record a as e's outcome and wakes its
-// waiter. c.mu must be held and e pending.
+// waiter, unless the timer woke it already (it then finds rec when it
+// looks). c.mu must be held and e pending.
 func (c *Core) finish(e *entry, a memory.Approval) {
 	e.pending = false
 	e.rec = &a
-	close(e.done)
+	c.unwait(e)
+	if !e.fired {
+		close(e.done)
+	}
 }
 
 // Release gives up a Wait that will not be waited for, leaving its record
-// as it is.
+// as it is. (A Wait that waits when it is released no longer hears of
+// decisions, but still ends at its deadline, as it always did: only its own
+// end takes it out of the waits the timer wakes, and an entry nobody waits
+// for is never among them.)
 func (w *Wait) Release() {
-	if w.e != nil {
-		w.c.drop(w.e)
+	if w.e == nil {
+		return
 	}
+	c, e := w.c, w.e
+	c.mu.Lock()
+	if c.entries[e.id] == e {
+		delete(c.entries, e.id)
+	}
+	c.mu.Unlock()
 }
 
 // Wait waits for the decision and returns the decided record. It returns
@@ -311,22 +360,24 @@ func (w *Wait) Wait(ctx context.Context) (memory.Approval, error) {
 		c.mu.Unlock()
 		return a, nil
 	}
-	c.mu.Unlock()
 	if ctx.Err() != nil {
+		c.mu.Unlock()
 		return c.end(ctx, e, c.cfg.Interrupted, ctx.Err())
 	}
+	c.await(e)
+	c.mu.Unlock()
 
-	timer := time.NewTimer(time.Until(e.deadline))
-	defer timer.Stop()
-	var suspend <-chan time.Time
-	if c.cfg.SuspendAfter > 0 && c.cfg.SuspendAfter < time.Until(e.deadline) {
-		st := time.NewTimer(c.cfg.SuspendAfter)
-		defer st.Stop()
-		suspend = st.C
-	}
 	select {
 	case <-e.done:
 		c.mu.Lock()
+		if e.pending { // the timer woke it: due passed
+			suspends := e.suspends
+			c.mu.Unlock()
+			if suspends {
+				return c.suspend(e)
+			}
+			return c.end(ctx, e, c.cfg.TimedOut, nil) // a decision that came first wins there
+		}
 		c.remove(e)
 		a := *e.rec
 		c.mu.Unlock()
@@ -340,11 +391,118 @@ func (w *Wait) Wait(ctx context.Context) (memory.Approval, error) {
 			return memory.Approval{}, context.Cause(ctx)
 		}
 		return c.end(ctx, e, c.cfg.Interrupted, ctx.Err())
-	case <-timer.C:
-		return c.end(ctx, e, c.cfg.TimedOut, nil)
-	case <-suspend:
-		return c.suspend(e)
 	}
+}
+
+// await puts e, whose Wait is about to wait, among the waits the timer
+// wakes, due at its deadline or, when SuspendAfter comes first, when it
+// suspends. c.mu must be held and e pending.
+func (c *Core) await(e *entry) {
+	now := c.now()
+	if s := c.cfg.SuspendAfter; s > 0 && int64(s) < e.due-now {
+		e.due, e.suspends = now+int64(s), true
+	}
+	heap.Push(&c.waits, e)
+	if e.index == 0 {
+		c.arm()
+	}
+}
+
+// unwait takes e out of the waits the timer wakes, if it is there. c.mu
+// must be held.
+func (c *Core) unwait(e *entry) {
+	if e.index < 0 {
+		return
+	}
+	first := e.index == 0
+	heap.Remove(&c.waits, e.index)
+	if first {
+		c.arm()
+	}
+}
+
+// arm sets the timer for the earliest due of the waits, or stops it when
+// there is none. c.mu must be held.
+func (c *Core) arm() {
+	if len(c.waits) == 0 {
+		if c.armed {
+			c.timer.Stop()
+			c.armed = false
+		}
+		return
+	}
+	due := c.waits[0].due
+	if c.armed && c.timerDue == due {
+		return
+	}
+	d := time.Duration(due - c.now())
+	if c.timer == nil {
+		c.timer = time.AfterFunc(d, c.expire)
+	} else {
+		c.timer.Reset(d) // if expire is on its way meanwhile, it finds nothing due, or less
+	}
+	c.armed, c.timerDue = true, due
+}
+
+// expire is the timer's function: it wakes every wait whose due passed,
+// and arms the timer for the next one.
+func (c *Core) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed = false
+	now := c.now()
+	for len(c.waits) > 0 && c.waits[0].due <= now {
+		e := heap.Pop(&c.waits).(*entry)
+		e.fired = true
+		close(e.done)
+	}
+	c.arm()
+}
+
+// now returns the time since c.epoch in nanoseconds.
+func (c *Core) now() int64 { return int64(time.Since(c.epoch)) }
+
+// at returns t as nanoseconds since c.epoch.
+func (c *Core) at(t time.Time) int64 { return int64(t.Sub(c.epoch)) }
+
+// addSat returns a+d, or the largest int64 when that overflows.
+func addSat(a int64, d time.Duration) int64 {
+	if s := a + int64(d); d <= 0 || s > a {
+		return s
+	}
+	return math.MaxInt64
+}
+
+// dueHeap is a container/heap of entries, earliest due first, that keeps
+// each entry's index.
+type dueHeap []*entry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *dueHeap) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+
+// Pop removes the last entry; a slice a burst of waits grew is given back
+// once it is three quarters empty.
+func (h *dueHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	e := old[n]
+	old[n] = nil
+	e.index = -1
+	*h = old[:n]
+	if cap(old) > 64 && n < cap(old)/4 {
+		*h = append(dueHeap(nil), old[:n]...)
+	}
+	return e
 }
 
 // suspendedBy reports whether ctx ended to suspend the run.
