@@ -17,7 +17,8 @@ func TestParsersShareTheirTable(t *testing.T) {
 			t.Errorf("Config %+v got the table of %q", cfg, tags)
 		}
 	}
-	if NewParser(Config{}).table != NewParser(Config{}).table {
+	d1, d2 := NewParser(Config{}), NewParser(Config{})
+	if d1.table != d2.table {
 		t.Error("two Parsers of the default Config built two tables")
 	}
 
