@@ -159,7 +159,6 @@ func (r *run) resume() {
 		r.t.in.Message = u.Content // for the hooks
 	}
 	r.past = append(memory.Truncate(memory.Repair(msgs[:start]), r.tools.truncate(r.a.truncate)), msgs[start:]...)
-	r.turnFrom = len(r.t.msgs)
 	for _, m := range msgs[start:] {
 		if r.intent == "" && m.Role == memory.RoleAssistant && !r.a.cfg.DisablePlanning {
 			if det := r.a.cfg.Intents.Detect(m.Content); det.Found {

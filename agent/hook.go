@@ -245,7 +245,7 @@ func (r *run) askHook(h Hook, at Checkpoint, st HookState) (injs []Injection, er
 // round just recorded, the last assistant message with calls of what the
 // model sees, and the tool messages after it.
 func (r *run) toolResults() HookState {
-	turn := r.t.msgs[r.turnFrom:]
+	turn := r.t.msgs
 	for i := len(turn) - 1; i >= 0; i-- {
 		if m := turn[i]; m.Role == memory.RoleAssistant && len(m.ToolCalls) > 0 {
 			res := turn[i+1:]

@@ -238,14 +238,13 @@ type run struct {
 	tools *toolSet
 
 	prefix []memory.Message // system prompt and layer blocks
-	// past is what the model sees before the turn's own messages: the
-	// history, shortened (a resumed turn: with the turn as stored). Its
-	// assistant text loses its intent tags once the planning round is
-	// over. The turn's messages from t.msgs[turnFrom]
-	// on follow it in every request, their tags stripped as they are
-	// sent: a run does not keep a second copy of them.
-	past     []memory.Message
-	turnFrom int
+	// past is what the model sees before the messages the run adds (its
+	// turn's, t.msgs): the history, shortened (for a resumed turn, with
+	// the turn as stored). Its assistant text loses its intent tags once
+	// the planning round is over. t.msgs follow it in every request,
+	// their tags stripped as they are sent: a run keeps no second copy of
+	// them.
+	past []memory.Message
 	// continueAt, when not zero, is how many of t.msgs come before the
 	// [continue] message that follows the planning reply in requests (it
 	// is for the model only: not one of the turn's messages).
@@ -573,8 +572,7 @@ func (r *run) userMessage() memory.Message {
 // begin sets r.past to history, shortened, and records the user's message
 // as the turn's first.
 func (r *run) begin(history []memory.Message, user memory.Message) {
-	r.record(user)
-	r.turnFrom = 0 // the user's message is sent from the turn's record
+	r.record(user) // sent from the turn's record
 	if len(history) == 0 {
 		r.past = nil
 		return
@@ -888,7 +886,7 @@ func (r *run) contextPrefix() ([]memory.Message, error) {
 // neither text nor tool calls (a reply that was only a tag, once
 // stripped) are left out: strict providers refuse them.
 func (r *run) requestMessages(prompt string) []memory.Message {
-	turn := r.t.msgs[r.turnFrom:]
+	turn := r.t.msgs
 	msgs := make([]memory.Message, 0, len(r.prefix)+len(r.past)+len(turn)+len(r.temp)+2)
 	msgs = append(msgs, r.prefix...)
 	for _, m := range r.past {
@@ -898,7 +896,7 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 	}
 	for i, m := range turn {
 		switch {
-		case r.turnFrom+i+1 == r.strippedAt:
+		case i+1 == r.strippedAt:
 			m.Content = r.stripped
 		case m.Role == memory.RoleAssistant:
 			m.Content = r.a.cfg.Intents.Strip(m.Content)
@@ -906,7 +904,7 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 		if !emptyReply(m) {
 			msgs = append(msgs, m)
 		}
-		if r.turnFrom+i+1 == r.continueAt {
+		if i+1 == r.continueAt {
 			msgs = append(msgs, memory.Message{Role: memory.RoleUser, Content: intent.ContinueMessage})
 		}
 	}
