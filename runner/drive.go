@@ -477,7 +477,7 @@ func turnEnd(cause error, cancelled bool, runErr error, rejected *agent.ToolCall
 		return TurnEnded{Status: StatusInterrupted}
 	case runErr != nil:
 		return TurnEnded{Status: StatusError, Error: runErr.Error()}
-	case interrupted && rejected != nil:
+	case interrupted && rejected != nil && rejected.Cause != agent.CauseApprovalInterrupted:
 		return TurnEnded{Status: StatusRejected, Reason: rejected.Reason, Cause: rejected.Cause}
 	case interrupted:
 		return TurnEnded{Status: StatusInterrupted}

@@ -160,6 +160,27 @@ func TestInterrupt(t *testing.T) {
 	assert.False(t, ok, "nothing left to interrupt")
 }
 
+// TestCancelledApprovalEndsInterrupted: a turn whose pending approval is
+// cancelled (an interrupt handled by another replica cancels the session's
+// approvals, and that may reach the waiting call before the interrupt
+// does) ends interrupted, as an interrupt of its context makes it end, not
+// rejected: nobody rejected the call.
+func TestCancelledApprovalEndsInterrupted(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 20*time.Second)
+	st := &memory.MemStore{}
+	var runs atomic.Int32
+	p := newReplica(t, st, model(t), &runs, options{})
+	f := subscribe(ctx, t, p.r, "s1", 0)
+	startWaiting(ctx, t, p.r, f)
+	n, err := p.mgr.CancelSession(ctx, "s1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	end := f.waitFor(ctx, "the end", isEnd(runner.StatusInterrupted))
+	assert.Empty(t, end.Ended.Cause, "%+v", end.Ended)
+	assert.Zero(t, runs.Load())
+}
+
 // TestSubscribeFromCursor: a subscriber that reconnects with the Seq of
 // the last event it had gets the rest and nothing twice; one whose cursor
 // is beyond the log is told to reload.
