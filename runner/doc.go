@@ -32,7 +32,11 @@
 // followed by the turn's events, for a caller that follows one turn.
 // [Runner.Resume] continues a stopped turn (the Runner does so by itself
 // when it can). A message to a session that a run drives, in this process or
-// another, is refused with an error wrapping agent.ErrBusy.
+// another, is refused with an error wrapping agent.ErrBusy. One that comes
+// while no turn is in progress waits for what holds the session (the end of
+// a turn being cleared, a sweep or a resume that looks at it) instead: a
+// client that sends its next message as soon as it sees a turn's end is
+// not refused.
 //
 // # Events
 //

@@ -95,13 +95,15 @@ func (d *driven) waiting() bool { return len(d.calls) > 0 }
 // acknowledges the message to its sender keeps it, whatever happens next),
 // or the run ended before (its TurnEnded says why). It fails with an error
 // wrapping agent.ErrBusy when a run of this process or another one drives
-// the session, ErrTooManyRuns beyond Config.MaxRuns, ErrClosed once Close
-// was called. A session that does not exist is created.
+// the session (a turn is in progress; what holds the session with none,
+// such as a sweep, is waited for), ErrTooManyRuns beyond Config.MaxRuns,
+// ErrClosed once Close was called. A session that does not exist is
+// created.
 func (r *Runner) Start(ctx context.Context, in agent.Input) (*Turn, error) {
 	if in.SessionID == "" {
 		return nil, errors.New("runner: Start needs an Input.SessionID")
 	}
-	ss, d, err := r.reserve(in.SessionID)
+	ss, d, err := r.reserve(ctx, in.SessionID, true)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +138,7 @@ func (r *Runner) Resume(ctx context.Context, sessionID string) (*Turn, error) {
 	if sessionID == "" {
 		return nil, errors.New("runner: Resume needs a session id")
 	}
-	ss, d, err := r.reserve(sessionID)
+	ss, d, err := r.reserve(ctx, sessionID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -178,20 +180,45 @@ func (r *Runner) Send(ctx context.Context, in agent.Input) iter.Seq2[Event, erro
 // reserve makes a new run the session's run in this process, unless it has
 // one, the Runner is closed or drives MaxRuns runs. The run must then end
 // with finish or unreserve.
-func (r *Runner) reserve(id string) (*session, *driven, error) {
+//
+// A run that has ended and is being cleared (its lease released) is waited
+// for, so that a client that sends its next message as soon as it sees the
+// end is not refused. With wait (a new message), so is a run of this
+// process that shows no turn in progress: a resume or a sweep that looks
+// at the session (the sweeper, a decision's note; it ends without a turn,
+// or starts one, which refuses the message), or another message before its
+// turn starts. The client sees no run then either.
+func (r *Runner) reserve(ctx context.Context, id string, wait bool) (*session, *driven, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ss := r.sessions[id]; ss != nil && ss.run != nil && ss.run.ending {
-		// The run has ended and is being cleared (its lease released):
-		// wait for it, so that a client that sends its next message as
-		// soon as it sees the end is not refused.
-		done := ss.run.turn.done
+	var timeout <-chan time.Time
+look:
+	for ss := r.sessions[id]; ss != nil && ss.run != nil && !r.closed; ss = r.sessions[id] {
+		var changed <-chan struct{}
+		switch {
+		case ss.run.ending:
+			changed = ss.run.turn.done
+		case wait && ss.log.open == 0:
+			changed = ss.changedLocked()
+		default:
+			break look
+		}
+		if timeout == nil {
+			t := time.NewTimer(opTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
 		r.mu.Unlock()
 		select {
-		case <-done:
-		case <-time.After(opTimeout):
+		case <-changed:
+			r.mu.Lock()
+		case <-timeout:
+			r.mu.Lock()
+			break look
+		case <-ctx.Done():
+			r.mu.Lock()
+			break look
 		}
-		r.mu.Lock()
 	}
 	switch {
 	case r.closed:
@@ -253,19 +280,33 @@ func (r *Runner) take(ctx context.Context, ss *session, d *driven, wait bool) (r
 }
 
 // leaseWait is how long a new message waits for a session's lease that
-// another process holds: the end of a turn is seen on other processes a
+// another process holds when the Store keeps no event log to tell whether a
+// turn is in progress: the end of a turn is seen on other processes a
 // moment before its driver releases the lease.
 const leaseWait = time.Second
 
 // lease takes the session's lease for d and keeps it renewed until release
 // is called; a lease that cannot be renewed cancels d's run with a cause
-// that suspends it. With wait, a lease another process holds is tried
-// again for leaseWait. Without a Leaser it only returns a no-op.
+// that suspends it. Without a Leaser it only returns a no-op.
+//
+// With wait (a new message), a lease another process holds is tried again
+// as long as the Store's event log shows no turn of the session in
+// progress: that process ends a turn whose end is already shown (its
+// driver writes the end before it releases the lease), or looks at the
+// session (a sweep, a resume that finds nothing), which takes more than a
+// moment on a loaded machine. A turn in progress refuses the message at
+// once. The wait ends at the latest when the holder's lease would have
+// expired unrenewed (the TTL, and leaseWait); without an event log, after
+// leaseWait.
 func (r *Runner) lease(ctx context.Context, id string, d *driven, wait bool) (release func(), err error) {
 	if r.leaser == nil {
 		return func() {}, nil
 	}
-	deadline := time.Now().Add(leaseWait)
+	patience := leaseWait
+	if r.elog != nil {
+		patience += r.ttl
+	}
+	deadline := time.Now().Add(patience)
 	for {
 		ok, err := r.leaser.AcquireLease(ctx, id, r.holder, r.ttl)
 		if err != nil {
@@ -274,7 +315,7 @@ func (r *Runner) lease(ctx context.Context, id string, d *driven, wait bool) (re
 		if ok {
 			break
 		}
-		if !wait || time.Now().After(deadline) {
+		if !wait || time.Now().After(deadline) || r.turnShown(ctx, id) {
 			return nil, fmt.Errorf("runner: session %q: %w", id, agent.ErrBusy)
 		}
 		select {
@@ -310,6 +351,17 @@ func (r *Runner) lease(ctx context.Context, id string, d *driven, wait bool) (re
 			r.logger.Warn("runner: releasing a session's lease", "session", id, "err", err)
 		}
 	}, nil
+}
+
+// turnShown reports whether the Store's event log shows a turn of the
+// session in progress, driven by another process; also when it cannot
+// tell (the Store fails), but false without an event log.
+func (r *Runner) turnShown(ctx context.Context, id string) bool {
+	if r.elog == nil {
+		return false
+	}
+	running, err := r.inProgress(ctx, id)
+	return err != nil || running
 }
 
 // renew renews this process's lease of the session and reports whether it

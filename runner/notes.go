@@ -108,9 +108,15 @@ func (r *Runner) eventsNoted(payload string) {
 	}
 }
 
+// wakeAll wakes the session's subscribers and the messages waiting for
+// its run (reserve). Runner.mu must be held.
 func wakeAll(ss *session) {
 	for f := range ss.subs {
 		f.wake()
+	}
+	if ss.changed != nil {
+		close(ss.changed)
+		ss.changed = nil
 	}
 }
 
@@ -318,7 +324,7 @@ func (r *Runner) Sweep(ctx context.Context) error {
 // it (its lease is free): a process that stopped left it. It reports
 // whether it found the session free.
 func (r *Runner) endIfStale(ctx context.Context, id string) bool {
-	ss, d, err := r.reserve(id)
+	ss, d, err := r.reserve(ctx, id, false)
 	if err != nil {
 		return false
 	}

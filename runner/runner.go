@@ -163,6 +163,19 @@ type session struct {
 	// that a subscriber that finds the log gone meanwhile ends with
 	// EventSessionDeleted rather than with ErrEventsLost.
 	deleting bool
+	// changed is closed, and cleared, at the session's next change
+	// (wakeAll: its run cleared or its turn started, events); nil while
+	// nobody waits for one.
+	changed chan struct{}
+}
+
+// changedLocked returns a channel closed at the session's next change.
+// Runner.mu must be held.
+func (ss *session) changedLocked() <-chan struct{} {
+	if ss.changed == nil {
+		ss.changed = make(chan struct{})
+	}
+	return ss.changed
 }
 
 // New returns a Runner for cfg and starts its sweeper and listeners.
