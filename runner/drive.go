@@ -523,6 +523,10 @@ func turnEnd(cause error, cancelled bool, runErr error, rejected *agent.ToolCall
 		return TurnEnded{Status: StatusSuspended, Reason: ReasonSessionLost}
 	case suspended:
 		return TurnEnded{Status: StatusSuspended}
+	case cancelled && errors.Is(cause, errLeaseLost):
+		// Lost before any call waited for a person (it would have
+		// suspended): the process did not shut down.
+		return TurnEnded{Status: StatusInterrupted, Reason: ReasonSessionLost}
 	case cancelled && (errors.Is(cause, errShutdown) || errors.Is(cause, agent.ErrSuspended)):
 		return TurnEnded{Status: StatusInterrupted, Reason: errShutdown.Error()}
 	case cancelled && errors.Is(cause, errInterrupted):
