@@ -582,6 +582,9 @@ func (r *run) begin(history []memory.Message, user memory.Message) {
 	// old from new by the user's message). history is the run's own
 	// (memory.Repair's copy).
 	r.past = memory.Truncate(append(history, user), r.tools.truncate(r.a.truncate))
+	// Truncate's copy of the user's message (with its images) is not
+	// sent: the slot past keeps beyond its length lets go of it.
+	r.past[len(r.past)-1] = memory.Message{}
 	r.past = r.past[:len(r.past)-1]
 }
 
