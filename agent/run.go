@@ -249,15 +249,13 @@ type run struct {
 	// [continue] message that follows the planning reply in requests (it
 	// is for the model only: not one of the turn's messages).
 	continueAt int
-	// stripped is the planning reply without its tags, as requests send
-	// it, stripped once; strippedAt, when not zero, is its place in t.msgs
-	// (counted from 1).
-	stripped   string
-	strippedAt int
-	temp       []memory.Message // the temporary hook injections of the next request
-	intent     Intent           // the planning round's, once known
-	parser     *stream.Parser
-	acc        stream.Accumulator
+	// stripped is the planning reply before [continue] without its tags,
+	// as requests send it, stripped once.
+	stripped string
+	temp     []memory.Message // the temporary hook injections of the next request
+	intent   Intent           // the planning round's, once known
+	parser   *stream.Parser
+	acc      stream.Accumulator
 	// inputs are the Tool values of the round's tool_input chunks, by the
 	// accumulator's slot: one per call, shared by its fragments' chunks
 	// (they say the same). Only with Config.StreamToolArguments.
@@ -474,10 +472,7 @@ func (r *run) planningRound() (skipTools, ok bool) {
 		// A reply that was only a tag said nothing to continue from (its
 		// empty message is left out of requests).
 		if text := r.a.cfg.Intents.Strip(res.raw); text != "" {
-			r.continueAt = len(r.t.msgs)
-			if text != res.raw {
-				r.strippedAt, r.stripped = len(r.t.msgs), text
-			}
+			r.continueAt, r.stripped = len(r.t.msgs), text
 		}
 	}
 	if !r.endRound(res, in) {
@@ -899,7 +894,7 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 	}
 	for i, m := range turn {
 		switch {
-		case i+1 == r.strippedAt:
+		case i+1 == r.continueAt:
 			m.Content = r.stripped
 		case m.Role == memory.RoleAssistant:
 			m.Content = r.a.cfg.Intents.Strip(m.Content)
@@ -915,7 +910,7 @@ func (r *run) requestMessages(prompt string) []memory.Message {
 	if r.a.cfg.RequestShape == ShapeStrict {
 		if prompt != "" {
 			// The instruction goes with the last user message (msgs holds
-			// copies: the working list keeps the message as it was).
+			// copies: the turn's record keeps the message as it was).
 			if last := &msgs[len(msgs)-1]; last.Role == memory.RoleUser {
 				last.Content += "\n\n" + prompt
 			} else {
