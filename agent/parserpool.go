@@ -49,13 +49,6 @@ func (pp *parserPool) put(p *stream.Parser) {
 	}
 }
 
-// len is how many parsers the pool keeps.
-func (pp *parserPool) len() int {
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	return len(pp.idle)
-}
-
 // takeParser gives r a stream parser for one round, from its Agent's pool.
 func (r *run) takeParser() {
 	if p := r.a.parsers.get(); p != nil {

@@ -75,3 +75,10 @@ func TestParserPoolBound(t *testing.T) {
 		t.Fatal("get found a parser in an empty pool")
 	}
 }
+
+// len is how many parsers the pool keeps.
+func (pp *parserPool) len() int {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return len(pp.idle)
+}
