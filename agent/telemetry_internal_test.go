@@ -45,40 +45,63 @@ func TestBound(t *testing.T) {
 	}
 }
 
-// A run whose tracer records nothing and gives its span the caller's span
-// context goes on with the caller's context: it holds no span of its own
-// while it waits. A tracer that records, or that names a span of its own
-// even without recording it (a sampler that drops it), still gets its
-// span.
-func TestRunSpanOnlyWhenItChangesSomething(t *testing.T) {
+// tracerProviders are the providers the span tests run with: records
+// says whether its spans record, ownContext whether a span it starts gets
+// a span context of its own (a sampler that drops it names one).
+func tracerProviders() []struct {
+	name                string
+	tp                  trace.TracerProvider // nil: the global one, with no provider set
+	records, ownContext bool
+} {
+	return []struct {
+		name                string
+		tp                  trace.TracerProvider
+		records, ownContext bool
+	}{
+		{"global tracer, no provider set", nil, false, false},
+		{"no-op provider", noop.NewTracerProvider(), false, false},
+		{"recording provider", sdktrace.NewTracerProvider(), true, true},
+		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), false, true},
+	}
+}
+
+// A run, and a model call, whose tracer records nothing and gives its span
+// the caller's span context go on with the caller's context: they hold no
+// span of their own while they wait or stream. A tracer that records, or
+// that names a span of its own even without recording it (a sampler that
+// drops it), still gets its span, under the caller's trace.
+func TestSpanOnlyWhenItChangesSomething(t *testing.T) {
 	parent := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled,
 	}))
-	for _, tt := range []struct {
-		name string
-		tp   trace.TracerProvider // nil: the global one, with no provider set
-		own  bool
-	}{
-		{"global tracer, no provider set", nil, false},
-		{"no-op provider", noop.NewTracerProvider(), false},
-		{"recording provider", sdktrace.NewTracerProvider(), true},
-		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tel, err := newTelemetry(Config{Model: "m", TracerProvider: tt.tp})
-			require.NoError(t, err)
+	starts := map[string]func(tel *telemetry) (context.Context, trace.Span){
+		"run": func(tel *telemetry) (context.Context, trace.Span) {
 			ctx, rt := tel.startRun(parent, "s", false)
-			defer rt.span.End()
-			if !tt.own {
-				assert.Equal(t, parent, ctx, "the caller's context, unchanged")
-				assert.Equal(t, trace.SpanFromContext(context.Background()), rt.span, "no span held")
-				return
-			}
-			assert.NotEqual(t, parent, ctx)
-			sc := trace.SpanContextFromContext(ctx)
-			assert.Equal(t, trace.TraceID{1}, sc.TraceID(), "the caller's trace")
-			assert.NotEqual(t, trace.SpanID{2}, sc.SpanID(), "a span of its own")
-		})
+			return ctx, rt.span
+		},
+		"chat": func(tel *telemetry) (context.Context, trace.Span) {
+			ctx, ct := tel.startChat(parent, "s", request{}, keyRound.Int(1))
+			return ctx, ct.span
+		},
+	}
+	for what, start := range starts {
+		for _, tt := range tracerProviders() {
+			t.Run(what+"/"+tt.name, func(t *testing.T) {
+				tel, err := newTelemetry(Config{Model: "m", TracerProvider: tt.tp})
+				require.NoError(t, err)
+				ctx, span := start(tel)
+				defer span.End()
+				if !tt.ownContext {
+					assert.Equal(t, parent, ctx, "the caller's context, unchanged")
+					assert.Equal(t, noSpan, span, "no span held")
+					return
+				}
+				assert.NotEqual(t, parent, ctx)
+				sc := trace.SpanContextFromContext(ctx)
+				assert.Equal(t, trace.TraceID{1}, sc.TraceID(), "the caller's trace")
+				assert.NotEqual(t, trace.SpanID{2}, sc.SpanID(), "a span of its own")
+			})
+		}
 	}
 }
 
@@ -87,58 +110,15 @@ func TestRunSpanOnlyWhenItChangesSomething(t *testing.T) {
 // tracer without a provider, a no-op provider and a sampler that drops
 // it leave the noSpan in its place.
 func TestApprovalSpanOnlyWhenItRecords(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		tp   trace.TracerProvider // nil: the global one, with no provider set
-		own  bool
-	}{
-		{"global tracer, no provider set", nil, false},
-		{"no-op provider", noop.NewTracerProvider(), false},
-		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), false},
-		{"recording provider", sdktrace.NewTracerProvider(), true},
-	} {
+	for _, tt := range tracerProviders() {
 		t.Run(tt.name, func(t *testing.T) {
 			a, err := New(Config{Model: "m", TracerProvider: tt.tp})
 			require.NoError(t, err)
 			r := &run{a: a, ctx: context.Background(), obs: a.observer(context.Background())}
 			at := r.startApproval(&callState{call: stream.Call{ID: "c1", Name: "get_weather"}})
 			defer at.span.End()
-			assert.Equal(t, tt.own, at.span != noSpan, "a span of its own")
-			assert.Equal(t, tt.own, at.span.IsRecording())
-		})
-	}
-}
-
-// TestChatSpanOnlyWhenItChangesSomething checks that a model call keeps
-// its chat span, and sends its request with a context of its own, only
-// when the span records or carries a span context of its own.
-func TestChatSpanOnlyWhenItChangesSomething(t *testing.T) {
-	parent := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled,
-	}))
-	for _, tt := range []struct {
-		name string
-		tp   trace.TracerProvider // nil: the global one, with no provider set
-		own  bool
-	}{
-		{"global tracer, no provider set", nil, false},
-		{"no-op provider", noop.NewTracerProvider(), false},
-		{"recording provider", sdktrace.NewTracerProvider(), true},
-		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tel, err := newTelemetry(Config{Model: "m", TracerProvider: tt.tp})
-			require.NoError(t, err)
-			ctx, ct := tel.startChat(parent, "s", request{}, keyRound.Int(1))
-			defer ct.span.End()
-			if !tt.own {
-				assert.Equal(t, parent, ctx, "the run's context, unchanged")
-				assert.Equal(t, noSpan, ct.span, "no span held")
-				return
-			}
-			sc := trace.SpanContextFromContext(ctx)
-			assert.Equal(t, trace.TraceID{1}, sc.TraceID(), "the run's trace")
-			assert.NotEqual(t, trace.SpanID{2}, sc.SpanID(), "a span of its own")
+			assert.Equal(t, tt.records, at.span != noSpan, "a span of its own")
+			assert.Equal(t, tt.records, at.span.IsRecording())
 		})
 	}
 }
