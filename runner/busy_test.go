@@ -66,6 +66,20 @@ func finishTurn(ctx context.Context, t *testing.T, r *runner.Runner, message str
 	require.Equal(t, runner.StatusFinished, turn.Ended().Status, "%+v", turn.Ended())
 }
 
+// sendAsync starts a turn of s1 on r with message and gives its outcome,
+// once its turn has ended (or Start's error).
+func sendAsync(ctx context.Context, r *runner.Runner, message string) <-chan error {
+	started := make(chan error, 1)
+	go func() {
+		turn, err := r.Start(ctx, agent.Input{SessionID: "s1", Message: message})
+		if err == nil {
+			<-turn.Done()
+		}
+		started <- err
+	}()
+	return started
+}
+
 // TestMessageWaitsForAResumeThatFindsNothing: a turn has ended; the
 // sweeper or a decision's note makes this process look for something to
 // resume in the session (here slow to load it) just as the user sends the
@@ -86,14 +100,7 @@ func TestMessageWaitsForAResumeThatFindsNothing(t *testing.T) {
 		resumed <- err
 	}()
 	<-entered // the resume holds the session, loading it
-	started := make(chan error, 1)
-	go func() {
-		turn, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "hello again"})
-		if err == nil {
-			<-turn.Done()
-		}
-		started <- err
-	}()
+	started := sendAsync(ctx, p.r, "hello again")
 	select {
 	case err := <-started:
 		open()
@@ -121,14 +128,7 @@ func TestMessageWaitsForALeaseWithNoTurn(t *testing.T) {
 	ok, err := st.AcquireLease(ctx, "s1", "other", time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
-	started := make(chan error, 1)
-	go func() {
-		turn, err := p.r.Start(ctx, agent.Input{SessionID: "s1", Message: "hello again"})
-		if err == nil {
-			<-turn.Done()
-		}
-		started <- err
-	}()
+	started := sendAsync(ctx, p.r, "hello again")
 	select {
 	case err := <-started:
 		t.Fatalf("the message was answered while the other process held the lease: %v", err)

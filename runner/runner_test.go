@@ -141,44 +141,37 @@ func TestCloseSuspendsAndRestartResumes(t *testing.T) {
 }
 
 // TestInterrupt: Interrupt stops a run that waits for its approval: the
-// turn ends interrupted, and the tool never runs.
-func TestInterrupt(t *testing.T) {
-	leaktest.Check(t)
-	ctx := testContext(t, 20*time.Second)
-	st := &memory.MemStore{}
-	var runs atomic.Int32
-	p := newReplica(t, st, model(t), &runs, options{})
-	f := subscribe(ctx, t, p.r, "s1", 0)
-	startWaiting(ctx, t, p.r, f)
-	ok, err := p.r.Interrupt(ctx, "s1")
-	require.NoError(t, err)
-	assert.True(t, ok)
-	f.waitFor(ctx, "the end", isEnd(runner.StatusInterrupted))
-	assert.Zero(t, runs.Load())
-	ok, err = p.r.Interrupt(ctx, "s1")
-	require.NoError(t, err)
-	assert.False(t, ok, "nothing left to interrupt")
-}
-
-// TestCancelledApprovalEndsInterrupted: a turn whose pending approval is
-// cancelled (an interrupt handled by another replica cancels the session's
+// turn ends interrupted, and the tool never runs. So does a cancelled
+// approval (an interrupt handled by another replica cancels the session's
 // approvals, and that may reach the waiting call before the interrupt
-// does) ends interrupted, as an interrupt of its context makes it end, not
-// rejected: nobody rejected the call.
-func TestCancelledApprovalEndsInterrupted(t *testing.T) {
-	leaktest.Check(t)
-	ctx := testContext(t, 20*time.Second)
-	st := &memory.MemStore{}
-	var runs atomic.Int32
-	p := newReplica(t, st, model(t), &runs, options{})
-	f := subscribe(ctx, t, p.r, "s1", 0)
-	startWaiting(ctx, t, p.r, f)
-	n, err := p.mgr.CancelSession(ctx, "s1")
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	end := f.waitFor(ctx, "the end", isEnd(runner.StatusInterrupted))
-	assert.Empty(t, end.Ended.Cause, "%+v", end.Ended)
-	assert.Zero(t, runs.Load())
+// does): nobody rejected the call.
+func TestInterrupt(t *testing.T) {
+	for _, how := range []string{"Interrupt", "approval cancelled"} {
+		t.Run(how, func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := testContext(t, 20*time.Second)
+			st := &memory.MemStore{}
+			var runs atomic.Int32
+			p := newReplica(t, st, model(t), &runs, options{})
+			f := subscribe(ctx, t, p.r, "s1", 0)
+			startWaiting(ctx, t, p.r, f)
+			if how == "Interrupt" {
+				ok, err := p.r.Interrupt(ctx, "s1")
+				require.NoError(t, err)
+				assert.True(t, ok)
+			} else {
+				n, err := p.mgr.CancelSession(ctx, "s1")
+				require.NoError(t, err)
+				require.Equal(t, 1, n)
+			}
+			end := f.waitFor(ctx, "the end", isEnd(runner.StatusInterrupted))
+			assert.Empty(t, end.Ended.Cause, "%+v", end.Ended)
+			assert.Zero(t, runs.Load())
+			ok, err := p.r.Interrupt(ctx, "s1")
+			require.NoError(t, err)
+			assert.False(t, ok, "nothing left to interrupt")
+		})
+	}
 }
 
 // TestSubscribeFromCursor: a subscriber that reconnects with the Seq of
