@@ -49,6 +49,17 @@ type ended struct {
 	at  time.Time
 }
 
+// waitAsync calls w.Wait(ctx) on a goroutine of its own and gives what it
+// returned, and when.
+func waitAsync(ctx context.Context, w *Wait) <-chan ended {
+	out := make(chan ended, 1)
+	go func() {
+		a, err := w.Wait(ctx)
+		out <- ended{a: a, err: err, at: time.Now()}
+	}()
+	return out
+}
+
 // TestWaitsTimeOutInDueOrder holds waits whose deadlines come in an order
 // other than the one they were waited in: each times out once, at its
 // deadline, in the order of the deadlines, and the Core keeps no wait in
@@ -155,13 +166,9 @@ func TestWaitsLeaveTheHeap(t *testing.T) {
 	open().Release()
 	assert.True(t, idle(c))
 
-	start := func(ctx context.Context, w *Wait) chan ended {
-		out := make(chan ended, 1)
+	start := func(ctx context.Context, w *Wait) <-chan ended {
 		before := inHeap(c)
-		go func() {
-			a, err := w.Wait(ctx)
-			out <- ended{a: a, err: err}
-		}()
+		out := waitAsync(ctx, w)
 		for range 5000 { // until it is in the heap
 			if inHeap(c) > before {
 				break
@@ -237,11 +244,7 @@ func TestDecisionAfterTheTimerFired(t *testing.T) {
 				ctx := context.Background()
 				w, _, err := c.Open(ctx, rec("s1", "c1", ""))
 				require.NoError(t, err)
-				out := make(chan ended, 1)
-				go func() {
-					a, err := w.Wait(ctx)
-					out <- ended{a: a, err: err}
-				}()
+				out := waitAsync(ctx, w)
 				<-st.entered
 				c.mu.Lock()
 				assert.True(t, w.e.fired)
@@ -279,11 +282,7 @@ func TestDecisionRacingTheDeadline(t *testing.T) {
 		w, _, err := c.Open(ctx, rec("s1", fmt.Sprint("c", i), ""))
 		require.NoError(t, err)
 		id := w.Record.ID
-		out := make(chan ended, 1)
-		go func() {
-			a, err := w.Wait(ctx)
-			out <- ended{a: a, err: err}
-		}()
+		out := waitAsync(ctx, w)
 		time.Sleep(time.Duration(i%9) * 250 * time.Microsecond)
 		var ok bool
 		if i%2 == 0 {
@@ -319,11 +318,7 @@ func TestCloseKeepsDeadlines(t *testing.T) {
 		ctx := context.Background()
 		w, _, err := c.Open(ctx, rec("s1", "c1", ""))
 		require.NoError(t, err)
-		out := make(chan ended, 1)
-		go func() {
-			a, err := w.Wait(ctx)
-			out <- ended{a: a, err: err}
-		}()
+		out := waitAsync(ctx, w)
 		synctest.Wait()
 		c.Close()
 		got := <-out
@@ -343,11 +338,7 @@ func TestReleasedWhileWaiting(t *testing.T) {
 		start := time.Now()
 		w, _, err := c.Open(ctx, rec("s1", "c1", ""))
 		require.NoError(t, err)
-		out := make(chan ended, 1)
-		go func() {
-			a, err := w.Wait(ctx)
-			out <- ended{a: a, err: err, at: time.Now()}
-		}()
+		out := waitAsync(ctx, w)
 		synctest.Wait()
 		w.Release()
 		assert.Zero(t, c.Len())
