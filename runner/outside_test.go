@@ -2,14 +2,14 @@ package runner_test
 
 import (
 	"bufio"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/planround/planround/internal/outside"
 )
 
 // TestOutsideModuleKilled: a program in a module of its own, on the public
@@ -21,45 +21,17 @@ func TestOutsideModuleKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module and waits out a dead process's lease (15 s)")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
-			t.Fatal("go is not on PATH (PLANROUND_REQUIRE_ALL=1): cannot build the outside module")
-		}
-		t.Skip("go is not on PATH: cannot build the outside module")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := outside.Context(t)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	repo := filepath.Dir(strings.TrimSpace(string(out)))
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/outside\n\ngo 1.26.0\n\n"+
-		"require github.com/planround/planround v0.0.0-00010101000000-000000000000\n\n"+
-		"replace github.com/planround/planround => "+repo+"\n")
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
+	m := outside.New(ctx, t)
 	src, err := os.ReadFile(filepath.Join("testdata", "outside", "durable", "main.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "main.go"), string(src))
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
+	m.Write(t, "main.go", string(src))
+	dir := m.Dir
 	bin := filepath.Join(dir, "durable")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.CommandContext(ctx, goBin, append(args, ".")...)
-	build.Dir, build.Env = dir, env
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build in a module outside the repository: %v\n%s", err, out)
-	}
+	m.Build(ctx, t, bin, ".")
 
 	db, effects := filepath.Join(dir, "chat.db"), filepath.Join(dir, "effects")
 	start := exec.CommandContext(ctx, bin, db, effects, "start", "s1")
@@ -98,12 +70,5 @@ func TestOutsideModuleKilled(t *testing.T) {
 	}
 	if n := strings.Count(string(ran), "\n"); n != 1 {
 		t.Errorf("the tool ran %d times, want once:\n%s", n, ran)
-	}
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

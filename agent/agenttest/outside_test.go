@@ -1,7 +1,6 @@
 package agenttest_test
 
 import (
-	"context"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -10,13 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-// outsideLimit bounds the build of the outside module and the runs of its
-// programs, together. A build with a warm cache takes seconds; a cold one
-// compiles the SQLite driver.
-const outsideLimit = 5 * time.Minute
+	"github.com/planround/planround/internal/outside"
+)
 
 // TestOutsideModule: a module of its own, outside the repository (its
 // go.mod replaces planround with this checkout), builds copies of
@@ -28,62 +23,26 @@ const outsideLimit = 5 * time.Minute
 // a prompt on the built-in demo model.
 //
 // The build runs offline (GOPROXY=off): everything comes from the module
-// cache the repository's own build filled, checked against its go.sum.
+// cache the repository's own build filled, checked against its go.sum, also
+// when that cache started empty (see internal/outside).
 func TestOutsideModule(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("PLANROUND_REQUIRE_ALL") == "1" {
-			t.Fatal("go is not on PATH (PLANROUND_REQUIRE_ALL=1): cannot build the outside module")
-		}
-		t.Skip("go is not on PATH: cannot build the outside module")
-	}
-	deadline := time.Now().Add(outsideLimit)
-	if d, ok := t.Deadline(); ok && d.Add(-30*time.Second).Before(deadline) {
-		deadline = d.Add(-30 * time.Second) // fail with the build's output, not a test timeout
-	}
-	ctx, cancel := context.WithDeadline(t.Context(), deadline)
+	ctx, cancel := outside.Context(t)
 	defer cancel()
 
-	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+	m := outside.New(ctx, t)
+	if _, err := os.Stat(filepath.Join(m.Repo, "examples", "cli")); err != nil {
+		t.Fatalf("the repository at %s has no examples/cli: %v", m.Repo, err)
 	}
-	repo := filepath.Dir(strings.TrimSpace(string(out)))
-	if _, err := os.Stat(filepath.Join(repo, "examples", "cli")); err != nil {
-		t.Fatalf("the repository at %s has no examples/cli: %v", repo, err)
-	}
-
-	dir := t.TempDir()
-	gomod := "module example.com/outside\n\ngo 1.26.0\n\n" +
-		"require github.com/planround/planround v0.0.0-00010101000000-000000000000\n\n" +
-		"replace github.com/planround/planround => " + repo + "\n"
-	write(t, filepath.Join(dir, "go.mod"), gomod)
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, filepath.Join(dir, "go.sum"), string(sum))
-	copyProgram(t, filepath.Join(repo, "examples", "cli"), filepath.Join(dir, "cli"))
-	copyProgram(t, filepath.Join(repo, "examples", "webchat"), filepath.Join(dir, "webchat"))
-	copyProgram(t, filepath.Join(repo, "examples", "aisdk"), filepath.Join(dir, "aisdk"))
+	dir := m.Dir
+	copyProgram(t, filepath.Join(m.Repo, "examples", "cli"), filepath.Join(dir, "cli"))
+	copyProgram(t, filepath.Join(m.Repo, "examples", "webchat"), filepath.Join(dir, "webchat"))
+	copyProgram(t, filepath.Join(m.Repo, "examples", "aisdk"), filepath.Join(dir, "aisdk"))
 	copyProgram(t, filepath.Join("testdata", "outside", "kit"), filepath.Join(dir, "kit"))
 
-	env := append(os.Environ(),
-		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"),
-		"GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local",
-		// The CLI must choose its demo model.
-		"OPENAI_BASE_URL=", "OPENAI_API_KEY=", "OPENAI_MODEL=",
-	)
+	// The CLI must choose its demo model.
+	env := append(m.Env, "OPENAI_BASE_URL=", "OPENAI_API_KEY=", "OPENAI_MODEL=")
 	bin := filepath.Join(dir, "bin")
-	args := []string{"build", "-o", bin + string(filepath.Separator)}
-	if raceEnabled {
-		args = append(args, "-race") // reuses the packages the race build of the tests compiled
-	}
-	build := exec.CommandContext(ctx, goBin, append(args, "./...")...)
-	build.Dir, build.Env = dir, env
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build in a module outside the repository: %v\n%s", err, out)
-	}
+	m.Build(ctx, t, bin+string(filepath.Separator), "./...")
 
 	run := func(name string, args ...string) string {
 		t.Helper()
@@ -154,14 +113,6 @@ func TestExamplesImportOnlyPublicPackages(t *testing.T) {
 	}
 	if files == 0 {
 		t.Fatalf("no file with Example functions under %s", repo)
-	}
-}
-
-// write writes a file, failing t on error.
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
