@@ -861,7 +861,7 @@
   // addUser shows a user message; images, from the history, are
   // descriptions shown as placeholders.
   function addUser(text, images) {
-    const m = add(el('div', 'msg user', text));
+    const m = add(appendMarked(el('div', 'msg user'), text));
     for (const desc of images || []) m.append(el('div', 'attachment', '[image: ' + desc + ']'));
   }
 
@@ -917,7 +917,7 @@
       if (c.voice) s.textEl.classList.add('voice');
       s.body.append(s.textEl);
     }
-    s.textEl.append(c.text); // a text node: never HTML
+    appendMarked(s.textEl, c.text); // text nodes: never HTML
     // A sub-agent writes for the model that called it, not for the user.
     if (c.voice && !c.depth) speak(c.text);
   }
@@ -2071,13 +2071,11 @@
   function renderHistory(msgs, running) {
     let turn = null;
     let ended = []; // the cards of the turn's calls, and how they ended
-    const answers = new Map();
-    for (const m of msgs) if (m.role === 'tool') answers.set(m.tool_call_id, m);
     const close = () => {
       if (turn && turn !== st.openTurn) endTurn(ended); // a turn with open calls goes on
       ended = [];
     };
-    for (const m of msgs) {
+    for (const [i, m] of msgs.entries()) {
       if (m.role === 'user') {
         close();
         addUser(m.content || '', m.images);
@@ -2092,14 +2090,15 @@
       }
       if (m.role !== 'assistant') continue;
       for (const e of ended) e.last = false; // the turn went on after them
-      if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
+      if (m.text && m.text.trim()) turn.append(appendMarked(el('div', 'text'), m.text.trim()));
       const open = new Map((m.open_calls || []).map((o) => [o.call_id, o]));
-      for (const tc of m.tool_calls || []) {
+      const answers = answersOf(msgs, i);
+      for (const [x, tc] of (m.tool_calls || []).entries()) {
         const k = newCard(turn, tc.id, tc.id, tc.name);
         if (tc.arguments !== undefined) setArgs(k, tc); // the JSON object itself, and its text
         const o = open.get(tc.id);
-        if (answers.has(tc.id)) {
-          const a = answers.get(tc.id);
+        const a = answers[x];
+        if (a) {
           endCard(k, a);
           ended.push({ id: tc.id, k, outcome: a.outcome || '', cause: a.cause || '', last: false });
           continue;
@@ -2144,6 +2143,22 @@
       }
     }
     toBottom();
+  }
+
+  // answersOf returns, for each call of the assistant message msgs[i], the
+  // tool message that answers it, or undefined: the first for its id among
+  // the tool messages right after the message, as memory.Repair pairs them
+  // for the model. Call ids repeat across messages (call_0 of every
+  // reply), and a tool message elsewhere, or a second answer, is not what
+  // the model reads: a card shows what it does.
+  function answersOf(msgs, i) {
+    const calls = msgs[i].tool_calls || [];
+    const out = new Array(calls.length);
+    for (let j = i + 1; j < msgs.length && msgs[j].role === 'tool'; j++) {
+      const x = calls.findIndex((c, y) => out[y] === undefined && c.id === msgs[j].tool_call_id);
+      if (x >= 0) out[x] = msgs[j];
+    }
+    return out;
   }
 
   // The causes (agent.Cause) of rejections that end a run with no system
@@ -2506,7 +2521,11 @@
       status('Could not import ' + plain(file.name) + ': ' + (res.data.error || 'no session'), true);
       return;
     }
-    status('Imported ' + plain(file.name));
+    // What the server left out: what the model would have read and the
+    // page never shows (hook injections, system messages, summaries).
+    const left = [[res.data.left_out_messages, 'message'], [res.data.left_out_summaries, 'summary']]
+      .filter(([n]) => n > 0).map(([n, what]) => n + ' ' + (n === 1 ? what : what === 'summary' ? 'summaries' : what + 's'));
+    status('Imported ' + plain(file.name) + (left.length ? ', without ' + left.join(' and ') + ' the page would not have shown' : ''));
     if (narrow.matches) setSidebar('auto');
     // Listed at once, until the list comes back from the server.
     st.sessions.unshift({ id: res.data.session_id, title: res.data.title || '', updated_at: new Date().toISOString() });
