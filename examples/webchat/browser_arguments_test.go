@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -217,4 +218,134 @@ func TestBrowserNestedArgumentsAsSent(t *testing.T) {
 	p.WaitFor("the run to end", `document.body.dataset.running === 'false' && `+inner+`.dataset.state === 'done'`)
 	assert.Equal(t, hostileView, p.Str(inner+`.querySelector('pre').textContent`), "done")
 	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
+}
+
+// pageCode returns the page's (web/app.js) functions and constants of the
+// given names, as written there: a test runs them in a page of its own.
+func pageCode(t *testing.T, names ...string) string {
+	t.Helper()
+	src, err := fs.ReadFile(webFiles, "web/app.js")
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, name := range names {
+		start := strings.Index(string(src), "\n  function "+name+"(")
+		end := "\n  }\n"
+		if start < 0 {
+			start = strings.Index(string(src), "\n  const "+name+" = ")
+			end = ";\n"
+		}
+		require.GreaterOrEqual(t, start, 0, "app.js has no %s", name)
+		n := strings.Index(string(src[start:]), end)
+		require.Greater(t, n, 0, "the end of %s", name)
+		b.Write(src[start : start+n+len(end)])
+	}
+	return b.String()
+}
+
+// jsonViewCheck holds JSON texts, made at random from a seed, up to the
+// page's parseKeeping and jsonView, and returns what went wrong (at most a
+// few). JSON.parse is the reference: parseKeeping must give its value, and
+// keep, for every member named arguments, a source text that parses to
+// that member's value and is the text's own; jsonView, indented or
+// compact, must be JSON that parses to the same value, with the same
+// number tokens as the text, and no character that does not show. Texts
+// cut short (not JSON) must come back drawn, never throw.
+const jsonViewCheck = `(() => {
+  let seed = SEED;
+  const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+  const pick = (a) => a[Math.floor(rand() * a.length)];
+  const ws = () => rand() < 0.7 ? '' : pick([' ', '\n', '\t', '\r\n  ']);
+  const CHARS = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\u202E', '\u2066', '\u2069', '\u200B', '\u200D', '\uFEFF',
+    '\u00A0', '\u2028', '\u00AD', '\u{E0041}', '\u{1F600}', '\u05E9', '\u0639', '\u00E9', '\u0000', '\u001F', '<', '&', '{', ']', ':', ','];
+  const NUMS = ['0', '-0', '7', '1.0', '2.50', '1e400', '-1E-7', '12345678901234567890', '0.1', '1e+2', '-9007199254740993', '123456789012345678901234567890.5'];
+  const KEYS = ['arguments', 'tool', 'a', '', '0', '7', '__proto__', 'x\u202Ey', 'side', 'arguments ', 'argument\\u0073'];
+  const hex = (u) => '\\u' + u.toString(16).padStart(4, '0');
+  const str = () => {
+    let out = '"';
+    const n = Math.floor(rand() * 6);
+    for (let i = 0; i < n; i++) {
+      if (rand() < 0.04) { out += hex(0xD800 + Math.floor(rand() * 0x800)); continue; } // a lone surrogate
+      const ch = pick(CHARS);
+      if (ch === '"') out += '\\"';
+      else if (ch === '\\') out += '\\\\';
+      else if (ch.codePointAt(0) < 0x20 || rand() < 0.25) for (let k = 0; k < ch.length; k++) out += hex(ch.charCodeAt(k));
+      else out += ch;
+    }
+    return out + '"';
+  };
+  const gen = (depth) => {
+    const r = rand();
+    if (depth > 3 || r < 0.35) return pick([str, () => pick(NUMS), () => pick(['true', 'false', 'null'])])();
+    if (r < 0.7) {
+      const keys = [...new Set(Array.from({ length: Math.floor(rand() * 5) }, () => pick(KEYS)))];
+      return '{' + ws() + keys.map((k) => (k.includes('\\') ? '"' + k + '"' : JSON.stringify(k)) + ws() + ':' + ws() + gen(depth + 1) + ws()).join(',' + ws()) + '}';
+    }
+    return '[' + ws() + Array.from({ length: Math.floor(rand() * 5) }, () => gen(depth + 1) + ws()).join(',' + ws()) + ']';
+  };
+  const numbers = (x) => x.replace(/"(?:[^"\\]|\\.)*"/g, '""').match(/-?\d[\d.eE+-]*/g) ?? [];
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  const hidden = /[\p{Cf}\u2028\u2029]/u;
+  const bad = [];
+  const fail = (what, text, got) => { if (bad.length < 5) bad.push(what + ': ' + JSON.stringify(text) + ' → ' + JSON.stringify(got)); };
+  const objects = (v, out) => {
+    if (v === null || typeof v !== 'object') return out;
+    if (!Array.isArray(v)) out.push(v);
+    for (const k of Object.getOwnPropertyNames(v)) objects(Object.getOwnPropertyDescriptor(v, k).value, out);
+    return out;
+  };
+  const texts = [EXTRA];
+  for (let i = 0; i < COUNT; i++) texts.push(ws() + gen(0) + ws());
+  for (const text of texts) {
+    const want = JSON.parse(text);
+    let got;
+    try { got = parseKeeping(text, ['arguments']); } catch (e) { fail('parseKeeping threw', text, String(e)); continue; }
+    if (!same(got, want)) fail('parseKeeping', text, got);
+    for (const o of objects(got, [])) {
+      if (!Object.hasOwn(o, 'arguments')) continue;
+      const src = sourceOf(o, 'arguments');
+      if (typeof src !== 'string' || !text.includes(src) || !same(JSON.parse(src), o.arguments)) fail('the source of arguments', text, src);
+    }
+    for (const compact of [false, true]) {
+      let view;
+      try { view = jsonView(text, { compact }).textContent; } catch (e) { fail('jsonView threw', text, String(e)); continue; }
+      let back;
+      try { back = JSON.parse(view); } catch (e) { fail('jsonView is not JSON', text, view); continue; }
+      if (!same(back, want)) fail('jsonView changed the value', text, view);
+      if (numbers(view).join(' ') !== numbers(text).join(' ')) fail('jsonView changed a number', text, view);
+      if (hidden.test(view)) fail('jsonView shows a hidden character', text, view);
+      if (compact && /\n/.test(view.replace(/"(?:[^"\\]|\\.)*"/g, ''))) fail('compact on lines', text, view);
+    }
+    try {
+      const cut = text.slice(0, Math.floor(rand() * text.length));
+      const view = jsonView(cut, { expand: 'arguments' }).textContent;
+      if (hidden.test(view)) fail('a cut text shows a hidden character', cut, view);
+      jsonView(text, { expand: 'arguments' });
+    } catch (e) { fail('jsonView threw on a cut text', text, String(e)); }
+  }
+  return bad;
+})()`
+
+// TestBrowserJSONView: the page's reading of JSON text as it was sent
+// (parseKeeping, jsonView), which the event stream, the history, the
+// audit and the log feed, checked against JSON.parse in Chromium on
+// thousands of texts made at random (objects, arrays, names that repeat
+// across levels, strings with escapes, hidden characters, lone
+// surrogates, numbers that a float64 changes, white space anywhere).
+func TestBrowserJSONView(t *testing.T) {
+	code := pageCode(t, "el", "SOURCE", "HIDDEN_JSON", "HIDDEN_TEXT", "codePoint", "mark", "escapeUnit", "appendMarked",
+		"parseKeeping", "sourceOf", "memberSources", "stringEnd", "jsonView", "writeJSON")
+	b := cdp.Start(t)
+	p := b.NewPage(800, 600)
+	extra := []string{hostileArgs, `{"kind":"tool_call","tool":{"id":"c","arguments":` + hostileArgs + `}}`,
+		`[{"arguments":{}},{"tool_calls":[{"arguments":{"arguments":{"arguments":[]}}}]}]`, `"arguments"`, `{"a":"\"arguments\":1"}`}
+	var quoted []string
+	for _, e := range extra {
+		quoted = append(quoted, cdp.JSString(e))
+	}
+	for seed := range 4 {
+		script := strings.NewReplacer("SEED", fmt.Sprint(seed*7919+1), "COUNT", "1500", "EXTRA", strings.Join(quoted, ", ")).Replace(jsonViewCheck)
+		var bad []string
+		require.NoError(t, p.Eval(`'use strict'; (() => {`+code+`; return `+script+`; })()`, &bad))
+		assert.Empty(t, bad, "seed %d", seed)
+	}
 }

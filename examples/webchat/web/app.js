@@ -177,7 +177,6 @@
   // source text of its members named in names: obj[SOURCE][name].
   function parseKeeping(text, names) {
     const v = JSON.parse(text);
-    if (!names.some((n) => text.includes(n))) return v;
     for (const [path, name, src] of memberSources(text, names)) {
       let o = v;
       for (const k of path) o = o !== null && typeof o === 'object' ? Object.getOwnPropertyDescriptor(o, k)?.value : undefined;
@@ -202,9 +201,10 @@
     const n = text.length;
     let i = 0;
     const space = () => { while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++; };
-    const string = () => { const s = i++; while (text[i] !== '"') i += text[i] === '\\' ? 2 : 1; return text.slice(s, ++i); };
     const member = (f) => { // at a key: read it and the colon
-      path.push(JSON.parse(string()));
+      const s = i;
+      i = stringEnd(text, i);
+      path.push(JSON.parse(text.slice(s, i)));
       space(); i++; space();
       f.start = i;
     };
@@ -221,7 +221,7 @@
         }
         i++; // an empty one
       } else if (c === '"') {
-        string();
+        i = stringEnd(text, i);
       } else {
         while (i < n && !',]} \n\r\t'.includes(text[i])) i++;
       }
@@ -240,6 +240,18 @@
         open.pop();
         path.pop();
       }
+    }
+  }
+
+  // stringEnd returns the index after the JSON string that starts at i in
+  // text (at its opening quote).
+  function stringEnd(text, i) {
+    for (let j = i + 1; ; j++) {
+      j = text.indexOf('"', j);
+      if (j < 0) throw new SyntaxError('unterminated string');
+      let k = j - 1;
+      while (text[k] === '\\') k--;
+      if ((j - k) % 2 === 1) return j + 1; // an even number of backslashes before it
     }
   }
 
@@ -287,9 +299,9 @@
       if (c === ',') { i++; buf += ','; line(); key = ''; continue; }
       if (c === ':') { i++; buf += compact ? ':' : ': '; continue; }
       if (c === '"') {
-        const s = i++;
-        while (text[i] !== '"') i += text[i] === '\\' ? 2 : 1;
-        const value = JSON.parse(text.slice(s, ++i));
+        const s = i;
+        i = stringEnd(text, i);
+        const value = JSON.parse(text.slice(s, i));
         space();
         const isKey = text[i] === ':';
         let inner;
