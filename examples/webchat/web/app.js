@@ -173,6 +173,10 @@
     return node;
   }
 
+  // shown is el for text from outside (the model's, a tool's): its hidden
+  // characters marked.
+  function shown(tag, cls, text) { return appendMarked(el(tag, cls), text); }
+
   // parseKeeping returns JSON.parse(text), and keeps in each object the
   // source text of its members named in names: obj[SOURCE][name].
   function parseKeeping(text, names) {
@@ -873,7 +877,7 @@
   // addUser shows a user message; images, from the history, are
   // descriptions shown as placeholders.
   function addUser(text, images) {
-    const m = add(appendMarked(el('div', 'msg user'), text));
+    const m = add(shown('div', 'msg user', text));
     for (const desc of images || []) m.append(el('div', 'attachment', '[image: ' + desc + ']'));
   }
 
@@ -1196,7 +1200,7 @@
       }
       case 'rejected':
       case 'invalidated':
-        if (k.reason) body.append(appendMarked(el('div', 'reason'), k.reason));
+        if (k.reason) body.append(shown('div', 'reason', k.reason));
         if (hasArgs(k)) {
           const d = el('details');
           d.append(el('summary', '', k.output ? 'arguments and partial output' : 'arguments'));
@@ -1369,8 +1373,8 @@
 
   function renderDisplayCard(card) {
     const dc = el('div', 'display-card');
-    dc.append(el('div', 'title', card.title ?? ''));
-    if (card.body) dc.append(el('div', 'body', card.body));
+    dc.append(shown('div', 'title', card.title ?? ''));
+    if (card.body) dc.append(shown('div', 'body', card.body));
     const img = imageURL(card.image_url);
     if (img && !img.remote) {
       dc.append(cardImage(img.url, card.title ?? ''));
@@ -1386,7 +1390,7 @@
       const tb = el('tbody');
       for (const f of card.fields) {
         const tr = el('tr');
-        tr.append(el('th', '', f?.name ?? ''), el('td', '', f?.value ?? ''));
+        tr.append(shown('th', '', f?.name ?? ''), shown('td', '', f?.value ?? ''));
         tb.append(tr);
       }
       table.append(tb);
@@ -1407,13 +1411,13 @@
     if (!side.form_id || st.forms.has(side.form_id)) return null;
     const f = { id: side.form_id, state: 'open', questions: [], el: el('form', 'ask-form') };
     f.el.dataset.formId = side.form_id;
-    if (side.title) f.el.append(el('div', 'form-title', side.title));
+    if (side.title) f.el.append(shown('div', 'form-title', side.title));
     const questions = Array.isArray(side.questions) ? side.questions : [];
     questions.forEach((q, i) => {
       const fs = el('fieldset', 'question');
       fs.dataset.id = q.id;
       fs.dataset.kind = q.kind;
-      fs.append(el('legend', '', q.question ?? ''));
+      fs.append(shown('legend', '', q.question ?? ''));
       const name = 'form-' + side.form_id + '-' + i;
       let value;
       if (q.kind === 'single' || q.kind === 'multiple') {
@@ -1424,7 +1428,7 @@
           inp.type = q.kind === 'single' ? 'radio' : 'checkbox';
           inp.name = name;
           inp.value = o;
-          label.append(inp, el('span', '', o));
+          label.append(inp, shown('span', '', o));
           opts.append(label);
         }
         fs.append(opts);
@@ -1690,7 +1694,7 @@
     for (const a of v.answers) {
       const tr = el('tr');
       const ans = Array.isArray(a?.answer) ? a.answer.join(', ') : String(a?.answer ?? '');
-      tr.append(el('th', '', a?.question ?? a?.id ?? ''), el('td', '', ans));
+      tr.append(shown('th', '', a?.question ?? a?.id ?? ''), shown('td', '', ans));
       tb.append(tr);
     }
     table.append(tb);
@@ -2102,7 +2106,7 @@
       }
       if (m.role !== 'assistant') continue;
       for (const e of ended) e.last = false; // the turn went on after them
-      if (m.text && m.text.trim()) turn.append(appendMarked(el('div', 'text'), m.text.trim()));
+      if (m.text && m.text.trim()) turn.append(shown('div', 'text', m.text.trim()));
       const open = new Map((m.open_calls || []).map((o) => [o.call_id, o]));
       const answers = answersOf(msgs, i);
       for (const [x, tc] of (m.tool_calls || []).entries()) {
