@@ -26,9 +26,17 @@
 // Each browser gets a random owner cookie (HttpOnly, SameSite=Strict) when
 // it loads the page; the page names its chats with ids of its own, and the
 // first request that names a chat id claims it for the cookie's owner:
-// another browser's requests on it are refused (403). The server listens on
-// 127.0.0.1 and refuses an address that is not a loopback one unless it is
-// given -allow-remote: anyone who reaches the page may run its tools.
+// another browser's requests on it are refused (403). A browser claims at
+// most maxChatsPerOwner chats (a reload of the page starts a new one), so
+// that one browser naming ids in a loop cannot take the room of the others;
+// the server keeps at most maxChats claims in all (a cookie is free to get:
+// a host that serves people it does not know authenticates them). The
+// server listens on 127.0.0.1 and refuses an address that is not a
+// loopback one unless it is given -allow-remote: anyone who reaches the
+// page may run its tools. It answers only requests whose Host is localhost
+// or an IP address (421 otherwise): a page of another site whose name
+// resolves to 127.0.0.1 (DNS rebinding) would otherwise be same-origin
+// with it, get a cookie of its own and run the tools.
 //
 // Everything lives in memory (a memory.MemStore) and ends with the
 // process; a real host keeps its sessions, approvals and forms in
@@ -51,6 +59,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,8 +83,12 @@ var web embed.FS
 // ownerCookie names the cookie that says which browser is asking.
 const ownerCookie = "aisdk_owner"
 
-// maxChats bounds the chat ids the server keeps owners for.
-const maxChats = 10000
+// maxChats bounds the chat ids the server keeps owners for, in all;
+// maxChatsPerOwner bounds those one browser (one owner cookie) claims.
+const (
+	maxChats         = 100_000
+	maxChatsPerOwner = 256
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -195,7 +209,8 @@ type server struct {
 	forms     *interact.Forms
 
 	mu     sync.Mutex
-	owners map[string]string // chat id → owner cookie
+	owners map[string]string // chat id → owner ("browser:" and the cookie)
+	claims map[string]int    // owner → how many chat ids it claimed
 }
 
 // newServer builds the server; Close ends it.
@@ -209,7 +224,7 @@ func newServer(cfg config) (*server, error) {
 	// Everything in memory: a real host uses memory/sqlitestore or
 	// memory/pgstore here, for the runner, the approvals and the forms
 	// alike, and its turns that wait for a person outlive a restart.
-	s := &server{store: &memory.MemStore{}, owners: map[string]string{}}
+	s := &server{store: &memory.MemStore{}, owners: map[string]string{}, claims: map[string]int{}}
 	var err error
 	s.approvals, err = approval.NewManager(approval.ManagerConfig{Store: s.store, Notifier: s.store})
 	if err != nil {
@@ -284,11 +299,28 @@ func (s *server) newRunner(cfg config) (*runner.Runner, error) {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !localHost(r.Host) {
+		http.Error(w, "unexpected Host "+strconv.Quote(r.Host)+": use the address the server printed", http.StatusMisdirectedRequest)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	s.mux.ServeHTTP(w, r)
+}
+
+// localHost reports whether host, a request's Host, names this machine
+// the way the server's own address does: localhost or an IP address (so
+// -addr may bind another interface), with or without a port. Any other
+// name may be a DNS-rebinding page's (evil.example resolving to
+// 127.0.0.1), which the browser would hold same-origin with the chat.
+func localHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.EqualFold(host, "localhost") || net.ParseIP(host) != nil
 }
 
 // Close interrupts the runs and ends the runner, the approvals and the
@@ -306,7 +338,8 @@ var errNotOwner = errors.New("this chat belongs to another browser")
 
 // authorize is the handler's Authorize: the caller is the browser of the
 // owner cookie, which may act on the chats it named first. A chat id no one
-// named yet is claimed by the caller.
+// named yet is claimed by the caller, unless it has maxChatsPerOwner
+// claims already or the server maxChats.
 func (s *server) authorize(r *http.Request, chatID string) (string, error) {
 	c, err := r.Cookie(ownerCookie)
 	if err != nil || c.Value == "" {
@@ -321,10 +354,13 @@ func (s *server) authorize(r *http.Request, chatID string) (string, error) {
 	switch had, ok := s.owners[chatID]; {
 	case ok && had != owner:
 		return "", errNotOwner
+	case !ok && s.claims[owner] >= maxChatsPerOwner:
+		return "", fmt.Errorf("this browser has %d chats, the most it may have: restart the example", maxChatsPerOwner)
 	case !ok && len(s.owners) >= maxChats:
 		return "", errors.New("too many chats: restart the example")
 	case !ok:
 		s.owners[chatID] = owner
+		s.claims[owner]++
 	}
 	return owner, nil
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,6 +193,98 @@ func TestOwner(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 	assert.Zero(t, h.runs.Load())
+}
+
+// TestHost: a request whose Host is a name other than localhost (a
+// DNS-rebinding page's: evil.example resolving to 127.0.0.1) is refused
+// (421) before anything is served, the page and its owner cookie
+// included; localhost and IP addresses are served.
+func TestHost(t *testing.T) {
+	leaktest.Check(t)
+	h := newTestServer(t)
+	alice := newBrowserClient(t, h.ts)
+	do := func(c *http.Client, method, path, host string, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, h.ts.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Host = host
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // drained for the connection
+		resp.Body.Close()
+		return resp
+	}
+	port := h.ts.Listener.Addr().(*net.TCPAddr).Port
+	chat := `{"id":"chat-h","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"what is the weather in Lima"}]}]}`
+	for _, host := range []string{"evil.example", fmt.Sprintf("evil.example:%d", port), "127.0.0.1.evil.example", "localhost.evil.example:80"} {
+		resp := do(http.DefaultClient, http.MethodGet, "/", host, "")
+		assert.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, host)
+		assert.Empty(t, resp.Cookies(), "%s: no owner cookie for a rebound name", host)
+		for _, path := range []string{"/app.js", "/ai-client.js"} {
+			assert.Equal(t, http.StatusMisdirectedRequest, do(alice, http.MethodGet, path, host, "").StatusCode, host+path)
+		}
+		assert.Equal(t, http.StatusMisdirectedRequest, do(alice, http.MethodPost, "/api/chat", host, chat).StatusCode, host)
+		assert.Equal(t, http.StatusMisdirectedRequest, do(alice, http.MethodPost, "/api/chat/chat-h/stop", host, "").StatusCode, host)
+	}
+	assert.Zero(t, h.runs.Load())
+	for i, host := range []string{fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("localhost:%d", port), "localhost", fmt.Sprintf("[::1]:%d", port)} {
+		// A browser keeps cookies by host name: one of its own per name.
+		jar, err := cookiejar.New(nil)
+		require.NoError(t, err)
+		c := &http.Client{Transport: h.ts.Client().Transport, Jar: jar}
+		assert.Equal(t, http.StatusOK, do(c, http.MethodGet, "/", host, "").StatusCode, host)
+		assert.Equal(t, http.StatusOK, do(c, http.MethodPost, fmt.Sprintf("/api/chat/chat-%d/stop", i), host, "").StatusCode, host)
+	}
+}
+
+// TestClaimsPerBrowser: one browser that names chat ids in a loop claims
+// at most maxChatsPerOwner of them, and never takes the room of another:
+// after ten thousand of its claims (the handler's Authorize, called with
+// its cookie), another browser claims its chat and runs a turn; the first
+// keeps its own chats.
+func TestClaimsPerBrowser(t *testing.T) {
+	leaktest.Check(t)
+	h := newTestServer(t)
+	flood, bob := newBrowserClient(t, h.ts), newBrowserClient(t, h.ts)
+	stop := func(c *http.Client, chat string) int {
+		t.Helper()
+		resp, err := c.Post(h.ts.URL+"/api/chat/"+chat+"/stop", "application/json", nil)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // drained for the connection
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	u, err := url.Parse(h.ts.URL)
+	require.NoError(t, err)
+	cookies := flood.Jar.Cookies(u)
+	require.NotEmpty(t, cookies)
+	claimed := 0
+	for i := range 10_000 {
+		r := httptest.NewRequest(http.MethodPost, "/api/chat/x/stop", nil)
+		for _, c := range cookies {
+			r.AddCookie(c)
+		}
+		if _, err := h.srv.authorize(r, fmt.Sprintf("flood-%d", i)); err == nil {
+			claimed++
+		}
+	}
+	assert.Equal(t, maxChatsPerOwner, claimed, "the claims of one browser")
+	assert.Equal(t, http.StatusOK, stop(flood, "flood-0"), "its chats stay its own")
+	assert.Equal(t, http.StatusForbidden, stop(flood, "flood-9999"))
+	assert.Equal(t, http.StatusForbidden, stop(bob, "flood-0"))
+
+	assert.Equal(t, http.StatusOK, stop(bob, "bob-1"), "another browser claims a chat")
+	body := `{"id":"bob-2","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"show me a card"}]}]}`
+	resp, err := bob.Post(h.ts.URL+"/api/chat", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	stream, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", stream)
+	assert.Contains(t, string(stream), `"type":"data-planround-card"`)
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.

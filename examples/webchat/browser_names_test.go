@@ -14,7 +14,8 @@ import (
 // TestBrowserNamesWithoutFormatCharacters: the page shows the names it
 // gets from outside without Unicode format characters: a tool the model
 // calls by a spoofed name, and a title stored before the server cleaned
-// them. A message's text keeps them: it is not a name.
+// them. A message's text keeps them, shown as their code points: it is
+// not a name, and what it says must show whole.
 func TestBrowserNamesWithoutFormatCharacters(t *testing.T) {
 	leaktest.Check(t)
 	h := newMCPHarness(t, userCallModel(t))
@@ -35,7 +36,7 @@ func TestBrowserNamesWithoutFormatCharacters(t *testing.T) {
 	sendAndWait(p, "ech\u202Eo\u200B {}")
 	assert.Equal(t, "rejected", p.Str(lastCard+`.dataset.state`))
 	assert.Equal(t, "echo", p.Str(lastCard+`.querySelector('.name').textContent`), "the card's name")
-	assert.Contains(t, p.Str(`[...document.querySelectorAll('.msg.user')].at(-1).textContent`), "ech\u202Eo", "the message as sent")
+	assert.Contains(t, p.Str(`[...document.querySelectorAll('.msg.user')].at(-1).textContent`), "ech⟨U+202E⟩o⟨U+200B⟩ {}", "the message as sent, its hidden characters shown")
 
 	// Two items show before the list comes back (the open conversation,
 	// not stored yet, as "New conversation"): wait for the stored one.

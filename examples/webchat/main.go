@@ -41,6 +41,17 @@
 // /api/tool-approve with arguments) is what the history shows: the
 // arguments the tool ran with.
 //
+// A card draws a call's arguments from the JSON text they came in (the
+// event stream's, the history's), not from what JSON.parse makes of them:
+// numbers as the model wrote them (12345678901234567890, 1e400, 2.50),
+// every member, and a character that does not show for what it is (a bidi
+// control that makes a command read as another, a zero-width or tag
+// character) as its escape, marked. Messages and results show such
+// characters as their code points. An import keeps only what the page
+// shows, so that a person sees everything the model will read of an
+// imported file: its hook injections, system messages and summaries are
+// left out (the messages a summary archived come back active).
+//
 // # Skills, hooks, forms, cards and a sub-agent
 //
 // -skills names a folder of skills (folders holding a SKILL.md, see package
@@ -164,8 +175,11 @@
 //	POST /api/sessions/import      a session export as the body (at most
 //	                               32 MiB, decoded as it arrives): a new
 //	                               session of this browser, {session_id,
-//	                               title}; 429 or 503 beyond the limits of
-//	                               imports in flight
+//	                               title, left_out_messages?,
+//	                               left_out_summaries?} (what it left out:
+//	                               hook injections, system messages,
+//	                               summaries); 429 or 503 beyond the limits
+//	                               of imports in flight
 //	GET  /api/events?session_id=[&after=N]
 //	                               Server-Sent Events: hello, then every chunk
 //	                               (data: the chunk's JSON) between run_started

@@ -266,12 +266,18 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 // body is decoded as it arrives (memory.ImportFrom), and the whole
 // document is checked before anything is stored.
 //
+// Only what the page shows is imported (see importShown): a file's hook
+// injections, system messages and summaries, which the model would read
+// in every turn and the page never shows, are left out; the answer says
+// how many.
+//
 // Imports in flight are bounded, in number and in the bytes of their
 // bodies (the Content-Length, or MaxImportSize without one), per browser
 // (429) and in the whole server (503); an import counts from before its
 // body is read until its answer, whether it succeeded or not.
 //
-//	200 {"success":true,"session_id":"...","title":"..."}
+//	200 {"success":true,"session_id":"...","title":"...",
+//	     "left_out_messages":n?,"left_out_summaries":n?}
 //	400 not a session export (the error says what is wrong)
 //	401 no owner cookie
 //	408 the body did not arrive in time
@@ -317,10 +323,11 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	}
 	var (
 		sess memory.Session
+		left leftOut
 		err  error
 	)
 	if body.err == nil {
-		sess, err = memory.ImportFrom(r.Context(), s.store, body, newSessionID(tag))
+		sess, left, err = importShown(r.Context(), s.store, body, newSessionID(tag))
 	}
 	var tooBig *http.MaxBytesError
 	switch {
@@ -351,7 +358,75 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	writeJSONValue(w, http.StatusOK, struct {
 		apiResponse
 		Title string `json:"title,omitempty"`
-	}{apiResponse{Success: true, SessionID: sess.ID}, sess.Title})
+		leftOut
+	}{apiResponse{Success: true, SessionID: sess.ID}, sess.Title, left})
+}
+
+// leftOut counts what an import left out (see importShown).
+type leftOut struct {
+	Messages  int `json:"left_out_messages,omitempty"`
+	Summaries int `json:"left_out_summaries,omitempty"`
+}
+
+// importShown adds the session in the export read from r to st under
+// newID, as memory.ImportFrom does, with only what the page shows: a person
+// must be able to see everything the model will read of an imported file,
+// and a file is anyone's to write. So it leaves out
+//
+//   - hook injections (memory.Message.Hook): sent to the model in every
+//     turn, never shown; the server's own hooks inject theirs again;
+//   - system messages: the page shows none, and the agent stores none but
+//     a hook's;
+//   - summaries: the model reads a session's summaries (with SummarizeAt)
+//     in place of its archived messages, and the page shows the messages,
+//     not the summaries. The messages they archived come back active, so
+//     the model reads what the page shows; a long conversation is
+//     summarised again, by this server's model.
+//
+// The document is checked whole (by memory.ImportFrom, into a MemStore of
+// its own) before anything is written to st; a failure while writing
+// deletes the session again.
+func importShown(ctx context.Context, st memory.Store, r io.Reader, newID string) (memory.Session, leftOut, error) {
+	var tmp memory.MemStore
+	doc, err := memory.ImportFrom(ctx, &tmp, r, newID)
+	if err != nil {
+		return memory.Session{}, leftOut{}, err
+	}
+	msgs, err := tmp.Messages(ctx, doc.ID, true)
+	if err != nil {
+		return memory.Session{}, leftOut{}, err
+	}
+	sums, err := tmp.Summaries(ctx, doc.ID)
+	if err != nil {
+		return memory.Session{}, leftOut{}, err
+	}
+	left := leftOut{Summaries: len(sums)}
+	kept := msgs[:0]
+	for _, m := range msgs {
+		if m.Hook || m.Role == memory.RoleSystem {
+			left.Messages++
+			continue
+		}
+		m.ID, m.SummaryID = 0, 0
+		kept = append(kept, m)
+	}
+	if err := tmp.DeleteSession(ctx, doc.ID); err != nil {
+		return memory.Session{}, leftOut{}, err
+	}
+	sess, err := st.CreateSession(ctx, memory.Session{ID: doc.ID, Title: doc.Title, CreatedAt: doc.CreatedAt, UpdatedAt: doc.CreatedAt})
+	if err != nil {
+		return memory.Session{}, leftOut{}, fmt.Errorf("memory: import: %w", err)
+	}
+	if len(kept) > 0 {
+		if _, err := st.Append(ctx, sess.ID, kept...); err != nil {
+			if derr := st.DeleteSession(context.WithoutCancel(ctx), sess.ID); derr != nil {
+				err = errors.Join(err, fmt.Errorf("clean-up failed: %w", derr))
+			}
+			return memory.Session{}, leftOut{}, fmt.Errorf("importing %q: %w", sess.ID, err)
+		}
+	}
+	sess, err = st.Session(ctx, sess.ID)
+	return sess, left, err
 }
 
 // reserveImport counts an import of size bytes of the browser with owner

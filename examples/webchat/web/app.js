@@ -110,10 +110,224 @@
     return node;
   }
 
-  function pretty(v) {
-    if (v === undefined) return '';
-    if (typeof v === 'string') return v;
-    try { return JSON.stringify(v, null, 2); } catch { return String(v); }
+  // ---- JSON as it was sent ----------------------------------------------
+  //
+  // What a tool runs with is drawn from the JSON text the server sent, never
+  // from what JSON.parse made of it: JSON.parse rounds 12345678901234567890,
+  // makes 1e400 Infinity (which JSON.stringify writes null), 2.50 2.5 and -0
+  // 0, and keeps one of two members of the same name. The chunks and the
+  // history carry a call's arguments as the JSON object itself (SPEC §4),
+  // whose text the server writes as the model did; parseKeeping keeps the
+  // source text of the members that hold arguments beside JSON.parse's
+  // value, and jsonView draws it: numbers as written, every member, and
+  // the characters that do not show for what they are (bidi controls,
+  // which make a command read as another, zero-width and tag characters,
+  // odd spaces) as their escapes, marked.
+
+  // SOURCE keys, in an object parseKeeping returns, the source texts of its
+  // members by name: obj[SOURCE].arguments.
+  const SOURCE = Symbol('source');
+
+  // HIDDEN_JSON: what jsonView shows as an escape. Format characters (Cf:
+  // bidi controls and isolates, zero-width characters, tag characters, the
+  // soft hyphen), line and paragraph separators, lone surrogates, private
+  // use and unassigned code points, every space but U+0020, and the
+  // invisible letters and marks (the combining grapheme joiner, Hangul
+  // fillers, variation selectors, the Braille blank).
+  const HIDDEN_JSON = /(?! )[\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\p{Zs}\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u2800\u3164\uFE00-\uFE0F\uFFA0\u{E0100}-\u{E01EF}]/gu;
+
+  // HIDDEN_TEXT: what marked shows as its code point in text from outside
+  // (a message, a tool's result): format characters, but the joiners that
+  // emoji and many scripts need, and the supplementary variation selectors.
+  const HIDDEN_TEXT = /(?![\u200C\u200D])[\p{Cf}\u{E0100}-\u{E01EF}]/gu;
+
+  function codePoint(ch) {
+    return 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+  }
+
+  // mark is the element that shows a hidden character: its escape in JSON,
+  // its code point in text.
+  function mark(ch, json) {
+    const m = el('span', 'cf', json ? [...ch].map(escapeUnit).join('') : '⟨' + codePoint(ch) + '⟩');
+    m.title = 'invisible character ' + codePoint(ch);
+    return m;
+  }
+
+  function escapeUnit(ch) {
+    let out = '';
+    for (let i = 0; i < ch.length; i++) out += '\\u' + ch.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0');
+    return out;
+  }
+
+  // appendMarked appends text to node, its hidden characters marked.
+  function appendMarked(node, text, re = HIDDEN_TEXT, json = false) {
+    text = String(text ?? '');
+    if (text.search(re) < 0) { node.append(text); return node; }
+    let at = 0;
+    for (const m of text.matchAll(re)) {
+      if (m.index > at) node.append(text.slice(at, m.index));
+      node.append(mark(m[0], json));
+      at = m.index + m[0].length;
+    }
+    if (at < text.length) node.append(text.slice(at));
+    return node;
+  }
+
+  // shown is el for text from outside (the model's, a tool's): its hidden
+  // characters marked.
+  function shown(tag, cls, text) { return appendMarked(el(tag, cls), text); }
+
+  // parseKeeping returns JSON.parse(text), and keeps in each object the
+  // source text of its members named in names: obj[SOURCE][name].
+  function parseKeeping(text, names) {
+    const v = JSON.parse(text);
+    for (const [path, name, src] of memberSources(text, names)) {
+      let o = v;
+      for (const k of path) o = o !== null && typeof o === 'object' ? Object.getOwnPropertyDescriptor(o, k)?.value : undefined;
+      if (o !== null && typeof o === 'object') (o[SOURCE] ??= {})[name] = src;
+    }
+    return v;
+  }
+
+  // sourceOf returns the source text of obj's member name, as parseKeeping
+  // kept it, or undefined.
+  function sourceOf(obj, name) {
+    return obj && typeof obj === 'object' ? obj[SOURCE]?.[name] : undefined;
+  }
+
+  // memberSources lists the members named in names of the JSON text, which
+  // JSON.parse read already: [path of the object that holds it, name,
+  // source text of its value]. It reads the text once, without recursion.
+  function memberSources(text, names) {
+    const found = [];
+    const path = []; // the keys and indexes down to the value being read
+    const open = []; // the containers open: {obj, start of the current member's value}
+    const n = text.length;
+    let i = 0;
+    const space = () => { while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++; };
+    const member = (f) => { // at a key: read it and the colon
+      const s = i;
+      i = stringEnd(text, i);
+      path.push(JSON.parse(text.slice(s, i)));
+      space(); i++; space();
+      f.start = i;
+    };
+    for (;;) {
+      space();
+      const c = text[i];
+      if (c === '{' || c === '[') {
+        i++; space();
+        if (text[i] !== (c === '{' ? '}' : ']')) {
+          const f = { obj: c === '{', start: i };
+          open.push(f);
+          if (f.obj) member(f); else path.push(0);
+          continue;
+        }
+        i++; // an empty one
+      } else if (c === '"') {
+        i = stringEnd(text, i);
+      } else {
+        while (i < n && !',]} \n\r\t'.includes(text[i])) i++;
+      }
+      // A value ended at i: note it, then go on after it, closing what ends.
+      for (;;) {
+        const f = open.at(-1);
+        if (!f) return found;
+        if (f.obj && names.includes(path.at(-1))) found.push([path.slice(0, -1), path.at(-1), text.slice(f.start, i)]);
+        space();
+        if (text[i] === ',') {
+          i++; space();
+          if (f.obj) { path.pop(); member(f); } else { path[path.length - 1]++; f.start = i; }
+          break;
+        }
+        i++; // the container's end
+        open.pop();
+        path.pop();
+      }
+    }
+  }
+
+  // stringEnd returns the index after the JSON string that starts at i in
+  // text (at its opening quote).
+  function stringEnd(text, i) {
+    for (let j = i + 1; ; j++) {
+      j = text.indexOf('"', j);
+      if (j < 0) throw new SyntaxError('unterminated string');
+      let k = j - 1;
+      while (text[k] === '\\') k--;
+      if ((j - k) % 2 === 1) return j + 1; // an even number of backslashes before it
+    }
+  }
+
+  // jsonView draws JSON text as it was sent: indented like
+  // JSON.stringify(v, null, 2) (on one line when compact), numbers, names
+  // and order as written, each string isolated from the bidi order of its
+  // neighbours and its hidden characters escaped and marked (HIDDEN_JSON).
+  // With expand, a string member of that name that holds a JSON object or
+  // array (a tool call's arguments in a request) is drawn as that JSON.
+  // Text that is not JSON comes back as it is, its hidden characters
+  // marked.
+  function jsonView(text, { compact = false, expand = '' } = {}) {
+    const out = document.createDocumentFragment();
+    try {
+      JSON.parse(text); // only JSON is drawn as JSON
+      writeJSON(out, text, compact, expand, 0);
+    } catch {
+      out.replaceChildren();
+      appendMarked(out, text, HIDDEN_JSON, true);
+    }
+    return out;
+  }
+
+  function writeJSON(out, text, compact, expand, base) {
+    const n = text.length;
+    let i = 0;
+    let depth = base;
+    let key = ''; // the name of the member whose value comes next
+    let buf = '';
+    const flush = () => { if (buf) { out.append(buf); buf = ''; } };
+    const line = () => { if (!compact) buf += '\n' + '  '.repeat(depth); };
+    const space = () => { while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++; };
+    while (true) {
+      space();
+      if (i >= n) break;
+      const c = text[i];
+      if (c === '{' || c === '[') {
+        i++; space();
+        const close = c === '{' ? '}' : ']';
+        if (text[i] === close) { i++; buf += c + close; } else { buf += c; depth++; line(); }
+        key = '';
+        continue;
+      }
+      if (c === '}' || c === ']') { i++; depth--; line(); buf += c; continue; }
+      if (c === ',') { i++; buf += ','; line(); key = ''; continue; }
+      if (c === ':') { i++; buf += compact ? ':' : ': '; continue; }
+      if (c === '"') {
+        const s = i;
+        i = stringEnd(text, i);
+        const value = JSON.parse(text.slice(s, i));
+        space();
+        const isKey = text[i] === ':';
+        let inner;
+        if (!isKey && expand && key === expand && /^\s*[[{]/.test(value)) {
+          try { JSON.parse(value); inner = value; } catch { /* drawn as the string it is */ }
+        }
+        flush();
+        if (inner !== undefined) {
+          writeJSON(out, inner, compact, '', depth);
+        } else {
+          const span = el('span', 'json-string');
+          appendMarked(span, JSON.stringify(value), HIDDEN_JSON, true);
+          out.append(span);
+        }
+        key = isKey ? value : '';
+        continue;
+      }
+      const s = i; // a number, true, false or null: as written
+      while (i < n && !',:]} \n\r\t'.includes(text[i])) i++;
+      buf += text.slice(s, i);
+    }
+    flush();
   }
 
   // ---- auto-approve list (localStorage) ---------------------------------
@@ -314,7 +528,7 @@
     try {
       const r = await fetch('/api/audit?session_id=' + encodeURIComponent(id));
       if (!r.ok) return;
-      v = await r.json();
+      v = parseKeeping(await r.text(), ['arguments']);
     } catch {
       return; // the next decision or run tries again
     }
@@ -390,9 +604,10 @@
       const tr = el('tr', 'audit-entry');
       tr.dataset.approvalId = rec.approval_id;
       const decision = d.via === 'timeout' ? 'timed out' : d.approved ? 'approved' : 'rejected';
-      const edit = d.arguments === undefined || d.arguments === null ? '' : JSON.stringify(d.arguments);
+      const edit = el('td', 'edit');
+      if (d.arguments !== undefined && d.arguments !== null) edit.append(jsonView(sourceOf(d, 'arguments') ?? JSON.stringify(d.arguments), { compact: true }));
       tr.append(el('td', 'time', hhmm(rec.decided)), el('td', 'tool', plain(rec.tool)), el('td', 'decision', decision),
-        el('td', 'by', byText(d.by)), el('td', 'via', d.via || ''), el('td', 'reason', d.reason || ''), el('td', 'edit', edit));
+        el('td', 'by', byText(d.by)), el('td', 'via', d.via || ''), el('td', 'reason', d.reason || ''), edit);
       tb.append(tr);
     }
     table.append(thead, tb);
@@ -571,7 +786,7 @@
     let c;
     try {
       const r = await fetch('/api/apilog/call?id=' + encodeURIComponent(id));
-      c = await r.json();
+      c = parseKeeping(await r.text(), ['request', 'reply']);
       if (!r.ok) throw new Error(c.error || 'HTTP ' + r.status);
     } catch (e) {
       if (seq === st.logDetailSeq) d.replaceChildren(el('div', 'reason', 'Could not read the call: ' + e.message));
@@ -581,18 +796,14 @@
     renderCall(d, c);
   }
 
-  // replyView is a reply as the detail shows it: a tool call's arguments
-  // parsed when they are JSON.
-  function replyView(reply) {
-    const out = { ...reply };
-    if (Array.isArray(reply.tool_calls)) {
-      out.tool_calls = reply.tool_calls.map((tc) => {
-        let args = tc.arguments;
-        try { args = JSON.parse(tc.arguments); } catch { /* shown as written */ }
-        return { ...tc, arguments: args };
-      });
-    }
-    return out;
+  // logJSON draws a call's request or reply as the server sent it (see
+  // jsonView); the arguments of the reply's tool calls, a string of JSON
+  // text, as the JSON they hold. The request is drawn as it was sent.
+  function logJSON(cls, c, name, expand) {
+    const pre = el('pre', cls);
+    if (c[name] === undefined || c[name] === null) pre.textContent = 'not kept (the log keeps metadata only)';
+    else pre.append(jsonView(sourceOf(c, name) ?? JSON.stringify(c[name]), { expand }));
+    return pre;
   }
 
   function renderCall(d, c) {
@@ -607,9 +818,9 @@
     const parts = [head];
     if (c.error) parts.push(el('div', 'log-error', c.error));
     parts.push(el('div', 'label', 'request'));
-    parts.push(el('pre', 'log-request', c.request === undefined || c.request === null ? 'not kept (the log keeps metadata only)' : pretty(c.request)));
+    parts.push(logJSON('log-request', c, 'request', ''));
     parts.push(el('div', 'label', 'reply'));
-    parts.push(el('pre', 'log-reply', c.reply ? pretty(replyView(c.reply)) : 'not kept (the log keeps metadata only)'));
+    parts.push(logJSON('log-reply', c, 'reply', 'arguments'));
     d.replaceChildren(...parts);
   }
 
@@ -666,7 +877,7 @@
   // addUser shows a user message; images, from the history, are
   // descriptions shown as placeholders.
   function addUser(text, images) {
-    const m = add(el('div', 'msg user', text));
+    const m = add(shown('div', 'msg user', text));
     for (const desc of images || []) m.append(el('div', 'attachment', '[image: ' + desc + ']'));
   }
 
@@ -722,7 +933,7 @@
       if (c.voice) s.textEl.classList.add('voice');
       s.body.append(s.textEl);
     }
-    s.textEl.append(c.text); // a text node: never HTML
+    appendMarked(s.textEl, c.text); // text nodes: never HTML
     // A sub-agent writes for the model that called it, not for the user.
     if (c.voice && !c.depth) speak(c.text);
   }
@@ -774,7 +985,10 @@
 
   function newCard(holder, key, id, name) {
     const k = {
-      key, id, name, state: 'preparing', args: undefined, argsRaw: '', output: '',
+      key, id, name, state: 'preparing', output: '',
+      args: undefined, // the arguments, as JSON.parse read them
+      argsSource: undefined, // their JSON text, as sent (see jsonView)
+      argsRaw: '', // arguments that are not JSON, as written
       result: undefined, reason: '', approvalId: '', digest: '', busy: false, auto: false,
       hints: null, // what the tool says about itself (agent.ToolHints), once a chunk carries it
       mustAsk: false, details: [], // a call a person must decide on, and what they decide on
@@ -801,7 +1015,7 @@
       k = newCard(scopeOf(c).body, key, tool.id, tool.name);
       st.cards.set(key, k);
     }
-    if (tool.arguments !== undefined) k.args = tool.arguments;
+    if (tool.arguments !== undefined) setArgs(k, tool);
     else if (tool.arguments_raw) k.argsRaw = tool.arguments_raw;
     return k;
   }
@@ -840,7 +1054,20 @@
   }
 
   function hasArgs(k) { return k.args !== undefined || k.argsRaw !== ''; }
-  function argsText(k) { return k.args !== undefined ? pretty(k.args) : k.argsRaw; }
+
+  // argsView draws a card's arguments from the text they came in (see
+  // jsonView); arguments that are not JSON (arguments_raw) as written.
+  function argsView(k) {
+    if (k.args === undefined) return jsonView(k.argsRaw);
+    return jsonView(k.argsSource ?? JSON.stringify(k.args));
+  }
+
+  // setArgs sets a card's arguments: the value and the JSON text it was
+  // parsed from (holder[SOURCE], see parseKeeping).
+  function setArgs(k, holder) {
+    k.args = holder.arguments;
+    k.argsSource = sourceOf(holder, 'arguments');
+  }
 
   function setState(k, state) {
     k.state = state;
@@ -848,9 +1075,15 @@
     render(k);
   }
 
-  function block(label, text) {
+  // block draws a labelled block of a card: content is an element (a
+  // call's arguments, see argsView) or text from outside (a result, an
+  // output), whose hidden characters are marked.
+  function block(label, content) {
     const d = el('div');
-    d.append(el('div', 'label', label), el('pre', '', text));
+    const pre = el('pre');
+    if (content instanceof Node) pre.append(content);
+    else appendMarked(pre, content);
+    d.append(el('div', 'label', label), pre);
     return d;
   }
 
@@ -907,7 +1140,7 @@
           for (const line of k.details) d.append(el('div', 'detail', plain(line)));
           body.append(d);
         }
-        body.append(block('arguments', argsText(k)));
+        body.append(block('arguments', argsView(k)));
         const actions = el('div', 'actions');
         const yes = el('button', 'primary approve', 'Approve');
         const no = el('button', 'reject', 'Reject');
@@ -933,7 +1166,7 @@
       }
       case 'executing':
         // A form or a card shows what the arguments say.
-        if (hasArgs(k) && k.sides.length === 0) body.append(block('arguments', argsText(k)));
+        if (hasArgs(k) && k.sides.length === 0) body.append(block('arguments', argsView(k)));
         if (k.output !== '') {
           const b = block('output', k.output);
           k.outEl = b.lastElementChild;
@@ -953,7 +1186,7 @@
         }
         const d = el('details');
         d.append(el('summary', '', 'arguments and result'));
-        d.append(block('arguments', argsText(k)), block('result', k.result ?? ''));
+        d.append(block('arguments', argsView(k)), block('result', k.result ?? ''));
         body.append(d);
         break;
       }
@@ -961,19 +1194,19 @@
         // An old history: what the tool message says, without a verdict.
         const d = el('details');
         d.append(el('summary', '', 'arguments and stored message'));
-        d.append(block('arguments', argsText(k)), block('tool message', k.result ?? ''));
+        d.append(block('arguments', argsView(k)), block('tool message', k.result ?? ''));
         body.append(d);
         break;
       }
       case 'rejected':
       case 'invalidated':
-        if (k.reason) body.append(el('div', 'reason', k.reason));
+        if (k.reason) body.append(shown('div', 'reason', k.reason));
         if (hasArgs(k)) {
           const d = el('details');
           d.append(el('summary', '', k.output ? 'arguments and partial output' : 'arguments'));
           // The output was on screen while the call ran: keep it there.
           d.open = k.output !== '';
-          d.append(block('arguments', argsText(k)));
+          d.append(block('arguments', argsView(k)));
           if (k.output) d.append(block('partial output', k.output));
           body.append(d);
         }
@@ -991,7 +1224,7 @@
     if (k.state !== 'executing') return;
     if (!k.outEl) { render(k); return; }
     const stick = k.outEl.scrollHeight - k.outEl.scrollTop - k.outEl.clientHeight < 20;
-    k.outEl.append(text);
+    appendMarked(k.outEl, text);
     if (stick) k.outEl.scrollTop = k.outEl.scrollHeight;
   }
 
@@ -1074,10 +1307,10 @@
   // (authorize) it: a "Connect <server>" link to the authorization URL, in
   // a new tab, with the host it leads to. The waiting call goes on once
   // the authorization server sent the person back to /oauth/callback.
-  function renderConnect(side) {
+  function renderConnect(side, c) {
     let u;
-    try { u = new URL(String(side.url || '')); } catch (e) { return renderSideJSON(side); }
-    if (u.protocol !== 'https:' && u.protocol !== 'http:') return renderSideJSON(side);
+    try { u = new URL(String(side.url || '')); } catch (e) { return renderSideJSON(side, c); }
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') return renderSideJSON(side, c);
     const box = el('div', 'side connect');
     const a = el('a', 'connect-button', 'Connect ' + plain(String(side.server || 'server')));
     a.href = u.href;
@@ -1088,9 +1321,13 @@
     return box;
   }
 
-  function renderSideJSON(side) {
+  // renderSideJSON draws a side message as the JSON it came in (c is its
+  // chunk).
+  function renderSideJSON(side, c) {
     const box = el('div', 'side');
-    box.append(el('div', 'label', 'side message' + (side.type ? ': ' + side.type : '')), el('pre', '', pretty(side)));
+    const pre = el('pre');
+    pre.append(jsonView(sourceOf(c, 'side') ?? JSON.stringify(side)));
+    box.append(el('div', 'label', 'side message' + (side.type ? ': ' + side.type : '')), pre);
     return box;
   }
 
@@ -1136,8 +1373,8 @@
 
   function renderDisplayCard(card) {
     const dc = el('div', 'display-card');
-    dc.append(el('div', 'title', card.title ?? ''));
-    if (card.body) dc.append(el('div', 'body', card.body));
+    dc.append(shown('div', 'title', card.title ?? ''));
+    if (card.body) dc.append(shown('div', 'body', card.body));
     const img = imageURL(card.image_url);
     if (img && !img.remote) {
       dc.append(cardImage(img.url, card.title ?? ''));
@@ -1153,7 +1390,7 @@
       const tb = el('tbody');
       for (const f of card.fields) {
         const tr = el('tr');
-        tr.append(el('th', '', f?.name ?? ''), el('td', '', f?.value ?? ''));
+        tr.append(shown('th', '', f?.name ?? ''), shown('td', '', f?.value ?? ''));
         tb.append(tr);
       }
       table.append(tb);
@@ -1174,13 +1411,13 @@
     if (!side.form_id || st.forms.has(side.form_id)) return null;
     const f = { id: side.form_id, state: 'open', questions: [], el: el('form', 'ask-form') };
     f.el.dataset.formId = side.form_id;
-    if (side.title) f.el.append(el('div', 'form-title', side.title));
+    if (side.title) f.el.append(shown('div', 'form-title', side.title));
     const questions = Array.isArray(side.questions) ? side.questions : [];
     questions.forEach((q, i) => {
       const fs = el('fieldset', 'question');
       fs.dataset.id = q.id;
       fs.dataset.kind = q.kind;
-      fs.append(el('legend', '', q.question ?? ''));
+      fs.append(shown('legend', '', q.question ?? ''));
       const name = 'form-' + side.form_id + '-' + i;
       let value;
       if (q.kind === 'single' || q.kind === 'multiple') {
@@ -1191,7 +1428,7 @@
           inp.type = q.kind === 'single' ? 'radio' : 'checkbox';
           inp.name = name;
           inp.value = o;
-          label.append(inp, el('span', '', o));
+          label.append(inp, shown('span', '', o));
           opts.append(label);
         }
         fs.append(opts);
@@ -1457,7 +1694,7 @@
     for (const a of v.answers) {
       const tr = el('tr');
       const ans = Array.isArray(a?.answer) ? a.answer.join(', ') : String(a?.answer ?? '');
-      tr.append(el('th', '', a?.question ?? a?.id ?? ''), el('td', '', ans));
+      tr.append(shown('th', '', a?.question ?? a?.id ?? ''), shown('td', '', ans));
       tb.append(tr);
     }
     table.append(tb);
@@ -1813,7 +2050,7 @@
     const guard = (fn) => (e) => {
       if (st.es !== es) return;
       let data;
-      try { data = JSON.parse(e.data); } catch { return; }
+      try { data = parseKeeping(e.data, ['arguments', 'side']); } catch { return; }
       const seq = Number(e.lastEventId) || 0;
       if (seq > st.lastSeq) st.lastSeq = seq;
       const stick = nearBottom();
@@ -1850,13 +2087,11 @@
   function renderHistory(msgs, running) {
     let turn = null;
     let ended = []; // the cards of the turn's calls, and how they ended
-    const answers = new Map();
-    for (const m of msgs) if (m.role === 'tool') answers.set(m.tool_call_id, m);
     const close = () => {
       if (turn && turn !== st.openTurn) endTurn(ended); // a turn with open calls goes on
       ended = [];
     };
-    for (const m of msgs) {
+    for (const [i, m] of msgs.entries()) {
       if (m.role === 'user') {
         close();
         addUser(m.content || '', m.images);
@@ -1871,14 +2106,15 @@
       }
       if (m.role !== 'assistant') continue;
       for (const e of ended) e.last = false; // the turn went on after them
-      if (m.text && m.text.trim()) turn.append(el('div', 'text', m.text.trim()));
+      if (m.text && m.text.trim()) turn.append(shown('div', 'text', m.text.trim()));
       const open = new Map((m.open_calls || []).map((o) => [o.call_id, o]));
-      for (const tc of m.tool_calls || []) {
+      const answers = answersOf(msgs, i);
+      for (const [x, tc] of (m.tool_calls || []).entries()) {
         const k = newCard(turn, tc.id, tc.id, tc.name);
-        if (tc.arguments !== undefined) k.args = tc.arguments; // the JSON object itself
+        if (tc.arguments !== undefined) setArgs(k, tc); // the JSON object itself, and its text
         const o = open.get(tc.id);
-        if (answers.has(tc.id)) {
-          const a = answers.get(tc.id);
+        const a = answers[x];
+        if (a) {
           endCard(k, a);
           ended.push({ id: tc.id, k, outcome: a.outcome || '', cause: a.cause || '', last: false });
           continue;
@@ -1923,6 +2159,22 @@
       }
     }
     toBottom();
+  }
+
+  // answersOf returns, for each call of the assistant message msgs[i], the
+  // tool message that answers it, or undefined: the first for its id among
+  // the tool messages right after the message, as memory.Repair pairs them
+  // for the model. Call ids repeat across messages (call_0 of every
+  // reply), and a tool message elsewhere, or a second answer, is not what
+  // the model reads: a card shows what it does.
+  function answersOf(msgs, i) {
+    const calls = msgs[i].tool_calls || [];
+    const out = new Array(calls.length);
+    for (let j = i + 1; j < msgs.length && msgs[j].role === 'tool'; j++) {
+      const x = calls.findIndex((c, y) => out[y] === undefined && c.id === msgs[j].tool_call_id);
+      if (x >= 0) out[x] = msgs[j];
+    }
+    return out;
   }
 
   // The causes (agent.Cause) of rejections that end a run with no system
@@ -1992,7 +2244,7 @@
       if (r.status === 401 || r.status === 403) return false;
       if (!r.ok) return true;
       st.lastSeq = Number(r.headers.get('X-Webchat-Seq')) || 0;
-      const msgs = await r.json();
+      const msgs = parseKeeping(await r.text(), ['arguments']);
       if (Array.isArray(msgs)) renderHistory(msgs, r.headers.get('X-Webchat-Running') === 'true');
     } catch {
       // An empty page is fine.
@@ -2285,7 +2537,11 @@
       status('Could not import ' + plain(file.name) + ': ' + (res.data.error || 'no session'), true);
       return;
     }
-    status('Imported ' + plain(file.name));
+    // What the server left out: what the model would have read and the
+    // page never shows (hook injections, system messages, summaries).
+    const left = [[res.data.left_out_messages, 'message'], [res.data.left_out_summaries, 'summary']]
+      .filter(([n]) => n > 0).map(([n, what]) => n + ' ' + (n === 1 ? what : what === 'summary' ? 'summaries' : what + 's'));
+    status('Imported ' + plain(file.name) + (left.length ? ', without ' + left.join(' and ') + ' the page would not have shown' : ''));
     if (narrow.matches) setSidebar('auto');
     // Listed at once, until the list comes back from the server.
     st.sessions.unshift({ id: res.data.session_id, title: res.data.title || '', updated_at: new Date().toISOString() });
