@@ -141,7 +141,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 10
+const currentVersion = 11
 
 // TestOpenMigratesVersion6: a database of version 6, whose approvals have
 // no kind, key, digest, principal or channel (several pending ones in one
@@ -206,14 +206,14 @@ func TestOpenMigratesVersion6(t *testing.T) {
 }
 
 // TestOpenMigratesOpenCallState: a database of the version before open
-// calls had a state (the one before the current) opens at the current
-// version with its open-call records kept, each with an empty state, and a
-// state saved then reads back.
+// calls had a state (version 8) opens at the current version with its
+// open-call records kept, each with an empty state, and a state saved then
+// reads back.
 func TestOpenMigratesOpenCallState(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db := rawDB(t, path)
-	require.NoError(t, sqlitestore.MigrateTo(ctx, db, currentVersion-1))
+	require.NoError(t, sqlitestore.MigrateTo(ctx, db, 8))
 	_, err := db.Exec(`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('s', 'old', 1, 2)`)
 	require.NoError(t, err)
 	_, err = db.Exec(`INSERT INTO messages (session_id, role, content, tool_calls, created_at)
