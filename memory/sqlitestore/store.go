@@ -247,6 +247,18 @@ var migrations = []migration{
 		store      TEXT PRIMARY KEY, -- a Store whose poller reads the notes
 		expires_at INTEGER NOT NULL  -- Unix nanoseconds, this machine's clock
 	) STRICT, WITHOUT ROWID;`},
+	// 12: the approvals that version 6 and older wrote have no key; the
+	// call whose open-call record names one gives it its key, as the agent
+	// names its calls (agent.ApprovalRequest.Key: "<message id>/<call
+	// id>"), so that the turn resumed after the upgrade finds the approval,
+	// pending or decided, instead of asking a second time. A key a record
+	// of the session has already is left to that record.
+	{sql: `UPDATE approvals SET call_key = k.key FROM (
+		SELECT session_id, approval_id, MIN(message_id || '/' || call_id) AS key
+		FROM open_calls WHERE approval_id <> '' GROUP BY session_id, approval_id
+	) AS k
+	WHERE approvals.id = k.approval_id AND approvals.session_id = k.session_id AND approvals.call_key = ''
+		AND NOT EXISTS (SELECT 1 FROM approvals AS b WHERE b.session_id = k.session_id AND b.call_key = k.key);`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments
