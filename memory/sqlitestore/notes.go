@@ -201,16 +201,18 @@ func (st *Store) stopPoll(run *pollRun) {
 }
 
 // register writes or renews the Store's row in note_listeners, and
-// removes the rows that expired.
-func (st *Store) register(ctx context.Context) error {
-	now := time.Now()
-	return st.write(ctx, func(tx *sql.Tx) error {
+// removes the rows that expired. It returns when the row expires, in Unix
+// nanoseconds by this machine's clock, by which the others judge it.
+func (st *Store) register(ctx context.Context) (expires int64, err error) {
+	now := time.Now().UnixNano()
+	expires = now + listenerTTL.Nanoseconds()
+	return expires, st.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO note_listeners (store, expires_at) VALUES (?, ?)
-			ON CONFLICT (store) DO UPDATE SET expires_at = excluded.expires_at`, st.id, now.Add(listenerTTL).UnixNano())
+			ON CONFLICT (store) DO UPDATE SET expires_at = excluded.expires_at`, st.id, expires)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, "DELETE FROM note_listeners WHERE expires_at <= ?", now.UnixNano())
+		_, err = tx.ExecContext(ctx, "DELETE FROM note_listeners WHERE expires_at <= ?", now)
 		return err
 	})
 }
@@ -221,7 +223,11 @@ type poller struct {
 	conn    *sql.Conn // of st.p: PRAGMA data_version counts per connection
 	version int64     // PRAGMA data_version when the notes were last read
 	last    int64     // the seq of the last note read
-	renewed time.Time // when the Store's row was last written
+	// expires is when the Store's row, as last written, expires, and
+	// renew when to write it again: Unix nanoseconds by the wall clock,
+	// which the others judge the row by (a monotonic clock stops while the
+	// machine sleeps).
+	expires, renew int64
 }
 
 // startPoll registers the Store as a listener, reads where the notes are,
@@ -231,11 +237,12 @@ func (st *Store) startPoll(ctx context.Context) (*pollRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &poller{st: st, conn: conn, renewed: time.Now()}
-	if err := st.register(ctx); err != nil {
+	p := &poller{st: st, conn: conn}
+	if p.expires, err = st.register(ctx); err != nil {
 		conn.Close()
 		return nil, err
 	}
+	p.renew = time.Now().UnixNano() + renewListener.Nanoseconds()
 	// data_version first: a note committed after it was read makes it
 	// change, and is read at the next poll.
 	err = conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&p.version)
@@ -271,15 +278,15 @@ func (p *poller) loop(ctx context.Context, done chan struct{}) {
 // poll is one look at the file: it renews the Store's row when due, and
 // reads the notes when another connection committed since the last read.
 func (p *poller) poll(ctx context.Context) {
-	if time.Since(p.renewed) >= renewListener {
-		if err := p.st.register(ctx); err == nil {
-			if time.Since(p.renewed) >= listenerTTL/2 {
-				// The row may have expired before it was renewed (the
-				// process was stopped): the others may have skipped
-				// notes meanwhile.
+	if now := time.Now().UnixNano(); now >= p.renew {
+		if expires, err := p.st.register(ctx); err == nil {
+			if now >= p.expires {
+				// The row expired before it was renewed (the process was
+				// stopped, or the machine slept): the others may have
+				// skipped notes meanwhile.
 				p.st.notes.DeliverAll("")
 			}
-			p.renewed = time.Now()
+			p.expires, p.renew = expires, now+renewListener.Nanoseconds()
 		}
 	}
 	var version int64

@@ -26,7 +26,7 @@ func BenchmarkPollIdle(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer conn.Close()
-		p := &poller{st: st, conn: conn, renewed: time.Now()}
+		p := &poller{st: st, conn: conn, renew: time.Now().Add(time.Hour).UnixNano()}
 		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&p.version); err != nil {
 			b.Fatal(err)
 		}
@@ -49,4 +49,61 @@ func BenchmarkPollIdle(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestPollAfterSleep: a poller whose Store's row in note_listeners expired
+// before it was renewed (the process was stopped, or the machine slept, so
+// the others skipped their notes) renews it and tells every listener that
+// notes may have been lost; one renewed in time tells nothing.
+func TestPollAfterSleep(t *testing.T) {
+	ctx := t.Context()
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	heard := make(chan string, 10)
+	stop, err := st.notes.Add("c", func(p string) { heard <- p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	conn, err := st.p.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	listeners := func() (n int) {
+		if err := st.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM note_listeners WHERE store = ? AND expires_at > ?", st.id, time.Now().UnixNano()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	now := time.Now().UnixNano()
+	p := &poller{st: st, conn: conn, expires: now - 1, renew: now - 1}
+	p.poll(ctx)
+	select {
+	case got := <-heard:
+		if got != "" {
+			t.Errorf("heard %q, want the empty payload", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no empty payload after the row expired")
+	}
+	if n := listeners(); n != 1 {
+		t.Errorf("%d live rows of the Store after the poll, want 1", n)
+	}
+
+	p.renew = time.Now().UnixNano() - 1 // due, and the row has not expired
+	p.poll(ctx)
+	st.notes.Deliver("c", "after") // comes after anything the poll queued
+	select {
+	case got := <-heard:
+		if got != "after" {
+			t.Errorf("heard %q after a renewal in time", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener heard nothing")
+	}
 }
