@@ -81,7 +81,7 @@ func (m *Manager) Decisions(ctx context.Context, q DecisionQuery) iter.Seq2[Deci
 func recordFrom(a memory.Approval) DecisionRecord {
 	return DecisionRecord{
 		ApprovalID: a.ID, SessionID: a.SessionID, CallID: a.CallID, Tool: a.Tool, Round: a.Round,
-		Arguments: a.Arguments, ArgumentsDigest: a.Digest,
+		Arguments: a.Arguments, ArgumentsDigest: digestOf(a),
 		Decision: DecodeDecision(a.Decision), Asked: a.CreatedAt, Decided: a.DecidedAt,
 	}
 }

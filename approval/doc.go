@@ -62,10 +62,11 @@
 // the run that asked for it. Forms (package interact) are records of the
 // same kind of store, kept and answered the same way.
 //
-//   - [ManagerConfig.Notifier] (PostgreSQL's LISTEN/NOTIFY, or MemStore in
-//     one process) carries each decision to the other processes, so a
-//     decision posted to any replica wakes the Wait on the replica that
-//     runs the turn at once. Such a Manager must be closed ([Manager.Close]).
+//   - [ManagerConfig.Notifier] (PostgreSQL's LISTEN/NOTIFY, the SQLite
+//     store's notes through its file, or MemStore in one process) carries
+//     each decision to the other processes, so a decision posted to any
+//     replica wakes the Wait on the replica that runs the turn at once.
+//     Such a Manager must be closed ([Manager.Close]).
 //   - [ManagerConfig.SuspendAfter] ends a wait that has lasted long enough
 //     with agent.ErrSuspended instead of holding the run for hours: the
 //     run ends suspended and the approval stays pending.

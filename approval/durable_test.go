@@ -1312,3 +1312,36 @@ func TestDecisionNoted(t *testing.T) {
 		assert.False(t, ok, "payload %q", p)
 	}
 }
+
+// TestRecordWithoutDigest: a record stored without a digest, as a version
+// before digests stored each approval, shows the digest of its stored
+// arguments (in Pending and in the audit) and is decided by it; a reply
+// with another digest, or none, is refused and leaves it pending.
+func TestRecordWithoutDigest(t *testing.T) {
+	ctx := t.Context()
+	st := &memory.MemStore{}
+	args := json.RawMessage(`{"command": "ls -l"}`)
+	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "old", SessionID: "s", CallID: "c1", Tool: "run_command", Arguments: args}))
+	m := newManager(t, approval.ManagerConfig{Store: st})
+	digest := agent.ArgumentsDigest(args)
+
+	list := pendingList(t, m, "s")
+	require.Len(t, list, 1)
+	assert.Equal(t, digest, list[0].Call.ArgumentsDigest)
+	for _, wrong := range []string{agent.ArgumentsDigest(json.RawMessage(`{"command":"rm -rf /"}`)), agent.ArgumentsDigest(nil), ""} {
+		r := list[0].Reply(agent.Decision{Approved: true})
+		r.ArgumentsDigest = wrong
+		pending, err := m.Respond(ctx, r)
+		require.ErrorIs(t, err, approval.ErrMismatch, "digest %s", wrong)
+		assert.False(t, pending)
+	}
+	require.Len(t, pendingList(t, m, "s"), 1, "still pending")
+	pending, err := m.Respond(ctx, list[0].Reply(agent.Decision{Approved: true, By: "alice"}))
+	require.NoError(t, err)
+	assert.True(t, pending)
+	for rec, err := range m.Decisions(ctx, approval.DecisionQuery{SessionID: "s"}) {
+		require.NoError(t, err)
+		assert.Equal(t, digest, rec.ArgumentsDigest, "the audit names the digest the decision was bound to")
+		assert.Equal(t, "alice", rec.Decision.By)
+	}
+}

@@ -345,6 +345,18 @@ func recordOf(req agent.ApprovalRequest) memory.Approval {
 	}
 }
 
+// digestOf returns the digest of the stored approval a's arguments: the
+// one stored with it, or, for a record stored without one (by a version
+// from before records kept digests, whose pending approvals outlive the
+// upgrade), the digest of its stored arguments, which are those its card
+// shows.
+func digestOf(a memory.Approval) string {
+	if a.Digest != "" {
+		return a.Digest
+	}
+	return agent.ArgumentsDigest(a.Arguments)
+}
+
 // pendingOf returns how Pending lists the stored approval a.
 func pendingOf(a memory.Approval) PendingApproval {
 	return PendingApproval{
@@ -358,7 +370,7 @@ func pendingOf(a memory.Approval) PendingApproval {
 			Arguments:        a.Arguments,
 			ApprovalRequired: true,
 			ApprovalID:       a.ID,
-			ArgumentsDigest:  a.Digest,
+			ArgumentsDigest:  digestOf(a),
 		},
 		Created: a.CreatedAt,
 	}
@@ -387,7 +399,8 @@ func resumedDecision(d memory.ApprovalDecision) agent.Decision {
 // when the id belongs to another session, with an error wrapping
 // [ErrMismatch] when r's call id, tool or arguments digest is not the
 // approval's (fail closed: a decision is taken only for what the person
-// saw), with [ErrInvalidArguments] when the edited d.Arguments are not a
+// saw; an approval stored without a digest, by a version before digests,
+// is bound to the digest of its stored arguments, which its card shows), with [ErrInvalidArguments] when the edited d.Arguments are not a
 // JSON object, with [ErrInvalidScope] for an unknown scope, and when the
 // Store fails. The decision wakes the Wait of this Manager that waits for
 // the approval or, when none does, goes to [ManagerConfig.OnDecided]; it
@@ -420,8 +433,8 @@ func (m *Manager) Respond(ctx context.Context, r Reply) (pending bool, err error
 			return fmt.Errorf("%w: call %q, the approval is for call %q", ErrMismatch, r.CallID, a.CallID)
 		case a.Tool != r.Tool:
 			return fmt.Errorf("%w: tool %q, the approval is for tool %q", ErrMismatch, r.Tool, a.Tool)
-		case a.Digest != r.ArgumentsDigest:
-			return fmt.Errorf("%w: arguments digest %q, the approval shows arguments with digest %q", ErrMismatch, r.ArgumentsDigest, a.Digest)
+		case digestOf(a) != r.ArgumentsDigest:
+			return fmt.Errorf("%w: arguments digest %q, the approval shows arguments with digest %q", ErrMismatch, r.ArgumentsDigest, digestOf(a))
 		}
 		return nil
 	})

@@ -59,9 +59,9 @@
 //     ([APICall]), for a person to read (agent.Config.APILog).
 //
 // The three stores here implement them all. MemStore does so within one
-// process; the SQLite store keeps calls, approvals, leases and events for
-// every process that shares its file, but its Notifier reaches only the
-// listeners of the same Store; the PostgreSQL store does all of it across
+// process; the SQLite store for every process of one machine that shares
+// its file (its notes travel through the file: another process hears one
+// within about a quarter of a second); the PostgreSQL store across
 // machines. A [CallLog] also keeps the history true to what ran: an
 // approver's edit of a call's arguments, saved with the call's record
 // ([OpenCall.Arguments]), replaces the arguments in the stored assistant

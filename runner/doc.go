@@ -4,9 +4,9 @@
 //
 // A [Runner] wraps an *agent.Agent whose Config.Store keeps the sessions.
 // What the Store implements decides what the Runner can promise; the
-// SQLite store (memory/sqlitestore, one process on a file) and the
-// PostgreSQL store (memory/pgstore, any number of processes) implement all
-// of it, memory.MemStore within one process:
+// SQLite store (memory/sqlitestore, the processes of one machine on one
+// file) and the PostgreSQL store (memory/pgstore, any number of processes)
+// implement all of it, memory.MemStore within one process:
 //
 //   - one driver per session: a run holds the session's lease
 //     (memory.Leaser) while it drives it, and the agent asks the Runner

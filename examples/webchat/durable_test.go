@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -205,6 +206,64 @@ func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
 	out = b.decide(t, s1, call, true)
 	assert.Equal(t, false, out["success"], "decided once")
 	assert.Equal(t, 1, ran())
+}
+
+// TestCardFromBeforeTheUpgrade: a card that waited across the upgrade to
+// the version whose approvals keep the digest of their arguments (its
+// record as the upgrade leaves one of the version before: no kind, digest,
+// principal or channel, and the key the store's migration gives it from
+// its call's record) is shown after the upgrade with the digest of its
+// arguments, is answerable with it, and its decision resumes the turn:
+// the tool runs once. A decision that names other arguments is refused.
+func TestCardFromBeforeTheUpgrade(t *testing.T) {
+	leaktest.Check(t)
+	db := filepath.Join(t.TempDir(), "chat.db")
+	message, ran := markerCommand(t)
+
+	st := openSQLite(t, db)
+	a := newHarness(t, Options{Store: st})
+	s1 := a.newSession(t)
+	ev, _ := a.openEvents(t, s1)
+	a.chat(t, s1, message)
+	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
+	a.srv.Close()
+	done, _ := ev.runDone(t)
+	require.Equal(t, "suspended", done.Status)
+	require.NoError(t, st.Close())
+
+	raw, err := sql.Open("sqlite", db)
+	require.NoError(t, err)
+	res, err := raw.Exec(`UPDATE approvals SET kind = '', digest = '', principal = '', channel = '' WHERE id = ?`, call.ApprovalID)
+	require.NoError(t, err)
+	n, err := res.RowsAffected()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.NoError(t, raw.Close())
+
+	st2 := openSQLite(t, db)
+	b := newHarness(t, Options{Store: st2})
+	b.client = b.newClientWithJar(t, a.client)
+	hist, seq, _ := historyAt(t, b.client, b.ts.URL, s1)
+	var open []openCall
+	for _, e := range hist {
+		open = append(open, e.OpenCalls...)
+	}
+	require.Len(t, open, 1, "the card of the waiting call: %+v", hist)
+	assert.Equal(t, openCall{CallID: call.ID, State: "approval", ApprovalID: call.ApprovalID, Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest}, open[0],
+		"the card shows the digest of the arguments it shows")
+
+	other := *call
+	other.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"command":"rm -rf /"}`))
+	status, out := b.post(t, "/api/tool-approve", approveBody(s1, &other, true, nil))
+	assert.Equal(t, http.StatusConflict, status, "a decision on other arguments: %v", out)
+
+	ev2, _ := openEventsAt(t, b.client, b.ts.URL, s1, "after="+strconv.FormatInt(seq, 10))
+	out = b.decide(t, s1, call, true)
+	assert.Equal(t, true, out["success"], "the card is answerable after the upgrade: %v", out)
+	done, chunks := ev2.runDone(t)
+	assert.Equal(t, "finished", done.Status, "%+v", done)
+	assert.Contains(t, summary(chunks), "result run_command")
+	assert.Equal(t, 1, ran(), "the tool ran once")
 }
 
 // TestSweeperResumesADecidedTurn: a decision taken while no server ran

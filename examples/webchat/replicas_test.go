@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,8 +42,19 @@ func eventTexts(t *testing.T, evs []sseEvent) string {
 func TestReplicasOnPostgres(t *testing.T) {
 	leaktest.Check(t)
 	url := postgresURL(t)
-	schema := freshSchema(t, url)
-	args := []string{"-postgres", url, "-postgres-schema", schema, "-lease-ttl", "1s", "-sweep-interval", "100ms"}
+	replicas(t, "-postgres", url, "-postgres-schema", freshSchema(t, url))
+}
+
+// TestReplicasOnSQLite: TestReplicasOnPostgres with both processes on one
+// SQLite file, whose store carries the notes between them through the file.
+func TestReplicasOnSQLite(t *testing.T) {
+	leaktest.Check(t)
+	replicas(t, "-db", filepath.Join(t.TempDir(), "chat.db"))
+}
+
+// replicas is TestReplicasOnPostgres on the store that db names.
+func replicas(t *testing.T, db ...string) {
+	args := append(db, "-lease-ttl", "1s", "-sweep-interval", "100ms")
 	a := startChild(t, args...)
 	b := startChild(t, args...)
 
@@ -156,10 +168,18 @@ func freshSchema(t testing.TB, url string) string {
 // call waiting on A, and the turn ends with the answers. A second answer,
 // on A, is stale.
 func TestFormOnAnyReplica(t *testing.T) {
-	leaktest.Check(t)
-	url := postgresURL(t)
-	schema := freshSchema(t, url)
-	args := []string{"-postgres", url, "-postgres-schema", schema}
+	t.Run("postgres", func(t *testing.T) {
+		leaktest.Check(t)
+		url := postgresURL(t)
+		formOnAnyReplica(t, "-postgres", url, "-postgres-schema", freshSchema(t, url))
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		leaktest.Check(t)
+		formOnAnyReplica(t, "-db", filepath.Join(t.TempDir(), "chat.db"))
+	})
+}
+
+func formOnAnyReplica(t *testing.T, args ...string) {
 	a := startChild(t, args...)
 	b := startChild(t, args...)
 	client := browserOf(t, a.url)

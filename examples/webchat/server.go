@@ -916,6 +916,19 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 	if err != nil {
 		return nil, err
 	}
+	// The digests the cards show, as the Manager lists them: it gives a
+	// record stored without one (by a version before digests) the digest
+	// of its arguments.
+	digests := make(map[string]string)
+	if approvals != nil && slices.ContainsFunc(recs, func(rec memory.OpenCall) bool { return rec.ApprovalID != "" && !rec.Executing }) {
+		cards, err := s.approvals.Pending(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cards {
+			digests[c.ApprovalID] = c.Call.ArgumentsDigest
+		}
+	}
 	out := make(map[int64][]openCall)
 	for _, rec := range recs {
 		oc := openCall{CallID: rec.CallID, State: "pending", ApprovalID: rec.ApprovalID}
@@ -932,7 +945,7 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 				return nil, fmt.Errorf("reading approval %s: %w", rec.ApprovalID, err)
 			case !a.Decided:
 				oc.State = "approval"
-				oc.Tool, oc.ArgumentsDigest = a.Tool, a.Digest
+				oc.Tool, oc.ArgumentsDigest = a.Tool, digests[a.ID]
 			case a.Decision.Approved:
 				oc.State = "approved"
 			default:

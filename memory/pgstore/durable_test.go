@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -399,6 +401,92 @@ func TestMigrateVersion4Approvals(t *testing.T) {
 	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "n2", SessionID: "s", CallID: "c6", Tool: "ls", Key: "k"}))
 	err = st.CreateApproval(ctx, memory.Approval{ID: "n3", SessionID: "s", CallID: "c7", Tool: "ls", Key: "k"})
 	assert.ErrorIs(t, err, memory.ErrExists)
+}
+
+// TestMigrateApprovalsFromBeforeDigests: approvals that the version before
+// digests and keys (version 4) left pending or decided, each named by its
+// call's open-call record, are decided after the upgrade by the digest of
+// their stored arguments (a wrong one is refused), and the turn resumed
+// after the upgrade, which asks about its calls by key, gets them: the
+// pending one to wait for (and its decision), the decided one's decision,
+// never a second approval.
+func TestMigrateApprovalsFromBeforeDigests(t *testing.T) {
+	leaktest.Check(t)
+	url := server(t)
+	schema := freshSchema(t, url)
+	st := open(t, url, schema)
+	ctx := t.Context()
+	_, err := st.CreateSession(ctx, memory.Session{ID: "s"})
+	require.NoError(t, err)
+	m, err := st.Append(ctx, "s", memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{
+		{ID: "c1", Name: "run_command", Arguments: json.RawMessage(`{"command":"ls -l"}`)},
+		{ID: "c2", Name: "run_command", Arguments: json.RawMessage(`{"command":"rm x"}`)}}})
+	require.NoError(t, err)
+	msg := m[0].ID
+	require.NoError(t, st.SaveCall(ctx, "s", memory.OpenCall{MessageID: msg, CallID: "c1", Round: 1, ApprovalID: "old-pending"}))
+	require.NoError(t, st.SaveCall(ctx, "s", memory.OpenCall{MessageID: msg, CallID: "c2", Round: 1, ApprovalID: "old-decided"}))
+	st.Close()
+	q := func(table string) string { return pgx.Identifier{schema, table}.Sanitize() }
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "ALTER TABLE "+q("approvals")+" DROP COLUMN kind, DROP COLUMN call_key, DROP COLUMN digest, DROP COLUMN principal, DROP COLUMN channel"+
+		"; DROP INDEX "+q("approvals_decided")+", "+q("approvals_session_decided")+
+		"; DROP TABLE "+q("kv")+", "+q("api_calls")+
+		"; ALTER TABLE "+q("open_calls")+" DROP COLUMN state"+
+		"; UPDATE "+q("schema_version")+" SET version = 4")
+	require.NoError(t, err)
+	// As version 4 wrote them: the arguments as the model wrote them,
+	// neither kind, key nor digest.
+	now := time.Now().UnixNano()
+	_, err = conn.Exec(ctx, "INSERT INTO "+q("approvals")+` (id, session_id, call_id, tool, arguments, round, created_at, decided, approved, reason, cause, decided_at) VALUES
+		('old-pending', 's', 'c1', 'run_command', convert_to('{"command": "ls -l"}', 'UTF8'), 1, $1, false, false, '', '', NULL),
+		('old-decided', 's', 'c2', 'run_command', convert_to('{"command": "rm x"}', 'UTF8'), 1, $1, true, false, 'not that', 'user', $1)`, now)
+	require.NoError(t, err)
+
+	st = open(t, url, schema)
+	checkVersion(t, url, schema)
+	mgr, err := approval.NewManager(approval.ManagerConfig{Store: st})
+	require.NoError(t, err)
+	args := json.RawMessage(`{"command":"ls -l"}`)
+	digest := agent.ArgumentsDigest(args)
+	list, err := mgr.Pending(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "old-pending", list[0].ApprovalID)
+	assert.Equal(t, digest, list[0].Call.ArgumentsDigest, "the card shows the digest of the stored arguments")
+
+	// The turn resumed after the upgrade asks about its calls by key.
+	req := func(id, command string) agent.ApprovalRequest {
+		a := json.RawMessage(`{"command":"` + command + `"}`)
+		return agent.ApprovalRequest{SessionID: "s", Round: 1, Key: fmt.Sprint(msg, "/", id),
+			Call: agent.ToolCall{ID: id, Name: "run_command", Arguments: a, ArgumentsDigest: agent.ArgumentsDigest(a)}}
+	}
+	decided, err := mgr.Request(ctx, req("c2", "rm x"))
+	require.NoError(t, err)
+	d, ok := decided.Decision()
+	require.True(t, ok, "the decided approval's decision, not a new card")
+	assert.False(t, d.Approved)
+	assert.Equal(t, "not that", d.Reason)
+	tk, err := mgr.Request(ctx, req("c1", "ls -l"))
+	require.NoError(t, err)
+	require.Equal(t, "old-pending", tk.ApprovalID(), "the pending approval, not a second one")
+
+	reply := approval.Reply{SessionID: "s", ApprovalID: "old-pending", CallID: "c1", Tool: "run_command",
+		Decision: agent.Decision{Approved: true, By: "alice"}}
+	reply.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"command":"rm -rf /"}`))
+	pending, err := mgr.Respond(ctx, reply)
+	require.ErrorIs(t, err, approval.ErrMismatch, "a decision on other arguments")
+	assert.False(t, pending)
+	reply.ArgumentsDigest = digest
+	pending, err = mgr.Respond(ctx, reply)
+	require.NoError(t, err)
+	assert.True(t, pending, "decided by the digest of its arguments")
+	got, err := tk.Wait(ctx)
+	require.NoError(t, err)
+	assert.True(t, got.Approved)
+	assert.Equal(t, "alice", got.By)
+	assert.Zero(t, mgr.Len())
 }
 
 // TestDecisionsOrderByteWise: Decisions orders ids byte-wise, as Go

@@ -229,6 +229,18 @@ var migrations = []string{
 	);
 	CREATE INDEX api_calls_started ON %[1]s.api_calls (started);
 	CREATE INDEX api_calls_session ON %[1]s.api_calls (session_id, id);`,
+	// 9: the approvals that version 4 and older wrote have no key; the
+	// call whose open-call record names one gives it its key, as the agent
+	// names its calls (agent.ApprovalRequest.Key: "<message id>/<call
+	// id>"), so that the turn resumed after the upgrade finds the approval,
+	// pending or decided, instead of asking a second time. A key a record
+	// of the session has already is left to that record.
+	`UPDATE %[1]s.approvals AS a SET call_key = k.key FROM (
+		SELECT session_id, approval_id, MIN(message_id::text || '/' || call_id) AS key
+		FROM %[1]s.open_calls WHERE approval_id <> '' GROUP BY session_id, approval_id
+	) AS k
+	WHERE a.id = k.approval_id AND a.session_id = k.session_id AND a.call_key = ''
+		AND NOT EXISTS (SELECT 1 FROM %[1]s.approvals AS b WHERE b.session_id = k.session_id AND b.call_key = k.key);`,
 }
 
 // Open connects to the PostgreSQL database at url (a pgx connection string,

@@ -204,7 +204,7 @@ func checkVersion(t *testing.T, url, schema string) {
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 8
+const currentVersion = 9
 
 func TestSchemaTooNew(t *testing.T) {
 	leaktest.Check(t)

@@ -65,3 +65,54 @@ func BenchmarkSaveCall(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNotify: one op is a Notify to a listener of the sending Store,
+// "alone" on the file (no note is written to it) and with "another
+// listening" Store on the file (each note is a row for it, a write
+// transaction). "append event" is the write a runner makes before each
+// note it sends: AppendEvents of one event.
+func BenchmarkNotify(b *testing.B) {
+	for _, mode := range []string{"alone", "another listening"} {
+		b.Run(mode, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "bench.db")
+			st := openSQLite(b, path)
+			ctx := b.Context()
+			stop, err := st.Listen(ctx, "c", func(string) {})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			if mode == "another listening" {
+				other := openSQLite(b, path)
+				stop, err := other.Listen(ctx, "c", func(string) {})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer stop()
+			}
+			payload := "42 3f6c1e0a9b7d4c2e8f1a5b6c7d8e9f00"
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := st.Notify(ctx, "c", payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("append event", func(b *testing.B) {
+		st := openSQLite(b, filepath.Join(b.TempDir(), "bench.db"))
+		ctx := b.Context()
+		if _, err := st.CreateSession(ctx, memory.Session{ID: "s"}); err != nil {
+			b.Fatal(err)
+		}
+		data := json.RawMessage(`{"kind":"text","round":1,"text":"Hello! "}`)
+		seq := int64(0)
+		b.ReportAllocs()
+		for b.Loop() {
+			seq++
+			if err := st.AppendEvents(ctx, "s", memory.Event{Seq: seq, Turn: 1, Kind: "chunk", Data: data}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -423,39 +423,6 @@ func (st *Store) ReleaseLease(ctx context.Context, sessionID, holder string) err
 	return nil
 }
 
-// Notify implements [memory.Notifier.Notify] within the Store: the note
-// reaches the listeners of this Store only (see [Store]).
-func (st *Store) Notify(ctx context.Context, channel, payload string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlitestore: notify %q: %w", channel, err)
-	}
-	if err := storekit.ValidateNote(channel, payload); err != nil {
-		return fmt.Errorf("sqlitestore: %w", err)
-	}
-	if err := st.notes.Deliver(channel, payload); err != nil {
-		return fmt.Errorf("sqlitestore: notify %q: store %w", channel, err)
-	}
-	return nil
-}
-
-// Listen implements [memory.Notifier.Listen] within the Store: fn hears the
-// notes sent through this Store only (see [Store]). Each Listen has its own
-// goroutine, which ends when stop is called or the Store is closed; stop
-// must not be called from fn.
-func (st *Store) Listen(ctx context.Context, channel string, fn func(payload string)) (stop func(), err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: listen to %q: %w", channel, err)
-	}
-	if channel == "" || fn == nil {
-		return nil, fmt.Errorf("sqlitestore: listen to %q: want a channel name and a function", channel)
-	}
-	stop, err = st.notes.Add(channel, fn)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: listen to %q: store %w", channel, err)
-	}
-	return stop, nil
-}
-
 var (
 	_ memory.CallLog       = (*Store)(nil)
 	_ memory.ApprovalStore = (*Store)(nil)

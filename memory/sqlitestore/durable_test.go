@@ -101,30 +101,6 @@ func TestDurableTwoStoresOneFile(t *testing.T) {
 	assert.True(t, ok, "the lease of a deleted session is free")
 }
 
-// TestNotifierWithinStore: notes reach the listeners of the Store that
-// sent them, not those of another Store on the same file.
-func TestNotifierWithinStore(t *testing.T) {
-	leaktest.Check(t)
-	path := filepath.Join(t.TempDir(), "db")
-	a, b := openSQLite(t, path), openSQLite(t, path)
-	heard := map[string]chan string{"a": make(chan string, 10), "b": make(chan string, 10)}
-	for name, st := range map[string]*sqlitestore.Store{"a": a, "b": b} {
-		stop, err := st.Listen(t.Context(), "c", func(p string) { heard[name] <- p })
-		require.NoError(t, err)
-		t.Cleanup(stop)
-	}
-	require.NoError(t, a.Notify(t.Context(), "c", "from a"))
-	require.NoError(t, b.Notify(t.Context(), "c", "from b"))
-	for name, want := range map[string]string{"a": "from a", "b": "from b"} {
-		select {
-		case got := <-heard[name]:
-			assert.Equal(t, want, got, "store %s", name)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("store %s heard nothing", name)
-		}
-	}
-}
-
 // TestCloseStopsListeners: Close ends every listener's goroutine; stop
 // afterwards does nothing, and Notify and Listen fail.
 func TestCloseStopsListeners(t *testing.T) {

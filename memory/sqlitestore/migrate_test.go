@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 )
@@ -141,7 +144,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 }
 
 // currentVersion is the schema version this version of the store writes.
-const currentVersion = 10
+const currentVersion = 12
 
 // TestOpenMigratesVersion6: a database of version 6, whose approvals have
 // no kind, key, digest, principal or channel (several pending ones in one
@@ -206,14 +209,14 @@ func TestOpenMigratesVersion6(t *testing.T) {
 }
 
 // TestOpenMigratesOpenCallState: a database of the version before open
-// calls had a state (the one before the current) opens at the current
-// version with its open-call records kept, each with an empty state, and a
-// state saved then reads back.
+// calls had a state (version 8) opens at the current version with its
+// open-call records kept, each with an empty state, and a state saved then
+// reads back.
 func TestOpenMigratesOpenCallState(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db := rawDB(t, path)
-	require.NoError(t, sqlitestore.MigrateTo(ctx, db, currentVersion-1))
+	require.NoError(t, sqlitestore.MigrateTo(ctx, db, 8))
 	_, err := db.Exec(`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('s', 'old', 1, 2)`)
 	require.NoError(t, err)
 	_, err = db.Exec(`INSERT INTO messages (session_id, role, content, tool_calls, created_at)
@@ -236,4 +239,91 @@ func TestOpenMigratesOpenCallState(t *testing.T) {
 	calls, err = st.OpenCalls(ctx, "s")
 	require.NoError(t, err)
 	assert.Equal(t, `{"task":"t-1"}`, calls[0].State)
+}
+
+// TestOpenMigratesApprovalsFromBeforeDigests: approvals that the version
+// before digests and keys (version 6) left pending or decided, each named
+// by its call's open-call record, are decided after the upgrade by the
+// digest of their stored arguments (a wrong one is refused), and the turn
+// resumed after the upgrade, which asks about its calls by key, gets them:
+// the pending one to wait for (and its decision), the decided one's
+// decision, never a second approval.
+func TestOpenMigratesApprovalsFromBeforeDigests(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "v6.db")
+	db := rawDB(t, path)
+	require.NoError(t, sqlitestore.MigrateTo(ctx, db, 6))
+	_, err := db.Exec(`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('s', 'old', 1, 2)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO messages (session_id, role, content, tool_calls, created_at) VALUES ('s', 'assistant', '',
+		'[{"id":"c1","name":"run_command","arguments":{"command":"ls -l"}},{"id":"c2","name":"run_command","arguments":{"command":"rm x"}}]', 3)`)
+	require.NoError(t, err)
+	var msg int64
+	require.NoError(t, db.QueryRow(`SELECT id FROM messages`).Scan(&msg))
+	// As version 6 wrote them: the arguments as the model wrote them,
+	// neither kind, key nor digest.
+	now := time.Now().UnixNano()
+	_, err = db.Exec(`INSERT INTO open_calls (session_id, message_id, call_id, seq, round, approval_id, updated_at) VALUES
+		('s', ?1, 'c1', 1, 1, 'old-pending', ?2), ('s', ?1, 'c2', 2, 1, 'old-decided', ?2)`, msg, now)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO approvals (id, session_id, call_id, tool, arguments, round, created_at, decided, approved, reason, cause, decided_at) VALUES
+		('old-pending', 's', 'c1', 'run_command', CAST('{"command": "ls -l"}' AS BLOB), 1, ?1, 0, 0, '', '', NULL),
+		('old-decided', 's', 'c2', 'run_command', CAST('{"command": "rm x"}' AS BLOB), 1, ?1, 1, 0, 'not that', 'user', ?1)`, now)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st := openSQLite(t, path)
+	checkApprovalsFromBeforeDigests(t, st, msg)
+}
+
+// checkApprovalsFromBeforeDigests checks, through an approval.Manager on st,
+// the approvals of TestOpenMigratesApprovalsFromBeforeDigests, whose calls
+// are in the assistant message msg of session "s".
+func checkApprovalsFromBeforeDigests(t *testing.T, st memory.ApprovalStore, msg int64) {
+	ctx := t.Context()
+	m, err := approval.NewManager(approval.ManagerConfig{Store: st})
+	require.NoError(t, err)
+	args := json.RawMessage(`{"command":"ls -l"}`)
+	digest := agent.ArgumentsDigest(args)
+
+	list, err := m.Pending(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "old-pending", list[0].ApprovalID)
+	assert.Equal(t, digest, list[0].Call.ArgumentsDigest, "the card shows the digest of the stored arguments")
+
+	// The turn resumed after the upgrade asks about its calls by key.
+	req := func(id, command string) agent.ApprovalRequest {
+		a := json.RawMessage(`{"command":"` + command + `"}`)
+		return agent.ApprovalRequest{SessionID: "s", Round: 1, Key: fmt.Sprint(msg, "/", id),
+			Call: agent.ToolCall{ID: id, Name: "run_command", Arguments: a, ArgumentsDigest: agent.ArgumentsDigest(a)}}
+	}
+	decided, err := m.Request(ctx, req("c2", "rm x"))
+	require.NoError(t, err)
+	d, ok := decided.Decision()
+	require.True(t, ok, "the decided approval's decision, not a new card")
+	assert.False(t, d.Approved)
+	assert.Equal(t, "not that", d.Reason)
+	tk, err := m.Request(ctx, req("c1", "ls -l"))
+	require.NoError(t, err)
+	require.Equal(t, "old-pending", tk.ApprovalID(), "the pending approval, not a second one")
+
+	reply := approval.Reply{SessionID: "s", ApprovalID: "old-pending", CallID: "c1", Tool: "run_command",
+		Decision: agent.Decision{Approved: true, By: "alice"}}
+	reply.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"command":"rm -rf /"}`))
+	pending, err := m.Respond(ctx, reply)
+	require.ErrorIs(t, err, approval.ErrMismatch, "a decision on other arguments")
+	assert.False(t, pending)
+	reply.ArgumentsDigest = digest
+	pending, err = m.Respond(ctx, reply)
+	require.NoError(t, err)
+	assert.True(t, pending, "decided by the digest of its arguments")
+	got, err := tk.Wait(ctx)
+	require.NoError(t, err)
+	assert.True(t, got.Approved)
+	assert.Equal(t, "alice", got.By)
+	assert.Zero(t, m.Len())
+	list, err = m.Pending(ctx, "s")
+	require.NoError(t, err)
+	assert.Empty(t, list)
 }

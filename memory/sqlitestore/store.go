@@ -35,30 +35,43 @@ import (
 // Writes go through a single connection, each in a BEGIN IMMEDIATE
 // transaction, so writers in this process queue in Go instead of failing
 // with SQLITE_BUSY; reads use a separate pool and do not wait for writers.
-// Several processes may open the same file; the busy timeout covers their
-// short write transactions.
+// Several processes of one machine may open the same file; the busy
+// timeout covers their short write transactions. (A file on a network file
+// system is not supported: SQLite's locks do not hold there.)
 //
 // A Store is safe for concurrent use. Its methods return copies.
 //
 // # Durable runs
 //
 // A Store implements [memory.CallLog], [memory.ApprovalStore],
-// [memory.Leaser] and [memory.EventLog] for every process that opens its
-// file: records, approvals, leases and events are rows, decisions and
-// appends of events are taken in one write transaction each, and leases
-// expire by this machine's clock. It implements
-// [memory.Notifier] within the Store only: SQLite has no notifications, so
-// a note reaches the listeners of the Store that sent it, and other Stores
-// on the same file, in this process or another, do not hear it. Processes
-// that share a file and must wake each other look at the store on a timer.
+// [memory.Leaser], [memory.Notifier] and [memory.EventLog] for every
+// process that opens its file: records, approvals, leases and events are
+// rows, decisions and appends of events are taken in one write transaction
+// each, and leases expire by this machine's clock.
+//
+// SQLite has no notifications, so notes travel through the file. A note
+// reaches the listeners of the Store that sent it at once, and those of
+// the other Stores on the file, in this process or another, within about a
+// quarter of a second: a Store that has listeners looks at the file four
+// times a second (PRAGMA data_version, which changes when another
+// connection commits, read on a connection of its own; the notes are read
+// only when it changed). A note is written to the file only when another
+// Store listens, so a process alone on its file pays one indexed read per
+// note, and a Store without listeners looks at nothing. So a decision
+// taken in one process wakes the run that waits for it in another at once,
+// and a client that follows a session's events through one process sees
+// the turn that another one drives as it goes.
 //
 // It implements [memory.KV] too, for every process that opens its file: a
 // SwapValue compares and writes in one write transaction.
 type Store struct {
 	path  string
+	id    string      // this Store's id: the sender of its notes (see notes.go)
 	w     *sql.DB     // one connection: every write goes through it
 	r     *sql.DB     // pool of readers
+	p     *sql.DB     // one reader connection, for the poller of notes
 	notes notehub.Hub // the listeners of Listen
+	lis   listeners   // the count of Listens and the poller
 	// apiLimits are the bounds of the API log; nil: the defaults.
 	apiLimits atomic.Pointer[memory.APILogLimits]
 }
@@ -221,6 +234,31 @@ var migrations = []migration{
 	) STRICT;
 	CREATE INDEX api_calls_started ON api_calls (started);
 	CREATE INDEX api_calls_session ON api_calls (session_id, id);`},
+	// 11: notes between the Stores on the file (memory.Notifier, see
+	// notes.go): the last notes sent, and the Stores that listen.
+	{sql: `CREATE TABLE notes (
+		seq        INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused: a poller reads the notes after the last it read
+		channel    TEXT NOT NULL,
+		payload    BLOB NOT NULL,    -- kept byte for byte
+		sender     TEXT NOT NULL,    -- the Store that sent it, and delivered it to its own listeners
+		created_at INTEGER NOT NULL  -- Unix nanoseconds, UTC
+	) STRICT;
+	CREATE TABLE note_listeners (
+		store      TEXT PRIMARY KEY, -- a Store whose poller reads the notes
+		expires_at INTEGER NOT NULL  -- Unix nanoseconds, this machine's clock
+	) STRICT, WITHOUT ROWID;`},
+	// 12: the approvals that version 6 and older wrote have no key; the
+	// call whose open-call record names one gives it its key, as the agent
+	// names its calls (agent.ApprovalRequest.Key: "<message id>/<call
+	// id>"), so that the turn resumed after the upgrade finds the approval,
+	// pending or decided, instead of asking a second time. A key a record
+	// of the session has already is left to that record.
+	{sql: `UPDATE approvals SET call_key = k.key FROM (
+		SELECT session_id, approval_id, MIN(message_id || '/' || call_id) AS key
+		FROM open_calls WHERE approval_id <> '' GROUP BY session_id, approval_id
+	) AS k
+	WHERE approvals.id = k.approval_id AND approvals.session_id = k.session_id AND approvals.call_key = ''
+		AND NOT EXISTS (SELECT 1 FROM approvals AS b WHERE b.session_id = k.session_id AND b.call_key = k.key);`},
 }
 
 // argumentsAsObjects rewrites the tool calls of version 1, whose arguments
@@ -321,7 +359,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
 	}
 
-	st := &Store{path: abs}
+	st := &Store{path: abs, id: newStoreID()}
 	if st.w, err = sql.Open("sqlite", dsn(true)); err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
 	}
@@ -339,6 +377,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	st.r.SetMaxOpenConns(4)
 	st.r.SetMaxIdleConns(4)
+	if st.p, err = sql.Open("sqlite", dsn(false)); err != nil {
+		st.r.Close()
+		st.w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
+	}
+	st.p.SetMaxOpenConns(1)
+	st.p.SetMaxIdleConns(1)
 	return st, nil
 }
 
@@ -474,11 +519,12 @@ func (st *Store) migrateStep(ctx context.Context) (done bool, err error) {
 func (st *Store) Path() string { return st.path }
 
 // Close stops every listener of Listen, waiting for calls of their
-// functions in progress to return, and closes the database. Calls in flight
-// may fail; calls after Close return an error.
+// functions in progress to return, and the poller of notes, and closes the
+// database. Calls in flight may fail; calls after Close return an error.
 func (st *Store) Close() error {
 	st.notes.Close()
-	return errors.Join(st.r.Close(), st.w.Close())
+	st.closeListeners()
+	return errors.Join(st.p.Close(), st.r.Close(), st.w.Close())
 }
 
 // write runs fn in a write transaction (BEGIN IMMEDIATE on the writer

@@ -14,17 +14,26 @@ import (
 //	go test -run '^$' -bench 'Decision' -benchtime 200x ./test/durable/
 //
 // Each benchmark starts its replicas on a fresh PostgreSQL schema (it skips
-// without a server) and reports the latency of a decision: p50-ms and
+// without a server), BenchmarkDecisionWakesOtherReplica on a fresh SQLite
+// file too, and reports the latency of a decision: p50-ms and
 // p99-ms, from the moment the test sends the POST to the moment it reads
 // the executing chunk of the call the decision approved. ns/op is the time
 // of a whole turn and its set-up, not a figure to compare.
 
 // BenchmarkDecisionWakesOtherReplica: the run waits on replica A, the
 // decision is posted to replica B; measured until A's turn stream shows the
-// call executing (B takes the decision in PostgreSQL and notifies, A's
-// Manager wakes the Wait, the agent records the call as executing).
+// call executing (B takes the decision in the store and notifies, A's
+// Manager wakes the Wait, the agent records the call as executing). On
+// SQLite the note waits in the file for A's next look at it (four a
+// second).
 func BenchmarkDecisionWakesOtherReplica(b *testing.B) {
-	a, rb, _ := twoReplicas(b)
+	for _, db := range backends {
+		b.Run(db.name, func(b *testing.B) { decisionWakesOtherReplica(b, db.new(b)) })
+	}
+}
+
+func decisionWakesOtherReplica(b *testing.B, db backend) {
+	a, rb, _ := twoReplicasOn(b, db)
 	ctx := testContext(b, 30*time.Minute)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

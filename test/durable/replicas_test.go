@@ -18,7 +18,19 @@ import (
 // twoReplicas starts replicas A and B on one fresh PostgreSQL schema; it
 // returns them and the effects file.
 func twoReplicas(t testing.TB, extra ...string) (a, b *replica, effects string) {
-	db := postgresBackend(t)
+	return twoReplicasOn(t, postgresBackend(t), extra...)
+}
+
+// backends are the stores that replicas may share: a PostgreSQL schema,
+// and a SQLite file that two processes of one machine open.
+var backends = []struct {
+	name string
+	new  func(testing.TB) backend
+}{{"postgres", postgresBackend}, {"sqlite", sqliteBackend}}
+
+// twoReplicasOn starts replicas A and B on db; it returns them and the
+// effects file.
+func twoReplicasOn(t testing.TB, db backend, extra ...string) (a, b *replica, effects string) {
 	effects = filepath.Join(t.TempDir(), "effects")
 	args := func(holder string) []string {
 		args := append([]string{"-holder", holder, "-lease-ttl", "2s", "-effects", effects}, db.args...)
@@ -28,10 +40,19 @@ func twoReplicas(t testing.TB, extra ...string) (a, b *replica, effects string) 
 }
 
 // TestDecisionOnOtherReplica posts the decision of a run waiting on A to B:
-// A's run goes on at once, B never runs the call, the tool runs once.
+// A's run goes on at once, B never runs the call, the tool runs once. On
+// PostgreSQL, and with both processes on one SQLite file, whose notes
+// travel through the file; the approval timeout is the replica's default
+// (ten minutes), far beyond the test's minute.
 func TestDecisionOnOtherReplica(t *testing.T) {
+	for _, db := range backends {
+		t.Run(db.name, func(t *testing.T) { decisionOnOtherReplica(t, db.new(t)) })
+	}
+}
+
+func decisionOnOtherReplica(t *testing.T, db backend) {
 	checkLeaks(t)
-	a, b, effects := twoReplicas(t)
+	a, b, effects := twoReplicasOn(t, db)
 	ctx := testContext(t, 60*time.Second)
 
 	turn := a.turn(ctx, t, "s1", "k1")
