@@ -33,6 +33,10 @@
 //     entry cancels an elicitation, and is refused for an ask_user_question
 //     form, which only an answer or a stop ends.
 //
+// An approval's answer binds to the call the client holds as it holds it:
+// arguments whose numbers the client wrote its own way (2.5 for 2.50, a big
+// integer rounded to a double) are the same call, other values never are.
+//
 // An entry whose interrupt is no longer pending (answered already, timed
 // out) is skipped. When no entry answered anything, the run finishes at once
 // with the interrupts of what waits in the thread now (a turn's second

@@ -238,9 +238,10 @@ func approvalDecision(in *runInput, re resumeEntry, pending []approval.PendingAp
 		return turn.Decision{}, false, &turn.Error{Status: http.StatusConflict, Msg: "the messages hold no tool call " + p.Call.ID + " for approval " + re.InterruptID + ": send the call the person decided on"}
 	}
 	args := json.RawMessage(c.Function.Arguments)
-	if c.Function.Name != p.Call.Name || agent.ArgumentsDigest(args) != p.Call.ArgumentsDigest {
-		// Checked here, before anything is decided, and again by the
-		// approval manager.
+	if c.Function.Name != p.Call.Name || agent.ArgumentsDigest(args) != p.Call.ArgumentsDigest && !turn.SameArguments(p.Call.Arguments, args) {
+		// Checked here, before anything is decided, and again when it is
+		// (a client that parsed the arguments may write their numbers
+		// another way: the same call).
 		return turn.Decision{}, false, &turn.Error{Status: http.StatusConflict, Msg: "the approval response is not for the call the approval shows (its tool or arguments differ)"}
 	}
 	d := turn.Decision{ApprovalID: p.ApprovalID, CallID: c.ID, Tool: c.Function.Name, Arguments: args}

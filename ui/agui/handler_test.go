@@ -239,6 +239,18 @@ func TestNodeScenarios(t *testing.T) {
 				t.Errorf("get_weather ran %d times in the sub-agent, want 1", n)
 			}
 		},
+	}, {
+		// @ag-ui/client keeps a call's arguments as the text it was sent
+		// (it does not parse and write them again): numbers stay as the
+		// model wrote them, and the call runs with them.
+		name:   "numbers",
+		traces: []string{asks("place_order"), resumed},
+		lines:  []string{`MESSAGE assistant thread-numbers.1.1 [call_o:place_order{"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}]`},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if got := f.b.Orders(); len(got) != 1 || got[0] != `{"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}` {
+				t.Errorf("place_order ran with %q", got)
+			}
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

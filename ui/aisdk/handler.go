@@ -71,8 +71,10 @@ type Config struct {
 //     message is the assistant's, the approval responses on its tool parts
 //     (addToolApprovalResponse) decide their pending approvals, each bound
 //     to the call the part shows (its id, tool and input: a part whose
-//     call is not the approval's is refused with 409), and the turn is
-//     streamed on from there as the continuation of that message. A form
+//     call is not the approval's is refused with 409; the input as the
+//     client writes it back, with numbers in JavaScript's own way, such as
+//     2.5 for 2.50, is the same input), and the turn is streamed on from
+//     there as the continuation of that message. A form
 //     is answered with the request's body field planround.form ({"id",
 //     "answers"} for an ask_user_question form; {"id", "action",
 //     "content"} for an MCP elicitation), sent with sendMessage(undefined,

@@ -30,6 +30,7 @@ const messages = {
   form: "ask me which city",
   card: "show me a card",
   research: "research the weather",
+  numbers: 'order {"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}',
 };
 
 const raw = []; // per request: a promise of the response's text
@@ -122,6 +123,7 @@ async function scenarioSteps() {
   const answer = {
     approve: { approved: true },
     "approve-streamed": { approved: true },
+    numbers: { approved: true },
     reject: { approved: false, reason: "not today" },
     two: { approved: true },
     research: { approved: true },
