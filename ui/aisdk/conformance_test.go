@@ -30,6 +30,8 @@ type result struct {
 	Text     string          `json:"text"`
 	Metadata json.RawMessage `json:"metadata"`
 	Parts    []resultPart    `json:"parts"`
+	// Other is the text of the first tab's message (second-tab).
+	Other string `json:"other"`
 }
 
 // resultPart is a part of the scenario's last assistant message.
@@ -252,4 +254,41 @@ func TestConformanceNumbers(t *testing.T) {
 		require.EqualValues(t, "user", e.Cause, "denying %s", f)
 	}
 	require.Equal(t, forms, b.Orders(), "each approved call ran once, with its arguments as written")
+}
+
+// TestConformanceSecondTab: two tabs of one chat are shown an approval;
+// the first approves, and while its answer streams the second answers too
+// (approving, or denying). The second tab's message ends as the first
+// one's: one tool part, with the call's result and the decision taken,
+// and the answer once.
+func TestConformanceSecondTab(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	scenarios := []string{"second-tab", "second-tab-deny"}
+	results := conformance(t, serve(t, b, nil), scenarios...)
+	for _, name := range scenarios {
+		r := results[name]
+		require.Truef(t, r.OK, "%s: %s %v\ntrace %v", name, r.Error, r.Problems, r.Trace)
+		require.Equal(t, r.Other, r.Text, "%s: the second tab's answer is the first one's", name)
+		require.Equal(t, 1, strings.Count(r.Text, "word39"), "%s: the answer once", name)
+		var tools []resultPart
+		for _, p := range r.Parts {
+			if p.Type == "dynamic-tool" {
+				tools = append(tools, p)
+			}
+		}
+		require.Len(t, tools, 1, "%s: one tool part: %+v", name, r.Parts)
+		require.Equal(t, "output-available", tools[0].State, name)
+		require.JSONEq(t, `"sunny in Lima"`, string(tools[0].Output), name)
+		require.NotNil(t, tools[0].Approval, name)
+		require.NotNil(t, tools[0].Approval.Approved, name)
+		require.True(t, *tools[0].Approval.Approved, "%s: the part shows the decision taken", name)
+		if name == "second-tab-deny" {
+			require.Contains(t, r.Trace, "tool-approval-response", "the second tab is told the decision taken")
+		} else {
+			require.NotContains(t, r.Trace, "tool-approval-response", "the decision taken is the second tab's own")
+		}
+		require.Equal(t, runner.StatusFinished, ended(t, b.Runner, r.ID).Status, name)
+	}
+	require.EqualValues(t, 2, b.Runs.Load(), "get_weather ran once per chat")
 }

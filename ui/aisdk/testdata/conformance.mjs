@@ -268,6 +268,27 @@ async function reconnect(id, trace, problems) {
   return b;
 }
 
+// secondTab: two tabs of one chat (two clients with the same chat id and
+// messages) are shown the approval; the first approves, and while its
+// answer streams the second answers too (approving, or with deny set,
+// denying). The second tab's message must end as the first's: the
+// decision taken, the call's result, the answer once.
+async function secondTab(id, trace, problems, deny, out) {
+  const a = newChat(id, trace, problems);
+  await a.sendMessage({ text: 'what is the weather in Lima, answered slowly' });
+  const p = await until('an approval request', () => ready(a) && toolPart(a)?.state === 'approval-requested' && toolPart(a));
+  const b = newChat(id, trace, problems);
+  b.messages = structuredClone(a.messages);
+  a.addToolApprovalResponse({ id: p.approval.id, approved: true });
+  await until('the first tab\'s answer streaming', () => textOf(lastAssistant(a)).includes('word2 '));
+  await b.addToolApprovalResponse({ id: p.approval.id, approved: !deny, reason: deny ? 'no' : undefined });
+  await until('the second tab\'s answer', () => ready(b) && textOf(lastAssistant(b)).includes('word39'));
+  await until('the first tab\'s answer', () => ready(a) && textOf(lastAssistant(a)).includes('word39'));
+  out.other = textOf(lastAssistant(a));
+  out.approval = toolPart(b)?.approval;
+  return b;
+}
+
 for (const [i, scenario] of scenarios.entries()) {
   const trace = [], problems = [], out = {};
   const [name, arg] = scenario.split(/=(.*)/s);
@@ -276,6 +297,8 @@ for (const [i, scenario] of scenarios.entries()) {
   try {
     if (name === 'reconnect') {
       chat = await reconnect(id, trace, problems);
+    } else if (name === 'second-tab' || name === 'second-tab-deny') {
+      chat = await secondTab(id, trace, problems, name === 'second-tab-deny', out);
     } else {
       chat = newChat(id, trace, problems, { predicate: name === 'subagent' ? approvalsAnswered : undefined });
       await run[name](chat, arg);

@@ -307,6 +307,40 @@ func (b *Backend) pending(ctx context.Context, sessionID string, c *agent.Chunk)
 	return false
 }
 
+// AskedAt returns the Seq of the last event of session sessionID after Seq
+// from and up to Seq to whose chunk asks a person (AsksPerson) for one of
+// ids: an approval id, or a form id. It reports false when none does, or
+// when the log cannot be read there.
+func (b *Backend) AskedAt(ctx context.Context, sessionID string, from, to int64, ids map[string]bool) (int64, bool) {
+	if to <= from || len(ids) == 0 {
+		return 0, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var at int64
+	for e, err := range b.Runner.Subscribe(ctx, sessionID, from) {
+		if err != nil || e.Kind == runner.EventSessionDeleted {
+			return 0, false
+		}
+		if e.Kind == runner.EventChunk && AsksPerson(e.Chunk) && ids[askID(e.Chunk)] {
+			at = e.Seq
+		}
+		if e.Seq >= to {
+			break
+		}
+	}
+	return at, at > 0
+}
+
+// askID returns the approval id or the form id a chunk that asks a person
+// asks for.
+func askID(c *agent.Chunk) string {
+	if c.Kind == agent.KindToolCall {
+		return c.Tool.ApprovalID
+	}
+	return FormID(c.Side)
+}
+
 // FormID returns the form id of a side payload that asks a person (typed,
 // or decoded from another process's event log), "" for any other.
 func FormID(side any) string {

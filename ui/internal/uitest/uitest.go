@@ -44,7 +44,9 @@ import (
 //   - "research": the sub-agent research, whose own run calls
 //     get_weather {"city":"Quito"} (an approval inside the sub-agent);
 //   - "order <arguments>" (Order): place_order, which needs approval,
-//     with the arguments as the message writes them.
+//     with the arguments as the message writes them;
+//   - "slowly": after the tool round the answer comes as 40 deltas, 50
+//     ms apart.
 //
 // After a tool round the model answers "Done: " and the last result.
 const (
@@ -56,6 +58,8 @@ const (
 	Ask      = "ask me which city"
 	Card     = "show me a card"
 	Research = "research the weather"
+	// WeatherSlowly is Weather with an answer that takes two seconds.
+	WeatherSlowly = "what is the weather in Lima, answered slowly"
 	// Order starts a message whose rest is the arguments of a place_order
 	// call, such as Order+`{"price":2.50}`.
 	Order = "order "
@@ -70,6 +74,12 @@ func Script(req *agenttest.Request) agenttest.Response {
 	last := msgs[len(msgs)-1]
 	user := lastUser(msgs)
 	switch {
+	case last.Role == "tool" && strings.Contains(user, "slowly"):
+		pieces := []string{"Done: ", last.Content, ". "}
+		for i := range 40 {
+			pieces = append(pieces, fmt.Sprintf("word%d ", i))
+		}
+		return agenttest.Reply().Text(pieces...).Usage(20, 45).Finish("stop").Delay(50 * time.Millisecond)
 	case last.Role == "tool":
 		return agenttest.Reply().Text("Done: ", last.Content).Usage(20, 5).Finish("stop")
 	case !req.HasTools() && strings.Contains(user, "hello"):
