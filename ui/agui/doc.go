@@ -41,7 +41,10 @@
 // out) is skipped. When no entry answered anything, the run finishes at once
 // with the interrupts of what waits in the thread now (a turn's second
 // approval, say; the cancelled outcome when nothing waits and no turn runs),
-// else the turn is followed on. A client that goes away
+// else the turn is followed on. A call waiting for approval that the
+// client's messages do not hold (its events went to another tab) is shown
+// first (TOOL_CALL_START, TOOL_CALL_ARGS, TOOL_CALL_END in the message of
+// its round), so that the client can answer or cancel it. A client that goes away
 // while its run streams (AG-UI's abortRun closes the request) interrupts the
 // turn, unless Config.KeepRunningOnDisconnect.
 //

@@ -186,7 +186,7 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 		// approval of the turn, say) is what the client must answer: the run
 		// finishes at once with its interrupts. With nothing waiting and no
 		// turn in progress the run is over already.
-		h.waiting(w, in, approvals, forms)
+		h.waiting(w, in, st.Turn, approvals, forms)
 		return
 	}
 	h.follow(ctx, w, in, st.Last, true)
@@ -194,29 +194,33 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 
 // waiting answers with a run that finishes with the interrupts of what
 // waits for a person in the thread, as the stores list it (or with the
-// cancelled outcome when nothing does).
-func (h *Handler) waiting(w http.ResponseWriter, in *runInput, approvals []approval.PendingApproval, forms []interact.PendingForm) {
+// cancelled outcome when nothing does). turnSeq is the turn in progress,
+// whose rounds' messages hold the calls the client was not shown.
+func (h *Handler) waiting(w http.ResponseWriter, in *runInput, turnSeq int64, approvals []approval.PendingApproval, forms []interact.PendingForm) {
 	enc := h.encoder(w, in)
+	enc.turn = turnSeq
 	if enc.Begin() != nil {
 		return
 	}
-	shown := func(id string) string {
+	shown := func(id string) (string, bool) {
 		if c, ok := in.findCall(id); ok {
-			return c.ID
+			return c.ID, true
 		}
-		return id
+		return id, false
 	}
 	for _, p := range approvals {
 		call := p.Call
 		call.State, call.ApprovalRequired, call.ApprovalID = agent.StateApprovalRequired, true, p.ApprovalID
-		enc.ask(shown(call.ID), &agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})
+		id, held := shown(call.ID)
+		enc.ask(id, held, &agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})
 	}
 	for _, f := range forms {
 		var side any = f.FormRequest
 		if f.Elicitation != nil {
 			side = *f.Elicitation
 		}
-		enc.ask(shown(f.CallID), &agent.Chunk{Kind: agent.KindSide, Tool: &agent.ToolCall{ID: f.CallID}, Side: side})
+		id, held := shown(f.CallID)
+		enc.ask(id, held, &agent.Chunk{Kind: agent.KindSide, Tool: &agent.ToolCall{ID: f.CallID}, Side: side})
 	}
 	enc.End()
 }

@@ -148,6 +148,8 @@ var (
 		return planning + " STEP_STARTED TOOL_CALL_START(" + tool + ") TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)"
 	}
 	resumed = "RUN_STARTED STEP_STARTED TOOL_CALL_RESULT CUSTOM(planround.round_end) STEP_FINISHED " + answer + " RUN_FINISHED(success)"
+	// two2 is the run that answers the first of two approvals.
+	two2 = "RUN_STARTED STEP_STARTED TOOL_CALL_RESULT TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)"
 )
 
 func TestNodeScenarios(t *testing.T) {
@@ -188,7 +190,7 @@ func TestNodeScenarios(t *testing.T) {
 		name: "two",
 		traces: []string{
 			planning + " STEP_STARTED TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)",
-			"RUN_STARTED STEP_STARTED TOOL_CALL_RESULT TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)",
+			two2,
 			resumed,
 		},
 		lines: []string{`"toolCallId":"call_1"`, `"toolCallId":"call_2"`, "MESSAGE tool thread-two.1.1/call_2.result sunny in Quito"},
@@ -249,6 +251,35 @@ func TestNodeScenarios(t *testing.T) {
 		check: func(t *testing.T, f *fixture, sid string) {
 			if got := f.b.Orders(); len(got) != 1 || got[0] != `{"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}` {
 				t.Errorf("place_order ran with %q", got)
+			}
+		},
+	}, {
+		// A second tab answers call_1 after the first did: it is shown
+		// call_2, whose events went to the first tab, and its answer
+		// goes through.
+		name:   "stale",
+		traces: []string{asks("get_weather"), two2, "RUN_STARTED TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END RUN_FINISHED(interrupt)", resumed},
+		lines: []string{`STALE {"id":`, `"toolCallId":"call_2"`,
+			`SECOND assistant thread-stale.1.1 [call_1:get_weather{"city":"Lima"},call_2:get_weather{"city":"Quito"}]`},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if n := f.b.Runs.Load(); n != 2 {
+				t.Errorf("get_weather ran %d times, want 2", n)
+			}
+			if e := lastEnded(t, f.b.Runner, sid); e.Status != runner.StatusFinished {
+				t.Errorf("the turn ended %+v, want finished", e)
+			}
+		},
+	}, {
+		// ... or cancels it.
+		name: "stale-cancel",
+		traces: []string{asks("get_weather"), two2, "RUN_STARTED TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END RUN_FINISHED(interrupt)",
+			"RUN_STARTED STEP_STARTED CUSTOM(planround.tool_rejected) TOOL_CALL_RESULT STEP_FINISHED CUSTOM(planround.turn_ended) RUN_FINISHED(success)"},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if n := f.b.Runs.Load(); n != 1 {
+				t.Errorf("get_weather ran %d times, want 1", n)
+			}
+			if e := lastEnded(t, f.b.Runner, sid); e.Status != runner.StatusRejected {
+				t.Errorf("the turn ended %+v, want rejected", e)
 			}
 		},
 	}}
