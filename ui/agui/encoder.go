@@ -154,8 +154,14 @@ func (e *Encoder) Encode(ev runner.Event) error {
 	switch ev.Kind {
 	case runner.EventTurnStarted:
 		// A resumed turn goes on where the one before stopped: its rounds
-		// are new messages.
+		// are new messages. A turn that ended otherwise than finished or
+		// suspended before this one (a run that also answers a new
+		// message) says so now: RUN_FINISHED says only the last one's.
 		e.closeLanes(false)
+		if st := e.ended; st != nil && st.Status != runner.StatusFinished && st.Status != runner.StatusSuspended {
+			e.custom(e.laneOf(""), CustomTurnEnded, st)
+		}
+		e.ended = nil
 		e.turn = ev.Seq
 	case runner.EventTurnEnded:
 		e.ended = ev.Ended

@@ -31,6 +31,8 @@ const messages = {
   card: "show me a card",
   research: "research the weather",
   numbers: 'order {"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}',
+  moveon: "what is the weather in Lima",
+  "moveon-form": "ask me which city",
   stale: "weather for two cities",
   "stale-cancel": "weather for two cities",
 };
@@ -123,6 +125,16 @@ async function checkRaw(text, i) {
   return `run${i + 1}: ${events.length} events valid`;
 }
 
+// moveOn: the person writes a new message instead of answering; the
+// client must address the interrupt, and cancels it in the same run.
+async function moveOn() {
+  agent.addMessage({ id: `${threadId}-u1`, role: "user", content: messages[scenario] });
+  await run({});
+  for (const it of agent.pendingInterrupts) console.log(`INTERRUPT ${JSON.stringify(it)}`);
+  agent.addMessage({ id: `${threadId}-u2`, role: "user", content: "hello" });
+  await answerAll(agent, { status: "cancelled" });
+}
+
 // stale: a second tab (a client with the first one's messages and
 // interrupts) answers call_1 after the first tab did, and is shown call_2,
 // whose events it never got; it answers that (approves it, or cancels it).
@@ -143,6 +155,7 @@ async function stale(cancel) {
 }
 
 async function scenarioSteps() {
+  if (scenario.startsWith("moveon")) return moveOn();
   if (scenario.startsWith("stale")) return stale(scenario === "stale-cancel");
   agent.addMessage({ id: `${threadId}-u1`, role: "user", content: messages[scenario] });
   try {
