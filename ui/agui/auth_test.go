@@ -289,3 +289,46 @@ func TestFormAnswerRefused(t *testing.T) {
 		t.Fatalf("%d %s %s", status, msg, types(events))
 	}
 }
+
+// TestResumeEchoedNumbers: @ag-ui/client keeps a call's arguments as the
+// text it was sent, but a client that parses them writes numbers its own
+// way: that is the same call, and it runs with the arguments as shown;
+// other values are refused with 409 and decide nothing.
+func TestResumeEchoedNumbers(t *testing.T) {
+	f := newFixture(t, uitest.Options{})
+	sid := "thread-numbers"
+	const args = `{"price":2.50,"n":1e3,"z":-0,"big":12345678901234567890}`
+	status, events, msg := f.post(t, "alice", userInput(sid, uitest.Order+args))
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, msg)
+	}
+	in := events[len(events)-1]["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
+	answer := func(echo string) input {
+		x := userInput(sid, uitest.Order+args)
+		x.RunID = "r2"
+		x.Messages = append(x.Messages, map[string]any{"id": "a1", "role": "assistant", "toolCalls": []map[string]any{{
+			"id": in["toolCallId"], "type": "function", "function": map[string]any{"name": "place_order", "arguments": echo},
+		}}})
+		x.Resume = []map[string]any{{"interruptId": in["id"], "status": "resolved", "payload": map[string]any{"approved": true}}}
+		return x
+	}
+	for _, echo := range []string{
+		`{"price":2.5,"n":1000,"z":0,"big":12345678901234577000}`,
+		`{"price":2.5,"n":1000,"z":0,"big":12345678901234567000,"to":"mallory"}`,
+		`{"price":"2.5","n":1000,"z":0,"big":12345678901234567000}`,
+	} {
+		if status, _, msg := f.post(t, "alice", answer(echo)); status != http.StatusConflict {
+			t.Errorf("%s: %d %s, want 409", echo, status, msg)
+		}
+	}
+	if n := pending(t, f, sid); n != 1 {
+		t.Fatalf("%d approvals pending, want 1", n)
+	}
+	status, events, msg = f.post(t, "alice", answer(`{"price":2.5,"n":1000,"z":0,"big":12345678901234567000}`))
+	if status != http.StatusOK || !strings.HasSuffix(types(events), "RUN_FINISHED") {
+		t.Fatalf("%d %s %s", status, msg, types(events))
+	}
+	if got := f.b.Orders(); len(got) != 1 || got[0] != args {
+		t.Errorf("place_order ran with %q, want once with %s", got, args)
+	}
+}

@@ -33,11 +33,27 @@
 //     entry cancels an elicitation, and is refused for an ask_user_question
 //     form, which only an answer or a stop ends.
 //
+// An approval's answer binds to the call the client holds as it holds it:
+// arguments whose numbers the client wrote its own way (2.5 for 2.50, a big
+// integer rounded to a double) are the same call, other values never are.
+//
 // An entry whose interrupt is no longer pending (answered already, timed
 // out) is skipped. When no entry answered anything, the run finishes at once
 // with the interrupts of what waits in the thread now (a turn's second
 // approval, say; the cancelled outcome when nothing waits and no turn runs),
-// else the turn is followed on. A client that goes away
+// else the turn is followed on. A call waiting for approval that the
+// client's messages do not hold (its events went to another tab) is shown
+// first (TOOL_CALL_START, TOOL_CALL_ARGS, TOOL_CALL_END in the message of
+// its round), so that the client can answer or cancel it.
+//
+// An input with resume entries whose messages end with a new user message
+// (one after the assistant's: the person wrote instead of answering, and
+// the client cancels what waits, as @ag-ui/client requires) gives its
+// entries (a cancelled entry also ends an ask_user_question form), follows
+// the turn they answered to its end, stops it if it waits for a person
+// again, then starts a turn with the new message, all in the same run: the
+// message is answered, or the run ends with RUN_ERROR (code
+// "not_started") saying why it could not start. A client that goes away
 // while its run streams (AG-UI's abortRun closes the request) interrupts the
 // turn, unless Config.KeepRunningOnDisconnect.
 //
@@ -106,6 +122,9 @@
 //	turn_ended finished                    RUN_FINISHED {outcome: success, usage}
 //	turn_ended rejected, suspended         CUSTOM "planround.turn_ended" {status, reason,
 //	                                       cause}, RUN_FINISHED {outcome: success}
+//	a turn that ends (not finished nor     CUSTOM "planround.turn_ended" before the next
+//	suspended) before another one starts   turn's events (a run that answers a new
+//	in the same run                        message)
 //	turn_ended interrupted                 CUSTOM "planround.turn_ended", RUN_FINISHED
 //	                                       {outcome: cancelled}
 //	turn_ended error                       CUSTOM "planround.turn_ended", RUN_ERROR

@@ -154,8 +154,14 @@ func (e *Encoder) Encode(ev runner.Event) error {
 	switch ev.Kind {
 	case runner.EventTurnStarted:
 		// A resumed turn goes on where the one before stopped: its rounds
-		// are new messages.
+		// are new messages. A turn that ended otherwise than finished or
+		// suspended before this one (a run that also answers a new
+		// message) says so now: RUN_FINISHED says only the last one's.
 		e.closeLanes(false)
+		if st := e.ended; st != nil && st.Status != runner.StatusFinished && st.Status != runner.StatusSuspended {
+			e.custom(e.laneOf(""), CustomTurnEnded, st)
+		}
+		e.ended = nil
 		e.turn = ev.Seq
 	case runner.EventTurnEnded:
 		e.ended = ev.Ended
@@ -269,18 +275,7 @@ func (e *Encoder) tool(l *lane, c *agent.Chunk) {
 		e.startCall(l, k, id, t.Name)
 	}
 	if k.open && !k.streamed {
-		args := string(t.Arguments)
-		if args == "" {
-			args = t.ArgumentsRaw
-		}
-		if args == "" {
-			args = "{}"
-		}
-		e.start("TOOL_CALL_ARGS")
-		e.str("toolCallId", id)
-		e.str("delta", args)
-		e.attr(l)
-		e.emit()
+		e.wholeArgs(l, id, t)
 	}
 	if k.open {
 		e.endCall(l, k, id)
@@ -317,6 +312,22 @@ func (e *Encoder) tool(l *lane, c *agent.Chunk) {
 		e.finishSubagent(id, t)
 		e.result(l, id, t.Result)
 	}
+}
+
+// wholeArgs writes a call's whole arguments as one TOOL_CALL_ARGS.
+func (e *Encoder) wholeArgs(l *lane, id string, t *agent.ToolCall) {
+	args := string(t.Arguments)
+	if args == "" {
+		args = t.ArgumentsRaw
+	}
+	if args == "" {
+		args = "{}"
+	}
+	e.start("TOOL_CALL_ARGS")
+	e.str("toolCallId", id)
+	e.str("delta", args)
+	e.attr(l)
+	e.emit()
 }
 
 func (e *Encoder) startCall(l *lane, k *call, id, name string) {
@@ -401,8 +412,11 @@ func (e *Encoder) approval(l *lane, c *agent.Chunk, id string) {
 // ask notes the interrupt of a call that waits for a person as a store
 // lists it, not as the turn's events showed it: c is the call's
 // approval_required chunk or its form's side chunk, and id the call as the
-// client shows it.
-func (e *Encoder) ask(id string, c *agent.Chunk) {
+// client shows it. An approval's call that the client does not hold
+// (held false: the turn's events went to another client) is shown first,
+// with its arguments, in the message of its round: the client answers an
+// approval with the call it holds.
+func (e *Encoder) ask(id string, held bool, c *agent.Chunk) {
 	l := &lane{}
 	if i := strings.LastIndexByte(id, '/'); i >= 0 {
 		l.sub = id[:i]
@@ -410,6 +424,15 @@ func (e *Encoder) ask(id string, c *agent.Chunk) {
 	if c.Kind == agent.KindSide {
 		e.side(l, c, id)
 		return
+	}
+	if !held {
+		l.msgID = e.messageID("", c.Round)
+		k := e.call(id)
+		e.startCall(l, k, id, c.Tool.Name)
+		if k.open {
+			e.wholeArgs(l, id, c.Tool)
+			e.endCall(l, k, id)
+		}
 	}
 	e.approval(l, c, id)
 }
@@ -594,23 +617,30 @@ func (e *Encoder) lane(c *agent.Chunk) *lane {
 	}
 	l.open, l.round = true, c.Round
 	l.step = "round " + strconv.Itoa(c.Round)
-	var b strings.Builder
-	if c.Parent != "" {
-		b.WriteString(c.Parent)
-		b.WriteByte('/')
-	}
-	b.WriteString(e.thread)
-	b.WriteByte('.')
-	b.WriteString(strconv.FormatInt(e.turn, 10))
-	b.WriteByte('.')
-	b.WriteString(strconv.Itoa(c.Round))
-	l.msgID = b.String()
+	l.msgID = e.messageID(c.Parent, c.Round)
 	l.reasonID = l.msgID + ".reasoning"
 	e.start("STEP_STARTED")
 	e.str("stepName", l.step)
 	e.attr(l)
 	e.emit()
 	return l
+}
+
+// messageID returns the id of the assistant message of a round of the
+// turn: "<thread>.<turn>.<round>", prefixed with a sub-agent's run (its
+// chunks' parent) and "/".
+func (e *Encoder) messageID(parent string, round int) string {
+	var b strings.Builder
+	if parent != "" {
+		b.WriteString(parent)
+		b.WriteByte('/')
+	}
+	b.WriteString(e.thread)
+	b.WriteByte('.')
+	b.WriteString(strconv.FormatInt(e.turn, 10))
+	b.WriteByte('.')
+	b.WriteString(strconv.Itoa(round))
+	return b.String()
 }
 
 // laneOf returns the lane a call of id belongs to.

@@ -120,9 +120,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // resume answers the interrupts the entries name, then follows the turn on.
 // Every entry is checked before any is given: an approval's answer must
 // come with the call the approval is for, as the client holds it in its
-// messages.
+// messages. An input that also brings a new user message (the person moved
+// on instead of answering, and the client cancels what waits) runs that
+// message once the turn answered is over (see moveOn).
 func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInput, principal string) {
 	sid := in.ThreadID
+	text, moveOn := in.newUserText()
 	// Where the log is before deciding: the decision's events come after.
 	st, err := h.cfg.Runner.Log(ctx, sid)
 	if err != nil {
@@ -145,6 +148,7 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 	}
 	var decisions []turn.Decision
 	var replies []interact.FormReply
+	cancelForms := false // a form only a stop ends was cancelled (moveOn)
 	for _, re := range in.Resume {
 		if d, found, terr := approvalDecision(in, re, approvals); terr != nil {
 			httpjson.WriteError(w, terr.Status, terr.Msg)
@@ -154,6 +158,10 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 			continue
 		}
 		if fr, found, terr := formReply(re, forms); terr != nil {
+			if moveOn && re.Status == statusCancelled {
+				cancelForms = true // a form only a stop ends
+				continue
+			}
 			httpjson.WriteError(w, terr.Status, terr.Msg)
 			return
 		} else if found {
@@ -181,42 +189,128 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 		}
 		decided = decided || open
 	}
+	if moveOn {
+		if cancelForms {
+			n, err := h.cfg.Forms.CancelSession(ctx, sid)
+			if err != nil {
+				httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+				return
+			}
+			decided = decided || n > 0
+		}
+		h.moveOn(ctx, w, in, st, decided, text)
+		return
+	}
 	if !decided && (len(approvals)+len(forms) > 0 || !st.Running()) {
 		// The entries were stale. What waits for a person now (a second
 		// approval of the turn, say) is what the client must answer: the run
 		// finishes at once with its interrupts. With nothing waiting and no
 		// turn in progress the run is over already.
-		h.waiting(w, in, approvals, forms)
+		h.waiting(w, in, st.Turn, approvals, forms)
 		return
 	}
 	h.follow(ctx, w, in, st.Last, true)
 }
 
+// moveOn answers an input that resumes the turn and brings a new user
+// message, text: the pattern of an AG-UI client whose person writes instead
+// of answering (its resume entries cancel what waits). The entries were
+// given (decided tells whether one took); st is the log before. The turn
+// they answered is followed to its end; when it waits for a person again,
+// or something of the thread still does, it is stopped (what it waits for
+// is cancelled); then text starts a turn, followed in the same run. A new
+// turn that cannot start ends the run with RUN_ERROR: the message is
+// answered or refused, never dropped.
+func (h *Handler) moveOn(ctx context.Context, w http.ResponseWriter, in *runInput, st runner.LogState, decided bool, text string) {
+	sid := in.ThreadID
+	enc := h.encoder(w, in)
+	// The calls the client holds are those before the new message.
+	before := runInput{Messages: in.Messages[:len(in.Messages)-1]}
+	enc.Known(before.toolCallIDs()...)
+	if enc.Begin() != nil {
+		h.gone(sid)
+		return
+	}
+	encode := func(e runner.Event) bool { return enc.Encode(e) == nil }
+	last, end := st.Last, turn.EndTurn
+	var err error
+	waits := h.backend.Waiting(ctx, sid)
+	if decided || st.Running() && !waits {
+		// The answered turn goes on (resumed, when it was suspended).
+		last, end, err = h.backend.Follow(ctx, sid, last, decided, encode)
+		waits = end == turn.EndWaiting || end == turn.EndTurn && err == nil && h.backend.Waiting(ctx, sid)
+	}
+	if waits {
+		if _, err := h.backend.Stop(sid); err != nil {
+			enc.Fail("stopping the turn that waits, to run the new message: "+err.Error(), "error")
+			return
+		}
+		var now runner.LogState
+		if now, err = h.cfg.Runner.Log(ctx, sid); err == nil && now.Running() {
+			_, end, err = h.backend.Follow(ctx, sid, last, false, encode)
+		}
+	}
+	if h.ended(ctx, enc, sid, end, err) {
+		return
+	}
+	t, terr := h.backend.Start(ctx, agent.Input{SessionID: sid, Message: text})
+	if terr != nil {
+		enc.Fail("the new message was not run: "+terr.Msg, "not_started")
+		return
+	}
+	_, end, err = h.backend.Follow(ctx, sid, t.Seq-1, false, encode)
+	if !h.ended(ctx, enc, sid, end, err) {
+		enc.End()
+	}
+}
+
+// ended handles a follow that ended otherwise than with its turn (see
+// follow) and reports whether it did.
+func (h *Handler) ended(ctx context.Context, enc *Encoder, sid string, end turn.End, err error) bool {
+	switch {
+	case end == turn.EndGone && (ctx.Err() != nil || enc.err != nil):
+		h.gone(sid)
+	case err != nil:
+		code := "error"
+		if errors.Is(err, runner.ErrEventsLost) {
+			code = "events_lost"
+		}
+		enc.Fail("following the run: "+err.Error(), code)
+	default:
+		return false
+	}
+	return true
+}
+
 // waiting answers with a run that finishes with the interrupts of what
 // waits for a person in the thread, as the stores list it (or with the
-// cancelled outcome when nothing does).
-func (h *Handler) waiting(w http.ResponseWriter, in *runInput, approvals []approval.PendingApproval, forms []interact.PendingForm) {
+// cancelled outcome when nothing does). turnSeq is the turn in progress,
+// whose rounds' messages hold the calls the client was not shown.
+func (h *Handler) waiting(w http.ResponseWriter, in *runInput, turnSeq int64, approvals []approval.PendingApproval, forms []interact.PendingForm) {
 	enc := h.encoder(w, in)
+	enc.turn = turnSeq
 	if enc.Begin() != nil {
 		return
 	}
-	shown := func(id string) string {
+	shown := func(id string) (string, bool) {
 		if c, ok := in.findCall(id); ok {
-			return c.ID
+			return c.ID, true
 		}
-		return id
+		return id, false
 	}
 	for _, p := range approvals {
 		call := p.Call
 		call.State, call.ApprovalRequired, call.ApprovalID = agent.StateApprovalRequired, true, p.ApprovalID
-		enc.ask(shown(call.ID), &agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})
+		id, held := shown(call.ID)
+		enc.ask(id, held, &agent.Chunk{Kind: agent.KindToolCall, Round: p.Round, Tool: &call})
 	}
 	for _, f := range forms {
 		var side any = f.FormRequest
 		if f.Elicitation != nil {
 			side = *f.Elicitation
 		}
-		enc.ask(shown(f.CallID), &agent.Chunk{Kind: agent.KindSide, Tool: &agent.ToolCall{ID: f.CallID}, Side: side})
+		id, held := shown(f.CallID)
+		enc.ask(id, held, &agent.Chunk{Kind: agent.KindSide, Tool: &agent.ToolCall{ID: f.CallID}, Side: side})
 	}
 	enc.End()
 }
@@ -238,9 +332,10 @@ func approvalDecision(in *runInput, re resumeEntry, pending []approval.PendingAp
 		return turn.Decision{}, false, &turn.Error{Status: http.StatusConflict, Msg: "the messages hold no tool call " + p.Call.ID + " for approval " + re.InterruptID + ": send the call the person decided on"}
 	}
 	args := json.RawMessage(c.Function.Arguments)
-	if c.Function.Name != p.Call.Name || agent.ArgumentsDigest(args) != p.Call.ArgumentsDigest {
-		// Checked here, before anything is decided, and again by the
-		// approval manager.
+	if c.Function.Name != p.Call.Name || agent.ArgumentsDigest(args) != p.Call.ArgumentsDigest && !turn.SameArguments(p.Call.Arguments, args) {
+		// Checked here, before anything is decided, and again when it is
+		// (a client that parsed the arguments may write their numbers
+		// another way: the same call).
 		return turn.Decision{}, false, &turn.Error{Status: http.StatusConflict, Msg: "the approval response is not for the call the approval shows (its tool or arguments differ)"}
 	}
 	d := turn.Decision{ApprovalID: p.ApprovalID, CallID: c.ID, Tool: c.Function.Name, Arguments: args}
@@ -329,16 +424,7 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, in *runInpu
 	_, end, err := h.backend.Follow(ctx, in.ThreadID, after, decided, func(e runner.Event) bool {
 		return enc.Encode(e) == nil
 	})
-	switch {
-	case end == turn.EndGone && (ctx.Err() != nil || enc.err != nil):
-		h.gone(in.ThreadID)
-	case err != nil:
-		code := "error"
-		if errors.Is(err, runner.ErrEventsLost) {
-			code = "events_lost"
-		}
-		enc.Fail("following the run: "+err.Error(), code)
-	default:
+	if !h.ended(ctx, enc, in.ThreadID, end, err) {
 		enc.End()
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
 	"github.com/planround/planround/ui/internal/uitest"
 )
@@ -148,7 +149,30 @@ var (
 		return planning + " STEP_STARTED TOOL_CALL_START(" + tool + ") TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)"
 	}
 	resumed = "RUN_STARTED STEP_STARTED TOOL_CALL_RESULT CUSTOM(planround.round_end) STEP_FINISHED " + answer + " RUN_FINISHED(success)"
+	// hello is the turn of "hello" (two rounds of text), two2 the run that
+	// answers the first of two approvals.
+	hello = "STEP_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT*2 TEXT_MESSAGE_END CUSTOM(planround.round_end) STEP_FINISHED " + answer
+	two2  = "RUN_STARTED STEP_STARTED TOOL_CALL_RESULT TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)"
 )
+
+// userSaid checks that the thread's history holds text as the user's
+// last message.
+func userSaid(t *testing.T, f *fixture, sid, text string) {
+	t.Helper()
+	msgs, err := f.b.Store.Messages(context.Background(), sid, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == memory.RoleUser {
+			if msgs[i].Content != text {
+				t.Errorf("the last user message is %q, want %q", msgs[i].Content, text)
+			}
+			return
+		}
+	}
+	t.Errorf("no user message stored")
+}
 
 func TestNodeScenarios(t *testing.T) {
 	uitest.NPMDir(t)
@@ -188,7 +212,7 @@ func TestNodeScenarios(t *testing.T) {
 		name: "two",
 		traces: []string{
 			planning + " STEP_STARTED TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)",
-			"RUN_STARTED STEP_STARTED TOOL_CALL_RESULT TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END STEP_FINISHED RUN_FINISHED(interrupt)",
+			two2,
 			resumed,
 		},
 		lines: []string{`"toolCallId":"call_1"`, `"toolCallId":"call_2"`, "MESSAGE tool thread-two.1.1/call_2.result sunny in Quito"},
@@ -237,6 +261,77 @@ func TestNodeScenarios(t *testing.T) {
 		check: func(t *testing.T, f *fixture, sid string) {
 			if n := f.b.Runs.Load(); n != 1 {
 				t.Errorf("get_weather ran %d times in the sub-agent, want 1", n)
+			}
+		},
+	}, {
+		// @ag-ui/client keeps a call's arguments as the text it was sent
+		// (it does not parse and write them again): numbers stay as the
+		// model wrote them, and the call runs with them.
+		name:   "numbers",
+		traces: []string{asks("place_order"), resumed},
+		lines:  []string{`MESSAGE assistant thread-numbers.1.1 [call_o:place_order{"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}]`},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if got := f.b.Orders(); len(got) != 1 || got[0] != `{"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}` {
+				t.Errorf("place_order ran with %q", got)
+			}
+		},
+	}, {
+		// The person writes instead of answering: the client cancels the
+		// interrupt in the run that sends the message. The call is
+		// rejected, and the message answered in the same run.
+		name: "moveon",
+		traces: []string{asks("get_weather"),
+			"RUN_STARTED STEP_STARTED CUSTOM(planround.tool_rejected) TOOL_CALL_RESULT STEP_FINISHED CUSTOM(planround.turn_ended) " + hello + " RUN_FINISHED(success)"},
+		lines: []string{"MESSAGE tool thread-moveon.1.1/call_1.result the person cancelled the approval", "Hello there!"},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if n := f.b.Runs.Load(); n != 0 {
+				t.Errorf("get_weather ran %d times, want 0", n)
+			}
+			if e := lastEnded(t, f.b.Runner, sid); e.Status != runner.StatusFinished {
+				t.Errorf("the last turn ended %+v, want the new message's, finished", e)
+			}
+			userSaid(t, f, sid, "hello")
+		},
+	}, {
+		// The same with a form, which only an answer or a stop ends: the
+		// cancelled entry stops it.
+		name: "moveon-form",
+		traces: []string{asks("ask_user_question"),
+			"RUN_STARTED STEP_STARTED TOOL_CALL_RESULT CUSTOM(planround.round_end) STEP_FINISHED " + answer + " " + hello + " RUN_FINISHED(success)"},
+		lines: []string{"Hello there!"},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if open, err := f.b.Forms.Pending(context.Background(), sid); err != nil || len(open) != 0 {
+				t.Errorf("%d forms open (%v), want 0", len(open), err)
+			}
+			userSaid(t, f, sid, "hello")
+		},
+	}, {
+		// A second tab answers call_1 after the first did: it is shown
+		// call_2, whose events went to the first tab, and its answer
+		// goes through.
+		name:   "stale",
+		traces: []string{asks("get_weather"), two2, "RUN_STARTED TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END RUN_FINISHED(interrupt)", resumed},
+		lines: []string{`STALE {"id":`, `"toolCallId":"call_2"`,
+			`SECOND assistant thread-stale.1.1 [call_1:get_weather{"city":"Lima"},call_2:get_weather{"city":"Quito"}]`},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if n := f.b.Runs.Load(); n != 2 {
+				t.Errorf("get_weather ran %d times, want 2", n)
+			}
+			if e := lastEnded(t, f.b.Runner, sid); e.Status != runner.StatusFinished {
+				t.Errorf("the turn ended %+v, want finished", e)
+			}
+		},
+	}, {
+		// ... or cancels it.
+		name: "stale-cancel",
+		traces: []string{asks("get_weather"), two2, "RUN_STARTED TOOL_CALL_START(get_weather) TOOL_CALL_ARGS TOOL_CALL_END RUN_FINISHED(interrupt)",
+			"RUN_STARTED STEP_STARTED CUSTOM(planround.tool_rejected) TOOL_CALL_RESULT STEP_FINISHED CUSTOM(planround.turn_ended) RUN_FINISHED(success)"},
+		check: func(t *testing.T, f *fixture, sid string) {
+			if n := f.b.Runs.Load(); n != 1 {
+				t.Errorf("get_weather ran %d times, want 1", n)
+			}
+			if e := lastEnded(t, f.b.Runner, sid); e.Status != runner.StatusRejected {
+				t.Errorf("the turn ended %+v, want rejected", e)
 			}
 		},
 	}}

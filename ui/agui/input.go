@@ -108,6 +108,25 @@ func (in *runInput) lastUserText() (string, bool) {
 	return b.String(), true
 }
 
+// newUserText returns the text of the last message when it is a user's
+// message the person wrote after the turn the input resumes: it comes
+// after an assistant message (the turn's calls the client holds). A
+// resume whose messages end with the message that started the turn, or
+// with the assistant's, brings none.
+func (in *runInput) newUserText() (string, bool) {
+	n := len(in.Messages)
+	if n == 0 || in.Messages[n-1].Role != "user" {
+		return "", false
+	}
+	for i := n - 2; i >= 0 && in.Messages[i].Role != "user"; i-- {
+		if in.Messages[i].Role == "assistant" {
+			text, ok := in.lastUserText()
+			return text, ok && text != ""
+		}
+	}
+	return "", false
+}
+
 // toolCallIDs returns the ids of the tool calls the client holds for the
 // turn in progress: those after the last user message. (The calls of
 // earlier turns are over; a model may use their ids again.)

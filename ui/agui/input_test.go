@@ -28,6 +28,9 @@ func FuzzRunInput(f *testing.F) {
 		}
 		err := in.validate()
 		text, isUser := in.lastUserText()
+		if newText, ok := in.newUserText(); ok && (newText != text || newText == "" || !isUser) {
+			t.Fatalf("newUserText %q, lastUserText %q %v", newText, text, isUser)
+		}
 		ids := in.toolCallIDs()
 		for _, id := range ids {
 			c, ok := in.findCall(id)
@@ -71,6 +74,33 @@ func TestLastUserText(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, ok := in.lastUserText(); got != tt.want || ok != tt.ok {
+			t.Errorf("%s: %q %v, want %q %v", tt.body, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestNewUserText: a resume brings a new message only when the user wrote
+// after the assistant's messages of the turn it resumes.
+func TestNewUserText(t *testing.T) {
+	tests := []struct {
+		body string
+		want string
+		ok   bool
+	}{
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","toolCalls":[{"id":"c"}]},{"role":"user","content":"moved on"}]}`, "moved on", true},
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"assistant"},{"role":"tool","content":"x"},{"role":"user","content":"moved on"}]}`, "moved on", true},
+		{`{"messages":[{"role":"user","content":"hi"}]}`, "", false},                                                   // the turn's own message
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"user","content":"again"}]}`, "", false},                 // no assistant between
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","toolCalls":[{"id":"c"}]}]}`, "", false},     // a plain resume
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"assistant"},{"role":"user","content":""}]}`, "", false}, // no text
+		{`{"messages":[{"role":"assistant"},{"role":"user","content":[{"type":"text","text":"a"}]}]}`, "a", true},
+	}
+	for _, tt := range tests {
+		var in runInput
+		if err := json.Unmarshal([]byte(tt.body), &in); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := in.newUserText(); got != tt.want || ok != tt.ok {
 			t.Errorf("%s: %q %v, want %q %v", tt.body, got, ok, tt.want, tt.ok)
 		}
 	}

@@ -29,13 +29,24 @@ type result struct {
 	Trace    []string        `json:"trace"`
 	Text     string          `json:"text"`
 	Metadata json.RawMessage `json:"metadata"`
-	Parts    []struct {
-		Type       string          `json:"type"`
-		State      string          `json:"state"`
-		ToolCallID string          `json:"toolCallId"`
-		Output     json.RawMessage `json:"output"`
-		Data       json.RawMessage `json:"data"`
-	} `json:"parts"`
+	Parts    []resultPart    `json:"parts"`
+	// Other is the text of the first tab's message (second-tab).
+	Other string `json:"other"`
+}
+
+// resultPart is a part of the scenario's last assistant message.
+type resultPart struct {
+	Type       string          `json:"type"`
+	State      string          `json:"state"`
+	ToolCallID string          `json:"toolCallId"`
+	Input      json.RawMessage `json:"input"`
+	Output     json.RawMessage `json:"output"`
+	Data       json.RawMessage `json:"data"`
+	Approval   *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	} `json:"approval"`
 }
 
 // serve starts the handler of b on 127.0.0.1: at /api/chat, and with
@@ -98,15 +109,7 @@ func ended(t *testing.T, r *runner.Runner, session string) runner.TurnEnded {
 }
 
 func part(r result, typ string) int {
-	return slices.IndexFunc(r.Parts, func(p struct {
-		Type       string          `json:"type"`
-		State      string          `json:"state"`
-		ToolCallID string          `json:"toolCallId"`
-		Output     json.RawMessage `json:"output"`
-		Data       json.RawMessage `json:"data"`
-	}) bool {
-		return p.Type == typ
-	})
+	return slices.IndexFunc(r.Parts, func(p resultPart) bool { return p.Type == typ })
 }
 
 func TestConformance(t *testing.T) {
@@ -216,4 +219,76 @@ func TestConformanceStreamedArguments(t *testing.T) {
 	start, delta, approval := slices.Index(r.Trace, "tool-input-start"), slices.Index(r.Trace, "tool-input-delta"), slices.Index(r.Trace, "tool-approval-request")
 	require.True(t, start >= 0 && start < delta && delta < approval, "trace %v", r.Trace)
 	require.Contains(t, r.Text, "Done: sunny in Lima")
+}
+
+// TestConformanceNumbers: the ai package's client sends a call's input
+// back through JSON.parse and JSON.stringify, which writes numbers its
+// own way (2.50 as 2.5, 1e3 as 1000, a big integer rounded): approving
+// and denying such a call works, and the call runs with the arguments as
+// the model wrote them.
+func TestConformanceNumbers(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	forms := []string{
+		`{"price":2.50}`,
+		`{"qty":20.0}`,
+		`{"n":1e3}`,
+		`{"z":-0}`,
+		`{"big":12345678901234567890}`,
+		`{"huge":1e400}`,
+		`{"mixed":[1.10,-1E-7,{"n":0.5e1}],"big":-98765432109876543210.5}`,
+	}
+	var scenarios []string
+	for _, f := range forms {
+		scenarios = append(scenarios, "order="+f, "order-deny="+f)
+	}
+	results := conformance(t, serve(t, b, nil), scenarios...)
+	for _, f := range forms {
+		r := results["order="+f]
+		require.Truef(t, r.OK, "approving %s: %s %v\ntrace %v", f, r.Error, r.Problems, r.Trace)
+		require.Contains(t, r.Text, "Done: ordered "+f)
+		d := results["order-deny="+f]
+		require.Truef(t, d.OK, "denying %s: %s %v\ntrace %v", f, d.Error, d.Problems, d.Trace)
+		e := ended(t, b.Runner, d.ID)
+		require.Equal(t, runner.StatusRejected, e.Status, "denying %s", f)
+		require.EqualValues(t, "user", e.Cause, "denying %s", f)
+	}
+	require.Equal(t, forms, b.Orders(), "each approved call ran once, with its arguments as written")
+}
+
+// TestConformanceSecondTab: two tabs of one chat are shown an approval;
+// the first approves, and while its answer streams the second answers too
+// (approving, or denying). The second tab's message ends as the first
+// one's: one tool part, with the call's result and the decision taken,
+// and the answer once.
+func TestConformanceSecondTab(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	scenarios := []string{"second-tab", "second-tab-deny"}
+	results := conformance(t, serve(t, b, nil), scenarios...)
+	for _, name := range scenarios {
+		r := results[name]
+		require.Truef(t, r.OK, "%s: %s %v\ntrace %v", name, r.Error, r.Problems, r.Trace)
+		require.Equal(t, r.Other, r.Text, "%s: the second tab's answer is the first one's", name)
+		require.Equal(t, 1, strings.Count(r.Text, "word39"), "%s: the answer once", name)
+		var tools []resultPart
+		for _, p := range r.Parts {
+			if p.Type == "dynamic-tool" {
+				tools = append(tools, p)
+			}
+		}
+		require.Len(t, tools, 1, "%s: one tool part: %+v", name, r.Parts)
+		require.Equal(t, "output-available", tools[0].State, name)
+		require.JSONEq(t, `"sunny in Lima"`, string(tools[0].Output), name)
+		require.NotNil(t, tools[0].Approval, name)
+		require.NotNil(t, tools[0].Approval.Approved, name)
+		require.True(t, *tools[0].Approval.Approved, "%s: the part shows the decision taken", name)
+		if name == "second-tab-deny" {
+			require.Contains(t, r.Trace, "tool-approval-response", "the second tab is told the decision taken")
+		} else {
+			require.NotContains(t, r.Trace, "tool-approval-response", "the decision taken is the second tab's own")
+		}
+		require.Equal(t, runner.StatusFinished, ended(t, b.Runner, r.ID).Status, name)
+	}
+	require.EqualValues(t, 2, b.Runs.Load(), "get_weather ran once per chat")
 }

@@ -63,6 +63,9 @@
 //	                                   hints, details, must_ask}, tool-approval-request
 //	                                   {approvalId, reason: the details}; the response
 //	                                   finishes ("tool-calls", status "waiting")
+//	a decision taken by another        tool-approval-response {approvalId, approved,
+//	  request (another tab)            reason}, first in the continuation of a client
+//	                                   that answered otherwise
 //	tool_call executing                tool-input-start, tool-input-available (once)
 //	tool_call result                   tool-output-available {output: the result text}
 //	tool_rejected, by a person or      tool-output-denied, data-planround-rejection

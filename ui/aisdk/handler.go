@@ -71,8 +71,14 @@ type Config struct {
 //     message is the assistant's, the approval responses on its tool parts
 //     (addToolApprovalResponse) decide their pending approvals, each bound
 //     to the call the part shows (its id, tool and input: a part whose
-//     call is not the approval's is refused with 409), and the turn is
-//     streamed on from there as the continuation of that message. A form
+//     call is not the approval's is refused with 409; the input as the
+//     client writes it back, with numbers in JavaScript's own way, such as
+//     2.5 for 2.50, is the same input), and the turn is streamed on from
+//     there as the continuation of that message. Responses to approvals
+//     decided already (by an earlier request, or in another tab) while
+//     the turn runs continue the message from where it stopped, at those
+//     approvals, with the decisions taken (a tool-approval-response chunk
+//     for one that is not the client's). A form
 //     is answered with the request's body field planround.form ({"id",
 //     "answers"} for an ask_user_question form; {"id", "action",
 //     "content"} for an MCP elicitation), sent with sendMessage(undefined,
@@ -252,8 +258,12 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// answered: the request answers something; took: something that was
-	// still pending (a client that retries answers what it answered).
+	// still pending (a client that retries answers what it answered, and
+	// a second tab what the first one did). asked: the approvals and form
+	// it answers; mine: its approval responses not taken.
 	answered, took := false, false
+	asked := map[string]bool{}
+	mine := map[string]bool{}
 	if form != nil {
 		reply := interact.FormReply{SessionID: req.ID, FormID: form.ID, Answers: form.Answers, By: principal}
 		if form.Action != "" {
@@ -268,6 +278,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		answered, took = true, open
+		asked[form.ID] = true
 	}
 	if last.Role == "assistant" {
 		n := 0
@@ -294,23 +305,80 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			answered, took = true, took || pending
+			asked[p.Approval.ID] = true
+			if !pending {
+				mine[p.Approval.ID] = *p.Approval.Approved
+			}
 		}
 	}
-	if answered && !took && !state.Running() {
-		httpjson.WriteError(w, http.StatusConflict, "the approvals or form this request answers are no longer pending (answered already, timed out or cancelled)")
-		return
-	}
-	if !answered || !took {
-		if !state.Running() {
-			httpjson.WriteError(w, http.StatusBadRequest, "nothing to do: the last message is not the user's and answers no approval or form")
+	const stale = "the approvals or form this request answers are no longer pending (answered already, timed out or cancelled)"
+	switch {
+	case answered && took:
+		h.stream(w, r, req.ID, state.Last, state.Turn, &continuation{known: known(last)})
+	case answered && state.Running():
+		// Decided already, by this client's earlier request or another
+		// tab, while the turn runs: the message goes on from where it
+		// stopped, at what it answers, with the decisions taken.
+		at, ok := h.b.AskedAt(ctx, req.ID, state.Turn-1, state.Last, asked)
+		if !ok {
+			httpjson.WriteError(w, http.StatusConflict, stale+": load the conversation again")
 			return
 		}
+		h.stream(w, r, req.ID, at, state.Turn, &continuation{known: known(last), taken: h.taken(ctx, req.ID, mine)})
+	case answered:
+		httpjson.WriteError(w, http.StatusConflict, stale)
+	case state.Running():
 		// A client that sends its messages again while the turn runs
 		// (a retry): the turn from its start.
-		h.stream(w, r, req.ID, state.Turn-1, false, fmt.Sprintf("turn-%d", state.Turn), state.Turn, nil)
-		return
+		h.stream(w, r, req.ID, state.Turn-1, state.Turn, nil)
+	default:
+		httpjson.WriteError(w, http.StatusBadRequest, "nothing to do: the last message is not the user's and answers no approval or form")
 	}
-	h.stream(w, r, req.ID, state.Last, true, "", state.Turn, known(last))
+}
+
+// continuation is what a response that continues the client's last
+// assistant message knows of it.
+type continuation struct {
+	// known are its tool parts, which are not shown again.
+	known map[string]call
+	// taken are the decisions taken by another request on approvals it
+	// answered otherwise.
+	taken []taken
+}
+
+// taken is a decision on an approval.
+type taken struct {
+	approvalID string
+	approved   bool
+	reason     string
+}
+
+// taken returns the decisions taken on the approvals of mine (approval id:
+// the client's decision) that differ from the client's, as the audit
+// keeps them.
+func (h *Handler) taken(ctx context.Context, sessionID string, mine map[string]bool) []taken {
+	if len(mine) == 0 || h.cfg.Approvals == nil {
+		return nil
+	}
+	var out []taken
+	left := len(mine)
+	for d, err := range h.cfg.Approvals.Decisions(ctx, approval.DecisionQuery{SessionID: sessionID}) {
+		if err != nil {
+			h.cfg.Logger.Warn("aisdk: reading the decisions", "session", sessionID, "err", err)
+			break
+		}
+		approved, ok := mine[d.ApprovalID]
+		if !ok {
+			continue
+		}
+		if d.Decision.Approved != approved {
+			out = append(out, taken{d.ApprovalID, d.Decision.Approved, d.Decision.Reason})
+		}
+		if left--; left == 0 {
+			break
+		}
+	}
+	return out
 }
 
 // known returns the tool parts of the client's message m, which a
@@ -352,7 +420,7 @@ func (h *Handler) newTurn(w http.ResponseWriter, r *http.Request, sessionID stri
 		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
-	h.stream(w, r, sessionID, t.Seq-1, false, fmt.Sprintf("turn-%d", t.Seq), t.Seq, nil)
+	h.stream(w, r, sessionID, t.Seq-1, t.Seq, nil)
 }
 
 // start starts a turn; when the session's turn waits for a person, that
@@ -378,10 +446,11 @@ func (h *Handler) start(ctx context.Context, in agent.Input) (*runner.Turn, *tur
 }
 
 // stream answers with the session's events after Seq after as a UI
-// message stream, until the turn ends or waits for a person.
-// A continuation (decided) continues the client's last message, whose
-// tool parts are known.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sessionID string, after int64, decided bool, messageID string, turnSeq int64, known map[string]call) {
+// message stream, until the turn ends or waits for a person: as the new
+// message "turn-<turnSeq>", or, with cont, as the continuation of the
+// client's last message after a decision (its tool parts known, and the
+// decisions taken on its approvals by other requests written first).
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sessionID string, after, turnSeq int64, cont *continuation) {
 	for k, v := range Headers {
 		w.Header().Set(k, v)
 	}
@@ -390,10 +459,16 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sessionID strin
 	sw := NewWriter(w, rc.Flush)
 	sw.mangle = h.mangle
 	sw.turn = turnSeq
+	decided := cont != nil
 	if decided {
-		sw.continues(known)
+		sw.continues(cont.known)
+		sw.Start("")
+		for _, d := range cont.taken {
+			sw.approvalResponse(d.approvalID, d.approved, d.reason)
+		}
+	} else {
+		sw.Start(fmt.Sprintf("turn-%d", turnSeq))
 	}
-	sw.Start(messageID)
 	ctx := r.Context()
 	last, end, err := h.b.Follow(ctx, sessionID, after, decided, func(e runner.Event) bool {
 		sw.Event(e)
@@ -440,7 +515,7 @@ func (h *Handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID st
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	h.stream(w, r, sessionID, state.Turn-1, false, fmt.Sprintf("turn-%d", state.Turn), state.Turn, nil)
+	h.stream(w, r, sessionID, state.Turn-1, state.Turn, nil)
 }
 
 // stop interrupts the session's turn and cancels what it asks.

@@ -266,3 +266,64 @@ func TestNewMessageWhileWaiting(t *testing.T) {
 	require.Empty(t, p)
 	require.Zero(t, b.Runs.Load())
 }
+
+// TestEchoBinding: a client that sends a call's input back as JavaScript
+// reads and writes it decides the call it was shown, which runs with its
+// arguments as the model wrote them; an echo of other values, another
+// call or another tool decides nothing (409).
+func TestEchoBinding(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	chat := "alice-echo"
+	const args = `{"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890,"city":"Lima"}`
+
+	status, chunks := post(t, srv.URL, "alice", map[string]any{"id": chat, "messages": []any{userMessage(uitest.Order + args)}})
+	require.Equal(t, http.StatusOK, status)
+	req := find(chunks, "tool-approval-request")
+	require.NotNil(t, req)
+	approvalID := req["approvalId"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pending := func() int {
+		p, err := b.Approvals.Pending(ctx, chat)
+		require.NoError(t, err)
+		return len(p)
+	}
+
+	for _, c := range []struct{ name, callID, tool, input string }{
+		{"another string", "call_o", "place_order", `{"price":2.5,"qty":20,"n":1000,"z":0,"big":12345678901234567000,"city":"Paris"}`},
+		{"another number", "call_o", "place_order", `{"price":2.6,"qty":20,"n":1000,"z":0,"big":12345678901234567000,"city":"Lima"}`},
+		{"a big integer that is not the shown one's rounding", "call_o", "place_order", `{"price":2.5,"qty":20,"n":1000,"z":0,"big":12345678901234577000,"city":"Lima"}`},
+		{"a number as a string", "call_o", "place_order", `{"price":"2.5","qty":20,"n":1000,"z":0,"big":12345678901234567000,"city":"Lima"}`},
+		{"an extra key", "call_o", "place_order", `{"price":2.5,"qty":20,"n":1000,"z":0,"big":12345678901234567000,"city":"Lima","to":"mallory"}`},
+		{"a key less", "call_o", "place_order", `{"price":2.5,"qty":20,"n":1000,"z":0,"big":12345678901234567000}`},
+		{"another call", "call_9", "place_order", `{"price":2.5,"qty":20,"n":1000,"z":0,"big":12345678901234567000,"city":"Lima"}`},
+		{"another tool", "call_o", "get_weather", `{"price":2.5,"qty":20,"n":1000,"z":0,"big":12345678901234567000,"city":"Lima"}`},
+	} {
+		for _, approved := range []bool{true, false} {
+			status, _ = post(t, srv.URL, "alice", map[string]any{"id": chat, "messages": []any{approvalMessage(approvalID, c.callID, c.tool, c.input, approved)}})
+			require.Equal(t, http.StatusConflict, status, "%s (approved %v)", c.name, approved)
+		}
+	}
+	require.Equal(t, 1, pending(), "nothing was decided")
+	require.Empty(t, b.Orders())
+
+	// What JSON.stringify writes of the shown input, keys reordered as
+	// JavaScript orders them.
+	echo := `{"price":2.5,"qty":20,"n":1000,"z":0,"big":12345678901234567000,"city":"Lima"}`
+	status, chunks = post(t, srv.URL, "alice", map[string]any{"id": chat, "messages": []any{approvalMessage(approvalID, "call_o", "place_order", echo, true)}})
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "ordered "+args, find(chunks, "tool-output-available")["output"])
+	require.Equal(t, []string{args}, b.Orders(), "the call ran once, with the arguments as shown")
+	var audited bool
+	for d, err := range b.Approvals.Decisions(ctx, approval.DecisionQuery{SessionID: chat}) {
+		require.NoError(t, err)
+		require.Equal(t, string(d.Arguments), args, "the audit keeps the arguments shown")
+		audited = true
+	}
+	require.True(t, audited)
+}

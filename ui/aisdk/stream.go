@@ -505,6 +505,22 @@ func (w *Writer) toolCall(c *agent.Chunk) {
 	}
 }
 
+// approvalResponse writes the decision taken on an approval the client
+// answered otherwise (tool-approval-response): its part shows the
+// decision that stands.
+func (w *Writer) approvalResponse(approvalID string, approved bool, reason string) {
+	b := w.open("tool-approval-response")
+	b = append(b, `,"approvalId":`...)
+	b = jsonw.AppendString(b, approvalID)
+	b = append(b, `,"approved":`...)
+	b = strconv.AppendBool(b, approved)
+	if reason != "" {
+		b = append(b, `,"reason":`...)
+		b = jsonw.AppendString(b, reason)
+	}
+	w.send(append(b, `,"providerExecuted":true`...))
+}
+
 // rejected writes a rejected call: denied by a person or a policy
 // (tool-output-denied), or stopped otherwise (tool-output-error), and a
 // data-planround-rejection part with its cause, reason and partial result.

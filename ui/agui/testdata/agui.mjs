@@ -30,19 +30,26 @@ const messages = {
   form: "ask me which city",
   card: "show me a card",
   research: "research the weather",
+  numbers: 'order {"price":2.50,"qty":20.0,"n":1e3,"z":-0,"big":12345678901234567890}',
+  moveon: "what is the weather in Lima",
+  "moveon-form": "ask me which city",
+  stale: "weather for two cities",
+  "stale-cancel": "weather for two cities",
 };
 
 const raw = []; // per request: a promise of the response's text
-const agent = new HttpAgent({
-  url,
-  threadId,
-  headers: { "X-User": "alice" },
-  fetch: async (u, init) => {
-    const res = await fetch(u, init);
-    raw.push(res.clone().text().catch((e) => ({ aborted: String(e) })));
-    return res;
-  },
-});
+const newAgent = () =>
+  new HttpAgent({
+    url,
+    threadId,
+    headers: { "X-User": "alice" },
+    fetch: async (u, init) => {
+      const res = await fetch(u, init);
+      raw.push(res.clone().text().catch((e) => ({ aborted: String(e) })));
+      return res;
+    },
+  });
+const agent = newAgent();
 
 let runs = 0;
 const seen = []; // per run: the events the client applied
@@ -55,10 +62,17 @@ const subscriber = {
   },
 };
 
-async function run(input) {
+async function run(input, ag = agent) {
   runs++;
   seen.push([]);
-  return agent.runAgent({ runId: `${threadId}-run${runs}`, ...input }, subscriber);
+  return ag.runAgent({ runId: `${threadId}-run${runs}`, ...input }, subscriber);
+}
+
+// answerAll answers every interrupt ag waits for with the same response.
+function answerAll(ag, response) {
+  const responses = {};
+  for (const it of ag.pendingInterrupts) responses[it.id] = response;
+  return run({ resume: buildResumeArray(ag.pendingInterrupts, responses) }, ag);
 }
 
 function label(e) {
@@ -111,7 +125,38 @@ async function checkRaw(text, i) {
   return `run${i + 1}: ${events.length} events valid`;
 }
 
+// moveOn: the person writes a new message instead of answering; the
+// client must address the interrupt, and cancels it in the same run.
+async function moveOn() {
+  agent.addMessage({ id: `${threadId}-u1`, role: "user", content: messages[scenario] });
+  await run({});
+  for (const it of agent.pendingInterrupts) console.log(`INTERRUPT ${JSON.stringify(it)}`);
+  agent.addMessage({ id: `${threadId}-u2`, role: "user", content: "hello" });
+  await answerAll(agent, { status: "cancelled" });
+}
+
+// stale: a second tab (a client with the first one's messages and
+// interrupts) answers call_1 after the first tab did, and is shown call_2,
+// whose events it never got; it answers that (approves it, or cancels it).
+async function stale(cancel) {
+  agent.addMessage({ id: `${threadId}-u1`, role: "user", content: messages[scenario] });
+  await run({});
+  const second = newAgent();
+  second.messages = structuredClone(agent.messages);
+  second.pendingInterrupts = structuredClone(agent.pendingInterrupts);
+  await answerAll(agent, { status: "resolved", payload: { approved: true } });
+  await answerAll(second, { status: "resolved", payload: { approved: true } });
+  for (const it of second.pendingInterrupts) console.log(`STALE ${JSON.stringify(it)}`);
+  await answerAll(second, cancel ? { status: "cancelled" } : { status: "resolved", payload: { approved: true } });
+  for (const m of second.messages) {
+    const calls = (m.toolCalls ?? []).map((c) => `${c.id}:${c.function.name}${c.function.arguments}`).join(",");
+    if (calls) console.log(`SECOND ${m.role} ${m.id} [${calls}]`);
+  }
+}
+
 async function scenarioSteps() {
+  if (scenario.startsWith("moveon")) return moveOn();
+  if (scenario.startsWith("stale")) return stale(scenario === "stale-cancel");
   agent.addMessage({ id: `${threadId}-u1`, role: "user", content: messages[scenario] });
   try {
     await run({});
@@ -122,6 +167,7 @@ async function scenarioSteps() {
   const answer = {
     approve: { approved: true },
     "approve-streamed": { approved: true },
+    numbers: { approved: true },
     reject: { approved: false, reason: "not today" },
     two: { approved: true },
     research: { approved: true },

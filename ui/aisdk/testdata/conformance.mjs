@@ -229,6 +229,22 @@ const run = {
     await until('the answer', () => ready(chat) && textOf(lastAssistant(chat)).includes('Done'));
     if (!dataPart(chat, 'data-planround-card')) throw new Error('no card part');
   },
+  // order=<arguments>: place_order with those arguments, approved. The
+  // client sends the input back as it read it (JSON.parse, then
+  // JSON.stringify of the request body).
+  async order(chat, args) {
+    await chat.sendMessage({ text: `order ${args}` });
+    const p = await until('an approval request', () => ready(chat) && toolPart(chat)?.state === 'approval-requested' && toolPart(chat));
+    await chat.addToolApprovalResponse({ id: p.approval.id, approved: true });
+    await until('the answer', () => ready(chat) && textOf(lastAssistant(chat)).includes('Done: ordered'));
+  },
+  // order-deny=<arguments>: the same, denied.
+  async 'order-deny'(chat, args) {
+    await chat.sendMessage({ text: `order ${args}` });
+    const p = await until('an approval request', () => ready(chat) && toolPart(chat)?.state === 'approval-requested' && toolPart(chat));
+    await chat.addToolApprovalResponse({ id: p.approval.id, approved: false, reason: 'no' });
+    await until('the denial', () => ready(chat) && toolPart(chat)?.state === 'output-denied' && lastAssistant(chat).metadata?.planround?.status !== 'waiting');
+  },
   async subagent(chat) {
     await chat.sendMessage({ text: 'research the weather' });
     const p = await until('the nested approval', () => ready(chat) && toolPart(chat, 'call_r/call_q')?.state === 'approval-requested' && toolPart(chat, 'call_r/call_q'));
@@ -252,16 +268,40 @@ async function reconnect(id, trace, problems) {
   return b;
 }
 
-for (const scenario of scenarios) {
-  const trace = [], problems = [];
-  const id = `${scenario}-${process.pid}-${Date.now()}`;
+// secondTab: two tabs of one chat (two clients with the same chat id and
+// messages) are shown the approval; the first approves, and while its
+// answer streams the second answers too (approving, or with deny set,
+// denying). The second tab's message must end as the first's: the
+// decision taken, the call's result, the answer once.
+async function secondTab(id, trace, problems, deny, out) {
+  const a = newChat(id, trace, problems);
+  await a.sendMessage({ text: 'what is the weather in Lima, answered slowly' });
+  const p = await until('an approval request', () => ready(a) && toolPart(a)?.state === 'approval-requested' && toolPart(a));
+  const b = newChat(id, trace, problems);
+  b.messages = structuredClone(a.messages);
+  a.addToolApprovalResponse({ id: p.approval.id, approved: true });
+  await until('the first tab\'s answer streaming', () => textOf(lastAssistant(a)).includes('word2 '));
+  await b.addToolApprovalResponse({ id: p.approval.id, approved: !deny, reason: deny ? 'no' : undefined });
+  await until('the second tab\'s answer', () => ready(b) && textOf(lastAssistant(b)).includes('word39'));
+  await until('the first tab\'s answer', () => ready(a) && textOf(lastAssistant(a)).includes('word39'));
+  out.other = textOf(lastAssistant(a));
+  out.approval = toolPart(b)?.approval;
+  return b;
+}
+
+for (const [i, scenario] of scenarios.entries()) {
+  const trace = [], problems = [], out = {};
+  const [name, arg] = scenario.split(/=(.*)/s);
+  const id = `${name}-${i}-${process.pid}-${Date.now()}`;
   let chat, error;
   try {
-    if (scenario === 'reconnect') {
+    if (name === 'reconnect') {
       chat = await reconnect(id, trace, problems);
+    } else if (name === 'second-tab' || name === 'second-tab-deny') {
+      chat = await secondTab(id, trace, problems, name === 'second-tab-deny', out);
     } else {
-      chat = newChat(id, trace, problems, { predicate: scenario === 'subagent' ? approvalsAnswered : undefined });
-      await run[scenario](chat);
+      chat = newChat(id, trace, problems, { predicate: name === 'subagent' ? approvalsAnswered : undefined });
+      await run[name](chat, arg);
     }
     await sleep(50); // the last checks of a response
   } catch (e) {
@@ -272,7 +312,8 @@ for (const scenario of scenarios) {
   console.log(JSON.stringify({
     scenario, id, ok: !error && problems.length === 0, error, problems, trace,
     text: textOf(m), metadata: m?.metadata,
-    parts: m?.parts.map(p => ({ type: p.type, state: p.state, toolCallId: p.toolCallId, output: p.output, data: p.data })),
+    parts: m?.parts.map(p => ({ type: p.type, state: p.state, toolCallId: p.toolCallId, input: p.input, output: p.output, data: p.data, approval: p.approval })),
     messages: chat?.messages.length,
+    ...out,
   }));
 }

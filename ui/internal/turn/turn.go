@@ -8,7 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -127,8 +129,9 @@ type Decision struct {
 	// may carry the ids of the calls above it ("call_1/call_7"), of which
 	// the last names the call.
 	CallID string
-	// Tool is the tool's name and Arguments the arguments the person saw:
-	// the decision is taken only when they are the approval's.
+	// Tool is the tool's name and Arguments the arguments the person saw
+	// as the client sends them back: the decision is taken only when they
+	// are the approval's, or what the client made of them (SameArguments).
 	Tool      string
 	Arguments json.RawMessage
 	Approved  bool
@@ -140,6 +143,12 @@ type Decision struct {
 // pending (decided already, by this client's earlier request or another
 // one, timed out or cancelled): a client that sends its answered approvals
 // again follows the turn on.
+//
+// The decision binds to the call the approval shows: its id, its tool and
+// its arguments. A client that sends the arguments back as it read them
+// (a JavaScript client writes 2.50 as 2.5, and 12345678901234567890 as
+// 12345678901234567000) decides the call it was shown, whose arguments are
+// those that run; arguments of another value are refused (409).
 func (b *Backend) Decide(ctx context.Context, sessionID, principal string, d Decision) (bool, *Error) {
 	if b.Approvals == nil {
 		return false, errorf(http.StatusBadRequest, "this server takes no approval decisions")
@@ -155,12 +164,17 @@ func (b *Backend) Decide(ctx context.Context, sessionID, principal string, d Dec
 	if string(args) == "null" {
 		args = nil // a call without arguments shows {}
 	}
-	digest := agent.ArgumentsDigest(args)
-	pending, err := b.Approvals.Respond(ctx, approval.Reply{
+	reply := approval.Reply{
 		SessionID: sessionID, ApprovalID: d.ApprovalID,
-		CallID: callID, Tool: d.Tool, ArgumentsDigest: digest,
+		CallID: callID, Tool: d.Tool, ArgumentsDigest: agent.ArgumentsDigest(args),
 		Decision: agent.Decision{Approved: d.Approved, Reason: d.Reason, By: principal, Via: b.Via},
-	})
+	}
+	pending, err := b.Approvals.Respond(ctx, reply)
+	if errors.Is(err, approval.ErrMismatch) {
+		// The arguments, as the client sent them back, are not the text
+		// shown: they may be what the client made of it.
+		pending, err = b.decideEcho(ctx, reply, args)
+	}
 	switch {
 	case errors.Is(err, approval.ErrWrongSession):
 		return false, errorf(http.StatusForbidden, err.Error())
@@ -170,6 +184,33 @@ func (b *Backend) Decide(ctx context.Context, sessionID, principal string, d Dec
 		return false, errorf(http.StatusInternalServerError, err.Error())
 	}
 	return pending, nil
+}
+
+// decideEcho gives reply, which Respond refused for its binding, to its
+// pending approval of the same session when its call id and tool are the
+// approval's and the arguments the client sent back, echo, are the
+// approval's as the client read them (SameArguments): bound to the
+// approval's own arguments digest. It fails with approval.ErrMismatch
+// otherwise, and reports false when the approval was decided meanwhile.
+func (b *Backend) decideEcho(ctx context.Context, reply approval.Reply, echo json.RawMessage) (bool, error) {
+	list, err := b.Approvals.Pending(ctx, reply.SessionID)
+	if err != nil {
+		return false, err
+	}
+	i := slices.IndexFunc(list, func(p approval.PendingApproval) bool { return p.ApprovalID == reply.ApprovalID })
+	if i < 0 {
+		return false, nil // decided since Respond looked
+	}
+	call := list[i].Call
+	digest := call.ArgumentsDigest
+	if digest == "" {
+		digest = agent.ArgumentsDigest(call.Arguments)
+	}
+	if call.ID != reply.CallID || call.Name != reply.Tool || !SameArguments(call.Arguments, echo) {
+		return false, fmt.Errorf("%w: the arguments sent back are not those the approval shows", approval.ErrMismatch)
+	}
+	reply.ArgumentsDigest = digest
+	return b.Approvals.Respond(ctx, reply)
 }
 
 // Answer gives r to its form. It reports false, and no error, when the
@@ -264,6 +305,40 @@ func (b *Backend) pending(ctx context.Context, sessionID string, c *agent.Chunk)
 		}
 	}
 	return false
+}
+
+// AskedAt returns the Seq of the last event of session sessionID after Seq
+// from and up to Seq to whose chunk asks a person (AsksPerson) for one of
+// ids: an approval id, or a form id. It reports false when none does, or
+// when the log cannot be read there.
+func (b *Backend) AskedAt(ctx context.Context, sessionID string, from, to int64, ids map[string]bool) (int64, bool) {
+	if to <= from || len(ids) == 0 {
+		return 0, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var at int64
+	for e, err := range b.Runner.Subscribe(ctx, sessionID, from) {
+		if err != nil || e.Kind == runner.EventSessionDeleted {
+			return 0, false
+		}
+		if e.Kind == runner.EventChunk && AsksPerson(e.Chunk) && ids[askID(e.Chunk)] {
+			at = e.Seq
+		}
+		if e.Seq >= to {
+			break
+		}
+	}
+	return at, at > 0
+}
+
+// askID returns the approval id or the form id a chunk that asks a person
+// asks for.
+func askID(c *agent.Chunk) string {
+	if c.Kind == agent.KindToolCall {
+		return c.Tool.ApprovalID
+	}
+	return FormID(c.Side)
 }
 
 // FormID returns the form id of a side payload that asks a person (typed,

@@ -8,12 +8,15 @@ package uitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,7 +42,11 @@ import (
 //   - "ask": ask_user_question (a form, question "city": Lima or Quito);
 //   - "card": show_card (title "Paris");
 //   - "research": the sub-agent research, whose own run calls
-//     get_weather {"city":"Quito"} (an approval inside the sub-agent).
+//     get_weather {"city":"Quito"} (an approval inside the sub-agent);
+//   - "order <arguments>" (Order): place_order, which needs approval,
+//     with the arguments as the message writes them;
+//   - "slowly": after the tool round the answer comes as 40 deltas, 50
+//     ms apart.
 //
 // After a tool round the model answers "Done: " and the last result.
 const (
@@ -51,6 +58,11 @@ const (
 	Ask      = "ask me which city"
 	Card     = "show me a card"
 	Research = "research the weather"
+	// WeatherSlowly is Weather with an answer that takes two seconds.
+	WeatherSlowly = "what is the weather in Lima, answered slowly"
+	// Order starts a message whose rest is the arguments of a place_order
+	// call, such as Order+`{"price":2.50}`.
+	Order = "order "
 )
 
 // AskArgs are the arguments of the script's ask_user_question call.
@@ -62,6 +74,12 @@ func Script(req *agenttest.Request) agenttest.Response {
 	last := msgs[len(msgs)-1]
 	user := lastUser(msgs)
 	switch {
+	case last.Role == "tool" && strings.Contains(user, "slowly"):
+		pieces := []string{"Done: ", last.Content, ". "}
+		for i := range 40 {
+			pieces = append(pieces, fmt.Sprintf("word%d ", i))
+		}
+		return agenttest.Reply().Text(pieces...).Usage(20, 45).Finish("stop").Delay(50 * time.Millisecond)
 	case last.Role == "tool":
 		return agenttest.Reply().Text("Done: ", last.Content).Usage(20, 5).Finish("stop")
 	case !req.HasTools() && strings.Contains(user, "hello"):
@@ -75,6 +93,8 @@ func Script(req *agenttest.Request) agenttest.Response {
 		return agenttest.Reply().Text(pieces...).Finish("stop").Delay(50 * time.Millisecond)
 	case !req.HasTools():
 		return agenttest.Reply().Text("Let me do that. <need_tool>").Usage(10, 4).Finish("stop")
+	case strings.HasPrefix(user, Order):
+		return agenttest.Reply().Call(0, "call_o", "place_order", strings.TrimPrefix(user, Order)).Finish("tool_calls")
 	case strings.Contains(user, "research"):
 		return agenttest.Reply().Call(0, "call_r", "research", `{"task":"weather in Quito"}`).Finish("tool_calls")
 	case strings.Contains(user, "weather in Quito"):
@@ -115,6 +135,16 @@ type Bench struct {
 	Runs atomic.Int32
 	// SlowStarted counts slow_task's starts.
 	SlowStarted atomic.Int32
+
+	mu     sync.Mutex
+	orders []string // the arguments place_order ran with
+}
+
+// Orders returns the arguments place_order ran with, as the tool got them.
+func (b *Bench) Orders() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.orders)
 }
 
 // Options change a Bench.
@@ -154,6 +184,15 @@ func New(t testing.TB, o Options) *Bench {
 		<-ctx.Done()
 		return "", ctx.Err()
 	})
+	order := agent.FuncTool{
+		Def: agent.ToolDefinition{Name: "place_order", Description: "Places an order.", Parameters: map[string]any{"type": "object"}},
+		Fn: func(ctx context.Context, args json.RawMessage, _ agent.Progress) (string, error) {
+			b.mu.Lock()
+			b.orders = append(b.orders, string(args))
+			b.mu.Unlock()
+			return "ordered " + string(args), nil
+		},
+	}
 	base := agent.Config{
 		BaseURL:             b.Model.URL(),
 		APIKey:              "test-key",
@@ -172,7 +211,7 @@ func New(t testing.TB, o Options) *Bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools, err := agent.NewToolRegistry(weather, slow, interact.AskUserQuestion(b.Forms), interact.ShowCard(), research)
+	tools, err := agent.NewToolRegistry(weather, slow, order, interact.AskUserQuestion(b.Forms), interact.ShowCard(), research)
 	if err != nil {
 		t.Fatal(err)
 	}
