@@ -223,12 +223,18 @@
 // SkipApproval and the host's policies say (agent.ToolCall.MustAsk); the
 // approval card lists the differences (agent.ToolCall.Details: the
 // description before and after, the properties of the input schema added,
-// removed and changed, the annotations). A call that runs was approved:
-// the tool's definition, as the server lists it then, is pinned for the
-// call's user, whose later calls run as before; other users are still
-// asked. A tool the server no longer lists is no longer offered by
-// [Client.Tools]; its pin stays. When the pins cannot be read, every call
-// asks.
+// removed and changed, the annotations; for a new tool, its description,
+// properties and annotations). Approving the call approves the definition
+// the card was asked about, and only that one: when the call runs, that
+// definition is pinned for the call's user, whose later calls run as
+// before; other users are still asked. When the server changed the tool
+// again while the card waited (or, for a card that showed no change, since
+// it was asked), the approved call does not run (the model reads why) and
+// nothing is pinned: the next call asks, showing the change. (A card shown
+// before a restart of the host and decided after it is bound to the
+// definition the resumed turn asks about.) A tool the server no longer
+// lists is no longer offered by [Client.Tools]; its pin stays. When the
+// pins cannot be read, every call asks.
 //
 // # Protocol versions
 //

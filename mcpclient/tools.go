@@ -45,11 +45,12 @@ func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress ag
 	if t.mcpName == "" { // the stand-in of an OAuth server's tools
 		return t.e.connectCall(ctx)
 	}
-	// The call runs, so it was approved: a definition that differed from
-	// the user's pin (see NoteApproval) is the user's pin from now on.
+	// The call was approved: it runs the definition it was decided on
+	// (see NoteApproval), which is the user's pin from now on, and not
+	// one the server listed since.
 	if spec := t.e.spec(t.mcpName); spec != nil && t.e.pins != nil {
-		if err := t.e.pins.repin(ctx, t.e, spec, t.e.pins.user(ctx)); err != nil {
-			t.e.log.Warn("the approved tool definition could not be pinned", "tool", spec.mcpName, "err", err)
+		if err := t.e.pins.approve(ctx, t.e, spec); err != nil {
+			return "", t.e.wrap(err)
 		}
 	}
 	if len(t.keys) > 0 {

@@ -168,6 +168,19 @@ func TestTrustedReadOnlyHints(t *testing.T) {
 	}
 }
 
+// listed returns the tool mcpName as c's server lists it now (its Tools
+// offer the model the pinned definition).
+func listed(t *testing.T, c *Client, mcpName string) *toolSpec {
+	t.Helper()
+	for _, e := range c.entries {
+		if s := e.spec(mcpName); s != nil {
+			return s
+		}
+	}
+	t.Fatalf("no server lists %q", mcpName)
+	return nil
+}
+
 func mapsEqual(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false
