@@ -127,6 +127,14 @@ func (c *Client) Tools() []agent.Tool {
 // once, in one change of r ([agent.ToolRegistry.Replace]): a run that
 // starts meanwhile sees the old tools or the new ones. A failure of such
 // an update is logged, and leaves r as it was.
+//
+// The host's choices in r outlive such updates. A tool keeps the name it
+// was added under while its server lists it, whatever the new list adds
+// (another server's tool of the same name is added as <server>__<tool>),
+// so that [agent.ToolRegistry.SetSkipApproval] for that name goes on
+// holding for that tool; a tool the host removed from r
+// ([agent.ToolRegistry.Remove]), or replaced with one of its own under its
+// name, is not added again.
 func (c *Client) Register(r *agent.ToolRegistry) error {
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -172,21 +180,48 @@ func (c *Client) registerLocked(r *agent.ToolRegistry) error {
 		_, _, ok := r.Lookup(name)
 		return ok && !mine[name]
 	}
-	added := make(map[toolKey]string)
-	var tools []agent.Tool
-	for _, t := range c.resolve() {
-		if taken(t.def.Name) {
-			name := fitName(t.e.prefix() + "__" + t.base)
+	resolved := c.resolve()
+	names := make([]string, len(resolved))
+	// A tool this client added to r keeps its name while its server lists
+	// it, whatever a new list adds (a tool of another server, or of its
+	// own, that would take the name): a name goes on meaning one tool, so
+	// the host's choices for it stand (see agent.ToolRegistry.Replace).
+	// One whose name r now gives a tool of the host's was replaced by the
+	// host: it stays out, as one the host removed does.
+	prev := c.regs[r]
+	for i, t := range resolved {
+		if name, ok := prev[toolKey{t.e, t.mcpName}]; ok {
+			names[i] = name
+			chosen[name] = true
+		}
+	}
+	for i, t := range resolved {
+		if names[i] != "" {
+			continue
+		}
+		name := t.def.Name
+		if taken(name) {
+			name = fitName(t.e.prefix() + "__" + t.base)
 			if taken(name) {
 				return fmt.Errorf("mcpclient: tool %q of server %q: the names %q and %q are both taken", t.e.red.String(t.mcpName), t.e.cfg.Name, t.def.Name, name)
 			}
+		}
+		names[i] = name
+		chosen[name] = true
+	}
+	added := make(map[toolKey]string)
+	var tools []agent.Tool
+	for i, t := range resolved {
+		added[toolKey{t.e, t.mcpName}] = names[i]
+		if _, _, ok := r.Lookup(names[i]); ok && !mine[names[i]] {
+			continue // the host's tool has the name (see above)
+		}
+		if names[i] != t.def.Name {
 			renamed := *t
-			renamed.def.Name = name
+			renamed.def.Name = names[i]
 			t = &renamed
 		}
-		chosen[t.def.Name] = true
 		tools = append(tools, t)
-		added[toolKey{t.e, t.mcpName}] = t.def.Name
 	}
 	if err := r.Replace(old, tools...); err != nil {
 		return fmt.Errorf("mcpclient: %w", err)
