@@ -236,6 +236,19 @@
 // lists is no longer offered by [Client.Tools]; its pin stays. When the
 // pins cannot be read, every call asks.
 //
+// The model never reads a definition nobody approved: [Client.Tools] and
+// the registries [Client.Register] fills offer each tool as the pin of
+// everybody has it (the first list, and the changes approved by calls of a
+// client without [Options.UserOf], whose users are all one). A tool the
+// server changed since is offered as it was pinned, its calls checked
+// against the pinned schema, until a person approves the change for
+// everybody; a tool that pin does not have (one the server added since)
+// is offered under its name with a description of this package's and
+// open parameters, none of the server's text. So a change one user
+// approved runs for that user, while the model goes on reading the
+// definition everybody approved. [ServerStatus.Unapproved] names the tools
+// so offered.
+//
 // # Protocol versions
 //
 // The client offers the newest protocol version it knows, 2026-07-28,

@@ -26,7 +26,8 @@ import (
 // does not have) must be approved by a person, who sees what changed, and
 // running it pins the definition the person saw (NoteApproval notes it, the
 // call's Execute pins it) for that user; a call whose tool changed again
-// while it waited does not run.
+// while it waited does not run. The model is offered the definitions the
+// pin of everybody (user "") has, never one nobody approved (see resolve).
 
 // pinNamespace is the KV namespace of the pins.
 const pinNamespace = "mcpclient.pins"
@@ -226,23 +227,33 @@ func (p *pins) load(ctx context.Context, key string) (raw []byte, rec *pinRecord
 	if err := json.Unmarshal(raw, rec); err != nil {
 		return nil, nil, fmt.Errorf("the pinned tool definitions are not readable: %w", err)
 	}
+	p.keep(key, raw, rec)
+	return raw, rec, nil
+}
+
+// keep remembers rec as the decoding of raw, the value of key.
+func (p *pins) keep(key string, raw []byte, rec *pinRecord) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.parsed == nil || len(p.parsed) >= maxPinnedCache {
 		p.parsed = make(map[string]parsedPin)
 	}
 	p.parsed[key] = parsedPin{raw, rec}
-	p.mu.Unlock()
-	return raw, rec, nil
 }
 
 // pinFirst pins the server's current list as its first list, unless it has
-// one: the first writer wins across the processes that share the KV.
+// one: the first writer wins across the processes that share the KV. The
+// pin it returns is the one the model is offered (see setPinned).
 func (p *pins) pinFirst(ctx context.Context, e *serverEntry) (*pinRecord, error) {
 	key := pinKey(e.cfg.Name, "")
 	for range maxPinRetries {
 		_, rec, err := p.load(ctx, key)
-		if err != nil || rec != nil {
-			return rec, err
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil {
+			e.setPinned(rec)
+			return rec, nil
 		}
 		rec = ptr(e.record(e.specs()))
 		if len(rec.Tools) == 0 {
@@ -254,11 +265,38 @@ func (p *pins) pinFirst(ctx context.Context, e *serverEntry) (*pinRecord, error)
 		if err != nil {
 			return nil, err
 		}
-		if ok, err := p.kv.SwapValue(ctx, pinNamespace, key, nil, b); err != nil || ok {
-			return rec, err
+		ok, err := p.kv.SwapValue(ctx, pinNamespace, key, nil, b)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			p.keep(key, b, rec)
+			e.setPinned(rec)
+			return rec, nil
 		}
 	}
 	return nil, errors.New("the pinned tool definitions keep changing")
+}
+
+// setPinned keeps rec, read or written, as the pin of everybody (user ""):
+// the definitions the model is offered. When it is not the one kept
+// before, the registries Register filled are updated.
+func (e *serverEntry) setPinned(rec *pinRecord) {
+	e.mu.Lock()
+	changed := e.pinned != rec
+	e.pinned = rec
+	e.mu.Unlock()
+	if changed && e.changed != nil {
+		e.changed()
+	}
+}
+
+// offeredPin returns the pin of everybody as last read, nil when it was
+// never read.
+func (e *serverEntry) offeredPin() *pinRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pinned
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -345,8 +383,16 @@ func (p *pins) write(ctx context.Context, e *serverEntry, spec *toolSpec, user s
 		if err != nil {
 			return err
 		}
-		if ok, err := p.kv.SwapValue(ctx, pinNamespace, key, raw, b); err != nil || ok {
+		ok, err := p.kv.SwapValue(ctx, pinNamespace, key, raw, b)
+		if err != nil {
 			return err
+		}
+		if ok {
+			p.keep(key, b, rec)
+			if user == "" {
+				e.setPinned(rec)
+			}
+			return nil
 		}
 	}
 	return errors.New("the pinned tool definitions keep changing")

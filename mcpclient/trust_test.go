@@ -236,7 +236,7 @@ func checkChangedDefinitionAsks(t *testing.T, tr Transport, kv memory.KV) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new definition is listed", func() bool {
-		return strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere")
+		return strings.Contains(listed(t, c, "lookup").desc, "elsewhere")
 	})
 
 	// Changed: alice is asked, with what changed, and the call runs once
@@ -373,7 +373,7 @@ func TestPinsOnSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new definition is listed", func() bool {
-		return strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere")
+		return strings.Contains(listed(t, c, "lookup").desc, "elsewhere")
 	})
 	runCalls(t, a, model, alice, lookup)
 	if asked := person.take(); len(asked) != 1 || !asked[0].MustAsk {
@@ -383,7 +383,7 @@ func TestPinsOnSQLite(t *testing.T) {
 
 	c, a, closeAll = open()
 	defer closeAll()
-	if !strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere") {
+	if !strings.Contains(listed(t, c, "lookup").desc, "elsewhere") {
 		t.Fatal("the restarted client does not list the changed definition first")
 	}
 	if got := resultsOf(runCalls(t, a, model, alice, lookup))["lookup"]; got != "lookup: k" {
