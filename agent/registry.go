@@ -24,9 +24,20 @@ import (
 // from that one state, so a change never splits a run (a call to a tool
 // removed meanwhile still runs; a tool added meanwhile is not offered). The
 // next run sees the change.
+//
+// The host's own choices, [ToolRegistry.SetSkipApproval] and
+// [ToolRegistry.Remove], are kept by name and outlive the changes of a
+// source of tools ([ToolRegistry.Replace]): a source whose list changes
+// cannot give a tool back its SkipApproval, nor bring back a tool the host
+// removed.
 type ToolRegistry struct {
 	mu  sync.Mutex // serialises changes: each one publishes a new set
 	set atomic.Pointer[toolSet]
+
+	// The host's overrides by tool name, guarded by mu: the SkipApproval
+	// it set, and the names it removed. Add forgets a name's.
+	skip    map[string]bool
+	removed map[string]bool
 }
 
 // toolSet is the registry's state at one moment. It is never changed once
@@ -79,6 +90,10 @@ func (r *ToolRegistry) Add(t Tool) error {
 	}
 	set.byName[def.Name] = reg
 	r.set.Store(set)
+	// The host registers a tool of its own under the name: what it chose
+	// for the name before was for another tool.
+	delete(r.skip, def.Name)
+	delete(r.removed, def.Name)
 	return nil
 }
 
@@ -114,6 +129,12 @@ func prepareTool(t Tool) (*registered, error) {
 // It fails, changing nothing, when a tool of add is refused as Add would
 // refuse it, or its name is one that stays registered or another of add
 // has. Runs already going on keep the tools they started with.
+//
+// The host's overrides stand, whatever the source's list says: a tool of
+// add whose name the host removed ([ToolRegistry.Remove]) is left out, and
+// one whose name the host gave a SkipApproval
+// ([ToolRegistry.SetSkipApproval]) gets it, also after the tool was gone
+// from the source's list for a while.
 func (r *ToolRegistry) Replace(remove []string, add ...Tool) error {
 	regs := make([]*registered, len(add))
 	for i, t := range add {
@@ -138,11 +159,22 @@ func (r *ToolRegistry) Replace(remove []string, add ...Tool) error {
 		}
 	}
 	set.defs = slices.DeleteFunc(slices.Clone(old.defs), func(d ToolDefinition) bool { return gone[d.Name] })
+	added := make(map[string]bool, len(regs))
 	for _, reg := range regs {
-		if _, dup := set.byName[reg.def.Name]; dup {
-			return fmt.Errorf("agent: tool %q registered twice", reg.def.Name)
+		name := reg.def.Name
+		if _, dup := set.byName[name]; dup || added[name] {
+			return fmt.Errorf("agent: tool %q registered twice", name)
 		}
-		set.byName[reg.def.Name] = reg
+		added[name] = true
+		if r.removed[name] {
+			continue
+		}
+		if skip, ok := r.skip[name]; ok && skip != reg.def.SkipApproval {
+			changed := *reg
+			changed.def.SkipApproval = skip
+			reg = &changed
+		}
+		set.byName[name] = reg
 		set.defs = append(set.defs, reg.def)
 	}
 	r.set.Store(set)
@@ -150,7 +182,9 @@ func (r *ToolRegistry) Replace(remove []string, add ...Tool) error {
 }
 
 // Remove unregisters the tool with that name and reports whether it was
-// there. Runs already going on keep it.
+// there. Runs already going on keep it. The name stays removed for
+// [ToolRegistry.Replace] (a source of tools whose list changes does not
+// bring it back) until [ToolRegistry.Add] registers a tool under it.
 func (r *ToolRegistry) Remove(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -162,11 +196,18 @@ func (r *ToolRegistry) Remove(name string) bool {
 	delete(set.byName, name)
 	set.defs = slices.DeleteFunc(slices.Clone(old.defs), func(d ToolDefinition) bool { return d.Name == name })
 	r.set.Store(set)
+	if r.removed == nil {
+		r.removed = make(map[string]bool)
+	}
+	r.removed[name] = true
+	delete(r.skip, name)
 	return true
 }
 
 // SetSkipApproval overrides a registered tool's SkipApproval, from the next
-// run on. It fails for an unknown name.
+// run on. It fails for an unknown name. The override is kept by name: a
+// tool that a source of tools registers under that name again
+// ([ToolRegistry.Replace]: an MCP server's list changed) gets it too.
 func (r *ToolRegistry) SetSkipApproval(name string, skip bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -185,6 +226,10 @@ func (r *ToolRegistry) SetSkipApproval(name string, skip bool) error {
 		}
 	}
 	r.set.Store(set)
+	if r.skip == nil {
+		r.skip = make(map[string]bool)
+	}
+	r.skip[name] = skip
 	return nil
 }
 
@@ -194,6 +239,10 @@ func (r *ToolRegistry) SetSkipApproval(name string, skip bool) error {
 // of the host's (see [NewSubAgent]). The two registries change apart from
 // then on. It fails for a name r does not have.
 func (r *ToolRegistry) Subset(names ...string) (*ToolRegistry, error) {
+	if r != nil {
+		r.mu.Lock() // the set and the overrides of one moment
+		defer r.mu.Unlock()
+	}
 	old := r.tools()
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -211,6 +260,14 @@ func (r *ToolRegistry) Subset(names ...string) (*ToolRegistry, error) {
 	}
 	sub := &ToolRegistry{}
 	sub.set.Store(set)
+	for name, skip := range r.overrides() {
+		if want[name] {
+			if sub.skip == nil {
+				sub.skip = make(map[string]bool)
+			}
+			sub.skip[name] = skip // the host's choice, as the tools are
+		}
+	}
 	return sub, nil
 }
 
@@ -238,6 +295,15 @@ func (r *ToolRegistry) Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// overrides are the SkipApproval overrides; r.mu is held when r is not
+// nil.
+func (r *ToolRegistry) overrides() map[string]bool {
+	if r == nil {
+		return nil
+	}
+	return r.skip
 }
 
 var noTools = &toolSet{}

@@ -265,3 +265,54 @@ func TestRegistryReplace(t *testing.T) {
 	assert.Equal(t, "b", out)
 	assert.NoError(t, err)
 }
+
+// TestRegistryOverridesOutliveReplace: the host's choices outlive a source
+// of tools that swaps its tools (Replace): a SkipApproval it set stands,
+// also for a tool gone from the source's list for a while; a tool it
+// removed is not registered again; registering a tool of its own under a
+// name (Add) starts that name afresh.
+func TestRegistryOverridesOutliveReplace(t *testing.T) {
+	tool := func(name string, skip bool) agent.Tool {
+		return agent.FuncTool{Def: agent.ToolDefinition{Name: name, SkipApproval: skip}, Fn: func(context.Context, json.RawMessage, agent.Progress) (string, error) { return name, nil }}
+	}
+	skips := func(r *agent.ToolRegistry, name string) bool {
+		_, def, ok := r.Lookup(name)
+		require.True(t, ok, "%s is registered", name)
+		for _, d := range r.Definitions() {
+			if d.Name == name {
+				assert.Equal(t, def.SkipApproval, d.SkipApproval, "Definitions and Lookup of %s agree", name)
+			}
+		}
+		return def.SkipApproval
+	}
+	r, err := agent.NewToolRegistry()
+	require.NoError(t, err)
+	require.NoError(t, r.Replace(nil, tool("wipe", true), tool("read", false), tool("gone", false)))
+	require.NoError(t, r.SetSkipApproval("wipe", false))
+	require.NoError(t, r.SetSkipApproval("read", true))
+	assert.True(t, r.Remove("gone"))
+
+	require.NoError(t, r.Replace([]string{"wipe", "read", "gone"}, tool("wipe", true), tool("read", false), tool("gone", false)))
+	assert.Equal(t, []string{"read", "wipe"}, r.Names(), "the removed tool came back")
+	assert.False(t, skips(r, "wipe"), "wipe's SkipApproval came back")
+	assert.True(t, skips(r, "read"), "read's SkipApproval override was lost")
+
+	// Out of the list, then back.
+	require.NoError(t, r.Replace([]string{"wipe", "read"}))
+	require.NoError(t, r.Replace(nil, tool("wipe", true), tool("read", false), tool("gone", false)))
+	assert.Equal(t, []string{"read", "wipe"}, r.Names())
+	assert.False(t, skips(r, "wipe"), "wipe's SkipApproval came back after it was gone a while")
+
+	// A sub-agent's subset keeps the host's choice too.
+	sub, err := r.Subset("wipe")
+	require.NoError(t, err)
+	require.NoError(t, sub.Replace([]string{"wipe"}, tool("wipe", true)))
+	assert.False(t, skips(sub, "wipe"), "the subset lost the override")
+
+	// The host's own tool under a removed name, then a source's.
+	require.NoError(t, r.Add(tool("gone", false)))
+	assert.True(t, r.Remove("wipe"))
+	require.NoError(t, r.Add(tool("wipe", true)))
+	assert.True(t, skips(r, "wipe"), "the host's own tool took an override made for another")
+	assert.Equal(t, []string{"gone", "read", "wipe"}, r.Names())
+}

@@ -118,9 +118,12 @@ type serverEntry struct {
 	// a per_conversation server, whose tools are those of its probe.
 	onListChanged func()
 
-	mu        sync.Mutex  // guards converted and sig
+	mu        sync.Mutex  // guards converted, sig and pinned
 	converted []*toolSpec // the server's tools, as last listed
 	sig       string      // toolsSignature of converted
+	// pinned is the pin of everybody (user ""), as last read or written:
+	// the definitions the model is offered (see resolve). Nil until read.
+	pinned *pinRecord
 	// changed is told when a list differs from the one before it (the
 	// client updates the registries Register filled); nil in tests that
 	// build entries by hand.
@@ -245,14 +248,24 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 		// The first list of each server is pinned, unless an earlier
 		// start (or another replica) pinned one; a failure is tried
 		// again at the first call.
-		if _, err := pins.pinFirst(ctx, e); err != nil {
-			e.log.Warn("the server's tool list could not be pinned", "err", err)
-		}
+		e.pinListed(ctx)
 		if e.shared != nil {
 			e.wg.Go(e.watch)
 		}
 	}
 	return c, nil
+}
+
+// pinListed pins the server's list as its first, unless it has one, and
+// reads the pin the model is offered; a failure is logged, and tried again
+// at the next call (until then the model reads none of the server's text).
+func (e *serverEntry) pinListed(ctx context.Context) {
+	if e.pins == nil {
+		return
+	}
+	if _, err := e.pins.pinFirst(ctx, e); err != nil {
+		e.log.Warn("the server's tool list could not be pinned", "err", err)
+	}
 }
 
 // moduleVersion is the version of this module in the running binary.
@@ -308,6 +321,7 @@ func (e *serverEntry) startInstance(ctx context.Context) (instance, error) {
 		}
 		e.setTools(tools)
 		e.oauth.keepTools(ctx, e, tools)
+		e.pinListed(ctx)
 		return c, nil
 	}
 	c, _, err := dial(ctx, e, false)
@@ -603,6 +617,12 @@ type ServerStatus struct {
 	// Register yet, or a tool the server listed since) its name in
 	// [Client.Tools].
 	Tools []string `json:"tools"`
+	// Unapproved are the tools of Tools whose definition, as the server
+	// lists it now, is not the one pinned for everybody: changed since, or
+	// added since (see the package documentation). The model is offered
+	// the pinned definition, or none of the server's text, and a call
+	// asks a person, who sees the change.
+	Unapproved []string `json:"unapproved,omitempty"`
 	// PID is the process id of a shared stdio server; 0 otherwise.
 	PID int `json:"pid,omitempty"`
 	// Instances is the number of conversations a per_conversation server
@@ -618,21 +638,26 @@ func (c *Client) Servers() []ServerStatus {
 	closed, registered := c.closed, c.registered
 	c.mu.Unlock()
 	names := make(map[*serverEntry][]string)
+	unapproved := make(map[*serverEntry][]string)
 	for _, t := range c.resolve() {
 		name := t.def.Name
 		if n, ok := registered[toolKey{t.e, t.mcpName}]; ok {
 			name = n
 		}
 		names[t.e] = append(names[t.e], name)
+		if t.unapproved {
+			unapproved[t.e] = append(unapproved[t.e], name)
+		}
 	}
 	out := make([]ServerStatus, 0, len(c.entries))
 	for _, e := range c.entries {
 		st := ServerStatus{
-			Name:      e.cfg.Name,
-			Transport: e.cfg.transport(),
-			Isolation: e.cfg.isolation(),
-			Tools:     names[e],
-			State:     StateOnDemand,
+			Name:       e.cfg.Name,
+			Transport:  e.cfg.transport(),
+			Isolation:  e.cfg.isolation(),
+			Tools:      names[e],
+			Unapproved: unapproved[e],
+			State:      StateOnDemand,
 		}
 		if st.Tools == nil {
 			st.Tools = []string{}

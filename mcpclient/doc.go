@@ -223,12 +223,31 @@
 // SkipApproval and the host's policies say (agent.ToolCall.MustAsk); the
 // approval card lists the differences (agent.ToolCall.Details: the
 // description before and after, the properties of the input schema added,
-// removed and changed, the annotations). A call that runs was approved:
-// the tool's definition, as the server lists it then, is pinned for the
-// call's user, whose later calls run as before; other users are still
-// asked. A tool the server no longer lists is no longer offered by
-// [Client.Tools]; its pin stays. When the pins cannot be read, every call
-// asks.
+// removed and changed, the annotations; for a new tool, its description,
+// properties and annotations). Approving the call approves the definition
+// the card was asked about, and only that one: when the call runs, that
+// definition is pinned for the call's user, whose later calls run as
+// before; other users are still asked. When the server changed the tool
+// again while the card waited (or, for a card that showed no change, since
+// it was asked), the approved call does not run (the model reads why) and
+// nothing is pinned: the next call asks, showing the change. (A card shown
+// before a restart of the host and decided after it is bound to the
+// definition the resumed turn asks about.) A tool the server no longer
+// lists is no longer offered by [Client.Tools]; its pin stays. When the
+// pins cannot be read, every call asks.
+//
+// The model never reads a definition nobody approved: [Client.Tools] and
+// the registries [Client.Register] fills offer each tool as the pin of
+// everybody has it (the first list, and the changes approved by calls of a
+// client without [Options.UserOf], whose users are all one). A tool the
+// server changed since is offered as it was pinned, its calls checked
+// against the pinned schema, until a person approves the change for
+// everybody; a tool that pin does not have (one the server added since)
+// is offered under its name with a description of this package's and
+// open parameters, none of the server's text. So a change one user
+// approved runs for that user, while the model goes on reading the
+// definition everybody approved. [ServerStatus.Unapproved] names the tools
+// so offered.
 //
 // # Protocol versions
 //

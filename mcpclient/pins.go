@@ -24,7 +24,10 @@ import (
 // in Options.KV; each user then runs the definitions pinned for them. A call
 // of a tool whose definition differs from the user's pin (or that the pin
 // does not have) must be approved by a person, who sees what changed, and
-// running it pins the tool's new definition for that user.
+// running it pins the definition the person saw (NoteApproval notes it, the
+// call's Execute pins it) for that user; a call whose tool changed again
+// while it waited does not run. The model is offered the definitions the
+// pin of everybody (user "") has, never one nobody approved (see resolve).
 
 // pinNamespace is the KV namespace of the pins.
 const pinNamespace = "mcpclient.pins"
@@ -63,7 +66,48 @@ type pins struct {
 	// that a read that finds the same bytes decodes nothing: records are
 	// shared, never changed. Guarded by mu, bounded by maxPinnedCache.
 	parsed map[string]parsedPin
+	// shown holds, for each call whose approval was asked about and that
+	// has not run yet, the definition it was asked about (see
+	// NoteApproval), which is the one its Execute may run and pin.
+	// Guarded by mu; shownOrder lists its notes, oldest first (with some
+	// taken since), so that the oldest go when it holds maxShown.
+	shown      map[shownKey]*shownDef
+	shownOrder []shownAt
+	shownSeq   uint64 // the last note's number
 }
+
+// shownAt is a note in the order they were made: its key and number.
+type shownAt struct {
+	key shownKey
+	seq uint64
+}
+
+// shownKey names a call whose approval was asked about: the tool, the user
+// and the call, as the agent names it ([agent.CallFromContext]).
+type shownKey struct {
+	e       *serverEntry
+	mcpName string
+	user    string
+	conv    string // the call's conversation
+	call    string // its durable key, else its id
+	round   int
+}
+
+// shownDef is the definition the approval of a call was asked about.
+type shownDef struct {
+	spec *toolSpec // the tool as listed then
+	// calls counts the calls noted under the key and not yet run: two
+	// runs without a session may have calls of the same id.
+	calls int
+	// mixed says they were asked about different definitions: none of
+	// them is known to be the one a person saw.
+	mixed bool
+	seq   uint64 // its number in pins.shownOrder
+}
+
+// maxShown bounds pins.shown: calls that never run (rejected) leave their
+// note behind until it is the oldest.
+const maxShown = 4096
 
 // parsedPin is a pin's value and its decoding.
 type parsedPin struct {
@@ -183,23 +227,33 @@ func (p *pins) load(ctx context.Context, key string) (raw []byte, rec *pinRecord
 	if err := json.Unmarshal(raw, rec); err != nil {
 		return nil, nil, fmt.Errorf("the pinned tool definitions are not readable: %w", err)
 	}
+	p.keep(key, raw, rec)
+	return raw, rec, nil
+}
+
+// keep remembers rec as the decoding of raw, the value of key.
+func (p *pins) keep(key string, raw []byte, rec *pinRecord) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.parsed == nil || len(p.parsed) >= maxPinnedCache {
 		p.parsed = make(map[string]parsedPin)
 	}
 	p.parsed[key] = parsedPin{raw, rec}
-	p.mu.Unlock()
-	return raw, rec, nil
 }
 
 // pinFirst pins the server's current list as its first list, unless it has
-// one: the first writer wins across the processes that share the KV.
+// one: the first writer wins across the processes that share the KV. The
+// pin it returns is the one the model is offered (see setPinned).
 func (p *pins) pinFirst(ctx context.Context, e *serverEntry) (*pinRecord, error) {
 	key := pinKey(e.cfg.Name, "")
 	for range maxPinRetries {
 		_, rec, err := p.load(ctx, key)
-		if err != nil || rec != nil {
-			return rec, err
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil {
+			e.setPinned(rec)
+			return rec, nil
 		}
 		rec = ptr(e.record(e.specs()))
 		if len(rec.Tools) == 0 {
@@ -211,11 +265,38 @@ func (p *pins) pinFirst(ctx context.Context, e *serverEntry) (*pinRecord, error)
 		if err != nil {
 			return nil, err
 		}
-		if ok, err := p.kv.SwapValue(ctx, pinNamespace, key, nil, b); err != nil || ok {
-			return rec, err
+		ok, err := p.kv.SwapValue(ctx, pinNamespace, key, nil, b)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			p.keep(key, b, rec)
+			e.setPinned(rec)
+			return rec, nil
 		}
 	}
 	return nil, errors.New("the pinned tool definitions keep changing")
+}
+
+// setPinned keeps rec, read or written, as the pin of everybody (user ""):
+// the definitions the model is offered. When it is not the one kept
+// before, the registries Register filled are updated.
+func (e *serverEntry) setPinned(rec *pinRecord) {
+	e.mu.Lock()
+	changed := e.pinned != rec
+	e.pinned = rec
+	e.mu.Unlock()
+	if changed && e.changed != nil {
+		e.changed()
+	}
+}
+
+// offeredPin returns the pin of everybody as last read, nil when it was
+// never read.
+func (e *serverEntry) offeredPin() *pinRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pinned
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -243,10 +324,11 @@ func (p *pins) note(ctx context.Context, e *serverEntry, spec *toolSpec, user st
 	}
 	name := e.pinName(spec)
 	old, ok := rec.Tools[name]
-	if !ok {
-		return true, []string{fmt.Sprintf("Server %q offers the tool %q, which was not in its list when it was approved. Approving the call approves the tool.", e.cfg.Name, name)}
-	}
 	cur := pinnedOf(spec)
+	if !ok {
+		details = []string{fmt.Sprintf("Server %q offers the tool %q, which was not in its list when it was approved. Approving the call approves the tool.", e.cfg.Name, name)}
+		return true, append(details, describePin(cur)...)
+	}
 	if old.equal(cur) {
 		return false, nil
 	}
@@ -301,11 +383,47 @@ func (p *pins) write(ctx context.Context, e *serverEntry, spec *toolSpec, user s
 		if err != nil {
 			return err
 		}
-		if ok, err := p.kv.SwapValue(ctx, pinNamespace, key, raw, b); err != nil || ok {
+		ok, err := p.kv.SwapValue(ctx, pinNamespace, key, raw, b)
+		if err != nil {
 			return err
+		}
+		if ok {
+			p.keep(key, b, rec)
+			if user == "" {
+				e.setPinned(rec)
+			}
+			return nil
 		}
 	}
 	return errors.New("the pinned tool definitions keep changing")
+}
+
+// describePin lists a definition for a person to read: that of a tool
+// they have not approved before.
+func describePin(cur pinnedTool) []string {
+	out := []string{fmt.Sprintf("Description: %q", clip(cur.Description))}
+	var schema map[string]any
+	if json.Unmarshal(cur.Schema, &schema) == nil {
+		props, _ := schema["properties"].(map[string]any)
+		parts := []string{"properties: none"}
+		if len(props) > 0 {
+			parts[0] = "properties: " + strings.Join(quoteAll(slices.Sorted(maps.Keys(props))), ", ")
+		}
+		if schema["required"] != nil {
+			parts = append(parts, "required: "+compact(schema["required"]))
+		}
+		var other []string
+		for _, k := range slices.Sorted(maps.Keys(schema)) {
+			if k != "type" && k != "properties" && k != "required" {
+				other = append(other, k)
+			}
+		}
+		if len(other) > 0 {
+			parts = append(parts, "other keywords: "+strings.Join(quoteAll(other), ", "))
+		}
+		out = append(out, "Input schema: "+strings.Join(parts, "; "))
+	}
+	return append(out, "Annotations: "+strings.Join(cur.Hints.Labels(), ", "))
 }
 
 // maxDiffText bounds a description shown in a difference.
@@ -459,7 +577,116 @@ func (t *mcpTool) NoteApproval(ctx context.Context, _ agent.ToolCall) agent.Appr
 		// another definition): running the call must write the pin.
 		t.e.pins.forget(spec, user)
 	}
+	// The definition the call is decided on, as the card shows it: the
+	// one its Execute may run and pin.
+	if k, ok := t.e.pins.shownKey(ctx, t.e, spec.mcpName, user); ok {
+		t.e.pins.noteShown(k, spec)
+	}
 	return note
+}
+
+// shownKey is the key of the call ctx carries, of the tool mcpName, for
+// user; false outside an agent's call.
+func (p *pins) shownKey(ctx context.Context, e *serverEntry, mcpName, user string) (shownKey, bool) {
+	ci, ok := agent.CallFromContext(ctx)
+	if !ok {
+		return shownKey{}, false
+	}
+	return shownKey{e: e, mcpName: mcpName, user: user, conv: ci.Conversation(), call: cmp(ci.Key, ci.CallID), round: ci.Round}, true
+}
+
+// noteShown keeps spec as the definition the call k is decided on.
+func (p *pins) noteShown(k shownKey, spec *toolSpec) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d, ok := p.shown[k]; ok {
+		d.calls++
+		d.mixed = d.mixed || !pinnedOf(d.spec).equal(pinnedOf(spec))
+		return
+	}
+	if p.shown == nil {
+		p.shown = make(map[shownKey]*shownDef)
+	}
+	live := func(at shownAt) bool {
+		d, ok := p.shown[at.key]
+		return ok && d.seq == at.seq
+	}
+	for len(p.shown) >= maxShown && len(p.shownOrder) > 0 {
+		if at := p.shownOrder[0]; live(at) {
+			delete(p.shown, at.key)
+		}
+		p.shownOrder = p.shownOrder[1:]
+	}
+	if len(p.shownOrder) >= 2*maxShown {
+		// Mostly notes taken since: keep the others.
+		p.shownOrder = slices.DeleteFunc(p.shownOrder, func(at shownAt) bool { return !live(at) })
+	}
+	p.shownSeq++
+	p.shown[k] = &shownDef{spec: spec, calls: 1, seq: p.shownSeq}
+	p.shownOrder = append(p.shownOrder, shownAt{k, p.shownSeq})
+}
+
+// takeShown returns the definition the call k was decided on and forgets
+// it: nil when it was not noted (or forgotten, as the oldest of too many),
+// or its calls were decided on different definitions.
+func (p *pins) takeShown(k shownKey) *toolSpec {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d, ok := p.shown[k]
+	if !ok {
+		return nil
+	}
+	if d.calls--; d.calls <= 0 {
+		delete(p.shown, k)
+	}
+	if d.mixed {
+		return nil
+	}
+	return d.spec
+}
+
+// approve decides whether the call ctx carries may run spec, the tool as
+// listed now, and pins for the call's user the definition it was decided
+// on: it may when that definition is spec's, the one the person (or the
+// policy that let it run) decided on; when the server changed the tool
+// since, the call does not run, and a new call asks about the change. A
+// call noted by no NoteApproval of this process (one forgotten as the
+// oldest of too many) may run only what its user's pin has; a call the
+// agent runs again to take it up where it stopped (its CallInfo.State) was
+// decided on before and runs, pinning nothing; a call outside an agent's
+// run (a host's own) runs.
+func (p *pins) approve(ctx context.Context, e *serverEntry, spec *toolSpec) error {
+	user := p.user(ctx)
+	k, ok := p.shownKey(ctx, e, spec.mcpName, user)
+	if !ok {
+		return nil
+	}
+	if ci, _ := agent.CallFromContext(ctx); ci.State != "" {
+		p.takeShown(k)
+		return nil
+	}
+	cur := pinnedOf(spec)
+	if shown := p.takeShown(k); shown != nil {
+		if !pinnedOf(shown).equal(cur) {
+			return fmt.Errorf("the server changed the tool %q after this call was asked about: the call did not run, since nobody approved its new definition; call the tool again to have the change approved", e.pinName(spec))
+		}
+		if err := p.repin(ctx, e, spec, user); err != nil {
+			e.log.Warn("the approved tool definition could not be pinned", "tool", spec.mcpName, "err", err)
+		}
+		return nil
+	}
+	if p.known(spec, user) {
+		return nil
+	}
+	rec, err := p.pinFor(ctx, e, user)
+	if err != nil {
+		return fmt.Errorf("the approved definitions of its tools could not be read (%v): the call did not run", err)
+	}
+	if old, ok := rec.Tools[e.pinName(spec)]; !ok || !old.equal(cur) {
+		return fmt.Errorf("the server changed the tool %q, and this call was not asked about with its new definition: the call did not run; call the tool again to have the change approved", e.pinName(spec))
+	}
+	p.remember(spec, user)
+	return nil
 }
 
 // spec returns the server's current tool mcpName, or nil.

@@ -407,7 +407,7 @@ func TestSecretsNotInChangedToolList(t *testing.T) {
 	waitFor(t, "the new tool is listed", func() bool {
 		return slices.Contains(c.Servers()[0].Tools, "late")
 	})
-	assert.Equal(t, "Added late, knowing [redacted].", tool(t, c, "late").Definition().Description)
+	assert.Equal(t, "Added late, knowing [redacted].", listed(t, c, "late").desc) // as a person is shown it
 	for _, tl := range c.Tools() {
 		def, _ := json.Marshal(tl.Definition())
 		noToken(t, "a tool's definition", string(def))

@@ -36,7 +36,10 @@ type mcpTool struct {
 	mcpName string
 	base    string
 	keys    map[string]string
-	def     agent.ToolDefinition
+	def     agent.ToolDefinition // as offered: the pinned definition (see resolve)
+	// unapproved says def is not the tool as the server lists it now,
+	// whose definition nobody approved for everybody.
+	unapproved bool
 }
 
 func (t *mcpTool) Definition() agent.ToolDefinition { return t.def }
@@ -45,11 +48,12 @@ func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress ag
 	if t.mcpName == "" { // the stand-in of an OAuth server's tools
 		return t.e.connectCall(ctx)
 	}
-	// The call runs, so it was approved: a definition that differed from
-	// the user's pin (see NoteApproval) is the user's pin from now on.
+	// The call was approved: it runs the definition it was decided on
+	// (see NoteApproval), which is the user's pin from now on, and not
+	// one the server listed since.
 	if spec := t.e.spec(t.mcpName); spec != nil && t.e.pins != nil {
-		if err := t.e.pins.repin(ctx, t.e, spec, t.e.pins.user(ctx)); err != nil {
-			t.e.log.Warn("the approved tool definition could not be pinned", "tool", spec.mcpName, "err", err)
+		if err := t.e.pins.approve(ctx, t.e, spec); err != nil {
+			return "", t.e.wrap(err)
 		}
 	}
 	if len(t.keys) > 0 {
@@ -61,6 +65,11 @@ func (t *mcpTool) Execute(ctx context.Context, args json.RawMessage, progress ag
 // Tools returns the tools of all servers as agent tools, server by server
 // in configuration order, each server's in the order it lists them, without
 // the DisabledTools.
+//
+// A tool's definition is the one pinned for everybody (see the package
+// documentation): a tool the server changed since it was pinned is
+// offered as pinned, and one the server added since with none of the
+// server's text, until a person approves it.
 //
 // A tool's name is its MCP name, with characters a function name cannot
 // have (anything but letters, digits, '_' and '-') replaced by '_'. When
@@ -120,12 +129,21 @@ func (c *Client) Tools() []agent.Tool {
 // r is kept up to date: when a server's list changes (a
 // notifications/tools/list_changed, a reconnection that lists other
 // tools, the first person who connects an OAuth server whose tools only
-// its users may list), the tools this client added to r are replaced by
-// the new list, so the next run offers it (a run works with the tools as
-// they were when it started). Registering into r again does the same at
-// once, in one change of r ([agent.ToolRegistry.Replace]): a run that
-// starts meanwhile sees the old tools or the new ones. A failure of such
-// an update is logged, and leaves r as it was.
+// its users may list), or a change is approved for everybody, the tools
+// this client added to r are replaced by the new list, so the next run
+// offers it (a run works with the tools as they were when it started).
+// Registering into r again does the same at once, in one change of r
+// ([agent.ToolRegistry.Replace]): a run that starts meanwhile sees the old
+// tools or the new ones. A failure of such an update is logged, and leaves
+// r as it was.
+//
+// The host's choices in r outlive such updates. A tool keeps the name it
+// was added under while its server lists it, whatever the new list adds
+// (another server's tool of the same name is added as <server>__<tool>),
+// so that [agent.ToolRegistry.SetSkipApproval] for that name goes on
+// holding for that tool; a tool the host removed from r
+// ([agent.ToolRegistry.Remove]), or replaced with one of its own under its
+// name, is not added again.
 func (c *Client) Register(r *agent.ToolRegistry) error {
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -171,21 +189,48 @@ func (c *Client) registerLocked(r *agent.ToolRegistry) error {
 		_, _, ok := r.Lookup(name)
 		return ok && !mine[name]
 	}
-	added := make(map[toolKey]string)
-	var tools []agent.Tool
-	for _, t := range c.resolve() {
-		if taken(t.def.Name) {
-			name := fitName(t.e.prefix() + "__" + t.base)
+	resolved := c.resolve()
+	names := make([]string, len(resolved))
+	// A tool this client added to r keeps its name while its server lists
+	// it, whatever a new list adds (a tool of another server, or of its
+	// own, that would take the name): a name goes on meaning one tool, so
+	// the host's choices for it stand (see agent.ToolRegistry.Replace).
+	// One whose name r now gives a tool of the host's was replaced by the
+	// host: it stays out, as one the host removed does.
+	prev := c.regs[r]
+	for i, t := range resolved {
+		if name, ok := prev[toolKey{t.e, t.mcpName}]; ok {
+			names[i] = name
+			chosen[name] = true
+		}
+	}
+	for i, t := range resolved {
+		if names[i] != "" {
+			continue
+		}
+		name := t.def.Name
+		if taken(name) {
+			name = fitName(t.e.prefix() + "__" + t.base)
 			if taken(name) {
 				return fmt.Errorf("mcpclient: tool %q of server %q: the names %q and %q are both taken", t.e.red.String(t.mcpName), t.e.cfg.Name, t.def.Name, name)
 			}
+		}
+		names[i] = name
+		chosen[name] = true
+	}
+	added := make(map[toolKey]string)
+	var tools []agent.Tool
+	for i, t := range resolved {
+		added[toolKey{t.e, t.mcpName}] = names[i]
+		if _, _, ok := r.Lookup(names[i]); ok && !mine[names[i]] {
+			continue // the host's tool has the name (see above)
+		}
+		if names[i] != t.def.Name {
 			renamed := *t
-			renamed.def.Name = name
+			renamed.def.Name = names[i]
 			t = &renamed
 		}
-		chosen[t.def.Name] = true
 		tools = append(tools, t)
-		added[toolKey{t.e, t.mcpName}] = t.def.Name
 	}
 	if err := r.Replace(old, tools...); err != nil {
 		return fmt.Errorf("mcpclient: %w", err)
@@ -216,14 +261,16 @@ type toolKey struct {
 // resolve settles the names of the tools of all servers.
 func (c *Client) resolve() []*mcpTool {
 	type item struct {
-		e    *serverEntry
-		spec *toolSpec
+		e      *serverEntry
+		spec   *toolSpec
+		pinned *pinRecord
 	}
 	var items []item
 	servers := make(map[string]map[*serverEntry]bool) // base name → servers having it
 	for _, e := range c.entries {
+		pinned := e.offeredPin()
 		for _, spec := range e.specs() {
-			items = append(items, item{e, spec})
+			items = append(items, item{e, spec, pinned})
 			if servers[spec.base] == nil {
 				servers[spec.base] = make(map[*serverEntry]bool)
 			}
@@ -247,15 +294,53 @@ func (c *Client) resolve() []*mcpTool {
 			}
 		}
 		used[name] = true
-		out = append(out, &mcpTool{e: it.e, mcpName: it.spec.mcpName, base: it.spec.base, keys: it.spec.keys, def: agent.ToolDefinition{
+		t := &mcpTool{e: it.e, mcpName: it.spec.mcpName, base: it.spec.base, keys: it.spec.keys, def: agent.ToolDefinition{
 			Name:         name,
-			Description:  it.spec.desc,
-			Parameters:   it.spec.params,
 			SkipApproval: it.spec.skip,
-			Hints:        ptr(it.spec.hints),
-		}})
+		}}
+		t.offer(it.spec, it.pinned)
+		out = append(out, t)
 	}
 	return out
+}
+
+// offer sets what the model reads of t (its description, parameters and
+// hints) to what pinned, the pin of everybody, has of spec: a definition
+// the server changed since is offered as pinned, and one the pin does not
+// have (a tool added since, or every tool while the pin cannot be read)
+// with none of the server's text (the name aside), so that the model never
+// reads a description or schema that nobody approved. A call of such a
+// tool asks a person, who sees the tool as the server lists it (see
+// NoteApproval).
+func (t *mcpTool) offer(spec *toolSpec, pinned *pinRecord) {
+	current := func() {
+		t.def.Description, t.def.Parameters, t.def.Hints = spec.desc, spec.params, ptr(spec.hints)
+	}
+	if spec.mcpName == "" || t.e.pins == nil {
+		current() // the stand-in of an OAuth server's tools, or a test's entry
+		return
+	}
+	t.unapproved = true
+	var p pinnedTool
+	var ok bool
+	if pinned != nil {
+		p, ok = pinned.Tools[t.e.pinName(spec)]
+	}
+	if ok && p.equal(pinnedOf(spec)) {
+		t.unapproved = false
+		current()
+		return
+	}
+	var params map[string]any
+	if ok && json.Unmarshal(p.Schema, &params) == nil && params != nil {
+		h := p.Hints
+		h.Trusted = spec.hints.Trusted // the host's word, never pinned
+		t.def.Description, t.def.Parameters, t.def.Hints = p.Description, params, &h
+		return
+	}
+	t.def.Description = fmt.Sprintf("A tool of the MCP server %q that is not approved yet: a person sees its definition and decides before a call runs.", t.e.cfg.Name)
+	t.def.Parameters = map[string]any{"type": "object", "properties": map[string]any{}}
+	t.def.Hints = &agent.ToolHints{Destructive: true, OpenWorld: true} // the cautious hints, untrusted
 }
 
 // prefix is the server's name as a prefix of tool names.

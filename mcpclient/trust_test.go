@@ -168,6 +168,19 @@ func TestTrustedReadOnlyHints(t *testing.T) {
 	}
 }
 
+// listed returns the tool mcpName as c's server lists it now (its Tools
+// offer the model the pinned definition).
+func listed(t *testing.T, c *Client, mcpName string) *toolSpec {
+	t.Helper()
+	for _, e := range c.entries {
+		if s := e.spec(mcpName); s != nil {
+			return s
+		}
+	}
+	t.Fatalf("no server lists %q", mcpName)
+	return nil
+}
+
 func mapsEqual(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false
@@ -223,7 +236,7 @@ func checkChangedDefinitionAsks(t *testing.T, tr Transport, kv memory.KV) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new definition is listed", func() bool {
-		return strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere")
+		return strings.Contains(listed(t, c, "lookup").desc, "elsewhere")
 	})
 
 	// Changed: alice is asked, with what changed, and the call runs once
@@ -360,7 +373,7 @@ func TestPinsOnSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new definition is listed", func() bool {
-		return strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere")
+		return strings.Contains(listed(t, c, "lookup").desc, "elsewhere")
 	})
 	runCalls(t, a, model, alice, lookup)
 	if asked := person.take(); len(asked) != 1 || !asked[0].MustAsk {
@@ -370,7 +383,7 @@ func TestPinsOnSQLite(t *testing.T) {
 
 	c, a, closeAll = open()
 	defer closeAll()
-	if !strings.Contains(tool(t, c, "lookup").def.Description, "elsewhere") {
+	if !strings.Contains(listed(t, c, "lookup").desc, "elsewhere") {
 		t.Fatal("the restarted client does not list the changed definition first")
 	}
 	if got := resultsOf(runCalls(t, a, model, alice, lookup))["lookup"]; got != "lookup: k" {

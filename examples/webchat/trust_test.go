@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,13 +120,13 @@ func TestBrowserTrustCard(t *testing.T) {
 	p.WaitFor("the card to be done", cardState("done"))
 	p.WaitFor("the run to end", `document.body.dataset.running === 'false'`)
 	require.Eventually(t, func() bool {
-		for _, tl := range mc.Tools() {
-			if tl.Definition().Name == "lookup" && strings.Contains(tl.Definition().Description, "elsewhere") {
-				return true
-			}
-		}
-		return false
+		return slices.Contains(mc.Servers()[0].Unapproved, "lookup")
 	}, 10*time.Second, 10*time.Millisecond, "the client reads the changed list")
+	for _, tl := range mc.Tools() {
+		if tl.Definition().Name == "lookup" {
+			assert.NotContains(t, tl.Definition().Description, "elsewhere", "the model is offered the change before anyone approved it")
+		}
+	}
 
 	// Auto-approved before, asked now, with what changed.
 	send(`lookup {"key":"k"}`)
