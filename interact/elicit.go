@@ -127,25 +127,23 @@ type ElicitationAnswer struct {
 }
 
 // ErrSecretField is wrapped by the error of [Forms.Elicit] for a form that
-// asks for what looks like a secret (a password, a token, a key): the MCP
-// specification says a server must ask for those in URL mode, and the
-// client does not collect them.
+// asks for what looks like a secret: the MCP specification says a server
+// must ask for those in URL mode, and the client does not collect them.
+//
+// A field looks like one when its name or title names a password (also
+// passwd, passphrase, passcode, and Passwort, Kennwort, mot de passe,
+// contraseña and a few other languages' words), a token (an API, access,
+// auth, GitHub… token: any word ending in "token"), a secret (a client
+// secret), a key (an API, private, secret, access, signing, SSH or license
+// key), a PIN, a one-time, verification, security, 2FA or recovery code
+// (OTP, TOTP), a credential, a credit card or card number, a CVV or CVC,
+// an SSN, a seed phrase. The words are read as a person reads them: in
+// any case, written together or apart ("apiToken", "api_token",
+// "API token"), with marks, zero-width, no-break and other invisible
+// characters and look-alike letters (Cyrillic, Greek, fullwidth) taken as
+// the Latin letters they look like; and as words, so that "spinach",
+// "opinion" or "tokenizer" name none.
 var ErrSecretField = errors.New("interact: a form must not ask for a secret")
-
-// secretWords are what a secret's field is named or titled.
-var secretWords = []string{"password", "passwd", "passphrase", "secret", "apikey", "api_key", "api key", "api-key",
-	"access token", "access_token", "accesstoken", "auth token", "private key", "private_key", "credit card", "card number", "cvv", "ssn"}
-
-// looksSecret reports whether a field's words name a secret.
-func looksSecret(f ElicitField) bool {
-	s := strings.ToLower(f.Name + "\n" + f.Title + "\n" + f.Format)
-	for _, w := range secretWords {
-		if strings.Contains(s, w) {
-			return true
-		}
-	}
-	return false
-}
 
 // prepare checks req and completes it for showing: its fields, its host.
 func prepare(req ElicitationRequest) (ElicitationRequest, error) {

@@ -187,6 +187,21 @@ func TestElicitRefuses(t *testing.T) {
 		})
 		assert.Contains(t, got, strings.TrimPrefix(tc.want.Error(), "interact: "), "%+v", tc.req)
 	}
+	// The words of a secret, however written, as a field's name or title.
+	for _, words := range []string{"token", "API token", "GitHub token", "PIN", "Passwort", "one-time code",
+		"pass\u200bword", "API\u00a0token", "p\u0430ssword", "\u0442oken"} {
+		for _, schema := range []map[string]any{
+			{"type": "object", "properties": map[string]any{words: map[string]any{"type": "string"}}},
+			{"type": "object", "properties": map[string]any{"value": map[string]any{"type": "string", "title": words}}},
+		} {
+			b, err := json.Marshal(schema)
+			require.NoError(t, err)
+			got := elicitRun(t, forms, "s1", interact.ElicitationRequest{Schema: b}, func(r interact.ElicitationRequest) {
+				t.Errorf("a form asking for %q was shown: %+v", words, r)
+			})
+			assert.Contains(t, got, strings.TrimPrefix(interact.ErrSecretField.Error(), "interact: "), "%q", words)
+		}
+	}
 	_, err := forms.Elicit(t.Context(), interact.ElicitationRequest{Schema: json.RawMessage(cityForm)})
 	assert.True(t, errors.Is(err, interact.ErrNoSession), "%v", err)
 	assert.Zero(t, forms.Len())
