@@ -162,7 +162,9 @@ func cut(a, b rune) bool {
 // (invisible) and without non-spacing and enclosing marks, with look-alike
 // letters folded to Latin ones; the case is kept.
 func foldRunes(s string) []rune {
-	s = norm.NFKD.String(s)
+	// Bytes that are not UTF-8 are dropped: they show as nothing, and
+	// would stop the decomposition of what follows them.
+	s = norm.NFKD.String(strings.ToValidUTF8(s, ""))
 	out := make([]rune, 0, utf8.RuneCountInString(s))
 	for _, r := range s {
 		if invisible(r) || unicode.In(r, unicode.Mn, unicode.Me) {
