@@ -1,6 +1,7 @@
 package interact
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -37,12 +38,21 @@ var (
 )
 
 // The entries above as fields are read: lower case, words put together.
-var stems, words = readEntries(secretStems), readEntries(secretWords)
+var stems, words = readEntries(secretStems), wordSet(readEntries(secretWords))
 
-func readEntries(list []string) map[string]bool {
-	out := make(map[string]bool, len(list))
+func readEntries(list []string) []string {
+	out := make([]string, 0, len(list))
 	for _, e := range list {
-		out[strings.Join(textWords(e), "")] = true
+		out = append(out, strings.Join(textWords(e), ""))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func wordSet(list []string) map[string]bool {
+	out := make(map[string]bool, len(list))
+	for _, w := range list {
+		out[w] = true
 	}
 	return out
 }
@@ -60,22 +70,23 @@ func looksSecret(f ElicitField) bool {
 // secretText reports whether s names a secret (see looksSecret).
 func secretText(s string) bool {
 	ws := textWords(s)
+	var joined []byte // ws[i:j] put together
 	for i, w := range ws {
 		for _, suf := range secretSuffixes {
 			if strings.HasSuffix(w, suf) {
 				return true
 			}
 		}
-		joined := ""
+		joined = joined[:0]
 		for _, next := range ws[i:min(i+maxEntryWords, len(ws))] {
-			joined += next
-			if words[joined] {
+			joined = append(joined, next...)
+			if words[string(joined)] {
 				return true
 			}
 		}
 	}
 	all := strings.Join(ws, "")
-	for stem := range stems {
+	for _, stem := range stems {
 		if strings.Contains(all, stem) {
 			return true
 		}
