@@ -10,7 +10,7 @@ import (
 )
 
 // The words that make a form's field ask for a secret ([ErrSecretField]),
-// matched against the field's name and title as [secretWords] reads them.
+// matched against the field's name and title as [textWords] reads them.
 // Each entry is written as people write it; it is read as the field is.
 var (
 	// secretStems are found anywhere in a field's words put together:
