@@ -48,5 +48,7 @@
 // ([FormReply.Elicitation]; in the handler's body "action" and "content"):
 // accept with content valid against the schema, decline, or cancel. A form
 // never asks for a secret: Elicit refuses fields that look like one
-// ([ErrSecretField]).
+// ([ErrSecretField]). A URL-mode request shows its host in ASCII (an
+// international name as punycode) and a link of at most [MaxURLBytes],
+// and a host with a character a person cannot see is refused.
 package interact

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -79,10 +78,18 @@ type ElicitationRequest struct {
 	// strings from a list, as the MCP specification allows. The content
 	// of an accepting answer must be valid against it.
 	Schema json.RawMessage `json:"schema,omitempty"`
-	// URL is what the user is asked to open (URL mode), http or https.
+	// URL is what the user is asked to open (URL mode), http or https, at
+	// most [MaxURLBytes]. Elicit shows it all in ASCII: its host as Host
+	// is, the rest with what is beyond ASCII percent-escaped (as a browser
+	// sends it), so that the link shown is the link that opens and no
+	// character in it reads as another.
 	URL string `json:"url,omitempty"`
 	// Host is URL's host, which a front end shows before asking for
-	// consent; Elicit sets it.
+	// consent; Elicit sets it. It is in ASCII: an international name as
+	// punycode ("xn--pple-43d.com" for "аpple.com" with a Cyrillic а), as
+	// browsers show a name that could pass for another. A host with a
+	// character a person cannot see (a zero-width or direction-changing
+	// one) is refused.
 	Host string `json:"host,omitempty"`
 	// Ref names the request within its call: the same in every turn that
 	// runs the call again (a resumed one), so that the answer given before
@@ -127,25 +134,23 @@ type ElicitationAnswer struct {
 }
 
 // ErrSecretField is wrapped by the error of [Forms.Elicit] for a form that
-// asks for what looks like a secret (a password, a token, a key): the MCP
-// specification says a server must ask for those in URL mode, and the
-// client does not collect them.
+// asks for what looks like a secret: the MCP specification says a server
+// must ask for those in URL mode, and the client does not collect them.
+//
+// A field looks like one when its name or title names a password (also
+// passwd, passphrase, passcode, and Passwort, Kennwort, mot de passe,
+// contraseña and a few other languages' words), a token (an API, access,
+// auth, GitHub… token: any word ending in "token"), a secret (a client
+// secret), a key (an API, private, secret, access, signing, SSH or license
+// key), a PIN, a one-time, verification, security, 2FA or recovery code
+// (OTP, TOTP), a credential, a credit card or card number, a CVV or CVC,
+// an SSN, a seed phrase. The words are read as a person reads them: in
+// any case, written together or apart ("apiToken", "api_token",
+// "API token"), with marks, zero-width, no-break and other invisible
+// characters and look-alike letters (Cyrillic, Greek, fullwidth) taken as
+// the Latin letters they look like; and as words, so that "spinach",
+// "opinion" or "tokenizer" name none.
 var ErrSecretField = errors.New("interact: a form must not ask for a secret")
-
-// secretWords are what a secret's field is named or titled.
-var secretWords = []string{"password", "passwd", "passphrase", "secret", "apikey", "api_key", "api key", "api-key",
-	"access token", "access_token", "accesstoken", "auth token", "private key", "private_key", "credit card", "card number", "cvv", "ssn"}
-
-// looksSecret reports whether a field's words name a secret.
-func looksSecret(f ElicitField) bool {
-	s := strings.ToLower(f.Name + "\n" + f.Title + "\n" + f.Format)
-	for _, w := range secretWords {
-		if strings.Contains(s, w) {
-			return true
-		}
-	}
-	return false
-}
 
 // prepare checks req and completes it for showing: its fields, its host.
 func prepare(req ElicitationRequest) (ElicitationRequest, error) {
@@ -169,11 +174,11 @@ func prepare(req ElicitationRequest) (ElicitationRequest, error) {
 		}
 		req.Schema = compact.Bytes()
 	case ModeURL:
-		u, err := url.Parse(req.URL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-			return req, fmt.Errorf("%w: the url is not an http or https address with a host", ErrInvalidForm)
+		link, host, err := checkLink(req.URL)
+		if err != nil {
+			return req, err
 		}
-		req.Host, req.Fields, req.Schema = u.Hostname(), nil, nil
+		req.URL, req.Host, req.Fields, req.Schema = link, host, nil, nil
 	default:
 		return req, fmt.Errorf("%w: unknown elicitation mode %q", ErrInvalidForm, describe(req.Mode))
 	}
@@ -393,7 +398,9 @@ func propertyOrder(schema json.RawMessage) map[string]int {
 // answered [ActionCancel]. Elicit fails, showing nothing, when ctx is not
 // a call's or the call has no session ([ErrNoSession]), for a request that
 // makes no form (wrapping [ErrInvalidForm]: a schema beyond the
-// specification's primitive properties, a URL that is not http or https)
+// specification's primitive properties, a URL that is not http or https,
+// is longer than [MaxURLBytes] or has a host with a character a person
+// cannot see)
 // or asks for a secret in a form ([ErrSecretField]), and when the Store
 // fails.
 func (f *Forms) Elicit(ctx context.Context, req ElicitationRequest) (ElicitationAnswer, error) {

@@ -149,6 +149,24 @@ func TestElicitURL(t *testing.T) {
 	}
 }
 
+// TestElicitURLHomograph: a link to an international host is shown with
+// the host as punycode, as browsers show a name that mixes scripts, and
+// the link that opens is the one shown.
+func TestElicitURLHomograph(t *testing.T) {
+	leaktest.Check(t)
+	forms := newForms(t, interact.FormsConfig{})
+	req := interact.ElicitationRequest{Server: "pay", Mode: interact.ModeURL, Message: "Sign in", URL: "https://\u0430pple.com/login"}
+	got := elicitRun(t, forms, "s1", req, func(r interact.ElicitationRequest) {
+		assert.Equal(t, "xn--pple-43d.com", r.Host, "the Cyrillic а shows")
+		assert.Equal(t, "https://xn--pple-43d.com/login", r.URL)
+		ok, err := forms.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: r.FormID,
+			Elicitation: &interact.ElicitationAnswer{Action: interact.ActionDecline}})
+		require.NoError(t, err)
+		require.True(t, ok)
+	})
+	assert.JSONEq(t, `{"action":"decline"}`, got)
+}
+
 // TestElicitCancelled: a form cancelled with its session is answered
 // cancel.
 func TestElicitCancelled(t *testing.T) {
@@ -181,11 +199,30 @@ func TestElicitRefuses(t *testing.T) {
 		{interact.ElicitationRequest{Mode: interact.ModeURL, URL: "javascript:alert(1)"}, interact.ErrInvalidForm},
 		{interact.ElicitationRequest{Mode: interact.ModeURL, URL: "https://user:pw@example.com/"}, interact.ErrInvalidForm},
 		{interact.ElicitationRequest{Mode: "voice"}, interact.ErrInvalidForm},
+		// Hosts that hide what they are, and a link beyond the bound.
+		{interact.ElicitationRequest{Mode: interact.ModeURL, URL: "https://app\u200ble.com/"}, interact.ErrInvalidForm},
+		{interact.ElicitationRequest{Mode: interact.ModeURL, URL: "https://\u202emoc.elppa/"}, interact.ErrInvalidForm},
+		{interact.ElicitationRequest{Mode: interact.ModeURL, URL: "https://example.com/?q=" + strings.Repeat("a", interact.MaxURLBytes)}, interact.ErrInvalidForm},
 	} {
 		got := elicitRun(t, forms, "s1", tc.req, func(r interact.ElicitationRequest) {
 			t.Errorf("shown %+v", r)
 		})
 		assert.Contains(t, got, strings.TrimPrefix(tc.want.Error(), "interact: "), "%+v", tc.req)
+	}
+	// The words of a secret, however written, as a field's name or title.
+	for _, words := range []string{"token", "API token", "GitHub token", "PIN", "Passwort", "one-time code",
+		"pass\u200bword", "API\u00a0token", "p\u0430ssword", "\u0442oken"} {
+		for _, schema := range []map[string]any{
+			{"type": "object", "properties": map[string]any{words: map[string]any{"type": "string"}}},
+			{"type": "object", "properties": map[string]any{"value": map[string]any{"type": "string", "title": words}}},
+		} {
+			b, err := json.Marshal(schema)
+			require.NoError(t, err)
+			got := elicitRun(t, forms, "s1", interact.ElicitationRequest{Schema: b}, func(r interact.ElicitationRequest) {
+				t.Errorf("a form asking for %q was shown: %+v", words, r)
+			})
+			assert.Contains(t, got, strings.TrimPrefix(interact.ErrSecretField.Error(), "interact: "), "%q", words)
+		}
 	}
 	_, err := forms.Elicit(t.Context(), interact.ElicitationRequest{Schema: json.RawMessage(cityForm)})
 	assert.True(t, errors.Is(err, interact.ErrNoSession), "%v", err)

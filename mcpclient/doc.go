@@ -12,7 +12,8 @@
 // ({"mcpServers": {...}}), with a few fields of this package's own.
 // References to environment variables such as ${GITHUB_TOKEN} are expanded
 // when the servers start, and secrets never show in errors, logs, tool
-// definitions, results or chunks (see [ServerConfig] and [Client.Tools]).
+// definitions, results, resources, prompts, requests for input or chunks
+// (see [ServerConfig] and [Client.Tools]).
 //
 // [New] starts the servers and reads their tools (all pages of the list);
 // [Client.Register] adds them to an [agent.ToolRegistry], after the host's
@@ -107,8 +108,13 @@
 // A read or a rendered prompt is bounded as a whole: [MaxResourceText]
 // (1 MiB) of text and [MaxResourceBlob] (4 MiB) of binary data (decoded
 // from base64); beyond, it fails with [ErrTooLarge] rather than give a
-// part. Texts, like tool results, have the server's secrets redacted, and
-// errors never hold them. A name that is no server's fails with
+// part. Every field a server sends (URIs, names, titles, descriptions,
+// MIME types, texts; of resources, templates, prompts and their
+// arguments, reads and rendered prompts) has the server's secrets
+// redacted, like tool results, and errors never hold them. A resource or a
+// prompt listed with a redacted URI or name is read or rendered by the
+// URI or name as listed (the one the server listed that reads so; a filled
+// template cannot be told back). A name that is no server's fails with
 // [ErrUnknownServer], and a server that did not declare the resources (or
 // prompts) capability in its handshake with [ErrUnsupported]. A server
 // that declared no tools capability offers no tools (its tools are not
@@ -290,14 +296,21 @@
 //     one. That request lives on the connection, so its form does not
 //     outlive the process; a run that suspends meanwhile answers it cancel.
 //
-// A form is declined without being shown when it asks for what looks like
-// a secret (a password, a token, a key; the specification says those go
-// through URL mode), when its schema is beyond the primitive properties
-// the specification allows, when a URL is not http or https, and when the
-// run has no session, so nobody could answer; the call's result says why,
-// after what the server answered, and the client logs it. A URL is
-// only shown, with its host: the front end opens it after the user
-// consents. Without Forms the capability is declared all the same, and
+// The request is shown with the server's secrets redacted in every field:
+// the message, the URL, and in the requested schema every title,
+// description, default, option and option's name and every property's
+// name. An answer naming a property or choosing an option as shown goes
+// back to the server as the server wrote it. A form is declined without
+// being shown when it asks for what looks like a secret (a password, a
+// token, a PIN, a key; see interact.ErrSecretField; the specification
+// says those go through URL mode), when its schema is beyond the
+// primitive properties the specification allows or two of its property
+// names read the same once redacted, when a URL is not http or https,
+// longer than interact.MaxURLBytes or has a host with a character a
+// person cannot see, and when the run has no session, so nobody could
+// answer; the call's result says why, after what the server answered,
+// and the client logs it. A URL is only shown, with its host in ASCII
+// (punycode): the front end opens it after the user consents. Without Forms the capability is declared all the same, and
 // every request for input is declined at once: the server is told
 // decline, and the call's result says that no person can answer (this
 // client has no forms to ask with).

@@ -1,9 +1,11 @@
 package mcpclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -111,16 +113,20 @@ func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 		}
 	}
 	p := req.Params
-	schema, err := json.Marshal(p.RequestedSchema)
-	if err != nil || p.RequestedSchema == nil {
-		schema = nil
+	// What the person is shown, and what may be stored, logged or shown in
+	// a chunk, holds no secret of the configuration, in any field.
+	form, err := e.red.form(p.RequestedSchema)
+	if err != nil {
+		e.log.Warn("declined a request for input", "err", err)
+		noteDecline(ctx, err.Error())
+		return declined(), nil
 	}
 	ans, err := e.forms.Elicit(ctx, interact.ElicitationRequest{
 		Server:  e.cfg.Name,
-		Mode:    p.Mode,
+		Mode:    e.red.String(p.Mode),
 		Message: e.red.String(p.Message),
-		Schema:  schema,
-		URL:     p.URL,
+		Schema:  form.schema,
+		URL:     e.red.String(p.URL),
 	})
 	var s *agent.Suspension
 	switch {
@@ -147,7 +153,7 @@ func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 	}
 	res := &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseAction(ans.Action)}}
 	if ans.Action == interact.ActionAccept && ans.Content != nil {
-		res.Content = ans.Content
+		res.Content = form.restore(ans.Content)
 	}
 	return res, nil
 }
@@ -210,6 +216,136 @@ func (d *declines) explain(out string, err error) (string, error) {
 		return "", toolError(string(te) + note)
 	}
 	return out, err
+}
+
+// redactedForm is a requested schema as the person is shown it: with the
+// secrets of the server's configuration redacted in every key and value
+// (titles, descriptions, defaults, options and their names, property
+// names), and what gives the server the answer in its own words.
+type redactedForm struct {
+	schema json.RawMessage
+	// keys maps a property's name as shown to the name the server wrote,
+	// where they differ.
+	keys map[string]string
+	// options maps, for a property (by the name the server wrote), an
+	// option as shown to the option the server wrote, where they differ.
+	options map[string]map[string]string
+}
+
+// form redacts schema, a server's requested schema as mcp-go decoded it;
+// nil gives none. It fails when two property names, or other keys, would
+// read the same once redacted: the answer could not say which it meant.
+func (r redactor) form(schema any) (redactedForm, error) {
+	var f redactedForm
+	if schema == nil {
+		return f, nil
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return f, nil // no schema: the form is refused as such
+	}
+	if r.secretSet == nil {
+		f.schema = raw
+		return f, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return f, nil
+	}
+	var sr schemaRedaction
+	red := r.schema(v, &sr)
+	if sr.clash != "" {
+		return f, fmt.Errorf("two keys of the requested schema read %q once the secrets of the configuration are redacted", sr.clash)
+	}
+	if f.schema, err = json.Marshal(red); err != nil {
+		return f, nil
+	}
+	top, _ := v.(map[string]any)
+	props, _ := top["properties"].(map[string]any)
+	for name, p := range props {
+		if rn := r.String(name); rn != name {
+			if f.keys == nil {
+				f.keys = make(map[string]string)
+			}
+			f.keys[rn] = name
+		}
+		for _, o := range optionsOf(p) {
+			if ro := r.String(o); ro != o {
+				if f.options == nil {
+					f.options = make(map[string]map[string]string)
+				}
+				if f.options[name] == nil {
+					f.options[name] = make(map[string]string)
+				}
+				f.options[name][ro] = o
+			}
+		}
+	}
+	return f, nil
+}
+
+// optionsOf returns the strings a property's value may be chosen from: its
+// enum, or the consts of its oneOf or anyOf, or those of its items.
+func optionsOf(p any) []string {
+	m, _ := p.(map[string]any)
+	if items, ok := m["items"].(map[string]any); ok {
+		m = items
+	}
+	var out []string
+	if enum, ok := m["enum"].([]any); ok {
+		for _, e := range enum {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	for _, list := range []string{"oneOf", "anyOf"} {
+		choices, _ := m[list].([]any)
+		for _, c := range choices {
+			choice, _ := c.(map[string]any)
+			if s, ok := choice["const"].(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// restore returns content, an accepted answer to f, with the property
+// names and chosen options the server wrote.
+func (f redactedForm) restore(content map[string]any) map[string]any {
+	if f.keys == nil && f.options == nil {
+		return content
+	}
+	out := make(map[string]any, len(content))
+	for k, v := range content {
+		if orig, ok := f.keys[k]; ok {
+			k = orig
+		}
+		if opts := f.options[k]; opts != nil {
+			switch x := v.(type) {
+			case string:
+				if orig, ok := opts[x]; ok {
+					v = orig
+				}
+			case []any:
+				chosen := make([]any, len(x))
+				for i, c := range x {
+					if s, ok := c.(string); ok {
+						if orig, ok := opts[s]; ok {
+							c = orig
+						}
+					}
+					chosen[i] = c
+				}
+				v = chosen
+			}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func declined() *mcp.ElicitationResult {

@@ -65,6 +65,25 @@ func (r redactor) String(s string) string {
 	return r.rep.Replace(s)
 }
 
+// unredact returns the one of originals that reads given once redacted,
+// or given when none or several do: what a person or the model names as
+// it was shown to them, as the server wrote it.
+func (r redactor) unredact(given string, originals []string) string {
+	found := ""
+	for _, o := range originals {
+		if o != given && r.String(o) == given {
+			if found != "" && found != o {
+				return given
+			}
+			found = o
+		}
+	}
+	if found == "" {
+		return given
+	}
+	return found
+}
+
 // settled returns the length of the head of text that holds no beginning of
 // a secret which text ends before: cut there, text shows no part of a
 // secret once redacted.

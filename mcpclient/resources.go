@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -38,7 +39,9 @@ const (
 	maxListPages = 100
 )
 
-// Resource is a resource a server lists.
+// Resource is a resource a server lists. Its texts (URI, names,
+// description, MIME type) have the server's secrets redacted, as every
+// text of the types below.
 type Resource struct {
 	URI         string `json:"uri"`
 	Name        string `json:"name"`
@@ -120,25 +123,39 @@ type PromptMessage struct {
 // secrets redacted).
 func (c *Client) ListResources(ctx context.Context, sessionID, server string) ([]Resource, error) {
 	return request(ctx, c, sessionID, server, capResources, func(ctx context.Context, cn *conn) ([]Resource, error) {
-		var out []Resource
-		err := pages(ctx, func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
-			var req mcp.ListResourcesRequest
-			req.Params.Cursor = cursor
-			res, err := cn.mc.ListResourcesByPage(ctx, req)
-			if err != nil {
-				return "", err
+		list, err := listResources(ctx, cn)
+		if err != nil {
+			return nil, err
+		}
+		red := cn.e.red
+		out := make([]Resource, 0, len(list))
+		for _, r := range list {
+			size := int64(-1)
+			if r.Size != nil {
+				size = *r.Size
 			}
-			for _, r := range res.Resources {
-				size := int64(-1)
-				if r.Size != nil {
-					size = *r.Size
-				}
-				out = append(out, Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MIMEType, Size: size})
-			}
-			return res.NextCursor, tooMany(len(out))
-		})
-		return out, err
+			out = append(out, Resource{URI: red.String(r.URI), Name: red.String(r.Name), Title: red.String(r.Title),
+				Description: red.String(r.Description), MIMEType: red.String(r.MIMEType), Size: size})
+		}
+		return out, nil
 	})
+}
+
+// listResources returns the resources the server of cn lists, as it
+// wrote them.
+func listResources(ctx context.Context, cn *conn) ([]mcp.Resource, error) {
+	var out []mcp.Resource
+	err := pages(ctx, func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
+		var req mcp.ListResourcesRequest
+		req.Params.Cursor = cursor
+		res, err := cn.mc.ListResourcesByPage(ctx, req)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, res.Resources...)
+		return res.NextCursor, tooMany(len(out))
+	})
+	return out, err
 }
 
 // ListResourceTemplates returns the resource templates the server lists,
@@ -153,10 +170,11 @@ func (c *Client) ListResourceTemplates(ctx context.Context, sessionID, server st
 			if err != nil {
 				return "", err
 			}
+			red := cn.e.red
 			for _, r := range res.ResourceTemplates {
-				t := ResourceTemplate{Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MIMEType}
+				t := ResourceTemplate{Name: red.String(r.Name), Title: red.String(r.Title), Description: red.String(r.Description), MIMEType: red.String(r.MIMEType)}
 				if r.URITemplate != nil && r.URITemplate.Template != nil {
-					t.URITemplate = r.URITemplate.Raw()
+					t.URITemplate = red.String(r.URITemplate.Raw())
 				}
 				out = append(out, t)
 			}
@@ -171,8 +189,23 @@ func (c *Client) ListResourceTemplates(ctx context.Context, sessionID, server st
 // [MaxResourceText] and its binary data by [MaxResourceBlob]: beyond, it
 // fails with [ErrTooLarge]. Otherwise it fails as [Client.ListResources]
 // does.
+//
+// A URI that holds a secret of the server's configuration is listed with
+// the secret redacted; read with that URI as listed, the resource the
+// server listed under it is read.
 func (c *Client) ReadResource(ctx context.Context, sessionID, server, uri string) ([]ResourceContent, error) {
 	return request(ctx, c, sessionID, server, capResources, func(ctx context.Context, cn *conn) ([]ResourceContent, error) {
+		if cn.e.red.secretSet != nil && strings.Contains(uri, redacted) {
+			list, err := listResources(ctx, cn)
+			if err != nil {
+				return nil, err
+			}
+			uris := make([]string, len(list))
+			for i, r := range list {
+				uris[i] = r.URI
+			}
+			uri = cn.e.red.unredact(uri, uris)
+		}
 		var req mcp.ReadResourceRequest
 		req.Params.URI = uri
 		res, err := cn.mc.ReadResource(ctx, req)
@@ -192,13 +225,13 @@ func resourceContents(res *mcp.ReadResourceResult, red redactor) ([]ResourceCont
 			if err := b.text(len(t.Text)); err != nil {
 				return nil, err
 			}
-			out = append(out, ResourceContent{URI: t.URI, MIMEType: t.MIMEType, Text: red.String(t.Text)})
+			out = append(out, ResourceContent{URI: red.String(t.URI), MIMEType: red.String(t.MIMEType), Text: red.String(t.Text)})
 		} else if bl, ok := mcp.AsBlobResourceContents(rc); ok {
 			data, err := b.blob(bl.Blob)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, ResourceContent{URI: bl.URI, MIMEType: bl.MIMEType, Blob: data})
+			out = append(out, ResourceContent{URI: red.String(bl.URI), MIMEType: red.String(bl.MIMEType), Blob: data})
 		}
 	}
 	return out, nil
@@ -217,10 +250,12 @@ func (c *Client) ListPrompts(ctx context.Context, sessionID, server string) ([]P
 			if err != nil {
 				return "", err
 			}
+			red := cn.e.red
 			for _, p := range res.Prompts {
-				pr := Prompt{Name: p.Name, Title: p.Title, Description: p.Description}
+				pr := Prompt{Name: red.String(p.Name), Title: red.String(p.Title), Description: red.String(p.Description)}
 				for _, a := range p.Arguments {
-					pr.Arguments = append(pr.Arguments, PromptArgument(a))
+					pr.Arguments = append(pr.Arguments, PromptArgument{Name: red.String(a.Name), Title: red.String(a.Title),
+						Description: red.String(a.Description), Required: a.Required})
 				}
 				out = append(out, pr)
 			}
@@ -230,11 +265,60 @@ func (c *Client) ListPrompts(ctx context.Context, sessionID, server string) ([]P
 	})
 }
 
+// listPrompts returns the prompts the server of cn lists, as it wrote
+// them.
+func listPrompts(ctx context.Context, cn *conn) ([]mcp.Prompt, error) {
+	var out []mcp.Prompt
+	err := pages(ctx, func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
+		var req mcp.ListPromptsRequest
+		req.Params.Cursor = cursor
+		res, err := cn.mc.ListPromptsByPage(ctx, req)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, res.Prompts...)
+		return res.NextCursor, tooMany(len(out))
+	})
+	return out, err
+}
+
 // GetPrompt renders the prompt with that name and arguments. Its texts
 // and data are bounded as [Client.ReadResource]'s are, and it fails as
-// [Client.ListPrompts] does.
+// [Client.ListPrompts] does. A name or an argument's name that holds a
+// secret of the server's configuration is listed redacted, and may be
+// given as listed, as a URI to ReadResource.
 func (c *Client) GetPrompt(ctx context.Context, sessionID, server, name string, args map[string]string) (*PromptResult, error) {
 	return request(ctx, c, sessionID, server, capPrompts, func(ctx context.Context, cn *conn) (*PromptResult, error) {
+		if red := cn.e.red; red.secretSet != nil && promptRedacted(name, args) {
+			list, err := listPrompts(ctx, cn)
+			if err != nil {
+				return nil, err
+			}
+			names := make([]string, len(list))
+			for i, p := range list {
+				names[i] = p.Name
+			}
+			name = red.unredact(name, names)
+			for _, p := range list {
+				if p.Name != name {
+					continue
+				}
+				renamed := make(map[string]string, len(args))
+				for k, v := range args {
+					renamed[k] = v
+				}
+				for _, a := range p.Arguments {
+					if ra := red.String(a.Name); ra != a.Name {
+						if v, ok := args[ra]; ok {
+							delete(renamed, ra)
+							renamed[a.Name] = v
+						}
+					}
+				}
+				args = renamed
+				break
+			}
+		}
 		var req mcp.GetPromptRequest
 		req.Params.Name = name
 		req.Params.Arguments = args
@@ -254,7 +338,7 @@ func promptResult(res *mcp.GetPromptResult, red redactor) (*PromptResult, error)
 	}
 	out := &PromptResult{Description: red.String(res.Description), Messages: make([]PromptMessage, 0, len(res.Messages))}
 	for _, m := range res.Messages {
-		pm := PromptMessage{Role: string(m.Role)}
+		pm := PromptMessage{Role: red.String(string(m.Role))}
 		var err error
 		if t, ok := mcp.AsTextContent(m.Content); ok {
 			err = b.text(len(t.Text))
@@ -278,9 +362,24 @@ func promptResult(res *mcp.GetPromptResult, red redactor) (*PromptResult, error)
 		if err != nil {
 			return nil, err
 		}
+		pm.URI, pm.MIMEType = red.String(pm.URI), red.String(pm.MIMEType)
 		out.Messages = append(out.Messages, pm)
 	}
 	return out, nil
+}
+
+// promptRedacted reports whether a prompt's name or an argument's name
+// holds a redacted secret.
+func promptRedacted(name string, args map[string]string) bool {
+	if strings.Contains(name, redacted) {
+		return true
+	}
+	for k := range args {
+		if strings.Contains(k, redacted) {
+			return true
+		}
+	}
+	return false
 }
 
 // bounds counts the text and data of one answer against MaxResourceText

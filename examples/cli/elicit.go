@@ -26,7 +26,7 @@ import (
 func askElicitation(ctx context.Context, readLine func(context.Context) (string, error), out io.Writer, r interact.ElicitationRequest) (interact.ElicitationAnswer, error) {
 	fmt.Fprintf(out, "\nThe MCP server %s asks: %s\n", oneLine(r.Server, maxLineChars), oneLine(r.Message, maxLineChars))
 	if r.Mode == interact.ModeURL {
-		fmt.Fprintf(out, "It asks you to open a link on %s:\n  %s\n", oneLine(r.Host, maxLineChars), oneLine(r.URL, 2000))
+		fmt.Fprintf(out, "It asks you to open a link on %s:\n  %s\n", oneLine(r.Host, maxLineChars), oneLine(r.URL, interact.MaxURLBytes))
 	}
 	verb := "fill in the form"
 	if r.Mode == interact.ModeURL {

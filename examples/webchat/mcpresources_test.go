@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/mark3labs/mcp-go/server/servertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -189,4 +193,58 @@ func TestBrowserAttachResource(t *testing.T) {
 	text, _ := userText(reqs[0])
 	assert.Equal(t, fmt.Sprintf("What does the note say?\n\n[Resource mcptest://notes/c.txt from MCP server %q, text/plain]\n```\nnote c\n```\n[End of resource mcptest://notes/c.txt]", "content"), text)
 	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
+}
+
+// A server whose resource has its configuration's secret in its URI, name,
+// title, description, MIME type and text: the list the page gets shows
+// none of it, and attaching the resource by the URI the list shows reads
+// it, and adds it to the model's message without the secret.
+func TestMCPResourcesRedacted(t *testing.T) {
+	leaktest.Check(t)
+	const secret = "res-token-7c6b5a49"
+	t.Setenv("WEBCHAT_RES_TOKEN", secret)
+	srv := server.NewMCPServer("leaky", "1.0.0", server.WithResourceCapabilities(false, false))
+	doc := mcp.NewResource("leak://"+secret+"/doc", "doc "+secret, mcp.WithResourceDescription("about "+secret), mcp.WithMIMEType("text/x-"+secret))
+	doc.Title = "Doc " + secret
+	srv.AddResource(doc, func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/x-" + secret, Text: "the doc of " + secret}}, nil
+	})
+	ts := servertest.NewTestStreamableHTTPServer(srv)
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	model := replyModel(t)
+	h := newMCPHarness(t, model, mcpclient.ServerConfig{Name: "leaky", URL: ts.URL + "/mcp",
+		Headers: map[string]string{"Authorization": "Bearer ${WEBCHAT_RES_TOKEN}"}})
+	session := h.newSession(t)
+
+	status, body := getResources(t, h.client, h.ts.URL, session)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.NotContains(t, body, secret)
+	var list []serverResources
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	require.Len(t, list, 1, body)
+	require.Len(t, list[0].Resources, 1, body)
+	res := list[0].Resources[0]
+	assert.Equal(t, mcpclient.Resource{URI: "leak://[redacted]/doc", Name: "doc [redacted]", Title: "Doc [redacted]",
+		Description: "about [redacted]", MIMEType: "text/x-[redacted]", Size: -1}, res)
+
+	ev, _ := h.openEvents(t, session)
+	defer ev.close()
+	b, err := json.Marshal(map[string]any{"session_id": session, "message": "Read this.", "resources": []resourceRef{{"leaky", res.URI}}})
+	require.NoError(t, err)
+	status, out := h.post(t, "/api/chat", string(b))
+	require.Equal(t, http.StatusAccepted, status, "%v", out)
+	done, _ := ev.runDone(t)
+	require.Equal(t, "finished", done.Status, "%+v", done)
+	reqs := model.Requests()
+	require.NotEmpty(t, reqs)
+	text, _ := userText(reqs[0])
+	assert.Equal(t, "Read this.\n\n[Resource leak://[redacted]/doc from MCP server \"leaky\", text/x-[redacted]]\n```\nthe doc of [redacted]\n```\n[End of resource leak://[redacted]/doc]", text)
+	for _, r := range reqs {
+		raw, err := json.Marshal(r)
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), secret, "what the model got")
+	}
 }
