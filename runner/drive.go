@@ -61,6 +61,9 @@ type driven struct {
 	stop      context.CancelCauseFunc // the run context's; nil before it exists
 	cause     error                   // a cancellation that came before it existed
 	cancelled bool
+	// held is when the session's lease was last known held: taken or
+	// renewed by a call that started then. It lasts until held+ttl.
+	held time.Time
 }
 
 // cancel cancels the run's context with cause; the first cause wins.
@@ -308,11 +311,15 @@ func (r *Runner) lease(ctx context.Context, id string, d *driven, wait bool) (re
 	}
 	deadline := time.Now().Add(patience)
 	for {
+		asked := time.Now()
 		ok, err := r.leaser.AcquireLease(ctx, id, r.holder, r.ttl)
 		if err != nil {
 			return nil, fmt.Errorf("runner: taking the lease of session %q: %w", id, err)
 		}
 		if ok {
+			d.mu.Lock()
+			d.held = asked
+			d.mu.Unlock()
 			break
 		}
 		if !wait || time.Now().After(deadline) || r.turnShown(ctx, id) {
@@ -324,26 +331,35 @@ func (r *Runner) lease(ctx context.Context, id string, d *driven, wait bool) (re
 			return nil, fmt.Errorf("runner: session %q: %w", id, agent.ErrBusy)
 		}
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
+	stopCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(r.ttl / 3)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-stopCtx.Done():
 				return
 			case <-tick.C:
 			}
-			if !r.renew(id) {
-				r.logger.Error("runner: a session's lease was lost", "session", id, "holder", r.holder)
+			err := r.keepLease(stopCtx, id, d)
+			switch {
+			case stopCtx.Err() != nil:
+				return
+			case errors.Is(err, errLeaseLost):
+				r.logger.Error("runner: a session's lease was lost to another process", "session", id, "holder", r.holder)
 				d.cancel(errLeaseLost)
+				return
+			case err != nil:
+				r.logger.Error("runner: a session's lease could not be renewed", "session", id, "holder", r.holder, "err", err)
+				d.cancel(err)
 				return
 			}
 		}
 	}()
 	return func() {
-		close(stop)
+		stop()
 		<-done
 		ctx, cancel := context.WithTimeout(context.Background(), max(r.ttl/3, time.Second))
 		defer cancel()
@@ -364,16 +380,51 @@ func (r *Runner) turnShown(ctx context.Context, id string) bool {
 	return err != nil || running
 }
 
-// renew renews this process's lease of the session and reports whether it
-// still holds it.
-func (r *Runner) renew(id string) bool {
+// keepLease renews this process's lease of the session that d drives. It
+// returns nil once the Store says this process holds it; errLeaseLost
+// when the Store says another process does; an error wrapping
+// errLeaseUnrenewed when the Store failed every try until the lease would
+// have expired (a Store error is no lost lease: it is tried again, as
+// long as the lease lasts); ctx's error when ctx ends first. Without a
+// Leaser it returns nil.
+func (r *Runner) keepLease(ctx context.Context, id string, d *driven) error {
 	if r.leaser == nil {
-		return true
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.ttl/3)
-	defer cancel()
-	ok, err := r.leaser.AcquireLease(ctx, id, r.holder, r.ttl)
-	return err == nil && ok
+	d.mu.Lock()
+	expires := d.held.Add(r.ttl)
+	d.mu.Unlock()
+	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		asked := time.Now()
+		// A try may take what is left of the lease, and never less than a
+		// renewal's period: a lease that expired (the process stalled)
+		// and nobody took is taken again.
+		tctx, cancel := context.WithTimeout(ctx, max(time.Until(expires), r.ttl/3))
+		ok, err := r.leaser.AcquireLease(tctx, id, r.holder, r.ttl)
+		cancel()
+		switch {
+		case err == nil && ok:
+			d.mu.Lock()
+			if asked.After(d.held) {
+				d.held = asked
+			}
+			d.mu.Unlock()
+			return nil
+		case err == nil:
+			return errLeaseLost
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		if time.Until(expires) < wait {
+			return fmt.Errorf("%w: %w", errLeaseUnrenewed, err)
+		}
+		r.logger.Warn("runner: renewing a session's lease failed; trying again", "session", id, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // runContext returns the context of d's run: ctx's values, without its
@@ -392,7 +443,7 @@ func (r *Runner) runContext(ctx context.Context, id string, d *driven) context.C
 		d.stop(d.cause)
 	}
 	d.mu.Unlock()
-	return drive.WithGuard(runCtx, func(context.Context) bool { return r.renew(id) })
+	return drive.WithGuard(runCtx, func(ctx context.Context) bool { return r.keepLease(ctx, id, d) == nil })
 }
 
 // lastMessage returns the id of the session's last stored message; 0 when
@@ -521,12 +572,16 @@ func turnEnd(cause error, cancelled bool, runErr error, rejected *agent.ToolCall
 		return TurnEnded{Status: StatusSuspended, Reason: errShutdown.Error()}
 	case suspended && cancelled && errors.Is(cause, errLeaseLost):
 		return TurnEnded{Status: StatusSuspended, Reason: ReasonSessionLost}
+	case suspended && cancelled && errors.Is(cause, errLeaseUnrenewed):
+		return TurnEnded{Status: StatusSuspended, Reason: ReasonLeaseUnrenewed}
 	case suspended:
 		return TurnEnded{Status: StatusSuspended}
 	case cancelled && errors.Is(cause, errLeaseLost):
 		// Lost before any call waited for a person (it would have
 		// suspended): the process did not shut down.
 		return TurnEnded{Status: StatusInterrupted, Reason: ReasonSessionLost}
+	case cancelled && errors.Is(cause, errLeaseUnrenewed):
+		return TurnEnded{Status: StatusInterrupted, Reason: ReasonLeaseUnrenewed}
 	case cancelled && (errors.Is(cause, errShutdown) || errors.Is(cause, agent.ErrSuspended)):
 		return TurnEnded{Status: StatusInterrupted, Reason: errShutdown.Error()}
 	case cancelled && errors.Is(cause, errInterrupted):
