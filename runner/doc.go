@@ -21,7 +21,9 @@
 //     Store's event log (memory.EventLog) and followed from a cursor
 //     ([Runner.Subscribe]) in any process, so a client that reconnects or
 //     lands on another replica misses nothing; a turn whose process died is
-//     ended by the next process that looks at it;
+//     ended by the next process that looks at it; events the Store fails
+//     to take are tried again in order, and one that cannot be encoded is
+//     logged as a warning (WarnNotLogged), so the log has no gap;
 //   - an interrupt reaches the run wherever it is driven ([Runner.Interrupt]).
 //
 // # Driving a session

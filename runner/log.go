@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"time"
 
 	"github.com/planround/planround/memory"
@@ -129,6 +130,10 @@ func (r *Runner) syncLog(ctx context.Context, ss *session) error {
 		}
 		return nil
 	}
+	// What this process wrote of the session before is written first (or
+	// given up): the numbering goes on after the Store's log.
+	r.writer.flush(ss.id, math.MaxInt64)
+	r.writer.restart(ss.id)
 	last, stale, err := r.tail(ctx, ss.id)
 	if err != nil {
 		return err
