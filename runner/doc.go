@@ -38,7 +38,8 @@
 // while no turn is in progress waits for what holds the session (the end of
 // a turn being cleared, a sweep or a resume that looks at it) instead: a
 // client that sends its next message as soon as it sees a turn's end is
-// not refused.
+// not refused. Nor is one that sends as soon as its stop was acknowledged:
+// [Runner.Interrupt] returns once the interrupted run has ended.
 //
 // # Events
 //

@@ -56,6 +56,17 @@ type driven struct {
 	// ending is set with the turn's EventTurnEnded: the run is being
 	// cleared, and a new message waits for it instead of being refused.
 	ending bool
+	// stopping is set by Interrupt: the run winds down, and a new message
+	// waits for it as for an ending one (a client that sends as soon as
+	// its stop was acknowledged is not refused).
+	stopping bool
+	// looks is set for a run that no message started (a resume, a sweep,
+	// the end of a stale turn): until it starts a turn, no turn is in
+	// progress to interrupt. stopOnStart is set by an Interrupt that came
+	// meanwhile: the turn it starts, if any, is interrupted at once (a
+	// resume that finds nothing publishes nothing).
+	looks       bool
+	stopOnStart bool
 
 	mu        sync.Mutex
 	stop      context.CancelCauseFunc // the run context's; nil before it exists
@@ -186,11 +197,13 @@ func (r *Runner) Send(ctx context.Context, in agent.Input) iter.Seq2[Event, erro
 //
 // A run that has ended and is being cleared (its lease released) is waited
 // for, so that a client that sends its next message as soon as it sees the
-// end is not refused. With wait (a new message), so is a run of this
-// process that shows no turn in progress: a resume or a sweep that looks
-// at the session (the sweeper, a decision's note; it ends without a turn,
-// or starts one, which refuses the message), or another message before its
-// turn starts. The client sees no run then either.
+// end is not refused. With wait (a new message), so is a run that was
+// interrupted and winds down (a client that sends as soon as its stop was
+// acknowledged), and a run of this process that shows no turn in
+// progress: a resume or a sweep that looks at the session (the sweeper, a
+// decision's note; it ends without a turn, or starts one, which refuses
+// the message), or another message before its turn starts. The client
+// sees no run then either.
 func (r *Runner) reserve(ctx context.Context, id string, wait bool) (*session, *driven, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -199,7 +212,7 @@ look:
 	for ss := r.sessions[id]; ss != nil && ss.run != nil && !r.closed; ss = r.sessions[id] {
 		var changed <-chan struct{}
 		switch {
-		case ss.run.ending:
+		case ss.run.ending, wait && ss.run.stopping:
 			changed = ss.run.turn.done
 		case wait && ss.log.open == 0:
 			changed = ss.changedLocked()
@@ -232,7 +245,7 @@ look:
 		return nil, nil, fmt.Errorf("runner: %w (%d)", ErrTooManyRuns, r.maxRuns)
 	}
 	ss := r.sessionLocked(id)
-	d := &driven{turn: &Turn{SessionID: id, done: make(chan struct{})}}
+	d := &driven{turn: &Turn{SessionID: id, done: make(chan struct{})}, looks: !wait}
 	ss.run = d
 	r.running++
 	r.runs.Add(1) // under r.mu, not closed: Close waits for it
@@ -240,9 +253,11 @@ look:
 }
 
 // unreserve ends the reservation of a run that published nothing, or
-// only the end of a stale turn.
+// only the end of a stale turn, and closes its Turn's done (nobody holds
+// that Turn: what waits for the run's end sees it).
 func (r *Runner) unreserve(ss *session, d *driven) {
 	defer r.runs.Done()
+	defer close(d.turn.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ss.run == d {
@@ -483,6 +498,12 @@ func (r *Runner) drive(ctx context.Context, ss *session, d *driven, release func
 			d.turn.Seq = r.publish(ss, Event{Kind: EventTurnStarted, Started: &TurnStarted{Resumed: true, History: history}}).Seq
 			started = true
 			first <- nil
+			r.mu.Lock()
+			stop := d.stopOnStart
+			r.mu.Unlock()
+			if stop {
+				d.cancel(errInterrupted) // Interrupt came while it looked
+			}
 		}
 		switch c.Kind {
 		case agent.KindToolRejected:
@@ -510,7 +531,6 @@ func (r *Runner) drive(ctx context.Context, ss *session, d *driven, release func
 			runErr = fmt.Errorf("runner: session %q: %w", ss.id, agent.ErrNothingToResume)
 		}
 		first <- runErr
-		close(d.turn.done)
 		return
 	}
 	end := turnEnd(context.Cause(ctx), ctx.Err() != nil, runErr, rejected, interrupted, suspended)
