@@ -121,6 +121,9 @@ type Bench struct {
 type Options struct {
 	// StreamToolArguments is the agent's Config.StreamToolArguments.
 	StreamToolArguments bool
+	// WindDown is how long slow_task takes to return once interrupted (it
+	// cleans up).
+	WindDown time.Duration
 }
 
 // New starts a Bench; it is closed when t ends.
@@ -152,6 +155,7 @@ func New(t testing.TB, o Options) *Bench {
 		b.SlowStarted.Add(1)
 		fmt.Fprint(p, "working")
 		<-ctx.Done()
+		time.Sleep(o.WindDown)
 		return "", ctx.Err()
 	})
 	base := agent.Config{
