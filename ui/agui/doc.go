@@ -39,7 +39,8 @@
 // approval, say; the cancelled outcome when nothing waits and no turn runs),
 // else the turn is followed on. A client that goes away
 // while its run streams (AG-UI's abortRun closes the request) interrupts the
-// turn, unless Config.KeepRunningOnDisconnect.
+// turn, unless Config.KeepRunningOnDisconnect; a run it starts right after
+// waits for that turn to wind down instead of being refused with 409.
 //
 // AG-UI 1.0's HttpAgent has no way to reconnect to a run in progress (its
 // connect is not implemented): a client that lost its stream sees the turn's
