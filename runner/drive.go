@@ -431,7 +431,7 @@ func (r *Runner) keepLease(ctx context.Context, id string, d *driven) error {
 			return ctx.Err()
 		}
 		if time.Until(expires) < wait {
-			return fmt.Errorf("%w: %w", errLeaseUnrenewed, err)
+			return unrenewed{err}
 		}
 		r.logger.Warn("runner: renewing a session's lease failed; trying again", "session", id, "err", err)
 		select {

@@ -61,10 +61,19 @@ var (
 	errInterrupted = errors.New("interrupted")
 	errShutdown    = errors.New(ReasonShutdown)
 	errLeaseLost   = fmt.Errorf("%w: the session's lease was lost", agent.ErrSuspended)
-	// errLeaseUnrenewed wraps the Store's last error too.
-	errLeaseUnrenewed = fmt.Errorf("%w: the session's lease could not be renewed", agent.ErrSuspended)
+	// errLeaseUnrenewed is what unrenewed wraps.
+	errLeaseUnrenewed = errors.New("runner: the session's lease could not be renewed")
 	errSuspendNow     = fmt.Errorf("%w: %s", agent.ErrSuspended, ReasonShutdown)
 )
+
+// unrenewed is the cause of a run whose lease the Store failed to renew
+// until it would have expired: it wraps errLeaseUnrenewed, the Store's
+// last error, and agent.ErrSuspended (a run that waits for a person
+// suspends).
+type unrenewed struct{ err error }
+
+func (e unrenewed) Error() string   { return errLeaseUnrenewed.Error() + ": " + e.err.Error() }
+func (e unrenewed) Unwrap() []error { return []error{errLeaseUnrenewed, e.err, agent.ErrSuspended} }
 
 // Config configures a [Runner]. Its zero value, but Agent, is ready to use.
 type Config struct {

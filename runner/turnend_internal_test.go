@@ -2,7 +2,6 @@ package runner
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/planround/planround/agent"
@@ -31,8 +30,8 @@ func TestTurnEnd(t *testing.T) {
 		{"shut down", errShutdown, true, nil, nil, true, false, TurnEnded{Status: StatusInterrupted, Reason: ReasonShutdown}},
 		{"lease lost while streaming", errLeaseLost, true, nil, nil, true, false, TurnEnded{Status: StatusInterrupted, Reason: ReasonSessionLost}},
 		{"lease lost at an approval", errLeaseLost, true, nil, nil, true, true, TurnEnded{Status: StatusSuspended, Reason: ReasonSessionLost}},
-		{"lease unrenewed while streaming", fmt.Errorf("%w: %w", errLeaseUnrenewed, errors.New("store down")), true, nil, nil, true, false, TurnEnded{Status: StatusInterrupted, Reason: ReasonLeaseUnrenewed}},
-		{"lease unrenewed at an approval", fmt.Errorf("%w: %w", errLeaseUnrenewed, errors.New("store down")), true, nil, nil, true, true, TurnEnded{Status: StatusSuspended, Reason: ReasonLeaseUnrenewed}},
+		{"lease unrenewed while streaming", unrenewed{errors.New("store down")}, true, nil, nil, true, false, TurnEnded{Status: StatusInterrupted, Reason: ReasonLeaseUnrenewed}},
+		{"lease unrenewed at an approval", unrenewed{errors.New("store down")}, true, nil, nil, true, true, TurnEnded{Status: StatusSuspended, Reason: ReasonLeaseUnrenewed}},
 		{"suspended at shutdown", errSuspendNow, true, nil, nil, true, true, TurnEnded{Status: StatusSuspended, Reason: ReasonShutdown}},
 		{"rejected by a person", nil, false, nil, user, true, false, TurnEnded{Status: StatusRejected, Reason: "no", Cause: agent.CauseUser}},
 		{"approval cancelled", nil, false, nil, cancelledApproval, true, false, TurnEnded{Status: StatusInterrupted}},
