@@ -200,6 +200,10 @@ func (w *writer) drain() {
 // try again a session that failed and still has events, if any.
 func (w *writer) writeQueued(force bool) (retry time.Time, failing bool) {
 	w.mu.Lock()
+	if len(w.queue) == 0 {
+		w.mu.Unlock()
+		return time.Time{}, false
+	}
 	now := time.Now()
 	batch := make(map[string][]Event, len(w.queue))
 	for id, evs := range w.queue {
