@@ -142,7 +142,7 @@ type Response struct {
 	// Error says what went wrong when Success is false.
 	Error string `json:"error,omitempty"`
 	// WasActive is set by the interrupt handler: true when a run of the
-	// session was interrupted.
+	// session was interrupted, false when none ran.
 	WasActive *bool `json:"was_active,omitempty"`
 	// Cancelled is set by the interrupt handler: how many pending
 	// approvals it cancelled.
@@ -248,13 +248,19 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 // yet waited for. It answers:
 //
 //	200 {"success":true,"was_active":true,"cancelled":1}
-//	404 {"success":false,"error":"..."}    no active run and no pending
-//	                                       approval in that session
+//	200 {"success":true,"was_active":false,"cancelled":0}
+//	                                       nothing ran and nothing waited in
+//	                                       that session (a session that does
+//	                                       not exist is idle too): a front end
+//	                                       ends its "interrupting" state at
+//	                                       once, no end of a run will come
 //	500 {"success":false,"error":"..."}    the Manager's Store failed (the
 //	                                       run was interrupted all the same)
 //	400, 401, 403, 405, 408, 413, 415, 500 as for ApproveHandler
 //
-// The handler is safe for concurrent use when interrupt is.
+// The owner check comes first, whatever runs: a caller that may not act on
+// the session learns nothing of it. The handler is safe for concurrent use
+// when interrupt is.
 func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg HandlerConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !cfg.configured(w) {
@@ -275,10 +281,6 @@ func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg Ha
 		n, err := m.CancelSession(r.Context(), req.SessionID)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		if !active && n == 0 {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no active run in session %q", req.SessionID))
 			return
 		}
 		writeJSON(w, http.StatusOK, Response{Success: true, WasActive: &active, Cancelled: &n})

@@ -171,8 +171,8 @@ func TestInterruptHandler(t *testing.T) {
 	}{
 		{"active run", "POST", `{"session_id":"running"}`, 200, true, 0, ""},
 		{"pending approval without a run", "POST", `{"session_id":"registered"}`, 200, false, 1, ""},
-		{"unknown session", "POST", `{"session_id":"nobody"}`, 404, false, 0, "nobody"},
-		{"again: nothing left", "POST", `{"session_id":"running"}`, 404, false, 0, "running"},
+		{"unknown session: idle", "POST", `{"session_id":"nobody"}`, 200, false, 0, ""},
+		{"again: nothing left, idle", "POST", `{"session_id":"running"}`, 200, false, 0, ""},
 		{"missing session_id", "POST", `{}`, 400, false, 0, "session_id"},
 		{"malformed", "POST", `{`, 400, false, 0, "malformed"},
 		{"wrong method", "PUT", `{"session_id":"running"}`, 405, false, 0, "POST"},
@@ -199,9 +199,11 @@ func TestInterruptHandler(t *testing.T) {
 	assert.Equal(t, 0, m.Len())
 	assert.Equal(t, []string{"running", "registered", "nobody", "running"}, interrupted)
 
-	// A nil interrupt func only cancels approvals.
+	// A nil interrupt func only cancels approvals: an idle session answers
+	// {"success":true,"was_active":false}.
 	rec := serve(m.InterruptHandler(nil, approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), "POST", `{"session_id":"x"}`)
-	assert.Equal(t, 404, rec.Code)
+	assert.Equal(t, 200, rec.Code)
+	assert.JSONEq(t, `{"success":true,"was_active":false,"cancelled":0}`, rec.Body.String())
 }
 
 // The whole path over a real server on 127.0.0.1: the agent waits, the
@@ -349,8 +351,9 @@ func TestDurableHandlers(t *testing.T) {
 	got = within(t, done)
 	require.NoError(t, got.err)
 	assert.Equal(t, cancelledDecision, got.d)
-	code, _ = post("/api/interrupt", `{"session_id":"s1"}`)
-	assert.Equal(t, http.StatusNotFound, code, "nothing left to interrupt")
+	code, r = post("/api/interrupt", `{"session_id":"s1"}`)
+	assert.Equal(t, http.StatusOK, code, "nothing left to interrupt")
+	assert.Equal(t, approval.Response{Success: true, WasActive: new(bool), Cancelled: new(int)}, r)
 	assert.Equal(t, 0, a.Len())
 	assert.Equal(t, 0, b.Len())
 }

@@ -122,9 +122,20 @@ func TestAuthorize(t *testing.T) {
 	status, r := send(approve, "alice", decide)
 	assert.Equal(t, http.StatusOK, status)
 	assert.True(t, r.Success)
-	status, _ = send(interrupt, "alice", `{"session_id":"s1"}`)
-	assert.Equal(t, http.StatusNotFound, status, "authorized, and nothing left to interrupt")
+	status, r = send(interrupt, "alice", `{"session_id":"s1"}`)
+	assert.Equal(t, http.StatusOK, status, "authorized, and nothing left to interrupt")
+	assert.Equal(t, approval.Response{Success: true, WasActive: new(bool), Cancelled: new(int)}, r, "an idle session: success, was_active false")
 	assert.Equal(t, 1, interrupted)
+	for _, tc := range []struct {
+		cookie string
+		status int
+	}{{"", http.StatusUnauthorized}, {"mallory", http.StatusForbidden}} {
+		status, r = send(interrupt, tc.cookie, `{"session_id":"s1"}`)
+		assert.Equal(t, tc.status, status, "interrupt of an idle session with cookie %q", tc.cookie)
+		assert.False(t, r.Success)
+		assert.Nil(t, r.WasActive, "a refused interrupt tells nothing of the session")
+	}
+	assert.Equal(t, 1, interrupted, "a refused interrupt does not reach the host")
 	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
 	assert.True(t, d.Approved)

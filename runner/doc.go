@@ -21,7 +21,9 @@
 //     Store's event log (memory.EventLog) and followed from a cursor
 //     ([Runner.Subscribe]) in any process, so a client that reconnects or
 //     lands on another replica misses nothing; a turn whose process died is
-//     ended by the next process that looks at it;
+//     ended by the next process that looks at it; events the Store fails
+//     to take are tried again in order, and one that cannot be encoded is
+//     logged as a warning (WarnNotLogged), so the log has no gap;
 //   - an interrupt reaches the run wherever it is driven ([Runner.Interrupt]).
 //
 // # Driving a session
@@ -36,7 +38,8 @@
 // while no turn is in progress waits for what holds the session (the end of
 // a turn being cleared, a sweep or a resume that looks at it) instead: a
 // client that sends its next message as soon as it sees a turn's end is
-// not refused.
+// not refused. Nor is one that sends as soon as its stop was acknowledged:
+// [Runner.Interrupt] returns once the interrupted run has ended.
 //
 // # Events
 //

@@ -56,11 +56,25 @@ type driven struct {
 	// ending is set with the turn's EventTurnEnded: the run is being
 	// cleared, and a new message waits for it instead of being refused.
 	ending bool
+	// stopping is set by Interrupt: the run winds down, and a new message
+	// waits for it as for an ending one (a client that sends as soon as
+	// its stop was acknowledged is not refused).
+	stopping bool
+	// looks is set for a run that no message started (a resume, a sweep,
+	// the end of a stale turn): until it starts a turn, no turn is in
+	// progress to interrupt. stopOnStart is set by an Interrupt that came
+	// meanwhile: the turn it starts, if any, is interrupted at once (a
+	// resume that finds nothing publishes nothing).
+	looks       bool
+	stopOnStart bool
 
 	mu        sync.Mutex
 	stop      context.CancelCauseFunc // the run context's; nil before it exists
 	cause     error                   // a cancellation that came before it existed
 	cancelled bool
+	// held is when the session's lease was last known held: taken or
+	// renewed by a call that started then. It lasts until held+ttl.
+	held time.Time
 }
 
 // cancel cancels the run's context with cause; the first cause wins.
@@ -183,11 +197,13 @@ func (r *Runner) Send(ctx context.Context, in agent.Input) iter.Seq2[Event, erro
 //
 // A run that has ended and is being cleared (its lease released) is waited
 // for, so that a client that sends its next message as soon as it sees the
-// end is not refused. With wait (a new message), so is a run of this
-// process that shows no turn in progress: a resume or a sweep that looks
-// at the session (the sweeper, a decision's note; it ends without a turn,
-// or starts one, which refuses the message), or another message before its
-// turn starts. The client sees no run then either.
+// end is not refused. With wait (a new message), so is a run that was
+// interrupted and winds down (a client that sends as soon as its stop was
+// acknowledged), and a run of this process that shows no turn in
+// progress: a resume or a sweep that looks at the session (the sweeper, a
+// decision's note; it ends without a turn, or starts one, which refuses
+// the message), or another message before its turn starts. The client
+// sees no run then either.
 func (r *Runner) reserve(ctx context.Context, id string, wait bool) (*session, *driven, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -196,7 +212,7 @@ look:
 	for ss := r.sessions[id]; ss != nil && ss.run != nil && !r.closed; ss = r.sessions[id] {
 		var changed <-chan struct{}
 		switch {
-		case ss.run.ending:
+		case ss.run.ending, wait && ss.run.stopping:
 			changed = ss.run.turn.done
 		case wait && ss.log.open == 0:
 			changed = ss.changedLocked()
@@ -229,7 +245,7 @@ look:
 		return nil, nil, fmt.Errorf("runner: %w (%d)", ErrTooManyRuns, r.maxRuns)
 	}
 	ss := r.sessionLocked(id)
-	d := &driven{turn: &Turn{SessionID: id, done: make(chan struct{})}}
+	d := &driven{turn: &Turn{SessionID: id, done: make(chan struct{})}, looks: !wait}
 	ss.run = d
 	r.running++
 	r.runs.Add(1) // under r.mu, not closed: Close waits for it
@@ -237,9 +253,11 @@ look:
 }
 
 // unreserve ends the reservation of a run that published nothing, or
-// only the end of a stale turn.
+// only the end of a stale turn, and closes its Turn's done (nobody holds
+// that Turn: what waits for the run's end sees it).
 func (r *Runner) unreserve(ss *session, d *driven) {
 	defer r.runs.Done()
+	defer close(d.turn.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ss.run == d {
@@ -308,11 +326,15 @@ func (r *Runner) lease(ctx context.Context, id string, d *driven, wait bool) (re
 	}
 	deadline := time.Now().Add(patience)
 	for {
+		asked := time.Now()
 		ok, err := r.leaser.AcquireLease(ctx, id, r.holder, r.ttl)
 		if err != nil {
 			return nil, fmt.Errorf("runner: taking the lease of session %q: %w", id, err)
 		}
 		if ok {
+			d.mu.Lock()
+			d.held = asked
+			d.mu.Unlock()
 			break
 		}
 		if !wait || time.Now().After(deadline) || r.turnShown(ctx, id) {
@@ -324,26 +346,35 @@ func (r *Runner) lease(ctx context.Context, id string, d *driven, wait bool) (re
 			return nil, fmt.Errorf("runner: session %q: %w", id, agent.ErrBusy)
 		}
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
+	stopCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(r.ttl / 3)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-stopCtx.Done():
 				return
 			case <-tick.C:
 			}
-			if !r.renew(id) {
-				r.logger.Error("runner: a session's lease was lost", "session", id, "holder", r.holder)
+			err := r.keepLease(stopCtx, id, d)
+			switch {
+			case stopCtx.Err() != nil:
+				return
+			case errors.Is(err, errLeaseLost):
+				r.logger.Error("runner: a session's lease was lost to another process", "session", id, "holder", r.holder)
 				d.cancel(errLeaseLost)
+				return
+			case err != nil:
+				r.logger.Error("runner: a session's lease could not be renewed", "session", id, "holder", r.holder, "err", err)
+				d.cancel(err)
 				return
 			}
 		}
 	}()
 	return func() {
-		close(stop)
+		stop()
 		<-done
 		ctx, cancel := context.WithTimeout(context.Background(), max(r.ttl/3, time.Second))
 		defer cancel()
@@ -364,16 +395,51 @@ func (r *Runner) turnShown(ctx context.Context, id string) bool {
 	return err != nil || running
 }
 
-// renew renews this process's lease of the session and reports whether it
-// still holds it.
-func (r *Runner) renew(id string) bool {
+// keepLease renews this process's lease of the session that d drives. It
+// returns nil once the Store says this process holds it; errLeaseLost
+// when the Store says another process does; an error wrapping
+// errLeaseUnrenewed when the Store failed every try until the lease would
+// have expired (a Store error is no lost lease: it is tried again, as
+// long as the lease lasts); ctx's error when ctx ends first. Without a
+// Leaser it returns nil.
+func (r *Runner) keepLease(ctx context.Context, id string, d *driven) error {
 	if r.leaser == nil {
-		return true
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.ttl/3)
-	defer cancel()
-	ok, err := r.leaser.AcquireLease(ctx, id, r.holder, r.ttl)
-	return err == nil && ok
+	d.mu.Lock()
+	expires := d.held.Add(r.ttl)
+	d.mu.Unlock()
+	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		asked := time.Now()
+		// A try may take what is left of the lease, and never less than a
+		// renewal's period: a lease that expired (the process stalled)
+		// and nobody took is taken again.
+		tctx, cancel := context.WithTimeout(ctx, max(time.Until(expires), r.ttl/3))
+		ok, err := r.leaser.AcquireLease(tctx, id, r.holder, r.ttl)
+		cancel()
+		switch {
+		case err == nil && ok:
+			d.mu.Lock()
+			if asked.After(d.held) {
+				d.held = asked
+			}
+			d.mu.Unlock()
+			return nil
+		case err == nil:
+			return errLeaseLost
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		if time.Until(expires) < wait {
+			return unrenewed{err}
+		}
+		r.logger.Warn("runner: renewing a session's lease failed; trying again", "session", id, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // runContext returns the context of d's run: ctx's values, without its
@@ -392,7 +458,7 @@ func (r *Runner) runContext(ctx context.Context, id string, d *driven) context.C
 		d.stop(d.cause)
 	}
 	d.mu.Unlock()
-	return drive.WithGuard(runCtx, func(context.Context) bool { return r.renew(id) })
+	return drive.WithGuard(runCtx, func(ctx context.Context) bool { return r.keepLease(ctx, id, d) == nil })
 }
 
 // lastMessage returns the id of the session's last stored message; 0 when
@@ -432,6 +498,12 @@ func (r *Runner) drive(ctx context.Context, ss *session, d *driven, release func
 			d.turn.Seq = r.publish(ss, Event{Kind: EventTurnStarted, Started: &TurnStarted{Resumed: true, History: history}}).Seq
 			started = true
 			first <- nil
+			r.mu.Lock()
+			stop := d.stopOnStart
+			r.mu.Unlock()
+			if stop {
+				d.cancel(errInterrupted) // Interrupt came while it looked
+			}
 		}
 		switch c.Kind {
 		case agent.KindToolRejected:
@@ -459,7 +531,6 @@ func (r *Runner) drive(ctx context.Context, ss *session, d *driven, release func
 			runErr = fmt.Errorf("runner: session %q: %w", ss.id, agent.ErrNothingToResume)
 		}
 		first <- runErr
-		close(d.turn.done)
 		return
 	}
 	end := turnEnd(context.Cause(ctx), ctx.Err() != nil, runErr, rejected, interrupted, suspended)
@@ -521,12 +592,16 @@ func turnEnd(cause error, cancelled bool, runErr error, rejected *agent.ToolCall
 		return TurnEnded{Status: StatusSuspended, Reason: errShutdown.Error()}
 	case suspended && cancelled && errors.Is(cause, errLeaseLost):
 		return TurnEnded{Status: StatusSuspended, Reason: ReasonSessionLost}
+	case suspended && cancelled && errors.Is(cause, errLeaseUnrenewed):
+		return TurnEnded{Status: StatusSuspended, Reason: ReasonLeaseUnrenewed}
 	case suspended:
 		return TurnEnded{Status: StatusSuspended}
 	case cancelled && errors.Is(cause, errLeaseLost):
 		// Lost before any call waited for a person (it would have
 		// suspended): the process did not shut down.
 		return TurnEnded{Status: StatusInterrupted, Reason: ReasonSessionLost}
+	case cancelled && errors.Is(cause, errLeaseUnrenewed):
+		return TurnEnded{Status: StatusInterrupted, Reason: ReasonLeaseUnrenewed}
 	case cancelled && (errors.Is(cause, errShutdown) || errors.Is(cause, agent.ErrSuspended)):
 		return TurnEnded{Status: StatusInterrupted, Reason: errShutdown.Error()}
 	case cancelled && errors.Is(cause, errInterrupted):

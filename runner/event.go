@@ -94,6 +94,34 @@ type TurnEnded struct {
 	Error string `json:"error,omitempty"`
 }
 
+// WarnNotLogged is the code of the warning chunk that a Store's event log
+// holds in place of an event that could not be encoded (a side payload
+// holding a NaN, say): the subscribers of other processes see it, with the
+// round, depth and parent of the chunk it replaces, where they would have
+// seen that chunk, and the turn goes on. Its Text says why. The process
+// that published the chunk gave it to its own subscribers as it was.
+const WarnNotLogged agent.WarningCode = "event_not_logged"
+
+// notLogged returns the warning the log keeps in place of e, which could
+// not be encoded for err.
+func notLogged(e Event, err error) memory.Event {
+	c := agent.Chunk{Kind: agent.KindWarning, Code: WarnNotLogged}
+	what := "a " + string(e.Kind) + " event"
+	if e.Chunk != nil {
+		c.Round, c.Agent, c.Depth, c.Parent = e.Chunk.Round, e.Chunk.Agent, e.Chunk.Depth, e.Chunk.Parent
+		what = "a " + e.Chunk.Kind.String() + " chunk"
+		if e.Chunk.Tool != nil && e.Chunk.Tool.ID != "" {
+			what += " of call " + e.Chunk.Tool.ID
+		}
+	}
+	c.Text = fmt.Sprintf("%s could not be kept in the event log: %v", what, err)
+	data, err := json.Marshal(&c)
+	if err != nil { // not expected: its fields are strings and numbers
+		data = []byte(`{"kind":"warning","round":0,"code":"` + string(WarnNotLogged) + `"}`)
+	}
+	return memory.Event{Seq: e.Seq, Turn: e.Turn, Kind: string(EventChunk), Data: data}
+}
+
 // stored returns e as the event log keeps it.
 func (e Event) stored() (memory.Event, error) {
 	var v any

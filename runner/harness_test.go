@@ -88,6 +88,8 @@ type options struct {
 	// (its Notifier too, when it has one) that suspends after
 	// suspendAfter.
 	forms bool
+	// weather replaces get_weather (which counts its runs).
+	weather agent.Tool
 }
 
 // newReplica starts a replica on st. runs counts get_weather's executions.
@@ -100,7 +102,10 @@ func newReplica(t *testing.T, st memory.Store, srv *agenttest.Server, runs *atom
 	}
 	mgr, err := approval.NewManager(cfg)
 	require.NoError(t, err)
-	list := []agent.Tool{weather(runs)}
+	list := []agent.Tool{o.weather}
+	if o.weather == nil {
+		list[0] = weather(runs)
+	}
 	var forms *interact.Forms
 	if o.forms {
 		fcfg := interact.FormsConfig{SuspendAfter: o.suspendAfter}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"time"
 
 	"github.com/planround/planround/memory"
@@ -36,8 +37,11 @@ type memLog struct {
 }
 
 // empty reports whether the log holds nothing worth keeping the session
-// for: no events, no turn in progress, no trim pending.
-func (l *memLog) empty() bool { return len(l.events) == 0 && l.open == 0 && l.trim == nil && !l.known }
+// for: no events, no turn in progress, no trim pending. What the log knows
+// of the numbering is not kept for itself: the next driver reads it from
+// the Store's log again, and without one numbers from 1, as a new process
+// does (a subscriber's older cursor then gets ErrEventsLost).
+func (l *memLog) empty() bool { return len(l.events) == 0 && l.open == 0 && l.trim == nil }
 
 // add numbers ev after the last event, keeps it and returns it numbered;
 // unless show, since does not return it before show is called.
@@ -129,6 +133,10 @@ func (r *Runner) syncLog(ctx context.Context, ss *session) error {
 		}
 		return nil
 	}
+	// What this process wrote of the session before is written first (or
+	// given up): the numbering goes on after the Store's log.
+	r.writer.flush(ss.id, math.MaxInt64)
+	r.writer.restart(ss.id)
 	last, stale, err := r.tail(ctx, ss.id)
 	if err != nil {
 		return err
@@ -169,7 +177,15 @@ func (r *Runner) trimLaterLocked(ss *session, done int64) {
 	ss.log.stopTrim()
 	ss.log.trim = time.AfterFunc(r.grace, func() {
 		r.mu.Lock()
-		if r.sessions[ss.id] != ss || ss.log.last != done || ss.run != nil {
+		if r.sessions[ss.id] != ss || ss.log.last != done {
+			r.mu.Unlock()
+			return
+		}
+		if ss.run != nil {
+			// A run looks at the session and has published nothing yet (a
+			// resume that may find nothing): trim later, or never if it
+			// starts a turn.
+			r.trimLaterLocked(ss, done)
 			r.mu.Unlock()
 			return
 		}

@@ -126,6 +126,7 @@ func (r *Runner) interruptNoted(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ss := r.sessions[id]; ss != nil && ss.run != nil {
+		ss.run.stopping = true
 		ss.run.cancel(errInterrupted)
 	}
 }
@@ -133,17 +134,42 @@ func (r *Runner) interruptNoted(id string) {
 // Interrupt interrupts the session's run, wherever it is driven: in this
 // process at once, in another one through the Store's Notifier (when the
 // Store's event log says a turn is in progress). It reports whether a run
-// was found to interrupt. A turn suspended at calls that wait for a person
-// has no run: a host that wants it over also cancels its approvals (such as
+// was found to interrupt (a resume or a sweep that looks at the session
+// and has started no turn is none, but the turn it starts is interrupted
+// at once), and returns once that run has ended (its EventTurnEnded
+// published), or ctx ends, or after ten seconds: a message sent once
+// Interrupt returned is not refused because the stopped run is still
+// winding down (one sent meanwhile to this process waits for it). A turn
+// of another process that no process drives any more (its process
+// stopped) is ended here, and reports false. A turn suspended at calls that wait for a person has no
+// run: a host that wants it over also cancels its approvals (such as
 // approval.Manager.CancelSession), whose decisions then end the turn.
 func (r *Runner) Interrupt(ctx context.Context, sessionID string) (bool, error) {
 	r.mu.Lock()
 	ss := r.sessions[sessionID]
 	if ss != nil && ss.run != nil {
-		ending := ss.run.ending
-		ss.run.cancel(errInterrupted)
+		d := ss.run
+		active := !d.ending
+		looking := d.looks && ss.log.open == 0 && !d.ending
+		d.stopping = true
+		if looking {
+			d.stopOnStart = true
+		} else {
+			d.cancel(errInterrupted)
+		}
 		r.mu.Unlock()
-		return !ending, nil
+		deadline := time.NewTimer(stopWait)
+		defer deadline.Stop()
+		select {
+		case <-d.turn.done:
+			if looking {
+				active = d.turn.Seq != 0 // it started a turn, interrupted
+			}
+		case <-ctx.Done():
+		case <-deadline.C:
+			r.logger.Warn("runner: an interrupted run did not end in time", "session", sessionID)
+		}
+		return active, nil
 	}
 	r.mu.Unlock()
 	if r.notifier == nil || r.elog == nil {
@@ -153,11 +179,34 @@ func (r *Runner) Interrupt(ctx context.Context, sessionID string) (bool, error) 
 	if err != nil || !running {
 		return false, err
 	}
+	if r.endIfStale(ctx, sessionID) {
+		return false, nil // left by a process that stopped: ended now
+	}
 	if err := r.notifier.Notify(ctx, interruptChannel, sessionID); err != nil {
 		return false, fmt.Errorf("runner: asking another process to interrupt session %q: %w", sessionID, err)
 	}
-	return true, nil
+	// The other process shows the end in the Store's log: look for it.
+	deadline := time.NewTimer(stopWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return true, nil
+		case <-deadline.C:
+			r.logger.Warn("runner: a run interrupted in another process did not end in time", "session", sessionID)
+			return true, nil
+		}
+		if running, err := r.inProgress(ctx, sessionID); err != nil || !running {
+			return true, nil
+		}
+	}
 }
+
+// stopWait bounds how long Interrupt waits for the run it stopped to end.
+const stopWait = 10 * time.Second
 
 // inProgress reports whether the Store's log has a turn of the session in
 // progress: its last event is not an EventTurnEnded.

@@ -49,6 +49,11 @@ const (
 	// ReasonSessionLost: the process lost the session's lease to another
 	// one while the turn ran.
 	ReasonSessionLost = "this process lost the session to another"
+	// ReasonLeaseUnrenewed: the Store failed every renewal of the
+	// session's lease until it would have expired (no other process was
+	// seen to hold it): the turn stopped before another process could
+	// take the session.
+	ReasonLeaseUnrenewed = "this process could not renew the session's lease: the store failed"
 )
 
 // Causes of a run's cancellation, told apart with context.Cause.
@@ -56,8 +61,19 @@ var (
 	errInterrupted = errors.New("interrupted")
 	errShutdown    = errors.New(ReasonShutdown)
 	errLeaseLost   = fmt.Errorf("%w: the session's lease was lost", agent.ErrSuspended)
-	errSuspendNow  = fmt.Errorf("%w: %s", agent.ErrSuspended, ReasonShutdown)
+	// errLeaseUnrenewed is what unrenewed wraps.
+	errLeaseUnrenewed = errors.New("runner: the session's lease could not be renewed")
+	errSuspendNow     = fmt.Errorf("%w: %s", agent.ErrSuspended, ReasonShutdown)
 )
+
+// unrenewed is the cause of a run whose lease the Store failed to renew
+// until it would have expired: it wraps errLeaseUnrenewed, the Store's
+// last error, and agent.ErrSuspended (a run that waits for a person
+// suspends).
+type unrenewed struct{ err error }
+
+func (e unrenewed) Error() string   { return errLeaseUnrenewed.Error() + ": " + e.err.Error() }
+func (e unrenewed) Unwrap() []error { return []error{errLeaseUnrenewed, e.err, agent.ErrSuspended} }
 
 // Config configures a [Runner]. Its zero value, but Agent, is ready to use.
 type Config struct {
@@ -76,7 +92,10 @@ type Config struct {
 	// every New.
 	Holder string
 	// LeaseTTL is how long a lease lasts unrenewed (DefaultLeaseTTL when
-	// zero); a driver renews it every LeaseTTL/3.
+	// zero); a driver renews it every LeaseTTL/3. A renewal the Store
+	// fails is tried again while the lease lasts: only a lease another
+	// process holds, or a Store that fails until the lease would have
+	// expired, stops the run (ReasonSessionLost, ReasonLeaseUnrenewed).
 	LeaseTTL time.Duration
 	// SweepInterval is how often the sweeper looks for turns that can go on
 	// (DefaultSweepInterval when zero; negative: no sweeper). The sweeper

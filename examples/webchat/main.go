@@ -209,7 +209,9 @@
 //	                               ["x", ...]}}: 200 {success}, success false for
 //	                               a form no longer open; 400 for answers that do
 //	                               not fit (the form stays open)
-//	POST /api/interrupt            {session_id}; also closes its forms
+//	POST /api/interrupt            {session_id}; also closes its forms: 200
+//	                               {success, was_active, cancelled}; an idle
+//	                               session answers was_active false
 //	GET  /api/history?session_id=  the stored messages (memory.Message: a tool
 //	                               message with its outcome and cause), hook
 //	                               messages left out, open calls with their

@@ -437,9 +437,10 @@ func TestInterruptDuringApproval(t *testing.T) {
 	assert.Equal(t, 0, h.srv.approvals.Len())
 	assert.False(t, h.srv.busy(s1))
 
-	// Nothing left to interrupt.
+	// Nothing left to interrupt: the page finishes at once.
 	status, out = h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
-	assert.Equal(t, http.StatusNotFound, status, "%v", out)
+	assert.Equal(t, http.StatusOK, status, "%v", out)
+	assert.Equal(t, map[string]any{"success": true, "was_active": false, "cancelled": float64(0)}, out)
 }
 
 func TestInterruptDuringExecutionKeepsPartialOutput(t *testing.T) {

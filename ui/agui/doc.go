@@ -55,7 +55,8 @@
 // message is answered, or the run ends with RUN_ERROR (code
 // "not_started") saying why it could not start. A client that goes away
 // while its run streams (AG-UI's abortRun closes the request) interrupts the
-// turn, unless Config.KeepRunningOnDisconnect.
+// turn, unless Config.KeepRunningOnDisconnect; a run it starts right after
+// waits for that turn to wind down instead of being refused with 409.
 //
 // AG-UI 1.0's HttpAgent has no way to reconnect to a run in progress (its
 // connect is not implemented): a client that lost its stream sees the turn's

@@ -88,7 +88,9 @@ type Config struct {
 //   - GET {api}/{id}/stream: the reconnect of useChat's resume: the turn
 //     in progress from its start, or 204 when none is.
 //   - POST {api}/{id}/stop: interrupts the session's turn and cancels its
-//     approvals and forms.
+//     approvals and forms; it answers {"success":true,"was_active":bool}
+//     once the turn has stopped (false: nothing ran), so the next message
+//     is not refused.
 //
 // A response streams until the turn ends or waits for a person (an
 // approval, a form): the client answers with its next request. The

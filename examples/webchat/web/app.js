@@ -1894,7 +1894,8 @@
     }, INTERRUPT_FALLBACK_MS);
     try {
       const res = await post('/api/interrupt', { session_id: st.sessionId });
-      if (res.status === 404 && st.interrupting) {
+      const idle = res.ok && res.data.success && res.data.was_active === false && !res.data.cancelled;
+      if (idle && st.interrupting) {
         // No run on the server: nothing will confirm.
         invalidatePending('interrupted');
         system('interrupted', 'Interrupted by the user.');

@@ -68,10 +68,33 @@ func (e *Error) Error() string { return e.Msg }
 
 func errorf(status int, msg string) *Error { return &Error{Status: status, Msg: msg} }
 
+// busyPatience bounds how long Start tries again a message that the
+// runner refused because the session's turn runs, and waits for no person:
+// the client may have just dropped that turn's stream to stop it (AG-UI's
+// abortRun, useChat's stop()), and sent its message before the server saw
+// the stream go and stopped the turn. Once it is stopped, the runner waits
+// for its wind-down itself.
+const busyPatience = 2 * time.Second
+
 // Start starts a turn on in (see runner.Runner.Start) and says why it could
-// not in the words and status a client needs.
+// not in the words and status a client needs. A session whose turn runs is
+// tried again for a moment (busyPatience), unless that turn waits for a
+// person.
 func (b *Backend) Start(ctx context.Context, in agent.Input) (*runner.Turn, *Error) {
 	t, err := b.Runner.Start(ctx, in)
+	if errors.Is(err, agent.ErrBusy) && !b.Waiting(ctx, in.SessionID) {
+		deadline := time.Now().Add(busyPatience)
+		for wait := 10 * time.Millisecond; errors.Is(err, agent.ErrBusy) && time.Now().Add(wait).Before(deadline); wait = min(2*wait, 200*time.Millisecond) {
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, errorf(http.StatusServiceUnavailable, "the request ended")
+			}
+			t, err = b.Runner.Start(ctx, in)
+		}
+	}
 	switch {
 	case err == nil:
 		return t, nil

@@ -151,6 +151,9 @@ func (b *Bench) Orders() []string {
 type Options struct {
 	// StreamToolArguments is the agent's Config.StreamToolArguments.
 	StreamToolArguments bool
+	// WindDown is how long slow_task takes to return once interrupted (it
+	// cleans up).
+	WindDown time.Duration
 }
 
 // New starts a Bench; it is closed when t ends.
@@ -182,6 +185,7 @@ func New(t testing.TB, o Options) *Bench {
 		b.SlowStarted.Add(1)
 		fmt.Fprint(p, "working")
 		<-ctx.Done()
+		time.Sleep(o.WindDown)
 		return "", ctx.Err()
 	})
 	order := agent.FuncTool{
