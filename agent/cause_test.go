@@ -78,7 +78,7 @@ func TestRejectionCauses(t *testing.T) {
 			agenttest.Reply().Text("Sorry.").Finish("stop"),
 		}, nil, nil, nil, agent.CauseInvalidArguments, "", false},
 		{"unknown tool", []agenttest.Response{
-			agenttest.Reply().Call(0, "call_1", "get_wether", `{}`).Finish("tool_calls"),
+			agenttest.Reply().Call(0, "call_1", "get_wether", `{}`).Finish("tool_calls").Unsolicited(),
 			agenttest.Reply().Text("Sorry.").Finish("stop"),
 		}, nil, nil, nil, agent.CauseUnknownTool, "", false},
 		{"the approver fails", []agenttest.Response{oneCall}, func(c *agent.Config, _ context.CancelFunc) {

@@ -271,5 +271,9 @@
 // Package agent/agenttest has a fake model for a host's tests: a server on
 // 127.0.0.1 that streams scripted replies and records the requests, or a
 // function that answers in process as the Transport of [Config.HTTPClient].
+// A run's first request is the planning round's, without tools, so the
+// script of a turn that calls a tool starts with a planning reply
+// (agenttest.Plan) unless [Config.DisablePlanning] is set; the kit refuses
+// a reply that calls a tool its request does not offer.
 // Package demo has the built-in demo model and tools the examples run on.
 package agent

@@ -26,7 +26,7 @@ func TestHistoryFromChunksMatchesTurnMessages(t *testing.T) {
 		{"no tool", []agenttest.Response{planNoTool(), agenttest.Reply().Text("Fine.").Finish("stop")}, nil, false},
 		{"tool loop", []agenttest.Response{
 			planNeedTool(),
-			agenttest.Reply().Text("Looking.").Call(0, "c1", "get_weather", `{"city": "Oslo"}`).Call(1, "c2", "nope", `{}`).Call(2, "c3", "get_weather", `{"city":`).Finish("tool_calls"),
+			agenttest.Reply().Text("Looking.").Call(0, "c1", "get_weather", `{"city": "Oslo"}`).Call(1, "c2", "nope", `{}`).Call(2, "c3", "get_weather", `{"city":`).Finish("tool_calls").Unsolicited(),
 			agenttest.Reply().Text("Done.").Finish("stop"),
 		}, nil, false},
 		{"rejected ends run", []agenttest.Response{

@@ -333,7 +333,7 @@ func TestHooksSeeToolResults(t *testing.T) {
 					Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).
 					Call(1, "call_2", "no_such_tool", `{}`).
 					Call(2, "call_3", "get_weather", `{"city":"Rome"}`).
-					Finish("tool_calls"),
+					Finish("tool_calls").Unsolicited(), // no_such_tool is not offered
 				agenttest.Reply().Text("Done.").Finish("stop"),
 			)
 			var got agent.HookState

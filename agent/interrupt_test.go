@@ -126,7 +126,7 @@ func TestInterruptBetweenCallsAsksNoMore(t *testing.T) {
 				Call(0, "call_1", first, `{"city":"Oslo"}`).
 				Call(1, "call_2", "get_weather", `{"city":"Rome"}`).
 				Call(2, "call_3", "show_card", `{}`).
-				Finish("tool_calls"))
+				Finish("tool_calls").Unsolicited()) // no_such_tool is not offered
 			p := &recorder{decide: func(context.Context) (agent.Decision, error) { return agent.Decision{Approved: true}, nil }}
 			a := newAgent(t, srv, func(c *agent.Config) {
 				c.ParallelTools = parallel

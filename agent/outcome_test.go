@@ -127,7 +127,7 @@ func TestToolMessagesSayHowCallsEnded(t *testing.T) {
 		{
 			name: "invalid arguments and an unknown tool", tools: []agent.Tool{weatherTool()}, more: true,
 			reply: agenttest.Reply().Call(0, "call_1", "get_weather", `{"city": "Par`).Call(1, "call_2", "get_wether", `{}`).
-				Call(2, "call_3", "get_weather", `{"city":42}`).Finish("tool_calls"),
+				Call(2, "call_3", "get_weather", `{"city":42}`).Finish("tool_calls").Unsolicited(),
 			want: map[string]ended{"call_1": {memory.OutcomeRejected, "invalid_arguments"}, "call_2": {memory.OutcomeRejected, "unknown_tool"},
 				"call_3": {memory.OutcomeRejected, "invalid_arguments"}},
 		},

@@ -140,7 +140,9 @@ func TestPlanningRoundWithoutTagRunsToolLoop(t *testing.T) {
 func TestPlanningRoundIgnoresToolCalls(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
-		agenttest.Reply().Text("On it. <need_tool>").Call(0, "call_p", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"),
+		// A model that calls a tool it was not offered: the kit serves it
+		// only when told to.
+		agenttest.Reply().Text("On it. <need_tool>").Call(0, "call_p", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls").Unsolicited(),
 		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	var ran atomic.Bool

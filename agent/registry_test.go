@@ -72,7 +72,8 @@ func TestRunKeepsItsTools(t *testing.T) {
 	// The next run sees the changes.
 	srv.Enqueue(
 		planNeedTool(),
-		agenttest.Reply().Call(0, "call_4", "get_weather", `{"city":"Lima"}`).Call(1, "call_5", "show_card", `{}`).Finish("tool_calls"),
+		// show_card, removed, is no longer offered: the model calls it anyway.
+		agenttest.Reply().Call(0, "call_4", "get_weather", `{"city":"Lima"}`).Call(1, "call_5", "show_card", `{}`).Finish("tool_calls").Unsolicited(),
 		agenttest.Reply().Text("Done.").Finish("stop"),
 	)
 	asked = nil

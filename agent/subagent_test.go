@@ -438,7 +438,8 @@ func TestSubAgentToolSubset(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(
 		agenttest.Reply().Call(0, "call_1", "research", `{"task":"clean up"}`).Finish("tool_calls"),
-		agenttest.Reply().Call(0, "call_1", "delete_all", `{}`).Finish("tool_calls"),
+		// delete_all is not in the sub-agent's subset: the model calls it anyway.
+		agenttest.Reply().Call(0, "call_1", "delete_all", `{}`).Finish("tool_calls").Unsolicited(),
 		agenttest.Reply().Text("I may not.").Finish("stop"),
 		agenttest.Reply().Text("Done.").Finish("stop"),
 	)

@@ -204,7 +204,7 @@ func TestInvalidArgumentsAndUnknownToolAreRejected(t *testing.T) {
 		agenttest.Reply().
 			Call(0, "call_bad", "get_weather", `{"city": "Par`).
 			Call(1, "call_unknown", "launch_rockets", `{}`).
-			Finish("tool_calls"),
+			Finish("tool_calls").Unsolicited(), // launch_rockets is not offered
 		agenttest.Reply().Text("Sorry.").Finish("stop"),
 	)
 	var asked atomic.Int32

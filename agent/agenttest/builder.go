@@ -92,7 +92,12 @@ func (b *Builder) Reasoning(pieces ...string) *Builder {
 // Call adds a tool call the way OpenAI streams it: a header fragment with
 // index, id, type and name and empty arguments, then one fragment per
 // piece of argument text. Arguments may be split anywhere, even inside a
-// JSON string or a multi-byte character's escape.
+// JSON string or a multi-byte character's escape. [CallTool] is the short
+// form of a reply with one call.
+//
+// A Response with calls answers only a request that offers the tools it
+// calls (see [Response.Unsolicited]); an agent's planning round offers
+// none, so a run's script has a planning reply ([Plan]) first.
 func (b *Builder) Call(index int, id, name string, args ...string) *Builder {
 	b.parts = append(b.parts, part{kind: partCall, call: fragment{index: index, id: id, name: name, header: true}})
 	for _, a := range args {
@@ -189,6 +194,16 @@ func (b *Builder) Finish(reason string) Response {
 		r.frames[i] = renderFrame(&chunks[i])
 	}
 	r.completion = b.completion(reason)
+	var text strings.Builder
+	for _, p := range b.parts {
+		switch {
+		case p.kind == partText && text.Len() < maxDescribed:
+			text.WriteString(p.text)
+		case p.kind == partCall && p.call.name != "":
+			r.calls = append(r.calls, p.call.name)
+		}
+	}
+	r.text = text.String()
 	return r
 }
 

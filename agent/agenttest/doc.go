@@ -2,20 +2,62 @@
 // agent: an OpenAI-compatible chat-completions server that answers from a
 // script, in the spirit of net/http/httptest.
 //
-// A test starts a [Server], enqueues the answers the model should stream,
-// points an agent at it (Config.BaseURL and Config.HTTPClient) and checks
-// what the agent did and what it sent; the package example shows a whole
-// turn.
+// A test starts a [Server] with [Start], enqueues the answers the model
+// should stream, points an agent at it (Config.BaseURL: [Server.URL],
+// Config.HTTPClient: [Server.Client]) and checks what the agent did and
+// what it sent; the package example shows a whole turn.
+//
+// # A run's requests
+//
+// An agent's run sends more than one request, and the script answers
+// each of them:
+//
+//  1. The planning round (round 0) offers no tools, and ends with a
+//     temporary planning prompt. Its reply is words that end with an
+//     intent tag: <need_tool> ([Plan] writes such a reply) goes on to
+//     the tool loop, and so does a reply without a tag; <no_tool> is
+//     followed by one continuation round, without tools, and the run
+//     ends. The planning reply's text streams to the user as round 0's.
+//  2. Each round of the tool loop offers the tools. After a planning
+//     reply with text, the messages end with that reply and a user
+//     message "[continue]" ([Request.UserMessage] finds the user's own).
+//     A reply that calls tools ([CallTool], or [Reply] with
+//     [Builder.Call]) makes the agent run them and ask again, with their
+//     results last; a reply without tool calls ends the run.
+//
+// So the script of a turn that calls one tool has three replies: [Plan],
+// [CallTool] and the answer, as in the package example. With
+// agent.Config.DisablePlanning the run starts with the tool loop, and its
+// first reply may call a tool.
+//
+// The agent does not run the tool calls of a planning reply: served to
+// the planning round, a reply that calls a tool would leave the tool
+// silently unrun. So a reply that calls a tool its request does not offer
+// (none, or not that one) is not served: the server answers HTTP 500 with
+// a message that says so and what to do instead, and the run fails with
+// it ([Response.Unsolicited] serves such a reply, for a test of what a
+// client does with a model that calls tools it was not given). A request
+// that finds the script exhausted is answered HTTP 500 too. Both answers
+// tell the client not to send the request again (x-should-retry: false).
+// A scripted [HTTPError] 408, 409, 429 or 5xx does not: the agent sends
+// its request again (Config.MaxRetries), and each attempt takes the next
+// response of the script.
+//
+// A Server made by [Start] also fails its test, with the same words, for
+// each of these, and for each response still in the script when the test
+// ends; one made by [NewServer] answers alike but has no test to fail.
+//
+// # Servers and functions
 //
 // A [Server] listens on 127.0.0.1 and serves POST /v1/chat/completions. Each
 // request takes the next [Response] from a FIFO filled with
 // [Server.Enqueue]. When the queue is empty the function set with
-// [Server.Respond] answers instead. With neither, the server replies HTTP 500
-// with an OpenAI-style error saying the script is exhausted, so a test that
-// makes one request too many fails clearly.
+// [Server.Respond] answers instead.
 //
 // A [RespondFunc] answers in process instead, without a listening port: it
-// is an [http.RoundTripper] for the HTTPClient of an agent's configuration.
+// is an [http.RoundTripper], and [RespondFunc.URL] and [RespondFunc.Client]
+// configure an agent for it as a Server's do. Its documentation says how
+// the function tells a run's requests apart.
 //
 // # Responses
 //

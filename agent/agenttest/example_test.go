@@ -5,25 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
+	"github.com/planround/planround/approval"
 )
 
 // A whole turn against a scripted model: the planning reply, a tool call,
-// the answer. The test then reads what the agent sent.
+// the answer. The test then reads what the agent sent. In a test,
+// agenttest.Start(t) starts the server, closes it when the test ends and
+// fails the test when the script does not match the run's requests.
 func Example() {
 	srv := agenttest.NewServer()
 	defer srv.Close()
-	srv.Enqueue(
-		agenttest.Reply().Text("I'll check the weather.", " <need_tool>").Finish("stop"),
-		agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":`, `"Paris"}`).Finish("tool_calls"),
-		agenttest.Reply().Text("Sunny in Paris.").Finish("stop"),
-	)
+	// Plan, then call: the planning round offers no tools.
+	srv.Enqueue(agenttest.Plan("I'll check the weather."), agenttest.CallTool("get_weather", `{"city":"Paris"}`))
+	srv.Enqueue(agenttest.Reply().Text("Sunny in Paris.").Finish("stop"))
 
 	weather := agent.FuncTool{
 		Def: agent.ToolDefinition{Name: "get_weather", Description: "Current weather for a city."},
@@ -57,51 +59,118 @@ func Example() {
 		}
 	}
 
+	// The requests: planning (no tools, the planning prompt last), then the
+	// tool rounds, after the planning reply and the agent's "[continue]".
 	for _, req := range srv.Requests() {
-		fmt.Println("request", req.Seq, "tools", req.ToolNames(), "last", req.LastMessage().Role)
+		last := req.LastMessage()
+		content := fmt.Sprintf("%q", last.Content)
+		if last.Role == "system" {
+			content = "(the planning prompt)"
+		}
+		user, _ := req.UserMessage()
+		fmt.Printf("request %d: tools %v, last %s %s, user's %q\n", req.Seq, req.ToolNames(), last.Role, content, user.Content)
 	}
 	// Output:
 	// round 0: "I'll check the weather."
-	// round 0: " "
 	// round 1: get_weather start
 	// round 1: get_weather executing
 	// round 1: get_weather result
 	// round 2: "Sunny in Paris."
-	// request 1 tools [] last system
-	// request 2 tools [get_weather] last user
-	// request 3 tools [get_weather] last tool
+	// request 1: tools [], last system (the planning prompt), user's "Weather in Paris?"
+	// request 2: tools [get_weather], last user "[continue]", user's "Weather in Paris?"
+	// request 3: tools [get_weather], last tool "sunny, 22 C", user's "Weather in Paris?"
 }
 
-// A model in process, without a listening port: the function answers each
-// request from what it holds, here a planning reply first and then the
-// answer.
-func ExampleRespondFunc() {
-	model := agenttest.RespondFunc(func(req *agenttest.Request) agenttest.Response {
-		if _, planned := req.LastMessageWithRole("assistant"); planned {
-			return agenttest.Reply().Text("How can I help?").Finish("stop")
-		}
-		return agenttest.Reply().Text("Hello! <no_tool>").Finish("stop")
-	})
+// A script whose first reply calls a tool, as if the run began with the
+// tool loop: the planning round offers no tools, so the server does not
+// serve that reply, and the run fails with words that say what to do. The
+// script of this run needs agenttest.Plan before the call, or the agent
+// Config.DisablePlanning.
+func Example_callWithoutPlan() {
+	srv := agenttest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(agenttest.CallTool("get_weather", `{"city":"Paris"}`), agenttest.Reply().Text("Sunny.").Finish("stop"))
+
+	weather := agent.NewTool("get_weather", "Current weather for a city.",
+		func(ctx context.Context, args struct{ City string }, _ agent.Progress) (string, error) {
+			return "sunny, 22 C", nil
+		})
+	tools, _ := agent.NewToolRegistry(weather)
 	a, err := agent.New(agent.Config{
-		BaseURL:    "http://model.invalid/v1", // never dialled
-		HTTPClient: &http.Client{Transport: model},
+		BaseURL:    srv.URL(),
+		HTTPClient: srv.Client(),
 		Model:      "any",
+		Tools:      tools,
+		Approver:   approval.ApproveAll(),
 	})
 	if err != nil {
 		panic(err)
 	}
-	for c, err := range a.Run(context.Background(), agent.Input{Message: "hi"}) {
+	for _, err := range a.Run(context.Background(), agent.Input{Message: "Weather in Paris?"}) {
+		if err != nil {
+			fmt.Println(strings.ReplaceAll(err.Error(), ". ", ".\n")) // a sentence a line
+		}
+	}
+	fmt.Println("requests:", len(srv.Requests()), "left in the script:", srv.Pending())
+	// Output:
+	// agent: round 0: model request failed: 500 Internal Server Error: agenttest: request 1 offers no tools, but the script's next response is a reply calling get_weather.
+	// An agent's run starts with a planning round, a request without tools, and ignores the tool calls of its reply: the tool would never run (and an agent without tools offers none in any round).
+	// Enqueue a planning reply before it (agenttest.Plan), or set agent.Config.DisablePlanning.
+	// Response.Unsolicited serves such a reply anyway.
+	// (type server_error)
+	// requests: 1 left in the script: 1
+}
+
+// A model in process, without a listening port: the function tells the
+// run's requests apart and answers each. The planning round offers no
+// tools; a tool round after a tool ran ends with its result; the first
+// tool round finds the user's words before the agent's "[continue]".
+func ExampleRespondFunc() {
+	model := agenttest.RespondFunc(func(req *agenttest.Request) agenttest.Response {
+		switch last := req.LastMessage(); {
+		case !req.HasTools(): // the planning round
+			return agenttest.Plan("Let me shout it.")
+		case last.Role == "tool":
+			return agenttest.Reply().Text("Done: " + last.Content).Finish("stop")
+		default:
+			user, _ := req.UserMessage()
+			args, _ := json.Marshal(map[string]string{"text": user.Content})
+			return agenttest.CallTool("shout", string(args))
+		}
+	})
+	shout := agent.NewTool("shout", "Writes text in capitals.",
+		func(_ context.Context, args struct {
+			Text string `json:"text"`
+		}, _ agent.Progress) (string, error) {
+			return strings.ToUpper(args.Text), nil
+		})
+	tools, _ := agent.NewToolRegistry(shout)
+	a, err := agent.New(agent.Config{
+		BaseURL:    model.URL(), // never dialled
+		HTTPClient: model.Client(),
+		Model:      "any",
+		Tools:      tools,
+		Approver:   approval.ApproveAll(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	for c, err := range a.Run(context.Background(), agent.Input{Message: "hello"}) {
 		if err != nil {
 			fmt.Println("error:", err)
 			return
 		}
-		if c.Kind == agent.KindText {
-			fmt.Printf("%q\n", c.Text)
+		switch {
+		case c.Kind == agent.KindText:
+			fmt.Printf("round %d: %q\n", c.Round, c.Text)
+		case c.Kind == agent.KindToolCall && c.Tool.State == agent.StateResult:
+			fmt.Printf("round %d: %s = %s\n", c.Round, c.Tool.Name, c.Tool.Result)
 		}
 	}
 	// Output:
-	// "Hello! "
-	// "How can I help?"
+	// round 0: "Let me shout it."
+	// round 1: shout = HELLO
+	// round 2: "Done: HELLO"
 }
 
 // A stream cut in the middle: the agent delivers the text that arrived,
@@ -176,6 +245,9 @@ func ExampleServer() {
 	params := openai.ChatCompletionNewParams{
 		Model:    "any",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")},
+		Tools: []openai.ChatCompletionToolUnionParam{
+			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather"}),
+		},
 	}
 
 	stream := client.Chat.Completions.NewStreaming(context.Background(), params)

@@ -56,7 +56,7 @@ func TestOutsideModule(t *testing.T) {
 	}
 	got := run("kit")
 	for _, want := range []string{
-		"server: add = 5\nserver: 2 + 3 = 5.\nserver requests: 3\n",
+		"server: add = 5\nserver: 2 + 3 = 5.\nserver requests: 3 left: 0\n",
 		"in process: add = 5\nin process: 2 + 3 = 5.\n",
 	} {
 		if !strings.Contains(got, want) {

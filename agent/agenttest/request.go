@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/planround/planround/intent"
 )
 
 // Request is a chat-completions request as the server received it.
@@ -132,6 +134,34 @@ func (r *Request) LastMessageWithRole(role string) (Message, bool) {
 		}
 	}
 	return Message{}, false
+}
+
+// UserMessage returns the user's own message that the request answers and
+// true, or a zero Message and false when there is none: the last user
+// message that is not the "[continue]" an agent adds after its planning
+// reply ([intent.ContinueMessage]). In the rounds after planning, that
+// "[continue]" is the request's last user message, so
+// LastMessageWithRole("user") does not find the user's words.
+//
+// With agent.ShapeStrict, the agent adds its temporary prompts to the last
+// user message, after a blank line: the planning round's user message ends
+// with the planning prompt then, and the "[continue]" of a continuation
+// round with the continuation prompt (it is not returned either).
+func (r *Request) UserMessage() (Message, bool) {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		m := r.Messages[i]
+		if m.Role == "user" && !isContinue(m.Content) {
+			return m, true
+		}
+	}
+	return Message{}, false
+}
+
+// isContinue reports whether content is the agent's transition message,
+// alone or with a temporary prompt added after a blank line.
+func isContinue(content string) bool {
+	rest, ok := strings.CutPrefix(content, intent.ContinueMessage)
+	return ok && (rest == "" || strings.HasPrefix(rest, "\n\n"))
 }
 
 // wireRequest is the JSON shape of a request body.

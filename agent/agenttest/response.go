@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,12 @@ type Response struct {
 	fault   faultKind
 	faultAt int    // number of frames written before the fault
 	errMsg  string // message of an error frame
+
+	// calls are the names of the tool calls the Response carries, in
+	// order; a request must offer each of them (see [Response.Unsolicited]).
+	calls       []string
+	unsolicited bool   // serve calls the request does not offer
+	text        string // the reply's text, for messages about the script
 }
 
 type faultKind uint8
@@ -113,7 +120,7 @@ func errorBody(message, typ, code string) []byte {
 // blank lines so each event is flushed on its own. Nothing is added: the
 // body decides whether a [DONE] comes.
 func Raw(body []byte) Response {
-	return Response{frames: splitEvents(body)}
+	return framesResponse(splitEvents(body))
 }
 
 // ReplayFile returns a Response that streams the recorded SSE file at path
@@ -130,10 +137,52 @@ func ReplayFile(path string) (Response, error) {
 // "data: <payload>" event. Payloads are sent literally: add "[DONE]" as the
 // last payload to end the stream the OpenAI way.
 func Frames(payloads ...string) Response {
-	r := Response{frames: make([][]byte, len(payloads))}
+	frames := make([][]byte, len(payloads))
 	for i, p := range payloads {
-		r.frames[i] = []byte("data: " + p + "\n\n")
+		frames[i] = []byte("data: " + p + "\n\n")
 	}
+	return framesResponse(frames)
+}
+
+// framesResponse returns a Response that streams frames as they are, with
+// the tool calls and text it finds in them.
+func framesResponse(frames [][]byte) Response {
+	r := Response{frames: frames}
+	var text strings.Builder
+	for _, f := range frames {
+		for line := range bytes.Lines(f) {
+			data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
+			if !ok {
+				continue
+			}
+			var c struct {
+				Choices []struct {
+					Delta struct {
+						Content   string `json:"content"`
+						ToolCalls []struct {
+							Function struct {
+								Name string `json:"name"`
+							} `json:"function"`
+						} `json:"tool_calls"`
+					} `json:"delta"`
+				} `json:"choices"`
+			}
+			if json.Unmarshal(bytes.TrimSpace(data), &c) != nil {
+				continue // [DONE], or a frame a test made invalid on purpose
+			}
+			for _, ch := range c.Choices {
+				if text.Len() < maxDescribed {
+					text.WriteString(ch.Delta.Content)
+				}
+				for _, tc := range ch.Delta.ToolCalls {
+					if tc.Function.Name != "" {
+						r.calls = append(r.calls, tc.Function.Name)
+					}
+				}
+			}
+		}
+	}
+	r.text = text.String()
 	return r
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -27,9 +28,11 @@ type Server struct {
 	closing   chan struct{} // closed by Close: ends delays and holds
 	closeOnce sync.Once
 	conns     atomic.Int64 // TCP connections accepted
+	t         testing.TB   // reports what is wrong with the script; nil for none
 
-	mu       sync.Mutex // guards queue, respond, requests, seq, keep, apiKey, checks
+	mu       sync.Mutex // guards queue, served, respond, requests, seq, keep, apiKey, checks
 	queue    []Response
+	served   int // responses taken from the queue so far
 	respond  func(*Request) Response
 	requests []*Request
 	seq      int    // requests decoded so far
@@ -39,9 +42,34 @@ type Server struct {
 }
 
 // NewServer starts a Server with an empty script. Call [Server.Close]
-// when done.
-func NewServer() *Server {
-	s := &Server{closing: make(chan struct{}), keep: -1}
+// when done. In a test, [Start] does that and reports what is wrong with
+// the script through the test.
+func NewServer() *Server { return newServer(nil) }
+
+// Start starts a Server for the test t, as [NewServer] does, and closes it
+// when the test and its subtests have ended. What is wrong with the script
+// fails t, with a message saying what happened: a request that finds the
+// script exhausted, a response with tool calls that its request does not
+// offer (see [Response.Unsolicited]) and, when the test ends, each
+// response never served. The requests are answered as a Server started
+// with NewServer answers them.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := newServer(t)
+	t.Cleanup(func() {
+		s.Close() // no handler runs after this: the queue is final
+		s.mu.Lock()
+		left, requests := s.queue, s.seq
+		s.mu.Unlock()
+		if len(left) > 0 {
+			t.Error(leftoverMessage(left, requests))
+		}
+	})
+	return s
+}
+
+func newServer(t testing.TB) *Server {
+	s := &Server{closing: make(chan struct{}), keep: -1, t: t}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
 	s.ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
@@ -71,6 +99,12 @@ func (s *Server) Close() {
 
 // Enqueue appends responses to the script. Each request takes the first
 // one left.
+//
+// An agent's run starts with a planning round whose request offers no
+// tools (unless its Config sets DisablePlanning), so the script of a run
+// that calls a tool starts with a planning reply, as in the package
+// example: a response with tool calls that its request does not offer is
+// not served (see [Response.Unsolicited]).
 func (s *Server) Enqueue(r ...Response) {
 	s.mu.Lock()
 	s.queue = append(s.queue, r...)
@@ -78,7 +112,8 @@ func (s *Server) Enqueue(r ...Response) {
 }
 
 // Respond sets the function that answers requests while the script's queue
-// is empty; nil removes it. fn may be called concurrently.
+// is empty; nil removes it. fn may be called concurrently. [RespondFunc]
+// says which requests an agent's run sends, and how fn tells them apart.
 func (s *Server) Respond(fn func(req *Request) Response) {
 	s.mu.Lock()
 	s.respond = fn
@@ -141,9 +176,25 @@ func (s *Server) Requests() []*Request {
 	return append([]*Request(nil), s.requests...)
 }
 
-// next records req and picks its response. A request that breaks one of
-// the enforced checks takes no response: err says what is wrong.
-func (s *Server) next(req *Request) (resp Response, ok bool, err error) {
+// source is where a request's response came from.
+type source uint8
+
+const (
+	fromNone    source = iota // the script is exhausted
+	fromQueue                 // the queue filled by Enqueue
+	fromRespond               // the Respond func
+)
+
+// pick is the response chosen for a request.
+type pick struct {
+	resp   Response
+	from   source
+	served int   // responses taken from the queue, this one included
+	err    error // the enforced check the request breaks; no response then
+}
+
+// next records req and picks its response.
+func (s *Server) next(req *Request) pick {
 	s.mu.Lock()
 	s.seq++
 	req.Seq = s.seq
@@ -153,21 +204,32 @@ func (s *Server) next(req *Request) (resp Response, ok bool, err error) {
 	}
 	if err := check(s.checks, req); err != nil {
 		s.mu.Unlock()
-		return Response{}, false, err
+		return pick{err: err}
 	}
 	if len(s.queue) > 0 {
 		r := s.queue[0]
 		s.queue[0] = Response{}
 		s.queue = s.queue[1:]
+		s.served++
+		served := s.served
 		s.mu.Unlock()
-		return r, true, nil
+		return pick{resp: r, from: fromQueue, served: served}
 	}
-	fn := s.respond
+	fn, served := s.respond, s.served
 	s.mu.Unlock()
 	if fn == nil {
-		return Response{}, false, nil
+		return pick{from: fromNone, served: served}
 	}
-	return fn(req), true, nil
+	return pick{resp: fn(req), from: fromRespond, served: served}
+}
+
+// scriptError answers a request the script cannot answer with HTTP 500
+// and message, which also fails the test of a Server made by Start.
+func (s *Server) scriptError(w http.ResponseWriter, message string) {
+	if s.t != nil {
+		s.t.Error(message)
+	}
+	writeScriptError(w, message)
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -187,17 +249,20 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp, ok, err := s.next(req)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	p := s.next(req)
+	switch {
+	case p.err != nil:
+		writeError(w, http.StatusBadRequest, p.err.Error())
+		return
+	case p.from == fromNone:
+		s.scriptError(w, exhaustedMessage(req, p.served))
 		return
 	}
-	if !ok {
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf(
-			"agenttest: script exhausted: request %d arrived with no response enqueued and no Respond func set", req.Seq))
+	if name := unoffered(req, p.resp); name != "" {
+		s.scriptError(w, unofferedMessage(req, p.resp, name, p.from == fromRespond))
 		return
 	}
-	writeResponse(w, r, req, resp, s.closing)
+	writeResponse(w, r, req, p.resp, s.closing)
 }
 
 // readRequest reads and decodes r's body. On failure it writes the error
@@ -355,6 +420,15 @@ func fault(ctx context.Context, w http.ResponseWriter, rc *http.ResponseControll
 		}
 		_ = conn.Close()
 	}
+}
+
+// writeScriptError answers a request the script cannot answer: HTTP 500
+// that asks the client not to send the request again (x-should-retry:
+// false, which openai-go and package agent follow), since it would find
+// the same script.
+func writeScriptError(w http.ResponseWriter, message string) {
+	w.Header().Set("X-Should-Retry", "false")
+	writeError(w, http.StatusInternalServerError, message)
 }
 
 // writeError answers with an OpenAI-style error body.

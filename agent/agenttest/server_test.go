@@ -232,7 +232,7 @@ func TestShapesOnTheWire(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newServer(t)
 			s.Enqueue(tt.r)
-			body := post(t, s, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusOK)
+			body := post(t, s, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, http.StatusOK)
 			for _, w := range tt.want {
 				if !strings.Contains(body, w) {
 					t.Errorf("body lacks %q:\n%s", w, body)
@@ -503,6 +503,9 @@ func TestReplayStreams(t *testing.T) {
 			if resp.NumFrames() < 2 {
 				t.Fatalf("%d frames, want the file split into events", resp.NumFrames())
 			}
+			// The recordings call tools of their own: what is tested here
+			// is the stream, not whether the request offered them.
+			resp = resp.Unsolicited()
 			s.Enqueue(resp)
 			r := read(t.Context(), c, params("f"))
 			if r.err != nil {

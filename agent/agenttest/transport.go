@@ -13,16 +13,43 @@ import (
 
 // RespondFunc answers chat-completions requests in process. Its RoundTrip
 // method makes it an [http.RoundTripper]: as the Transport of the HTTP
-// client an agent is configured with, it serves the agent's requests
-// without a listening port, so no other process can reach it. Any base URL
-// will do; a host name that cannot resolve, such as one under .invalid,
-// makes a request that misses the RoundTripper fail instead of reaching a
-// real provider.
+// client an agent is configured with ([RespondFunc.Client]), it serves the
+// agent's requests without a listening port, so no other process can reach
+// it. Any base URL will do; [RespondFunc.URL] is one under .invalid, a
+// host name that cannot resolve, so that a request that misses the
+// RoundTripper fails instead of reaching a real provider.
 //
-// A RespondFunc has no script, records no requests and enforces no checks:
-// it is the function itself that decides. It may be called concurrently.
-// [Server.Respond] takes the same kind of function.
+// A RespondFunc has no script, records no requests and enforces no
+// [Check]: it is the function itself that decides, from the request, which
+// round of a run it answers. An agent's run sends, by default:
+//
+//   - the planning round: no tools ([Request.HasTools] is false), and a
+//     temporary planning prompt (a system message) after the user's
+//     message. Its reply ends with <need_tool> ([Plan]) to go on to the
+//     tool rounds, or with <no_tool>. A reply with tool calls is not
+//     served to it (see [Response.Unsolicited]): the function's Response
+//     is refused with HTTP 500 and a message saying so.
+//   - the tool rounds: the tools offered. After a planning reply with
+//     text, the request holds that reply and a user message "[continue]",
+//     so the last user message is not the user's own
+//     ([Request.UserMessage] is); after a tool ran, the last message is
+//     its result (role "tool").
+//   - or, after <no_tool>, one continuation round: no tools again, and a
+//     temporary continuation prompt last.
+//
+// With agent.Config.DisablePlanning the run starts with the tool rounds.
+// A RespondFunc may be called concurrently. [Server.Respond] takes the
+// same kind of function.
 type RespondFunc func(req *Request) Response
+
+// Client returns an HTTP client whose Transport is f, for the HTTPClient
+// of an agent's configuration.
+func (f RespondFunc) Client() *http.Client { return &http.Client{Transport: f} }
+
+// URL returns a base URL for an OpenAI client of f's [RespondFunc.Client],
+// ending in "/v1". Its host is under .invalid, so the same URL with
+// another client fails to resolve instead of reaching a provider.
+func (f RespondFunc) URL() string { return "http://agenttest.invalid/v1" }
 
 // RoundTrip answers a POST to a URL whose path ends in /chat/completions
 // with f's Response, as a [Server] would over a connection: delays, holds,
@@ -31,7 +58,10 @@ type RespondFunc func(req *Request) Response
 // [io.ErrUnexpectedEOF], one that resets it ([Response.ResetAfter]) with an
 // error that wraps [syscall.ECONNRESET]. Other paths are answered 404 and
 // other methods 405, with an OpenAI-style error body; f is not called for
-// them, nor for a body that is not a chat-completions request (400).
+// them, nor for a body that is not a chat-completions request (400). A
+// Response with a tool call that the request does not offer is not served
+// (see [Response.Unsolicited]): RoundTrip answers HTTP 500 instead, with a
+// message saying why.
 //
 // The response's body streams while f's Response is served; closing it, or
 // ending the request's context, stops the serving. The caller must close
@@ -50,7 +80,12 @@ func (f RespondFunc) RoundTrip(r *http.Request) (*http.Response, error) {
 		if !ok {
 			return
 		}
-		writeResponse(w, r, req, f(req), nil)
+		resp := f(req)
+		if name := unoffered(req, resp); name != "" {
+			writeScriptError(w, unofferedMessage(req, resp, name, true))
+			return
+		}
+		writeResponse(w, r, req, resp, nil)
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,15 +396,10 @@ func userCallModel(t *testing.T) *agenttest.Server {
 		case req.LastMessage().Role == "tool":
 			return agenttest.Reply().Text("Done.").Finish("stop")
 		}
-		var asked string // the user's message, before the agent's "[continue]"
-		for _, m := range slices.Backward(req.Messages) {
-			if m.Role == "user" && m.Content != "[continue]" {
-				asked = m.Content
-				break
-			}
-		}
-		name, args, _ := strings.Cut(asked, " ")
-		return agenttest.Reply().Call(0, fmt.Sprintf("call_%d", ids.Add(1)), name, args).Finish("tool_calls")
+		asked, _ := req.UserMessage()
+		name, args, _ := strings.Cut(asked.Content, " ")
+		// The name is the user's: an unknown tool is called too.
+		return agenttest.Reply().Call(0, fmt.Sprintf("call_%d", ids.Add(1)), name, args).Finish("tool_calls").Unsolicited()
 	})
 	return srv
 }

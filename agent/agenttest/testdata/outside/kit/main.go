@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
@@ -40,14 +39,11 @@ func run() error {
 		return err
 	}
 
-	// A scripted server on 127.0.0.1.
+	// A scripted server on 127.0.0.1: plan, then call, then answer.
 	srv := agenttest.NewServer()
 	defer srv.Close()
-	srv.Enqueue(
-		agenttest.Reply().Text("Let me add. <need_", "tool>").Finish("stop"),
-		agenttest.Reply().Call(0, "call_1", "add", `{"a":2,`, `"b":3}`).Finish("tool_calls"),
-		agenttest.Reply().Text("2 + 3 = 5.").Finish("stop"),
-	)
+	srv.Enqueue(agenttest.Plan("Let me add."), agenttest.CallTool("add", `{"a":2,"b":3}`))
+	srv.Enqueue(agenttest.Reply().Text("2 + 3 = 5.").Finish("stop"))
 	a, err := agent.New(agent.Config{BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "any", Tools: tools})
 	if err != nil {
 		return err
@@ -55,20 +51,23 @@ func run() error {
 	if err := turn(a, "server"); err != nil {
 		return err
 	}
-	fmt.Println("server requests:", len(srv.Requests()))
+	fmt.Println("server requests:", len(srv.Requests()), "left:", srv.Pending())
 
 	// The same model in process, without a port.
 	model := agenttest.RespondFunc(func(req *agenttest.Request) agenttest.Response {
 		switch last := req.LastMessage(); {
 		case !req.HasTools():
-			return agenttest.Reply().Text("Let me add. <need_tool>").Finish("stop")
+			return agenttest.Plan("Let me add.")
 		case last.Role == "tool":
 			return agenttest.Reply().Text("2 + 3 = " + last.Content + ".").Finish("stop")
 		default:
-			return agenttest.Reply().Call(0, "call_1", "add", `{"a":2,"b":3}`).Finish("tool_calls")
+			if user, _ := req.UserMessage(); user.Content != "What is 2 + 3?" {
+				return agenttest.HTTPError(400, "kit: the user's message is "+user.Content)
+			}
+			return agenttest.CallTool("add", `{"a":2,"b":3}`)
 		}
 	})
-	a, err = agent.New(agent.Config{BaseURL: "http://model.invalid/v1", HTTPClient: &http.Client{Transport: model}, Model: "any", Tools: tools})
+	a, err = agent.New(agent.Config{BaseURL: model.URL(), HTTPClient: model.Client(), Model: "any", Tools: tools})
 	if err != nil {
 		return err
 	}
