@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -298,6 +299,9 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 				rec = rc
 			}
 		}
+		if rec.ApprovalID == "" && !rec.Executing {
+			rec.ApprovalID = r.approvalByKey(rec)
+		}
 		cause, reason, partial := r.closedAs(rec)
 		if rec.ApprovalID != "" && (cause == CauseMovedOn || rec.Executing && r.resumable(tc.Name)) {
 			// Undecided, or what a resumable call waits for (a form):
@@ -327,6 +331,25 @@ func (r *run) moveOn(msgs []memory.Message) ([]memory.Message, bool) {
 		}
 	}
 	return append(msgs, tms...), true
+}
+
+// approvalByKey returns the id of the approval the Store keeps under the
+// durable key of the call of rec, "" when it keeps none. A call's open
+// record names its approval only once the Approver registered it (see
+// run.approve): a process stopped in between leaves a record that names
+// none beside an approval that waits, which a resumed turn finds by the
+// key, and so must a new user message, to close the call by its decision
+// or cancel the approval.
+func (r *run) approvalByKey(rec memory.OpenCall) string {
+	approvals, ok := r.a.cfg.Store.(memory.ApprovalStore)
+	if !ok || rec.MessageID == 0 {
+		return ""
+	}
+	ap, err := approvals.ApprovalByKey(r.ctx, r.t.in.SessionID, strconv.FormatInt(rec.MessageID, 10)+"/"+rec.CallID)
+	if err != nil {
+		return ""
+	}
+	return ap.ID
 }
 
 // closedAs is how a new user message closes the open call rec: its cause,

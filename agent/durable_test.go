@@ -297,7 +297,7 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 			_, err := st.CreateSession(ctx, memory.Session{ID: "s1"})
 			require.NoError(t, err)
 			var calls []memory.ToolCall
-			for _, id := range []string{"run", "no", "yes", "wait"} {
+			for _, id := range []string{"run", "no", "yes", "wait", "keyed", "keyed-no"} {
 				calls = append(calls, memory.ToolCall{ID: id, Name: "get_weather", Arguments: json.RawMessage(`{"city":"Lima"}`)})
 			}
 			stored, err := log.AppendCalls(ctx, "s1", []memory.OpenCall{
@@ -305,6 +305,11 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 				{CallID: "no", Round: 1, ApprovalID: "ap-no"},
 				{CallID: "yes", Round: 1, ApprovalID: "ap-yes"},
 				{CallID: "wait", Round: 1, ApprovalID: "ap-wait"},
+				// The process stopped after the Approver registered these
+				// approvals and before their ids were saved in the records:
+				// the Store has them under the calls' keys only.
+				{CallID: "keyed", Round: 1},
+				{CallID: "keyed-no", Round: 1},
 			}, memory.Message{Role: memory.RoleUser, Content: "Weather in Lima?"},
 				memory.Message{Role: memory.RoleAssistant, Content: "Looking. <need_tool>", ToolCalls: calls})
 			require.NoError(t, err)
@@ -312,7 +317,13 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 			for _, c := range []string{"no", "yes", "wait"} {
 				require.NoError(t, approvals.CreateApproval(ctx, memory.Approval{ID: "ap-" + c, SessionID: "s1", CallID: c, Tool: "get_weather", Round: 1}))
 			}
+			for _, c := range []string{"keyed", "keyed-no"} {
+				require.NoError(t, approvals.CreateApproval(ctx, memory.Approval{ID: "ap-" + c, SessionID: "s1", CallID: c, Tool: "get_weather", Round: 1,
+					Key: fmt.Sprintf("%d/%s", stored[1].ID, c)}))
+			}
 			_, err = approvals.DecideApproval(ctx, "s1", "ap-no", memory.ApprovalDecision{Reason: "not Lima", Cause: string(agent.CauseUser)})
+			require.NoError(t, err)
+			_, err = approvals.DecideApproval(ctx, "s1", "ap-keyed-no", memory.ApprovalDecision{Reason: "not there", Cause: string(agent.CauseUser)})
 			require.NoError(t, err)
 			_, err = approvals.DecideApproval(ctx, "s1", "ap-yes", memory.ApprovalDecision{Approved: true})
 			require.NoError(t, err)
@@ -324,7 +335,7 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 			a := newAgent(t, srv, func(c *agent.Config) { c.Store = st; c.Approver = k }, countingWeather(&runs))
 			chunks, err := collect(a.Run(ctx, agent.Input{SessionID: "s1", Message: "Never mind."}))
 			require.NoError(t, err)
-			require.GreaterOrEqual(t, len(chunks), 4)
+			require.GreaterOrEqual(t, len(chunks), 6)
 			type closed struct {
 				id      string
 				cause   agent.Cause
@@ -332,7 +343,7 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 				partial string
 			}
 			var got []closed
-			for _, c := range chunks[:4] {
+			for _, c := range chunks[:6] {
 				require.Equal(t, agent.KindToolRejected, c.Kind)
 				got = append(got, closed{c.Tool.ID, c.Tool.Cause, c.Tool.Reason, c.Tool.PartialResult})
 			}
@@ -341,8 +352,10 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 				{"no", agent.CauseUser, "not Lima", ""},
 				{"yes", agent.CauseNotRun, agent.CauseNotRun.DefaultReason(), ""},
 				{"wait", agent.CauseMovedOn, agent.CauseMovedOn.DefaultReason(), ""},
+				{"keyed", agent.CauseMovedOn, agent.CauseMovedOn.DefaultReason(), ""},
+				{"keyed-no", agent.CauseUser, "not there", ""},
 			}, got)
-			assert.Equal(t, []string{"ap-wait"}, k.cancelled, "only the undecided approval is cancelled")
+			assert.Equal(t, []string{"ap-wait", "ap-keyed"}, k.cancelled, "only the undecided approvals are cancelled, also one found by its call's key")
 			assert.Zero(t, runs.Load())
 
 			msgs, err := st.Messages(ctx, "s1", false)
@@ -350,12 +363,15 @@ func TestNewMessageClosesOpenCallsByState(t *testing.T) {
 			validHistory(t, msgs)
 			assert.Equal(t, []string{"user:Weather in Lima?", "assistant:Looking. <need_tool>",
 				"tool:half way\n[" + agent.CauseStopped.DefaultReason() + "]", "tool:not Lima", "tool:" + agent.CauseNotRun.DefaultReason(), "tool:" + agent.CauseMovedOn.DefaultReason(),
+				"tool:" + agent.CauseMovedOn.DefaultReason(), "tool:not there",
 				"user:Never mind.", "assistant:Hello! I can answer that.<no_tool>", "assistant:Hello."}, contents(msgs))
 			assert.Equal(t, map[string]ended{
-				"run":  {memory.OutcomeRejected, "stopped"},
-				"no":   {memory.OutcomeRejected, "user"},
-				"yes":  {memory.OutcomeRejected, "not_run"},
-				"wait": {memory.OutcomeRejected, "moved_on"},
+				"run":      {memory.OutcomeRejected, "stopped"},
+				"no":       {memory.OutcomeRejected, "user"},
+				"yes":      {memory.OutcomeRejected, "not_run"},
+				"wait":     {memory.OutcomeRejected, "moved_on"},
+				"keyed":    {memory.OutcomeRejected, "moved_on"},
+				"keyed-no": {memory.OutcomeRejected, "user"},
 			}, endings(msgs), "the history says how each open call was closed")
 		})
 	}
