@@ -92,7 +92,7 @@ type Config struct {
 	// run streams. Over HTTPS, http.Transport starts a TLS handshake for
 	// every request that finds the host's HTTP/2 connections full, so a
 	// burst of resumed runs starts thousands: wrap the Transport with
-	// [NewPooledTransport] to make them a few at a time. BENCHMARKS.md
+	// [NewPooledTransport] to make them a few at a time. docs/BENCHMARKS.md
 	// (Load harness, issue 25) has the figures.
 	HTTPClient *http.Client
 	// MaxRetries is how many times a model request is sent again when

@@ -20,7 +20,7 @@ import (
 //   - 1 KiB read and write buffers per HTTP/1.1 connection instead of
 //     4 KiB each: a request is written once, and a stream's events are a
 //     few hundred bytes, so the larger buffers only hold memory for as
-//     long as a run streams (BENCHMARKS.md, issue 24: 6 KB less heap per
+//     long as a run streams (docs/BENCHMARKS.md, issue 24: 6 KB less heap per
 //     conversation mid-stream, the same CPU per delta);
 //   - over HTTPS to a host that speaks HTTP/2, connections that are
 //     made a few at a time however many requests come at once (see

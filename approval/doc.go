@@ -50,7 +50,7 @@
 // AllowAlways.
 //
 // Waiting costs no goroutine and a few hundred bytes per approval; see
-// BENCHMARKS.md at the root of the module.
+// docs/BENCHMARKS.md in the repository.
 //
 // # One path: the Store, restarts and replicas
 //

@@ -4,7 +4,7 @@
 // conversations against it at once, each to its end, reporting per N the
 // conversations held, heap, RSS and goroutines per conversation, CPU per
 // streamed delta and the inter-chunk latency added over the server's
-// pacing. See BENCHMARKS.md (Load harness).
+// pacing. See docs/BENCHMARKS.md (Load harness).
 //
 // The harness is a module of its own (loadharness/ in the repository, so
 // that its plotting library stays out of the SDK's go.mod); from there:
