@@ -22,28 +22,52 @@
 //
 // # Packages
 //
-//   - agent: Agent, Run, Chunk, Tool, ToolRegistry and the Approver interface;
-//     hooks at the checkpoints of a run, and sub-agents (NewSubAgent).
+// One entry each; the README's table links them, and docs/packages.md says
+// more.
+//
+//   - agent: Agent, Run, Chunk, Tool, ToolRegistry and the Approver
+//     interface; hooks, sub-agents (NewSubAgent), durable runs (Resume) and
+//     OpenTelemetry spans and metrics.
+//   - agent/agenttest: a fake model for tests, an OpenAI-compatible server
+//     (or an in-process RoundTripper) that streams scripted replies and
+//     records the requests.
 //   - agent/skills: skills (folders holding a SKILL.md) as a context layer
-//     and the get_skill tool; agent/hooks: prompt hooks loaded from a folder.
+//     and the get_skill tool.
+//   - agent/hooks: prompt hooks loaded from a folder for Config.Hooks.
+//   - agent/openaiparams: the conversion between the SDK's messages and
+//     openai-go's request messages.
+//   - approval: the approval Manager (register, wait, respond, cancel;
+//     durable across processes), ready-made approvers and HTTP handlers for
+//     decisions.
+//   - approval/approvaltest: the conformance suite of an Approver.
 //   - interact: the user's interaction as tools: ask_user_question with its
 //     form service (answered over HTTP, bound to the session) and show_card.
-//   - agent/agenttest: a fake model for tests, an OpenAI-compatible server
-//     that streams scripted replies and records the requests.
-//   - demo: the built-in demo model, plugged in through an HTTP client
-//     without a listening port, and the demo tools.
-//   - approval: the approval Manager (register, wait, respond, cancel),
-//     ready-made approvers and HTTP handlers for decisions.
+//   - memory: the Store interface and MemStore, the pieces of each request
+//     (history repair, truncation, context layers), summarisation and export.
+//   - memory/sqlitestore: the embedded SQLite store.
+//   - memory/pgstore: the PostgreSQL store, for several processes.
+//   - memory/storekit: for store authors, the checks every store makes and
+//     copies of messages.
+//   - memory/storetest: the conformance suite of a Store.
+//   - mcpclient: the tools of MCP servers (stdio, SSE, streamable HTTP) as
+//     agent tools, shared or one server instance per conversation.
+//   - runner: the session runner: one driver per session across crashes and
+//     replicas, turns in the background, events replayed from a cursor.
 //   - stream: the incremental parser of model text (control tags, voice flag,
 //     sentences) and the tool-call delta accumulator.
 //   - intent: intent tags, the default planning and continuation prompts and
 //     tag clean-up of text.
-//   - memory: the Store interface, in-memory, SQLite and PostgreSQL stores, the pieces
-//     of each request (history repair, truncation, context layers),
-//     summarisation and export.
-//   - mcpclient: the tools of MCP servers (stdio, SSE, streamable HTTP) as
-//     agent tools, shared or one server instance per conversation.
+//   - ui/aisdk: the Vercel AI SDK's UI message stream, and the endpoint its
+//     useChat client talks to, on the runner.
+//   - ui/agui: the AG-UI protocol's events, and a handler for its
+//     RunAgentInput, on the runner.
+//   - demo: the built-in demo model, plugged in through an HTTP client
+//     without a listening port, and the demo tools.
 //
-// The examples directory holds runnable programs; examples/cli is a terminal
-// agent that works without an API key on a built-in demo model.
+// The examples directory holds runnable programs: examples/webchat, a web
+// chat that shows every chunk, approval and interrupt; examples/cli, a
+// terminal agent; examples/aisdk, a page on the AI SDK's own client. Each
+// works without an API key on the built-in demo model. test/durable kills
+// and restarts replicas to test durable runs end to end; the load harness
+// (loadharness, a module of its own) measures many conversations at once.
 package planround

@@ -384,17 +384,18 @@ func TestBinaryEndsMCPServers(t *testing.T) {
 	}
 }
 
-// The sample configuration file in the README is one mcpclient reads.
+// The sample configuration file in the web chat's manual (docs/webchat.md,
+// which this CLI's manual points to) is one mcpclient reads.
 func TestREADMEMCPSample(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "webchat.md"))
 	require.NoError(t, err)
 	const start = "```json\n{\n  \"mcpServers\""
 	i := strings.Index(string(readme), start)
-	require.GreaterOrEqual(t, i, 0, "no sample MCP configuration in the README")
+	require.GreaterOrEqual(t, i, 0, "no sample MCP configuration in docs/webchat.md")
 	sample := string(readme[i+len("```json\n"):])
 	sample = sample[:strings.Index(sample, "```")]
 	servers, err := mcpclient.ParseConfig([]byte(sample))
-	require.NoError(t, err, "the README's sample:\n%s", sample)
+	require.NoError(t, err, "the sample of docs/webchat.md:\n%s", sample)
 	var names []string
 	for _, s := range servers {
 		names = append(names, s.Name)

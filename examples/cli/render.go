@@ -22,7 +22,7 @@ type renderer interface {
 }
 
 // jsonRenderer writes one JSON object per chunk per line: the chunk's wire
-// schema (agent.Chunk's JSON, as the README shows it), and nothing else.
+// schema (agent.Chunk's JSON, as docs/library.md shows it), and nothing else.
 type jsonRenderer struct {
 	enc  *json.Encoder
 	werr error

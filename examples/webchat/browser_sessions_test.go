@@ -22,7 +22,7 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-var updateDocs = flag.Bool("update-docs", false, "write the README's screenshot, docs/webchat.png, from TestBrowserThemes")
+var updateDocs = flag.Bool("update-docs", false, "write the screenshot of docs/webchat.md, docs/webchat.png, from TestBrowserThemes")
 
 // items is a JS expression: the conversations of the sidebar.
 const items = `[...document.querySelectorAll('#sessions .session-item')]`
@@ -258,7 +258,7 @@ func TestBrowserSidebarNarrow(t *testing.T) {
 
 // TestBrowserThemes: the page follows the system's colour scheme: light and
 // dark (prefers-color-scheme, emulated) both render, with other colours and
-// readable text. With -update-docs it writes the README's screenshot.
+// readable text. With -update-docs it writes the screenshot of docs/webchat.md.
 func TestBrowserThemes(t *testing.T) {
 	leaktest.Check(t)
 	h := newHarness(t, Options{Skills: testSkills(t)}) // the picker shows in the screenshot

@@ -287,8 +287,8 @@
 // With -postgres the process is one replica of many: conversations,
 // approvals, open calls, leases and the turns' events are shared through
 // PostgreSQL, a browser may reach any replica, and a replica that dies
-// leaves its turns to the others (see durable.go and the README's
-// "Running several replicas").
+// leaves its turns to the others (see durable.go and "Running several
+// replicas" in docs/durable.md).
 //
 // Cross-site POSTs are refused (CSRF), and so are Host names other than
 // localhost (DNS rebinding); IP addresses are fine.
@@ -343,7 +343,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
 	db := fs.String("db", "", "SQLite `file` that keeps the conversations and their waiting tool calls (default: webchat.db in the user's data folder)")
 	inMemory := fs.Bool("memory", false, "keep nothing: the conversations live in memory and end with the process")
-	pgURL := fs.String("postgres", "", "PostgreSQL `URL` that keeps the conversations: this process is one replica of many (see README)")
+	pgURL := fs.String("postgres", "", "PostgreSQL `URL` that keeps the conversations: this process is one replica of many (see docs/durable.md)")
 	pgSchema := fs.String("postgres-schema", pgstore.DefaultSchema, "PostgreSQL `schema` of the tables, with -postgres")
 	timeout := fs.Duration("approval-timeout", approval.DefaultTimeout, "how long a tool call waits for approval before it is rejected")
 	suspendAfter := fs.Duration("suspend-after", 0, "how long a run waits for an approval or a form before it is suspended (the card stays answerable; 0: until the timeout); not with -memory")
