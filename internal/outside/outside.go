@@ -147,8 +147,9 @@ func (m *Module) Build(ctx context.Context, t testing.TB, out string, pkgs ...st
 // Limit is how long a test may spend building an outside module and
 // running its programs. A build on a warm cache takes seconds; on an empty
 // module cache (a fresh machine, or .ci/run's check of one) it compiles
-// every dependency again, the SQLite driver the largest, which takes
-// minutes on a small machine.
+// every dependency again, openai-go and the SQLite driver the largest,
+// which takes minutes on a small machine (docs/BENCHMARKS.md, "Cold build
+// of the web chat").
 const Limit = 10 * time.Minute
 
 // Context returns a context that ends after Limit, or 30 seconds before
