@@ -178,7 +178,9 @@ func TestBufferLongLines(t *testing.T) {
 		"one byte": func() io.Reader { return iotest.OneByteReader(strings.NewReader(body)) },
 		"half":     func() io.Reader { return iotest.HalfReader(strings.NewReader(body)) },
 		"random":   func() io.Reader { return &chunkReader{body: body, sizes: random} },
-		"small":    func() io.Reader { return &chunkReader{body: body, sizes: []int{smallSize - 1, smallSize, smallSize + 1}} },
+		"small": func() io.Reader {
+			return &chunkReader{body: body, sizes: []int{smallSize - 1, smallSize, smallSize + 1}}
+		},
 	}
 	for name, src := range sources {
 		t.Run(name, func(t *testing.T) {
