@@ -20,8 +20,12 @@ import (
 //   - 1 KiB read and write buffers per HTTP/1.1 connection instead of
 //     4 KiB each: a request is written once, and a stream's events are a
 //     few hundred bytes, so the larger buffers only hold memory for as
-//     long as a run streams (docs/BENCHMARKS.md, issue 24: 6 KB less heap per
-//     conversation mid-stream, the same CPU per delta);
+//     long as a run streams (docs/BENCHMARKS.md, issue 24: 6 KB less
+//     heap per conversation mid-stream). A body that arrives faster than
+//     it is decoded does not pay a read(2) per KiB for it: the stream's
+//     reader then reads 16 KiB at a time into a buffer it borrows only
+//     while it is behind, which the connection's buffer hands straight to
+//     the socket (docs/BENCHMARKS.md, issue 36);
 //   - over HTTPS to a host that speaks HTTP/2, connections that are
 //     made a few at a time however many requests come at once (see
 //     connPool): a burst of runs shares the connections it needs instead

@@ -761,7 +761,10 @@ func (r *run) readStream(ctx context.Context, chat *chatTel, req request, withTo
 		return fmt.Errorf("model request failed: %w", err)
 	}
 	complete := false
-	defer func() { closeBody(resp.Body, complete) }()
+	defer func() {
+		closeBody(resp.Body, complete)
+		rd.Release()
+	}()
 	for {
 		d, err := rd.Next()
 		if err == io.EOF {

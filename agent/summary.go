@@ -131,7 +131,10 @@ func (a *Agent) readSummary(ctx context.Context, tel *telemetry, ct *chatTel, re
 		return fmt.Errorf("agent: summary request failed: %w", err)
 	}
 	complete := false
-	defer func() { closeBody(resp.Body, complete) }()
+	defer func() {
+		closeBody(resp.Body, complete)
+		rd.Release()
+	}()
 	for {
 		d, err := rd.Next()
 		if errors.Is(err, io.EOF) {

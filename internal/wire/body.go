@@ -106,7 +106,7 @@ func (r *Reader) whole(k bodyKind, err error) (*stream.Delta, error) {
 		r.err = &NotStreamError{Start: bytes.Clone(buf)}
 		return nil, r.err
 	}
-	body, err := io.ReadAll(io.LimitReader(r.br, MaxEventSize+1))
+	body, err := io.ReadAll(io.LimitReader(&r.br, MaxEventSize+1))
 	switch {
 	case err != nil:
 		r.err = truncated(err)

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -31,13 +30,13 @@ const MaxEventSize = 32 << 20
 //
 // A Reader is not safe for concurrent use.
 type Reader struct {
-	br *bufio.Reader
+	br buffer
 
 	data    []byte // the current event's data, lines joined by '\n'
 	hasData bool   // a data field was seen in the current event
 	errEv   bool   // the current event is an error: event: error, or an error field
 	partial bool   // the current event's last line had no line end (body cut)
-	long    []byte // a line longer than br's buffer
+	long    []byte // a line longer than br's big buffer
 	skipLF  bool   // the last line ended with a CR: skip an LF right after it
 
 	delta    stream.Delta
@@ -52,13 +51,6 @@ type Reader struct {
 // start of the body first.
 var errUnstarted = errors.New("wire: not started")
 
-// bufSize is the size of a Reader's read buffer. A stream's events are
-// mostly a few hundred bytes, and a run waiting for its next delta holds
-// the buffer all along: a line longer than it is collected in a slice of
-// its own instead (see readLine), so a small buffer costs only a copy for
-// a large event.
-const bufSize = 1 << 10
-
 // keepCap is the largest capacity the slices a Reader collects an event or
 // a long line in keep from one event to the next: after a larger event they
 // are dropped, so that a Reader does not hold memory in proportion to the
@@ -68,8 +60,15 @@ const keepCap = 16 << 10
 // NewReader returns a Reader that decodes the SSE body r. The caller
 // closes r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, bufSize), err: errUnstarted}
+	return &Reader{br: newBuffer(r), err: errUnstarted}
 }
+
+// Release hands back the memory the Reader borrowed to read a body that
+// arrived faster than it was decoded (see buffer.go), for the next Reader
+// to use. A caller that is done with the Reader calls it; one that does
+// not leaves that memory to the garbage collector. The Reader remains
+// usable.
+func (r *Reader) Release() { r.br.release() }
 
 // Next returns the next useful delta: one that carries content, reasoning,
 // tool-call fragments, a finish reason or usage. Frames that carry none of
@@ -313,6 +312,9 @@ func (r *Reader) readLine() (line []byte, terminated bool, err error) {
 			return line, true, nil
 		}
 		from = len(buf)
+		if len(buf) == r.br.Size() && r.br.grow() {
+			continue // the line goes on in the big buffer
+		}
 		if len(buf) == r.br.Size() {
 			// A line longer than the buffer: keep it aside.
 			if len(r.long)+len(buf) > MaxEventSize {
