@@ -289,6 +289,10 @@ func (r *Runner) Close() error {
 // Holder returns the name of this process in the Store's leases.
 func (r *Runner) Holder() string { return r.holder }
 
+// Agent returns the agent that runs the turns (Config.Agent); its Store
+// keeps the sessions, for a host that shows their history.
+func (r *Runner) Agent() *agent.Agent { return r.agent }
+
 // sessionLocked returns the live state of id, creating it. r.mu must be
 // held.
 func (r *Runner) sessionLocked(id string) *session {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/cdp"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/ui/aisdk"
 )
 
@@ -65,13 +67,23 @@ func script(req *agenttest.Request) agenttest.Response {
 // testServer is the example's server on 127.0.0.1 with the scripted model
 // (in process, no port) and a get_weather that counts its runs.
 type testServer struct {
-	srv  *server
-	ts   *httptest.Server
-	runs atomic.Int32
+	srv    *server
+	ts     *httptest.Server
+	runs   atomic.Int32
+	closed bool
 }
 
 func newTestServer(t *testing.T) *testServer {
 	t.Helper()
+	return newTestServerOn(t, filepath.Join(t.TempDir(), "aisdk.db"))
+}
+
+// newTestServerOn is newTestServer on the SQLite file db, which a test may
+// open again with a second server (a restart).
+func newTestServerOn(t *testing.T, db string) *testServer {
+	t.Helper()
+	st, err := sqlitestore.Open(t.Context(), db)
+	require.NoError(t, err)
 	h := &testServer{}
 	type city struct {
 		City string `json:"city"`
@@ -87,38 +99,66 @@ func newTestServer(t *testing.T) *testServer {
 			Model:      "test-model",
 		},
 		Weather: weather,
+		Store:   st,
 	})
 	require.NoError(t, err)
 	h.srv = srv
 	h.ts = httptest.NewServer(srv) // 127.0.0.1:0
-	t.Cleanup(func() {
-		h.srv.Close() // the runs first: their streams end
-		h.ts.Close()
-	})
+	t.Cleanup(h.close)
 	return h
+}
+
+// close ends the server: the runs first (their streams end, what waits
+// for a person is suspended in the store), then the listener and the
+// store. Calls after the first do nothing.
+func (h *testServer) close() {
+	if h.closed {
+		return
+	}
+	h.closed = true
+	h.srv.Close()
+	h.ts.Close()
+	h.srv.store.(io.Closer).Close()
 }
 
 // TestBrowserApproval drives the page in headless Chromium: a message
 // whose turn asks to approve get_weather, the approval card drawn by the
-// page, a click on Approve, and the tool's result and the model's answer
-// drawn in turn, all through the vendored ai client and the handler.
+// page, a reload of the page (the chat named in its address, its history
+// loaded, the turn that waits followed again), the card again in words, a
+// click on Approve, and the tool's result and the model's answer drawn in
+// turn, all through the vendored ai client and the handler; a last
+// reload shows the whole conversation. Any error the page or the browser
+// logs fails it (a CSP violation, a missing favicon).
 func TestBrowserApproval(t *testing.T) {
 	leaktest.Check(t)
 	h := newTestServer(t)
 	b := cdp.Start(t) // cleaned up before the server: LIFO
 	p := b.NewPage(1000, 800)
 
-	p.Navigate(h.ts.URL + "/")
+	openPage(p, h.ts.URL+"/")
 	p.WaitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
 	chatID := p.Str(`document.body.dataset.chat`)
+	assert.Equal(t, "#"+chatID, p.Str(`location.hash`), "the address names the chat")
 
 	p.TypeText("#input", "what is the weather in Lima")
 	p.Click("#send")
 
 	tool := `document.querySelector('.msg.assistant .tool[data-tool="get_weather"]')`
 	p.WaitFor("the approval card", tool+`?.dataset.state === 'approval-requested' && `+tool+`.querySelector('button.approve')`)
-	assert.Contains(t, p.Str(tool+`.querySelector('pre.input').textContent`), `"city": "Lima"`)
 	assert.Equal(t, "ready", p.Str(`document.body.dataset.status`), "the response ended at the approval")
+
+	reload := func() {
+		t.Helper()
+		p.JS(`delete document.body.dataset.chat`)
+		p.Must("Page.reload", map[string]any{})
+		p.WaitFor("the page's script again", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
+		assert.Equal(t, chatID, p.Str(`document.body.dataset.chat`), "the same chat")
+	}
+	reload()
+	p.WaitFor("the approval card again", tool+`?.dataset.state === 'approval-requested' && `+tool+`.querySelector('button.approve')`)
+	assert.Equal(t, "waiting for your approval", p.Str(tool+`.querySelector('.state').textContent`))
+	assert.Equal(t, "what is the weather in Lima", p.Str(`document.querySelector('.msg.user .text').textContent`))
+	assert.Contains(t, p.Str(tool+`.querySelector('pre.input').textContent`), `"city": "Lima"`)
 	assert.Zero(t, h.runs.Load(), "the tool ran before its approval")
 	pending, err := h.srv.approvals.Pending(t.Context(), chatID)
 	require.NoError(t, err)
@@ -129,6 +169,7 @@ func TestBrowserApproval(t *testing.T) {
 	p.ClickJS(tool + `.querySelector('button.approve')`)
 	p.WaitFor("the tool's result", tool+`?.dataset.state === 'output-available'`)
 	assert.Equal(t, "sunny in Lima", p.Str(tool+`.querySelector('pre.output').textContent`))
+	assert.Equal(t, "done", p.Str(tool+`.querySelector('.state').textContent`))
 	p.WaitFor("the answer", `[...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.includes('Done: sunny in Lima'))`)
 	p.WaitFor("the turn's end", `document.body.dataset.status === 'ready'`)
 	p.Screenshot(filepath.Join(dir, "answer.png"))
@@ -150,11 +191,20 @@ func TestBrowserApproval(t *testing.T) {
 	assert.True(t, d.Decision.Approved)
 	assert.Equal(t, aisdk.Via, d.Decision.Via)
 	assert.True(t, strings.HasPrefix(d.Decision.By, "browser:"), "decided by %q", d.Decision.By)
-	h.srv.mu.Lock()
-	assert.Equal(t, d.Decision.By, h.srv.owners[chatID], "the chat's owner decided")
-	h.srv.mu.Unlock()
 
-	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
+	// Loaded again: the conversation as it ended.
+	reload()
+	p.WaitFor("the answer again", `[...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.includes('Done: sunny in Lima'))`)
+	assert.Equal(t, "done", p.Str(tool+`.querySelector('.state').textContent`))
+	assert.Equal(t, "sunny in Lima", p.Str(tool+`.querySelector('pre.output').textContent`))
+	assert.Equal(t, 1, p.Int(`document.querySelectorAll('.msg.user').length`))
+	assert.Equal(t, 1, p.Int(`document.querySelectorAll('.msg.assistant').length`))
+	assert.Equal(t, int32(1), h.runs.Load(), "get_weather ran once")
+	owner, err := h.srv.owner(t.Context(), chatID)
+	require.NoError(t, err)
+	assert.Equal(t, d.Decision.By, owner, "the chat's owner decided")
+
+	assert.Empty(t, b.Errors(), "errors on the page")
 }
 
 // lastMsg is a JS expression: the newest assistant message of the page.
@@ -168,7 +218,7 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 	h := newTestServer(t)
 	b := cdp.Start(t)
 	p := b.NewPage(1000, 900)
-	p.Navigate(h.ts.URL + "/")
+	openPage(p, h.ts.URL+"/")
 	p.WaitFor("the page's script", `document.body.dataset.chat && document.querySelector('#status').textContent === 'ready'`)
 	chatID := p.Str(`document.body.dataset.chat`)
 	send := func(text string) {
@@ -262,7 +312,16 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 	assert.Zero(t, injected.B)
 	assert.False(t, injected.XSS)
 	p.Screenshot(filepath.Join(dir, "page.png"))
-	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
+	assert.Empty(t, b.Errors(), "errors on the page")
+}
+
+// openPage loads the page at url in p: the page names a new chat in its
+// address (/#<id>), so it waits for the page's document rather than for
+// url.
+func openPage(p *cdp.Page, url string) {
+	p.T().Helper()
+	p.Must("Page.navigate", map[string]any{"url": url})
+	p.WaitFor("the page to load", `document.readyState === 'complete' && location.href.startsWith(`+cdp.JSString(url)+`)`)
 }
 
 // val evaluates expr in p to a JSON value (nil for null).

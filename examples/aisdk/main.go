@@ -8,6 +8,7 @@
 //
 //	go run ./examples/aisdk                  # http://127.0.0.1:8090
 //	go run ./examples/aisdk -addr 127.0.0.1:9000
+//	go run ./examples/aisdk -db /tmp/chats.db    # or -memory: keep nothing
 //	OPENAI_API_KEY=... go run ./examples/aisdk -model gpt-4o-mini
 //	go run ./examples/aisdk -base-url http://127.0.0.1:11434/v1 -model qwen3
 //
@@ -21,27 +22,43 @@
 // the binary. web/build.sh regenerates web/ai-client.js from
 // ui/testdata/npm (the ai package pinned there) with its pinned esbuild.
 //
+// The page names its chat in its address (/#<id>): a reload, or the same
+// address opened later, loads the chat's messages from the handler (GET
+// /api/chat/<id>/messages) and follows a turn still in progress (the ai
+// client's resumeStream), a pending approval or form included, answerable
+// as before. "New chat" starts another.
+//
 // # Who can use it
 //
-// Each browser gets a random owner cookie (HttpOnly, SameSite=Strict) when
-// it loads the page; the page names its chats with ids of its own, and the
-// first request that names a chat id claims it for the cookie's owner:
-// another browser's requests on it are refused (403). A browser claims at
-// most maxChatsPerOwner chats (a reload of the page starts a new one), so
-// that one browser naming ids in a loop cannot take the room of the others;
-// the server keeps at most maxChats claims in all (a cookie is free to get:
-// a host that serves people it does not know authenticates them). The
-// server listens on 127.0.0.1 and refuses an address that is not a
-// loopback one unless it is given -allow-remote: anyone who reaches the
-// page may run its tools. It answers only requests whose Host is localhost
-// or an IP address (421 otherwise): a page of another site whose name
-// resolves to 127.0.0.1 (DNS rebinding) would otherwise be same-origin
-// with it, get a cookie of its own and run the tools.
+// Each browser gets a random owner cookie (HttpOnly, SameSite=Strict,
+// kept for a year) when it loads the page; the page names its chats with
+// ids of its own, and the first request that names a chat id claims it for
+// the cookie's owner: another browser's requests on it are refused (403).
+// The claims are kept in the store beside the chats (its memory.KV), so a
+// chat stays its browser's after a restart. A browser claims at most
+// maxChatsPerOwner chats, so that one browser naming ids in a loop cannot
+// take the room of the others; the server keeps at most maxChats claims in
+// all (a cookie is free to get: a host that serves people it does not know
+// authenticates them). The server listens on 127.0.0.1 and refuses an
+// address that is not a loopback one unless it is given -allow-remote:
+// anyone who reaches the page may run its tools. It answers only requests
+// whose Host is localhost or an IP address (421 otherwise): a page of
+// another site whose name resolves to 127.0.0.1 (DNS rebinding) would
+// otherwise be same-origin with it, get a cookie of its own and run the
+// tools.
 //
-// Everything lives in memory (a memory.MemStore) and ends with the
-// process; a real host keeps its sessions, approvals and forms in
-// memory/sqlitestore or memory/pgstore, where a turn that waits for a
-// person outlives a restart. A reload of the page starts a new chat.
+// # What it keeps
+//
+// The chats, the approvals and forms they wait for, the decisions taken,
+// and who owns each chat are kept in SQLite: aisdk.db in the user's data
+// folder ($XDG_DATA_HOME/planround-aisdk, else
+// ~/.local/share/planround-aisdk, the application support folder on
+// macOS; created 0700, printed at start), or the file -db names. A turn
+// that waits for a person outlives a restart: SIGINT or SIGTERM suspends
+// it, and the approval, given after the restart, runs the tool once and
+// the turn goes on. Leaving or reloading the page does not stop a turn
+// (aisdk.Config.KeepRunningOnDisconnect); Stop does. -memory keeps
+// nothing: the chats end with the process.
 package main
 
 import (
@@ -59,9 +76,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -70,6 +88,7 @@ import (
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
 	"github.com/planround/planround/ui/aisdk"
 )
@@ -104,6 +123,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	allowRemote := fl.Bool("allow-remote", false, "allow an -addr that is not a loopback address (anyone who reaches it may run the tools)")
 	model := fl.String("model", envOr("OPENAI_MODEL", "gpt-4o-mini"), "`model` of an OpenAI-compatible API (default $OPENAI_MODEL, else gpt-4o-mini), with OPENAI_API_KEY or -base-url")
 	baseURL := fl.String("base-url", os.Getenv("OPENAI_BASE_URL"), "base `URL` of an OpenAI-compatible API (default $OPENAI_BASE_URL, else OpenAI's)")
+	db := fl.String("db", "", "SQLite `file` that keeps the chats, their waiting approvals and forms, and who owns them (default: aisdk.db in the user's data folder)")
+	inMemory := fl.Bool("memory", false, "keep nothing: the chats end with the process")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -127,6 +148,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aisdk: no model configured (OPENAI_API_KEY, -base-url): running on the built-in demo model")
 	} else {
 		cfg.Agent = agent.Config{BaseURL: *baseURL, APIKey: key, Model: *model}
+	}
+
+	if *db == "" && !*inMemory {
+		dir, err := dataDir()
+		if err != nil {
+			fmt.Fprintf(stderr, "aisdk: no folder for the chats (%v): pass -db FILE, or -memory to keep nothing\n", err)
+			return 1
+		}
+		*db = filepath.Join(dir, "aisdk.db")
+		fmt.Fprintf(stderr, "aisdk: keeping the chats in %s (-db FILE picks another file, -memory keeps nothing)\n", *db)
+	}
+	if *db != "" {
+		st, err := sqlitestore.Open(ctx, *db)
+		if err != nil {
+			fmt.Fprintf(stderr, "aisdk: %v\n", err)
+			return 1
+		}
+		defer st.Close()
+		cfg.Store = st
 	}
 
 	srv, err := newServer(cfg)
@@ -166,6 +206,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
+// dataDir returns the folder that keeps the example's chats by default,
+// creating it (0700: the chats are the user's only): planround-aisdk in
+// $XDG_DATA_HOME when it is set, else in the system's per-user data
+// folder (~/.local/share on Linux and the BSDs, the application support
+// folder on macOS, %AppData% on Windows), as examples/webchat does.
+func dataDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		switch runtime.GOOS {
+		case "darwin", "windows", "ios", "plan9":
+			dir, err := os.UserConfigDir()
+			if err != nil {
+				return "", err
+			}
+			base = dir
+		default:
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", err
+			}
+			base = filepath.Join(home, ".local", "share")
+		}
+	}
+	dir := filepath.Join(base, "planround-aisdk")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -195,6 +265,10 @@ type config struct {
 	Agent agent.Config
 	// Weather is the tool that needs approval: demo.GetWeather when nil.
 	Weather agent.Tool
+	// Store keeps the chats, their approvals and forms, and in its
+	// memory.KV who owns each chat; nil is a memory.MemStore that ends
+	// with the process. The caller closes it, after the server.
+	Store Store
 	// Logger receives what goes wrong outside a request; nil discards it.
 	Logger *slog.Logger
 }
@@ -203,14 +277,20 @@ type config struct {
 // runner, approvals and forms on one store.
 type server struct {
 	mux       *http.ServeMux
-	store     *memory.MemStore
+	store     Store
+	durable   bool // the store keeps turns that wait across a restart
 	runner    *runner.Runner
 	approvals *approval.Manager
 	forms     *interact.Forms
+}
 
-	mu     sync.Mutex
-	owners map[string]string // chat id → owner ("browser:" and the cookie)
-	claims map[string]int    // owner → how many chat ids it claimed
+// Store is what the server keeps its state in: the sessions, and the
+// owners of the chats in the KV, the approvals and forms (memory.MemStore, sqlitestore.Store and
+// pgstore.Store are all three).
+type Store interface {
+	memory.Store
+	memory.ApprovalStore
+	memory.KV
 }
 
 // newServer builds the server; Close ends it.
@@ -221,16 +301,22 @@ func newServer(cfg config) (*server, error) {
 	if cfg.Weather == nil {
 		cfg.Weather = demo.GetWeather()
 	}
-	// Everything in memory: a real host uses memory/sqlitestore or
-	// memory/pgstore here, for the runner, the approvals and the forms
-	// alike, and its turns that wait for a person outlive a restart.
-	s := &server{store: &memory.MemStore{}, owners: map[string]string{}, claims: map[string]int{}}
+	if cfg.Store == nil {
+		cfg.Store = &memory.MemStore{}
+	}
+	// One store for the runner, the approvals and the forms alike: with
+	// SQLite (or PostgreSQL) the turns that wait for a person outlive a
+	// restart.
+	s := &server{store: cfg.Store}
+	_, s.durable = cfg.Store.(*memory.MemStore)
+	s.durable = !s.durable
+	notifier, _ := cfg.Store.(memory.Notifier)
 	var err error
-	s.approvals, err = approval.NewManager(approval.ManagerConfig{Store: s.store, Notifier: s.store})
+	s.approvals, err = approval.NewManager(approval.ManagerConfig{Store: s.store, Notifier: notifier})
 	if err != nil {
 		return nil, err
 	}
-	s.forms, err = interact.NewForms(interact.FormsConfig{Store: s.store, Notifier: s.store})
+	s.forms, err = interact.NewForms(interact.FormsConfig{Store: s.store, Notifier: notifier})
 	if err != nil {
 		s.approvals.Close()
 		return nil, err
@@ -244,6 +330,10 @@ func newServer(cfg config) (*server, error) {
 	chat, err := aisdk.NewHandler(aisdk.Config{
 		Runner: s.runner, Approvals: s.approvals, Forms: s.forms,
 		Authorize: s.authorize, Logger: cfg.Logger,
+		// A reload of the page follows the turn again (GET
+		// /api/chat/{id}/messages, then the reconnect): leaving the page
+		// does not stop it; the Stop button does.
+		KeepRunningOnDisconnect: true,
 	})
 	if err != nil {
 		s.Close()
@@ -263,11 +353,13 @@ func newServer(cfg config) (*server, error) {
 			http.SetCookie(w, &http.Cookie{
 				Name: ownerCookie, Value: randomID(), Path: "/",
 				HttpOnly: true, SameSite: http.SameSiteStrictMode,
+				// A browser restarted still owns its chats.
+				MaxAge: ownerCookieAge,
 			})
 		}
 		files.ServeHTTP(w, r)
 	})
-	for _, name := range []string{"app.js", "style.css", "ai-client.js"} {
+	for _, name := range []string{"app.js", "style.css", "ai-client.js", "favicon.svg"} {
 		s.mux.Handle("GET /"+name, files)
 	}
 	return s, nil
@@ -293,9 +385,11 @@ func (s *server) newRunner(cfg config) (*runner.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A MemStore ends with the process: Close interrupts what waits for a
-	// person instead of suspending it for a restart that would not see it.
-	return runner.New(runner.Config{Agent: a, InterruptOnClose: true, Logger: cfg.Logger})
+	// A durable store keeps what waits for a person: Close suspends it,
+	// and the next process takes its decision. A MemStore ends with the
+	// process: Close interrupts what waits instead of suspending it for a
+	// restart that would not see it.
+	return runner.New(runner.Config{Agent: a, InterruptOnClose: !s.durable, Logger: cfg.Logger})
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -336,33 +430,123 @@ func (s *server) Close() {
 // errNotOwner is the answer to a browser that names another's chat.
 var errNotOwner = errors.New("this chat belongs to another browser")
 
+// The KV namespaces of the chats' owners: ownersNS maps a chat id to its
+// owner, claimsNS an owner (and allClaims, all of them) to how many chat
+// ids it claimed, in decimal.
+const (
+	ownersNS  = "aisdk-owners"
+	claimsNS  = "aisdk-claims"
+	allClaims = "*"
+)
+
+// ownerCookieAge is the owner cookie's Max-Age: a year.
+const ownerCookieAge = 365 * 24 * 60 * 60
+
 // authorize is the handler's Authorize: the caller is the browser of the
 // owner cookie, which may act on the chats it named first. A chat id no one
 // named yet is claimed by the caller, unless it has maxChatsPerOwner
-// claims already or the server maxChats.
+// claims already or the server maxChats. The claims are kept in the
+// store's KV, so that they outlive a restart of a durable store.
 func (s *server) authorize(r *http.Request, chatID string) (string, error) {
 	c, err := r.Cookie(ownerCookie)
 	if err != nil || c.Value == "" {
 		return "", fmt.Errorf("%w: no owner cookie (load the page first)", approval.ErrUnauthenticated)
 	}
+	if !validChatID(c.Value) {
+		return "", fmt.Errorf("%w: a malformed owner cookie (load the page again)", approval.ErrUnauthenticated)
+	}
 	if !validChatID(chatID) {
 		return "", errors.New("a chat id is 1 to 64 letters, digits, '-' or '_'")
 	}
 	owner := "browser:" + c.Value
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch had, ok := s.owners[chatID]; {
-	case ok && had != owner:
+	ctx := r.Context()
+	switch had, err := s.owner(ctx, chatID); {
+	case err != nil:
+		return "", err
+	case had == owner:
+		return owner, nil
+	case had != "":
 		return "", errNotOwner
-	case !ok && s.claims[owner] >= maxChatsPerOwner:
-		return "", fmt.Errorf("this browser has %d chats, the most it may have: restart the example", maxChatsPerOwner)
-	case !ok && len(s.owners) >= maxChats:
-		return "", errors.New("too many chats: restart the example")
-	case !ok:
-		s.owners[chatID] = owner
-		s.claims[owner]++
+	}
+	// No owner yet: count the claim (the owner's, then all), then claim.
+	if err := s.count(ctx, owner, maxChatsPerOwner, +1); err != nil {
+		return "", err
+	}
+	if err := s.count(ctx, allClaims, maxChats, +1); err != nil {
+		s.uncount(ctx, owner)
+		return "", err
+	}
+	ok, err := s.store.SwapValue(ctx, ownersNS, chatID, nil, []byte(owner))
+	if err == nil && !ok {
+		// Another request claimed it meanwhile: this claim did not count.
+		err = errNotOwner
+		if had, _ := s.owner(ctx, chatID); had == owner {
+			err = nil
+		}
+	}
+	if err != nil || !ok {
+		s.uncount(ctx, owner)
+		s.uncount(ctx, allClaims)
+	}
+	if err != nil {
+		return "", err
 	}
 	return owner, nil
+}
+
+// owner returns the owner of chatID, or "" when no one claimed it.
+func (s *server) owner(ctx context.Context, chatID string) (string, error) {
+	v, err := s.store.GetValue(ctx, ownersNS, chatID)
+	if errors.Is(err, memory.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the chat's owner: %w", err)
+	}
+	return string(v), nil
+}
+
+// count adds delta to the claims of key (an owner, or allClaims), unless
+// that would make them more than max: then it says so. Concurrent counts
+// are serialised by the KV's SwapValue, tried again a bounded number of
+// times.
+func (s *server) count(ctx context.Context, key string, max, delta int) error {
+	for range 100 {
+		old, err := s.store.GetValue(ctx, claimsNS, key)
+		if errors.Is(err, memory.ErrNotFound) {
+			old, err = nil, nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the claims: %w", err)
+		}
+		n := 0
+		if old != nil {
+			if n, err = strconv.Atoi(string(old)); err != nil {
+				return fmt.Errorf("the claims of %s: %w", key, err)
+			}
+		}
+		switch {
+		case delta > 0 && n+delta > max && key == allClaims:
+			return errors.New("too many chats on this server")
+		case delta > 0 && n+delta > max:
+			return fmt.Errorf("this browser has %d chats, the most it may have", max)
+		case n+delta < 0:
+			return nil
+		}
+		ok, err := s.store.SwapValue(ctx, claimsNS, key, old, []byte(strconv.Itoa(n+delta)))
+		if err != nil {
+			return fmt.Errorf("counting the claims: %w", err)
+		}
+		if ok {
+			return nil
+		}
+	}
+	return errors.New("counting the claims: too much contention, try again")
+}
+
+// uncount takes back a claim counted by count.
+func (s *server) uncount(ctx context.Context, key string) {
+	_ = s.count(context.WithoutCancel(ctx), key, 0, -1)
 }
 
 // validChatID reports whether id is a chat id the page could make.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/planround/planround/ui/aisdk"
 	"io"
 	"io/fs"
 	"net"
@@ -149,15 +150,16 @@ func TestPage(t *testing.T) {
 	assert.Len(t, owner.Value, 32)
 	assert.True(t, owner.HttpOnly)
 	assert.Equal(t, http.SameSiteStrictMode, owner.SameSite)
+	assert.Equal(t, ownerCookieAge, owner.MaxAge, "a browser restarted keeps its chats")
 
-	for path, typ := range map[string]string{"/app.js": "text/javascript", "/ai-client.js": "text/javascript", "/style.css": "text/css"} {
+	for path, typ := range map[string]string{"/app.js": "text/javascript", "/ai-client.js": "text/javascript", "/style.css": "text/css", "/favicon.svg": "image/svg+xml"} {
 		resp, err := h.ts.Client().Get(h.ts.URL + path)
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
 		assert.Contains(t, resp.Header.Get("Content-Type"), typ, path)
 	}
-	for _, path := range []string{"/build.sh", "/ai-client.entry.js", "/web/app.js", "/index.html"} {
+	for _, path := range []string{"/build.sh", "/ai-client.entry.js", "/zod-jitless.js", "/web/app.js", "/index.html"} {
 		resp, err := h.ts.Client().Get(h.ts.URL + path)
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -242,7 +244,7 @@ func TestHost(t *testing.T) {
 
 // TestClaimsPerBrowser: one browser that names chat ids in a loop claims
 // at most maxChatsPerOwner of them, and never takes the room of another:
-// after ten thousand of its claims (the handler's Authorize, called with
+// after a thousand of its claims (the handler's Authorize, called with
 // its cookie), another browser claims its chat and runs a turn; the first
 // keeps its own chats.
 func TestClaimsPerBrowser(t *testing.T) {
@@ -262,7 +264,7 @@ func TestClaimsPerBrowser(t *testing.T) {
 	cookies := flood.Jar.Cookies(u)
 	require.NotEmpty(t, cookies)
 	claimed := 0
-	for i := range 10_000 {
+	for i := range 1_000 {
 		r := httptest.NewRequest(http.MethodPost, "/api/chat/x/stop", nil)
 		for _, c := range cookies {
 			r.AddCookie(c)
@@ -273,7 +275,7 @@ func TestClaimsPerBrowser(t *testing.T) {
 	}
 	assert.Equal(t, maxChatsPerOwner, claimed, "the claims of one browser")
 	assert.Equal(t, http.StatusOK, stop(flood, "flood-0"), "its chats stay its own")
-	assert.Equal(t, http.StatusForbidden, stop(flood, "flood-9999"))
+	assert.Equal(t, http.StatusForbidden, stop(flood, "flood-999"))
 	assert.Equal(t, http.StatusForbidden, stop(bob, "flood-0"))
 
 	assert.Equal(t, http.StatusOK, stop(bob, "bob-1"), "another browser claims a chat")
@@ -312,6 +314,8 @@ func TestRunDemo(t *testing.T) {
 	leaktest.Check(t)
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("OPENAI_BASE_URL", "")
+	data := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", data)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var stdout, stderr syncBuffer
@@ -324,6 +328,11 @@ func TestRunDemo(t *testing.T) {
 		return ok && strings.HasSuffix(base, "/")
 	}, 10*time.Second, 10*time.Millisecond, "the program's address; stderr: %s", &stderr)
 	assert.Contains(t, stderr.String(), "built-in demo model")
+	db := filepath.Join(data, "planround-aisdk", "aisdk.db")
+	assert.Contains(t, stderr.String(), "keeping the chats in "+db)
+	fi, err := os.Stat(filepath.Dir(db))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "the chats are the user's only")
 
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -351,4 +360,106 @@ func TestRunDemo(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the program did not end with its context")
 	}
+	_, err = os.Stat(db)
+	assert.NoError(t, err, "the chats are kept in the default file")
+}
+
+// chatStream posts body to the chat endpoint with c and returns the status
+// and the stream's chunks.
+func chatStream(t *testing.T, c *http.Client, base, body string) (int, []map[string]any) {
+	t.Helper()
+	resp, err := c.Post(base+"/api/chat", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var chunks []map[string]any
+	for line := range strings.Lines(string(raw)) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		var c map[string]any
+		if ok && json.Unmarshal([]byte(data), &c) == nil {
+			chunks = append(chunks, c)
+		}
+	}
+	return resp.StatusCode, chunks
+}
+
+// TestOwnerAfterRestart: a chat that waits for an approval, and who owns
+// it, outlive a restart on the same SQLite file: the same browser (its
+// cookie) loads the chat again, sees the approval, approves it, and the
+// turn ends with the tool run once; another browser is refused (403).
+func TestOwnerAfterRestart(t *testing.T) {
+	leaktest.Check(t)
+	db := filepath.Join(t.TempDir(), "aisdk.db")
+	h1 := newTestServerOn(t, db)
+	alice, bob := newBrowserClient(t, h1.ts), newBrowserClient(t, h1.ts)
+
+	status, chunks := chatStream(t, alice, h1.ts.URL, `{"id":"chat-r","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"what is the weather in Lima"}]}]}`)
+	require.Equal(t, http.StatusOK, status)
+	var approvalID string
+	for _, c := range chunks {
+		if c["type"] == "tool-approval-request" {
+			approvalID = c["approvalId"].(string)
+		}
+	}
+	require.NotEmpty(t, approvalID, "the turn waits for the approval: %v", chunks)
+	h1.close() // the waiting turn is suspended in the file
+
+	// The cookie jars hold the cookies by host: 127.0.0.1 again, on
+	// another port.
+	h2 := newTestServerOn(t, db)
+	get := func(c *http.Client, path string) (int, string) {
+		t.Helper()
+		resp, err := c.Get(h2.ts.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	status, body := get(bob, "/api/chat/chat-r/messages")
+	assert.Equal(t, http.StatusForbidden, status, body)
+	status, body = get(alice, "/api/chat/chat-r/messages")
+	require.Equal(t, http.StatusOK, status, body)
+	var msgs []aisdk.UIMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &msgs))
+	require.Len(t, msgs, 2, body)
+	assert.Equal(t, "what is the weather in Lima", msgs[0].Parts[0].Text)
+	last := msgs[1]
+	require.Equal(t, "assistant", last.Role)
+	assert.Equal(t, map[string]any{"status": "waiting"}, last.Metadata["planround"])
+	var tool aisdk.UIPart
+	for _, p := range last.Parts {
+		if p.Type == "dynamic-tool" {
+			tool = p
+		}
+	}
+	require.Equal(t, "approval-requested", tool.State, body)
+	require.NotNil(t, tool.Approval)
+	assert.Equal(t, approvalID, tool.Approval.ID, "the same approval, answerable")
+	assert.JSONEq(t, `{"city":"Lima"}`, string(tool.Input))
+
+	// Bob cannot answer it; Alice approves the part she loaded.
+	yes := true
+	tool.State, tool.Approval.Approved = "approval-responded", &yes
+	last.Parts = []aisdk.UIPart{tool}
+	answer, err := json.Marshal(map[string]any{"id": "chat-r", "trigger": "submit-message", "messages": []any{msgs[0], last}})
+	require.NoError(t, err)
+	status, _ = chatStream(t, bob, h2.ts.URL, string(answer))
+	assert.Equal(t, http.StatusForbidden, status)
+	status, chunks = chatStream(t, alice, h2.ts.URL, string(answer))
+	require.Equal(t, http.StatusOK, status)
+	var output, finish any
+	for _, c := range chunks {
+		switch c["type"] {
+		case "tool-output-available":
+			output = c["output"]
+		case "finish":
+			finish = c["finishReason"]
+		}
+	}
+	assert.Equal(t, "sunny in Lima", output, "%v", chunks)
+	assert.Equal(t, "stop", finish, "%v", chunks)
+	assert.Equal(t, int32(1), h2.runs.Load(), "get_weather ran once, after the restart")
+	assert.Zero(t, h1.runs.Load())
 }

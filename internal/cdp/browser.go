@@ -68,6 +68,7 @@ type Browser struct {
 	nextID  int
 	waiting map[int]chan message
 	errors  []string // JavaScript exceptions and console errors of the pages
+	logged  []string // the pages' log entries of level error
 	closed  bool
 }
 
@@ -176,6 +177,23 @@ func (b *Browser) event(m message) {
 			}
 			b.errors = append(b.errors, "console.error: "+strings.Join(parts, " "))
 		}
+	case "Log.entryAdded":
+		var p struct {
+			Entry struct {
+				Source string `json:"source"`
+				Level  string `json:"level"`
+				Text   string `json:"text"`
+				URL    string `json:"url"`
+			} `json:"entry"`
+		}
+		json.Unmarshal(m.Params, &p)
+		if e := p.Entry; e.Level == "error" {
+			line := e.Source + ": " + e.Text
+			if e.URL != "" {
+				line += " (" + e.URL + ")"
+			}
+			b.logged = append(b.logged, line)
+		}
 	}
 }
 
@@ -186,6 +204,27 @@ func (b *Browser) PageErrors() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]string(nil), b.errors...)
+}
+
+// LogErrors returns what the browser itself logged as errors on its pages
+// so far, which [Browser.PageErrors] does not see: a request that failed
+// or was answered with an error status (a missing favicon's 404), a
+// Content-Security-Policy violation (a script's new Function or eval, even
+// one it caught), a deprecation turned error. Each is one line, "source:
+// text (url)" with the Log domain's source ("network", "security",
+// "javascript", ...), oldest first.
+func (b *Browser) LogErrors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.logged...)
+}
+
+// Errors returns [Browser.PageErrors] and [Browser.LogErrors] together:
+// what a page that works cleanly has none of.
+func (b *Browser) Errors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append(append([]string(nil), b.errors...), b.logged...)
 }
 
 // call sends one command (to the page of session, or to the browser when

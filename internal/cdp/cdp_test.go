@@ -108,3 +108,60 @@ func TestJSString(t *testing.T) {
 		}
 	}
 }
+
+// TestLogErrors: what the browser logs itself is kept apart from the
+// page's own errors: a request answered 404 (a missing favicon), and a
+// Content-Security-Policy violation of a new Function the script caught.
+// A clean page has none.
+func TestLogErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'")
+		switch r.URL.Path {
+		case "/clean":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Write([]byte(`<!doctype html><title>clean</title><link rel="icon" href="/icon.svg"><p>ok</p>`))
+		case "/icon.svg":
+			w.Header().Set("Content-Type", "image/svg+xml")
+			w.Write([]byte(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1 1"><rect width="1" height="1"/></svg>`))
+		case "/broken":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Write([]byte(`<!doctype html><title>broken</title><link rel="icon" href="/missing.ico"><script src="/eval.js"></script>`))
+		case "/eval.js":
+			w.Header().Set("Content-Type", "text/javascript")
+			w.Write([]byte(`try { new Function(''); } catch (e) { window.caught = true; }`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	b := cdp.Start(t)
+	p := b.NewPage(400, 300)
+	p.Navigate(srv.URL + "/clean")
+	time.Sleep(200 * time.Millisecond)
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Fatalf("a clean page: Errors = %q", errs)
+	}
+
+	p.Navigate(srv.URL + "/broken")
+	p.WaitFor("the script", `window.caught === true`)
+	has := func(errs []string, source, text string) bool {
+		return slices.ContainsFunc(errs, func(e string) bool { return strings.HasPrefix(e, source+": ") && strings.Contains(e, text) })
+	}
+	var errs []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		errs = b.LogErrors()
+		if has(errs, "network", "404") && has(errs, "security", "eval.js") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LogErrors = %q, want the 404 and the CSP violation", errs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pe := b.PageErrors(); len(pe) > 0 {
+		t.Errorf("PageErrors = %q: the browser's own log is not the page's errors", pe)
+	}
+	if got := b.Errors(); len(got) != len(errs) {
+		t.Errorf("Errors = %q, want LogErrors %q", got, errs)
+	}
+}

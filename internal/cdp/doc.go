@@ -22,5 +22,8 @@
 // [Page.JS], [Page.Str], [Page.Int], [Page.WaitFor]) and acts as a user would,
 // with real input events ([Page.TypeText], [Page.Click], [Page.SetFiles]).
 // The JavaScript exceptions and console errors of every page are kept, for
-// a test to assert there were none ([Browser.PageErrors]).
+// a test to assert there were none ([Browser.PageErrors]), and so are the
+// errors the browser logs itself: failed requests, error statuses,
+// Content-Security-Policy violations ([Browser.LogErrors]; both:
+// [Browser.Errors]).
 package cdp

@@ -17,8 +17,8 @@ type Page struct {
 }
 
 // NewPage opens a tab of w×h CSS pixels, showing about:blank, with the
-// Page and Runtime domains enabled (so that its errors reach
-// [Browser.PageErrors]).
+// Page, Runtime and Log domains enabled (so that its errors reach
+// [Browser.PageErrors] and [Browser.LogErrors]).
 func (b *Browser) NewPage(w, h int) *Page {
 	b.t.Helper()
 	res, err := b.call("", "Target.createTarget", map[string]any{"url": "about:blank"})
@@ -40,6 +40,7 @@ func (b *Browser) NewPage(w, h int) *Page {
 	p := &Page{b: b, session: att.SessionID}
 	p.Must("Page.enable", struct{}{})
 	p.Must("Runtime.enable", struct{}{})
+	p.Must("Log.enable", struct{}{})
 	p.Must("Emulation.setDeviceMetricsOverride", map[string]any{"width": w, "height": h, "deviceScaleFactor": 1, "mobile": false})
 	return p
 }
@@ -124,7 +125,7 @@ func (p *Page) Int(expr string) int {
 
 // WaitFor evaluates expr every 25 ms until it is truthy, for up to 20 s.
 // On a timeout it fails the test saying what it waited for (what), the
-// last error, the page's text and [Browser.PageErrors].
+// last error, the page's text and [Browser.Errors].
 func (p *Page) WaitFor(what, expr string) {
 	p.b.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -137,7 +138,7 @@ func (p *Page) WaitFor(what, expr string) {
 		if time.Now().After(deadline) {
 			var text string
 			p.Eval("document.body.innerText", &text) //nolint:errcheck // best effort
-			p.b.t.Fatalf("waiting for %s: %s (last error: %v)\npage text:\n%s\npage errors: %v", what, expr, err, text, p.b.PageErrors())
+			p.b.t.Fatalf("waiting for %s: %s (last error: %v)\npage text:\n%s\npage errors: %v", what, expr, err, text, p.b.Errors())
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

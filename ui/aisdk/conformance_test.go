@@ -32,6 +32,14 @@ type result struct {
 	Parts    []resultPart    `json:"parts"`
 	// Other is the text of the first tab's message (second-tab).
 	Other string `json:"other"`
+	// Loaded and Reloaded are the roles of the messages loaded at each
+	// reload, History the messages at the end (reload).
+	Loaded   string `json:"loaded"`
+	Reloaded string `json:"reloaded"`
+	History  []struct {
+		Role  string       `json:"role"`
+		Parts []resultPart `json:"parts"`
+	} `json:"history"`
 }
 
 // resultPart is a part of the scenario's last assistant message.
@@ -42,6 +50,8 @@ type resultPart struct {
 	Input      json.RawMessage `json:"input"`
 	Output     json.RawMessage `json:"output"`
 	Data       json.RawMessage `json:"data"`
+	Text       string          `json:"text"`
+	Meta       json.RawMessage `json:"toolMetadata"`
 	Approval   *struct {
 		ID       string `json:"id"`
 		Approved *bool  `json:"approved"`
@@ -291,4 +301,43 @@ func TestConformanceSecondTab(t *testing.T) {
 		require.Equal(t, runner.StatusFinished, ended(t, b.Runner, r.ID).Status, name)
 	}
 	require.EqualValues(t, 2, b.Runs.Load(), "get_weather ran once per chat")
+}
+
+// TestConformanceReload: a page that asked for an approval is loaded
+// again: the ai package's client takes the chat's messages from GET
+// {api}/{id}/messages, resumes the turn that waits, is shown the approval
+// again, approves, and gets the answer; loaded again, the conversation
+// shows the call done, with its arguments parsed and as written, and goes
+// on.
+func TestConformanceReload(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	r := conformance(t, serve(t, b, nil), "reload")["reload"]
+	require.Truef(t, r.OK, "%s %v\ntrace %v", r.Error, r.Problems, r.Trace)
+	require.Equal(t, "user", r.Loaded, "while the turn waits, the history ends with its user message")
+	require.Equal(t, "user,assistant", r.Reloaded)
+	require.EqualValues(t, 1, b.Runs.Load(), "get_weather ran once")
+	require.Len(t, r.History, 4)
+	var roles []string
+	for _, m := range r.History {
+		roles = append(roles, m.Role)
+	}
+	require.Equal(t, []string{"user", "assistant", "user", "assistant"}, roles)
+	var tool *resultPart
+	var texts []string
+	for i, p := range r.History[1].Parts {
+		switch p.Type {
+		case "dynamic-tool":
+			tool = &r.History[1].Parts[i]
+		case "text":
+			texts = append(texts, p.Text)
+		}
+	}
+	require.NotNil(t, tool, "the call: %+v", r.History[1].Parts)
+	require.Equal(t, "output-available", tool.State)
+	require.JSONEq(t, `{"city":"Lima"}`, string(tool.Input))
+	require.JSONEq(t, `"sunny in Lima"`, string(tool.Output))
+	require.JSONEq(t, `{"planround":{"arguments_text":"{\"city\":\"Lima\"}"}}`, string(tool.Meta))
+	require.Contains(t, strings.Join(texts, "|"), "Done: sunny in Lima")
+	require.NotContains(t, strings.Join(texts, "|"), "<need_tool>", "the tags are not shown")
 }

@@ -105,4 +105,35 @@
 // A form is answered with the body field planround.form, which a page
 // sends with chat.sendMessage(undefined, {body: {planround: {form: {id,
 // answers}}}}).
+//
+// # Request bodies
+//
+// What DefaultChatTransport sends, for a client without the AI SDK; the
+// examples Example_userMessage, Example_approvalResponse,
+// Example_formAnswer, Example_stop, Example_reconnect and Example_history
+// send each to a running handler, with the curl command and the answer.
+//
+// A user's message (POST {api}):
+//
+//	{"id":"chat-1","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"Hi"}]}],
+//	 "trigger":"submit-message"}
+//
+// An approval response (POST {api}): the messages again, the last one the
+// assistant's with its tool part answered, and messageId naming it:
+//
+//	{"id":"chat-1","messages":[...,{"id":"turn-1","role":"assistant","parts":[
+//	  {"type":"dynamic-tool","toolName":"get_weather","toolCallId":"call_1",
+//	   "state":"approval-responded","input":{"city":"Lima"},
+//	   "approval":{"id":"<approvalId>","approved":true,"reason":"optional"}}]}],
+//	 "trigger":"submit-message","messageId":"turn-1"}
+//
+// A form's answer (POST {api}): the messages again and planround.form:
+//
+//	{"planround":{"form":{"id":"<form id>","answers":{"city":["Quito"]}}},
+//	 "id":"chat-1","messages":[...],"trigger":"submit-message"}
+//
+// Stop: POST {api}/{id}/stop, no body; it answers
+// {"success":true,"was_active":true}. Reconnect: GET {api}/{id}/stream
+// (the turn in progress, or 204). History: GET {api}/{id}/messages (the
+// chat's messages as the client keeps them, see Handler.Messages).
 package aisdk

@@ -87,6 +87,12 @@ type Config struct {
 //     cancelled).
 //   - GET {api}/{id}/stream: the reconnect of useChat's resume: the turn
 //     in progress from its start, or 204 when none is.
+//   - GET {api}/{id}/messages: the chat's messages for a page that loads
+//     it again, as the ai package's client keeps them (see
+//     Handler.Messages): give them to useChat or AbstractChat as messages,
+//     then call resumeStream for a turn in progress. A call that waits for
+//     its approval is a tool part in the state "approval-requested",
+//     answered as in the stream. An unknown chat has none.
 //   - POST {api}/{id}/stop: interrupts the session's turn and cancels its
 //     approvals and forms; it answers {"success":true,"was_active":bool}
 //     once the turn has stopped (false: nothing ran), so the next message
@@ -137,6 +143,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.reconnect(w, r, chatID(path, "/stream"))
+	case strings.HasSuffix(path, "/messages"):
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, http.MethodGet)
+			return
+		}
+		h.history(w, r, chatID(path, "/messages"))
 	case strings.HasSuffix(path, "/stop"):
 		if r.Method != http.MethodPost {
 			methodNotAllowed(w, http.MethodPost)

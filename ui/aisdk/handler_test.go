@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -326,4 +328,92 @@ func TestEchoBinding(t *testing.T) {
 		audited = true
 	}
 	require.True(t, audited)
+}
+
+// get sends a GET as user and returns the status and the body.
+func get(t *testing.T, url, user string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if user != "" {
+		req.Header.Set("X-User", user)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, string(body)
+}
+
+// TestMessages: GET {api}/{id}/messages answers the owner only; an
+// unknown chat has no messages and is not created; a finished turn is one
+// assistant message with its text and its denied call.
+func TestMessages(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/api/chat", h)
+	mux.Handle("/api/chat/", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	api := srv.URL + "/api/chat"
+
+	status, body := get(t, api+"/alice-new/messages", "alice")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "[]\n", body)
+	_, err = b.Runner.Agent().Store().Session(t.Context(), "alice-new")
+	require.ErrorIs(t, err, memory.ErrNotFound, "loading an unknown chat does not create it")
+
+	chat := "alice-2"
+	status, chunks := post(t, api, "alice", map[string]any{"id": chat, "messages": []any{userMessage(uitest.Weather)}})
+	require.Equal(t, http.StatusOK, status)
+	approvalID := find(chunks, "tool-approval-request")["approvalId"].(string)
+
+	status, _ = get(t, api+"/"+chat+"/messages", "bob")
+	require.Equal(t, http.StatusForbidden, status)
+	status, _ = get(t, api+"/"+chat+"/messages", "")
+	require.Equal(t, http.StatusUnauthorized, status)
+	res, err := http.Post(api+"/"+chat+"/messages", "application/json", nil)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode)
+
+	// While the turn waits in this process, it is the reconnect's: the
+	// history ends with its user message.
+	status, body = get(t, api+"/"+chat+"/messages", "alice")
+	require.Equal(t, http.StatusOK, status)
+	var msgs []UIMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &msgs))
+	require.Len(t, msgs, 1, body)
+	require.Equal(t, "user", msgs[0].Role)
+	require.Equal(t, uitest.Weather, msgs[0].Parts[0].Text)
+
+	status, _ = post(t, api, "alice", map[string]any{"id": chat, "messages": []any{approvalMessage(approvalID, "call_1", "get_weather", `{"city":"Lima"}`, false)}})
+	require.Equal(t, http.StatusOK, status)
+	require.Eventually(t, func() bool {
+		state, err := b.Runner.Log(t.Context(), chat)
+		return err == nil && !state.Running()
+	}, 10*time.Second, 10*time.Millisecond)
+	status, body = get(t, api+"/"+chat+"/messages", "alice")
+	require.Equal(t, http.StatusOK, status)
+	msgs = nil
+	require.NoError(t, json.Unmarshal([]byte(body), &msgs))
+	require.Len(t, msgs, 2, body)
+	require.Equal(t, "assistant", msgs[1].Role)
+	var tool *UIPart
+	for i, p := range msgs[1].Parts {
+		if p.Type == "dynamic-tool" {
+			tool = &msgs[1].Parts[i]
+		}
+	}
+	require.NotNil(t, tool, body)
+	require.Equal(t, "output-denied", tool.State, body)
+	require.Equal(t, "get_weather", tool.ToolName)
+	require.JSONEq(t, `{"city":"Lima"}`, string(tool.Input))
+	require.NotNil(t, tool.Approval)
+	require.False(t, *tool.Approval.Approved)
+	require.Equal(t, map[string]any{"planround": map[string]any{"arguments_text": `{"city":"Lima"}`, "cause": "user"}}, tool.ToolMetadata)
 }

@@ -35,6 +35,17 @@ function newID() {
   return Array.from(b, x => x.toString(16).padStart(2, '0')).join('');
 }
 
+// The chat of the page is the one its address names (/#<id>), so that a
+// reload shows it again; a page without one starts a new chat and names
+// it there.
+function chatID() {
+  const id = decodeURIComponent(location.hash.slice(1));
+  if (/^[A-Za-z0-9_-]{1,64}$/.test(id)) return id;
+  const fresh = newID();
+  history.replaceState(null, '', `#${fresh}`);
+  return fresh;
+}
+
 // Send the approvals once every approval of the message has an answer.
 const approvalsAnswered = ({ messages }) => {
   const m = messages.at(-1);
@@ -44,11 +55,18 @@ const approvalsAnswered = ({ messages }) => {
 };
 
 const chat = new Chat({
-  id: newID(),
+  id: chatID(),
   transport: new DefaultChatTransport({ api: '/api/chat' }),
   sendAutomaticallyWhen: approvalsAnswered,
   onError: () => scheduleRender(),
 });
+
+// Another chat named in the address: load that one.
+window.addEventListener('hashchange', () => location.reload());
+
+// loaded is set once the chat's messages are loaded: sending before
+// would lose them.
+let loaded = false;
 
 // Drafts of the forms' answers, by form id, the forms sent, and the
 // messages whose turn the Stop button stopped.
@@ -73,7 +91,7 @@ function waiting() {
 
 function render() {
   $('#status').textContent = chat.error ? `error: ${chat.error.message}` : chat.status;
-  $('#send').disabled = busy();
+  $('#send').disabled = busy() || !loaded;
   $('#stop').disabled = !busy() && !waiting();
   document.body.dataset.status = chat.status;
   $('#messages').replaceChildren(...chat.messages.map(drawMessage));
@@ -123,7 +141,7 @@ function drawTool(p, live, brief) {
   div.dataset.state = p.state;
   const head = el('div');
   const waitsHere = p.state === 'approval-requested' && live;
-  head.append(el('span', 'name', name), el('span', 'state', p.state === 'approval-requested' && !live ? 'stopped' : p.state));
+  head.append(el('span', 'name', name), el('span', 'state', p.state === 'approval-requested' && !live ? 'stopped' : stateWords(p)));
   div.append(head);
   if (brief) return div;
   div.append(el('pre', 'input', JSON.stringify(p.input ?? {}, null, 2)));
@@ -141,6 +159,20 @@ function drawTool(p, live, brief) {
   if (p.state === 'output-error') div.append(el('pre', 'error', p.errorText));
   if (p.state === 'output-denied') div.append(el('div', 'error', 'denied'));
   return div;
+}
+
+// stateWords says a tool part's state in words.
+function stateWords(p) {
+  switch (p.state) {
+    case 'input-streaming': return 'preparing';
+    case 'input-available': return 'running';
+    case 'approval-requested': return 'waiting for your approval';
+    case 'approval-responded': return p.approval?.approved ? 'approved' : 'denied';
+    case 'output-available': return 'done';
+    case 'output-error': return 'failed';
+    case 'output-denied': return 'denied';
+  }
+  return p.state;
 }
 
 function drawCard(card) {
@@ -228,5 +260,25 @@ $('#stop').onclick = async () => {
   }
 };
 
-document.body.dataset.chat = chat.id;
+// load shows the chat's messages as the server keeps them, and follows
+// its turn when one is in progress (a reload mid-answer, or while it waits
+// in this server for a person).
+async function load() {
+  try {
+    const res = await fetch(`/api/chat/${encodeURIComponent(chat.id)}/messages`);
+    if (!res.ok) throw new Error(`loading the chat: ${(await res.json().catch(() => ({}))).error ?? res.status}`);
+    const messages = await res.json();
+    if (chat.messages.length === 0) chat.messages = messages;
+    loaded = true;
+    render();
+    await chat.resumeStream();
+  } catch (e) {
+    $('#status').textContent = `error: ${e.message}`;
+    return;
+  }
+  document.body.dataset.chat = chat.id;
+  render();
+}
+
 render();
+load();

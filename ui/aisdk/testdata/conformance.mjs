@@ -268,6 +268,41 @@ async function reconnect(id, trace, problems) {
   return b;
 }
 
+// load returns the chat's messages as GET {api}/{id}/messages answers
+// them, with its status.
+async function load(id, api = `${base}/api/chat`) {
+  const res = await fetch(`${api}/${encodeURIComponent(id)}/messages`);
+  if (!res.ok) throw new Error(`loading the messages: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+// reload: a page asks for an approval and goes away (reloaded); a new
+// client loads the chat's messages, resumes the turn (resumeStream: the
+// turn waits in this process), sees the approval, approves, gets the
+// answer; a third load shows the whole conversation, the call done.
+async function reload(id, trace, problems, out) {
+  const api = `${base}/keep/api/chat`;
+  const a = newChat(id, trace, problems, { api });
+  await a.sendMessage({ text: 'what is the weather in Lima' });
+  await until('an approval request', () => ready(a) && toolPart(a)?.state === 'approval-requested');
+  const b = newChat(id, trace, problems, { api });
+  b.messages = await load(id, api);
+  out.loaded = b.messages.map(m => m.role).join(',');
+  await b.resumeStream();
+  const p = await until('the approval again', () => ready(b) && toolPart(b)?.state === 'approval-requested' && toolPart(b));
+  await b.addToolApprovalResponse({ id: p.approval.id, approved: true });
+  await until('the answer', () => ready(b) && textOf(lastAssistant(b)).includes('Done'));
+  const c = newChat(id, trace, problems, { api });
+  c.messages = await load(id, api);
+  out.reloaded = c.messages.map(m => m.role).join(',');
+  await c.resumeStream();
+  // The conversation goes on after the reload.
+  await c.sendMessage({ text: 'hello' });
+  await until('the next answer', () => ready(c) && textOf(lastAssistant(c)).includes('Hello there'));
+  out.history = (await load(id, api)).map(m => ({ role: m.role, parts: m.parts }));
+  return c;
+}
+
 // secondTab: two tabs of one chat (two clients with the same chat id and
 // messages) are shown the approval; the first approves, and while its
 // answer streams the second answers too (approving, or with deny set,
@@ -297,6 +332,8 @@ for (const [i, scenario] of scenarios.entries()) {
   try {
     if (name === 'reconnect') {
       chat = await reconnect(id, trace, problems);
+    } else if (name === 'reload') {
+      chat = await reload(id, trace, problems, out);
     } else if (name === 'second-tab' || name === 'second-tab-deny') {
       chat = await secondTab(id, trace, problems, name === 'second-tab-deny', out);
     } else {
