@@ -54,6 +54,10 @@ func script(req *agenttest.Request) agenttest.Response {
 		return agenttest.Reply().Text("Done: ", last.Content).Finish("stop")
 	case !req.HasTools():
 		return agenttest.Reply().Text("Let me check. <need_tool>").Finish("stop")
+	case strings.Contains(user, "weather") && strings.Contains(user, "hidden"):
+		// A right-to-left override in the city, as the model wrote it
+		// (not escaped): the card must show it.
+		return agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", "{\"city\":\"Li\u202ema\"}").Finish("tool_calls")
 	case strings.Contains(user, "weather"):
 		return agenttest.Reply().Text("Checking.").Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls")
 	case strings.Contains(user, "ask"):
@@ -158,7 +162,7 @@ func TestBrowserApproval(t *testing.T) {
 	p.WaitFor("the approval card again", tool+`?.dataset.state === 'approval-requested' && `+tool+`.querySelector('button.approve')`)
 	assert.Equal(t, "waiting for your approval", p.Str(tool+`.querySelector('.state').textContent`))
 	assert.Equal(t, "what is the weather in Lima", p.Str(`document.querySelector('.msg.user .text').textContent`))
-	assert.Contains(t, p.Str(tool+`.querySelector('pre.input').textContent`), `"city": "Lima"`)
+	assert.Equal(t, `{"city":"Lima"}`, p.Str(tool+`.querySelector('pre.input').textContent`), "the arguments as the model wrote them")
 	assert.Zero(t, h.runs.Load(), "the tool ran before its approval")
 	pending, err := h.srv.approvals.Pending(t.Context(), chatID)
 	require.NoError(t, err)
@@ -269,9 +273,13 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 
 	// 3. A denial: the call is denied, the turn ends rejected, the tool
 	// never runs.
-	send("what is the weather in Lima")
+	send("what is the weather in Lima, hidden")
 	weather := lastMsg + `.querySelector('.tool[data-tool="get_weather"]')`
 	p.WaitFor("the approval card", weather+`?.dataset.state === 'approval-requested' && document.body.dataset.status === 'ready'`)
+	// The override the model put in the city is drawn as its escape,
+	// marked, not left to reverse the text after it.
+	assert.Equal(t, `{"city":"Li\u202Ema"}`, p.Str(weather+`.querySelector('pre.input').textContent`))
+	assert.Equal(t, `\u202E`, p.Str(weather+`.querySelector('pre.input .cf')?.textContent ?? ''`))
 	p.ClickJS(weather + `.querySelector('button.deny')`)
 	p.WaitFor("the denial", weather+`?.dataset.state === 'output-denied' && `+lastMsg+`.textContent.includes('turn rejected') && document.body.dataset.status === 'ready'`)
 	assert.Contains(t, p.Str(lastMsg+`.textContent`), "denied in the page")

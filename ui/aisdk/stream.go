@@ -422,6 +422,13 @@ func (w *Writer) input(c *agent.Chunk, id string, cl *call) {
 	}
 	cl.input = true
 	meta := map[string]any{}
+	if len(c.Tool.Arguments) > 0 {
+		// The arguments as the model wrote them, as the history gives
+		// them too: a page shows the person what the call runs with from
+		// this text, not from what JSON.parse makes of input (which
+		// rounds large numbers and keeps one of two members of a name).
+		meta["arguments_text"] = string(c.Tool.Arguments)
+	}
 	if c.Tool.ArgumentsDigest != "" {
 		meta["arguments_digest"] = c.Tool.ArgumentsDigest
 	}

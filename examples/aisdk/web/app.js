@@ -106,6 +106,34 @@ function el(tag, cls, text) {
   return e;
 }
 
+// HIDDEN: the characters of a call's arguments that do not show for what
+// they are (format characters such as bidi controls and zero-width ones,
+// line and paragraph separators, private use, unassigned and surrogate
+// code points, every space but U+0020), which argumentsView shows as their
+// JSON escapes, marked: a person approves what the call runs with.
+const HIDDEN = /(?! )[\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\p{Zs}]/gu;
+
+// argumentsView draws a call's arguments from the text the model wrote
+// (toolMetadata.planround.arguments_text, live and in the history), not
+// from what JSON.parse made of it, which rounds large numbers and keeps
+// one of two members of the same name; its hidden characters escaped.
+function argumentsView(p) {
+  const text = p.toolMetadata?.planround?.arguments_text ?? JSON.stringify(p.input ?? {});
+  const pre = el('pre', 'input');
+  let at = 0;
+  for (const m of text.matchAll(HIDDEN)) {
+    if (m.index > at) pre.append(text.slice(at, m.index));
+    let esc = '';
+    for (let i = 0; i < m[0].length; i++) esc += '\\u' + m[0].charCodeAt(i).toString(16).toUpperCase().padStart(4, '0');
+    const mark = el('span', 'cf', esc);
+    mark.title = 'invisible character U+' + m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+    pre.append(mark);
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) pre.append(text.slice(at));
+  return pre;
+}
+
 function drawMessage(m) {
   const div = el('div', `msg ${m.role}`);
   // A call whose card or form is drawn shows no arguments of its own.
@@ -144,7 +172,7 @@ function drawTool(p, live, brief) {
   head.append(el('span', 'name', name), el('span', 'state', p.state === 'approval-requested' && !live ? 'stopped' : stateWords(p)));
   div.append(head);
   if (brief) return div;
-  div.append(el('pre', 'input', JSON.stringify(p.input ?? {}, null, 2)));
+  div.append(argumentsView(p));
   if (waitsHere) {
     if (p.approval.reason) div.append(el('div', 'reason', p.approval.reason));
     const approve = el('button', 'approve', 'Approve');
