@@ -35,7 +35,8 @@
 // ids of its own, and the first request that names a chat id claims it for
 // the cookie's owner: another browser's requests on it are refused (403).
 // The claims are kept in the store beside the chats (its memory.KV), so a
-// chat stays its browser's after a restart. A browser claims at most
+// chat stays its browser's after a restart; they, and the decisions'
+// audit, name a browser by a hash of its cookie, never by the cookie. A browser claims at most
 // maxChatsPerOwner chats, so that one browser naming ids in a loop cannot
 // take the room of the others; the server keeps at most maxChats claims in
 // all (a cookie is free to get: a host that serves people it does not know
@@ -64,6 +65,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"errors"
@@ -458,7 +460,11 @@ func (s *server) authorize(r *http.Request, chatID string) (string, error) {
 	if !validChatID(chatID) {
 		return "", errors.New("a chat id is 1 to 64 letters, digits, '-' or '_'")
 	}
-	owner := "browser:" + c.Value
+	// The owner is named by a hash of its cookie: the store's claims and
+	// the decisions' audit (Decision.By) never hold the cookie itself, so
+	// that whoever reads them cannot act as that browser.
+	sum := sha256.Sum256([]byte(c.Value))
+	owner := "browser:" + hex.EncodeToString(sum[:16])
 	ctx := r.Context()
 	switch had, err := s.owner(ctx, chatID); {
 	case err != nil:

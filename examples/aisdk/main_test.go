@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -462,4 +463,28 @@ func TestOwnerAfterRestart(t *testing.T) {
 	assert.Equal(t, "stop", finish, "%v", chunks)
 	assert.Equal(t, int32(1), h2.runs.Load(), "get_weather ran once, after the restart")
 	assert.Zero(t, h1.runs.Load())
+
+	// The claim and the decision's audit name Alice by a hash of her
+	// cookie, never by the cookie, which would let whoever reads them act
+	// as her.
+	u, err := url.Parse(h2.ts.URL)
+	require.NoError(t, err)
+	var cookie string
+	for _, c := range alice.Jar.Cookies(u) {
+		if c.Name == ownerCookie {
+			cookie = c.Value
+		}
+	}
+	require.NotEmpty(t, cookie)
+	owner, err := h2.srv.owner(t.Context(), "chat-r")
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(owner, "browser:"), owner)
+	assert.NotContains(t, owner, cookie)
+	n := 0
+	for d, err := range h2.srv.approvals.Decisions(t.Context(), approval.DecisionQuery{SessionID: "chat-r"}) {
+		require.NoError(t, err)
+		assert.Equal(t, owner, d.Decision.By)
+		n++
+	}
+	assert.Equal(t, 1, n, "one decision")
 }
