@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/planround/planround/internal/weblink"
 )
 
 // The words that make a form's field ask for a secret ([ErrSecretField]),
@@ -189,14 +191,9 @@ func foldRunes(s string) []rune {
 	return out
 }
 
-// invisible reports whether r is a character a person does not see, or
-// one that changes how the characters around it are shown: a format
-// character (Cf: zero-width spaces and joiners, direction marks and
-// overrides, the soft hyphen), another default ignorable code point (a
-// Hangul filler), a variation selector or a control character.
-func invisible(r rune) bool {
-	return unicode.In(r, unicode.Cf, unicode.Cc, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
-}
+// invisible reports whether r is a character a person does not see (see
+// weblink.Invisible).
+func invisible(r rune) bool { return weblink.Invisible(r) }
 
 // lookAlike maps the letters of other scripts that read as a Latin letter
 // to that letter, in both cases (what NFKD does not fold already: it does

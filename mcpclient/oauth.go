@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/internal/weblink"
 	"github.com/planround/planround/memory"
 )
 
@@ -56,7 +57,9 @@ type ConnectRequest struct {
 	// Server is the name of the server in the configuration.
 	Server string `json:"server"`
 	// Host is the host of the authorization server, for the person to
-	// see where the button leads.
+	// see where the button leads, with its port: in ASCII, an
+	// international name as punycode, as a browser's address bar shows
+	// it.
 	Host string `json:"host"`
 	// URL is the authorization URL to open.
 	URL string `json:"url"`
@@ -485,9 +488,17 @@ func (s *oauthStore) start(ctx context.Context, e *serverEntry, user string, sco
 	if err != nil {
 		return nil, fmt.Errorf("discovering the authorization server: %w", err)
 	}
-	u, err := url.Parse(authURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, errors.New("the authorization server's authorization endpoint is not an http or https URL")
+	// The card shows the person where the button leads: the host as a
+	// browser's address bar shows it (an international name as punycode),
+	// the URL with nothing in it that reads as something it is not, as
+	// for a URL-mode elicitation.
+	link, _, err := weblink.Check(authURL)
+	if err != nil {
+		return nil, fmt.Errorf("the authorization server's authorization endpoint cannot be shown to a person: %w", err)
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		return nil, fmt.Errorf("the authorization server's authorization endpoint: %w", err)
 	}
 	p := pending{User: user, Server: e.cfg.Name, Verifier: verifier, Scopes: scopes, Expires: time.Now().Add(s.wait + stateGrace)}
 	plain, _ := json.Marshal(p)
@@ -495,7 +506,7 @@ func (s *oauthStore) start(ctx context.Context, e *serverEntry, user string, sco
 	if err := s.kv.PutValue(ctx, oauthNamespace, skey, s.seal(skey, plain)); err != nil {
 		return nil, err
 	}
-	return &ConnectRequest{Type: "connect_request", Server: e.cfg.Name, Host: u.Host, URL: authURL, Scopes: scopes}, nil
+	return &ConnectRequest{Type: "connect_request", Server: e.cfg.Name, Host: u.Host, URL: link, Scopes: scopes}, nil
 }
 
 // waiter returns the channel closed when a callback on this replica saves

@@ -21,6 +21,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
@@ -582,5 +584,57 @@ func TestOAuthConfigFile(t *testing.T) {
 		if _, err := ParseConfig([]byte(bad)); err == nil {
 			t.Errorf("ParseConfig(%s) succeeded", bad)
 		}
+	}
+}
+
+// The connect card shows the authorization endpoint it leads to as a
+// browser's address bar would: a look-alike international name as
+// punycode, in the card's host and in its URL. An endpoint with a
+// character a person cannot see in its host gets no card: the call says
+// why.
+func TestOAuthCardHost(t *testing.T) {
+	for _, tc := range []struct {
+		name, endpoint string
+		host           string // the card's host; "" when no card may be shown
+	}{
+		// "аpple" with a Cyrillic а.
+		{"look-alike", "https://\u0430pple.example:8443/authorize", "xn--pple-43d.example:8443"},
+		{"zero-width space", "https://exa\u200bmple.com/authorize", ""},
+		{"right-to-left override", "https://example.com\u202e.evil/authorize", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newOAuthWorld(t, []memory.KV{new(memory.MemStore)}, oauthtest.Options{OpenList: true, AuthorizeEndpoint: tc.endpoint})
+			_, a := w.replica()
+			w.model.Enqueue(
+				agenttest.Reply().Call(0, "call_1", "whoami", `{}`).Finish("tool_calls"),
+				agenttest.Reply().Text("Done.").Finish("stop"),
+			)
+			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), testUserKey{}, "alice"), 60*time.Second)
+			defer cancel()
+			var card *ConnectRequest
+			var result string
+			for c, err := range a.Run(ctx, agent.Input{Message: "go"}) {
+				require.NoError(t, err)
+				if c.Kind == agent.KindSide {
+					card, _ = c.Side.(*ConnectRequest)
+					break // the person never connects: the run ends here
+				}
+				if c.Tool != nil && (c.Tool.State == agent.StateResult || c.Tool.State == agent.StateRejected) {
+					result = c.Tool.Result + c.Tool.Reason
+				}
+			}
+			if tc.host == "" {
+				require.Nil(t, card, "a card for %q", tc.endpoint)
+				require.Contains(t, result, "authorization endpoint cannot be shown to a person")
+				return
+			}
+			require.NotNil(t, card, "no card; the call said %q", result)
+			require.Equal(t, tc.host, card.Host)
+			u, err := url.Parse(card.URL)
+			require.NoError(t, err)
+			require.Equal(t, tc.host, u.Host, "the URL leads where the card says")
+			require.Equal(t, "/authorize", u.Path)
+			require.NotEmpty(t, u.Query().Get("code_challenge"), "the URL keeps its query: %s", card.URL)
+		})
 	}
 }

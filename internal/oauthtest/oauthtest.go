@@ -43,6 +43,10 @@ type Options struct {
 	// OpenList lets requests without a token initialize a session and list
 	// the tools; calls still need one.
 	OpenList bool
+	// AuthorizeEndpoint, when set, is the authorization endpoint the
+	// server's metadata advertises instead of its own /authorize: a test
+	// of what a client shows for an endpoint it is given.
+	AuthorizeEndpoint string
 }
 
 // Servers are a running authorization server and the MCP server it
@@ -210,9 +214,13 @@ func (s *Servers) authHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
 		base := s.as.URL
+		authorize := base + "/authorize"
+		if s.opts.AuthorizeEndpoint != "" {
+			authorize = s.opts.AuthorizeEndpoint
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"issuer":                                base,
-			"authorization_endpoint":                base + "/authorize",
+			"authorization_endpoint":                authorize,
 			"token_endpoint":                        base + "/token",
 			"registration_endpoint":                 base + "/register",
 			"response_types_supported":              []string{"code"},
