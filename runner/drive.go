@@ -269,10 +269,12 @@ func (r *Runner) unreserve(ss *session, d *driven) {
 }
 
 // take takes the session for a reserved run: its lease (an error wrapping
-// agent.ErrBusy when another process holds it), the session in the Store,
-// and the log's numbering, ending a turn a stopped process left open. It
-// returns the function that releases the lease; on error the run is
-// unreserved.
+// agent.ErrBusy when another process holds it), the session in the Store
+// (created for a new message, wait; anything else on a session the Store
+// does not have is an error wrapping agent.ErrNothingToResume and
+// memory.ErrNotFound, and creates nothing), and the log's numbering,
+// ending a turn a stopped process left open. It returns the function that
+// releases the lease; on error the run is unreserved.
 func (r *Runner) take(ctx context.Context, ss *session, d *driven, wait bool) (release func(), err error) {
 	release, err = r.lease(ctx, ss.id, d, wait)
 	if err != nil {
@@ -285,6 +287,9 @@ func (r *Runner) take(ctx context.Context, ss *session, d *driven, wait bool) (r
 		return nil, err
 	}
 	if _, err := r.store.Session(ctx, ss.id); errors.Is(err, memory.ErrNotFound) {
+		if !wait {
+			return fail(fmt.Errorf("runner: session %q: %w (%w)", ss.id, agent.ErrNothingToResume, err))
+		}
 		if _, err := r.store.CreateSession(ctx, memory.Session{ID: ss.id}); err != nil && !errors.Is(err, memory.ErrExists) {
 			return fail(fmt.Errorf("runner: creating session %q: %w", ss.id, err))
 		}

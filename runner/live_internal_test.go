@@ -74,7 +74,13 @@ func TestIdleSessionsReleased(t *testing.T) {
 				}
 				if _, err := r.Resume(ctx, id); !errors.Is(err, agent.ErrNothingToResume) {
 					t.Fatalf("Resume(%s) = %v, want ErrNothingToResume", id, err)
+				} else if id != "done" && !errors.Is(err, memory.ErrNotFound) {
+					t.Fatalf("Resume(%s) of a session the store lacks = %v, want ErrNotFound too", id, err)
 				}
+			}
+			// A Resume creates no session.
+			if _, err := store.st.Session(ctx, "s1"); !errors.Is(err, memory.ErrNotFound) {
+				t.Errorf("after a Resume of an unknown session, the store has it: %v", err)
 			}
 			if n := live(r); n != 0 {
 				t.Errorf("%d sessions live after 50 Resumes that found nothing, want 0", n)
