@@ -1,36 +1,16 @@
 package storekit
 
-import (
-	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/internal/bridge"
-)
-
-// The implementations, in package memory, asserted once to their types:
-// package memory has set them all before this package initializes.
-var (
-	validateSession     = bridge.ValidateSession.(func(memory.Session) error)
-	newSessionID        = bridge.NewSessionID.(func() string)
-	validateMessages    = bridge.ValidateMessages.(func([]memory.Message) error)
-	cloneMessages       = bridge.CloneMessages.(func([]memory.Message) []memory.Message)
-	validateSummary     = bridge.ValidateSummary.(func(memory.Summary) error)
-	validateOpenCall    = bridge.ValidateOpenCall.(func(memory.OpenCall) error)
-	validateAppendCalls = bridge.ValidateAppendCalls.(func([]memory.OpenCall, []memory.Message) error)
-	validateApproval    = bridge.ValidateApproval.(func(memory.Approval) error)
-	validateNote        = bridge.ValidateNote.(func(string, string) error)
-	validateEvents      = bridge.ValidateEvents.(func([]memory.Event) error)
-	validateKV          = bridge.ValidateKV.(func(string, string, []byte) error)
-	validateAPICall     = bridge.ValidateAPICall.(func(memory.APICall) error)
-)
+import "github.com/planround/planround/memory"
 
 // ValidateSession reports whether s may be passed to
 // [memory.Store.CreateSession]: its CreatedAt and UpdatedAt are zero or
 // times a store can keep (years 1678 to 2262, the range of
 // [time.Time.UnixNano]).
-func ValidateSession(s memory.Session) error { return validateSession(s) }
+func ValidateSession(s memory.Session) error { return memory.ValidateSession(s) }
 
 // NewSessionID returns a random 128-bit id in hex, for a session created
 // without an id.
-func NewSessionID() string { return newSessionID() }
+func NewSessionID() string { return memory.NewSessionID() }
 
 // ValidateMessages reports whether msgs may be appended: each has a known
 // role, no SummaryID (messages are archived by Summarize, never appended
@@ -40,25 +20,25 @@ func NewSessionID() string { return newSessionID() }
 // [memory.ValidArguments]), images only on a user message and each valid
 // (see [memory.ValidateImage]), and a CreatedAt a store can keep. A store
 // calls it first in Append.
-func ValidateMessages(msgs []memory.Message) error { return validateMessages(msgs) }
+func ValidateMessages(msgs []memory.Message) error { return memory.ValidateMessages(msgs) }
 
 // CloneMessages returns a deep copy of msgs, sharing no memory with it
 // (tool calls, their arguments, images and their bytes are copied), for a
 // store that returns copies of what it keeps.
-func CloneMessages(msgs []memory.Message) []memory.Message { return cloneMessages(msgs) }
+func CloneMessages(msgs []memory.Message) []memory.Message { return memory.CloneMessages(msgs) }
 
 // ValidateSummary reports whether s may be passed to
 // [memory.Store.Summarize]: content that is not blank, a range with
 // 0 < FirstID <= LastID, and a CreatedAt that is zero or a time a store can
 // keep. Whether the range holds active messages of the session is the
 // store's to check.
-func ValidateSummary(s memory.Summary) error { return validateSummary(s) }
+func ValidateSummary(s memory.Summary) error { return memory.ValidateSummary(s) }
 
 // ValidateOpenCall reports whether c may be passed to
 // [memory.CallLog.SaveCall]: a stored message's id (positive), a call id,
 // Arguments that are empty or a JSON object, and a State of at most
 // [memory.MaxCallState] bytes.
-func ValidateOpenCall(c memory.OpenCall) error { return validateOpenCall(c) }
+func ValidateOpenCall(c memory.OpenCall) error { return memory.ValidateOpenCall(c) }
 
 // ValidateAppendCalls reports whether calls and msgs may be passed to
 // [memory.CallLog.AppendCalls]: msgs are valid ([ValidateMessages]), the
@@ -66,7 +46,7 @@ func ValidateOpenCall(c memory.OpenCall) error { return validateOpenCall(c) }
 // tool calls, none twice, without Arguments and with a State of at most
 // [memory.MaxCallState] bytes.
 func ValidateAppendCalls(calls []memory.OpenCall, msgs []memory.Message) error {
-	return validateAppendCalls(calls, msgs)
+	return memory.ValidateAppendCalls(calls, msgs)
 }
 
 // ValidateApproval reports whether a may be passed to
@@ -74,12 +54,12 @@ func ValidateAppendCalls(calls []memory.OpenCall, msgs []memory.Message) error {
 // tool name; a Kind that is empty, [memory.KindApproval] or
 // [memory.KindForm]; a Key of at most [memory.MaxApprovalKey] bytes and a
 // Digest of at most 100. A record may be created decided.
-func ValidateApproval(a memory.Approval) error { return validateApproval(a) }
+func ValidateApproval(a memory.Approval) error { return memory.ValidateApproval(a) }
 
 // ValidateNote reports whether a note may be passed to
 // [memory.Notifier.Notify]: a channel name and a payload of 1 to
 // [memory.MaxNotifyPayload] bytes.
-func ValidateNote(channel, payload string) error { return validateNote(channel, payload) }
+func ValidateNote(channel, payload string) error { return memory.ValidateNote(channel, payload) }
 
 // ValidateEvents reports whether evs may be passed to
 // [memory.EventLog.AppendEvents], whatever the log holds: their Seq are
@@ -88,7 +68,7 @@ func ValidateNote(channel, payload string) error { return validateNote(channel, 
 // a time a store can keep. An error it returns does not wrap
 // [memory.ErrEventSeq]: whether evs continue the log is the store's to
 // check.
-func ValidateEvents(evs []memory.Event) error { return validateEvents(evs) }
+func ValidateEvents(evs []memory.Event) error { return memory.ValidateEvents(evs) }
 
 // ValidateKV reports why namespace, key and value (nil for a method
 // without one) cannot be stored in a [memory.KV], or nil when they can:
@@ -96,7 +76,7 @@ func ValidateEvents(evs []memory.Event) error { return validateEvents(evs) }
 // [memory.MaxKVNamespace] and [memory.MaxKVKey] bytes, and value holds at
 // most [memory.MaxKVValue] bytes.
 func ValidateKV(namespace, key string, value []byte) error {
-	return validateKV(namespace, key, value)
+	return memory.ValidateKV(namespace, key, value)
 }
 
 // ValidateAPICall reports whether c may be passed to
@@ -104,4 +84,4 @@ func ValidateKV(namespace, key string, value []byte) error {
 // with [memory.APICallError], a Request that is empty or JSON, durations
 // and Round not negative, and a Started that is zero or a time a store can
 // keep.
-func ValidateAPICall(c memory.APICall) error { return validateAPICall(c) }
+func ValidateAPICall(c memory.APICall) error { return memory.ValidateAPICall(c) }
