@@ -43,11 +43,11 @@
 //   - interact: the user's interaction as tools: ask_user_question with its
 //     form service (answered over HTTP, bound to the session) and show_card.
 //   - memory: the Store interface and MemStore, the pieces of each request
-//     (history repair, truncation, context layers), summarisation and export.
+//     (history repair, truncation, context layers), summarisation and
+//     export; for store authors, the checks every store makes and copies of
+//     messages.
 //   - memory/sqlitestore: the embedded SQLite store.
 //   - memory/pgstore: the PostgreSQL store, for several processes.
-//   - memory/storekit: for store authors, the checks every store makes and
-//     copies of messages.
 //   - memory/storetest: the conformance suite of a Store.
 //   - mcpclient: the tools of MCP servers (stdio, SSE, streamable HTTP) as
 //     agent tools, shared or one server instance per conversation.

@@ -16,7 +16,6 @@ import (
 	"github.com/planround/planround/intent"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // asked is one question a hook was asked.
@@ -193,7 +192,7 @@ func TestHooksToolPath(t *testing.T) {
 	// injected.
 	msgs := turn.Messages()
 	validHistory(t, msgs)
-	require.NoError(t, storekit.ValidateMessages(msgs))
+	require.NoError(t, memory.ValidateMessages(msgs))
 	assert.Equal(t, strip(msgs), strip(memory.Repair(msgs)), "valid history: Repair changes nothing")
 	var got []string
 	for _, m := range msgs {
@@ -541,7 +540,7 @@ func TestHookInterrupted(t *testing.T) {
 			assert.NotContains(t, tr, "warning")
 			msgs := turn.Messages()
 			validHistory(t, msgs)
-			require.NoError(t, storekit.ValidateMessages(msgs))
+			require.NoError(t, memory.ValidateMessages(msgs))
 			for _, m := range msgs {
 				assert.NotEqual(t, "late", m.Content)
 			}
@@ -622,7 +621,7 @@ func TestHooksBreakAfterEveryChunk(t *testing.T) {
 			require.Len(t, got, n)
 			msgs := turn.Messages()
 			validHistory(t, msgs)
-			require.NoError(t, storekit.ValidateMessages(msgs))
+			require.NoError(t, memory.ValidateMessages(msgs))
 		})
 	}
 }

@@ -178,7 +178,7 @@ func TestOldMalformedArgumentsAreWrapped(t *testing.T) {
 		require.NoError(t, err)
 		check(t, srv)
 	})
-	// Stores refuse such arguments (storekit.ValidateMessages), and the
+	// Stores refuse such arguments (memory.ValidateMessages), and the
 	// SQLite store wraps those of older databases when it opens them.
 	for name, newStore := range stores(t) {
 		t.Run(name, func(t *testing.T) {

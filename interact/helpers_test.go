@@ -16,7 +16,6 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // tripArgs are ask_user_question arguments with one question of each kind.
@@ -143,7 +142,7 @@ func sideType(side any) string {
 // validHistory fails t unless msgs are valid history.
 func validHistory(t *testing.T, msgs []memory.Message) {
 	t.Helper()
-	require.NoError(t, storekit.ValidateMessages(msgs))
+	require.NoError(t, memory.ValidateMessages(msgs))
 	require.Equal(t, msgs, memory.Repair(msgs), "Repair changed the history")
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/mcpclient/internal/mcptest"
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // The tests in this file run the third-party reference server
@@ -248,7 +247,7 @@ func TestEverythingAgentRun(t *testing.T) {
 // assistant message, and no tool message is an orphan.
 func validTurn(t *testing.T, msgs []memory.Message) {
 	t.Helper()
-	if err := storekit.ValidateMessages(msgs); err != nil {
+	if err := memory.ValidateMessages(msgs); err != nil {
 		t.Errorf("invalid history: %v", err)
 	}
 	for i := 0; i < len(msgs); i++ {

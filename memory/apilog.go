@@ -3,8 +3,6 @@ package memory
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 )
@@ -166,7 +164,7 @@ func (l APILogLimits) Age() time.Duration {
 // done, and return copies.
 type APILog interface {
 	// AppendAPICall adds c (its ID ignored; Started set to now when zero)
-	// and returns the id it got. c must pass storekit.ValidateAPICall.
+	// and returns the id it got. c must pass [ValidateAPICall].
 	AppendAPICall(ctx context.Context, c APICall) (id int64, err error)
 	// APICalls returns the records q selects, newest (highest ID) first,
 	// at most q.Limit of them when it is positive.
@@ -176,32 +174,6 @@ type APILog interface {
 	// DeleteAPICalls removes the records q selects (q.Limit aside): the
 	// zero query removes them all.
 	DeleteAPICalls(ctx context.Context, q APICallQuery) error
-}
-
-// validateAPICall implements storekit.ValidateAPICall: what
-// [APILog.AppendAPICall] refuses.
-func validateAPICall(c APICall) error {
-	switch c.Purpose {
-	case PurposePlanning, PurposeContinuation, PurposeToolRound, PurposeSummary, PurposeSubAgent:
-	default:
-		return fmt.Errorf("api call: unknown purpose %q", c.Purpose)
-	}
-	switch {
-	case c.Status != APICallOK && c.Status != APICallError:
-		return fmt.Errorf("api call: unknown status %q", c.Status)
-	case c.Error != "" && c.Status != APICallError:
-		return errors.New("api call: an error with status ok")
-	case len(c.Request) > 0 && !json.Valid(c.Request):
-		return errors.New("api call: the request is not JSON")
-	case c.FirstToken < 0 || c.Latency < 0:
-		return fmt.Errorf("api call: negative duration (first token %v, latency %v)", c.FirstToken, c.Latency)
-	case c.Round < 0:
-		return fmt.Errorf("api call: round %d", c.Round)
-	}
-	if !c.Started.IsZero() {
-		return checkTime("api call: started", c.Started)
-	}
-	return nil
 }
 
 // cloneAPICall returns a copy of c that shares no memory with it.

@@ -12,10 +12,8 @@
 // that do not use them do not carry their drivers (the SQLite one is about
 // 20 MB of binary). Every store is safe for concurrent use, appends
 // atomically, and returns copies. Other stores implement the same interface
-// with the helpers of package memory/storekit (the checks every store makes
-// before it writes, session ids, copies; its documentation says which
-// method calls which) and check themselves with the conformance suite in
-// memory/storetest.
+// with the functions of this package for store authors (see below) and
+// check themselves with the conformance suite in memory/storetest.
 //
 // A user message may carry images ([Image]: a URL, or bytes with their MIME
 // type, at most [MaxImageSize] each). Stores keep them whole, so a session
@@ -82,6 +80,56 @@
 // pulls in no provider SDK. The conversion to and from openai-go's request
 // messages lives in its own package, agent/openaiparams (ToParams,
 // FromParams), which the agent sends every request through.
+//
+// # For store authors
+//
+// A program that only uses a store never needs this section; whoever writes
+// a [Store] calls, inside it, the functions below: the checks every store
+// makes before it writes, the id of a session created without one, and
+// deep copies of messages. Every store shipped with planround ([MemStore],
+// memory/sqlitestore, memory/pgstore) calls these same functions, so every
+// store refuses the same input with the same error, and a program that
+// moves from one store to another sees no new error.
+//
+// A Store is safe for concurrent use. Every method returns an error when
+// its ctx is already done, and an error wrapping [ErrNotFound] for a
+// session that does not exist. What it returns are copies: changing them
+// never changes what is stored. Times come back in UTC. Each method that
+// writes checks its input first, with the function named below, and changes
+// nothing when the check fails:
+//
+//   - [Store.CreateSession]: call [ValidateSession]; give a session without
+//     an id [NewSessionID]; a zero CreatedAt is now, a zero UpdatedAt the
+//     CreatedAt; an existing id is an error wrapping [ErrExists].
+//   - [Store.Append]: call [ValidateMessages] before writing anything, then
+//     write all the messages or none. A store that keeps messages in memory
+//     stores [CloneMessages] of them and returns CloneMessages of what it
+//     keeps, so that neither its caller nor it sees the other's changes.
+//   - [Store.Summarize]: call [ValidateSummary].
+//
+// A store that keeps durable runs implements the optional interfaces, each
+// with its check:
+//
+//   - [CallLog]: [ValidateOpenCall] in SaveCall, [ValidateAppendCalls] in
+//     AppendCalls (it checks the messages with ValidateMessages too);
+//   - [ApprovalStore]: [ValidateApproval] in CreateApproval;
+//   - [Notifier]: [ValidateNote] in Notify;
+//   - [EventLog]: [ValidateEvents] in AppendEvents, before the store checks
+//     that the events continue the log ([ErrEventSeq]);
+//   - [KV]: [ValidateKV] in every method, with a nil value for GetValue and
+//     DeleteValue;
+//   - [APILog]: [ValidateAPICall] in AppendAPICall.
+//
+// [Leaser] has nothing to check beyond its arguments. [ValidateImage],
+// [ValidArguments] and [IsObject] serve hosts and the agent too:
+// ValidateMessages applies the first to every image and the last to every
+// tool call's arguments.
+//
+// A store author runs storetest.Run from an ordinary test and, for the
+// optional interfaces the store implements, storetest.RunDurable,
+// storetest.RunKV, storetest.RunAPILog and, when several processes share
+// the store, storetest.RunNotifierPair, storetest.RunEventLogPair and
+// storetest.RunKVPair (see package memory/storetest).
 //
 // # Summarisation
 //

@@ -62,7 +62,7 @@ type CallLog interface {
 	// stores it stops, and a sweeper that lists [CallLog.OpenSessions]
 	// finds every turn left with open calls. The last of msgs must be an
 	// assistant message and each record name one of its [Message.ToolCalls]
-	// once and have no Arguments (see storekit.ValidateAppendCalls); the
+	// once and have no Arguments (see [ValidateAppendCalls]); the
 	// records' MessageID passed in is ignored.
 	AppendCalls(ctx context.Context, sessionID string, calls []OpenCall, msgs ...Message) ([]Message, error)
 	// SaveCall inserts the record of (c.MessageID, c.CallID) in the
@@ -177,7 +177,7 @@ var (
 // returns them whole: each field as CreateApproval and DecideApproval
 // stored it, times in UTC.
 type ApprovalStore interface {
-	// CreateApproval stores a, which must be valid (storekit.ValidateApproval).
+	// CreateApproval stores a, which must be valid ([ValidateApproval]).
 	// An existing id is an error wrapping [ErrExists], and so is a
 	// non-empty Key that a's session already has (another session may use
 	// the same key). A pending record (Decided false) is stored without a

@@ -80,7 +80,7 @@ var ErrEventSeq = errors.New("memory: event out of sequence")
 type EventLog interface {
 	// AppendEvents adds evs, numbered by the caller, to the session's log,
 	// in one transaction: all or none. Their numbers follow one another
-	// (see storekit.ValidateEvents) and continue the log: evs[0].Seq is
+	// (see [ValidateEvents]) and continue the log: evs[0].Seq is
 	// LastEvent+1, or the error wraps [ErrEventSeq]. Appending no events
 	// only checks that the session exists.
 	AppendEvents(ctx context.Context, sessionID string, evs ...Event) error
@@ -99,31 +99,6 @@ type EventLog interface {
 	// what is already gone is no error; events appended later are kept
 	// whatever through was.
 	TrimEvents(ctx context.Context, sessionID string, through int64) error
-}
-
-// validateEvents implements storekit.ValidateEvents: what
-// [EventLog.AppendEvents] refuses whatever the log holds; its errors do not
-// wrap [ErrEventSeq].
-func validateEvents(evs []Event) error {
-	for i, ev := range evs {
-		switch {
-		case ev.Seq < 1:
-			return fmt.Errorf("event %d: seq %d, want 1 or more", i, ev.Seq)
-		case i > 0 && ev.Seq != evs[i-1].Seq+1:
-			return fmt.Errorf("event %d: seq %d after %d, want consecutive numbers", i, ev.Seq, evs[i-1].Seq)
-		case ev.Turn < 0 || ev.Turn > ev.Seq:
-			return fmt.Errorf("event %d (seq %d): turn %d, want 0 to the event's own seq", i, ev.Seq, ev.Turn)
-		}
-		if err := checkEventKind(ev.Kind); err != nil {
-			return fmt.Errorf("event %d (seq %d): %w", i, ev.Seq, err)
-		}
-		if !ev.CreatedAt.IsZero() {
-			if err := checkTime(fmt.Sprintf("event %d (seq %d): created_at", i, ev.Seq), ev.CreatedAt); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // checkEventKind reports whether k may be an [Event.Kind].

@@ -409,7 +409,7 @@ func (doc export) check() ([]span, error) {
 	if doc.Session.ID == "" {
 		return nil, errors.New("session has no id")
 	}
-	if err := validateSession(doc.Session); err != nil {
+	if err := ValidateSession(doc.Session); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
 	msgs := doc.Messages
@@ -448,7 +448,7 @@ func (doc export) check() ([]span, error) {
 		if strings.TrimSpace(s.Content) == "" {
 			return nil, fmt.Errorf("summary %d: empty content", k)
 		}
-		if err := validateSummary(s); err != nil {
+		if err := ValidateSummary(s); err != nil {
 			return nil, fmt.Errorf("summary %d: %w", k, err)
 		}
 		lo, hi := idRange(msgs, s.FirstID, s.LastID)

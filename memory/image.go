@@ -68,7 +68,7 @@ func sizeText(n int) string {
 // an image MIMEType without parameters ("image/png", "image/jpeg",
 // "image/webp", "image/gif"). A MIMEType given with a URL must be an image
 // type too. Stores call it for every image they append (through
-// storekit.ValidateMessages); the agent calls it for the images of its
+// [ValidateMessages]); the agent calls it for the images of its
 // input, and a host may call it for an image a user sends.
 func ValidateImage(img Image) error {
 	switch {

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 var (
@@ -69,12 +68,12 @@ func TestValidateImage(t *testing.T) {
 }
 
 func TestValidateMessagesImages(t *testing.T) {
-	assert.NoError(t, storekit.ValidateMessages([]memory.Message{userWith("look", png, catURL), userWith("", png)}))
-	err := storekit.ValidateMessages([]memory.Message{userWith("x"), {Role: memory.RoleAssistant, Images: []memory.Image{png}}})
+	assert.NoError(t, memory.ValidateMessages([]memory.Message{userWith("look", png, catURL), userWith("", png)}))
+	err := memory.ValidateMessages([]memory.Message{userWith("x"), {Role: memory.RoleAssistant, Images: []memory.Image{png}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "message 1")
 	assert.Contains(t, err.Error(), "only user messages")
-	err = storekit.ValidateMessages([]memory.Message{userWith("x", png, memory.Image{})})
+	err = memory.ValidateMessages([]memory.Message{userWith("x", png, memory.Image{})})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "message 0: image 1")
 }

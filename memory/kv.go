@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 )
 
 // KV is a small key-value store, in namespaces, for state that a package
@@ -42,32 +40,6 @@ const (
 	MaxKVValue     = 1 << 20
 )
 
-// validateKV implements storekit.ValidateKV: why namespace, key and value
-// (nil for a method without one) cannot be stored in a [KV], or nil.
-func validateKV(namespace, key string, value []byte) error {
-	check := func(what, s string, max int) error {
-		switch {
-		case s == "":
-			return fmt.Errorf("memory: empty %s", what)
-		case len(s) > max:
-			return fmt.Errorf("memory: %s of %d bytes, more than %d", what, len(s), max)
-		case !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0:
-			return fmt.Errorf("memory: %s %.40q is not UTF-8 text without NUL bytes", what, s)
-		}
-		return nil
-	}
-	if err := check("namespace", namespace, MaxKVNamespace); err != nil {
-		return err
-	}
-	if err := check("key", key, MaxKVKey); err != nil {
-		return err
-	}
-	if len(value) > MaxKVValue {
-		return fmt.Errorf("memory: value of %d bytes, more than %d", len(value), MaxKVValue)
-	}
-	return nil
-}
-
 // kvKey names a value of a MemStore.
 type kvKey struct{ namespace, key string }
 
@@ -76,7 +48,7 @@ func (s *MemStore) GetValue(ctx context.Context, namespace, key string) ([]byte,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validateKV(namespace, key, nil); err != nil {
+	if err := ValidateKV(namespace, key, nil); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
@@ -93,7 +65,7 @@ func (s *MemStore) PutValue(ctx context.Context, namespace, key string, value []
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateKV(namespace, key, value); err != nil {
+	if err := ValidateKV(namespace, key, value); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -110,7 +82,7 @@ func (s *MemStore) SwapValue(ctx context.Context, namespace, key string, old, va
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := validateKV(namespace, key, value); err != nil {
+	if err := ValidateKV(namespace, key, value); err != nil {
 		return false, err
 	}
 	s.mu.Lock()
@@ -132,7 +104,7 @@ func (s *MemStore) DeleteValue(ctx context.Context, namespace, key string) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateKV(namespace, key, nil); err != nil {
+	if err := ValidateKV(namespace, key, nil); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -35,7 +35,7 @@ func (st *MemStore) AppendAPICall(ctx context.Context, c APICall) (int64, error)
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := validateAPICall(c); err != nil {
+	if err := ValidateAPICall(c); err != nil {
 		return 0, fmt.Errorf("memory: append api call: %w", err)
 	}
 	c = cloneAPICall(c)

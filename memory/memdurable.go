@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,7 +15,7 @@ func (st *MemStore) SaveCall(ctx context.Context, sessionID string, c OpenCall) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateOpenCall(c); err != nil {
+	if err := ValidateOpenCall(c); err != nil {
 		return fmt.Errorf("memory: save call of %q: %w", sessionID, err)
 	}
 	st.mu.Lock()
@@ -69,7 +68,7 @@ func (st *MemStore) AppendCalls(ctx context.Context, sessionID string, calls []O
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validateAppendCalls(calls, msgs); err != nil {
+	if err := ValidateAppendCalls(calls, msgs); err != nil {
 		return nil, fmt.Errorf("memory: append calls to %q: %w", sessionID, err)
 	}
 	st.mu.Lock()
@@ -124,7 +123,7 @@ func (st *MemStore) CreateApproval(ctx context.Context, a Approval) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateApproval(a); err != nil {
+	if err := ValidateApproval(a); err != nil {
 		return err
 	}
 	t := now()
@@ -407,7 +406,7 @@ func (st *MemStore) Notify(ctx context.Context, channel, payload string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateNote(channel, payload); err != nil {
+	if err := ValidateNote(channel, payload); err != nil {
 		return err
 	}
 	return st.notes.Deliver(channel, payload)
@@ -429,85 +428,6 @@ func (st *MemStore) Listen(ctx context.Context, channel string, fn func(payload 
 
 // maxApprovalDigest is the longest [Approval.Digest], in bytes.
 const maxApprovalDigest = 100
-
-// validateApproval implements storekit.ValidateApproval: what
-// [ApprovalStore.CreateApproval] refuses.
-func validateApproval(a Approval) error {
-	switch {
-	case a.ID == "":
-		return fmt.Errorf("memory: approval without an id")
-	case a.SessionID == "":
-		return fmt.Errorf("memory: approval %q without a session", a.ID)
-	case a.CallID == "" || a.Tool == "":
-		return fmt.Errorf("memory: approval %q without its call id or tool", a.ID)
-	case a.Kind != "" && a.Kind != KindApproval && a.Kind != KindForm:
-		return fmt.Errorf("memory: approval %q of kind %.40q, want %q or %q", a.ID, a.Kind, KindApproval, KindForm)
-	case len(a.Key) > MaxApprovalKey:
-		return fmt.Errorf("memory: approval %q: key of %d bytes, more than %d", a.ID, len(a.Key), MaxApprovalKey)
-	case len(a.Digest) > maxApprovalDigest:
-		return fmt.Errorf("memory: approval %q: digest of %d bytes, more than %d", a.ID, len(a.Digest), maxApprovalDigest)
-	}
-	return nil
-}
-
-// validateAppendCalls implements storekit.ValidateAppendCalls: what
-// [CallLog.AppendCalls] refuses.
-func validateAppendCalls(calls []OpenCall, msgs []Message) error {
-	if err := validateMessages(msgs); err != nil {
-		return err
-	}
-	if len(msgs) == 0 {
-		return errors.New("no messages: the calls' assistant message comes last")
-	}
-	last := msgs[len(msgs)-1]
-	if last.Role != RoleAssistant {
-		return fmt.Errorf("the last message is a %s message, want the calls' assistant message", last.Role)
-	}
-	seen := make(map[string]bool, len(calls))
-	for _, c := range calls {
-		if c.CallID == "" || seen[c.CallID] || !slices.ContainsFunc(last.ToolCalls, func(tc ToolCall) bool { return tc.ID == c.CallID }) {
-			return fmt.Errorf("open call %q: want each of the last message's tool call ids once", c.CallID)
-		}
-		if len(c.Arguments) > 0 {
-			return fmt.Errorf("open call %q: arguments in a record of AppendCalls: the appended message holds them", c.CallID)
-		}
-		if len(c.State) > MaxCallState {
-			return fmt.Errorf("open call %q: state of %d bytes, at most %d", c.CallID, len(c.State), MaxCallState)
-		}
-		seen[c.CallID] = true
-	}
-	return nil
-}
-
-// validateOpenCall implements storekit.ValidateOpenCall: what
-// [CallLog.SaveCall] refuses before it looks at the session.
-func validateOpenCall(c OpenCall) error {
-	switch {
-	case c.MessageID <= 0:
-		return fmt.Errorf("memory: open call %q: message id %d, want a stored message's", c.CallID, c.MessageID)
-	case c.CallID == "":
-		return fmt.Errorf("memory: open call of message %d without a call id", c.MessageID)
-	case len(c.Arguments) > 0 && !IsObject(c.Arguments):
-		return fmt.Errorf("memory: open call %q: arguments are not a JSON object: %.40q", c.CallID, c.Arguments)
-	case len(c.State) > MaxCallState:
-		return fmt.Errorf("memory: open call %q: state of %d bytes, at most %d", c.CallID, len(c.State), MaxCallState)
-	}
-	return nil
-}
-
-// validateNote implements storekit.ValidateNote: what [Notifier.Notify]
-// refuses.
-func validateNote(channel, payload string) error {
-	switch {
-	case channel == "":
-		return fmt.Errorf("memory: notify: empty channel name")
-	case payload == "":
-		return fmt.Errorf("memory: notify %q: empty payload", channel)
-	case len(payload) > MaxNotifyPayload:
-		return fmt.Errorf("memory: notify %q: payload of %d bytes, more than %d", channel, len(payload), MaxNotifyPayload)
-	}
-	return nil
-}
 
 func (a Approval) clone() Approval {
 	a.Arguments = slices.Clone(a.Arguments)

@@ -17,7 +17,7 @@ func (st *MemStore) AppendEvents(ctx context.Context, sessionID string, evs ...E
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateEvents(evs); err != nil {
+	if err := ValidateEvents(evs); err != nil {
 		return fmt.Errorf("memory: append events to %q: %w", sessionID, err)
 	}
 	evs = cloneEvents(evs)

@@ -79,11 +79,11 @@ func (st *MemStore) CreateSession(ctx context.Context, s Session) (Session, erro
 	if err := ctx.Err(); err != nil {
 		return Session{}, err
 	}
-	if err := validateSession(s); err != nil {
+	if err := ValidateSession(s); err != nil {
 		return Session{}, fmt.Errorf("memory: create session: %w", err)
 	}
 	if s.ID == "" {
-		s.ID = newSessionID()
+		s.ID = NewSessionID()
 	}
 	s.CreatedAt = normTime(s.CreatedAt, now())
 	s.UpdatedAt = normTime(s.UpdatedAt, s.CreatedAt)
@@ -172,7 +172,7 @@ func (st *MemStore) Append(ctx context.Context, sessionID string, msgs ...Messag
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validateMessages(msgs); err != nil {
+	if err := ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("memory: append to %q: %w", sessionID, err)
 	}
 	st.mu.Lock()
@@ -186,14 +186,14 @@ func (st *MemStore) appendLocked(sessionID string, msgs []Message) ([]Message, e
 	if err != nil {
 		return nil, err
 	}
-	out := cloneMessages(msgs)
+	out := CloneMessages(msgs)
 	t := now()
 	for i := range out {
 		st.lastMsgID++
 		out[i].ID = st.lastMsgID
 		out[i].CreatedAt = normTime(out[i].CreatedAt, t)
 	}
-	ms.msgs = append(ms.msgs, cloneMessages(out)...)
+	ms.msgs = append(ms.msgs, CloneMessages(out)...)
 	ms.active.grow(len(ms.msgs))
 	for _, m := range out {
 		if m.Role == RoleTool {
@@ -229,7 +229,7 @@ func (st *MemStore) Summarize(ctx context.Context, sessionID string, s Summary) 
 	if err := ctx.Err(); err != nil {
 		return Summary{}, err
 	}
-	if err := validateSummary(s); err != nil {
+	if err := ValidateSummary(s); err != nil {
 		return Summary{}, fmt.Errorf("memory: summarize %q: %w", sessionID, err)
 	}
 	st.mu.Lock()

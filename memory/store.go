@@ -20,10 +20,10 @@ var ErrExists = errors.New("memory: session already exists")
 // error when ctx is already done. Returned values are copies: changing them
 // never changes what is stored. Times come back in UTC with at least
 // microsecond precision ([MemStore] and the SQLite store keep nanoseconds).
-// Package memory/storekit holds what an implementation calls (the
-// checks of its input, session ids, copies) and says which method calls
-// what; package memory/storetest holds a conformance suite every
-// implementation should pass.
+// The functions an implementation calls (the checks of its input, session
+// ids, copies) are in this package, and its documentation's "For store
+// authors" says which method calls what; package memory/storetest holds a
+// conformance suite every implementation should pass.
 type Store interface {
 	// CreateSession creates a session. An empty ID gets a generated one;
 	// a zero CreatedAt gets the current time, a zero UpdatedAt the
@@ -42,7 +42,7 @@ type Store interface {
 	// Append adds messages at the end of a session, atomically: all of them
 	// or none. It returns them with ID (increasing in append order, never
 	// reused) and CreatedAt (when zero) filled in, and sets the session's
-	// UpdatedAt. What storekit.ValidateMessages refuses is an error: an invalid
+	// UpdatedAt. What [ValidateMessages] refuses is an error: an invalid
 	// Role, a non-zero SummaryID (archiving is [Store.Summarize]'s job),
 	// tool-call arguments that are not a JSON object. The ID of the
 	// messages passed in is ignored.

@@ -81,7 +81,7 @@ func (s *Summarizer) MaybeSummarize(ctx context.Context, sessionID string) (Summ
 	if n == 0 {
 		return Summary{}, false, nil
 	}
-	text, err := s.Model.Summarize(ctx, cloneMessages(active[:n]))
+	text, err := s.Model.Summarize(ctx, CloneMessages(active[:n]))
 	if err != nil {
 		return Summary{}, false, fmt.Errorf("memory: summarize %q: model: %w", sessionID, err)
 	}

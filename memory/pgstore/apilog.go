@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // SetAPILogLimits sets the bounds of the store's [memory.APILog] (zero:
@@ -38,7 +37,7 @@ const apiCallColumns = `id, session_id, round, model, purpose, request, reply, f
 // a record for people, not the conversation): a crash may lose the last
 // records.
 func (st *Store) AppendAPICall(ctx context.Context, c memory.APICall) (int64, error) {
-	if err := storekit.ValidateAPICall(c); err != nil {
+	if err := memory.ValidateAPICall(c); err != nil {
 		return 0, fmt.Errorf("pgstore: append api call: %w", err)
 	}
 	var reply []byte // nil is NULL

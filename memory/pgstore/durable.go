@@ -13,12 +13,11 @@ import (
 
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/storecol"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // SaveCall implements [memory.CallLog.SaveCall].
 func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCall) error {
-	if err := storekit.ValidateOpenCall(c); err != nil {
+	if err := memory.ValidateOpenCall(c); err != nil {
 		return fmt.Errorf("pgstore: save call of %q: %w", sessionID, err)
 	}
 	if len(c.Arguments) > 0 {
@@ -79,7 +78,7 @@ func (st *Store) saveCallEdited(ctx context.Context, sessionID string, c memory.
 
 // AppendCalls implements [memory.CallLog.AppendCalls].
 func (st *Store) AppendCalls(ctx context.Context, sessionID string, calls []memory.OpenCall, msgs ...memory.Message) ([]memory.Message, error) {
-	if err := storekit.ValidateAppendCalls(calls, msgs); err != nil {
+	if err := memory.ValidateAppendCalls(calls, msgs); err != nil {
 		return nil, fmt.Errorf("pgstore: append calls to %q: %w", sessionID, err)
 	}
 	return st.append(ctx, sessionID, msgs, calls)
@@ -221,7 +220,7 @@ func bytea(b []byte) []byte {
 // unique index approvals_key refuses a second record of a session's key,
 // also when two processes create it at once.
 func (st *Store) CreateApproval(ctx context.Context, a memory.Approval) error {
-	if err := storekit.ValidateApproval(a); err != nil {
+	if err := memory.ValidateApproval(a); err != nil {
 		return fmt.Errorf("pgstore: create approval: %w", err)
 	}
 	t := storecol.Now()

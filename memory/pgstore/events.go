@@ -10,7 +10,6 @@ import (
 
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/storecol"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // AppendEvents implements [memory.EventLog.AppendEvents] in one statement,
@@ -20,7 +19,7 @@ import (
 // concurrent writer of the session waits for the row's lock, then finds
 // the number moved and inserts nothing.
 func (st *Store) AppendEvents(ctx context.Context, sessionID string, evs ...memory.Event) error {
-	if err := storekit.ValidateEvents(evs); err != nil {
+	if err := memory.ValidateEvents(evs); err != nil {
 		return fmt.Errorf("pgstore: append events to %q: %w", sessionID, err)
 	}
 	if len(evs) == 0 {

@@ -9,12 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // GetValue implements [memory.KV.GetValue].
 func (st *Store) GetValue(ctx context.Context, namespace, key string) ([]byte, error) {
-	if err := storekit.ValidateKV(namespace, key, nil); err != nil {
+	if err := memory.ValidateKV(namespace, key, nil); err != nil {
 		return nil, fmt.Errorf("pgstore: get value: %w", err)
 	}
 	var v []byte
@@ -33,7 +32,7 @@ func (st *Store) GetValue(ctx context.Context, namespace, key string) ([]byte, e
 
 // PutValue implements [memory.KV.PutValue].
 func (st *Store) PutValue(ctx context.Context, namespace, key string, value []byte) error {
-	if err := storekit.ValidateKV(namespace, key, value); err != nil {
+	if err := memory.ValidateKV(namespace, key, value); err != nil {
 		return fmt.Errorf("pgstore: put value: %w", err)
 	}
 	_, err := st.pool.Exec(ctx, `INSERT INTO `+st.kv+` (namespace, key, value, updated_at) VALUES ($1, $2, $3, $4)
@@ -50,7 +49,7 @@ func (st *Store) PutValue(ctx context.Context, namespace, key string, value []by
 // nothing on a conflict; of processes that swap from the same old value
 // exactly one changes a row.
 func (st *Store) SwapValue(ctx context.Context, namespace, key string, old, value []byte) (bool, error) {
-	if err := storekit.ValidateKV(namespace, key, value); err != nil {
+	if err := memory.ValidateKV(namespace, key, value); err != nil {
 		return false, fmt.Errorf("pgstore: swap value: %w", err)
 	}
 	var q string
@@ -71,7 +70,7 @@ func (st *Store) SwapValue(ctx context.Context, namespace, key string, old, valu
 
 // DeleteValue implements [memory.KV.DeleteValue].
 func (st *Store) DeleteValue(ctx context.Context, namespace, key string) error {
-	if err := storekit.ValidateKV(namespace, key, nil); err != nil {
+	if err := memory.ValidateKV(namespace, key, nil); err != nil {
 		return fmt.Errorf("pgstore: delete value: %w", err)
 	}
 	if _, err := st.pool.Exec(ctx, "DELETE FROM "+st.kv+" WHERE namespace = $1 AND key = $2", namespace, key); err != nil {

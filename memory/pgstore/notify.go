@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
+	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/notehub"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // Notify implements [memory.Notifier.Notify] with SELECT pg_notify: the
@@ -25,7 +25,7 @@ import (
 // process and the others, once the statement has committed. PostgreSQL
 // carries text: a payload that is not UTF-8 or holds a NUL byte is refused.
 func (st *Store) Notify(ctx context.Context, channel, payload string) error {
-	if err := storekit.ValidateNote(channel, payload); err != nil {
+	if err := memory.ValidateNote(channel, payload); err != nil {
 		return fmt.Errorf("pgstore: %w", err)
 	}
 	if !utf8.ValidString(payload) || strings.IndexByte(payload, 0) >= 0 {

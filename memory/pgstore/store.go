@@ -16,7 +16,6 @@ import (
 
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/storecol"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // DefaultSchema is the PostgreSQL schema that holds the store's tables
@@ -365,11 +364,11 @@ func errMissing(op, id string) error {
 
 // CreateSession implements [memory.Store.CreateSession].
 func (st *Store) CreateSession(ctx context.Context, s memory.Session) (memory.Session, error) {
-	if err := storekit.ValidateSession(s); err != nil {
+	if err := memory.ValidateSession(s); err != nil {
 		return memory.Session{}, fmt.Errorf("pgstore: create session: %w", err)
 	}
 	if s.ID == "" {
-		s.ID = storekit.NewSessionID()
+		s.ID = memory.NewSessionID()
 	}
 	s.CreatedAt = storecol.NormTime(s.CreatedAt, storecol.Now())
 	s.UpdatedAt = storecol.NormTime(s.UpdatedAt, s.CreatedAt)
@@ -472,7 +471,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 // message removes the session's open-call records of its call
 // ([memory.CallLog]).
 func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Message) ([]memory.Message, error) {
-	if err := storekit.ValidateMessages(msgs); err != nil {
+	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("pgstore: append to %q: %w", sessionID, err)
 	}
 	return st.append(ctx, sessionID, msgs, nil)
@@ -481,7 +480,7 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 // append appends valid msgs to the session and, in the same transaction,
 // saves calls (records of the last message's calls) when not empty.
 func (st *Store) append(ctx context.Context, sessionID string, msgs []memory.Message, open []memory.OpenCall) ([]memory.Message, error) {
-	out := storekit.CloneMessages(msgs)
+	out := memory.CloneMessages(msgs)
 	t := storecol.Now()
 	// Encoded before the transaction starts.
 	calls, images := make([]*string, len(out)), make([]*string, len(out))
@@ -613,7 +612,7 @@ var errNoActive = errors.New("no active message in the range")
 
 // Summarize implements [memory.Store.Summarize].
 func (st *Store) Summarize(ctx context.Context, sessionID string, s memory.Summary) (memory.Summary, error) {
-	if err := storekit.ValidateSummary(s); err != nil {
+	if err := memory.ValidateSummary(s); err != nil {
 		return memory.Summary{}, fmt.Errorf("pgstore: summarize %q: %w", sessionID, err)
 	}
 	t := storecol.Now()

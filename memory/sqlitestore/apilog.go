@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // SetAPILogLimits sets the bounds of the store's [memory.APILog] (zero:
@@ -34,7 +33,7 @@ const apiCallColumns = `id, session_id, round, model, purpose, request, reply, f
 // MaxRows: at most MaxRows) and by the started index for the age bound;
 // both deletes read the index range they remove, nothing more.
 func (st *Store) AppendAPICall(ctx context.Context, c memory.APICall) (int64, error) {
-	if err := storekit.ValidateAPICall(c); err != nil {
+	if err := memory.ValidateAPICall(c); err != nil {
 		return 0, fmt.Errorf("sqlitestore: append api call: %w", err)
 	}
 	var reply any

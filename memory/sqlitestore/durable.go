@@ -10,12 +10,11 @@ import (
 
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/storecol"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // AppendCalls implements [memory.CallLog.AppendCalls].
 func (st *Store) AppendCalls(ctx context.Context, sessionID string, calls []memory.OpenCall, msgs ...memory.Message) ([]memory.Message, error) {
-	if err := storekit.ValidateAppendCalls(calls, msgs); err != nil {
+	if err := memory.ValidateAppendCalls(calls, msgs); err != nil {
 		return nil, fmt.Errorf("sqlitestore: append calls to %q: %w", sessionID, err)
 	}
 	return st.append(ctx, sessionID, msgs, func(tx *sql.Tx, out []memory.Message) error {
@@ -31,7 +30,7 @@ func (st *Store) AppendCalls(ctx context.Context, sessionID string, calls []memo
 
 // SaveCall implements [memory.CallLog.SaveCall].
 func (st *Store) SaveCall(ctx context.Context, sessionID string, c memory.OpenCall) error {
-	if err := storekit.ValidateOpenCall(c); err != nil {
+	if err := memory.ValidateOpenCall(c); err != nil {
 		return fmt.Errorf("sqlitestore: save call of %q: %w", sessionID, err)
 	}
 	err := st.write(ctx, func(tx *sql.Tx) error {
@@ -204,7 +203,7 @@ func isUnique(err error) bool {
 // CreateApproval implements [memory.ApprovalStore.CreateApproval]. The
 // unique index approvals_key refuses a second record of a session's key.
 func (st *Store) CreateApproval(ctx context.Context, a memory.Approval) error {
-	if err := storekit.ValidateApproval(a); err != nil {
+	if err := memory.ValidateApproval(a); err != nil {
 		return fmt.Errorf("sqlitestore: create approval: %w", err)
 	}
 	t := storecol.Now()

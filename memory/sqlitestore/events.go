@@ -9,7 +9,6 @@ import (
 
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/storecol"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // AppendEvents implements [memory.EventLog.AppendEvents]: in one write
@@ -18,7 +17,7 @@ import (
 // Writers in other processes wait for the file's write lock, then find the
 // number moved.
 func (st *Store) AppendEvents(ctx context.Context, sessionID string, evs ...memory.Event) error {
-	if err := storekit.ValidateEvents(evs); err != nil {
+	if err := memory.ValidateEvents(evs); err != nil {
 		return fmt.Errorf("sqlitestore: append events to %q: %w", sessionID, err)
 	}
 	t := storecol.Now()

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // GetValue implements [memory.KV.GetValue].
 func (st *Store) GetValue(ctx context.Context, namespace, key string) ([]byte, error) {
-	if err := storekit.ValidateKV(namespace, key, nil); err != nil {
+	if err := memory.ValidateKV(namespace, key, nil); err != nil {
 		return nil, fmt.Errorf("sqlitestore: get value: %w", err)
 	}
 	var v []byte
@@ -33,7 +32,7 @@ func (st *Store) GetValue(ctx context.Context, namespace, key string) ([]byte, e
 
 // PutValue implements [memory.KV.PutValue].
 func (st *Store) PutValue(ctx context.Context, namespace, key string, value []byte) error {
-	if err := storekit.ValidateKV(namespace, key, value); err != nil {
+	if err := memory.ValidateKV(namespace, key, value); err != nil {
 		return fmt.Errorf("sqlitestore: put value: %w", err)
 	}
 	err := st.write(ctx, func(tx *sql.Tx) error {
@@ -52,7 +51,7 @@ func (st *Store) PutValue(ctx context.Context, namespace, key string, value []by
 // are one write transaction, so of processes that swap from the same old
 // value exactly one succeeds.
 func (st *Store) SwapValue(ctx context.Context, namespace, key string, old, value []byte) (bool, error) {
-	if err := storekit.ValidateKV(namespace, key, value); err != nil {
+	if err := memory.ValidateKV(namespace, key, value); err != nil {
 		return false, fmt.Errorf("sqlitestore: swap value: %w", err)
 	}
 	var swapped bool
@@ -83,7 +82,7 @@ func (st *Store) SwapValue(ctx context.Context, namespace, key string, old, valu
 
 // DeleteValue implements [memory.KV.DeleteValue].
 func (st *Store) DeleteValue(ctx context.Context, namespace, key string) error {
-	if err := storekit.ValidateKV(namespace, key, nil); err != nil {
+	if err := memory.ValidateKV(namespace, key, nil); err != nil {
 		return fmt.Errorf("sqlitestore: delete value: %w", err)
 	}
 	err := st.write(ctx, func(tx *sql.Tx) error {

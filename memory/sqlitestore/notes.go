@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/planround/planround/memory/storekit"
+	"github.com/planround/planround/memory"
 )
 
 // Notes between the processes on one file.
@@ -60,7 +60,7 @@ func (st *Store) Notify(ctx context.Context, channel, payload string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: notify %q: %w", channel, err)
 	}
-	if err := storekit.ValidateNote(channel, payload); err != nil {
+	if err := memory.ValidateNote(channel, payload); err != nil {
 		return fmt.Errorf("sqlitestore: %w", err)
 	}
 	if err := st.notes.Deliver(channel, payload); err != nil {

@@ -25,7 +25,6 @@ import (
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/internal/notehub"
 	"github.com/planround/planround/memory/internal/storecol"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // Store is a [memory.Store] in one SQLite file, through the pure-Go driver
@@ -562,11 +561,11 @@ func exists(ctx context.Context, q querier, op, id string) error {
 
 // CreateSession implements [memory.Store.CreateSession].
 func (st *Store) CreateSession(ctx context.Context, s memory.Session) (memory.Session, error) {
-	if err := storekit.ValidateSession(s); err != nil {
+	if err := memory.ValidateSession(s); err != nil {
 		return memory.Session{}, fmt.Errorf("sqlitestore: create session: %w", err)
 	}
 	if s.ID == "" {
-		s.ID = storekit.NewSessionID()
+		s.ID = memory.NewSessionID()
 	}
 	s.CreatedAt = storecol.NormTime(s.CreatedAt, storecol.Now())
 	s.UpdatedAt = storecol.NormTime(s.UpdatedAt, s.CreatedAt)
@@ -681,7 +680,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 // message removes the session's open-call records of its call
 // ([memory.CallLog]).
 func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Message) ([]memory.Message, error) {
-	if err := storekit.ValidateMessages(msgs); err != nil {
+	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("sqlitestore: append to %q: %w", sessionID, err)
 	}
 	return st.append(ctx, sessionID, msgs, nil)
@@ -690,7 +689,7 @@ func (st *Store) Append(ctx context.Context, sessionID string, msgs ...memory.Me
 // append appends valid msgs to the session and, in the same transaction,
 // calls also (when not nil) with the appended messages.
 func (st *Store) append(ctx context.Context, sessionID string, msgs []memory.Message, also func(*sql.Tx, []memory.Message) error) ([]memory.Message, error) {
-	out := storekit.CloneMessages(msgs)
+	out := memory.CloneMessages(msgs)
 	t := storecol.Now()
 	// Encoded before the transaction starts.
 	calls, images := make([]any, len(out)), make([]any, len(out))
@@ -819,7 +818,7 @@ const archiveSQL = "UPDATE messages SET summary_id = ? WHERE session_id = ? AND 
 
 // Summarize implements [memory.Store.Summarize].
 func (st *Store) Summarize(ctx context.Context, sessionID string, s memory.Summary) (memory.Summary, error) {
-	if err := storekit.ValidateSummary(s); err != nil {
+	if err := memory.ValidateSummary(s); err != nil {
 		return memory.Summary{}, fmt.Errorf("sqlitestore: summarize %q: %w", sessionID, err)
 	}
 	t := storecol.Now()

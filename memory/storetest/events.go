@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // The tests of [memory.EventLog], run by RunDurable; the writers test also
@@ -244,7 +243,7 @@ func testEventSequence(t *testing.T, st memory.Store) {
 	checkEvents(t, log, "s", 0, 0, append(evRange(1, 3), evRange(4, 5)...), 5)
 }
 
-// testEventInvalid: what storekit.ValidateEvents refuses is an error (not
+// testEventInvalid: what memory.ValidateEvents refuses is an error (not
 // ErrEventSeq) and nothing of the batch is written.
 func testEventInvalid(t *testing.T, st memory.Store) {
 	log := st.(memory.EventLog)
@@ -279,7 +278,7 @@ func testEventInvalid(t *testing.T, st memory.Store) {
 		} else if errors.Is(err, memory.ErrEventSeq) {
 			t.Errorf("AppendEvents with %s: err = %v, want an error that does not wrap ErrEventSeq (the batch is wrong, whatever the log holds)", c.name, err)
 		}
-		if err := storekit.ValidateEvents(c.evs); err == nil {
+		if err := memory.ValidateEvents(c.evs); err == nil {
 			t.Errorf("ValidateEvents with %s: got nil error", c.name)
 		}
 	}

@@ -2,8 +2,8 @@
 // [memory.Store].
 //
 // The functions a store calls inside its methods (the checks of its input,
-// session ids, copies) are in package memory/storekit, whose documentation
-// says which method calls which. A store author calls [Run] from an
+// session ids, copies) are in package memory, whose documentation says
+// under "For store authors" which method calls which. A store author calls [Run] from an
 // ordinary test:
 //
 //	func TestConformance(t *testing.T) {

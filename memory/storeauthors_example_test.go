@@ -1,4 +1,4 @@
-package storekit_test
+package memory_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
 // mapStore is the start of a store kept in maps: CreateSession and Append
@@ -25,11 +24,11 @@ func (s *mapStore) CreateSession(ctx context.Context, sess memory.Session) (memo
 	if err := ctx.Err(); err != nil {
 		return memory.Session{}, err
 	}
-	if err := storekit.ValidateSession(sess); err != nil {
+	if err := memory.ValidateSession(sess); err != nil {
 		return memory.Session{}, fmt.Errorf("mapstore: create session: %w", err)
 	}
 	if sess.ID == "" {
-		sess.ID = storekit.NewSessionID()
+		sess.ID = memory.NewSessionID()
 	}
 	if sess.CreatedAt.IsZero() {
 		sess.CreatedAt = time.Now().UTC()
@@ -51,7 +50,7 @@ func (s *mapStore) Append(ctx context.Context, sessionID string, msgs ...memory.
 		return nil, err
 	}
 	// Check everything before writing anything: all the messages or none.
-	if err := storekit.ValidateMessages(msgs); err != nil {
+	if err := memory.ValidateMessages(msgs); err != nil {
 		return nil, fmt.Errorf("mapstore: append to %q: %w", sessionID, err)
 	}
 	s.mu.Lock()
@@ -61,7 +60,7 @@ func (s *mapStore) Append(ctx context.Context, sessionID string, msgs ...memory.
 		return nil, fmt.Errorf("mapstore: session %q: %w", sessionID, memory.ErrNotFound)
 	}
 	// Keep a copy the caller cannot change, and return another one.
-	out := storekit.CloneMessages(msgs)
+	out := memory.CloneMessages(msgs)
 	now := time.Now().UTC()
 	for i := range out {
 		s.lastID++
@@ -70,13 +69,13 @@ func (s *mapStore) Append(ctx context.Context, sessionID string, msgs ...memory.
 			out[i].CreatedAt = now
 		}
 	}
-	s.messages[sessionID] = append(s.messages[sessionID], storekit.CloneMessages(out)...)
+	s.messages[sessionID] = append(s.messages[sessionID], memory.CloneMessages(out)...)
 	sess.UpdatedAt = now
 	s.sessions[sessionID] = sess
 	return out, nil
 }
 
-func Example() {
+func Example_storeAuthor() {
 	ctx := context.Background()
 	st := &mapStore{sessions: map[string]memory.Session{}, messages: map[string][]memory.Message{}}
 

@@ -1,4 +1,4 @@
-package storekit_test
+package memory_test
 
 import (
 	"context"
@@ -11,18 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/memory"
-	"github.com/planround/planround/memory/storekit"
 )
 
-// A case of one check: what the helper says of an input (want "" when it
-// accepts it), and, for an input it refuses, what MemStore says when given
-// the same input, so that the exported path and MemStore's are seen to be
-// one.
+// A case of one check: what the helper for store authors says of an input
+// (want "" when it accepts it), and, for an input it refuses, what MemStore
+// says when given the same input, so that MemStore is seen to make the
+// check every store makes.
 type check struct {
-	name string
-	kit  func() error                                    // the storekit helper on the input
-	mem  func(st *memory.MemStore, session string) error // MemStore's method on it; nil when none applies
-	want string                                          // a part of the error, "" for none
+	name   string
+	helper func() error                                    // the exported helper on the input
+	mem    func(st *memory.MemStore, session string) error // MemStore's method on it; nil when none applies
+	want   string                                          // a part of the error, "" for none
 }
 
 var (
@@ -36,7 +35,7 @@ var (
 
 func sessionCases() []check {
 	c := func(name string, s memory.Session, want string) check {
-		return check{name, func() error { return storekit.ValidateSession(s) },
+		return check{name, func() error { return memory.ValidateSession(s) },
 			func(st *memory.MemStore, _ string) error { _, err := st.CreateSession(ctx, s); return err }, want}
 	}
 	return []check{
@@ -49,7 +48,7 @@ func sessionCases() []check {
 
 func messageCases() []check {
 	c := func(name string, msgs []memory.Message, want string) check {
-		return check{name, func() error { return storekit.ValidateMessages(msgs) },
+		return check{name, func() error { return memory.ValidateMessages(msgs) },
 			func(st *memory.MemStore, id string) error { _, err := st.Append(ctx, id, msgs...); return err }, want}
 	}
 	png := memory.Image{MIMEType: "image/png", Data: []byte("png")}
@@ -75,7 +74,7 @@ func summaryCases() []check {
 		if want == "" {
 			mem = nil // a valid summary of messages the session does not hold is still refused
 		}
-		return check{name, func() error { return storekit.ValidateSummary(s) }, mem, want}
+		return check{name, func() error { return memory.ValidateSummary(s) }, mem, want}
 	}
 	return []check{
 		c("summary: valid", memory.Summary{Content: "they said hi", FirstID: 1, LastID: 2}, ""),
@@ -92,10 +91,10 @@ func callCases() []check {
 		if want == "" {
 			mem = nil // valid, but the session holds no message 1
 		}
-		return check{name, func() error { return storekit.ValidateOpenCall(oc) }, mem, want}
+		return check{name, func() error { return memory.ValidateOpenCall(oc) }, mem, want}
 	}
 	appendCalls := func(name string, calls []memory.OpenCall, msgs []memory.Message, want string) check {
-		return check{name, func() error { return storekit.ValidateAppendCalls(calls, msgs) },
+		return check{name, func() error { return memory.ValidateAppendCalls(calls, msgs) },
 			func(st *memory.MemStore, id string) error {
 				_, err := st.AppendCalls(ctx, id, calls, msgs...)
 				return err
@@ -121,7 +120,7 @@ func callCases() []check {
 
 func approvalCases() []check {
 	c := func(name string, a memory.Approval, want string) check {
-		return check{name, func() error { return storekit.ValidateApproval(a) },
+		return check{name, func() error { return memory.ValidateApproval(a) },
 			func(st *memory.MemStore, _ string) error { return st.CreateApproval(ctx, a) }, want}
 	}
 	ok := memory.Approval{ID: "a1", SessionID: "s", CallID: "c1", Tool: "get_time"}
@@ -140,7 +139,7 @@ func approvalCases() []check {
 
 func noteCases() []check {
 	c := func(name, channel, payload, want string) check {
-		return check{name, func() error { return storekit.ValidateNote(channel, payload) },
+		return check{name, func() error { return memory.ValidateNote(channel, payload) },
 			func(st *memory.MemStore, _ string) error { return st.Notify(ctx, channel, payload) }, want}
 	}
 	return []check{
@@ -154,7 +153,7 @@ func noteCases() []check {
 
 func eventCases() []check {
 	c := func(name string, evs []memory.Event, want string) check {
-		return check{name, func() error { return storekit.ValidateEvents(evs) },
+		return check{name, func() error { return memory.ValidateEvents(evs) },
 			func(st *memory.MemStore, id string) error { return st.AppendEvents(ctx, id, evs...) }, want}
 	}
 	return []check{
@@ -172,7 +171,7 @@ func eventCases() []check {
 
 func kvCases() []check {
 	c := func(name, ns, key string, value []byte, want string) check {
-		return check{name, func() error { return storekit.ValidateKV(ns, key, value) },
+		return check{name, func() error { return memory.ValidateKV(ns, key, value) },
 			func(st *memory.MemStore, _ string) error { return st.PutValue(ctx, ns, key, value) }, want}
 	}
 	return []check{
@@ -191,7 +190,7 @@ func kvCases() []check {
 
 func apiCallCases() []check {
 	c := func(name string, a memory.APICall, want string) check {
-		return check{name, func() error { return storekit.ValidateAPICall(a) },
+		return check{name, func() error { return memory.ValidateAPICall(a) },
 			func(st *memory.MemStore, _ string) error { _, err := st.AppendAPICall(ctx, a); return err }, want}
 	}
 	ok := memory.APICall{Purpose: memory.PurposePlanning, Status: memory.APICallOK, Request: []byte(`{"model":"m"}`), Latency: time.Second}
@@ -218,11 +217,11 @@ func TestChecks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			kitErr := c.kit()
+			helperErr := c.helper()
 			if c.want == "" {
-				require.NoError(t, kitErr)
+				require.NoError(t, helperErr)
 			} else {
-				require.ErrorContains(t, kitErr, c.want)
+				require.ErrorContains(t, helperErr, c.want)
 			}
 			if c.mem == nil {
 				return
@@ -232,11 +231,11 @@ func TestChecks(t *testing.T) {
 			require.NoError(t, err)
 			memErr := c.mem(st, s.ID)
 			if c.want == "" {
-				assert.NoError(t, memErr, "MemStore refuses what storekit accepts")
+				assert.NoError(t, memErr, "MemStore refuses what the helper accepts")
 				return
 			}
-			require.Error(t, memErr, "MemStore accepts what storekit refuses (%v)", kitErr)
-			assert.Contains(t, memErr.Error(), kitErr.Error(), "MemStore's error does not hold storekit's")
+			require.Error(t, memErr, "MemStore accepts what the helper refuses (%v)", helperErr)
+			assert.Contains(t, memErr.Error(), helperErr.Error(), "MemStore's error does not hold the helper's")
 		})
 	}
 }
@@ -244,7 +243,7 @@ func TestChecks(t *testing.T) {
 func TestNewSessionID(t *testing.T) {
 	seen := make(map[string]bool)
 	for range 100 {
-		id := storekit.NewSessionID()
+		id := memory.NewSessionID()
 		b, err := hex.DecodeString(id)
 		require.NoError(t, err, "id %q", id)
 		require.Len(t, b, 16, "id %q: want 128 bits", id)
@@ -260,12 +259,12 @@ func TestNewSessionID(t *testing.T) {
 }
 
 func TestCloneMessages(t *testing.T) {
-	assert.Empty(t, storekit.CloneMessages(nil))
+	assert.Empty(t, memory.CloneMessages(nil))
 	orig := []memory.Message{
 		{Role: memory.RoleUser, Content: "look", Images: []memory.Image{{MIMEType: "image/png", Data: []byte("png")}}},
 		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Name: "get_weather", Arguments: []byte(`{"city":"Paris"}`)}}},
 	}
-	clone := storekit.CloneMessages(orig)
+	clone := memory.CloneMessages(orig)
 	require.Equal(t, orig, clone)
 
 	// Change every byte the clone holds: the original keeps its own.
