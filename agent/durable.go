@@ -432,11 +432,11 @@ func (r *run) suspendable() bool {
 
 // suspend ends the run at a call that waits (a pending approval, or a
 // resumable tool that suspended), which stays open with the calls after
-// it, and yields the suspended chunk. It always reports false.
-func (r *run) suspend() bool {
+// it, and yields the suspended chunk. It returns suspended.
+func (r *run) suspend() step {
 	r.suspended = true
 	r.emit(Chunk{Kind: KindSuspended, Round: r.round})
-	return false
+	return suspended
 }
 
 // openCalls saves the turn so far (the round's assistant message last) and

@@ -50,6 +50,36 @@ func toolMessage(id, name, content string, state ToolState, cause Cause) memory.
 	return m
 }
 
+// step is what became of a call at one stage of its way through a round
+// (checked, asked about, started, finished), and so what the round does
+// next: [run.follow] turns it into that, in one place for sequential and
+// parallel rounds. The zero step means nothing.
+type step uint8
+
+const (
+	_ step = iota
+	// next: the call goes on to its next stage; a finished call, the round
+	// to its next call.
+	next
+	// skip: the call has its outcome (a rejection the model reads) and the
+	// round goes on with the next call.
+	skip
+	// endRun: the call's rejection ends the run (RejectEndRun): the calls
+	// after it never run.
+	endRun
+	// abort: the run is over (interrupted, failed, or the consumer left):
+	// no call begins any more.
+	abort
+	// held: the call's tool suspended the run (see hold): the call stays
+	// open, executing, and the run suspends once the calls started beside
+	// it have finished.
+	held
+	// suspended: the run suspended, its suspended chunk yielded (see
+	// run.suspend): the call and those after it that have no outcome stay
+	// open for the resumed turn.
+	suspended
+)
+
 // callState is one call of a tool round on its way through the states.
 type callState struct {
 	call stream.Call
@@ -96,11 +126,10 @@ type callState struct {
 	closed   bool // guarded by openMu (see there)
 	// rerun marks a resumable call that a resumed turn found executing: it
 	// runs again without being asked about (it was approved before it
-	// started). held marks a resumable call whose tool suspended the run:
-	// it stays open, executing, for the resumed turn to run again.
-	rerun, held bool
-	cut         bool // Execute returned after the run's context ended
-	pending     bool // its approval was pending: a person was waited for
+	// started).
+	rerun   bool
+	cut     bool // Execute returned after the run's context ended
+	pending bool // its approval was pending: a person was waited for
 }
 
 // toolRound handles the calls of one round: it records the assistant message
@@ -233,49 +262,102 @@ func (r *run) runCalls(calls []*callState) bool {
 		if cs.out.done {
 			continue
 		}
-		if r.ctx.Err() != nil {
-			if r.suspendable() {
-				return r.suspend()
-			}
-			// Interrupted between calls: the rest never begin.
-			r.endCalls(calls[i:])
+		// Interrupted between calls: the rest never begin.
+		if !r.follow(r.between(), calls[i:]) {
 			return false
 		}
-		if !r.check(cs) {
-			if r.stopped {
-				return false
-			}
-			continue
+		s := r.ask(cs)
+		if s == next {
+			s = r.startCall(cs)
 		}
-		approved, goOn := r.approve(cs)
-		if !goOn {
-			if !r.suspended {
-				r.endCalls(calls[i+1:])
-			}
-			return false
+		if s == next {
+			s = r.finish(cs)
 		}
-		if !approved {
-			continue
-		}
-		if !r.startCall(cs) {
-			return false
-		}
-		if !r.finish(cs) {
-			if cs.held {
-				// The tool suspended the run: it and the calls after it
-				// stay open.
-				return r.suspend()
-			}
-			r.endCalls(calls[i+1:])
+		if !r.follow(s, calls[i+1:]) {
 			return false
 		}
 	}
 	return true
 }
 
+// runParallel asks for every approval in call order, then runs the approved
+// calls concurrently and yields their results in call order.
+func (r *run) runParallel(calls []*callState) bool {
+	var approved []*callState
+	for i, cs := range calls {
+		if cs.out.done {
+			continue
+		}
+		s := r.between()
+		if s == next {
+			s = r.ask(cs)
+		}
+		switch s {
+		case next:
+			approved = append(approved, cs)
+		case skip:
+		case endRun:
+			// A sequential run would already have run the calls approved
+			// before this one, so they run now (unless they end the run
+			// first); the calls after it are not asked and never run (they
+			// stay open when one of those suspends the run).
+			if ran := r.runApproved(approved); ran != next {
+				s = ran
+			}
+			return r.follow(s, calls[i+1:])
+		default:
+			// Interrupted, or the consumer left: the calls approved before
+			// this one have not started, and none will. Suspended: they
+			// wait for the resumed turn, as this one does.
+			return r.follow(s, calls)
+		}
+	}
+	return r.follow(r.runApproved(approved), nil)
+}
+
+// follow does what step s says to a round whose calls not yet begun are
+// rest, and reports whether the run goes on: next and skip go on. endRun
+// and abort close the cards of rest as never run and end the run with
+// interrupted (recorded but not yielded when the consumer left). held
+// suspends the run, now that every call started beside the held one has
+// finished; suspended has yielded its chunk already. A suspended run's calls
+// without an outcome stay open.
+func (r *run) follow(s step, rest []*callState) bool {
+	switch s {
+	case next, skip:
+		return true
+	case endRun, abort:
+		r.endCalls(rest)
+	case held:
+		r.suspend()
+	}
+	return false
+}
+
+// between is the step between two calls: next, unless the run's context
+// ended: then the run suspends when it can, else it is over (abort).
+func (r *run) between() step {
+	if r.ctx.Err() == nil {
+		return next
+	}
+	if r.suspendable() {
+		return r.suspend()
+	}
+	return abort
+}
+
+// ask checks cs, then asks about it: next when it may run.
+func (r *run) ask(cs *callState) step {
+	if s := r.check(cs); s != next {
+		return s
+	}
+	return r.approve(cs)
+}
+
 // startCall records cs as executing, yields its executing chunk and starts
-// it. It reports false, with the tool not started, when the run is over.
-func (r *run) startCall(cs *callState) bool {
+// it: next. Otherwise the tool has not started: the run suspended (the
+// lease was lost) or is over.
+func (r *run) startCall(cs *callState) step {
 	if !r.holdsLease() {
 		// Another process may drive the session now: the call stays open
 		// for it, and this run suspends without running anything.
@@ -297,112 +379,56 @@ func (r *run) startCall(cs *callState) bool {
 		cs.open.Arguments = nil // written once; later saves leave the message alone
 		if err != nil {
 			r.fail(err)
-			return false
+			return abort
 		}
 	}
 	if !r.executing(cs) {
-		return false
+		return abort
 	}
 	r.start(cs)
-	return true
-}
-
-// runParallel asks for every approval in call order, then runs the approved
-// calls concurrently and yields their results in call order.
-func (r *run) runParallel(calls []*callState) bool {
-	var approved []*callState
-	for i, cs := range calls {
-		if cs.out.done {
-			continue
-		}
-		if r.ctx.Err() != nil {
-			if r.suspendable() {
-				return r.suspend()
-			}
-			// Interrupted between calls: none of them begins.
-			r.endCalls(calls)
-			return false
-		}
-		if !r.check(cs) {
-			if r.stopped {
-				return false
-			}
-			continue
-		}
-		ok, goOn := r.approve(cs)
-		if !goOn {
-			if r.suspended {
-				// The calls approved before this one wait for the resumed
-				// turn, as this one does.
-				return false
-			}
-			if r.stopped || r.ctx.Err() != nil {
-				// Interrupted, or the consumer left: the calls approved
-				// before this one have not started, and none will.
-				r.endCalls(calls)
-				return false
-			}
-			// A rejection that ends the run: a sequential run would
-			// already have run the calls approved before it, so they run
-			// now; the calls after it are not asked and never run (they
-			// stay open when one of those suspends the run).
-			if !r.runApproved(approved) && r.suspended {
-				return false
-			}
-			r.endCalls(calls[i+1:])
-			return false
-		}
-		if ok {
-			approved = append(approved, cs)
-		}
-	}
-	if !r.runApproved(approved) {
-		if !r.suspended {
-			r.endCalls(nil)
-		}
-		return false
-	}
-	return true
+	return next
 }
 
 // runApproved runs approved calls concurrently and yields their results in
-// call order. It reports whether the run goes on; when it does not (an
-// interrupt, or the consumer left) the caller ends the run, unless a
-// resumable call suspended it: then every call has been finished and its
-// result yielded first, and the suspended chunk comes last.
-func (r *run) runApproved(approved []*callState) bool {
+// call order. Its step is next when they all finished and the run goes on;
+// abort after an interrupt, or a consumer that left; held when a resumable
+// call suspended the run: then every call has been finished and its result
+// yielded first, so that the suspended chunk comes last.
+func (r *run) runApproved(approved []*callState) step {
 	for i, cs := range approved {
-		if !r.startCall(cs) {
-			// The consumer left. Those already started must still be waited
-			// for and recorded (finish yields nothing now).
+		if s := r.startCall(cs); s != next {
+			// The consumer left, or the lease was lost. Those already
+			// started must still be waited for and recorded (finish yields
+			// nothing now).
 			for _, s := range approved[:i] {
 				r.finish(s)
 			}
-			return false
+			return s
 		}
 	}
 	// Every call is finished in call order, also after an interrupt (or a
 	// consumer that left), which cancelled the calls still running: a call
 	// that had returned before keeps its result, the others get their
 	// rejection with the output they wrote, as in a sequential run.
-	goOn, held := true, false
+	s := next
 	for _, cs := range approved {
-		if !r.finish(cs) {
-			goOn = false
-			held = held || cs.held
+		switch r.finish(cs) {
+		case held:
+			s = held
+		case abort:
+			if s == next {
+				s = abort
+			}
 		}
 	}
-	if held {
-		return r.suspend()
-	}
-	return goOn
+	return s
 }
 
 // check validates a call before approval: a known tool and arguments that
 // are a JSON object matching its schema (and, for a tool made by NewTool,
 // that decode into its Args). A call that fails is rejected with a message
-// the model reads.
-func (r *run) check(cs *callState) bool {
+// the model reads: skip, or abort when the consumer left meanwhile.
+func (r *run) check(cs *callState) step {
 	reg, ok := r.tools.byName[cs.call.Name]
 	if !ok {
 		return r.refuse(cs, CauseUnknownTool, fmt.Sprintf("error: unknown tool %q", cs.call.Name))
@@ -414,31 +440,35 @@ func (r *run) check(cs *callState) bool {
 	if err := reg.checkArgs(cs.args); err != nil {
 		return r.refuse(cs, CauseInvalidArguments, fmt.Sprintf("error: the arguments of %s do not fit its parameters (%v); call it again with arguments that match its schema", cs.call.Name, err))
 	}
-	return true
+	return next
 }
 
 // refuse rejects a call the agent cannot run, with a message for the model;
 // the run goes on whatever Config.OnReject says, so that the model can call
-// again. It reports false so the caller skips the call.
-func (r *run) refuse(cs *callState, cause Cause, msg string) bool {
+// again: skip, unless the consumer left or the run failed (abort).
+func (r *run) refuse(cs *callState, cause Cause, msg string) step {
 	r.settle(cs, rejectedOutcome(cause, msg))
 	c := cs.chunk
 	c.State = StateRejected
 	c.Reason = msg
 	c.Cause = cause
 	r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
-	return false
+	if r.stopped {
+		return abort
+	}
+	return skip
 }
 
 // approve asks the Approver unless the tool skips approval (and has no
-// reason to ask a person, see ApprovalNoter). It reports whether the call
-// may run, and whether the run goes on.
-func (r *run) approve(cs *callState) (approved, goOn bool) {
+// reason to ask a person, see ApprovalNoter). Its step is next when the
+// call may run; when it may not, what its rejection says (see reject), or
+// abort (interrupted, failed, or the consumer left), or suspended.
+func (r *run) approve(cs *callState) (s step) {
 	if cs.rerun {
-		return true, true
+		return next
 	}
 	if mustAsk := r.noteApproval(cs); cs.reg.def.SkipApproval && !mustAsk {
-		return true, true
+		return next
 	}
 	defer func() {
 		// What was for the person who decides stays off the chunks that
@@ -446,25 +476,26 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 		cs.chunk.MustAsk, cs.chunk.Details = false, nil
 	}()
 	at := r.startApproval(cs)
-	defer func() { r.endApproval(at, cs, approved) }()
+	defer func() { r.endApproval(at, cs, s == next) }()
 	if r.a.cfg.Approver == nil {
 		// New checked that no tool needs approval, but the registry is
 		// shared and gained one since: reject its calls, never call a nil
 		// Approver.
 		r.obs.logger.LogAttrs(r.ctx, slog.LevelWarn, "tool needs approval but the agent has no Approver", toolAttr(cs))
-		return false, r.reject(cs, CauseNoApprover, reasonNoApprover)
+		return r.reject(cs, CauseNoApprover, reasonNoApprover)
 	}
 	req := ApprovalRequest{SessionID: r.t.in.SessionID, Round: r.round, Call: cs.chunk, Key: cs.key()}
 	req.Call.ArgumentsDigest = ArgumentsDigest(cs.chunk.Arguments)
 	t, err := r.a.cfg.Approver.Request(r.ctx, req)
 	if err != nil {
 		if r.suspendable() {
-			return false, r.suspend()
+			return r.suspend()
 		}
 		if r.ctx.Err() != nil {
-			return false, r.interrupted(cs, CauseApprovalInterrupted, reasonApprovalInterrupted, "")
+			r.interrupted(cs, CauseApprovalInterrupted, reasonApprovalInterrupted, "")
+			return abort
 		}
-		return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("approval could not be requested: %v", err))
+		return r.reject(cs, CauseApprovalFailed, fmt.Sprintf("approval could not be requested: %v", err))
 	}
 	d, decided := t.Decision()
 	if !decided {
@@ -480,7 +511,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 				cs.open.ApprovalID = cs.chunk.ApprovalID
 				if err := r.saveCall(cs); err != nil {
 					r.fail(err)
-					return false, false // the deferred release calls the owed Wait
+					return abort // the deferred release calls the owed Wait
 				}
 			}
 			c := cs.chunk
@@ -488,7 +519,7 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 			c.ApprovalRequired = true
 			c.ArgumentsDigest = req.Call.ArgumentsDigest
 			if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
-				return false, false // the deferred release calls the owed Wait
+				return abort // the deferred release calls the owed Wait
 			}
 			cs.waitOwed = false
 		}
@@ -498,35 +529,36 @@ func (r *run) approve(cs *callState) (approved, goOn bool) {
 	}
 	if r.suspendable() || (err != nil && errors.Is(err, ErrSuspended) && r.log != nil) {
 		// Not now: the call stays open, its decision will come later.
-		return false, r.suspend()
+		return r.suspend()
 	}
 	if err == nil {
 		cs.decision, cs.answered = d, true
 	}
 	if r.ctx.Err() != nil {
 		cause, reason := interruptedApproval(d, err, decided)
-		return false, r.interrupted(cs, cause, reason, "")
+		r.interrupted(cs, cause, reason, "")
+		return abort
 	}
 	if err != nil {
-		return false, r.reject(cs, CauseApprovalFailed, cmp.Or(err.Error(), CauseApprovalFailed.DefaultReason()))
+		return r.reject(cs, CauseApprovalFailed, cmp.Or(err.Error(), CauseApprovalFailed.DefaultReason()))
 	}
 	if !d.Approved {
 		cause := rejectionCause(d, decided)
-		return false, r.reject(cs, cause, cmp.Or(d.Reason, cause.DefaultReason()))
+		return r.reject(cs, cause, cmp.Or(d.Reason, cause.DefaultReason()))
 	}
 	if d.Arguments != nil {
 		args, err := parseArgs(string(d.Arguments))
 		if err != nil {
-			return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments are not a JSON object: %v", err))
+			return r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments are not a JSON object: %v", err))
 		}
 		if err := r.tools.byName[cs.call.Name].checkArgs(args); err != nil {
-			return false, r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments do not fit the parameters of %s (%v)", cs.call.Name, err))
+			return r.reject(cs, CauseApprovalFailed, fmt.Sprintf("the approver's edited arguments do not fit the parameters of %s (%v)", cs.call.Name, err))
 		}
 		cs.args, cs.edited = args, true
 		cs.chunk.Arguments = args
 		cs.record.Arguments = bytes.Clone(args) // the history shows what ran (a durable run's: see startCall)
 	}
-	return true, true
+	return next
 }
 
 // rejectionCause is the cause of the rejection d: its own, else the
@@ -574,8 +606,11 @@ func (r *run) releaseApproval(cs *callState) {
 	}
 }
 
-// reject records a rejection and reports whether the run goes on.
-func (r *run) reject(cs *callState, cause Cause, reason string) bool {
+// reject records a rejection. Its step is skip when the run goes on
+// (RejectContinue), else endRun, or abort when the consumer left or the run
+// was interrupted meanwhile: then the calls approved before this one in a
+// parallel round do not run either.
+func (r *run) reject(cs *callState, cause Cause, reason string) step {
 	cs.cause = cause
 	r.settle(cs, rejectedOutcome(cause, reason))
 	c := cs.chunk
@@ -583,15 +618,22 @@ func (r *run) reject(cs *callState, cause Cause, reason string) bool {
 	c.Reason = reason
 	c.Cause = cause
 	if !r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c}) {
-		return false
+		return abort
 	}
 	r.tel.rejected = r.a.cfg.OnReject == RejectEndRun
-	return r.a.cfg.OnReject == RejectContinue
+	switch {
+	case r.a.cfg.OnReject == RejectContinue:
+		return skip
+	case r.ctx.Err() != nil:
+		return abort
+	}
+	return endRun
 }
 
-// interrupted records a call stopped by the run's cancellation and ends the
-// run; it always reports false.
-func (r *run) interrupted(cs *callState, cause Cause, reason, partial string) bool {
+// interrupted records and yields the rejection of a call stopped by the
+// run's cancellation (or by the process that stopped while it ran, see
+// Resume), with the output it wrote.
+func (r *run) interrupted(cs *callState, cause Cause, reason, partial string) {
 	cs.cause = cause
 	r.settle(cs, rejectedOutcome(cause, joinPartial(partial, reason)))
 	c := cs.chunk
@@ -600,7 +642,6 @@ func (r *run) interrupted(cs *callState, cause Cause, reason, partial string) bo
 	c.Cause = cause
 	c.PartialResult = partial
 	r.emit(Chunk{Kind: KindToolRejected, Round: r.round, Tool: &c})
-	return false
 }
 
 // endCalls closes the cards of calls that never ran because the run ended
@@ -685,13 +726,14 @@ func (r *run) start(cs *callState) {
 }
 
 // finish waits for a started call, yielding its partial output as executing
-// chunks, then yields its result, or its rejection when it returned after the
-// run was interrupted. It reports whether the run goes on.
+// chunks, then yields its result (next), or its rejection when it returned
+// after the run was interrupted (abort); held when its tool suspended the
+// run.
 //
 // When the consumer has left, nothing is yielded, but the call is still
 // waited for (the run's context, cancelled by stop, tells it to end) and
 // recorded: the tool never outlives the run.
-func (r *run) finish(cs *callState) bool {
+func (r *run) finish(cs *callState) step {
 	sent := 0
 	progress := func() {
 		if r.ctx.Err() != nil {
@@ -726,7 +768,8 @@ wait:
 	}
 	if cs.cut {
 		r.endTool(cs, outcomeInterrupted, cs.partial())
-		return r.interrupted(cs, CauseInterrupted, reasonInterrupted, cs.partial())
+		r.interrupted(cs, CauseInterrupted, reasonInterrupted, cs.partial())
+		return abort
 	}
 	// Output written just before the tool returned is yielded too, so the
 	// chunks do not depend on which of done and signal the select saw first.
@@ -744,7 +787,10 @@ wait:
 	c := cs.chunk
 	c.State = StateResult
 	c.Result = content
-	return r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c})
+	if !r.emit(Chunk{Kind: KindToolCall, Round: r.round, Tool: &c}) {
+		return abort
+	}
+	return next
 }
 
 // emitSides yields what running calls showed with ShowSide, unless the
@@ -780,10 +826,10 @@ func (r *run) suspends(cs *callState) bool {
 
 // hold keeps cs open, executing, for the resumed turn: its record names
 // what the call waits for (the wait id of a [Suspension]; unchanged
-// without one) and the output it wrote, and is saved. The caller suspends
-// the run once every call of the round is finished. hold reports false;
-// a failure to save fails the run, and the call is then interrupted.
-func (r *run) hold(cs *callState) bool {
+// without one) and the output it wrote, and is saved: held, and the run
+// suspends once every call of the round is finished. A failure to save
+// fails the run, and the call is then interrupted: abort.
+func (r *run) hold(cs *callState) step {
 	partial := cs.progress.String()
 	r.endTool(cs, outcomeSuspended, partial)
 	if id, _ := suspendedWait(cs.err); id != "" {
@@ -793,10 +839,9 @@ func (r *run) hold(cs *callState) bool {
 	if err := r.saveCall(cs); err != nil {
 		r.fail(err)
 		r.settle(cs, rejectedOutcome(CauseInterrupted, joinPartial(partial, reasonInterrupted)))
-		return false
+		return abort
 	}
-	cs.held = true
-	return false
+	return held
 }
 
 // partial is what a finished call wrote before it was interrupted: its
