@@ -231,8 +231,12 @@ func TestCardFromBeforeTheUpgrade(t *testing.T) {
 	require.Equal(t, "suspended", done.Status)
 	require.NoError(t, st.Close())
 
-	raw, err := sql.Open("sqlite", db)
+	// The first server's last writes (its lease's release, the log's
+	// flush) may still hold the file for a moment after its store closed:
+	// wait for the lock as the stores do instead of failing at once.
+	raw, err := sql.Open("sqlite", db+"?_pragma=busy_timeout(10000)")
 	require.NoError(t, err)
+	t.Cleanup(func() { raw.Close() })
 	res, err := raw.Exec(`UPDATE approvals SET kind = '', digest = '', principal = '', channel = '' WHERE id = ?`, call.ApprovalID)
 	require.NoError(t, err)
 	n, err := res.RowsAffected()
