@@ -79,7 +79,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,6 +88,7 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/datadir"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *db == "" && !*inMemory {
-		dir, err := dataDir()
+		dir, err := datadir.Dir("planround-aisdk")
 		if err != nil {
 			fmt.Fprintf(stderr, "aisdk: no folder for the chats (%v): pass -db FILE, or -memory to keep nothing\n", err)
 			return 1
@@ -206,36 +206,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		<-served // http.ErrServerClosed
 	}
 	return status
-}
-
-// dataDir returns the folder that keeps the example's chats by default,
-// creating it (0700: the chats are the user's only): planround-aisdk in
-// $XDG_DATA_HOME when it is set, else in the system's per-user data
-// folder (~/.local/share on Linux and the BSDs, the application support
-// folder on macOS, %AppData% on Windows), as examples/webchat does.
-func dataDir() (string, error) {
-	base := os.Getenv("XDG_DATA_HOME")
-	if base == "" {
-		switch runtime.GOOS {
-		case "darwin", "windows", "ios", "plan9":
-			dir, err := os.UserConfigDir()
-			if err != nil {
-				return "", err
-			}
-			base = dir
-		default:
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", err
-			}
-			base = filepath.Join(home, ".local", "share")
-		}
-	}
-	dir := filepath.Join(base, "planround-aisdk")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	return dir, nil
 }
 
 func envOr(name, def string) string {

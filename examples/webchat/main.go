@@ -311,7 +311,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -322,6 +321,7 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/datadir"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -484,7 +484,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		o.HTTPClient = client
 	}
 	if *db == "" && *pgURL == "" && !*inMemory {
-		dir, err := dataDir()
+		dir, err := datadir.Dir("planround-webchat")
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: no folder for the conversations (%v): pass -db FILE, or -memory to keep nothing\n", err)
 			return 1
@@ -662,34 +662,4 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// dataDir returns the folder that keeps the web chat's data by default,
-// creating it (0700: the conversations are the user's only):
-// planround-webchat in $XDG_DATA_HOME when it is set, else in the system's
-// per-user data folder (~/.local/share on Linux and the BSDs, the
-// application support folder on macOS, %AppData% on Windows).
-func dataDir() (string, error) {
-	base := os.Getenv("XDG_DATA_HOME")
-	if base == "" {
-		switch runtime.GOOS {
-		case "darwin", "windows", "ios", "plan9":
-			dir, err := os.UserConfigDir()
-			if err != nil {
-				return "", err
-			}
-			base = dir
-		default:
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", err
-			}
-			base = filepath.Join(home, ".local", "share")
-		}
-	}
-	dir := filepath.Join(base, "planround-webchat")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	return dir, nil
 }
