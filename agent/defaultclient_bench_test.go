@@ -3,7 +3,6 @@
 package agent_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,9 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,8 +26,8 @@ import (
 // the CPU the server spends is not counted as the client's.
 const sseServerEnv = "PLANROUND_SSE_SERVER"
 
-// sseBody is a chat-completions stream of benchDeltas text deltas and the
-// events of the given frames, ending with a finish and [DONE].
+// sseFrames are the events of a chat-completions stream of benchDeltas
+// text deltas, ending with a finish and [DONE].
 func sseFrames() [][]byte {
 	frames := make([][]byte, 0, benchDeltas+2)
 	chunk := func(delta map[string]any, finish any) []byte {
@@ -97,37 +94,6 @@ func TestSSEServerProcess(t *testing.T) {
 	srv.Close()
 }
 
-// startSSEServer starts TestSSEServerProcess in a child process and
-// returns its URL; the child ends when b's cleanup closes its input.
-func startSSEServer(b *testing.B) string {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSSEServerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), sseServerEnv+"=1")
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		in.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("server process: %v", err)
-		}
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "http://127.0.0.1:") {
-		b.Fatalf("server process printed %q (%v), want its URL", line, err)
-	}
-	go io.Copy(io.Discard, out)
-	return strings.TrimSpace(line)
-}
-
 // processCPU is the CPU time, user and system, this process has used so
 // far over all its threads.
 func processCPU(b *testing.B) time.Duration {
@@ -156,7 +122,7 @@ func processCPU(b *testing.B) time.Duration {
 // a fast model, reads). flushed: the server flushes every event on its
 // own.
 func BenchmarkDefaultClient(b *testing.B) {
-	url := startSSEServer(b)
+	url := startServerProcess(b, "TestSSEServerProcess", sseServerEnv)
 	for _, model := range []string{"at-once", "flushed"} {
 		b.Run(model, func(b *testing.B) {
 			a, err := agent.New(agent.Config{BaseURL: url, Model: model, DisablePlanning: true, MaxRetries: -1})

@@ -73,8 +73,15 @@ func TestHeapServerProcess(t *testing.T) {
 // startHeapServer starts TestHeapServerProcess in a child process and
 // returns its URL; the child ends when b's cleanup closes its input.
 func startHeapServer(b *testing.B) string {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHeapServerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), heapServerEnv+"=1")
+	return startServerProcess(b, "TestHeapServerProcess", heapServerEnv)
+}
+
+// startServerProcess runs this test binary's test in a child process, with
+// env set to 1 so that it serves instead of skipping, and returns the URL
+// it prints first; the child ends when b's cleanup closes its input.
+func startServerProcess(b *testing.B, test, env string) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"=1")
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
