@@ -242,26 +242,21 @@ func resourceContents(res *mcp.ReadResourceResult, red redactor) ([]ResourceCont
 // prompts fails with [ErrUnsupported].
 func (c *Client) ListPrompts(ctx context.Context, sessionID, server string) ([]Prompt, error) {
 	return request(ctx, c, sessionID, server, capPrompts, func(ctx context.Context, cn *conn) ([]Prompt, error) {
-		var out []Prompt
-		err := pages(ctx, func(ctx context.Context, cursor mcp.Cursor) (mcp.Cursor, error) {
-			var req mcp.ListPromptsRequest
-			req.Params.Cursor = cursor
-			res, err := cn.mc.ListPromptsByPage(ctx, req)
-			if err != nil {
-				return "", err
+		list, err := listPrompts(ctx, cn)
+		if err != nil {
+			return nil, err
+		}
+		red := cn.e.red
+		out := make([]Prompt, 0, len(list))
+		for _, p := range list {
+			pr := Prompt{Name: red.String(p.Name), Title: red.String(p.Title), Description: red.String(p.Description)}
+			for _, a := range p.Arguments {
+				pr.Arguments = append(pr.Arguments, PromptArgument{Name: red.String(a.Name), Title: red.String(a.Title),
+					Description: red.String(a.Description), Required: a.Required})
 			}
-			red := cn.e.red
-			for _, p := range res.Prompts {
-				pr := Prompt{Name: red.String(p.Name), Title: red.String(p.Title), Description: red.String(p.Description)}
-				for _, a := range p.Arguments {
-					pr.Arguments = append(pr.Arguments, PromptArgument{Name: red.String(a.Name), Title: red.String(a.Title),
-						Description: red.String(a.Description), Required: a.Required})
-				}
-				out = append(out, pr)
-			}
-			return res.NextCursor, tooMany(len(out))
-		})
-		return out, err
+			out = append(out, pr)
+		}
+		return out, nil
 	})
 }
 
