@@ -2,7 +2,6 @@ package sqlitestore_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,9 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/planround/planround/agent"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/memory/internal/upgradetest"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
@@ -273,57 +271,5 @@ func TestOpenMigratesApprovalsFromBeforeDigests(t *testing.T) {
 	require.NoError(t, db.Close())
 
 	st := openSQLite(t, path)
-	checkApprovalsFromBeforeDigests(t, st, msg)
-}
-
-// checkApprovalsFromBeforeDigests checks, through an approval.Manager on st,
-// the approvals of TestOpenMigratesApprovalsFromBeforeDigests, whose calls
-// are in the assistant message msg of session "s".
-func checkApprovalsFromBeforeDigests(t *testing.T, st memory.ApprovalStore, msg int64) {
-	ctx := t.Context()
-	m, err := approval.NewManager(approval.ManagerConfig{Store: st})
-	require.NoError(t, err)
-	args := json.RawMessage(`{"command":"ls -l"}`)
-	digest := agent.ArgumentsDigest(args)
-
-	list, err := m.Pending(ctx, "s")
-	require.NoError(t, err)
-	require.Len(t, list, 1)
-	assert.Equal(t, "old-pending", list[0].ApprovalID)
-	assert.Equal(t, digest, list[0].Call.ArgumentsDigest, "the card shows the digest of the stored arguments")
-
-	// The turn resumed after the upgrade asks about its calls by key.
-	req := func(id, command string) agent.ApprovalRequest {
-		a := json.RawMessage(`{"command":"` + command + `"}`)
-		return agent.ApprovalRequest{SessionID: "s", Round: 1, Key: fmt.Sprint(msg, "/", id),
-			Call: agent.ToolCall{ID: id, Name: "run_command", Arguments: a, ArgumentsDigest: agent.ArgumentsDigest(a)}}
-	}
-	decided, err := m.Request(ctx, req("c2", "rm x"))
-	require.NoError(t, err)
-	d, ok := decided.Decision()
-	require.True(t, ok, "the decided approval's decision, not a new card")
-	assert.False(t, d.Approved)
-	assert.Equal(t, "not that", d.Reason)
-	tk, err := m.Request(ctx, req("c1", "ls -l"))
-	require.NoError(t, err)
-	require.Equal(t, "old-pending", tk.ApprovalID(), "the pending approval, not a second one")
-
-	reply := approval.Reply{SessionID: "s", ApprovalID: "old-pending", CallID: "c1", Tool: "run_command",
-		Decision: agent.Decision{Approved: true, By: "alice"}}
-	reply.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"command":"rm -rf /"}`))
-	pending, err := m.Respond(ctx, reply)
-	require.ErrorIs(t, err, approval.ErrMismatch, "a decision on other arguments")
-	assert.False(t, pending)
-	reply.ArgumentsDigest = digest
-	pending, err = m.Respond(ctx, reply)
-	require.NoError(t, err)
-	assert.True(t, pending, "decided by the digest of its arguments")
-	got, err := tk.Wait(ctx)
-	require.NoError(t, err)
-	assert.True(t, got.Approved)
-	assert.Equal(t, "alice", got.By)
-	assert.Zero(t, m.Len())
-	list, err = m.Pending(ctx, "s")
-	require.NoError(t, err)
-	assert.Empty(t, list)
+	upgradetest.ApprovalsFromBeforeDigests(t, st, msg)
 }
