@@ -44,6 +44,27 @@ func openSQLite(t testing.TB, path string) *sqlitestore.Store {
 	return st
 }
 
+// suspendedAtApproval runs a server on the SQLite file db, in a temporary
+// folder, up to the approval card of a command that appends to a file of
+// t's (ran counts its runs), then closes it: the turn of session s1 is
+// suspended in st, waiting for the decision on call. The harness a keeps
+// the browser (its cookie) that started it.
+func suspendedAtApproval(t *testing.T) (db string, st *sqlitestore.Store, a *harness, s1 string, call *agent.ToolCall, ran func() int) {
+	t.Helper()
+	db = filepath.Join(t.TempDir(), "chat.db")
+	message, ran := markerCommand(t)
+	st = openSQLite(t, db)
+	a = newHarness(t, Options{Store: st})
+	s1 = a.newSession(t)
+	ev, _ := a.openEvents(t, s1)
+	a.chat(t, s1, message)
+	call, _ = ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
+	a.srv.Close()
+	done, _ := ev.runDone(t)
+	require.Equal(t, "suspended", done.Status)
+	return db, st, a, s1, call, ran
+}
+
 // markerCommand returns a message that asks the demo model to run a
 // command appending a line to a file of t's, and a function counting the
 // lines: how many times the tool ran.
@@ -217,18 +238,7 @@ func TestSuspendOnCloseResumeOnDecision(t *testing.T) {
 // the tool runs once. A decision that names other arguments is refused.
 func TestCardFromBeforeTheUpgrade(t *testing.T) {
 	leaktest.Check(t)
-	db := filepath.Join(t.TempDir(), "chat.db")
-	message, ran := markerCommand(t)
-
-	st := openSQLite(t, db)
-	a := newHarness(t, Options{Store: st})
-	s1 := a.newSession(t)
-	ev, _ := a.openEvents(t, s1)
-	a.chat(t, s1, message)
-	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	a.srv.Close()
-	done, _ := ev.runDone(t)
-	require.Equal(t, "suspended", done.Status)
+	db, st, a, s1, call, ran := suspendedAtApproval(t)
 	require.NoError(t, st.Close())
 
 	// The first server's last writes (its lease's release, the log's
@@ -275,18 +285,7 @@ func TestCardFromBeforeTheUpgrade(t *testing.T) {
 // next server at its start, which resumes the turn.
 func TestSweeperResumesADecidedTurn(t *testing.T) {
 	leaktest.Check(t)
-	db := filepath.Join(t.TempDir(), "chat.db")
-	message, ran := markerCommand(t)
-
-	st := openSQLite(t, db)
-	a := newHarness(t, Options{Store: st})
-	s1 := a.newSession(t)
-	ev, _ := a.openEvents(t, s1)
-	a.chat(t, s1, message)
-	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	a.srv.Close()
-	done, _ := ev.runDone(t)
-	require.Equal(t, "suspended", done.Status)
+	_, st, a, s1, call, ran := suspendedAtApproval(t)
 	approvals, ok := any(st).(memory.ApprovalStore)
 	require.True(t, ok, "the SQLite store keeps approvals")
 	_, err := approvals.DecideApproval(context.Background(), s1, call.ApprovalID, memory.ApprovalDecision{Approved: true})
@@ -297,7 +296,7 @@ func TestSweeperResumesADecidedTurn(t *testing.T) {
 	// From the start of the store's log: the sweeper may have resumed the
 	// turn before the stream opens. The first turn (suspended) comes first.
 	ev2, _ := openEventsAt(t, b.client, b.ts.URL, s1, "after=0")
-	done, _ = ev2.runDone(t)
+	done, _ := ev2.runDone(t)
 	require.Equal(t, "suspended", done.Status, "%+v", done)
 	done, chunks := ev2.runDone(t)
 	assert.Equal(t, "finished", done.Status, "%+v", done)
@@ -310,17 +309,7 @@ func TestSweeperResumesADecidedTurn(t *testing.T) {
 // its own run goes on; the card's approval is no longer answerable.
 func TestNewMessageClosesWaitingCards(t *testing.T) {
 	leaktest.Check(t)
-	db := filepath.Join(t.TempDir(), "chat.db")
-	message, ran := markerCommand(t)
-	st := openSQLite(t, db)
-	a := newHarness(t, Options{Store: st})
-	s1 := a.newSession(t)
-	ev, _ := a.openEvents(t, s1)
-	a.chat(t, s1, message)
-	call, _ := ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	a.srv.Close()
-	done, _ := ev.runDone(t)
-	require.Equal(t, "suspended", done.Status)
+	_, st, a, s1, call, ran := suspendedAtApproval(t)
 
 	b := newHarness(t, Options{Store: st})
 	b.client = b.newClientWithJar(t, a.client)
