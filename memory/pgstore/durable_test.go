@@ -354,6 +354,28 @@ func TestMigrateVersion1(t *testing.T) {
 	require.NoError(t, st.AppendEvents(ctx, "s", memory.Event{Seq: 1, Turn: 1, Kind: "turn_started"}))
 }
 
+// downgradeToVersion4 makes the tables of schema, made by the current
+// version, those version 4 made, with their rows: approvals without kind,
+// key, digest, principal and channel, open calls without state, no kv nor
+// api_calls. It returns a connection to write rows as version 4 did, and
+// the quoting of a table of the schema.
+func downgradeToVersion4(t *testing.T, url, schema string) (*pgx.Conn, func(table string) string) {
+	t.Helper()
+	ctx := t.Context()
+	q := func(table string) string { return pgx.Identifier{schema, table}.Sanitize() }
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	// Dropping the columns drops the indexes on them.
+	_, err = conn.Exec(ctx, "ALTER TABLE "+q("approvals")+" DROP COLUMN kind, DROP COLUMN call_key, DROP COLUMN digest, DROP COLUMN principal, DROP COLUMN channel"+
+		"; DROP INDEX "+q("approvals_decided")+", "+q("approvals_session_decided")+
+		"; DROP TABLE "+q("kv")+", "+q("api_calls")+
+		"; ALTER TABLE "+q("open_calls")+" DROP COLUMN state"+
+		"; UPDATE "+q("schema_version")+" SET version = 4")
+	require.NoError(t, err)
+	return conn, q
+}
+
 // TestMigrateVersion4Approvals opens a schema left at version 4, with
 // pending and decided approvals (two pending without a key in one session,
 // so the key index must be partial), by an older version: they are kept,
@@ -377,17 +399,7 @@ func TestMigrateVersion4Approvals(t *testing.T) {
 	d1, err := st.GetApproval(ctx, "d1")
 	require.NoError(t, err)
 	st.Close()
-	q := func(table string) string { return pgx.Identifier{schema, table}.Sanitize() }
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	// Dropping the columns drops the indexes on them.
-	_, err = conn.Exec(ctx, "ALTER TABLE "+q("approvals")+" DROP COLUMN kind, DROP COLUMN call_key, DROP COLUMN digest, DROP COLUMN principal, DROP COLUMN channel"+
-		"; DROP INDEX "+q("approvals_decided")+", "+q("approvals_session_decided")+
-		"; DROP TABLE "+q("kv")+", "+q("api_calls")+
-		"; ALTER TABLE "+q("open_calls")+" DROP COLUMN state"+
-		"; UPDATE "+q("schema_version")+" SET version = 4")
-	require.NoError(t, err)
+	downgradeToVersion4(t, url, schema)
 
 	st = open(t, url, schema)
 	checkVersion(t, url, schema)
@@ -433,16 +445,7 @@ func TestMigrateApprovalsFromBeforeDigests(t *testing.T) {
 	require.NoError(t, st.SaveCall(ctx, "s", memory.OpenCall{MessageID: msg, CallID: "c1", Round: 1, ApprovalID: "old-pending"}))
 	require.NoError(t, st.SaveCall(ctx, "s", memory.OpenCall{MessageID: msg, CallID: "c2", Round: 1, ApprovalID: "old-decided"}))
 	st.Close()
-	q := func(table string) string { return pgx.Identifier{schema, table}.Sanitize() }
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "ALTER TABLE "+q("approvals")+" DROP COLUMN kind, DROP COLUMN call_key, DROP COLUMN digest, DROP COLUMN principal, DROP COLUMN channel"+
-		"; DROP INDEX "+q("approvals_decided")+", "+q("approvals_session_decided")+
-		"; DROP TABLE "+q("kv")+", "+q("api_calls")+
-		"; ALTER TABLE "+q("open_calls")+" DROP COLUMN state"+
-		"; UPDATE "+q("schema_version")+" SET version = 4")
-	require.NoError(t, err)
+	conn, q := downgradeToVersion4(t, url, schema)
 	// As version 4 wrote them: the arguments as the model wrote them,
 	// neither kind, key nor digest.
 	now := time.Now().UnixNano()
