@@ -78,7 +78,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,7 +87,6 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
-	"github.com/planround/planround/internal/datadir"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
@@ -153,12 +151,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *db == "" && !*inMemory {
-		dir, err := datadir.Dir("planround-aisdk")
+		path, err := sqlitestore.UserDataPath("planround-aisdk", "aisdk.db")
 		if err != nil {
 			fmt.Fprintf(stderr, "aisdk: no folder for the chats (%v): pass -db FILE, or -memory to keep nothing\n", err)
 			return 1
 		}
-		*db = filepath.Join(dir, "aisdk.db")
+		*db = path
 		fmt.Fprintf(stderr, "aisdk: keeping the chats in %s (-db FILE picks another file, -memory keeps nothing)\n", *db)
 	}
 	if *db != "" {

@@ -310,7 +310,6 @@ import (
 	neturl "net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -321,7 +320,6 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
-	"github.com/planround/planround/internal/datadir"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -484,12 +482,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		o.HTTPClient = client
 	}
 	if *db == "" && *pgURL == "" && !*inMemory {
-		dir, err := datadir.Dir("planround-webchat")
+		path, err := sqlitestore.UserDataPath("planround-webchat", "webchat.db")
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: no folder for the conversations (%v): pass -db FILE, or -memory to keep nothing\n", err)
 			return 1
 		}
-		*db = filepath.Join(dir, "webchat.db")
+		*db = path
 		fmt.Fprintf(stderr, "webchat: keeping the conversations in %s (-db FILE picks another file, -memory keeps nothing)\n", *db)
 	}
 	if *db != "" {

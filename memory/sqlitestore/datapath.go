@@ -1,6 +1,4 @@
-// Package datadir finds the folder where an example keeps its data by
-// default.
-package datadir
+package sqlitestore
 
 import (
 	"os"
@@ -8,12 +6,17 @@ import (
 	"runtime"
 )
 
-// Dir returns the folder app keeps its data in, creating it (0700: the
-// conversations in it are the user's only): app in $XDG_DATA_HOME when it
-// is set, else in the system's per-user data folder (~/.local/share on
+// UserDataPath returns where a program named app keeps its database file
+// named file by default, creating the folder (0700: the conversations in
+// it are the user's only). The folder is app in $XDG_DATA_HOME when that
+// is set, else in the system's per-user data folder: ~/.local/share on
 // Linux and the BSDs, the application support folder on macOS, %AppData%
-// on Windows).
-func Dir(app string) (string, error) {
+// on Windows.
+//
+//	path, err := sqlitestore.UserDataPath("my-agent", "chats.db")
+//	...
+//	st, err := sqlitestore.Open(ctx, path)
+func UserDataPath(app, file string) (string, error) {
 	base := os.Getenv("XDG_DATA_HOME")
 	if base == "" {
 		switch runtime.GOOS {
@@ -35,5 +38,5 @@ func Dir(app string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	return dir, nil
+	return filepath.Join(dir, file), nil
 }
