@@ -6,10 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/planround/planround/internal/oteltest"
 	"github.com/planround/planround/stream"
 )
 
@@ -60,8 +60,8 @@ func tracerProviders() []struct {
 	}{
 		{"global tracer, no provider set", nil, false, false},
 		{"no-op provider", noop.NewTracerProvider(), false, false},
-		{"recording provider", sdktrace.NewTracerProvider(), true, true},
-		{"sampler that drops the span", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), false, true},
+		{"recording provider", &oteltest.TracerProvider{}, true, true},
+		{"sampler that drops the span", &oteltest.TracerProvider{Drop: true}, false, true},
 	}
 }
 

@@ -15,36 +15,23 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/oteltest"
 	"github.com/planround/planround/memory"
 )
 
-// recording is an SDK tracer provider with an in-memory span recorder and
-// a meter provider with a manual reader, for an agent's Config.
+// recording is a tracer provider and a meter provider that record in
+// memory, for an agent's Config.
 type recording struct {
-	spans  *tracetest.SpanRecorder
-	reader *sdkmetric.ManualReader
-	tp     *sdktrace.TracerProvider
-	mp     *sdkmetric.MeterProvider
+	tp *oteltest.TracerProvider
+	mp *oteltest.MeterProvider
 }
 
-func newRecording(t *testing.T) *recording {
-	t.Helper()
-	rec := &recording{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
-	rec.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec.spans))
-	rec.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(rec.reader))
-	t.Cleanup(func() {
-		assert.NoError(t, rec.tp.Shutdown(context.Background()))
-		assert.NoError(t, rec.mp.Shutdown(context.Background()))
-	})
-	return rec
+func newRecording(*testing.T) *recording {
+	return &recording{tp: &oteltest.TracerProvider{}, mp: &oteltest.MeterProvider{}}
 }
 
 // config sets the recording's providers in c.
@@ -55,23 +42,22 @@ func (rec *recording) config(c *agent.Config) {
 // tree renders the ended spans as an indented tree, children in start
 // order: "invoke_agent", "  chat test-model", ...
 func (rec *recording) tree() []string {
-	spans := rec.spans.Ended()
-	slices.SortStableFunc(spans, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	spans := rec.tp.Ended()
 	ids := map[string]bool{}
 	for _, s := range spans {
-		ids[s.SpanContext().SpanID().String()] = true
+		ids[s.SpanContext.SpanID().String()] = true
 	}
 	var out []string
 	var walk func(parent string, depth int)
 	walk = func(parent string, depth int) {
 		for _, s := range spans {
 			p := ""
-			if s.Parent().IsValid() && ids[s.Parent().SpanID().String()] {
-				p = s.Parent().SpanID().String()
+			if s.Parent.IsValid() && ids[s.Parent.SpanID().String()] {
+				p = s.Parent.SpanID().String()
 			}
 			if p == parent {
-				out = append(out, strings.Repeat("  ", depth)+s.Name())
-				walk(s.SpanContext().SpanID().String(), depth+1)
+				out = append(out, strings.Repeat("  ", depth)+s.Name)
+				walk(s.SpanContext.SpanID().String(), depth+1)
 			}
 		}
 	}
@@ -80,19 +66,18 @@ func (rec *recording) tree() []string {
 }
 
 // named returns the ended spans called name, in start order.
-func (rec *recording) named(name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range rec.spans.Ended() {
-		if s.Name() == name {
+func (rec *recording) named(name string) []oteltest.Ended {
+	var out []oteltest.Ended
+	for _, s := range rec.tp.Ended() {
+		if s.Name == name {
 			out = append(out, s)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
 	return out
 }
 
 // one returns the only ended span called name.
-func (rec *recording) one(t *testing.T, name string) sdktrace.ReadOnlySpan {
+func (rec *recording) one(t *testing.T, name string) oteltest.Ended {
 	t.Helper()
 	spans := rec.named(name)
 	require.Len(t, spans, 1, "spans named %q in %v", name, rec.tree())
@@ -100,40 +85,33 @@ func (rec *recording) one(t *testing.T, name string) sdktrace.ReadOnlySpan {
 }
 
 // attrs returns a span's attributes by key, as their values' Go form.
-func attrs(s sdktrace.ReadOnlySpan) map[string]any {
+func attrs(s oteltest.Ended) map[string]any {
 	out := map[string]any{}
-	for _, kv := range s.Attributes() {
+	for _, kv := range s.Attributes {
 		out[string(kv.Key)] = kv.Value.AsInterface()
 	}
 	return out
 }
 
 // events returns the names of a span's events.
-func events(s sdktrace.ReadOnlySpan) []string {
+func events(s oteltest.Ended) []string {
 	var out []string
-	for _, e := range s.Events() {
+	for _, e := range s.Events {
 		out = append(out, e.Name)
 	}
 	return out
 }
 
-// metrics collects the recorded metrics by name.
-func (rec *recording) metrics(t *testing.T) map[string]metricdata.Aggregation {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, rec.reader.Collect(context.Background(), &rm))
-	out := map[string]metricdata.Aggregation{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			out[m.Name] = m.Data
-		}
-	}
-	return out
+// metrics returns the recorded metrics by name.
+func (rec *recording) metrics(*testing.T) map[string]oteltest.Metric {
+	return rec.mp.Metrics()
 }
 
-// points renders the data points of a histogram or a sum as
-// "attr=value,...: count/sum", sorted.
-func points(t *testing.T, data metricdata.Aggregation) []string {
+// points renders the points of a histogram or a sum as
+// "attr=value,...: count/sum" (an int64 histogram), "...: count" (a
+// float64 histogram) or "...: sum" (an int64 counter or up-down counter),
+// sorted.
+func points(t *testing.T, m oteltest.Metric) []string {
 	t.Helper()
 	render := func(set attribute.Set) string {
 		var kvs []string
@@ -142,22 +120,21 @@ func points(t *testing.T, data metricdata.Aggregation) []string {
 		}
 		return strings.Join(kvs, ",")
 	}
+	if m.Instrument == "" {
+		t.Fatalf("no such metric")
+	}
 	var out []string
-	switch d := data.(type) {
-	case metricdata.Histogram[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, fmt.Sprintf("%s: %d/%d", render(p.Attributes), p.Count, p.Sum))
-		}
-	case metricdata.Histogram[float64]:
-		for _, p := range d.DataPoints {
+	for _, p := range m.Points {
+		switch m.Instrument {
+		case "Int64Histogram":
+			out = append(out, fmt.Sprintf("%s: %d/%d", render(p.Attributes), p.Count, p.Int))
+		case "Float64Histogram":
 			out = append(out, fmt.Sprintf("%s: %d", render(p.Attributes), p.Count))
+		case "Int64Counter", "Int64UpDownCounter":
+			out = append(out, fmt.Sprintf("%s: %d", render(p.Attributes), p.Int))
+		default:
+			t.Fatalf("unexpected instrument %q of %s", m.Instrument, m.Name)
 		}
-	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, fmt.Sprintf("%s: %d", render(p.Attributes), p.Value))
-		}
-	default:
-		t.Fatalf("unexpected aggregation %T", data)
 	}
 	slices.Sort(out)
 	return out
@@ -166,9 +143,9 @@ func points(t *testing.T, data metricdata.Aggregation) []string {
 // noContent checks that no span records content.
 func noContent(t *testing.T, rec *recording) {
 	t.Helper()
-	for _, s := range rec.spans.Ended() {
+	for _, s := range rec.tp.Ended() {
 		for _, key := range []string{"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"} {
-			assert.NotContains(t, attrs(s), key, "span %s records content without the opt-in", s.Name())
+			assert.NotContains(t, attrs(s), key, "span %s records content without the opt-in", s.Name)
 		}
 	}
 }
@@ -194,7 +171,7 @@ func TestTelemetryNoToolRun(t *testing.T) {
 		"planround.intent":          "no_tool",
 		"gen_ai.usage.input_tokens": int64(20), "gen_ai.usage.output_tokens": int64(5),
 	}, attrs(run))
-	assert.Equal(t, codes.Unset, run.Status().Code)
+	assert.Equal(t, codes.Unset, run.Status.Code)
 
 	chats := rec.named("chat test-model")
 	require.Len(t, chats, 2)
@@ -316,7 +293,7 @@ func TestTelemetryInterrupt(t *testing.T) {
 	assert.Equal(t, []string{"invoke_agent", "  chat test-model", "  chat test-model", "  await_approval get_weather"}, rec.tree())
 	run := rec.one(t, "invoke_agent")
 	assert.Equal(t, "interrupted", attrs(run)["planround.outcome"])
-	assert.Equal(t, codes.Unset, run.Status().Code, "an interrupt is not an error")
+	assert.Equal(t, codes.Unset, run.Status.Code, "an interrupt is not an error")
 	assert.Equal(t, "interrupted", attrs(rec.one(t, "await_approval get_weather"))["planround.outcome"])
 }
 
@@ -352,10 +329,10 @@ func TestTelemetryModelError(t *testing.T) {
 	assert.Equal(t, []string{"invoke_agent", "  chat test-model"}, rec.tree())
 	run := rec.one(t, "invoke_agent")
 	assert.Equal(t, "error", attrs(run)["planround.outcome"])
-	assert.Equal(t, codes.Error, run.Status().Code)
-	assert.Contains(t, run.Status().Description, "the model is down")
+	assert.Equal(t, codes.Error, run.Status.Code)
+	assert.Contains(t, run.Status.Description, "the model is down")
 	chat := rec.one(t, "chat test-model")
-	assert.Equal(t, codes.Error, chat.Status().Code)
+	assert.Equal(t, codes.Error, chat.Status.Code)
 	assert.Equal(t, "500", attrs(chat)["error.type"])
 	assert.Contains(t, events(chat), "exception")
 
@@ -379,7 +356,7 @@ func TestTelemetrySuspendAndResume(t *testing.T) {
 
 	k.decide(chunks[len(chunks)-2].Tool.ApprovalID, agent.Decision{Approved: true})
 	srv.Enqueue(agenttest.Reply().Text("Sunny in Lima.").Finish("stop"))
-	rec.spans.Reset()
+	rec.tp.Reset()
 	_, err = collect(a.Resume(ctx, "s1"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"invoke_agent", "  await_approval get_weather", "  execute_tool get_weather", "  chat test-model"}, rec.tree())
@@ -819,7 +796,7 @@ func TestTelemetrySummaryFailure(t *testing.T) {
 	require.Len(t, chats, len(srv.Requests()))
 	sum := chats[len(chats)-1]
 	assert.Equal(t, true, attrs(sum)["planround.summary"])
-	assert.Equal(t, codes.Error, sum.Status().Code)
+	assert.Equal(t, codes.Error, sum.Status.Code)
 	assert.Equal(t, "500", attrs(sum)["error.type"])
 	assert.Contains(t, points(t, rec.metrics(t)["gen_ai.client.operation.duration"]),
 		"error.type=500,gen_ai.operation.name=chat,gen_ai.request.model=test-model: 1")
@@ -916,7 +893,7 @@ func TestTelemetryApprovalDecision(t *testing.T) {
 
 			span := rec.one(t, "await_approval get_weather")
 			var got []map[string]any
-			for _, e := range span.Events() {
+			for _, e := range span.Events {
 				if e.Name != "planround.approval.decision" {
 					continue
 				}

@@ -18,15 +18,13 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/internal/oauthtest"
+	"github.com/planround/planround/internal/oteltest"
 	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -68,8 +66,7 @@ type oauthWorld struct {
 	n     int         // replicas made
 	key   []byte
 	logs  *syncBuffer
-	spans *tracetest.SpanRecorder
-	tp    *sdktrace.TracerProvider
+	tp    *oteltest.TracerProvider
 	model *agenttest.Server
 
 	mu     sync.Mutex
@@ -85,9 +82,7 @@ func newOAuthWorld(t *testing.T, kvs []memory.KV, opts ...oauthtest.Options) *oa
 	w := &oauthWorld{t: t, srv: oauthtest.Start(t, o), kv: kvs[0], kvs: kvs, logs: &syncBuffer{}}
 	w.key = make([]byte, 32)
 	_, _ = rand.Read(w.key)
-	w.spans = tracetest.NewSpanRecorder()
-	w.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(w.spans))
-	t.Cleanup(func() { _ = w.tp.Shutdown(context.Background()) })
+	w.tp = &oteltest.TracerProvider{}
 	w.model = agenttest.NewServer()
 	t.Cleanup(w.model.Close)
 	return w
@@ -221,8 +216,8 @@ func (w *oauthWorld) noTokens(storedKeys ...string) {
 	}
 	w.mu.Unlock()
 	var spans strings.Builder
-	for _, s := range w.spans.Ended() {
-		fmt.Fprintf(&spans, "%s %v %v %v\n", s.Name(), s.Attributes(), s.Events(), s.Status())
+	for _, s := range w.tp.Ended() {
+		fmt.Fprintf(&spans, "%s %v %v %v\n", s.Name, s.Attributes, s.Events, s.Status)
 	}
 	where["spans"] = spans.String()
 	var stored strings.Builder

@@ -14,13 +14,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/mark3labs/mcp-go/server/servertest"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/oteltest"
 )
 
 // leakyServer is an MCP server that knows token, the secret its client's
@@ -239,9 +238,7 @@ func TestElicitationFieldsRedacted(t *testing.T) {
 			c := newClient(t, Options{Forms: forms, Logger: slog.New(slog.NewTextHandler(&seen, &slog.HandlerOptions{Level: slog.LevelDebug}))},
 				leakyConfig(t, version))
 
-			spans := tracetest.NewSpanRecorder()
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			tp := &oteltest.TracerProvider{}
 			model := agenttest.NewServer()
 			t.Cleanup(model.Close)
 			reg, err := agent.NewToolRegistry()
@@ -339,8 +336,8 @@ func TestElicitationFieldsRedacted(t *testing.T) {
 			for _, r := range model.Requests() {
 				seen.add("model request", r)
 			}
-			for _, s := range spans.Ended() {
-				seen.add("span", map[string]any{"name": s.Name(), "attributes": s.Attributes(), "events": s.Events(), "status": s.Status()})
+			for _, s := range tp.Ended() {
+				seen.add("span", map[string]any{"name": s.Name, "attributes": s.Attributes, "events": s.Events, "status": s.Status})
 			}
 			seen.check(t, testToken)
 		})

@@ -10,12 +10,11 @@ import (
 	"github.com/mark3labs/mcp-go/server/servertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/oteltest"
 	"github.com/planround/planround/mcpclient"
 )
 
@@ -47,12 +46,10 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 	tools, _ := agent.NewToolRegistry()
 	require.NoError(t, servers.Register(tools))
 
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	defer tp.Shutdown(ctx)
+	tp := &oteltest.TracerProvider{}
 	model := agenttest.NewServer()
 	defer model.Close()
-	run := func(tp *sdktrace.TracerProvider) {
+	run := func(tp *oteltest.TracerProvider) {
 		t.Helper()
 		model.Enqueue(
 			agenttest.Reply().Call(0, "call_1", "echo", `{"text":"hi"}`).Finish("tool_calls"),
@@ -76,14 +73,14 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 	run(tp)
 	run(nil) // otel's global provider: no-op here
 
-	var exec sdktrace.ReadOnlySpan
-	for _, s := range spans.Ended() {
-		if s.Name() == "execute_tool echo" {
-			exec = s
+	var exec *oteltest.Ended
+	for _, s := range tp.Ended() {
+		if s.Name == "execute_tool echo" {
+			exec = &s
 		}
 	}
 	require.NotNil(t, exec, "the traced run recorded the call's span")
-	sc := exec.SpanContext()
+	sc := exec.SpanContext
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, seen, 2)
