@@ -1,28 +1,31 @@
 // Package outside builds throwaway modules on this repository as another
-// module would: a go.mod of their own that requires planround (replaced by
-// this checkout) and builds offline, from the module cache alone.
+// module would: a go.mod of their own that requires planround and the
+// examples' module (replaced by this checkout and its examples/) and builds
+// offline, from the module cache alone.
 //
 // A module of its own loads more of the module graph than the repository's
-// own build does: the repository's go.mod is complete for its packages, so
-// its build never reads the go.mod files of older versions its
-// dependencies' go.mod files name (go-logr/stdr names go-logr/logr
+// own build does: the repository's go.mod files are complete for their
+// packages, so its build never reads the go.mod files of older versions
+// its dependencies' go.mod files name (go-logr/stdr names go-logr/logr
 // v1.2.2). A throwaway module that required planround alone would need
 // them, and an empty module cache (a fresh machine) does not hold them. So
 // the throwaway go.mod requires, at the same versions, every module the
-// repository's go.mod requires: its graph is then cut where the
-// repository's is, and everything it needs is what `go test ./...` in the
+// repository's go.mod and examples/go.mod require: its graph is then cut
+// where theirs are, and everything it needs is what `go test ./...` in the
 // repository downloaded already. New makes sure of that, whatever the
-// tests that ran before downloaded: it runs `go mod download` in the
-// repository first, through the configured proxy (a no-op when the cache
+// tests that ran before downloaded: it runs `go mod download` in both
+// modules first, through the configured proxy (a no-op when the cache
 // holds it all), and the throwaway module then builds offline.
 package outside
 
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,11 +42,12 @@ type Module struct {
 	goBin string
 }
 
-// New fills the module cache with what the repository's packages need and
-// writes a module named example.com/outside in a temporary directory of t:
-// its go.mod (see the package doc) and the repository's go.sum. It
-// skips t when the go command is not on PATH, and fails it instead when
-// PLANROUND_REQUIRE_ALL is 1.
+// New fills the module cache with what the repository's packages and the
+// examples need and writes a module named example.com/outside in a
+// temporary directory of t: its go.mod (see the package doc) and the lines
+// of the repository's go.sum and examples/go.sum. It skips t when the go
+// command is not on PATH, and fails it instead when PLANROUND_REQUIRE_ALL
+// is 1.
 func New(ctx context.Context, t testing.TB) *Module {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -58,39 +62,98 @@ func New(ctx context.Context, t testing.TB) *Module {
 		t.Fatalf("go env GOMOD: %v", err)
 	}
 	m := &Module{Dir: t.TempDir(), Repo: filepath.Dir(strings.TrimSpace(string(out))), goBin: goBin}
-	download := exec.CommandContext(ctx, goBin, "mod", "download")
-	download.Dir = m.Repo
-	if b, err := download.CombinedOutput(); err != nil {
-		t.Fatalf("go mod download in the repository (the outside module builds from the module cache it fills): %v\n%s", err, b)
+	var sums []string
+	for _, dir := range []string{m.Repo, filepath.Join(m.Repo, examplesDir)} {
+		// Each module on its own (GOWORK=off): the workspace's go.work
+		// names the load harness too, whose modules no outside module needs.
+		download := exec.CommandContext(ctx, goBin, "mod", "download")
+		download.Dir, download.Env = dir, append(os.Environ(), "GOWORK=off")
+		if b, err := download.CombinedOutput(); err != nil {
+			t.Fatalf("go mod download in %s (the outside module builds from the module cache it fills): %v\n%s", dir, err, b)
+		}
+		sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, strings.Split(string(sum), "\n")...)
 	}
 	gomod, err := GoMod("example.com/outside", m.Repo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Write(t, "go.mod", gomod)
-	sum, err := os.ReadFile(filepath.Join(m.Repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Write(t, "go.sum", string(sum))
+	slices.Sort(sums)
+	m.Write(t, "go.sum", strings.TrimPrefix(strings.Join(slices.Compact(sums), "\n"), "\n")+"\n")
 	m.Env = append(os.Environ(),
 		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"),
 		"GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
 	return m
 }
 
+// examplesDir is the examples' module, in the repository.
+const examplesDir = "examples"
+
+const (
+	sdkPath      = "github.com/planround/planround"
+	examplesPath = sdkPath + "/examples"
+)
+
 // GoMod returns the go.mod of a module named name that requires this
-// repository, found at repo and replaced by it, and every module the
-// repository's go.mod requires, at the same versions.
+// repository, found at repo, and its examples' module, at repo/examples,
+// each replaced by its directory, and every module their go.mod files
+// require, at the same versions (examples/go.mod's where both name one:
+// the examples build with the SDK's requirements, so theirs are never
+// older).
 func GoMod(name, repo string) (string, error) {
-	f, err := os.Open(filepath.Join(repo, "go.mod"))
-	if err != nil {
-		return "", err
+	var order []string
+	version := map[string]string{}
+	for _, dir := range []string{repo, filepath.Join(repo, examplesDir)} {
+		reqs, err := requirements(filepath.Join(dir, "go.mod"))
+		if err != nil {
+			return "", err
+		}
+		for _, r := range reqs {
+			if r.path == sdkPath {
+				continue
+			}
+			if _, ok := version[r.path]; !ok {
+				order = append(order, r.path)
+			}
+			version[r.path] = r.version
+		}
 	}
-	defer f.Close()
 	var b strings.Builder
 	b.WriteString("module " + name + "\n\ngo 1.26.0\n\n")
-	b.WriteString("require github.com/planround/planround v0.0.0-00010101000000-000000000000\n\n")
+	b.WriteString("require (\n")
+	b.WriteString("\t" + sdkPath + " v0.0.0-00010101000000-000000000000\n")
+	b.WriteString("\t" + examplesPath + " v0.0.0-00010101000000-000000000000\n")
+	for _, path := range order {
+		b.WriteString("\t" + path + " " + version[path] + "\n")
+	}
+	b.WriteString(")\n\n")
+	b.WriteString("replace " + sdkPath + " => " + repo + "\n\n")
+	b.WriteString("replace " + examplesPath + " => " + filepath.Join(repo, examplesDir) + "\n")
+	return b.String(), nil
+}
+
+// requirement is a line of a go.mod's require directives.
+type requirement struct{ path, version string }
+
+// requirements returns the requirements of the go.mod at path, in their
+// order: the modules of its require lines and blocks.
+func requirements(path string) ([]requirement, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var reqs []requirement
+	add := func(line string) {
+		line, _, _ = strings.Cut(line, "//")
+		if fields := strings.Fields(line); len(fields) == 2 {
+			reqs = append(reqs, requirement{fields[0], fields[1]})
+		}
+	}
 	inBlock := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -98,21 +161,18 @@ func GoMod(name, repo string) (string, error) {
 		switch {
 		case inBlock && line == ")":
 			inBlock = false
-			b.WriteString(")\n\n")
 		case inBlock:
-			b.WriteString("\t" + line + "\n")
+			add(line)
 		case line == "require (":
 			inBlock = true
-			b.WriteString("require (\n")
 		case strings.HasPrefix(line, "require "):
-			b.WriteString(line + "\n\n")
+			add(strings.TrimPrefix(line, "require "))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return "", err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	b.WriteString("replace github.com/planround/planround => " + repo + "\n")
-	return b.String(), nil
+	return reqs, nil
 }
 
 // Write writes a file of the module, at rel, failing t on error.
