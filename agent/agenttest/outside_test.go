@@ -23,8 +23,11 @@ import (
 // a prompt on the built-in demo model.
 //
 // The build runs offline (GOPROXY=off): everything comes from the module
-// cache the repository's own build filled, checked against its go.sum, also
-// when that cache started empty (see internal/outside).
+// cache the repository's own build filled, checked against its go.sum and
+// examples/go.sum, also when that cache started empty (see
+// internal/outside). The examples' module (examples/go.mod) is required and
+// replaced by the checkout's examples/, so a copy imports its shared
+// packages (examples/tracefile) as a user's copy would.
 func TestOutsideModule(t *testing.T) {
 	ctx, cancel := outside.Context(t)
 	defer cancel()

@@ -126,6 +126,7 @@ import (
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/examples/tracefile"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
@@ -322,7 +323,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		cfg.TextMode = stream.ModeSentences
 	}
 	if opts.trace != "" {
-		tp, stop, err := startTracing(opts.trace, "planround-cli")
+		tp, stop, err := tracefile.Start(opts.trace, "planround-cli")
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
 			return exitError

@@ -319,6 +319,7 @@ import (
 	"github.com/planround/planround/agent/skills"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
+	"github.com/planround/planround/examples/tracefile"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
@@ -429,7 +430,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		Logger:          slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if *traceFile != "" {
-		tp, stop, err := startTracing(*traceFile, "planround-webchat")
+		tp, stop, err := tracefile.Start(*traceFile, "planround-webchat")
 		if err != nil {
 			fmt.Fprintf(stderr, "webchat: %v\n", err)
 			return 1

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/examples/tracefile"
 	"github.com/planround/planround/internal/leaktest"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestTraceFile(t *testing.T) {
 	leaktest.Check(t)
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
-	tp, stop, err := startTracing(path, "planround-webchat")
+	tp, stop, err := tracefile.Start(path, "planround-webchat")
 	require.NoError(t, err)
 	h := newHarness(t, Options{TracerProvider: tp})
 	s1 := h.newSession(t)
