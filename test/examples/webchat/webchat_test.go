@@ -1,0 +1,11 @@
+package webchat
+
+import (
+	"testing"
+
+	"github.com/planround/planround/internal/examplestest"
+)
+
+// TestExamples runs the tests of examples/webchat, in the examples' module
+// (see internal/examplestest).
+func TestExamples(t *testing.T) { examplestest.Run(t, "./webchat/...") }
