@@ -18,8 +18,8 @@ import (
 func TestWebchatSmoke(t *testing.T) {
 	checkLeaks(t)
 	bin := filepath.Join(t.TempDir(), "webchat")
-	// The web chat is built in the SDK's module (the repository's root), with
-	// the SDK's own go.mod, as its users build it.
+	// The web chat is built from the repository's root, as its users build
+	// it: in the workspace (go.work), from the examples' module.
 	build := exec.Command("go", "build", "-o", bin, "./examples/webchat")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
