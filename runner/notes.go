@@ -51,7 +51,8 @@ func (r *Runner) closeListeners() {
 	r.stops = nil
 }
 
-// decisionNoted hears an approval.Manager's note of a decision: the turn is
+// decisionNoted hears the note of a decision or an answer (of this
+// Runner's approvals and forms, or another process's): the turn is
 // resumed here unless a run of this process waits for it (then the run
 // takes it; if that run suspends before it does, it is resumed when it
 // ends). A run of another process makes the resume end at once (the
@@ -141,9 +142,9 @@ func (r *Runner) interruptNoted(id string) {
 // Interrupt returned is not refused because the stopped run is still
 // winding down (one sent meanwhile to this process waits for it). A turn
 // of another process that no process drives any more (its process
-// stopped) is ended here, and reports false. A turn suspended at calls that wait for a person has no
-// run: a host that wants it over also cancels its approvals (such as
-// approval.Manager.CancelSession), whose decisions then end the turn.
+// stopped) is ended here, and reports false. A turn suspended at calls
+// that wait for a person has no run: [Runner.Stop] also cancels the
+// session's approvals and forms, whose cancellations then end the turn.
 func (r *Runner) Interrupt(ctx context.Context, sessionID string) (bool, error) {
 	r.mu.Lock()
 	ss := r.sessions[sessionID]
