@@ -148,6 +148,10 @@ type FormReply struct {
 	// Elicitation answers an elicitation_request (an MCP server's request
 	// for input) instead of Answers.
 	Elicitation *interact.ElicitationAnswer
+	// Cancel dismisses the form instead of answering it (the person moved
+	// on): its call ends with an error the model reads (an elicitation is
+	// answered cancel).
+	Cancel bool
 	// By is who answered (the principal the host's authentication knows)
 	// and Via through what ("http", "terminal"); kept with the answer.
 	By, Via string
@@ -165,7 +169,7 @@ type FormReply struct {
 // questions (or an elicitation's schema), and when the Store fails.
 func (r *Runner) Answer(ctx context.Context, rep FormReply) (open bool, err error) {
 	return r.forms.Answer(ctx, interact.FormReply{SessionID: rep.SessionID, FormID: rep.FormID, Answers: rep.Answers,
-		Elicitation: rep.Elicitation, By: rep.By, Via: rep.Via})
+		Elicitation: rep.Elicitation, Cancel: rep.Cancel, By: rep.By, Via: rep.Via})
 }
 
 // Stopped says what [Runner.Stop] stopped.
