@@ -238,7 +238,9 @@ func (r *Runner) Running(ctx context.Context, sessionID string) (bool, error) {
 
 // Delete deletes a session: it interrupts the session's run and waits for
 // it to end (in this process; another process's run is asked to stop and
-// fails when it next writes), deletes the session from the Store, and ends
+// fails when it next writes), deletes the session from the Store, cancels
+// what it still waits for (its approvals and forms, as [Runner.Stop]
+// does), and ends
 // the session's subscriptions, here and in the other processes, with an
 // EventSessionDeleted. Deleting an unknown session is no error.
 func (r *Runner) Delete(ctx context.Context, sessionID string) error {
@@ -277,6 +279,14 @@ func (r *Runner) Delete(ctx context.Context, sessionID string) error {
 		r.goneLocked(ss)
 	}
 	r.mu.Unlock()
+	// What the session's turn still waits for ends (a wait of another
+	// process, a form the store kept): nobody can answer it any more.
+	if _, err := r.approvals.CancelSession(ctx, sessionID); err != nil {
+		r.logger.Warn("runner: cancelling the approvals of a session being deleted", "session", sessionID, "err", err)
+	}
+	if _, err := r.forms.CancelSession(ctx, sessionID); err != nil {
+		r.logger.Warn("runner: cancelling the forms of a session being deleted", "session", sessionID, "err", err)
+	}
 	if r.notifier != nil {
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 		defer cancel()
