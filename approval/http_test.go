@@ -259,9 +259,8 @@ func TestDurableHandlers(t *testing.T) {
 	code, r = approve("s1", id, "")
 	assert.Equal(t, http.StatusInternalServerError, code, "the Store failed")
 	assert.Contains(t, r.Error, "store down")
-	code, r = post("/api/interrupt", `{"session_id":"s1"}`)
-	assert.Equal(t, http.StatusInternalServerError, code)
-	assert.Contains(t, r.Error, "store down")
+	_, err = b.CancelSession(t.Context(), "s1")
+	assert.ErrorContains(t, err, "store down")
 	st.set(false)
 	require.Len(t, pendingList(t, a, "s1"), 1, "nothing was decided")
 

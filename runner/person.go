@@ -54,10 +54,6 @@ func (p person) close() {
 	p.forms.Close()
 }
 
-// ApprovalTimeout returns how long an approval waits for a decision
-// (Config.ApprovalTimeout, or its default).
-func (r *Runner) ApprovalTimeout() time.Duration { return r.approvals.Timeout() }
-
 // Ask is one thing a session waits for a person to do, as [Runner.Pending]
 // lists it: an approval to decide, or a form to answer. Exactly one of its
 // fields is set.
