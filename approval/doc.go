@@ -35,8 +35,7 @@
 // cards. A decision for another session's approval is refused. An approval
 // that gets no decision within the timeout (300 s by default), counted
 // from its creation, is rejected with the cause agent.CauseTimeout.
-// [Manager.CancelSession] (and the handler of [Manager.InterruptHandler])
-// rejects every pending approval of a session with the cause
+// [Manager.CancelSession] (which runner.Runner.Stop calls) rejects every pending approval of a session with the cause
 // agent.CauseApprovalInterrupted, including one registered but not yet
 // waited for.
 //

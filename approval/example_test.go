@@ -27,7 +27,7 @@ func ExampleManager() {
 	// In a host: agent.Config{Approver: m}, and, with cfg.Authorize
 	// checking that the caller owns the session (see HandlerConfig),
 	//   mux.Handle("POST /api/tool-approve", m.ApproveHandler(cfg))
-	//   mux.Handle("POST /api/interrupt", m.InterruptHandler(cancelRun, cfg))
+	// (A host with a runner has it take the decisions: runner.Runner.Decide.)
 	// This example has one user and no network: anyone may decide.
 	handler := m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
 	post := func(body string) *http.Request {

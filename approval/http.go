@@ -20,10 +20,11 @@ const MaxBodyBytes = 1 << 20
 // 401 instead of 403.
 var ErrUnauthenticated = errors.New("approval: not authenticated")
 
-// HandlerConfig configures the handlers of [Manager.ApproveHandler] and
-// [Manager.InterruptHandler]. Authorize is required: the session id in a
-// request body is no credential, and nobody may decide or interrupt for
-// another person's session. The handlers of a config without it answer every
+// HandlerConfig configures the handler of [Manager.ApproveHandler] (and
+// the owner check of the handlers of interact and ui). Authorize is
+// required: the session id in a request body is no credential, and nobody
+// may decide or stop for another person's session. (A stop is
+// runner.Runner.Stop, behind a host's or a ui handler's route.) The handlers of a config without it answer every
 // request with 500 Internal Server Error and act on nothing.
 type HandlerConfig struct {
 	// Authorize is called with every request and the session its body
@@ -128,25 +129,15 @@ type ApproveRequest struct {
 	Scope string `json:"scope,omitempty"`
 }
 
-// InterruptRequest is the JSON body of the handler of
-// [Manager.InterruptHandler].
-type InterruptRequest struct {
-	// SessionID is the session to interrupt (required).
-	SessionID string `json:"session_id"`
-}
-
 // Response is the JSON body every handler of this package answers with.
 type Response struct {
 	// Success is true when the request did what it asked.
 	Success bool `json:"success"`
 	// Error says what went wrong when Success is false.
 	Error string `json:"error,omitempty"`
-	// WasActive is set by the interrupt handler: true when a run of the
-	// session was interrupted, false when none ran.
+	// WasActive is set by a stop handler (ui/aisdk's): true when something
+	// of the session was stopped, false when nothing ran nor waited.
 	WasActive *bool `json:"was_active,omitempty"`
-	// Cancelled is set by the interrupt handler: how many pending
-	// approvals it cancelled.
-	Cancelled *int `json:"cancelled,omitempty"`
 }
 
 // ApproveHandler returns the handler a host mounts at POST /api/tool-approve.
@@ -237,53 +228,6 @@ func (m *Manager) ApproveHandler(cfg HandlerConfig) http.Handler {
 		default:
 			writeJSON(w, http.StatusOK, Response{Success: true})
 		}
-	})
-}
-
-// InterruptHandler returns the handler a host mounts at POST /api/interrupt.
-// It decodes an [InterruptRequest], asks cfg.Authorize whether the caller
-// may act on the session, calls interrupt(sessionID), which cancels the
-// session's run and reports whether one was active (interrupt may be nil),
-// then [Manager.CancelSession], which also ends approvals registered but not
-// yet waited for. It answers:
-//
-//	200 {"success":true,"was_active":true,"cancelled":1}
-//	200 {"success":true,"was_active":false,"cancelled":0}
-//	                                       nothing ran and nothing waited in
-//	                                       that session (a session that does
-//	                                       not exist is idle too): a front end
-//	                                       ends its "interrupting" state at
-//	                                       once, no end of a run will come
-//	500 {"success":false,"error":"..."}    the Manager's Store failed (the
-//	                                       run was interrupted all the same)
-//	400, 401, 403, 405, 408, 413, 415, 500 as for ApproveHandler
-//
-// The owner check comes first, whatever runs: a caller that may not act on
-// the session learns nothing of it. The handler is safe for concurrent use
-// when interrupt is.
-func (m *Manager) InterruptHandler(interrupt func(sessionID string) bool, cfg HandlerConfig) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !cfg.configured(w) {
-			return
-		}
-		var req InterruptRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		if req.SessionID == "" {
-			writeError(w, http.StatusBadRequest, "missing session_id")
-			return
-		}
-		if _, ok := cfg.Check(w, r, req.SessionID); !ok {
-			return
-		}
-		active := interrupt != nil && interrupt(req.SessionID)
-		n, err := m.CancelSession(r.Context(), req.SessionID)
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		writeJSON(w, http.StatusOK, Response{Success: true, WasActive: &active, Cancelled: &n})
 	})
 }
 

@@ -147,65 +147,6 @@ func TestApproveHandler(t *testing.T) {
 	}
 }
 
-func TestInterruptHandler(t *testing.T) {
-	m := newManager(t, approval.ManagerConfig{})
-	active := map[string]bool{"running": true}
-	var interrupted []string
-	h := m.InterruptHandler(func(sessionID string) bool {
-		interrupted = append(interrupted, sessionID)
-		was := active[sessionID]
-		delete(active, sessionID)
-		return was
-	}, approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
-	tk, err := m.Request(context.Background(), request("registered", 1)) // registered, not yet waited
-	require.NoError(t, err)
-	defer tk.Wait(context.Background()) //nolint:errcheck // the release
-
-	tests := []struct {
-		name          string
-		method, body  string
-		wantStatus    int
-		wantActive    bool
-		wantCancelled int
-		wantErr       string
-	}{
-		{"active run", "POST", `{"session_id":"running"}`, 200, true, 0, ""},
-		{"pending approval without a run", "POST", `{"session_id":"registered"}`, 200, false, 1, ""},
-		{"unknown session: idle", "POST", `{"session_id":"nobody"}`, 200, false, 0, ""},
-		{"again: nothing left, idle", "POST", `{"session_id":"running"}`, 200, false, 0, ""},
-		{"missing session_id", "POST", `{}`, 400, false, 0, "session_id"},
-		{"malformed", "POST", `{`, 400, false, 0, "malformed"},
-		{"wrong method", "PUT", `{"session_id":"running"}`, 405, false, 0, "POST"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rec := serve(h, tt.method, tt.body)
-			if rec.Code != tt.wantStatus {
-				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.wantStatus, rec.Body.String())
-			}
-			r := decodeResponse(t, rec)
-			if tt.wantStatus == 200 {
-				require.True(t, r.Success)
-				require.NotNil(t, r.WasActive)
-				require.NotNil(t, r.Cancelled)
-				assert.Equal(t, tt.wantActive, *r.WasActive)
-				assert.Equal(t, tt.wantCancelled, *r.Cancelled)
-			} else {
-				assert.False(t, r.Success)
-				assert.Contains(t, r.Error, tt.wantErr)
-			}
-		})
-	}
-	assert.Equal(t, 0, m.Len())
-	assert.Equal(t, []string{"running", "registered", "nobody", "running"}, interrupted)
-
-	// A nil interrupt func only cancels approvals: an idle session answers
-	// {"success":true,"was_active":false}.
-	rec := serve(m.InterruptHandler(nil, approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), "POST", `{"session_id":"x"}`)
-	assert.Equal(t, 200, rec.Code)
-	assert.JSONEq(t, `{"success":true,"was_active":false,"cancelled":0}`, rec.Body.String())
-}
-
 // The whole path over a real server on 127.0.0.1: the agent waits, the
 // browser approves over HTTP, a stale card is answered success:false.
 func TestApproveOverHTTP(t *testing.T) {
@@ -251,15 +192,11 @@ func TestHandlersNeedAuthorize(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
 	tk, err := m.Request(context.Background(), request("s1", 1))
 	require.NoError(t, err)
-	interrupted := false
 	handlers := map[string]struct {
 		h    func(approval.HandlerConfig) http.Handler
 		body string
 	}{
 		"approve": {m.ApproveHandler, approveBody("s1", tk.ApprovalID(), request("s1", 1), `"approved":true`)},
-		"interrupt": {func(c approval.HandlerConfig) http.Handler {
-			return m.InterruptHandler(func(string) bool { interrupted = true; return true }, c)
-		}, `{"session_id":"s1"}`},
 	}
 	for name, tt := range handlers {
 		t.Run(name, func(t *testing.T) {
@@ -271,7 +208,6 @@ func TestHandlersNeedAuthorize(t *testing.T) {
 				assert.Contains(t, r.Error, "AllowAnyCaller")
 			}
 			assert.Len(t, pendingList(t, m, "s1"), 1, "nothing was decided or cancelled")
-			assert.False(t, interrupted)
 		})
 	}
 	rec := serve(m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), "POST", handlers["approve"].body)
@@ -283,7 +219,7 @@ func TestHandlersNeedAuthorize(t *testing.T) {
 
 // TestDurableHandlers: two durable Managers on one Store stand for two
 // replicas behind a load balancer, each serving the handlers on 127.0.0.1.
-// A decision or an interrupt posted to B reaches the Wait on A.
+// A decision posted to B reaches the Wait on A.
 func TestDurableHandlers(t *testing.T) {
 	leaktest.Check(t)
 	st := &failingStore{MemStore: &memory.MemStore{}}
@@ -292,7 +228,6 @@ func TestDurableHandlers(t *testing.T) {
 	cfg := approval.HandlerConfig{Authorize: approval.AllowAnyCaller}
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/tool-approve", b.ApproveHandler(cfg))
-	mux.Handle("POST /api/interrupt", b.InterruptHandler(func(string) bool { return false }, cfg))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
@@ -324,9 +259,8 @@ func TestDurableHandlers(t *testing.T) {
 	code, r = approve("s1", id, "")
 	assert.Equal(t, http.StatusInternalServerError, code, "the Store failed")
 	assert.Contains(t, r.Error, "store down")
-	code, r = post("/api/interrupt", `{"session_id":"s1"}`)
-	assert.Equal(t, http.StatusInternalServerError, code)
-	assert.Contains(t, r.Error, "store down")
+	_, err = b.CancelSession(t.Context(), "s1")
+	assert.ErrorContains(t, err, "store down")
 	st.set(false)
 	require.Len(t, pendingList(t, a, "s1"), 1, "nothing was decided")
 
@@ -344,16 +278,15 @@ func TestDurableHandlers(t *testing.T) {
 	tk, err = a.Request(t.Context(), request("s1", 2))
 	require.NoError(t, err)
 	done = waitAsync(t.Context(), tk)
-	code, r = post("/api/interrupt", `{"session_id":"s1"}`)
-	require.Equal(t, http.StatusOK, code, r.Error)
-	require.NotNil(t, r.Cancelled)
-	assert.Equal(t, 1, *r.Cancelled, "the approval waited for on A, cancelled on B")
+	n, err := b.CancelSession(t.Context(), "s1")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the approval waited for on A, cancelled on B")
 	got = within(t, done)
 	require.NoError(t, got.err)
 	assert.Equal(t, cancelledDecision, got.d)
-	code, r = post("/api/interrupt", `{"session_id":"s1"}`)
-	assert.Equal(t, http.StatusOK, code, "nothing left to interrupt")
-	assert.Equal(t, approval.Response{Success: true, WasActive: new(bool), Cancelled: new(int)}, r)
+	n, err = b.CancelSession(t.Context(), "s1")
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing left to cancel")
 	assert.Equal(t, 0, a.Len())
 	assert.Equal(t, 0, b.Len())
 }

@@ -83,9 +83,7 @@ func TestAuthorize(t *testing.T) {
 		}
 		return c.Value, nil
 	}}
-	interrupted := 0
 	approve := m.ApproveHandler(cfg)
-	interrupt := m.InterruptHandler(func(string) bool { interrupted++; return false }, cfg)
 	send := func(h http.Handler, cookie, body string) (int, approval.Response) {
 		req := httptest.NewRequest("POST", "/api/x", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -111,31 +109,13 @@ func TestAuthorize(t *testing.T) {
 		status, r := send(approve, tc.cookie, decide)
 		assert.Equal(t, tc.status, status, "approve with cookie %q", tc.cookie)
 		assert.Contains(t, r.Error, tc.wantErr)
-		status, r = send(interrupt, tc.cookie, `{"session_id":"s1"}`)
-		assert.Equal(t, tc.status, status, "interrupt with cookie %q", tc.cookie)
-		assert.Contains(t, r.Error, tc.wantErr)
 	}
 	assert.Equal(t, 1, m.Len(), "the approval is still pending")
-	assert.Zero(t, interrupted, "a refused interrupt does not reach the host")
-	assert.Equal(t, []call{{"s1", ""}, {"s1", ""}, {"s1", "mallory"}, {"s1", "mallory"}}, calls)
+	assert.Equal(t, []call{{"s1", ""}, {"s1", "mallory"}}, calls)
 
 	status, r := send(approve, "alice", decide)
 	assert.Equal(t, http.StatusOK, status)
 	assert.True(t, r.Success)
-	status, r = send(interrupt, "alice", `{"session_id":"s1"}`)
-	assert.Equal(t, http.StatusOK, status, "authorized, and nothing left to interrupt")
-	assert.Equal(t, approval.Response{Success: true, WasActive: new(bool), Cancelled: new(int)}, r, "an idle session: success, was_active false")
-	assert.Equal(t, 1, interrupted)
-	for _, tc := range []struct {
-		cookie string
-		status int
-	}{{"", http.StatusUnauthorized}, {"mallory", http.StatusForbidden}} {
-		status, r = send(interrupt, tc.cookie, `{"session_id":"s1"}`)
-		assert.Equal(t, tc.status, status, "interrupt of an idle session with cookie %q", tc.cookie)
-		assert.False(t, r.Success)
-		assert.Nil(t, r.WasActive, "a refused interrupt tells nothing of the session")
-	}
-	assert.Equal(t, 1, interrupted, "a refused interrupt does not reach the host")
 	d, err := tk.Wait(context.Background())
 	require.NoError(t, err)
 	assert.True(t, d.Approved)
@@ -147,7 +127,7 @@ func TestAuthorize(t *testing.T) {
 // with 415 before it is read (a form post from another site cannot be one).
 func TestHandlersWantJSON(t *testing.T) {
 	m := newManager(t, approval.ManagerConfig{})
-	for _, h := range []http.Handler{m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}), m.InterruptHandler(nil, approval.HandlerConfig{Authorize: approval.AllowAnyCaller})} {
+	for _, h := range []http.Handler{m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller})} {
 		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonx"} {
 			req := httptest.NewRequest("POST", "/api/x", strings.NewReader(`{"session_id":"s1"}`))
 			if ct != "" {

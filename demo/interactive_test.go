@@ -37,15 +37,11 @@ func loadSkills(t *testing.T) *skills.Set {
 // ask_user_question, get_skill and the researcher.
 func offerable(t *testing.T) []agent.Tool {
 	t.Helper()
-	forms, err := interact.NewForms(interact.FormsConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r, err := demo.Researcher(demoConfig(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(demo.Tools(), interact.AskUserQuestion(forms), loadSkills(t).Tool(), r)
+	return append(demo.Tools(), interact.AskUserQuestion(), loadSkills(t).Tool(), r)
 }
 
 // demoConfig is an agent's Config on a zero-delay demo model.
@@ -181,11 +177,16 @@ func TestGetSkillCall(t *testing.T) {
 }
 
 // run runs a with msg in session s1 and returns its chunks; onChunk, when
-// not nil, sees each chunk as it comes.
-func run(t *testing.T, a *agent.Agent, msg string, onChunk func(agent.Chunk)) []agent.Chunk {
+// not nil, sees each chunk as it comes; forms, when not nil, ask the
+// person.
+func run(t *testing.T, a *agent.Agent, msg string, forms *interact.Forms, onChunk func(agent.Chunk)) []agent.Chunk {
 	t.Helper()
 	var chunks []agent.Chunk
-	for c, err := range a.Run(t.Context(), agent.Input{SessionID: "s1", Message: msg}) {
+	ctx := t.Context()
+	if forms != nil {
+		ctx = interact.WithAsker(ctx, forms) // no runner: the test's forms ask
+	}
+	for c, err := range a.Run(ctx, agent.Input{SessionID: "s1", Message: msg}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +222,7 @@ func TestDemoFormAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools, err := agent.NewToolRegistry(interact.AskUserQuestion(forms))
+	tools, err := agent.NewToolRegistry(interact.AskUserQuestion())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestDemoFormAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := 0
-	chunks := run(t, a, "ask me a few questions", func(c agent.Chunk) {
+	chunks := run(t, a, "ask me a few questions", forms, func(c agent.Chunk) {
 		fr, ok := c.Side.(interact.FormRequest)
 		if c.Kind != agent.KindSide || !ok {
 			return
@@ -285,7 +286,7 @@ func TestDemoResearcherNested(t *testing.T) {
 		t.Fatal(err)
 	}
 	var approvals []string
-	chunks := run(t, a, "research the weather in Oslo and the time in Tokyo", func(c agent.Chunk) {
+	chunks := run(t, a, "research the weather in Oslo and the time in Tokyo", nil, func(c agent.Chunk) {
 		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
 			approvals = append(approvals, c.Agent+":"+c.Tool.Name)
 			if _, err := m.Respond(t.Context(), approval.Reply{SessionID: "s1", ApprovalID: c.Tool.ApprovalID,
@@ -335,7 +336,7 @@ func TestDemoSkillRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	final := finalText(run(t, a, "use the pdf skill", nil))
+	final := finalText(run(t, a, "use the pdf skill", nil, nil))
 	if !strings.Contains(final, "get_skill:") || !strings.Contains(final, "Open the PDF, then read it page by page.") {
 		t.Errorf("final answer %q", final)
 	}

@@ -70,8 +70,11 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 	return FormRequest{Type: TypeFormRequest, Title: a.Title, Questions: qs}, nil
 }
 
-// AskUserQuestion returns the ask_user_question tool, whose forms f
-// registers and answers.
+// AskUserQuestion returns the ask_user_question tool. It asks the person
+// through the [Asker] of the call's context: a runner.Runner sets its own
+// in every run it drives; a host that runs agent.Run itself sets one (such
+// as a [*Forms]) with [WithAsker]. Without one the call fails with an
+// error wrapping [ErrNoAsker], which the model reads.
 //
 // The model calls it with a list of questions, each of a kind ("text",
 // "single" or "multiple", the choice ones with options) and an optional id,
@@ -80,37 +83,38 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 //	{"title":"Trip","questions":[{"id":"seat","question":"Seat?","kind":"single","options":["window","aisle"]}]}
 //
 // The tool skips approval: it is the user's interaction itself. Its side
-// message registers the form with f and is a [FormRequest] (the side chunk's
-// Side holds the FormRequest value), yielded right after the call's
-// executing chunk; the host shows the form and gives the user's answers to
-// [Forms.Answer] (or its HTTP handler) with the session id and the form id.
-// The call then returns the answers to the model as JSON, in question order,
-// a string for a text or single choice question and an array for a multiple
-// choice:
+// message registers the form with the asker ([Asker.OpenForm]) and is a
+// [FormRequest] (the side chunk's Side holds the FormRequest value),
+// yielded right after the call's executing chunk; the host shows the form
+// and gives the user's answers (runner.Runner.Answer, or [Forms.Answer])
+// with the session id and the form id. The call then returns the answers
+// to the model as JSON, in question order, a string for a text or single
+// choice question and an array for a multiple choice:
 //
 //	{"answers":[{"id":"seat","question":"Seat?","answer":"window"}]}
 //
-// When nobody answers within f's timeout, or the form is cancelled
-// ([Forms.CancelSession]), the call returns an error the model reads (the
-// tool message "error: ..."), and the run goes on. When the run is
-// interrupted the call returns at once with the context's error. Questions
-// that do not make a form (see [ErrInvalidForm]) and a run without
-// agent.Input.SessionID are errors for the model too, and show no form.
+// When nobody answers within the asker's timeout, or the form is cancelled
+// (a stop, [Forms.CancelSession]), the call returns an error the model
+// reads (the tool message "error: ..."), and the run goes on. When the run
+// is interrupted the call returns at once with the context's error.
+// Questions that do not make a form (see [ErrInvalidForm]) and a run
+// without agent.Input.SessionID are errors for the model too, and show no
+// form.
 //
 // A call whose side message failed (no side chunk was yielded) registers
 // its form when it starts, so that it can still be answered: a front end
-// finds it with [Forms.Pending].
+// finds it among the session's pending forms.
 //
-// The tool is resumable (agent.ToolDefinition.Resumable): with a Forms
-// that has a Store and a run that keeps open-call records, a form survives
-// its process. The call suspends its run after [FormsConfig.SuspendAfter]
-// (and when the host suspends the run); after a restart, or on another
-// replica, the resumed turn runs the call again, which takes up the same
-// form by the call's key: answered meanwhile, the answers reach the model
-// at once; still open, the form is shown again with the same id.
-func AskUserQuestion(f *Forms) agent.Tool { return askTool{f} }
+// The tool is resumable (agent.ToolDefinition.Resumable): with an asker
+// whose forms are kept in a store and a run that keeps open-call records,
+// a form survives its process. The call suspends its run after the asker's
+// SuspendAfter (and when the host suspends the run); after a restart, or
+// on another replica, the resumed turn runs the call again, which takes up
+// the same form by the call's key: answered meanwhile, the answers reach
+// the model at once; still open, the form is shown again with the same id.
+func AskUserQuestion() agent.Tool { return askTool{} }
 
-type askTool struct{ forms *Forms }
+type askTool struct{}
 
 func (askTool) Definition() agent.ToolDefinition {
 	return agent.ToolDefinition{
@@ -124,54 +128,91 @@ func (askTool) Definition() agent.ToolDefinition {
 	}
 }
 
-// SideMessage registers the call's form and returns its FormRequest. A
-// resumed turn's call (the same durable key) gets the form it asked
-// before, with the same id.
-func (t askTool) SideMessage(ctx context.Context, call agent.ToolCall) (any, error) {
+// SideMessage registers the call's form with the asker and returns its
+// FormRequest.
+func (askTool) SideMessage(ctx context.Context, call agent.ToolCall) (any, error) {
 	req, err := parseAsk(call.Arguments)
 	if err != nil {
 		return nil, err
 	}
-	info, session, key, ok := callOf(ctx)
-	if !ok {
-		return nil, errors.New("interact: ask_user_question's side message outside a run (no agent call in the context)")
-	}
-	if session == "" {
-		return nil, fmt.Errorf("%w (set agent.Input.SessionID: forms are answered per session)", ErrNoSession)
-	}
-	if err := ctx.Err(); err != nil {
+	a, err := askerOf(ctx, "ask_user_question")
+	if err != nil {
 		return nil, err
 	}
-	return t.forms.register(ctx, info, session, key, req)
+	return a.OpenForm(ctx, req)
 }
 
 // Execute waits for the answers to the call's form.
-func (t askTool) Execute(ctx context.Context, args json.RawMessage, _ agent.Progress) (string, error) {
-	info, session, key, ok := callOf(ctx)
-	var h *handoff
-	if ok {
-		h = t.forms.take(key)
-	}
-	if h == nil {
-		req, err := parseAsk(args)
-		if err != nil {
-			return "", err
-		}
-		if session == "" {
-			return "", fmt.Errorf("%w: the form cannot be answered (the host must set agent.Input.SessionID)", ErrNoSession)
-		}
-		if err := ctx.Err(); err != nil {
-			return "", err
-		}
-		w, req, err := t.forms.open(ctx, info, session, req)
-		if err != nil {
-			return "", err
-		}
-		h = &handoff{w: w, req: req}
-	}
-	answers, err := t.forms.wait(ctx, h.w, h.req.Questions)
+func (askTool) Execute(ctx context.Context, args json.RawMessage, _ agent.Progress) (string, error) {
+	req, err := parseAsk(args)
 	if err != nil {
 		return "", err
 	}
-	return resultText(h.req.Questions, answers), nil
+	a, err := askerOf(ctx, "ask_user_question")
+	if err != nil {
+		return "", err
+	}
+	form, answers, err := a.AwaitForm(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	return resultText(form.Questions, answers), nil
+}
+
+// OpenForm implements [Asker]: it registers req as the form of the call
+// running in ctx (ask_user_question's side message); [Forms.AwaitForm]
+// takes it. When ctx ends before AwaitForm took it (the call never ran),
+// the form is cancelled, unless ctx ended to suspend the run: then it
+// stays open for the resumed turn's call.
+func (f *Forms) OpenForm(ctx context.Context, req FormRequest) (FormRequest, error) {
+	qs, err := checkQuestions(req.Questions)
+	if err != nil {
+		return FormRequest{}, err
+	}
+	req.Questions = qs
+	info, session, key, ok := callOf(ctx)
+	if !ok {
+		return FormRequest{}, errors.New("interact: a form asked outside a run (no agent call in the context)")
+	}
+	if session == "" {
+		return FormRequest{}, fmt.Errorf("%w (set agent.Input.SessionID: forms are answered per session)", ErrNoSession)
+	}
+	if err := ctx.Err(); err != nil {
+		return FormRequest{}, err
+	}
+	return f.register(ctx, info, session, key, req)
+}
+
+// AwaitForm implements [Asker]: it waits for the answers to the form
+// OpenForm registered for the call running in ctx, or to req, opened now
+// when there is none.
+func (f *Forms) AwaitForm(ctx context.Context, req FormRequest) (FormRequest, Answers, error) {
+	info, session, key, ok := callOf(ctx)
+	var h *handoff
+	if ok {
+		h = f.take(key)
+	}
+	if h == nil {
+		qs, err := checkQuestions(req.Questions)
+		if err != nil {
+			return FormRequest{}, nil, err
+		}
+		req.Questions = qs
+		if session == "" {
+			return FormRequest{}, nil, fmt.Errorf("%w: the form cannot be answered (the host must set agent.Input.SessionID)", ErrNoSession)
+		}
+		if err := ctx.Err(); err != nil {
+			return FormRequest{}, nil, err
+		}
+		w, req, err := f.open(ctx, info, session, req)
+		if err != nil {
+			return FormRequest{}, nil, err
+		}
+		h = &handoff{w: w, req: req}
+	}
+	answers, err := f.wait(ctx, h.w, h.req.Questions)
+	if err != nil {
+		return FormRequest{}, nil, err
+	}
+	return h.req, answers, nil
 }

@@ -19,7 +19,7 @@ import (
 
 func TestAskUserQuestionDefinition(t *testing.T) {
 	f := newForms(t, interact.FormsConfig{})
-	tool := interact.AskUserQuestion(f)
+	tool := askWith(f)
 	d := tool.Definition()
 	assert.Equal(t, "ask_user_question", d.Name)
 	assert.True(t, d.SkipApproval)
@@ -41,7 +41,7 @@ func TestAskUserQuestionInARun(t *testing.T) {
 		agenttest.Reply().Text("An aisle seat for Ada.").Finish("stop"),
 	)
 	f := newForms(t, interact.FormsConfig{})
-	a := newAgent(t, srv, nil, interact.AskUserQuestion(f))
+	a := newAgent(t, srv, nil, askWith(f))
 	turn := a.NewTurn(agent.Input{SessionID: "s1", Message: "book me a trip"})
 	var chunks []agent.Chunk
 	for c, err := range turn.Run(t.Context()) {
@@ -86,7 +86,7 @@ func TestSideChunkRightAfterExecuting(t *testing.T) {
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.ParallelTools = true
 		c.DisablePlanning = true
-	}, interact.AskUserQuestion(f), interact.ShowCard(), weather())
+	}, askWith(f), interact.ShowCard(), weather())
 
 	const rounds = 15
 	for iter := range rounds {
@@ -172,7 +172,7 @@ func TestAnswerFromAnotherOwnerIsRefused(t *testing.T) {
 	)
 	f := newForms(t, interact.FormsConfig{})
 	web := newAnswerer(t, f, map[string]string{"alice-1": "alice", "mallory-1": "mallory"})
-	a := newAgent(t, srv, nil, interact.AskUserQuestion(f))
+	a := newAgent(t, srv, nil, askWith(f))
 	turn := a.NewTurn(agent.Input{SessionID: "alice-1", Message: "ask me"})
 	for c, err := range turn.Run(t.Context()) {
 		require.NoError(t, err)
@@ -221,7 +221,7 @@ func runAsk(t *testing.T, f *interact.Forms, ctx context.Context, args string, o
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", args).Finish("tool_calls"),
 		agenttest.Reply().Text("ok").Finish("stop"),
 	)
-	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true; c.OnReject = agent.RejectContinue }, interact.AskUserQuestion(f))
+	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true; c.OnReject = agent.RejectContinue }, askWith(f))
 	turn := a.NewTurn(agent.Input{SessionID: "s1", Message: "ask me"})
 	var chunks []agent.Chunk
 	for c, err := range turn.Run(ctx) {
@@ -306,7 +306,7 @@ func TestConsumerLeavesAtTheForm(t *testing.T) {
 	srv := newServer(t)
 	srv.Enqueue(agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"))
 	f := newForms(t, interact.FormsConfig{})
-	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, interact.AskUserQuestion(f))
+	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, askWith(f))
 	turn := a.NewTurn(agent.Input{SessionID: "s1", Message: "ask me"})
 	var formID string
 	for c, err := range turn.Run(t.Context()) {
@@ -336,13 +336,31 @@ func TestAskWithoutSession(t *testing.T) {
 		agenttest.Reply().Text("ok").Finish("stop"),
 	)
 	f := newForms(t, interact.FormsConfig{})
-	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, interact.AskUserQuestion(f))
+	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, askWith(f))
 	chunks, err := collect(a.Run(t.Context(), agent.Input{Message: "ask me"}))
 	require.NoError(t, err)
 	assert.NotContains(t, strings.Join(trace(chunks), " "), "side:")
 	assert.Contains(t, toolMessages(t, srv)["call_1"], "error: interact: the run has no session id")
 	assert.Contains(t, toolMessages(t, srv)["call_1"], "agent.Input.SessionID")
 	assert.Zero(t, f.Len())
+}
+
+// TestAskWithoutAsker: a run whose context has no asker (no runner drives
+// it, and the host set none) shows no form, and the model reads why
+// instead of the run failing.
+func TestAskWithoutAsker(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),
+		agenttest.Reply().Text("ok").Finish("stop"),
+	)
+	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, interact.AskUserQuestion())
+	chunks, err := collect(a.Run(t.Context(), agent.Input{SessionID: "s1", Message: "ask me"}))
+	require.NoError(t, err)
+	assert.NotContains(t, strings.Join(trace(chunks), " "), "side:")
+	assert.Contains(t, toolMessages(t, srv)["call_1"], "error: ask_user_question: "+interact.ErrNoAsker.Error())
+	assert.Contains(t, strings.Join(trace(chunks), " "), "tool:result:ask_user_question round_end:1 text", "the run went on")
 }
 
 // TestAskInvalidQuestions: questions the schema lets through but that make
@@ -374,7 +392,7 @@ func TestAskInsideANestedRun(t *testing.T) {
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),
 		agenttest.Reply().Text("the user wants an aisle").Finish("stop"),
 	)
-	innerAgent := newAgent(t, inner, func(c *agent.Config) { c.DisablePlanning = true }, interact.AskUserQuestion(f))
+	innerAgent := newAgent(t, inner, func(c *agent.Config) { c.DisablePlanning = true }, askWith(f))
 	delegate := agent.FuncTool{
 		Def: agent.ToolDefinition{Name: "delegate", SkipApproval: true},
 		Fn: func(ctx context.Context, _ json.RawMessage, _ agent.Progress) (string, error) {

@@ -15,6 +15,12 @@
 //
 // # Forms
 //
+// The tools ask the person through the [Asker] of their call's context: a
+// runner.Runner puts its own in every run it drives (its forms, on its
+// store, answered with runner.Runner.Answer), so a host that drives its
+// sessions with a runner wires nothing; a host that runs agent.Run itself
+// (a terminal) puts a [Forms] there with [WithAsker].
+//
 // [Forms] is the service behind ask_user_question, on the same core as
 // approval.Manager: a form is a record of a memory store, registered before
 // its form_request chunk is yielded, so answers given at any moment after
@@ -31,8 +37,8 @@
 // # Requests for input of MCP servers
 //
 // [Forms.Elicit] is how a tool shows a form it did not write itself: an
-// MCP server's request for input (elicitation, see mcpclient's
-// Options.Forms), in form mode (fields from the requested JSON schema,
+// MCP server's request for input (elicitation, see mcpclient: the request
+// reaches the Asker of the call it belongs to), in form mode (fields from the requested JSON schema,
 // [FieldsOf]) or URL mode (a link whose host is shown, opened only after
 // the user consents). It is a form of the same Forms, kind and store, so it
 // is durable and answerable on any replica as a question form is, and

@@ -69,7 +69,7 @@ func askOn(t *testing.T, forms *interact.Forms, onForm func(interact.FormRequest
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),
 		agenttest.Reply().Text("ok").Finish("stop"),
 	)
-	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, interact.AskUserQuestion(forms))
+	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, askWith(forms))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var chunks []agent.Chunk
@@ -269,7 +269,7 @@ func TestFormSurvivesARestart(t *testing.T) {
 		forms, err := interact.NewForms(interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
 		require.NoError(t, err)
 		defer func() { assert.NoError(t, forms.Close()) }()
-		a := newAgent(t, srv, withStore(st), interact.AskUserQuestion(forms))
+		a := newAgent(t, srv, withStore(st), askWith(forms))
 		chunks, err := collect(a.Run(t.Context(), agent.Input{SessionID: "s1", Message: "book me a seat"}))
 		require.NoError(t, err)
 		for _, c := range chunks {
@@ -291,7 +291,7 @@ func TestFormSurvivesARestart(t *testing.T) {
 	assert.Equal(t, formID, p[0].FormID)
 	assert.Equal(t, "call_1", p[0].CallID)
 	assert.Equal(t, "Trip", p[0].Title)
-	a := newAgent(t, srv, withStore(st), interact.AskUserQuestion(forms))
+	a := newAgent(t, srv, withStore(st), askWith(forms))
 
 	// Resumed before anybody answered: the same form is shown again, and
 	// the run suspends again.
@@ -346,7 +346,7 @@ func TestNewMessageClosesAPendingForm(t *testing.T) {
 		c.DisablePlanning = true
 		c.Store = st
 		c.Approver = m // its CancelApproval closes the form of a call the user moved on from
-	}, interact.AskUserQuestion(forms))
+	}, askWith(forms))
 
 	chunks, err := collect(a.Run(t.Context(), agent.Input{SessionID: "s1", Message: "book me a seat"}))
 	require.NoError(t, err)

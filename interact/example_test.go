@@ -11,7 +11,7 @@ import (
 
 // A host that answers the model's questions from its range loop, as a
 // terminal does, and shows cards. A browser host would send the form to the
-// page and mount Forms.AnswerHandler for the answers instead.
+// page and give the answers to runner.Runner.Answer instead.
 func Example() {
 	// A scripted model: it asks a question and shows a card in one round,
 	// then answers.
@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	tools, err := agent.NewToolRegistry(interact.AskUserQuestion(forms), interact.ShowCard())
+	tools, err := agent.NewToolRegistry(interact.AskUserQuestion(), interact.ShowCard())
 	if err != nil {
 		panic(err)
 	}
@@ -44,8 +44,11 @@ func Example() {
 		panic(err)
 	}
 
+	// No runner drives this run: the forms ask the person, through the
+	// run's context.
+	ctx := interact.WithAsker(context.Background(), forms)
 	in := agent.Input{SessionID: "s1", Message: "Book my flight."}
-	for c, err := range a.Run(context.Background(), in) {
+	for c, err := range a.Run(ctx, in) {
 		if err != nil {
 			fmt.Println("error:", err)
 			return

@@ -376,6 +376,11 @@ type FormReply struct {
 	// Elicitation answers a form of [Forms.Elicit] (an
 	// elicitation_request) instead of Answers.
 	Elicitation *ElicitationAnswer
+	// Cancel dismisses the form instead of answering it (the person moved
+	// on): its call ends with an error wrapping [ErrCancelled], which the
+	// model reads, as for a cancelled session (an elicitation is answered
+	// [ActionCancel]).
+	Cancel bool
 	// By is who answered (the principal a handler's Authorize returned)
 	// and Via through what ("http", "terminal"); kept with the answer.
 	By, Via string
@@ -402,7 +407,13 @@ type FormReply struct {
 // fails. ctx bounds the Store calls.
 func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) {
 	d := memory.ApprovalDecision{Approved: true, Principal: cmp.Or(r.By, "unknown"), Channel: cmp.Or(r.Via, "http")}
+	if r.Cancel {
+		d.Approved, d.Cause, d.Reason = false, f.interrupted.Cause, "the user dismissed the form without answering"
+	}
 	open, err = f.core.Decide(ctx, r.SessionID, r.FormID, d, func(a memory.Approval, d *memory.ApprovalDecision) error {
+		if r.Cancel {
+			return nil
+		}
 		if recordType(a) == TypeElicitationRequest {
 			return decideElicitation(a, r.Elicitation, d)
 		}

@@ -212,3 +212,21 @@ func (a *answerer) post(t *testing.T, owner string, body any) (int, map[string]a
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	return resp.StatusCode, out
 }
+
+// askWith is ask_user_question asking through f: the context of its side
+// message and of its call carries f (interact.WithAsker), as a runner's
+// runs do.
+func askWith(f interact.Asker) agent.Tool { return askerTool{interact.AskUserQuestion(), f} }
+
+type askerTool struct {
+	agent.Tool
+	asker interact.Asker
+}
+
+func (t askerTool) SideMessage(ctx context.Context, call agent.ToolCall) (any, error) {
+	return t.Tool.(agent.SideMessenger).SideMessage(interact.WithAsker(ctx, t.asker), call)
+}
+
+func (t askerTool) Execute(ctx context.Context, args json.RawMessage, p agent.Progress) (string, error) {
+	return t.Tool.Execute(interact.WithAsker(ctx, t.asker), args, p)
+}

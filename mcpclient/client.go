@@ -16,7 +16,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 )
 
@@ -66,18 +65,6 @@ type Options struct {
 	// OAuthWait bounds how long a call waits for the person to connect
 	// (the call's own timeout bounds it too). Zero means 10 minutes.
 	OAuthWait time.Duration
-	// Forms, when not nil, lets servers ask the user for input in the
-	// middle of a call (MCP elicitation, form and URL mode): the client
-	// declares the capability, and a server's request becomes a durable
-	// form of the conversation of the call that is running
-	// (interact.Forms.Elicit), whose answer goes back to the server. A
-	// call that waits for such an answer saves so with its open-call
-	// record, so that a turn resumed after a restart sends it again and
-	// the server's question finds the answer given meanwhile, on any
-	// replica (see "Elicitation" in the package documentation). Nil
-	// declines every request for input: the server is told decline, and
-	// the call's result says that no person can answer.
-	Forms *interact.Forms
 }
 
 // The defaults of the zero values of Options.
@@ -113,7 +100,6 @@ type serverEntry struct {
 	log        *slog.Logger
 	pins       *pins // the client's, shared by its servers
 	clientInfo mcp.Implementation
-	forms      *interact.Forms // nil without Options.Forms
 	// onListChanged is told of a notifications/tools/list_changed; nil for
 	// a per_conversation server, whose tools are those of its probe.
 	onListChanged func()
@@ -216,7 +202,6 @@ func New(ctx context.Context, servers []ServerConfig, opts Options) (*Client, er
 			names:      newRedactor(nameForms(ex.secrets)),
 			pins:       pins,
 			clientInfo: info,
-			forms:      opts.Forms,
 			relist:     make(chan struct{}, 1),
 			changed:    c.toolsChanged,
 		}

@@ -109,7 +109,7 @@ type conn struct {
 
 	scopeMu sync.Mutex // guards scope
 	scope   []string   // what a 403 insufficient_scope asked for; nil before one
-	elicit  *elicitor  // answers the server's requests for input; nil without Options.Forms
+	elicit  *elicitor  // answers the server's requests for input
 
 	stopListen func() // ends the subscription to list changes; nil without one
 	closeOnce  sync.Once

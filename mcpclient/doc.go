@@ -267,11 +267,14 @@
 //
 // # Requests for input (elicitation)
 //
-// The client declares the elicitation capability, in form and URL mode.
-// With [Options.Forms] a server may ask the user something in the middle
-// of a call. The request becomes a durable form of the conversation of the
-// call (interact.Forms.Elicit): an elicitation_request side chunk beside
-// the call's card, kept in the forms' store, answerable on any replica by
+// The client declares the elicitation capability, in form and URL mode: a
+// server may ask the user something in the middle of a call. The request
+// goes to the interact.Asker of the call's context (a runner.Runner puts
+// its own in every run's; a host that runs agent.Run itself sets one with
+// interact.WithAsker), so it reaches the person of that call's
+// conversation only. It becomes a durable form of the conversation
+// (interact.Forms.Elicit): an elicitation_request side chunk beside
+// the call's card, kept in the runner's store, answerable on any replica by
 // the session's owner, its content checked against the requested schema
 // before it is taken. The answer (accept with the content, decline, or
 // cancel, which is also what a form nobody answers in time gets) goes back
@@ -282,7 +285,7 @@
 //     the answer and the server's requestState. Before the form waits, the
 //     call saves with its open-call record that it waits for input
 //     ([agent.SaveCallState]): when the run suspends meanwhile
-//     (FormsConfig.SuspendAfter, or a runner shutting down), or its process
+//     (runner.Config.SuspendAfter, or a runner shutting down), or its process
 //     dies, the resumed turn, in any process, sends the call again, the
 //     server asks the same again, and the answer given meanwhile is taken
 //     instead of asking anew (the protocol's re-issued request, which a
@@ -310,8 +313,7 @@
 // person cannot see, and when the run has no session, so nobody could
 // answer; the call's result says why, after what the server answered,
 // and the client logs it. A URL is only shown, with its host in ASCII
-// (punycode): the front end opens it after the user consents. Without Forms the capability is declared all the same, and
-// every request for input is declined at once: the server is told
-// decline, and the call's result says that no person can answer (this
-// client has no forms to ask with).
+// (punycode): the front end opens it after the user consents. A call whose context has
+// no asker declines every request for input at once: the server is told
+// decline, and the call's result says that no person can answer.
 package mcpclient

@@ -17,8 +17,9 @@ import (
 )
 
 // elicitor answers a server's requests for input (elicitation, form and
-// URL mode) with forms of Options.Forms, shown to the user of the call
-// that is running. It is the client.ElicitationHandler of one connection.
+// URL mode) through the interact.Asker of the call that is running (its
+// context's: a runner's, or the host's own), shown to the user of that
+// call's session. It is the client.ElicitationHandler of one connection.
 //
 // At protocol 2026-07-28 a request comes as an input_required result of
 // the call itself (a multi round-trip request): it is handled in the
@@ -33,14 +34,14 @@ type elicitor struct {
 	calls map[*int]context.Context
 }
 
-// elicitationCapability is what the client declares with Forms: both modes.
+// elicitationCapability is what the client declares: both modes.
 var elicitationCapability = mcp.ClientCapabilities{
 	Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 }
 
 // elicitationOptions returns the client options of a connection of e. The
-// capability is declared with or without Options.Forms: without, every
-// request for input is declined, and the call's result says why (no
+// capability is always declared: a call whose run has no interact.Asker
+// declines every request for input, and the call's result says why (no
 // person can answer), so that a server that asks learns it at once
 // instead of failing its call.
 func (c *conn) elicitationOptions() []client.ClientOption {
@@ -95,9 +96,10 @@ func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 		defer context.AfterFunc(ctx, cancel)()
 		ctx, legacy = merged, true
 	}
-	if e.forms == nil {
-		e.log.Warn("declined a request for input: no person can answer (Options.Forms is not set)")
-		noteDecline(ctx, "no person can answer: this client has no forms to ask with (mcpclient.Options.Forms is not set)")
+	asker, ok := interact.AskerFrom(ctx)
+	if !ok {
+		e.log.Warn("declined a request for input: no person can answer (the run's context has no interact.Asker)")
+		noteDecline(ctx, "no person can answer: the run has no one to ask (no interact.Asker in its context)")
 		return declined(), nil
 	}
 	if !legacy {
@@ -121,7 +123,7 @@ func (h *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 		noteDecline(ctx, err.Error())
 		return declined(), nil
 	}
-	ans, err := e.forms.Elicit(ctx, interact.ElicitationRequest{
+	ans, err := asker.Elicit(ctx, interact.ElicitationRequest{
 		Server:  e.cfg.Name,
 		Mode:    e.red.String(p.Mode),
 		Message: e.red.String(p.Message),
@@ -169,7 +171,7 @@ type declines struct {
 type declinesKey struct{}
 
 // withDeclines returns ctx carrying a collector of the call's declines;
-// a connection without Forms adds none.
+// a nil elicitor adds none.
 func (h *elicitor) withDeclines(ctx context.Context, tool string) (context.Context, *declines) {
 	if h == nil {
 		return ctx, nil

@@ -83,7 +83,7 @@ func testElicitationAcrossReplicas(t *testing.T, open func(*testing.T) durableSt
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		c, err := New(ctx, []ServerConfig{server}, Options{Forms: forms})
+		c, err := New(ctx, []ServerConfig{server}, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,10 +128,10 @@ func testElicitationAcrossReplicas(t *testing.T, open func(*testing.T) durableSt
 
 	// Replica A: the server asks, nobody answers, the run suspends, and
 	// A goes away.
-	a, _, closeA := replica(open(t))
+	a, formsA, closeA := replica(open(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	chunks, shown := run(a.Run(ctx, agent.Input{SessionID: "s1", Message: "greet me"}))
+	chunks, shown := run(a.Run(interact.WithAsker(ctx, formsA), agent.Input{SessionID: "s1", Message: "greet me"}))
 	if len(shown) != 1 || chunks[len(chunks)-1].Kind != agent.KindSuspended {
 		t.Fatalf("on A: shown %d requests, last chunk %v; want 1 and a suspension; chunks: %s", len(shown), chunks[len(chunks)-1].Kind, describeChunks(chunks))
 	}
@@ -152,7 +152,7 @@ func testElicitationAcrossReplicas(t *testing.T, open func(*testing.T) durableSt
 	if err != nil || !ok {
 		t.Fatalf("Answer on B = %v, %v", ok, err)
 	}
-	chunks, shown = run(b.Resume(ctx, "s1"))
+	chunks, shown = run(b.Resume(interact.WithAsker(ctx, formsB), "s1"))
 	if len(shown) != 0 {
 		t.Errorf("the resumed call asked again: %+v", shown)
 	}

@@ -60,6 +60,9 @@ func elicitTurn(t *testing.T, c *Client, forms *interact.Forms, tool string, ans
 	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if forms != nil {
+		ctx = interact.WithAsker(ctx, forms) // as a runner does for its runs
+	}
 	var shown []interact.ElicitationRequest
 	result := ""
 	for ch, err := range a.Run(ctx, agent.Input{SessionID: "s1", Message: "go"}) {
@@ -112,7 +115,7 @@ func TestElicitation(t *testing.T) {
 			}
 			t.Run(string(tr)+"/"+era, func(t *testing.T) {
 				forms := newForms(t)
-				c := newClient(t, Options{Forms: forms}, elicitFixture(t, tr, version))
+				c := newClient(t, Options{}, elicitFixture(t, tr, version))
 
 				got, shown := elicitTurn(t, c, forms, "ask", func(r interact.ElicitationRequest) interact.ElicitationAnswer {
 					return interact.ElicitationAnswer{Action: interact.ActionAccept, Content: map[string]any{"name": "Ada", "age": 36}}
@@ -169,7 +172,7 @@ func TestElicitation(t *testing.T) {
 func TestElicitationInvalidContent(t *testing.T) {
 	leaktest.Check(t)
 	forms := newForms(t)
-	c := newClient(t, Options{Forms: forms}, elicitFixture(t, TransportHTTP, ""))
+	c := newClient(t, Options{}, elicitFixture(t, TransportHTTP, ""))
 	var once sync.Once
 	got, _ := elicitTurn(t, c, forms, "ask", func(r interact.ElicitationRequest) interact.ElicitationAnswer {
 		once.Do(func() {
@@ -197,10 +200,10 @@ func TestElicitationInvalidContent(t *testing.T) {
 	}
 }
 
-// Without Options.Forms nobody can answer: a server that asks, in either
-// protocol era, over stdio and streamable HTTP, is told decline at once,
-// nothing is shown, and the call's result says why.
-func TestElicitationWithoutForms(t *testing.T) {
+// Without an asker in the run's context nobody can answer: a server that
+// asks, in either protocol era, over stdio and streamable HTTP, is told
+// decline at once, nothing is shown, and the call's result says why.
+func TestElicitationWithoutAsker(t *testing.T) {
 	leaktest.Check(t)
 	for _, tr := range []Transport{TransportStdio, TransportHTTP} {
 		for _, version := range []string{"", mcp.LATEST_LEGACY_PROTOCOL_VERSION} {
@@ -210,11 +213,11 @@ func TestElicitationWithoutForms(t *testing.T) {
 					t.Errorf("shown %+v", r)
 					return interact.ElicitationAnswer{}
 				})
-				if got != "decline\n(the client declined the server's request for input: no person can answer: this client has no forms to ask with (mcpclient.Options.Forms is not set))" || len(shown) != 0 {
+				if got != "decline\n(the client declined the server's request for input: no person can answer: the run has no one to ask (no interact.Asker in its context))" || len(shown) != 0 {
 					t.Errorf("result %q, shown %d; want the server's answer to a decline, and why", got, len(shown))
 				}
 				if tool(t, c, "ask").Definition().Resumable {
-					t.Error("a tool of a client without Forms is resumable")
+					t.Error("a tool whose run has no asker is resumable")
 				}
 			})
 		}
@@ -226,13 +229,15 @@ func TestElicitationWithoutForms(t *testing.T) {
 func TestElicitationWithoutSession(t *testing.T) {
 	leaktest.Check(t)
 	forms := newForms(t)
-	c := newClient(t, Options{Forms: forms}, elicitFixture(t, TransportHTTP, ""))
-	got, err := run(t, tool(t, c, "ask"), `{}`, nil)
+	c := newClient(t, Options{}, elicitFixture(t, TransportHTTP, ""))
+	ctx, cancel := context.WithTimeout(interact.WithAsker(context.Background(), forms), 20*time.Second)
+	defer cancel()
+	got, err := tool(t, c, "ask").Execute(ctx, []byte(`{}`), &buffer{})
 	if err != nil || got != "decline\n(the client declined the server's request for input: no person can answer: the run has no session)" {
 		t.Errorf("ask without a session = %q, %v", got, err)
 	}
 	if tool(t, c, "ask").Definition().Resumable {
-		t.Error("a tool of a client with Forms is resumable: a call that stopped before its server asked would be sent twice")
+		t.Error("a tool of a client that elicits is resumable: a call that stopped before its server asked would be sent twice")
 	}
 }
 
@@ -245,7 +250,7 @@ func TestElicitationEverything(t *testing.T) {
 		t.Run(string(tr), func(t *testing.T) {
 			leaktest.Check(t, closeIdleHTTP)
 			forms := newForms(t)
-			c := newClient(t, Options{Forms: forms}, everythingConfig(t, tr))
+			c := newClient(t, Options{}, everythingConfig(t, tr))
 
 			got, shown := elicitTurn(t, c, forms, "trigger-elicitation-request", func(r interact.ElicitationRequest) interact.ElicitationAnswer {
 				return interact.ElicitationAnswer{Action: interact.ActionAccept, Content: map[string]any{

@@ -23,8 +23,7 @@ import (
 // PLANROUND_REQUIRE_ALL=1.
 
 // everythingTools are the tools server-everything lists to this client,
-// which declares the elicitation capability (with or without
-// Options.Forms), in its order: those it registers at once, then the two
+// which declares the elicitation capability, in its order: those it registers at once, then the two
 // that ask for input, and simulate-research-query, which it registers
 // when the client says it is initialized (before it reads the next
 // request).

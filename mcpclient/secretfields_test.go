@@ -235,7 +235,7 @@ func TestElicitationFieldsRedacted(t *testing.T) {
 			leaktest.Check(t, closeIdleHTTP)
 			var seen leaks
 			forms := newForms(t)
-			c := newClient(t, Options{Forms: forms, Logger: slog.New(slog.NewTextHandler(&seen, &slog.HandlerOptions{Level: slog.LevelDebug}))},
+			c := newClient(t, Options{Logger: slog.New(slog.NewTextHandler(&seen, &slog.HandlerOptions{Level: slog.LevelDebug}))},
 				leakyConfig(t, version))
 
 			tp := &oteltest.TracerProvider{}
@@ -266,7 +266,7 @@ func TestElicitationFieldsRedacted(t *testing.T) {
 				defer cancel()
 				var shown []interact.ElicitationRequest
 				result := ""
-				for ch, err := range a.Run(ctx, agent.Input{SessionID: "s1", Message: "go"}) {
+				for ch, err := range a.Run(interact.WithAsker(ctx, forms), agent.Input{SessionID: "s1", Message: "go"}) {
 					if err != nil {
 						t.Fatalf("run: %v", err)
 					}

@@ -55,19 +55,23 @@ func benchTurn(b *testing.B, st memory.Store, viaRunner bool) {
 	srv := agenttest.NewServer()
 	defer srv.Close()
 	plan, cont := benchReplies()
-	a, err := agent.New(agent.Config{
-		BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench", Store: st,
-		MaxRetries: -1,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var r *runner.Runner
+	cfg := agent.Config{BaseURL: srv.URL(), HTTPClient: srv.Client(), Model: "bench", MaxRetries: -1}
+	var (
+		a   *agent.Agent
+		r   *runner.Runner
+		err error
+	)
 	if viaRunner {
-		if r, err = runner.New(runner.Config{Agent: a, SweepInterval: -1}); err != nil {
+		if r, err = runner.New(runner.Config{Store: st, Agent: cfg, SweepInterval: -1}); err != nil {
 			b.Fatal(err)
 		}
 		defer r.Close()
+		a = r.Agent()
+	} else {
+		cfg.Store = st
+		if a, err = agent.New(cfg); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ctx := context.Background()
 	i := 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/drive"
 	"github.com/planround/planround/memory"
 )
@@ -449,7 +450,8 @@ func (r *Runner) keepLease(ctx context.Context, id string, d *driven) error {
 
 // runContext returns the context of d's run: ctx's values, without its
 // cancellation; cancelled by d.cancel and by Close; carrying the lease
-// guard the agent asks before a tool starts.
+// guard the agent asks before a tool starts, and the Runner's forms as the
+// asker of the tools that ask the person (interact.WithAsker).
 func (r *Runner) runContext(ctx context.Context, id string, d *driven) context.Context {
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(r.base, func() { d.cancel(context.Cause(r.base)) })
@@ -463,6 +465,7 @@ func (r *Runner) runContext(ctx context.Context, id string, d *driven) context.C
 		d.stop(d.cause)
 	}
 	d.mu.Unlock()
+	runCtx = interact.WithAsker(runCtx, r.asker())
 	return drive.WithGuard(runCtx, func(ctx context.Context) bool { return r.keepLease(ctx, id, d) == nil })
 }
 

@@ -67,9 +67,9 @@ const (
 	StatusFinished Status = "finished"
 	// StatusInterrupted: the run was interrupted ([Runner.Interrupt]), its
 	// process shut down, or the process that ran it stopped (Reason says).
-	// A run whose pending approval was cancelled (approval.Manager's
-	// CancelSession, which an interrupt handled by another process calls)
-	// ends so too.
+	// A run whose pending approval was cancelled ([Runner.Stop] in another
+	// process, whose cancellation may reach it before the interrupt) ends
+	// so too.
 	StatusInterrupted Status = "interrupted"
 	// StatusRejected: a rejected tool call ended the run (Reason and Cause
 	// say which).

@@ -109,7 +109,7 @@ func TestEventLogKeepsUnencodableChunk(t *testing.T) {
 	onA := subscribe(ctx, t, a.r, "s1", 0)
 	onB := subscribe(ctx, t, b.r, "s1", 0)
 	_, req := startWaiting(ctx, t, a.r, onA)
-	ok, err := a.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+	ok, err := a.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	onA.waitFor(ctx, "the end on A", isEnd(runner.StatusFinished))
@@ -172,7 +172,7 @@ func TestEventLogWrittenByAnother(t *testing.T) {
 	foreign := memory.Event{Seq: last + 1, Turn: req.Turn, Kind: string(runner.EventTurnEnded), Data: []byte(`{"status":"interrupted","reason":"another process"}`)}
 	require.NoError(t, st.AppendEvents(ctx, "s1", foreign))
 
-	ok, err := a.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+	ok, err := a.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	select {

@@ -13,14 +13,13 @@ import (
 	"github.com/planround/planround/runner"
 )
 
-// service is the whole program of a durable host: a store, a durable
-// approval Manager on it, an agent and its runner. Everything that makes
-// the conversations durable is the store: the runner takes the sessions'
-// leases, resumes turns when a decision comes, and sweeps.
+// service is the whole program of a durable host: a store and a runner on
+// it. Everything that makes the conversations durable is the store, named
+// once: the runner keeps the sessions, approvals and forms there, takes the
+// sessions' leases, resumes turns when a decision comes, and sweeps.
 type service struct {
-	store     *sqlitestore.Store
-	approvals *approval.Manager
-	runner    *runner.Runner
+	store  *sqlitestore.Store
+	runner *runner.Runner
 }
 
 func startService(ctx context.Context, dbFile string, model *agenttest.Server, tools *agent.ToolRegistry) (*service, error) {
@@ -28,31 +27,25 @@ func startService(ctx context.Context, dbFile string, model *agenttest.Server, t
 	if err != nil {
 		return nil, err
 	}
-	approvals, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st})
+	r, err := runner.New(runner.Config{
+		Store: st,
+		Agent: agent.Config{
+			BaseURL: model.URL(), HTTPClient: model.Client(), Model: "gpt-4o-mini", // your provider
+			Tools: tools,
+		},
+		Policies: []approval.Policy{approval.ReadOnlyHints()}, // decided without a person
+	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	a, err := agent.New(agent.Config{
-		BaseURL: model.URL(), HTTPClient: model.Client(), Model: "gpt-4o-mini", // your provider
-		Tools: tools, Approver: approvals, Store: st,
-	})
-	if err == nil {
-		var r *runner.Runner
-		if r, err = runner.New(runner.Config{Agent: a}); err == nil {
-			return &service{store: st, approvals: approvals, runner: r}, nil
-		}
-	}
-	approvals.Close()
-	st.Close()
-	return nil, err
+	return &service{store: st, runner: r}, nil
 }
 
 // stop is a graceful shutdown: runs that wait for a person are suspended,
 // their approvals stay answerable in the store.
 func (s *service) stop() {
 	s.runner.Close()
-	s.approvals.Close()
 	s.store.Close()
 }
 
@@ -102,7 +95,7 @@ func Example_durableService() {
 	last, _ := second.runner.Log(ctx, "s1") // the events so far are in the store
 	// The decision names the call the person saw: its id, tool and the
 	// digest of its arguments, as on the approval_required chunk.
-	_, _ = second.approvals.Respond(ctx, approval.Reply{SessionID: "s1", ApprovalID: call.ApprovalID,
+	_, _ = second.runner.Decide(ctx, runner.Reply{SessionID: "s1", ApprovalID: call.ApprovalID,
 		CallID: call.ID, Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest, Decision: agent.Decision{Approved: true}})
 	for e, err := range second.runner.Subscribe(ctx, "s1", last.Last) {
 		if err != nil {

@@ -169,14 +169,15 @@ func TestCloseSuspendsAtAForm(t *testing.T) {
 	<-turn.Done()
 	assert.Equal(t, runner.StatusSuspended, turn.Ended().Status, "the shutdown suspended the turn")
 
-	pending, err := p.forms.Pending(ctx, "s1")
+	pending, err := p.r.Pending(ctx, "s1")
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "the form is still open after the shutdown")
-	assert.Equal(t, form.FormID, pending[0].FormID)
+	require.NotNil(t, pending[0].Form)
+	assert.Equal(t, form.FormID, pending[0].Form.FormID)
 
 	q := newReplica(t, st, srv, &runs, options{forms: true})
 	g := subscribe(ctx, t, q.r, "s1", 0)
-	ok, err := q.forms.Answer(ctx, interact.FormReply{SessionID: "s1", FormID: form.FormID, Answers: interact.Answers{"city": {"Quito"}}})
+	ok, err := q.r.Answer(ctx, runner.FormReply{SessionID: "s1", FormID: form.FormID, Answers: interact.Answers{"city": {"Quito"}}})
 	require.NoError(t, err)
 	require.True(t, ok)
 	res := g.waitFor(ctx, "the form's result", isState(agent.StateResult))

@@ -21,7 +21,8 @@ import (
 // script is the model of the tests: a turn whose message says "weather"
 // plans, calls get_weather(Lima) (ask_user_question with askArgs when the
 // message also says "ask") and answers with the result; any other message
-// gets a plain answer.
+// gets a plain answer. A message that says "both" (and "weather") calls
+// ask_user_question, then get_weather, in one round.
 func script(req *agenttest.Request) agenttest.Response {
 	msgs := req.Messages
 	last := msgs[len(msgs)-1]
@@ -32,6 +33,9 @@ func script(req *agenttest.Request) agenttest.Response {
 	switch {
 	case last.Role == "tool":
 		return agenttest.Reply().Text("It is ", last.Content, ".").Finish("stop")
+	case len(req.Tools) > 0 && strings.Contains(lastUser(msgs), "both"):
+		return agenttest.Reply().Call(0, "call_1", "ask_user_question", askArgs).
+			Call(1, "call_2", "get_weather", `{"city":"Lima"}`).Finish("tool_calls")
 	case len(req.Tools) > 0 && strings.Contains(lastUser(msgs), "ask"):
 		return agenttest.Reply().Call(0, "call_1", "ask_user_question", askArgs).Finish("tool_calls")
 	case len(req.Tools) > 0:
@@ -69,13 +73,9 @@ func model(t *testing.T) *agenttest.Server {
 	return srv
 }
 
-// replica is one process of a test: an agent with a durable approval
-// Manager on the shared store, and its Runner.
+// replica is one process of a test: a Runner on the shared store.
 type replica struct {
-	mgr   *approval.Manager
-	forms *interact.Forms // with options.forms
-	a     *agent.Agent
-	r     *runner.Runner
+	r *runner.Runner
 }
 
 // options of a replica.
@@ -84,52 +84,43 @@ type options struct {
 	ttl          time.Duration
 	sweep        time.Duration
 	suspendAfter time.Duration
-	// forms adds ask_user_question, with an interact.Forms on the store
-	// (its Notifier too, when it has one) that suspends after
-	// suspendAfter.
+	// forms adds ask_user_question.
 	forms bool
 	// weather replaces get_weather (which counts its runs).
 	weather agent.Tool
+	// policies decide calls without a person.
+	policies []approval.Policy
 }
 
 // newReplica starts a replica on st. runs counts get_weather's executions.
 func newReplica(t *testing.T, st memory.Store, srv *agenttest.Server, runs *atomic.Int32, o options) *replica {
 	t.Helper()
-	cfg := approval.ManagerConfig{SuspendAfter: o.suspendAfter}
-	if as, ok := st.(memory.ApprovalStore); ok {
-		cfg.Store = as
-		cfg.Notifier, _ = st.(memory.Notifier)
-	}
-	mgr, err := approval.NewManager(cfg)
-	require.NoError(t, err)
 	list := []agent.Tool{o.weather}
 	if o.weather == nil {
 		list[0] = weather(runs)
 	}
-	var forms *interact.Forms
 	if o.forms {
-		fcfg := interact.FormsConfig{SuspendAfter: o.suspendAfter}
-		fcfg.Store, _ = st.(memory.ApprovalStore)
-		fcfg.Notifier, _ = st.(memory.Notifier)
-		forms, err = interact.NewForms(fcfg)
-		require.NoError(t, err)
-		list = append(list, interact.AskUserQuestion(forms))
+		list = append(list, interact.AskUserQuestion())
 	}
 	tools, err := agent.NewToolRegistry(list...)
 	require.NoError(t, err)
-	a, err := agent.New(agent.Config{
-		BaseURL:    srv.URL(),
-		APIKey:     "test-key",
-		HTTPClient: srv.Client(),
-		Model:      "test-model",
-		Tools:      tools,
-		Store:      st,
-		Approver:   mgr,
+	r, err := runner.New(runner.Config{
+		Store: st,
+		Agent: agent.Config{
+			BaseURL:    srv.URL(),
+			APIKey:     "test-key",
+			HTTPClient: srv.Client(),
+			Model:      "test-model",
+			Tools:      tools,
+		},
+		Policies:      o.policies,
+		SuspendAfter:  o.suspendAfter,
+		Holder:        o.holder,
+		LeaseTTL:      o.ttl,
+		SweepInterval: o.sweep,
 	})
 	require.NoError(t, err)
-	r, err := runner.New(runner.Config{Agent: a, Holder: o.holder, LeaseTTL: o.ttl, SweepInterval: o.sweep})
-	require.NoError(t, err)
-	rep := &replica{mgr: mgr, forms: forms, a: a, r: r}
+	rep := &replica{r: r}
 	t.Cleanup(rep.close)
 	return rep
 }
@@ -137,10 +128,6 @@ func newReplica(t *testing.T, st memory.Store, srv *agenttest.Server, runs *atom
 // close stops the replica as a process that shuts down does.
 func (p *replica) close() {
 	p.r.Close()
-	p.mgr.Close()
-	if p.forms != nil {
-		p.forms.Close()
-	}
 }
 
 // weather is get_weather, counting its runs.
@@ -239,8 +226,8 @@ func isEnd(s runner.Status) func(runner.Event) bool {
 
 // approve is the approval of the call of an approval_required chunk, bound
 // to that call as a front end's decision is.
-func approve(session string, call *agent.ToolCall) approval.Reply {
-	return approval.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
+func approve(session string, call *agent.ToolCall) runner.Reply {
+	return runner.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
 		ArgumentsDigest: call.ArgumentsDigest, Decision: agent.Decision{Approved: true}}
 }
 

@@ -44,11 +44,7 @@ func TestIdleSessionsReleased(t *testing.T) {
 		{"no event log", noEventLog{st, st}},
 	} {
 		t.Run(store.name, func(t *testing.T) {
-			a, err := agent.New(agent.Config{BaseURL: srv.URL(), APIKey: "k", HTTPClient: srv.Client(), Model: "m", Store: store.st})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := New(Config{Agent: a, TurnGrace: 50 * time.Millisecond})
+			r, err := New(Config{Store: store.st, Agent: agent.Config{BaseURL: srv.URL(), APIKey: "k", HTTPClient: srv.Client(), Model: "m"}, TurnGrace: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,7 +51,8 @@ func (r *Runner) closeListeners() {
 	r.stops = nil
 }
 
-// decisionNoted hears an approval.Manager's note of a decision: the turn is
+// decisionNoted hears the note of a decision or an answer (of this
+// Runner's approvals and forms, or another process's): the turn is
 // resumed here unless a run of this process waits for it (then the run
 // takes it; if that run suspends before it does, it is resumed when it
 // ends). A run of another process makes the resume end at once (the
@@ -141,9 +142,9 @@ func (r *Runner) interruptNoted(id string) {
 // Interrupt returned is not refused because the stopped run is still
 // winding down (one sent meanwhile to this process waits for it). A turn
 // of another process that no process drives any more (its process
-// stopped) is ended here, and reports false. A turn suspended at calls that wait for a person has no
-// run: a host that wants it over also cancels its approvals (such as
-// approval.Manager.CancelSession), whose decisions then end the turn.
+// stopped) is ended here, and reports false. A turn suspended at calls
+// that wait for a person has no run: [Runner.Stop] also cancels the
+// session's approvals and forms, whose cancellations then end the turn.
 func (r *Runner) Interrupt(ctx context.Context, sessionID string) (bool, error) {
 	r.mu.Lock()
 	ss := r.sessions[sessionID]
@@ -237,7 +238,9 @@ func (r *Runner) Running(ctx context.Context, sessionID string) (bool, error) {
 
 // Delete deletes a session: it interrupts the session's run and waits for
 // it to end (in this process; another process's run is asked to stop and
-// fails when it next writes), deletes the session from the Store, and ends
+// fails when it next writes), deletes the session from the Store, cancels
+// what it still waits for (its approvals and forms, as [Runner.Stop]
+// does), and ends
 // the session's subscriptions, here and in the other processes, with an
 // EventSessionDeleted. Deleting an unknown session is no error.
 func (r *Runner) Delete(ctx context.Context, sessionID string) error {
@@ -276,6 +279,14 @@ func (r *Runner) Delete(ctx context.Context, sessionID string) error {
 		r.goneLocked(ss)
 	}
 	r.mu.Unlock()
+	// What the session's turn still waits for ends (a wait of another
+	// process, a form the store kept): nobody can answer it any more.
+	if _, err := r.approvals.CancelSession(ctx, sessionID); err != nil {
+		r.logger.Warn("runner: cancelling the approvals of a session being deleted", "session", sessionID, "err", err)
+	}
+	if _, err := r.forms.CancelSession(ctx, sessionID); err != nil {
+		r.logger.Warn("runner: cancelling the forms of a session being deleted", "session", sessionID, "err", err)
+	}
 	if r.notifier != nil {
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 		defer cancel()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 )
 
@@ -75,18 +77,47 @@ type unrenewed struct{ err error }
 func (e unrenewed) Error() string   { return errLeaseUnrenewed.Error() + ": " + e.err.Error() }
 func (e unrenewed) Unwrap() []error { return []error{errLeaseUnrenewed, e.err, agent.ErrSuspended} }
 
-// Config configures a [Runner]. Its zero value, but Agent, is ready to use.
+// Config configures a [Runner]. Store is required; the zero value of every
+// other field is ready to use.
 type Config struct {
-	// Agent runs the turns; its Config.Store keeps the sessions, and must
-	// be set. The durable interfaces the Store implements decide what the
-	// Runner can do: memory.CallLog and memory.ApprovalStore keep turns
-	// that wait across restarts (the sweeper resumes them);
-	// memory.Leaser gives each session one driver among the processes that
-	// share the Store; memory.EventLog keeps the turns' events for the
-	// subscribers of other processes (without one, events live in this
-	// process only); memory.Notifier wakes the other processes (a
-	// decision, an interrupt, new events).
-	Agent *agent.Agent
+	// Store keeps the sessions, their approvals, forms and events: the one
+	// store of the Runner, which sets it as the agent's Config.Store and
+	// keeps the approvals and forms of the person in the loop there. The
+	// durable interfaces it implements decide what the Runner can do:
+	// memory.CallLog and memory.ApprovalStore keep turns that wait across
+	// restarts (the sweeper resumes them); memory.Leaser gives each session
+	// one driver among the processes that share the Store; memory.EventLog
+	// keeps the turns' events for the subscribers of other processes
+	// (without one, events live in this process only); memory.Notifier
+	// wakes the other processes (a decision, an answer, an interrupt, new
+	// events). A Store that is no memory.ApprovalStore keeps its approvals
+	// and forms in this process only. The Runner does not close it.
+	Store memory.Store
+	// Agent configures the agent that runs the turns. The Runner sets its
+	// Store (Config.Store) and its Approver: the Runner's own, which asks
+	// the person through the Runner ([Runner.Pending], [Runner.Decide])
+	// after Policies. An Agent config that sets Store or Approver itself is
+	// refused.
+	Agent agent.Config
+	// Policies decide a call without asking anybody, in order, before the
+	// person is asked (approval.Chain): approval.ReadOnlyHints,
+	// approval.AllowTools, an AllowList's Policy... Their decisions are
+	// recorded for the audit ([Runner.Decisions]).
+	Policies []approval.Policy
+	// ApprovalTimeout is how long an approval waits for a decision, counted
+	// from its creation: then the call is rejected (agent.CauseTimeout).
+	// Zero means approval.DefaultTimeout.
+	ApprovalTimeout time.Duration
+	// FormTimeout is how long a form (ask_user_question, an MCP server's
+	// request for input) waits for its answers: then the call fails with
+	// an error the model reads. Zero means interact.DefaultTimeout.
+	FormTimeout time.Duration
+	// SuspendAfter, when positive, is how long a call waits for a person
+	// (an approval, a form) before its run is suspended: the approval or
+	// form stays open in the Store, and a decision or answer, given in any
+	// process, resumes the turn. It needs a Store that keeps calls
+	// (memory.CallLog). Zero means never: the run waits until the timeout.
+	SuspendAfter time.Duration
 	// Holder names this process to the Store's leases: unique among the
 	// processes that share the Store. Empty means a random name, new at
 	// every New.
@@ -127,7 +158,7 @@ type Config struct {
 }
 
 // Runner drives the conversations of a process: one run at a time per
-// session, among every process that shares the Store (see [Config.Agent]),
+// session, among every process that shares the Store (see [Config.Store]),
 // with at most one execution of each tool call, whatever stops a process.
 //
 // A Runner starts turns ([Runner.Start], [Runner.Send]) and resumes them
@@ -135,12 +166,17 @@ type Config struct {
 // waits for, or when its sweeper finds a turn that can go on); it publishes
 // every turn's events, which clients follow from a cursor
 // ([Runner.Subscribe]), on any process; it interrupts a run wherever it is
-// driven ([Runner.Interrupt]); and [Runner.Close] suspends the runs that
-// wait for a person, so that another process (or this one, restarted)
-// resumes them on the decision. Its methods are safe for concurrent use.
+// driven ([Runner.Interrupt]); it is the door of the person in the loop:
+// what a session waits for ([Runner.Pending]), the decisions and answers
+// ([Runner.Decide], [Runner.Answer]), a stop ([Runner.Stop]) and the audit
+// ([Runner.Decisions]); and [Runner.Close] suspends the runs that wait for
+// a person, so that another process (or this one, restarted) resumes them
+// on the decision. Its methods are safe for concurrent use.
 type Runner struct {
 	agent     *agent.Agent
 	store     memory.Store
+	approvals *approval.Manager    // the approvals of the person in the loop, on store
+	forms     *interact.Forms      // the forms, on store
 	calls     memory.CallLog       // nil: turns do not survive the process
 	pending   memory.ApprovalStore // nil: idem
 	leaser    memory.Leaser        // nil: one driver per session in this process only
@@ -197,23 +233,45 @@ func (ss *session) changedLocked() <-chan struct{} {
 	return ss.changed
 }
 
-// New returns a Runner for cfg and starts its sweeper and listeners.
-// Close it when done.
+// New returns a Runner for cfg: it builds the approvals and forms of the
+// person in the loop on cfg.Store, and the agent on cfg.Agent with that
+// Store and an Approver that asks after cfg.Policies, and starts its
+// sweeper and listeners. Close it when done.
 func New(cfg Config) (*Runner, error) {
-	if cfg.Agent == nil {
-		return nil, errors.New("runner: Config.Agent is nil")
-	}
-	st := cfg.Agent.Store()
-	if st == nil {
-		return nil, errors.New("runner: the agent has no Config.Store")
-	}
-	if cfg.LeaseTTL < 0 || cfg.MaxRuns < 0 || cfg.TurnGrace < 0 {
+	st := cfg.Store
+	switch {
+	case st == nil:
+		return nil, errors.New("runner: Config.Store is nil")
+	case cfg.Agent.Store != nil:
+		return nil, errors.New("runner: Config.Agent.Store is set: name the store once, in runner.Config.Store")
+	case cfg.Agent.Approver != nil:
+		return nil, errors.New("runner: Config.Agent.Approver is set: the runner asks the person itself; give policies that decide without a person in runner.Config.Policies")
+	case cfg.LeaseTTL < 0 || cfg.MaxRuns < 0 || cfg.TurnGrace < 0:
 		return nil, errors.New("runner: negative LeaseTTL, MaxRuns or TurnGrace")
+	case cfg.ApprovalTimeout < 0 || cfg.FormTimeout < 0 || cfg.SuspendAfter < 0:
+		return nil, errors.New("runner: negative ApprovalTimeout, FormTimeout or SuspendAfter")
+	}
+	person, err := newPerson(cfg)
+	if err != nil {
+		return nil, err
+	}
+	acfg := cfg.Agent
+	acfg.Store = st
+	acfg.Approver = person.approvals
+	if len(cfg.Policies) > 0 {
+		acfg.Approver = approval.Chain(person.approvals, cfg.Policies...)
+	}
+	a, err := agent.New(acfg)
+	if err != nil {
+		person.close()
+		return nil, err
 	}
 	base, stop := context.WithCancelCause(context.Background())
 	r := &Runner{
-		agent:     cfg.Agent,
+		agent:     a,
 		store:     st,
+		approvals: person.approvals,
+		forms:     person.forms,
 		holder:    cmp.Or(cfg.Holder, "runner-"+randomID()),
 		ttl:       cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		sweep:     cmp.Or(cfg.SweepInterval, DefaultSweepInterval),
@@ -245,6 +303,7 @@ func New(cfg Config) (*Runner, error) {
 			r.writer.close()
 		}
 		stop(err)
+		person.close()
 		return nil, err
 	}
 	r.startSweeper()
@@ -256,8 +315,8 @@ func New(cfg Config) (*Runner, error) {
 // answerable, and a decision resumes the turn on a process that shares the
 // Store), every other run is interrupted; Close waits for them to end,
 // their last events written, and their leases released. Subscriptions
-// end. It does not close the Agent's Store. Close is safe to call more than
-// once.
+// end. It closes the approvals and forms New built, not the Store, which
+// the host opened. Close is safe to call more than once.
 func (r *Runner) Close() error {
 	r.once.Do(func() {
 		r.mu.Lock()
@@ -281,6 +340,8 @@ func (r *Runner) Close() error {
 		if r.writer != nil {
 			r.writer.close()
 		}
+		r.approvals.Close()
+		r.forms.Close()
 		close(r.finished)
 	})
 	return nil
@@ -289,8 +350,9 @@ func (r *Runner) Close() error {
 // Holder returns the name of this process in the Store's leases.
 func (r *Runner) Holder() string { return r.holder }
 
-// Agent returns the agent that runs the turns (Config.Agent); its Store
-// keeps the sessions, for a host that shows their history.
+// Agent returns the agent New built from Config.Agent, which runs the
+// turns; its Store (Config.Store) keeps the sessions, for a host that
+// shows their history.
 func (r *Runner) Agent() *agent.Agent { return r.agent }
 
 // sessionLocked returns the live state of id, creating it. r.mu must be

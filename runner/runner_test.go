@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
@@ -70,7 +71,7 @@ func TestApproveRunsOnce(t *testing.T) {
 	_, err = p.r.Resume(ctx, "s1")
 	assert.ErrorIs(t, err, agent.ErrBusy, "Resume of a session this process drives")
 
-	ok, err := p.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+	ok, err := p.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	f.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
@@ -99,7 +100,7 @@ func TestTwoProcessesOneDriver(t *testing.T) {
 	_, err = b.r.Resume(ctx, "s1")
 	assert.ErrorIs(t, err, agent.ErrBusy, "another process's resume")
 
-	ok, err := b.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+	ok, err := b.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	f.waitFor(ctx, "the end", isEnd(runner.StatusFinished))
@@ -128,7 +129,7 @@ func TestCloseSuspendsAndRestartResumes(t *testing.T) {
 
 	b := newReplica(t, st, srv, &runs, options{})
 	g := subscribe(ctx, t, b.r, "s1", 0)
-	ok, err := b.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+	ok, err := b.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	// The store keeps the events: B's subscriber gets A's turn first,
@@ -160,7 +161,12 @@ func TestInterrupt(t *testing.T) {
 				require.NoError(t, err)
 				assert.True(t, ok)
 			} else {
-				n, err := p.mgr.CancelSession(ctx, "s1")
+				// Cancelled in the store by another process, before any
+				// interrupt reaches this one.
+				other, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st})
+				require.NoError(t, err)
+				defer other.Close()
+				n, err := other.CancelSession(ctx, "s1")
 				require.NoError(t, err)
 				require.Equal(t, 1, n)
 			}
@@ -238,7 +244,7 @@ func TestLostLeaseRunsNothing(t *testing.T) {
 	ok, err := st.AcquireLease(ctx, "s1", "B", time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
-	ok, err = p.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+	ok, err = p.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	<-turn.Done()
@@ -279,7 +285,7 @@ func TestDecisionResumesOnce(t *testing.T) {
 	<-turn.Done()
 	require.Equal(t, runner.StatusSuspended, turn.Ended().Status)
 
-	ok, err := b.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+	ok, err := b.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 	require.NoError(t, err)
 	require.True(t, ok)
 	f.waitFor(ctx, "the resumed turn's end", isEnd(runner.StatusFinished))

@@ -51,7 +51,7 @@ func TestSendRightAfterInterrupt(t *testing.T) {
 				_, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
 				require.NoError(t, err, "round %d", i)
 				req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
-				ok, err := a.mgr.Respond(ctx, approve("s1", req.Chunk.Tool))
+				ok, err := a.r.Decide(ctx, approve("s1", req.Chunk.Tool))
 				require.NoError(t, err)
 				require.True(t, ok)
 				f.waitFor(ctx, "executing", isState(agent.StateExecuting))

@@ -164,7 +164,7 @@ func TestBrowserApproval(t *testing.T) {
 	assert.Equal(t, "what is the weather in Lima", p.Str(`document.querySelector('.msg.user .text').textContent`))
 	assert.Equal(t, `{"city":"Lima"}`, p.Str(tool+`.querySelector('pre.input').textContent`), "the arguments as the model wrote them")
 	assert.Zero(t, h.runs.Load(), "the tool ran before its approval")
-	pending, err := h.srv.approvals.Pending(t.Context(), chatID)
+	pending, err := h.srv.runner.Pending(t.Context(), chatID)
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	dir := t.ArtifactDir()
@@ -185,7 +185,7 @@ func TestBrowserApproval(t *testing.T) {
 
 	// The decision went through the handler, by this browser.
 	var decisions []approval.DecisionRecord
-	for d, err := range h.srv.approvals.Decisions(t.Context(), approval.DecisionQuery{SessionID: chatID}) {
+	for d, err := range h.srv.runner.Decisions(t.Context(), approval.DecisionQuery{SessionID: chatID}) {
 		require.NoError(t, err)
 		decisions = append(decisions, d)
 	}
@@ -293,7 +293,7 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 	p.WaitFor("the buttons to go", `!`+weather+`.querySelector('button.approve') && document.querySelector('#stop').disabled`)
 	assert.Equal(t, "stopped", p.Str(weather+`.querySelector('.state').textContent`))
 	require.Eventually(t, func() bool {
-		pending, err := h.srv.approvals.Pending(t.Context(), chatID)
+		pending, err := h.srv.runner.Pending(t.Context(), chatID)
 		return err == nil && len(pending) == 0
 	}, 10*time.Second, 20*time.Millisecond, "the approval is cancelled")
 	assert.Zero(t, h.runs.Load(), "get_weather never ran")
@@ -301,7 +301,7 @@ func TestBrowserCardFormDenyStop(t *testing.T) {
 	// The audit: a denial by this browser through the handler, and the
 	// cancellation of the stop.
 	var decisions []approval.DecisionRecord
-	for d, err := range h.srv.approvals.Decisions(t.Context(), approval.DecisionQuery{SessionID: chatID}) {
+	for d, err := range h.srv.runner.Decisions(t.Context(), approval.DecisionQuery{SessionID: chatID}) {
 		require.NoError(t, err)
 		decisions = append(decisions, d)
 	}

@@ -243,15 +243,13 @@ type config struct {
 	Logger *slog.Logger
 }
 
-// server is the example: the page, the aisdk handler, and the agent's
-// runner, approvals and forms on one store.
+// server is the example: the page, the aisdk handler, and the runner on
+// one store.
 type server struct {
-	mux       *http.ServeMux
-	store     Store
-	durable   bool // the store keeps turns that wait across a restart
-	runner    *runner.Runner
-	approvals *approval.Manager
-	forms     *interact.Forms
+	mux     *http.ServeMux
+	store   Store
+	durable bool // the store keeps turns that wait across a restart
+	runner  *runner.Runner
 }
 
 // Store is what the server keeps its state in: the sessions, and the
@@ -280,25 +278,13 @@ func newServer(cfg config) (*server, error) {
 	s := &server{store: cfg.Store}
 	_, s.durable = cfg.Store.(*memory.MemStore)
 	s.durable = !s.durable
-	notifier, _ := cfg.Store.(memory.Notifier)
 	var err error
-	s.approvals, err = approval.NewManager(approval.ManagerConfig{Store: s.store, Notifier: notifier})
-	if err != nil {
-		return nil, err
-	}
-	s.forms, err = interact.NewForms(interact.FormsConfig{Store: s.store, Notifier: notifier})
-	if err != nil {
-		s.approvals.Close()
-		return nil, err
-	}
 	s.runner, err = s.newRunner(cfg)
 	if err != nil {
-		s.approvals.Close()
-		s.forms.Close()
 		return nil, err
 	}
 	chat, err := aisdk.NewHandler(aisdk.Config{
-		Runner: s.runner, Approvals: s.approvals, Forms: s.forms,
+		Runner:    s.runner,
 		Authorize: s.authorize, Logger: cfg.Logger,
 		// A reload of the page follows the turn again (GET
 		// /api/chat/{id}/messages, then the reconnect): leaving the page
@@ -339,27 +325,23 @@ const systemPrompt = `You are a helpful assistant in a small demo chat. Use get_
 
 // newRunner builds the agent and its runner.
 func (s *server) newRunner(cfg config) (*runner.Runner, error) {
-	tools, err := agent.NewToolRegistry(cfg.Weather, interact.AskUserQuestion(s.forms), interact.ShowCard())
+	tools, err := agent.NewToolRegistry(cfg.Weather, interact.AskUserQuestion(), interact.ShowCard())
 	if err != nil {
 		return nil, err
 	}
 	ac := cfg.Agent
-	ac.Tools, ac.Store, ac.Approver = tools, s.store, s.approvals
+	ac.Tools = tools
 	if ac.SystemPrompt == "" {
 		ac.SystemPrompt = systemPrompt
 	}
 	if ac.Logger == nil {
 		ac.Logger = cfg.Logger
 	}
-	a, err := agent.New(ac)
-	if err != nil {
-		return nil, err
-	}
 	// A durable store keeps what waits for a person: Close suspends it,
 	// and the next process takes its decision. A MemStore ends with the
 	// process: Close interrupts what waits instead of suspending it for a
 	// restart that would not see it.
-	return runner.New(runner.Config{Agent: a, InterruptOnClose: !s.durable, Logger: cfg.Logger})
+	return runner.New(runner.Config{Store: s.store, Agent: ac, InterruptOnClose: !s.durable, Logger: cfg.Logger})
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -387,14 +369,11 @@ func localHost(host string) bool {
 	return strings.EqualFold(host, "localhost") || net.ParseIP(host) != nil
 }
 
-// Close interrupts the runs and ends the runner, the approvals and the
-// forms.
+// Close interrupts the runs and ends the runner.
 func (s *server) Close() {
 	if s.runner != nil {
 		s.runner.Close()
 	}
-	s.approvals.Close()
-	s.forms.Close()
 }
 
 // errNotOwner is the answer to a browser that names another's chat.

@@ -481,7 +481,7 @@ func TestOwnerAfterRestart(t *testing.T) {
 	assert.True(t, strings.HasPrefix(owner, "browser:"), owner)
 	assert.NotContains(t, owner, cookie)
 	n := 0
-	for d, err := range h2.srv.approvals.Decisions(t.Context(), approval.DecisionQuery{SessionID: "chat-r"}) {
+	for d, err := range h2.srv.runner.Decisions(t.Context(), approval.DecisionQuery{SessionID: "chat-r"}) {
 		require.NoError(t, err)
 		assert.Equal(t, owner, d.Decision.By)
 		n++

@@ -364,7 +364,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "cli: %v\n", err)
 		return exitError
 	}
-	tools, err := hostTools(cfg, forms)
+	tools, err := hostTools(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
 		return exitError
@@ -433,7 +433,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ctx, term = terminateOn(ctx, stderr)
 		defer term.stop()
 		kv, _ := cfg.Store.(memory.KV) // the tool definitions pinned; nil: in memory
-		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, kv, cfg.Logger, forms)
+		mc, err := startMCP(ctx, opts.mcp, cfg.Tools, kv, cfg.Logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "cli: %v\n", err)
 			return exitStatus(term, exitError)
@@ -509,6 +509,9 @@ func (c *cli) turn(ctx context.Context, msg string) int {
 	if len(c.opts.enable) > 0 {
 		ctx = skills.WithEnabled(ctx, c.opts.enable...)
 	}
+	// No runner drives the turn: the CLI's forms ask the person, on the
+	// terminal, for ask_user_question and the MCP servers.
+	ctx = interact.WithAsker(ctx, c.forms)
 	t := c.agent.NewTurn(agent.Input{SessionID: c.session, History: c.history, Message: msg})
 	var (
 		err     error

@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/interact"
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
 )
@@ -26,16 +25,17 @@ const defaultSession = "cli"
 // startMCP starts the MCP servers of the configuration file at path and adds
 // their tools to reg, after the tools already there (which keep their names).
 // The tool definitions are pinned in kv (nil: in memory), and the servers'
-// requests for input are forms of forms, asked on the terminal. Ctrl-C
+// requests for input are asked on the terminal (through the forms each
+// turn's context carries). Ctrl-C
 // while the servers start abandons the start. The caller closes the client.
-func startMCP(ctx context.Context, path string, reg *agent.ToolRegistry, kv memory.KV, logger *slog.Logger, forms *interact.Forms) (*mcpclient.Client, error) {
+func startMCP(ctx context.Context, path string, reg *agent.ToolRegistry, kv memory.KV, logger *slog.Logger) (*mcpclient.Client, error) {
 	servers, err := mcpclient.LoadConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger, KV: kv, Forms: forms})
+	mc, err := mcpclient.New(ctx, servers, mcpclient.Options{Logger: logger, KV: kv})
 	if err != nil {
 		return nil, fmt.Errorf("-mcp %s: %w", path, err)
 	}

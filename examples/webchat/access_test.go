@@ -90,7 +90,7 @@ func TestOtherClientsCannotTouchASession(t *testing.T) {
 	status, out = postAs(t, other, h.ts.URL, "/api/chat", mustString(map[string]any{"session_id": forged, "message": "hi"}))
 	assert.Equal(t, http.StatusForbidden, status, "%v", out)
 
-	assert.Equal(t, 1, h.srv.approvals.Len(), "the approval still waits for its owner")
+	assert.Equal(t, 1, waiting(t, h.srv, false), "the approval still waits for its owner")
 	assert.True(t, h.srv.busy(victim), "the run was not interrupted")
 	assert.False(t, h.srv.busy(forged))
 

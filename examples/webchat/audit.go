@@ -17,8 +17,7 @@ type auditResponse struct {
 }
 
 // handleAudit answers GET /api/audit?session_id=... with the session's
-// audit trail, read from the approval Manager's store
-// (approval.Manager.Decisions): every decision on the session's tool
+// audit trail, read from the store (runner.Runner.Decisions): every decision on the session's tool
 // calls, oldest first, with who took it (By: a browser's principal,
 // "policy:<name>", "timeout" or "system"), through what (Via), when, and
 // the edited arguments if any.
@@ -35,7 +34,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	you, _ := authorize(r, id) // checked: it succeeds
 	out := auditResponse{You: you, Decisions: []approval.DecisionRecord{}}
-	for rec, err := range s.approvals.Decisions(r.Context(), approval.DecisionQuery{SessionID: id}) {
+	for rec, err := range s.runner.Decisions(r.Context(), approval.DecisionQuery{SessionID: id}) {
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "reading the decisions: " + err.Error()})
 			return

@@ -12,6 +12,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/memory"
 )
 
 // getAudit reads GET /api/audit for session as client's browser.
@@ -44,8 +45,12 @@ func TestAudit(t *testing.T) {
 	done, _ := ev.runDone(t)
 	require.Equal(t, "finished", done.Status)
 
-	// A policy decides over the web chat's Manager.
-	chained := approval.Chain(h.srv.approvals, approval.AllowTools("get_time"))
+	// A policy decides, over a Manager on the web chat's store (another
+	// process's, say).
+	mgr, err := approval.NewManager(approval.ManagerConfig{Store: h.srv.store.(memory.ApprovalStore)})
+	require.NoError(t, err)
+	defer mgr.Close()
+	chained := approval.Chain(mgr, approval.AllowTools("get_time"))
 	tk, err := chained.Request(t.Context(), agent.ApprovalRequest{SessionID: s, Round: 1, Key: "policy-call",
 		Call: agent.ToolCall{ID: "call_p", Name: "get_time", Arguments: json.RawMessage(`{"city":"Oslo"}`)}})
 	require.NoError(t, err)

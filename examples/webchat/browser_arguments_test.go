@@ -167,8 +167,7 @@ func TestBrowserArgumentsAsSent(t *testing.T) {
 	p.TypeText("#input", "Deploy once more")
 	p.Click("#send")
 	p.WaitFor("the third approval card", `document.querySelectorAll('#messages .card').length === 3 && `+state("approval"))
-	pending, err := h.srv.approvals.Pending(t.Context(), currentSession(p))
-	require.NoError(t, err)
+	pending := pendingOf(t, h.srv, currentSession(p))
 	require.Len(t, pending, 1)
 	pa := pending[0]
 	body := fmt.Sprintf(`{"session_id":%q,"approval_id":%q,"call_id":%q,"tool":%q,"arguments_digest":%q,"approved":true,"arguments":%s}`,

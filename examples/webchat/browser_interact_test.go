@@ -74,7 +74,7 @@ func TestBrowserForms(t *testing.T) {
 	assert.NotContains(t, formErr, "invalid answers", "the error says what is wrong, without the package's prefix")
 	assert.Equal(t, "false", p.Str(`String(`+lastForm+`.querySelector('button[type=submit]').disabled)`))
 	assert.Equal(t, "Friday <b>night</b>", p.Str(lastForm+`.querySelector('textarea').value`))
-	assert.Equal(t, 1, h.srv.forms.Len(), "the form still waits")
+	assert.Equal(t, 1, waiting(t, h.srv, true), "the form still waits")
 	p.Screenshot(filepath.Join(t.ArtifactDir(), "form.png"))
 
 	// Answered: sent once, disabled, and the model has the answers.
@@ -112,7 +112,7 @@ func TestBrowserForms(t *testing.T) {
 	assert.Equal(t, "invalidated", p.Str(formCard+`.dataset.state`))
 	assert.Equal(t, "true", p.Str(`String(`+lastForm+`.querySelector('fieldset').disabled)`))
 	assert.Contains(t, p.Str(lastForm+`.querySelector('.form-note').textContent`), "Closed")
-	assert.Equal(t, 0, h.srv.forms.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, true))
 
 	// A reload draws the answered form's answers from the history.
 	p.Navigate(h.ts.URL + "/")
@@ -345,7 +345,7 @@ func TestBrowserSubAgent(t *testing.T) {
 	assert.Equal(t, 1, got.InTurn, "one card in the turn: the researcher's")
 	assert.Equal(t, 1, got.Inside)
 	assert.Equal(t, 2, got.NestedRM, "the researcher's rounds")
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 
 	// The block folds.
 	p.ClickJS(outer + `.querySelector('details.subagent > summary')`)
@@ -369,7 +369,7 @@ func TestBrowserSubAgent(t *testing.T) {
 	p.ClickJS(inner + `.querySelector('button.approve')`)
 	p.WaitFor("the run to end", `document.body.dataset.running === 'false' && `+outer+`.dataset.state === 'done' && `+inner+`.dataset.state === 'done'`)
 	assert.Contains(t, p.Str(`[...document.querySelectorAll('.turn')].at(-1).innerText`), "The researcher says: Found it: Oslo")
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 	assert.Empty(t, b.PageErrors(), "JavaScript errors on the page")
 }
 

@@ -140,7 +140,7 @@ func TestBrowser(t *testing.T) {
 	var labels []string
 	require.NoError(t, p.Eval(`window.__interruptLabels.filter((l, i, a) => i === 0 || a[i-1] !== l)`, &labels))
 	assert.Equal(t, []string{"Interrupting…", "Interrupt"}, labels, "the button waits for the server's confirmation")
-	waitApprovals(t, h.srv.approvals, 0)
+	waitApprovals(t, h.srv, 0)
 
 	// 7. Live output of a running command, kept when it is interrupted.
 	send("Please run `echo first line; sleep 30`")

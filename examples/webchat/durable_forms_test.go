@@ -89,7 +89,7 @@ func TestSuspendedFormClosedByANewMessage(t *testing.T) {
 	h.chat(t, s1, "Never mind")
 	_, second := ev.untilForm(t)
 	assert.NotEqual(t, form.FormID, second.FormID)
-	listed, err := h.srv.forms.Pending(t.Context(), s1)
+	_, listed, err := h.srv.pending(t.Context(), s1)
 	require.NoError(t, err)
 	require.Len(t, listed, 1, "only the new form is open")
 	assert.Equal(t, second.FormID, listed[0].FormID)
@@ -102,7 +102,7 @@ func TestSuspendedFormClosedByANewMessage(t *testing.T) {
 	require.Equal(t, "suspended", done.Status, "%+v", done)
 	status, out = h.post(t, "/api/interrupt", mustString(map[string]string{"session_id": s1}))
 	require.Equal(t, http.StatusOK, status, "the suspended turn's form is something to interrupt: %v", out)
-	listed, err = h.srv.forms.Pending(t.Context(), s1)
+	_, listed, err = h.srv.pending(t.Context(), s1)
 	require.NoError(t, err)
 	assert.Empty(t, listed)
 	// The runner resumes the turn: the call reads that its form was closed.

@@ -42,14 +42,11 @@ func (ev *events) untilElicitation(t *testing.T) interact.ElicitationRequest {
 // through the Server's forms. Call leaktest.Check before it.
 func newElicitHarness(t *testing.T, model *agenttest.Server) *harness {
 	t.Helper()
-	forms, err := formsFor(Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, forms.Close()) }) // after the Server's and the client's: LIFO
 	mc, err := mcpclient.New(t.Context(), []mcpclient.ServerConfig{{Name: "asker", Command: stdioServer(t), Args: []string{"-elicit"}, SkipApproval: true}},
-		mcpclient.Options{Forms: forms})
+		mcpclient.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, mc.Close()) })
-	srv, err := NewServer(Options{BaseURL: model.URL(), HTTPClient: model.Client(), Model: "m", Tools: demo.Tools(), MCP: mc, Forms: forms})
+	srv, err := NewServer(Options{BaseURL: model.URL(), HTTPClient: model.Client(), Model: "m", Tools: demo.Tools(), MCP: mc})
 	require.NoError(t, err)
 	h := &harness{srv: srv, ts: httptest.NewServer(srv)}
 	t.Cleanup(h.close)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 )
@@ -88,13 +89,9 @@ func (s *Server) markNestedLocked(id string, c agent.Chunk) {
 // replica drives, too. A Store that fails is logged; what was read is
 // returned.
 func (s *Server) pendingChunks(ctx context.Context, sessionID string) []agent.Chunk {
-	approvals, err := s.approvals.Pending(ctx, sessionID)
+	approvals, forms, err := s.pending(ctx, sessionID)
 	if err != nil {
-		s.logger.Warn("webchat: listing the pending approvals", "session", sessionID, "err", err)
-	}
-	forms, err := s.forms.Pending(ctx, sessionID)
-	if err != nil {
-		s.logger.Warn("webchat: listing the open forms", "session", sessionID, "err", err)
+		s.logger.Warn("webchat: listing the pending approvals and forms", "session", sessionID, "err", err)
 	}
 	if len(approvals) == 0 && len(forms) == 0 {
 		return nil
@@ -128,4 +125,21 @@ func (s *Server) pendingChunks(ctx context.Context, sessionID string) []agent.Ch
 	}
 	s.mu.Unlock()
 	return out
+}
+
+// pending returns the session's pending approvals and open forms, each
+// oldest first, as the runner lists them (runner.Runner.Pending).
+func (s *Server) pending(ctx context.Context, sessionID string) ([]approval.PendingApproval, []interact.PendingForm, error) {
+	list, err := s.runner.Pending(ctx, sessionID)
+	var approvals []approval.PendingApproval
+	var forms []interact.PendingForm
+	for _, a := range list {
+		switch {
+		case a.Approval != nil:
+			approvals = append(approvals, *a.Approval)
+		case a.Form != nil:
+			forms = append(forms, *a.Form)
+		}
+	}
+	return approvals, forms, err
 }

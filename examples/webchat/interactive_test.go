@@ -272,7 +272,7 @@ func TestFormAnswer(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, status, "%v: %v", bad, out)
 		assert.NotEmpty(t, out["error"])
 	}
-	assert.Equal(t, 1, h.srv.forms.Len(), "the form is still open")
+	assert.Equal(t, 1, waiting(t, h.srv, true), "the form is still open")
 
 	status, out = answer(h.client, session, good)
 	assert.Equal(t, http.StatusOK, status)
@@ -300,7 +300,7 @@ func TestFormAnswer(t *testing.T) {
 	status, out = postAs(t, h.client, h.ts.URL, "/api/form-answer", mustString(map[string]any{"session_id": session, "form_id": strings.Repeat("ab", 16), "answers": good}))
 	assert.Equal(t, http.StatusOK, status)
 	assert.Equal(t, false, out["success"], "unknown form: %v", out)
-	assert.Equal(t, 0, h.srv.forms.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, true))
 }
 
 // TestFormsOnReconnectAndInterrupt: a page that opens the event stream while
@@ -334,7 +334,7 @@ func TestFormsOnReconnectAndInterrupt(t *testing.T) {
 	assert.Equal(t, "interrupted", done.Status)
 	assert.Contains(t, summary(chunks), "rejected ask_user_question: tool call interrupted")
 	again.runDone(t)
-	assert.Equal(t, 0, h.srv.forms.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, true))
 	status, out = h.post(t, "/api/form-answer", mustString(map[string]any{"session_id": session, "form_id": form.FormID, "answers": map[string]any{"when": "now", "seat": "aisle", "meals": []string{}}}))
 	assert.Equal(t, http.StatusOK, status)
 	assert.Equal(t, false, out["success"], "the form ended with the run: %v", out)
@@ -532,7 +532,7 @@ func TestResearcherSubAgent(t *testing.T) {
 	for _, m := range nested.Messages {
 		assert.NotContains(t, m.Content, "via the researcher", "not the user's conversation")
 	}
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 	h.srv.mu.Lock()
 	assert.Nil(t, h.srv.live[session], "the marks end with the run")
 	h.srv.mu.Unlock()

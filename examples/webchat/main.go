@@ -512,14 +512,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	if *mcpFile != "" {
 		// The MCP servers' requests for input are forms of the page, as
-		// ask_user_question's: one Forms for both.
-		forms, err := formsFor(o)
-		if err != nil {
-			fmt.Fprintf(stderr, "webchat: %v\n", err)
-			return 1
-		}
-		defer forms.Close() // after srv.Close below
-		o.Forms = forms
+		// ask_user_question's: the runner's, found in each run's context.
 		redirect := *oauthRedirect
 		if redirect == "" {
 			redirect = "http://" + *addr + "/oauth/callback"
@@ -529,7 +522,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 			fmt.Fprintf(stderr, "webchat: -mcp-oauth-key: %v\n", err)
 			return 2
 		}
-		mopts := mcpclient.Options{UserOf: mcpUser, OAuthKey: key, OAuthRedirectURL: redirect, Forms: forms}
+		mopts := mcpclient.Options{UserOf: mcpUser, OAuthKey: key, OAuthRedirectURL: redirect}
 		if kv, ok := o.Store.(memory.KV); ok {
 			mopts.KV = kv
 		}

@@ -80,12 +80,6 @@ type Options struct {
 	// user's answers before the call fails; zero means
 	// interact.DefaultTimeout.
 	FormTimeout time.Duration
-	// Forms, when not nil, are the forms of ask_user_question and of the
-	// MCP servers' requests for input (give the same to mcpclient's
-	// Options.Forms; formsFor makes them as the Server would). They are
-	// the caller's to close, after the Server. Nil makes the Server its
-	// own, from Store, FormTimeout and SuspendAfter.
-	Forms *interact.Forms
 	// Researcher offers the model the demo's researcher sub-agent
 	// (demo.Researcher: get_weather and get_time, no planning round) on
 	// the same model. Its own call skips approval; the calls it makes ask
@@ -217,9 +211,6 @@ type Options struct {
 type Server struct {
 	agent     *agent.Agent
 	runner    *runner.Runner
-	approvals *approval.Manager
-	forms     *interact.Forms
-	ownForms  bool        // forms were made by the Server, which closes them
 	skills    *skills.Set // nil without skills
 	store     memory.Store
 	tools     *agent.ToolRegistry
@@ -325,27 +316,17 @@ func NewServer(o Options) (*Server, error) {
 		durable: durable,
 		logger:  cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
 	}
-	mgr, err := s.newManager(o)
+	tools, err := agent.NewToolRegistry(o.Tools...)
 	if err != nil {
 		return nil, err
 	}
-	s.approvals = mgr
-	forms, err := s.newForms(o)
-	if err != nil {
-		return nil, s.abandon(err)
-	}
-	s.forms = forms
-	tools, err := agent.NewToolRegistry(o.Tools...)
-	if err != nil {
-		return nil, s.abandon(err)
-	}
 	if o.MCP != nil {
 		if err := o.MCP.Register(tools); err != nil {
-			return nil, s.abandon(err)
+			return nil, err
 		}
 	}
 	// The interactive tools the page draws: offered whatever Tools holds.
-	extra := []agent.Tool{interact.AskUserQuestion(forms)}
+	extra := []agent.Tool{interact.AskUserQuestion()}
 	if _, _, ok := tools.Lookup("show_card"); !ok {
 		extra = append(extra, interact.ShowCard())
 	}
@@ -354,7 +335,7 @@ func NewServer(o Options) (*Server, error) {
 	}
 	for _, t := range extra {
 		if err := tools.Add(t); err != nil {
-			return nil, s.abandon(err)
+			return nil, err
 		}
 	}
 	cfg := agent.Config{
@@ -365,8 +346,6 @@ func NewServer(o Options) (*Server, error) {
 		SystemPrompt: o.SystemPrompt,
 		Intents:      o.Intents,
 		Tools:        tools,
-		Approver:     approverOf(mgr, o.TrustHints),
-		Store:        o.Store,
 		Hooks:        o.Hooks,
 
 		TracerProvider: o.TracerProvider,
@@ -377,7 +356,7 @@ func NewServer(o Options) (*Server, error) {
 	}
 	if o.Researcher {
 		if err := addResearcher(tools, cfg); err != nil {
-			return nil, s.abandon(err)
+			return nil, err
 		}
 	}
 	// Set after the researcher took its copy of cfg: it summarises
@@ -388,11 +367,6 @@ func NewServer(o Options) (*Server, error) {
 		cfg.APILog, cfg.APILogMetadataOnly = l, apiLogMode == APILogMetadata
 		s.apiLog, s.apiLogMode = l, apiLogMode
 	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		return nil, s.abandon(err)
-	}
-	s.agent = a
 	s.skills = o.Skills
 	s.tools = tools
 	s.mcp = o.MCP
@@ -402,7 +376,7 @@ func NewServer(o Options) (*Server, error) {
 		Log:             instance,
 		Model:           o.Model,
 		ModelLabel:      o.ModelLabel,
-		ApprovalTimeout: mgr.Timeout().Seconds(),
+		ApprovalTimeout: cmp.Or(o.ApprovalTimeout, approval.DefaultTimeout).Seconds(),
 		Durable:         durable,
 	}
 	if s.apiLog != nil {
@@ -429,30 +403,36 @@ func NewServer(o Options) (*Server, error) {
 	if !durable {
 		sweep = -1
 	}
-	s.runner, err = runner.New(runner.Config{
-		Agent:         a,
-		Holder:        o.Holder,
-		LeaseTTL:      o.LeaseTTL,
-		SweepInterval: sweep,
-		MaxRuns:       cmp.Or(o.MaxRuns, DefaultMaxRuns),
+	var policies []approval.Policy
+	if o.TrustHints {
+		policies = append(policies, approval.ReadOnlyHints())
+	}
+	rcfg := runner.Config{
+		Store:           o.Store,
+		Agent:           cfg,
+		Policies:        policies,
+		ApprovalTimeout: o.ApprovalTimeout,
+		FormTimeout:     o.FormTimeout,
+		Holder:          o.Holder,
+		LeaseTTL:        o.LeaseTTL,
+		SweepInterval:   sweep,
+		MaxRuns:         cmp.Or(o.MaxRuns, DefaultMaxRuns),
 		// A MemStore of its own ends with the Server: nothing would resume
 		// a suspended run.
 		InterruptOnClose: !durable,
 		Logger:           s.logger,
 		OnEvent:          s.onEvent,
-	})
-	if err != nil {
-		return nil, s.abandon(err)
 	}
+	if durable {
+		rcfg.SuspendAfter = o.SuspendAfter
+	}
+	s.runner, err = runner.New(rcfg)
+	if err != nil {
+		return nil, err
+	}
+	s.agent = s.runner.Agent()
 	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
-}
-
-// abandon undoes what NewServer started before it failed with err, and
-// returns err.
-func (s *Server) abandon(err error) error {
-	s.closeManager()
-	return err
 }
 
 func (s *Server) routes(token string, bodyTimeout time.Duration) {
@@ -461,9 +441,8 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	files := http.FileServerFS(web)
-	// Only the browser that opened a session may act on it; the approval
-	// handlers ask the same question through their Authorize hook.
-	owned := approval.HandlerConfig{Authorize: authorize}
+	// Only the browser that opened a session may act on it; the person's
+	// requests (decide.go) ask the same question through owned.
 	m := http.NewServeMux()
 	m.Handle("/", securityHeaders(files))
 	m.HandleFunc("GET /api/events", s.handleEvents)
@@ -483,9 +462,9 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
 	m.HandleFunc("GET /api/mcp/resources", s.handleMCPResources)
 	m.HandleFunc("/oauth/callback", s.handleOAuthCallback)
-	m.Handle("/api/tool-approve", s.approvals.ApproveHandler(owned))
-	m.Handle("/api/interrupt", s.approvals.InterruptHandler(s.interrupt, owned))
-	m.Handle("/api/form-answer", s.forms.AnswerHandler(owned))
+	m.HandleFunc("/api/tool-approve", s.handleApprove)
+	m.HandleFunc("/api/interrupt", s.handleInterrupt)
+	m.HandleFunc("/api/form-answer", s.handleFormAnswer)
 	// A page of another site must not start runs, approve calls or
 	// interrupt them from the user's browser (CSRF).
 	cop := http.NewCrossOriginProtection()
@@ -555,7 +534,6 @@ func (s *Server) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.runner.Close()
-		s.closeManager()
 		close(s.closing)
 	})
 	return nil
@@ -725,26 +703,6 @@ func (s *Server) onEvent(id string, e runner.Event) {
 	}
 }
 
-// interrupt interrupts the session's run, wherever it runs, and cancels its
-// open forms (a suspended turn's too); it reports whether there was a run
-// or a form to close. It is the function of the approval package's
-// interrupt handler, which then cancels the session's pending approvals.
-func (s *Server) interrupt(sessionID string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ok, err := s.runner.Interrupt(ctx, sessionID)
-	if err != nil {
-		s.logger.Warn("webchat: interrupting a run", "session", sessionID, "err", err)
-	}
-	// After the run's context: a form's call then ends as interrupted, not
-	// with the form's closing as its result.
-	n, err := s.forms.CancelSession(ctx, sessionID)
-	if err != nil {
-		s.logger.Warn("webchat: closing the forms of an interrupted run", "session", sessionID, "err", err)
-	}
-	return ok || n > 0
-}
-
 // busy reports whether a run is active in the session, here or on another
 // replica.
 func (s *Server) busy(sessionID string) bool {
@@ -912,7 +870,7 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 		return nil, fmt.Errorf("reading the open calls: %w", err)
 	}
 	approvals, _ := s.store.(memory.ApprovalStore)
-	forms, err := s.forms.Pending(ctx, id)
+	cards, forms, err := s.pending(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -920,14 +878,8 @@ func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall
 	// record stored without one (by a version before digests) the digest
 	// of its arguments.
 	digests := make(map[string]string)
-	if approvals != nil && slices.ContainsFunc(recs, func(rec memory.OpenCall) bool { return rec.ApprovalID != "" && !rec.Executing }) {
-		cards, err := s.approvals.Pending(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range cards {
-			digests[c.ApprovalID] = c.Call.ArgumentsDigest
-		}
+	for _, c := range cards {
+		digests[c.ApprovalID] = c.Call.ArgumentsDigest
 	}
 	out := make(map[int64][]openCall)
 	for _, rec := range recs {
@@ -1040,13 +992,4 @@ func randomID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// approverOf is the agents' Approver: the Manager, after the opt-in policy
-// of trusted read-only hints.
-func approverOf(mgr *approval.Manager, trustHints bool) agent.Approver {
-	if !trustHints {
-		return mgr
-	}
-	return approval.Chain(mgr, approval.ReadOnlyHints())
 }

@@ -337,9 +337,9 @@ func texts(chunks []agent.Chunk) string {
 
 // waitApprovals waits until the Manager holds n entries (an answered
 // approval is removed by the run's goroutine, a moment later).
-func waitApprovals(t *testing.T, m *approval.Manager, n int) {
+func waitApprovals(t *testing.T, s *Server, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return m.Len() == n }, waitLimit, 5*time.Millisecond, "pending approvals: got %d, want %d", m.Len(), n)
+	require.Eventually(t, func() bool { return waiting(t, s, false) == n }, waitLimit, 5*time.Millisecond, "pending approvals: want %d", n)
 }
 
 func TestWeatherTurnOverSSE(t *testing.T) {
@@ -362,7 +362,7 @@ func TestWeatherTurnOverSSE(t *testing.T) {
 		before = append(before, e.chunk(t))
 	}
 	assert.Equal(t, []string{"text", "round_end", "reasoning", "text", "start get_weather", "approval_required get_weather"}, summary(before))
-	assert.Equal(t, 1, h.srv.approvals.Len())
+	assert.Equal(t, 1, waiting(t, h.srv, false))
 
 	assert.Equal(t, true, h.decide(t, s1, call, true)["success"])
 
@@ -378,7 +378,7 @@ func TestWeatherTurnOverSSE(t *testing.T) {
 		}
 	}
 	assert.Contains(t, texts(after), "Here is what I found")
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 
 	// The history a reloaded page draws.
 	resp, err := h.client.Get(h.ts.URL + "/api/history?session_id=" + s1)
@@ -414,7 +414,7 @@ func TestRejectEndsTheRun(t *testing.T) {
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "rejected", Reason: agent.CauseUser.DefaultReason(), Cause: agent.CauseUser}, done)
 	assert.Equal(t, []string{"rejected get_weather: " + agent.CauseUser.DefaultReason(), "interrupted"}, summary(chunks))
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 }
 
 func TestInterruptDuringApproval(t *testing.T) {
@@ -424,7 +424,7 @@ func TestInterruptDuringApproval(t *testing.T) {
 	ev, _ := h.openEvents(t, s1)
 	h.chat(t, s1, "What's the weather in Paris?")
 	ev.untilState(t, agent.KindToolCall, agent.StateApprovalRequired)
-	require.Equal(t, 1, h.srv.approvals.Len())
+	require.Equal(t, 1, waiting(t, h.srv, false))
 
 	status, out := h.post(t, "/api/interrupt", `{"session_id":"`+s1+`"}`)
 	require.Equal(t, http.StatusOK, status, "%v", out)
@@ -434,7 +434,7 @@ func TestInterruptDuringApproval(t *testing.T) {
 	done, chunks := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "interrupted"}, done)
 	assert.Equal(t, []string{"rejected get_weather: " + agent.CauseApprovalInterrupted.DefaultReason(), "interrupted"}, summary(chunks))
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 	assert.False(t, h.srv.busy(s1))
 
 	// Nothing left to interrupt: the page finishes at once.
@@ -485,7 +485,7 @@ func TestApprovalTimeout(t *testing.T) {
 	assert.Equal(t, "approval timed out after 50ms", done.Reason)
 	assert.Equal(t, []string{"text", "round_end", "reasoning", "text", "start get_weather", "approval_required get_weather",
 		"rejected get_weather: " + done.Reason, "interrupted"}, summary(chunks))
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 }
 
 func TestStaleApproval(t *testing.T) {
@@ -508,13 +508,13 @@ func TestStaleApproval(t *testing.T) {
 	restarted.client = h.client // the same browser, its cookie
 	out = restarted.decide(t, s1, call, true)
 	assert.Equal(t, false, out["success"], "approving a card of the server before the restart")
-	assert.Equal(t, 1, h.srv.approvals.Len(), "the first server still waits")
+	assert.Equal(t, 1, waiting(t, h.srv, false), "the first server still waits")
 
 	// The first server shuts down: its run ends, its page is told.
 	h.srv.Close()
 	done, _ := ev.runDone(t)
 	assert.Equal(t, runDone{Status: "interrupted", Reason: reasonShutdown}, done)
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 }
 
 func TestSecondChatInBusySessionIs409(t *testing.T) {
@@ -663,7 +663,7 @@ func TestCloseEndsRunsAndStreams(t *testing.T) {
 
 	status, out := h.post(t, "/api/chat", `{"session_id":"`+s1+`","message":"hi"}`)
 	assert.Equal(t, http.StatusServiceUnavailable, status, "%v", out)
-	assert.Equal(t, 0, h.srv.approvals.Len())
+	assert.Equal(t, 0, waiting(t, h.srv, false))
 }
 
 func TestMainServesAndShutsDown(t *testing.T) {
@@ -835,7 +835,26 @@ func (p *program) wait(t *testing.T) int {
 // pendingOf returns the pending approvals of session.
 func pendingOf(t *testing.T, s *Server, session string) []approval.PendingApproval {
 	t.Helper()
-	list, err := s.approvals.Pending(t.Context(), session)
+	list, _, err := s.pending(t.Context(), session)
 	require.NoError(t, err)
 	return list
+}
+
+// waiting counts what waits for a person in the Server's store, in every
+// session: its pending approvals, or with forms its open forms.
+func waiting(t *testing.T, s *Server, forms bool) int {
+	t.Helper()
+	sessions, err := s.store.Sessions(t.Context())
+	require.NoError(t, err)
+	n := 0
+	for _, ss := range sessions {
+		approvals, open, err := s.pending(t.Context(), ss.ID)
+		require.NoError(t, err)
+		if forms {
+			n += len(open)
+		} else {
+			n += len(approvals)
+		}
+	}
+	return n
 }

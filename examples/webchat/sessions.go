@@ -222,9 +222,6 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		writeStoreError(w, "deleting the session", err)
 		return
 	}
-	if _, err := s.forms.CancelSession(r.Context(), req.SessionID); err != nil {
-		s.logger.Warn("webchat: closing the forms of a deleted session", "session", req.SessionID, "err", err)
-	}
 	if s.mcp != nil {
 		s.mcp.CloseConversation(req.SessionID)
 	}

@@ -52,7 +52,7 @@ func resumeInput(sid string, in map[string]any, args string, payload any) input 
 
 func pending(t *testing.T, f *fixture, sid string) int {
 	t.Helper()
-	p, err := f.b.Approvals.Pending(context.Background(), sid)
+	p, err := f.b.PendingApprovals(context.Background(), sid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestFormAnswerRefused(t *testing.T) {
 	if status, _, msg := f.post(t, "alice", x); status != http.StatusBadRequest {
 		t.Errorf("%d %s, want 400", status, msg)
 	}
-	open, err := f.b.Forms.Pending(context.Background(), sid)
+	open, err := f.b.PendingForms(context.Background(), sid)
 	if err != nil || len(open) != 1 {
 		t.Errorf("%d forms open (%v), want 1", len(open), err)
 	}

@@ -39,11 +39,6 @@ func ExampleHandler_runAgentInput() {
 		return agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Lima"}`).Finish("tool_calls")
 	}
 	store := &memory.MemStore{}
-	approvals, err := approval.NewManager(approval.ManagerConfig{Store: store})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer approvals.Close()
 	type city struct {
 		City string `json:"city"`
 	}
@@ -54,19 +49,15 @@ func ExampleHandler_runAgentInput() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{
+	r, err := runner.New(runner.Config{Store: store, InterruptOnClose: true, Agent: agent.Config{
 		BaseURL: "http://model.invalid/v1", HTTPClient: &http.Client{Transport: agenttest.RespondFunc(model)},
-		Model: "demo", Store: store, Approver: approvals, Tools: tools,
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	r, err := runner.New(runner.Config{Agent: a, InterruptOnClose: true})
+		Model: "demo", Tools: tools,
+	}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer r.Close()
-	h, err := agui.NewHandler(agui.Config{Runner: r, Approvals: approvals, Authorize: approval.AllowAnyCaller})
+	h, err := agui.NewHandler(agui.Config{Runner: r, Authorize: approval.AllowAnyCaller})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/planround/planround/approval"
-	"github.com/planround/planround/interact"
 	"github.com/planround/planround/runner"
 	"github.com/planround/planround/ui/agui"
 )
@@ -16,13 +15,11 @@ import (
 // refuses whoever does not own the session.
 func ExampleNewHandler() {
 	var (
-		r         *runner.Runner    // the host's runner (runner.New)
-		approvals *approval.Manager // its agent's Approver
-		forms     *interact.Forms   // the forms of ask_user_question
-		owner     func(sessionID string) string
+		r     *runner.Runner // the host's runner (runner.New): it takes the decisions and answers
+		owner func(sessionID string) string
 	)
 	h, err := agui.NewHandler(agui.Config{
-		Runner: r, Approvals: approvals, Forms: forms,
+		Runner: r,
 		Authorize: func(req *http.Request, sessionID string) (string, error) {
 			user := req.Header.Get("X-User") // the host's own authentication
 			if user == "" {

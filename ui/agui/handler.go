@@ -20,14 +20,9 @@ const Via = "ag-ui"
 
 // Config configures a Handler.
 type Config struct {
-	// Runner runs the turns. Required.
+	// Runner runs the turns, and takes the decisions on tool approvals and
+	// the answers to forms (runner.Runner.Decide, Answer). Required.
 	Runner *runner.Runner
-	// Approvals takes the decisions on tool approvals; nil: a resume entry
-	// that answers an approval is refused.
-	Approvals *approval.Manager
-	// Forms takes the answers to forms; nil: a resume entry that answers a
-	// form is refused.
-	Forms *interact.Forms
 	// Authorize is called with every request and its thread id (the
 	// planround session id) before the handler does anything, as
 	// approval.HandlerConfig.Authorize is: it returns who asks, or an error
@@ -72,8 +67,8 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	return &Handler{cfg: cfg, backend: turn.Backend{
-		Runner: cfg.Runner, Approvals: cfg.Approvals, Forms: cfg.Forms,
-		Auth: approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
+		Runner: cfg.Runner,
+		Auth:   approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
 	}}, nil
 }
 
@@ -132,23 +127,13 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 		httpjson.WriteError(w, http.StatusInternalServerError, "reading the thread's events: "+err.Error())
 		return
 	}
-	var approvals []approval.PendingApproval
-	var forms []interact.PendingForm
-	if h.cfg.Approvals != nil {
-		if approvals, err = h.cfg.Approvals.Pending(ctx, sid); err != nil {
-			httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-	}
-	if h.cfg.Forms != nil {
-		if forms, err = h.cfg.Forms.Pending(ctx, sid); err != nil {
-			httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
+	approvals, forms, err := h.backend.Pending(ctx, sid)
+	if err != nil {
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
 	}
 	var decisions []turn.Decision
 	var replies []interact.FormReply
-	cancelForms := false // a form only a stop ends was cancelled (moveOn)
 	for _, re := range in.Resume {
 		if d, found, terr := approvalDecision(in, re, approvals); terr != nil {
 			httpjson.WriteError(w, terr.Status, terr.Msg)
@@ -159,7 +144,8 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 		}
 		if fr, found, terr := formReply(re, forms); terr != nil {
 			if moveOn && re.Status == statusCancelled {
-				cancelForms = true // a form only a stop ends
+				// The person moved on: the form is dismissed.
+				replies = append(replies, interact.FormReply{SessionID: sid, FormID: fr.FormID, Cancel: true, By: principal})
 				continue
 			}
 			httpjson.WriteError(w, terr.Status, terr.Msg)
@@ -190,14 +176,6 @@ func (h *Handler) resume(ctx context.Context, w http.ResponseWriter, in *runInpu
 		decided = decided || open
 	}
 	if moveOn {
-		if cancelForms {
-			n, err := h.cfg.Forms.CancelSession(ctx, sid)
-			if err != nil {
-				httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
-				return
-			}
-			decided = decided || n > 0
-		}
 		h.moveOn(ctx, w, in, st, decided, text)
 		return
 	}

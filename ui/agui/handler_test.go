@@ -46,7 +46,7 @@ func newFixture(t *testing.T, o uitest.Options) *fixture {
 	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 	b := uitest.New(t, o)
 	var own owners
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: own.authorize})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: own.authorize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestNodeScenarios(t *testing.T) {
 			"RUN_STARTED STEP_STARTED TOOL_CALL_RESULT CUSTOM(planround.round_end) STEP_FINISHED " + answer + " " + hello + " RUN_FINISHED(success)"},
 		lines: []string{"Hello there!"},
 		check: func(t *testing.T, f *fixture, sid string) {
-			if open, err := f.b.Forms.Pending(context.Background(), sid); err != nil || len(open) != 0 {
+			if open, err := f.b.PendingForms(context.Background(), sid); err != nil || len(open) != 0 {
 				t.Errorf("%d forms open (%v), want 0", len(open), err)
 			}
 			userSaid(t, f, sid, "hello")

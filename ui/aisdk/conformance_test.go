@@ -67,7 +67,7 @@ func serve(t *testing.T, b *uitest.Bench, mangle func(string) int) string {
 	mux := http.NewServeMux()
 	for _, prefix := range []string{"", "/keep"} {
 		h, err := NewHandler(Config{
-			Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms,
+			Runner:                  b.Runner,
 			Authorize:               approval.AllowAnyCaller,
 			KeepRunningOnDisconnect: prefix != "",
 		})

@@ -59,44 +59,30 @@ func script(req *agenttest.Request) agenttest.Response {
 // exampleServer is the handler at /api/chat on 127.0.0.1, on a runner
 // whose agent answers with script.
 type exampleServer struct {
-	url       string
-	approvals *approval.Manager
-	forms     *interact.Forms
-	close     func()
+	url   string
+	close func()
 }
 
 func startExample() *exampleServer {
 	store := &memory.MemStore{}
-	approvals, err := approval.NewManager(approval.ManagerConfig{Store: store})
-	if err != nil {
-		log.Fatal(err)
-	}
-	forms, err := interact.NewForms(interact.FormsConfig{Store: store})
-	if err != nil {
-		log.Fatal(err)
-	}
 	type city struct {
 		City string `json:"city"`
 	}
 	weather := agent.NewTool("get_weather", "The weather of a city.", func(_ context.Context, in city, _ agent.Progress) (string, error) {
 		return "sunny in " + in.City, nil
 	})
-	tools, err := agent.NewToolRegistry(weather, interact.AskUserQuestion(forms))
+	tools, err := agent.NewToolRegistry(weather, interact.AskUserQuestion())
 	if err != nil {
 		log.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{
+	r, err := runner.New(runner.Config{Store: store, InterruptOnClose: true, Agent: agent.Config{
 		BaseURL: "http://model.invalid/v1", HTTPClient: &http.Client{Transport: agenttest.RespondFunc(script)},
-		Model: "demo", Store: store, Approver: approvals, Tools: tools,
-	})
+		Model: "demo", Tools: tools,
+	}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := runner.New(runner.Config{Agent: a, InterruptOnClose: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	h, err := aisdk.NewHandler(aisdk.Config{Runner: r, Approvals: approvals, Forms: forms, Authorize: approval.AllowAnyCaller})
+	h, err := aisdk.NewHandler(aisdk.Config{Runner: r, Authorize: approval.AllowAnyCaller})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -104,11 +90,9 @@ func startExample() *exampleServer {
 	mux.Handle("/api/chat", h)
 	mux.Handle("/api/chat/", h)
 	srv := httptest.NewServer(mux)
-	return &exampleServer{url: srv.URL, approvals: approvals, forms: forms, close: func() {
+	return &exampleServer{url: srv.URL, close: func() {
 		r.Close()
 		srv.Close()
-		approvals.Close()
-		forms.Close()
 	}}
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // A host mounts the handler where useChat's DefaultChatTransport posts
-// (/api/chat), on a runner whose agent asks its approval.Manager. Here a
+// (/api/chat), on a runner, which takes the person's decisions. Here a
 // scripted model answers, and a request like the one useChat sends for a
 // new message gets the UI message stream of the turn.
 func ExampleNewHandler() {
@@ -27,27 +27,18 @@ func ExampleNewHandler() {
 	model.Enqueue(agenttest.Reply().Text("Hello! <no_tool>").Finish("stop"))
 	model.Enqueue(agenttest.Reply().Text("How can I help?").Finish("stop"))
 
-	store := &memory.MemStore{}
-	approvals, err := approval.NewManager(approval.ManagerConfig{Store: store})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer approvals.Close()
-	a, err := agent.New(agent.Config{
-		BaseURL: model.URL(), HTTPClient: model.Client(), Model: "demo",
-		Store: store, Approver: approvals,
+	r, err := runner.New(runner.Config{
+		Store:            &memory.MemStore{},
+		Agent:            agent.Config{BaseURL: model.URL(), HTTPClient: model.Client(), Model: "demo"},
+		InterruptOnClose: true,
 	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	r, err := runner.New(runner.Config{Agent: a, InterruptOnClose: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer r.Close()
 
 	h, err := aisdk.NewHandler(aisdk.Config{
-		Runner: r, Approvals: approvals,
+		Runner: r,
 		// The host's authentication: who asks, and may they act on this
 		// chat? approval.AllowAnyCaller is for a single-user tool only.
 		Authorize: approval.AllowAnyCaller,

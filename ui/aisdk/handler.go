@@ -25,15 +25,9 @@ const DefaultMaxBodyBytes = 8 << 20
 
 // Config configures the handler of NewHandler.
 type Config struct {
-	// Runner runs the turns (required). Its Agent's Approver should be
-	// Approvals, and its tools' forms Forms, for the client's answers to
-	// reach them.
+	// Runner runs the turns (required), and takes the approval responses
+	// and form answers the client sends (runner.Runner.Decide, Answer).
 	Runner *runner.Runner
-	// Approvals takes the approval responses the client sends; nil
-	// refuses them.
-	Approvals *approval.Manager
-	// Forms takes the form answers the client sends; nil refuses them.
-	Forms *interact.Forms
 	// Authorize is called with every request and the chat id it names
 	// (the session id), before the handler acts: it returns who is asking
 	// and nil when the caller may act on that session (its owner), an
@@ -59,7 +53,7 @@ type Config struct {
 // DefaultChatTransport: mount it at the transport's api ("/api/chat") and
 // below it (the reconnect and stop paths are under it):
 //
-//	h, err := aisdk.NewHandler(aisdk.Config{Runner: r, Approvals: m, Forms: f, Authorize: owner})
+//	h, err := aisdk.NewHandler(aisdk.Config{Runner: r, Authorize: owner})
 //	mux.Handle("/api/chat", h)
 //	mux.Handle("/api/chat/", h)
 //
@@ -116,8 +110,8 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Handler{cfg: cfg, b: turn.Backend{
-		Runner: cfg.Runner, Approvals: cfg.Approvals, Forms: cfg.Forms,
-		Auth: approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
+		Runner: cfg.Runner,
+		Auth:   approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
 	}}, nil
 }
 
@@ -371,12 +365,12 @@ type taken struct {
 // the client's decision) that differ from the client's, as the audit
 // keeps them.
 func (h *Handler) taken(ctx context.Context, sessionID string, mine map[string]bool) []taken {
-	if len(mine) == 0 || h.cfg.Approvals == nil {
+	if len(mine) == 0 {
 		return nil
 	}
 	var out []taken
 	left := len(mine)
-	for d, err := range h.cfg.Approvals.Decisions(ctx, approval.DecisionQuery{SessionID: sessionID}) {
+	for d, err := range h.cfg.Runner.Decisions(ctx, approval.DecisionQuery{SessionID: sessionID}) {
 		if err != nil {
 			h.cfg.Logger.Warn("aisdk: reading the decisions", "session", sessionID, "err", err)
 			break

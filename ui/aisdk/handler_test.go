@@ -90,7 +90,7 @@ func find(chunks []map[string]any, typ string) map[string]any {
 func TestOwnerAndBinding(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/api/chat", h)
@@ -110,7 +110,7 @@ func TestOwnerAndBinding(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pending := func() int {
-		p, err := b.Approvals.Pending(ctx, chat)
+		p, err := b.PendingApprovals(ctx, chat)
 		require.NoError(t, err)
 		return len(p)
 	}
@@ -153,7 +153,7 @@ func TestOwnerAndBinding(t *testing.T) {
 
 	// The audit names the user and the protocol.
 	var seen bool
-	for d, err := range b.Approvals.Decisions(ctx, approval.DecisionQuery{SessionID: chat}) {
+	for d, err := range b.Runner.Decisions(ctx, approval.DecisionQuery{SessionID: chat}) {
 		require.NoError(t, err)
 		require.Equal(t, "alice", d.Decision.By)
 		require.Equal(t, Via, d.Decision.Via)
@@ -173,7 +173,7 @@ func TestRequestErrors(t *testing.T) {
 	b := uitest.New(t, uitest.Options{})
 	_, err := NewHandler(Config{Runner: b.Runner})
 	require.Error(t, err, "no Authorize")
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Authorize: approval.AllowAnyCaller})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -191,7 +191,7 @@ func TestRequestErrors(t *testing.T) {
 		{`{"id":"s","messages":[{"role":"user","parts":[{"type":"file","url":"x"}]}]}`, http.StatusBadRequest, "no text"},
 		{`{"id":"s","messages":[{"role":"assistant","parts":[]}]}`, http.StatusBadRequest, "nothing to do"},
 		{`{"id":"s","messages":[{"role":"user","parts":[]}],"planround":{"form":{"id":"f"}}}`, http.StatusBadRequest, "has no answers"},
-		{`{"id":"s","messages":[{"role":"user","parts":[]}],"planround":{"form":{"id":"f","answers":{"q":"a"}}}}`, http.StatusBadRequest, "answers no forms"},
+		{`{"id":"s","messages":[{"role":"user","parts":[]}],"planround":{"form":{"id":"f","answers":{"q":"a"}}}}`, http.StatusConflict, "no longer pending"}, // no such form
 	} {
 		res, err := http.Post(srv.URL, "application/json", strings.NewReader(c.body))
 		require.NoError(t, err)
@@ -222,7 +222,7 @@ func FuzzChatRequest(f *testing.F) {
 		f.Add(s)
 	}
 	b := uitest.New(f, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: approval.AllowAnyCaller})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, body string) {
 		if strings.Contains(body, `"user"`) {
@@ -249,7 +249,7 @@ func FuzzChatRequest(f *testing.F) {
 func TestNewMessageWhileWaiting(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: approval.AllowAnyCaller})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -263,7 +263,7 @@ func TestNewMessageWhileWaiting(t *testing.T) {
 	require.Contains(t, find(chunks, "text-delta")["delta"], "Hello")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := b.Approvals.Pending(ctx, "s1")
+	p, err := b.PendingApprovals(ctx, "s1")
 	require.NoError(t, err)
 	require.Empty(t, p)
 	require.Zero(t, b.Runs.Load())
@@ -276,7 +276,7 @@ func TestNewMessageWhileWaiting(t *testing.T) {
 func TestEchoBinding(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -291,7 +291,7 @@ func TestEchoBinding(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pending := func() int {
-		p, err := b.Approvals.Pending(ctx, chat)
+		p, err := b.PendingApprovals(ctx, chat)
 		require.NoError(t, err)
 		return len(p)
 	}
@@ -322,7 +322,7 @@ func TestEchoBinding(t *testing.T) {
 	require.Equal(t, "ordered "+args, find(chunks, "tool-output-available")["output"])
 	require.Equal(t, []string{args}, b.Orders(), "the call ran once, with the arguments as shown")
 	var audited bool
-	for d, err := range b.Approvals.Decisions(ctx, approval.DecisionQuery{SessionID: chat}) {
+	for d, err := range b.Runner.Decisions(ctx, approval.DecisionQuery{SessionID: chat}) {
 		require.NoError(t, err)
 		require.Equal(t, string(d.Arguments), args, "the audit keeps the arguments shown")
 		audited = true
@@ -352,7 +352,7 @@ func get(t *testing.T, url, user string) (int, string) {
 func TestMessages(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/api/chat", h)

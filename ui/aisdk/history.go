@@ -203,22 +203,21 @@ func (b *historyBuilder) index(ctx context.Context, msgs []memory.Message, open 
 		}
 	}
 	b.pending = map[string]approval.PendingApproval{}
-	if asks && b.h.cfg.Approvals != nil {
-		list, err := b.h.cfg.Approvals.Pending(ctx, b.sessionID)
-		if err != nil {
-			return err
-		}
-		for _, p := range list {
+	b.forms = map[string]interact.PendingForm{}
+	if !asks && len(open) == 0 {
+		return nil
+	}
+	pendingApprovals, openForms, err := b.h.b.Pending(ctx, b.sessionID)
+	if err != nil {
+		return err
+	}
+	if asks {
+		for _, p := range pendingApprovals {
 			b.pending[p.ApprovalID] = p
 		}
 	}
-	b.forms = map[string]interact.PendingForm{}
-	if len(open) > 0 && b.h.cfg.Forms != nil {
-		list, err := b.h.cfg.Forms.Pending(ctx, b.sessionID)
-		if err != nil {
-			return err
-		}
-		for _, f := range list {
+	if len(open) > 0 {
+		for _, f := range openForms {
 			b.forms[f.CallID] = f
 		}
 	}

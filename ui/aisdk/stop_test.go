@@ -64,7 +64,7 @@ func TestSendRightAfterStop(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			b := uitest.New(t, uitest.Options{WindDown: 50 * time.Millisecond})
-			h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: approval.AllowAnyCaller})
+			h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
 			require.NoError(t, err)
 			srv := httptest.NewServer(h)
 			t.Cleanup(srv.Close)
@@ -94,7 +94,7 @@ func TestSendRightAfterStop(t *testing.T) {
 func TestStopIdle(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Approvals: b.Approvals, Forms: b.Forms, Authorize: byUser})
+	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/httpjson"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
@@ -26,7 +27,7 @@ func (r *replica) routes() http.Handler {
 	mux.HandleFunc("GET /calls", r.handleCalls)
 	mux.HandleFunc("GET /approvals", r.handleApprovals)
 	mux.HandleFunc("GET /approval", r.handleApproval)
-	mux.Handle("POST /form-answer", r.forms.AnswerHandler(approval.HandlerConfig{Authorize: r.authorize}))
+	mux.HandleFunc("POST /form-answer", r.handleFormAnswer)
 	mux.HandleFunc("GET /forms", r.handleForms)
 	mux.HandleFunc("GET /healthz", r.handleHealth)
 	return mux
@@ -122,7 +123,7 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	ctx := req.Context()
-	pending, err := r.mgr.Respond(ctx, approval.Reply{
+	pending, err := r.runner.Decide(ctx, runner.Reply{
 		SessionID: body.SessionID, ApprovalID: body.ApprovalID,
 		CallID: body.CallID, Tool: body.Tool, ArgumentsDigest: body.ArgumentsDigest,
 		Decision: agent.Decision{Approved: body.Approved, Reason: body.Reason, By: r.opts.holder, Via: approval.ViaHTTP},
@@ -156,10 +157,11 @@ func (r *replica) handleApprove(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// handleInterrupt interrupts a session's run, here or on the replica that
-// drives it, then cancels its pending approvals (a suspended turn has no
-// run: the cancelled approvals end it when it is resumed), and its open
-// forms, as a front end's interrupt button does.
+// handleInterrupt stops a session (runner.Runner.Stop): its run is
+// interrupted, here or on the replica that drives it, then its pending
+// approvals (a suspended turn has no run: the cancelled approvals end it
+// when it is resumed) and its open forms are cancelled, as a front end's
+// stop button does.
 func (r *replica) handleInterrupt(w http.ResponseWriter, req *http.Request) {
 	var body struct {
 		SessionID string `json:"session_id"`
@@ -171,23 +173,43 @@ func (r *replica) handleInterrupt(w http.ResponseWriter, req *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, "session_id is required")
 		return
 	}
-	running, err := r.runner.Interrupt(req.Context(), body.SessionID)
+	stopped, err := r.runner.Stop(req.Context(), body.SessionID)
 	if err != nil {
 		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	n, err := r.mgr.CancelSession(req.Context(), body.SessionID)
-	if err != nil {
-		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "running": stopped.Run, "cancelled": stopped.Approvals + stopped.Forms})
+}
+
+// handleFormAnswer gives the answers of an interact.AnswerRequest to their
+// form (runner.Runner.Answer), from the replica's holder. It answers 200
+// {"success":true} when they were taken, 200 {"success":false} when the
+// form is not open, 403 for a form of another session, 400 for answers
+// that do not fit it.
+func (r *replica) handleFormAnswer(w http.ResponseWriter, req *http.Request) {
+	var body interact.AnswerRequest
+	if !httpjson.Decode(w, req, &body, maxBody) {
 		return
 	}
-	forms, err := r.forms.CancelSession(req.Context(), body.SessionID)
-	if err != nil {
-		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+	if body.SessionID == "" || body.FormID == "" {
+		httpjson.WriteError(w, http.StatusBadRequest, "session_id and form_id are required")
 		return
 	}
-	n += forms
-	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "running": running, "cancelled": n})
+	reply := runner.FormReply{SessionID: body.SessionID, FormID: body.FormID, Answers: body.Answers, By: r.opts.holder, Via: approval.ViaHTTP}
+	if body.Action != "" {
+		reply.Elicitation = &interact.ElicitationAnswer{Action: body.Action, Content: body.Content}
+	}
+	open, err := r.runner.Answer(req.Context(), reply)
+	switch {
+	case errors.Is(err, interact.ErrWrongSession):
+		httpjson.WriteError(w, http.StatusForbidden, err.Error())
+	case errors.Is(err, interact.ErrInvalidAnswers):
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
+	case err != nil:
+		httpjson.WriteError(w, http.StatusInternalServerError, err.Error())
+	default:
+		httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": open})
+	}
 }
 
 // handleEvents streams the events of the runs of a session (of every
@@ -238,16 +260,17 @@ func (r *replica) handleApprovals(w http.ResponseWriter, req *http.Request) {
 }
 
 // handleForms lists the session's open forms (interact.PendingForm), as a
-// reconnecting front end draws them.
+// reconnecting front end draws them (runner.Runner.Pending).
 func (r *replica) handleForms(w http.ResponseWriter, req *http.Request) {
-	forms, err := r.forms.Pending(req.Context(), req.URL.Query().Get("session"))
+	list, err := r.runner.Pending(req.Context(), req.URL.Query().Get("session"))
+	forms := []interact.PendingForm{}
+	for _, a := range list {
+		if a.Form != nil {
+			forms = append(forms, *a.Form)
+		}
+	}
 	answer(w, forms, err)
 }
-
-// authorize is the form handler's HandlerConfig.Authorize: the replica
-// serves tests on the loopback interface, where every caller may answer
-// every session; the principal is the replica's holder, for the audit.
-func (r *replica) authorize(*http.Request, string) (string, error) { return r.opts.holder, nil }
 
 func (r *replica) handleApproval(w http.ResponseWriter, req *http.Request) {
 	a, err := r.store.GetApproval(req.Context(), req.URL.Query().Get("id"))

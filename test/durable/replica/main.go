@@ -5,7 +5,7 @@
 //
 // A replica runs an agent whose Store is the shared store, holding each
 // session's lease while it drives the session's run (-holder, -lease-ttl),
-// with a durable approval.Manager as its Approver: a decision posted to any
+// with a runner whose approvals are kept there: a decision posted to any
 // replica is stored and announced to the others, which wakes the run that
 // waits for it wherever it runs. A decision that no run of this replica waits
 // for resumes the session here (agent.Resume), as does a sweeper that looks
@@ -24,7 +24,7 @@
 // -effects file (O_APPEND, one write), so a test counts executions per
 // key; "effect" then returns at once, "slow" writes progress every 50 ms
 // and blocks until its run ends (a kill, in the tests). ask_user_question
-// is interact's, with an interact.Forms on the shared store and notifier
+// is interact's, asking through the runner's forms on the shared store
 // (-suspend-after and -approval-timeout apply to its forms too): a form
 // asked on one replica is answered on any.
 //
@@ -37,10 +37,11 @@
 //	                "arguments_digest", "approved", "reason"}: a decision
 //	                bound to the call (409 {"mismatch": true} when the
 //	                call is not the approval's)
-//	POST /form-answer {"session_id", "form_id", "answers"}: interact's
-//	                AnswerHandler
-//	POST /interrupt {"session_id"}: interrupt the session's run wherever it
-//	                runs, and cancel its pending approvals and open forms
+//	POST /form-answer {"session_id", "form_id", "answers"}: the answers to
+//	                a form (runner.Runner.Answer)
+//	POST /interrupt {"session_id"}: stop the session (runner.Runner.Stop:
+//	                its run interrupted wherever it runs, its pending
+//	                approvals and open forms cancelled)
 //	GET  /events    ?session= (all when empty): the events of every run of
 //	                the session in this replica from now on (with
 //	                replay=1, from the oldest one it kept), turns and
@@ -78,7 +79,6 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -259,43 +259,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	model.Respond(script)
 
 	r := newReplica(o, st, log)
-	mgr, err := approval.NewManager(approval.ManagerConfig{
-		Timeout:      o.approvalTimeout,
-		Store:        st,
-		Notifier:     st,
-		SuspendAfter: o.suspendAfter,
-	})
-	if err != nil {
-		return err
-	}
-	defer mgr.Close()
-	forms, err := interact.NewForms(interact.FormsConfig{
-		Timeout:      o.approvalTimeout,
-		Store:        st,
-		Notifier:     st,
-		SuspendAfter: o.suspendAfter,
-	})
-	if err != nil {
-		return err
-	}
-	defer forms.Close()
-	tools, err := agent.NewToolRegistry(effectTool(effects), slowTool(effects), interact.AskUserQuestion(forms))
-	if err != nil {
-		return err
-	}
-	a, err := agent.New(agent.Config{
-		BaseURL:    model.URL(),
-		HTTPClient: model.Client(),
-		Model:      "scripted",
-		Tools:      tools,
-		Approver:   mgr,
-		Store:      st,
-	})
+	tools, err := agent.NewToolRegistry(effectTool(effects), slowTool(effects), interact.AskUserQuestion())
 	if err != nil {
 		return err
 	}
 	rn, err := runner.New(runner.Config{
-		Agent:         a, // no Holder: the runner names itself; -holder labels the effects and logs
+		Store: st,
+		Agent: agent.Config{
+			BaseURL:    model.URL(),
+			HTTPClient: model.Client(),
+			Model:      "scripted",
+			Tools:      tools,
+		},
+		ApprovalTimeout: o.approvalTimeout,
+		FormTimeout:     o.approvalTimeout,
+		SuspendAfter:    o.suspendAfter,
+		// no Holder: the runner names itself; -holder labels the effects and logs
 		LeaseTTL:      o.leaseTTL,
 		SweepInterval: -1, // the replica's own loop sweeps, and counts
 		Logger:        log,
@@ -304,7 +283,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r.runner, r.mgr, r.forms = rn, mgr, forms
+	r.runner = rn
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/approval"
-	"github.com/planround/planround/interact"
 	"github.com/planround/planround/runner"
 )
 
@@ -23,10 +21,8 @@ type replica struct {
 	hub    hub
 	sweeps atomic.Int64 // sweeps done
 
-	// runner, mgr and forms are set once by run, before the server serves.
+	// runner is set once by run, before the server serves.
 	runner *runner.Runner
-	mgr    *approval.Manager
-	forms  *interact.Forms
 
 	mu    sync.Mutex        // guards kinds
 	kinds map[string]string // per session, "turn" or "resume": the kind of its turn in progress here

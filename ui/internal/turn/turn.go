@@ -23,13 +23,11 @@ import (
 )
 
 // Backend is what a protocol handler drives: the runner that runs the
-// turns, the approval manager and forms that take the decisions and
-// answers, and the owner check every request goes through.
+// turns and takes the decisions and answers, and the owner check every
+// request goes through.
 type Backend struct {
-	Runner    *runner.Runner
-	Approvals *approval.Manager // nil: the handler takes no decisions
-	Forms     *interact.Forms   // nil: the handler answers no forms
-	Auth      approval.HandlerConfig
+	Runner *runner.Runner
+	Auth   approval.HandlerConfig
 	// Via names the protocol in the audit of decisions and answers.
 	Via string
 }
@@ -112,36 +110,38 @@ func (b *Backend) Start(ctx context.Context, in agent.Input) (*runner.Turn, *Err
 // Waiting reports whether a turn of the session waits for a person: an
 // approval or a form of it is pending.
 func (b *Backend) Waiting(ctx context.Context, sessionID string) bool {
-	if b.Approvals != nil {
-		if p, err := b.Approvals.Pending(ctx, sessionID); err == nil && len(p) > 0 {
-			return true
-		}
-	}
-	if b.Forms != nil {
-		if p, err := b.Forms.Pending(ctx, sessionID); err == nil && len(p) > 0 {
-			return true
-		}
-	}
-	return false
+	p, err := b.Runner.Pending(ctx, sessionID)
+	return err == nil && len(p) > 0
 }
 
-// Stop interrupts the session's turn wherever it runs and cancels its
-// approvals and forms (a turn that waits for a person has no run to
-// interrupt), within 10 seconds. It reports whether there was something to
-// stop, and what failed.
+// Pending returns the session's pending approvals and open forms, each
+// oldest first (runner.Runner.Pending).
+func (b *Backend) Pending(ctx context.Context, sessionID string) ([]approval.PendingApproval, []interact.PendingForm, error) {
+	list, err := b.Runner.Pending(ctx, sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var approvals []approval.PendingApproval
+	var forms []interact.PendingForm
+	for _, a := range list {
+		switch {
+		case a.Approval != nil:
+			approvals = append(approvals, *a.Approval)
+		case a.Form != nil:
+			forms = append(forms, *a.Form)
+		}
+	}
+	return approvals, forms, nil
+}
+
+// Stop stops the session (runner.Runner.Stop: its turn interrupted
+// wherever it runs, its approvals and forms cancelled), within 10 seconds.
+// It reports whether there was something to stop, and what failed.
 func (b *Backend) Stop(sessionID string) (stopped bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stopped, err = b.Runner.Interrupt(ctx, sessionID)
-	if b.Approvals != nil {
-		n, aerr := b.Approvals.CancelSession(ctx, sessionID)
-		stopped, err = stopped || n > 0, errors.Join(err, aerr)
-	}
-	if b.Forms != nil {
-		n, ferr := b.Forms.CancelSession(ctx, sessionID)
-		stopped, err = stopped || n > 0, errors.Join(err, ferr)
-	}
-	return stopped, err
+	s, err := b.Runner.Stop(ctx, sessionID)
+	return s.Any(), err
 }
 
 // Decision is a person's decision on an approval as a client sends it,
@@ -173,9 +173,6 @@ type Decision struct {
 // 12345678901234567000) decides the call it was shown, whose arguments are
 // those that run; arguments of another value are refused (409).
 func (b *Backend) Decide(ctx context.Context, sessionID, principal string, d Decision) (bool, *Error) {
-	if b.Approvals == nil {
-		return false, errorf(http.StatusBadRequest, "this server takes no approval decisions")
-	}
 	if d.ApprovalID == "" {
 		return false, errorf(http.StatusBadRequest, "an approval response has no approval id")
 	}
@@ -187,12 +184,12 @@ func (b *Backend) Decide(ctx context.Context, sessionID, principal string, d Dec
 	if string(args) == "null" {
 		args = nil // a call without arguments shows {}
 	}
-	reply := approval.Reply{
+	reply := runner.Reply{
 		SessionID: sessionID, ApprovalID: d.ApprovalID,
 		CallID: callID, Tool: d.Tool, ArgumentsDigest: agent.ArgumentsDigest(args),
 		Decision: agent.Decision{Approved: d.Approved, Reason: d.Reason, By: principal, Via: b.Via},
 	}
-	pending, err := b.Approvals.Respond(ctx, reply)
+	pending, err := b.Runner.Decide(ctx, reply)
 	if errors.Is(err, approval.ErrMismatch) {
 		// The arguments, as the client sent them back, are not the text
 		// shown: they may be what the client made of it.
@@ -215,8 +212,8 @@ func (b *Backend) Decide(ctx context.Context, sessionID, principal string, d Dec
 // approval's as the client read them (SameArguments): bound to the
 // approval's own arguments digest. It fails with approval.ErrMismatch
 // otherwise, and reports false when the approval was decided meanwhile.
-func (b *Backend) decideEcho(ctx context.Context, reply approval.Reply, echo json.RawMessage) (bool, error) {
-	list, err := b.Approvals.Pending(ctx, reply.SessionID)
+func (b *Backend) decideEcho(ctx context.Context, reply runner.Reply, echo json.RawMessage) (bool, error) {
+	list, _, err := b.Pending(ctx, reply.SessionID)
 	if err != nil {
 		return false, err
 	}
@@ -233,22 +230,20 @@ func (b *Backend) decideEcho(ctx context.Context, reply approval.Reply, echo jso
 		return false, fmt.Errorf("%w: the arguments sent back are not those the approval shows", approval.ErrMismatch)
 	}
 	reply.ArgumentsDigest = digest
-	return b.Approvals.Respond(ctx, reply)
+	return b.Runner.Decide(ctx, reply)
 }
 
 // Answer gives r to its form. It reports false, and no error, when the
 // form is no longer open.
 func (b *Backend) Answer(ctx context.Context, r interact.FormReply) (bool, *Error) {
-	if b.Forms == nil {
-		return false, errorf(http.StatusBadRequest, "this server answers no forms")
-	}
 	if r.FormID == "" {
 		return false, errorf(http.StatusBadRequest, "a form answer has no form id")
 	}
 	if r.Via == "" {
 		r.Via = b.Via
 	}
-	open, err := b.Forms.Answer(ctx, r)
+	open, err := b.Runner.Answer(ctx, runner.FormReply{SessionID: r.SessionID, FormID: r.FormID, Answers: r.Answers,
+		Elicitation: r.Elicitation, Cancel: r.Cancel, By: r.By, Via: r.Via})
 	switch {
 	case errors.Is(err, interact.ErrWrongSession):
 		return false, errorf(http.StatusForbidden, err.Error())
@@ -288,7 +283,7 @@ const resumeWait = 30 * time.Second
 // runner.ErrEventsLost).
 //
 // A chunk that asks a person ends it only while its approval or form is
-// still pending in b's Approvals or Forms: a client that replays a turn
+// still pending: a client that replays a turn
 // from its start (a reconnect) goes past the approvals and forms answered
 // already, up to the one the turn waits for (and a follow goes past one
 // that another client answered in the meantime).
@@ -299,31 +294,17 @@ func (b *Backend) Follow(ctx context.Context, sessionID string, after int64, dec
 // pending reports whether the approval or form that c asks is pending;
 // true when that cannot be told.
 func (b *Backend) pending(ctx context.Context, sessionID string, c *agent.Chunk) bool {
-	if c.Kind == agent.KindToolCall {
-		if b.Approvals == nil {
-			return true
-		}
-		list, err := b.Approvals.Pending(ctx, sessionID)
-		if err != nil {
-			return true
-		}
-		for _, p := range list {
-			if p.ApprovalID == c.Tool.ApprovalID {
-				return true
-			}
-		}
-		return false
+	id := askID(c)
+	if id == "" && c.Kind != agent.KindToolCall {
+		return true // a form that cannot be told
 	}
-	id := FormID(c.Side)
-	if b.Forms == nil || id == "" {
-		return true
-	}
-	list, err := b.Forms.Pending(ctx, sessionID)
+	list, err := b.Runner.Pending(ctx, sessionID)
 	if err != nil {
 		return true
 	}
 	for _, p := range list {
-		if p.FormID == id {
+		if p.Approval != nil && c.Kind == agent.KindToolCall && p.Approval.ApprovalID == id ||
+			p.Form != nil && c.Kind != agent.KindToolCall && p.Form.FormID == id {
 			return true
 		}
 	}

@@ -122,15 +122,13 @@ func lastUser(msgs []agenttest.Message) string {
 	return ""
 }
 
-// Bench is one process of a test: the model, the agent, its runner,
-// approvals and forms on one in-memory store.
+// Bench is one process of a test: the model, and a runner (its agent,
+// approvals and forms) on one in-memory store.
 type Bench struct {
-	Model     *agenttest.Server
-	Store     *memory.MemStore
-	Agent     *agent.Agent
-	Runner    *runner.Runner
-	Approvals *approval.Manager
-	Forms     *interact.Forms
+	Model  *agenttest.Server
+	Store  *memory.MemStore
+	Agent  *agent.Agent
+	Runner *runner.Runner
 	// Runs counts get_weather's executions.
 	Runs atomic.Int32
 	// SlowStarted counts slow_task's starts.
@@ -165,15 +163,6 @@ func New(t testing.TB, o Options) *Bench {
 		b.Model.Client().CloseIdleConnections()
 		b.Model.Close()
 	})
-	var err error
-	b.Approvals, err = approval.NewManager(approval.ManagerConfig{Store: b.Store, Notifier: b.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Forms, err = interact.NewForms(interact.FormsConfig{Store: b.Store, Notifier: b.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
 	type city struct {
 		City string `json:"city"`
 	}
@@ -215,7 +204,7 @@ func New(t testing.TB, o Options) *Bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools, err := agent.NewToolRegistry(weather, slow, order, interact.AskUserQuestion(b.Forms), interact.ShowCard(), research)
+	tools, err := agent.NewToolRegistry(weather, slow, order, interact.AskUserQuestion(), interact.ShowCard(), research)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,18 +214,12 @@ func New(t testing.TB, o Options) *Bench {
 		}
 	}
 	cfg := base
-	cfg.Tools, cfg.Store, cfg.Approver = tools, b.Store, b.Approvals
-	if b.Agent, err = agent.New(cfg); err != nil {
+	cfg.Tools = tools
+	if b.Runner, err = runner.New(runner.Config{Store: b.Store, Agent: cfg, InterruptOnClose: true}); err != nil {
 		t.Fatal(err)
 	}
-	if b.Runner, err = runner.New(runner.Config{Agent: b.Agent, InterruptOnClose: true}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		b.Runner.Close()
-		b.Approvals.Close()
-		b.Forms.Close()
-	})
+	b.Agent = b.Runner.Agent()
+	t.Cleanup(func() { b.Runner.Close() })
 	return b
 }
 
@@ -331,4 +314,29 @@ func moduleRoot(t testing.TB) string {
 		}
 		dir = parent
 	}
+}
+
+// PendingApprovals returns the session's pending approvals, as the runner
+// lists them.
+func (b *Bench) PendingApprovals(ctx context.Context, sessionID string) ([]approval.PendingApproval, error) {
+	list, err := b.Runner.Pending(ctx, sessionID)
+	var out []approval.PendingApproval
+	for _, a := range list {
+		if a.Approval != nil {
+			out = append(out, *a.Approval)
+		}
+	}
+	return out, err
+}
+
+// PendingForms returns the session's open forms, as the runner lists them.
+func (b *Bench) PendingForms(ctx context.Context, sessionID string) ([]interact.PendingForm, error) {
+	list, err := b.Runner.Pending(ctx, sessionID)
+	var out []interact.PendingForm
+	for _, a := range list {
+		if a.Form != nil {
+			out = append(out, *a.Form)
+		}
+	}
+	return out, err
 }

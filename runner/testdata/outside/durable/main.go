@@ -1,6 +1,6 @@
 // Command durable is a durable host built on planround's public packages
-// only, as a user would write it: a SQLite store, a durable approval
-// Manager and a runner, with nothing else set.
+// only, as a user would write it: a SQLite store and a runner on it, with
+// nothing else set.
 //
 //	durable DB EFFECTS start SESSION         start a turn, print the approval id, wait
 //	durable DB EFFECTS approve SESSION ID    approve the pending approval ID (found
@@ -18,7 +18,6 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
 )
@@ -52,13 +51,8 @@ func main() {
 	st, err := sqlitestore.Open(ctx, db)
 	check(err)
 	defer st.Close()
-	approvals, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st})
-	check(err)
-	defer approvals.Close()
-	a, err := agent.New(agent.Config{BaseURL: model.URL(), HTTPClient: model.Client(), Model: "scripted",
-		Tools: tools, Approver: approvals, Store: st})
-	check(err)
-	r, err := runner.New(runner.Config{Agent: a})
+	r, err := runner.New(runner.Config{Store: st,
+		Agent: agent.Config{BaseURL: model.URL(), HTTPClient: model.Client(), Model: "scripted", Tools: tools}})
 	check(err)
 	defer r.Close()
 
@@ -78,12 +72,14 @@ func main() {
 		check(err)
 		// A front end draws the card again from the pending approvals,
 		// and its decision names the call the card shows.
-		pending, err := approvals.Pending(ctx, session)
+		pending, err := r.Pending(ctx, session)
 		check(err)
 		ok := false
 		for _, p := range pending {
-			if p.ApprovalID == os.Args[5] {
-				ok, err = approvals.Respond(ctx, p.Reply(agent.Decision{Approved: true}))
+			if a := p.Approval; a != nil && a.ApprovalID == os.Args[5] {
+				ok, err = r.Decide(ctx, runner.Reply{SessionID: session, ApprovalID: a.ApprovalID,
+					CallID: a.Call.ID, Tool: a.Call.Name, ArgumentsDigest: a.Call.ArgumentsDigest,
+					Decision: agent.Decision{Approved: true}})
 				check(err)
 			}
 		}
