@@ -1,6 +1,12 @@
 package planround_test
 
 import (
+	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/printer"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,29 +217,96 @@ func TestEveryPackageListed(t *testing.T) {
 	}
 }
 
-// The README's program compiles as a module of its own would build it: its
-// first Go code block is a whole program, and only the public API it uses
-// lets it build outside the repository (see internal/outside). The build
-// takes a while on a cold cache, so -short skips it.
+// The README's programs compile as a module of its own would build them:
+// its first Go code block is a whole program, and so is every other one
+// that begins with "package main"; only the public API they use lets them
+// build outside the repository (see internal/outside). The build takes a
+// while on a cold cache, so -short skips it.
 func TestREADMEProgramBuilds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: building the README's program in a module of its own takes a while")
+		t.Skip("-short: building the README's programs in a module of their own takes a while")
 	}
 	langs, blocks := codeBlocks(readFile(t, "README.md"))
-	i := slices.Index(langs, "go")
-	if i < 0 {
-		t.Fatal("README.md has no go code block")
+	var programs []string
+	for i, lang := range langs {
+		if lang != "go" {
+			continue
+		}
+		if len(programs) == 0 && !strings.HasPrefix(blocks[i], "package main\n") {
+			t.Fatalf("README.md's first go code block is not a whole program (package main):\n%s", blocks[i])
+		}
+		if strings.HasPrefix(blocks[i], "package main\n") {
+			programs = append(programs, blocks[i])
+		}
 	}
-	program := blocks[i]
-	if !strings.HasPrefix(program, "package main\n") {
-		t.Fatalf("README.md's first go code block is not a whole program (package main):\n%s", program)
+	if len(programs) < 2 {
+		t.Fatalf("README.md has %d whole programs, want 2 (a program, a durable service)", len(programs))
 	}
 	ctx, cancel := outside.Context(t)
 	defer cancel()
 	m := outside.New(ctx, t)
-	m.Write(t, "readme/main.go", program)
-	m.Build(ctx, t, filepath.Join(m.Dir, "bin")+string(filepath.Separator), "./readme")
-	if _, err := os.Stat(filepath.Join(m.Dir, "bin", "readme")); err != nil {
-		t.Errorf("the build made no program: %v", err)
+	for i, p := range programs {
+		m.Write(t, fmt.Sprintf("readme%d/main.go", i+1), p)
 	}
+	bin := filepath.Join(m.Dir, "bin")
+	m.Build(ctx, t, bin+string(filepath.Separator), "./...")
+	for i := range programs {
+		if _, err := os.Stat(filepath.Join(bin, fmt.Sprintf("readme%d", i+1))); err != nil {
+			t.Errorf("the build made no program %d: %v", i+1, err)
+		}
+	}
+}
+
+// The README's durable service is the runnable Example_durableHost of
+// ui/aisdk: its functions newService and owner are the same code, so what
+// the README shows is what the Example runs (a restart in the middle of a
+// turn, the tool run once).
+func TestREADMEHostIsTheExample(t *testing.T) {
+	langs, blocks := codeBlocks(readFile(t, "README.md"))
+	var host string
+	for i, lang := range langs {
+		if lang == "go" && strings.Contains(blocks[i], "func newService(") {
+			host = blocks[i]
+		}
+	}
+	if host == "" {
+		t.Fatal("README.md has no go code block with func newService")
+	}
+	readme := funcsOf(t, "README.md", host)
+	example := funcsOf(t, "ui/aisdk/example_host_test.go", readFile(t, filepath.Join("ui", "aisdk", "example_host_test.go")))
+	for _, name := range []string{"newService", "owner"} {
+		switch {
+		case readme[name] == "":
+			t.Errorf("README.md's durable service has no func %s", name)
+		case readme[name] != example[name]:
+			t.Errorf("func %s differs between README.md and ui/aisdk/example_host_test.go:\nREADME:\n%s\nExample:\n%s", name, readme[name], example[name])
+		}
+	}
+	if n := strings.Count(readme["newService"]+readme["owner"], "\n"); n > 40 {
+		t.Errorf("the durable host (newService and owner) is %d lines, want at most 40", n)
+	}
+}
+
+// funcsOf returns the source of src's top-level functions by name, with
+// their doc comments, as gofmt prints them.
+func funcsOf(t *testing.T, name, src string) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	funcs := make(map[string]string)
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv != nil {
+			continue
+		}
+		var b strings.Builder
+		if err := format.Node(&b, fset, &printer.CommentedNode{Node: fd, Comments: f.Comments}); err != nil {
+			t.Fatalf("%s: func %s: %v", name, fd.Name.Name, err)
+		}
+		funcs[fd.Name.Name] = b.String()
+	}
+	return funcs
 }
