@@ -37,7 +37,7 @@ func DecisionNoted(payload string) (sessionID, approvalID string, ok bool) {
 // The channels a decision comes through (agent.Decision.Via), as the audit
 // records them.
 const (
-	ViaHTTP     = "http"     // a handler of this package (or interact's)
+	ViaHTTP     = "http"     // a host's own HTTP handler
 	ViaTerminal = "terminal" // a person at the terminal the run is ranged in
 	ViaPolicy   = "policy"   // a Policy, without asking anybody
 	ViaTimeout  = "timeout"  // nobody decided within the timeout
@@ -172,7 +172,7 @@ type Reply struct {
 // A Manager is an [agent.Approver]: set it as the agent's approver and the
 // agent registers each call ([Manager.Request]) before it shows the
 // approval_required chunk, then waits with the ticket it got. Decisions come
-// in through [Manager.Respond] (or the handler of [Manager.ApproveHandler]);
+// in through [Manager.Respond];
 // [Manager.CancelSession] ends every pending approval of a session.
 //
 // Every approval is a record of its Store (a MemStore of the Manager's own

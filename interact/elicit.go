@@ -58,7 +58,7 @@ const (
 // A front end shows who asks (Server) and the message; in form mode the
 // fields, and answers with Accept and the content, Decline or Cancel; in
 // URL mode the host, and opens the URL only once the user consented
-// (Accept). It answers through [Forms.Answer] or [Forms.AnswerHandler]
+// (Accept). It answers through [Forms.Answer]
 // with an action and, to accept a form, the content.
 type ElicitationRequest struct {
 	// Type is always [TypeElicitationRequest]; Elicit sets it.

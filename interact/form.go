@@ -62,8 +62,7 @@ type Question struct {
 //	 "questions":[{"id":"when","question":"When?","kind":"text"},
 //	              {"id":"seat","question":"Seat?","kind":"single","options":["window","aisle"]}]}
 //
-// The front end answers with the form id (see [Forms.Answer] and
-// [Forms.AnswerHandler]).
+// The front end answers with the form id (see [Forms.Answer]).
 type FormRequest struct {
 	// Type is always [TypeFormRequest].
 	Type string `json:"type"`

@@ -111,8 +111,8 @@ type PendingForm struct {
 //
 // A call registers its form synchronously, in the agent's goroutine, when
 // the agent asks for the call's side message: before the form_request chunk
-// is yielded. From then on an answer given to [Forms.Answer] (or through the
-// handler of [Forms.AnswerHandler]) is kept until the call takes it, also
+// is yielded. From then on an answer given to [Forms.Answer] is kept until
+// the call takes it, also
 // when it comes before the call has started to wait, or in another process
 // that shares the Store. The first valid answer wins; a form belongs to its
 // run's session, and only that session may answer it.
