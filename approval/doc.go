@@ -64,8 +64,6 @@
 //     with the same key (agent.ApprovalRequest.Key) and gets the approval
 //     asked before: its decision, or the same card again. There is one
 //     approval per call, never a second one beside it.
-//   - [Resumable] lists the sessions whose open calls can go on without
-//     anybody deciding, for a host's sweeper to resume after a crash.
 //
 // A run whose context is cancelled with the cause agent.ErrSuspended (a host
 // shutting down) leaves its approvals pending; any other end of the wait

@@ -66,7 +66,7 @@ type FormsConfig struct {
 	Store memory.ApprovalStore
 
 	// Notifier, when not nil, carries answers between the processes that
-	// share Store, on approval.NotifyChannel: an answer given to any
+	// share Store: an answer given to any
 	// process wakes the call that waits for it at once, and a runner
 	// (package runner) resumes a suspended turn on it. It requires Store;
 	// a Forms with a Notifier must be closed ([Forms.Close]).
