@@ -365,7 +365,7 @@ func (f *Forms) wait(ctx context.Context, w *waiting.Wait, qs []Question) (Answe
 	if err := json.Unmarshal(d.Arguments, &answers); err != nil {
 		return nil, fmt.Errorf("interact: the stored answers of form %s: %w", a.ID, err)
 	}
-	return checkAnswers(qs, answers)
+	return CheckAnswers(qs, answers)
 }
 
 // FormReply is an answer to one form, as [Forms.Answer] takes it.
@@ -421,7 +421,7 @@ func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) 
 		if err != nil {
 			return err
 		}
-		checked, err := checkAnswers(req.Questions, r.Answers)
+		checked, err := CheckAnswers(req.Questions, r.Answers)
 		if err != nil {
 			return err
 		}
