@@ -37,11 +37,11 @@
 //   - agent/openaiparams: the conversion between the SDK's messages and
 //     openai-go's request messages.
 //   - approval: the approval Manager (register, wait, respond, cancel;
-//     durable across processes), ready-made approvers and HTTP handlers for
-//     decisions.
+//     durable across processes), ready-made approvers and policies, and the
+//     decisions' audit.
 //   - approval/approvaltest: the conformance suite of an Approver.
 //   - interact: the user's interaction as tools: ask_user_question with its
-//     form service (answered over HTTP, bound to the session) and show_card.
+//     form service (answered by the session's person) and show_card.
 //   - memory: the Store interface and MemStore, the pieces of each request
 //     (history repair, truncation, context layers), summarisation and
 //     export; for store authors, the checks every store makes and copies of
@@ -57,6 +57,8 @@
 //     sentences) and the tool-call delta accumulator.
 //   - intent: intent tags, the default planning and continuation prompts and
 //     tag clean-up of text.
+//   - ui: what the protocol handlers share: ui.Config (the runner, who is
+//     asking, the limits) and the authorization vocabulary.
 //   - ui/aisdk: the Vercel AI SDK's UI message stream, and the endpoint its
 //     useChat client talks to, on the runner.
 //   - ui/agui: the AG-UI protocol's events, and a handler for its

@@ -1,11 +1,8 @@
 package approval_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,14 +144,13 @@ func TestAgentSuspendAfterThenMovedOn(t *testing.T) {
 	assert.Empty(t, pendingList(t, h.m, "s1"))
 }
 
-// TestAgentApproveOverHTTPIsBound: the agent shows an approval_required
-// chunk; a browser posts decisions to the approve handler on 127.0.0.1,
-// whose Authorize names the caller. A decision for another arguments
-// digest or call id is refused with 409, one for another session with 403:
-// the tool does not run and the approval stays pending. The decision bound
-// to the chunk's call runs the tool once, and the audit records alice's
-// approval through http.
-func TestAgentApproveOverHTTPIsBound(t *testing.T) {
+// TestAgentDecisionIsBound: the agent shows an approval_required chunk; a
+// decision for another arguments digest, call id or tool is refused with
+// ErrMismatch, one through another session with ErrWrongSession: the tool
+// does not run and the approval stays pending. The decision bound to the
+// chunk's call runs the tool once, and the audit records alice's approval
+// and the channel it came through.
+func TestAgentDecisionIsBound(t *testing.T) {
 	leaktest.Check(t)
 	ctx := context.Background()
 	srv := scriptedModel(t)
@@ -165,33 +161,6 @@ func TestAgentApproveOverHTTPIsBound(t *testing.T) {
 	require.NoError(t, err)
 	a, err := agent.New(agent.Config{BaseURL: srv.URL(), APIKey: "test-key", HTTPClient: srv.Client(), Model: "test-model", Tools: tools, Approver: m})
 	require.NoError(t, err)
-
-	cfg := approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) (string, error) {
-		if r.Header.Get("X-User") != "alice" {
-			return "", approval.ErrUnauthenticated
-		}
-		return "alice", nil
-	}}
-	mux := http.NewServeMux()
-	mux.Handle("POST /api/tool-approve", m.ApproveHandler(cfg))
-	web := httptest.NewServer(mux)
-	defer web.Close()
-	defer web.Client().CloseIdleConnections()
-	post := func(body approval.ApproveRequest) (int, approval.Response) {
-		t.Helper()
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		req, err := http.NewRequest("POST", web.URL+"/api/tool-approve", bytes.NewReader(b))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-User", "alice")
-		resp, err := web.Client().Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var r approval.Response
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-		return resp.StatusCode, r
-	}
 
 	cards := make(chan agent.ToolCall, 1)
 	done := make(chan resumption, 1)
@@ -214,27 +183,26 @@ func TestAgentApproveOverHTTPIsBound(t *testing.T) {
 		t.Fatal("no approval_required chunk")
 	}
 	require.NotEmpty(t, card.ArgumentsDigest, "the chunk carries the digest a decision must name")
-	yes := true
-	right := approval.ApproveRequest{SessionID: "s1", ApprovalID: card.ApprovalID, CallID: card.ID, Tool: card.Name,
-		ArgumentsDigest: card.ArgumentsDigest, Approved: &yes}
+	right := approval.Reply{SessionID: "s1", ApprovalID: card.ApprovalID, CallID: card.ID, Tool: card.Name,
+		ArgumentsDigest: card.ArgumentsDigest, Decision: agent.Decision{Approved: true, By: "alice", Via: "web"}}
 
 	for _, tc := range []struct {
-		name   string
-		edit   func(r *approval.ApproveRequest)
-		status int
+		name string
+		edit func(r *approval.Reply)
+		err  error
 	}{
-		{"another arguments digest", func(r *approval.ApproveRequest) {
+		{"another arguments digest", func(r *approval.Reply) {
 			r.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"city":"Paris"}`))
-		}, http.StatusConflict},
-		{"another call id", func(r *approval.ApproveRequest) { r.CallID = "call_2" }, http.StatusConflict},
-		{"another tool", func(r *approval.ApproveRequest) { r.Tool = "delete_files" }, http.StatusConflict},
-		{"another session", func(r *approval.ApproveRequest) { r.SessionID = "s2" }, http.StatusForbidden},
+		}, approval.ErrMismatch},
+		{"another call id", func(r *approval.Reply) { r.CallID = "call_2" }, approval.ErrMismatch},
+		{"another tool", func(r *approval.Reply) { r.Tool = "delete_files" }, approval.ErrMismatch},
+		{"another session", func(r *approval.Reply) { r.SessionID = "s2" }, approval.ErrWrongSession},
 	} {
-		body := right
-		tc.edit(&body)
-		status, r := post(body)
-		assert.Equal(t, tc.status, status, tc.name)
-		assert.False(t, r.Success, tc.name)
+		rep := right
+		tc.edit(&rep)
+		pending, err := m.Respond(ctx, rep)
+		assert.ErrorIs(t, err, tc.err, tc.name)
+		assert.False(t, pending, tc.name)
 		assert.Zero(t, runs.Load(), "%s: the tool ran", tc.name)
 		list := pendingList(t, m, "s1")
 		require.Len(t, list, 1, "%s: the approval stays pending", tc.name)
@@ -246,9 +214,9 @@ func TestAgentApproveOverHTTPIsBound(t *testing.T) {
 	default:
 	}
 
-	status, r := post(right)
-	require.Equal(t, http.StatusOK, status, r.Error)
-	require.True(t, r.Success)
+	pending, err := m.Respond(ctx, right)
+	require.NoError(t, err)
+	require.True(t, pending)
 	var res resumption
 	select {
 	case res = <-done:
@@ -264,7 +232,7 @@ func TestAgentApproveOverHTTPIsBound(t *testing.T) {
 	}
 	require.Len(t, records, 1)
 	assert.Equal(t, "alice", records[0].Decision.By)
-	assert.Equal(t, approval.ViaHTTP, records[0].Decision.Via)
+	assert.Equal(t, "web", records[0].Decision.Via)
 	assert.Equal(t, card.ArgumentsDigest, records[0].ArgumentsDigest)
 	assert.Equal(t, 0, m.Len())
 }

@@ -1,7 +1,6 @@
 // Package approval decides whether an agent's tool calls may run: the
 // register / wait / respond / cancel service behind a browser's approval
-// cards, ready-made approvers and policies, a terminal prompt, and the HTTP
-// handlers a host mounts.
+// cards, ready-made approvers and policies, and a terminal prompt.
 //
 // Every approver here is an [agent.Approver]; they compose by wrapping.
 //
@@ -14,14 +13,12 @@
 // lost. The chunk carries the approval id (agent.ToolCall.ApprovalID) and
 // the digest of the arguments it shows (agent.ToolCall.ArgumentsDigest);
 // the front end answers with both, and the call's id and tool, through
-// [Manager.Respond] or the handler of [Manager.ApproveHandler]:
-//
-//	POST /api/tool-approve {"session_id":"s1","approval_id":"<approval id>",
-//	  "call_id":"call_1","tool":"run_command","arguments_digest":"sha256:…","approved":true}
+// [Manager.Respond] (a host with a runner: runner.Runner.Decide, behind the
+// handlers of package ui).
 //
 // A decision is bound to what the person saw: a reply whose session, call
 // id, tool or arguments digest is not the approval's is refused
-// ([ErrMismatch], 409 over HTTP), so a decision can never be applied to
+// ([ErrMismatch]), so a decision can never be applied to
 // another call, or to other arguments than the card showed. Arguments the
 // person edits are checked by the agent against the tool's schema before
 // the tool runs.
@@ -38,15 +35,6 @@
 // [Manager.CancelSession] (which runner.Runner.Stop calls) rejects every pending approval of a session with the cause
 // agent.CauseApprovalInterrupted, including one registered but not yet
 // waited for.
-//
-// The session id in a request body is no credential: whoever can reach the
-// handlers could decide any session's calls. A [HandlerConfig] binds them
-// to the host's authentication (Authorize: may this request act on this
-// session, and who is asking?); the handlers refuse to work without it,
-// unless the host says [AllowAnyCaller] (a single-user tool on the loopback
-// interface). It also says how far a client's grant may reach: a decision
-// with the scope "always" is taken as "session" unless the host sets
-// AllowAlways.
 //
 // Waiting costs no goroutine and a few hundred bytes per approval; see
 // docs/BENCHMARKS.md in the repository.
@@ -76,8 +64,6 @@
 //     with the same key (agent.ApprovalRequest.Key) and gets the approval
 //     asked before: its decision, or the same card again. There is one
 //     approval per call, never a second one beside it.
-//   - [Resumable] lists the sessions whose open calls can go on without
-//     anybody deciding, for a host's sweeper to resume after a crash.
 //
 // A run whose context is cancelled with the cause agent.ErrSuspended (a host
 // shutting down) leaves its approvals pending; any other end of the wait
@@ -86,7 +72,7 @@
 // # Audit
 //
 // Every decision keeps who took it (agent.Decision.By: the principal the
-// handler's Authorize returned, "policy:<name>" for a policy's, "timeout"
+// host's authentication knows, "policy:<name>" for a policy's, "timeout"
 // or "system"), through what (agent.Decision.Via: [ViaHTTP], [ViaTerminal],
 // [ViaPolicy], [ViaTimeout], [ViaSystem]), when, the reason and the edit.
 // [Manager.Decisions] iterates over a session's decisions or a time

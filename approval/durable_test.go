@@ -17,6 +17,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/waiting"
 	"github.com/planround/planround/memory"
 )
 
@@ -870,7 +871,7 @@ func (l *lossyNotifier) Listen(ctx context.Context, channel string, fn func(stri
 }
 
 func (l *lossyNotifier) lose(ctx context.Context) error {
-	return l.Notify(ctx, approval.NotifyChannel, lostNote)
+	return l.Notify(ctx, waiting.Channel, lostNote)
 }
 
 // TestDurableOnRegister: OnRegister sees a new approval once it is in the
@@ -988,7 +989,7 @@ func (h *heldNotifier) flush(t *testing.T) {
 	h.mu.Unlock()
 	require.NotEmpty(t, held, "a note was sent")
 	for _, p := range held {
-		require.NoError(t, h.MemStore.Notify(t.Context(), approval.NotifyChannel, p))
+		require.NoError(t, h.MemStore.Notify(t.Context(), waiting.Channel, p))
 	}
 }
 
@@ -1287,7 +1288,8 @@ func (d *directNotifier) hand(payload string) {
 }
 
 // TestDecisionNoted: the note a durable Manager sends for a decision names
-// its session and approval to DecisionNoted; other payloads are refused.
+// its session and approval to what the runner reads notes with
+// (waiting.ParseNote); other payloads are refused.
 func TestDecisionNoted(t *testing.T) {
 	leaktest.Check(t)
 	h := &heldNotifier{MemStore: &memory.MemStore{}}
@@ -1303,12 +1305,12 @@ func TestDecisionNoted(t *testing.T) {
 	held := append([]string(nil), h.held...)
 	h.mu.Unlock()
 	require.Len(t, held, 1, "one note for the decision")
-	session, id, ok := approval.DecisionNoted(held[0])
+	note, ok := waiting.ParseNote(held[0])
 	assert.True(t, ok)
-	assert.Equal(t, "s", session)
-	assert.Equal(t, tk.ApprovalID(), id)
+	assert.Equal(t, "s", note.SessionID)
+	assert.Equal(t, tk.ApprovalID(), note.ID)
 	for _, p := range []string{"", "{}", `{"session_id":"s"}`, "1 s", "not json"} {
-		_, _, ok := approval.DecisionNoted(p)
+		_, ok := waiting.ParseNote(p)
 		assert.False(t, ok, "payload %q", p)
 	}
 }

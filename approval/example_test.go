@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -15,27 +13,17 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// A web host sets a Manager as the agent's approver and mounts its handlers.
-// The agent calls Request before it shows the approval_required chunk and
-// waits with the ticket after; the browser answers with the chunk's approval
-// id. Here the steps the agent and the browser take are written out by hand.
+// A host sets a Manager as the agent's approver. The agent calls Request
+// before it shows the approval_required chunk and waits with the ticket
+// after; the person answers with the chunk's approval id, bound to the call
+// the card shows. Here the steps the agent and the person take are written
+// out by hand. (A host with a runner has it take the decisions:
+// runner.Runner.Decide.)
 func ExampleManager() {
 	m, err := approval.NewManager(approval.ManagerConfig{})
 	if err != nil {
 		panic(err)
 	}
-	// In a host: agent.Config{Approver: m}, and, with cfg.Authorize
-	// checking that the caller owns the session (see HandlerConfig),
-	//   mux.Handle("POST /api/tool-approve", m.ApproveHandler(cfg))
-	// (A host with a runner has it take the decisions: runner.Runner.Decide.)
-	// This example has one user and no network: anyone may decide.
-	handler := m.ApproveHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller})
-	post := func(body string) *http.Request {
-		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		return r
-	}
-
 	// The agent registers the call; the id travels on the chunk.
 	req := agent.ApprovalRequest{
 		SessionID: "s1",
@@ -43,76 +31,30 @@ func ExampleManager() {
 	}
 	ticket, _ := m.Request(context.Background(), req)
 
-	// The browser approves at once (an auto-approve hit), before the agent
-	// waits: the decision is kept. It names the call it saw on the card:
+	// The person approves at once (an auto-approve hit), before the agent
+	// waits: the decision is kept. It names the call they saw on the card:
 	// call id, tool and the digest of the arguments.
-	approved := true
-	body, _ := json.Marshal(approval.ApproveRequest{
+	reply := approval.Reply{
 		SessionID: "s1", ApprovalID: ticket.ApprovalID(),
 		CallID: req.Call.ID, Tool: req.Call.Name, ArgumentsDigest: agent.ArgumentsDigest(req.Call.Arguments),
-		Approved: &approved,
-	})
-	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, post(string(body)))
-	fmt.Print(rec.Code, " ", rec.Body.String())
+		Decision: agent.Decision{Approved: true, By: "alice"},
+	}
+	pending, err := m.Respond(context.Background(), reply)
+	fmt.Println("taken:", pending, err)
 
 	// The agent waits and gets the decision.
 	d, err := ticket.Wait(context.Background())
-	fmt.Println("approved:", d.Approved, err)
+	fmt.Println("approved:", d.Approved, "by:", d.By, err)
 
 	// The same card answered again is stale.
-	rec = httptest.NewRecorder()
-	handler.ServeHTTP(rec, post(string(body)))
-	fmt.Print(rec.Code, " ", rec.Body.String())
+	pending, err = m.Respond(context.Background(), reply)
+	fmt.Println("taken:", pending, err)
 	fmt.Println("pending:", m.Len())
 	// Output:
-	// 200 {"success":true}
-	// approved: true <nil>
-	// 200 {"success":false,"error":"approval is not pending (answered, timed out, cancelled, or lost in a server restart)"}
+	// taken: true <nil>
+	// approved: true by: alice <nil>
+	// taken: false <nil>
 	// pending: 0
-}
-
-// Authorize binds the handlers to the host's notion of who owns a session:
-// here a cookie that must name the session's owner. A request without the
-// cookie gets 401, one of another owner 403, and the approval stays
-// pending. The principal Authorize returns is the decision's By, as the
-// audit records it.
-func ExampleHandlerConfig() {
-	m, _ := approval.NewManager(approval.ManagerConfig{})
-	owners := map[string]string{"s1": "alice"} // session -> owner, kept by the host
-	cfg := approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) (string, error) {
-		c, err := r.Cookie("owner")
-		if err != nil {
-			return "", fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
-		}
-		if owners[sessionID] != c.Value {
-			return "", errors.New("not your session")
-		}
-		return c.Value, nil
-	}}
-	handler := m.ApproveHandler(cfg)
-
-	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
-	ticket, _ := m.Request(context.Background(), req)
-	body := fmt.Sprintf(`{"session_id":"s1","approval_id":%q,"call_id":"call_1","tool":"run_command","arguments_digest":%q,"approved":true}`,
-		ticket.ApprovalID(), agent.ArgumentsDigest(req.Call.Arguments))
-	for _, owner := range []string{"", "mallory", "alice"} {
-		r := httptest.NewRequest("POST", "/api/tool-approve", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		if owner != "" {
-			r.AddCookie(&http.Cookie{Name: "owner", Value: owner})
-		}
-		rec := httptest.NewRecorder()
-		handler.ServeHTTP(rec, r)
-		fmt.Print(rec.Code, " ", rec.Body.String())
-	}
-	d, _ := ticket.Wait(context.Background())
-	fmt.Println("approved:", d.Approved, "by:", d.By, "via:", d.Via)
-	// Output:
-	// 401 {"success":false,"error":"approval: not authenticated: no owner cookie"}
-	// 403 {"success":false,"error":"not your session"}
-	// 200 {"success":true}
-	// approved: true by: alice via: http
 }
 
 // CancelSession ends every pending approval of a session, also one that

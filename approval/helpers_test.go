@@ -90,23 +90,11 @@ func pendingList(t testing.TB, m *approval.Manager, session string) []approval.P
 	return list
 }
 
-// person returns d as decided by a person through the HTTP handler without
-// a principal: Respond fills in By "unknown" and Via "http".
+// byPerson returns d as decided by a person without a principal nor a
+// channel: Respond fills in By "unknown" and Via "http".
 func byPerson(d agent.Decision) agent.Decision {
 	d.By, d.Via = "unknown", approval.ViaHTTP
 	return d
-}
-
-// approveBody returns the JSON body of a POST to the approve handler on
-// approval id of session, bound to the call of req, with more fields
-// (such as `"approved":true`).
-func approveBody(session, id string, req agent.ApprovalRequest, fields string) string {
-	b, _ := json.Marshal(map[string]string{"session_id": session, "approval_id": id, "call_id": req.Call.ID,
-		"tool": req.Call.Name, "arguments_digest": agent.ArgumentsDigest(req.Call.Arguments)})
-	if fields == "" {
-		return string(b)
-	}
-	return string(b[:len(b)-1]) + "," + fields + "}"
 }
 
 // byPolicy returns d as the named policy of this package takes it.

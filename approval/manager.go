@@ -18,26 +18,10 @@ import (
 // [ManagerConfig.Timeout] is zero.
 const DefaultTimeout = 300 * time.Second
 
-// NotifyChannel is the [memory.Notifier] channel on which Managers (and the
-// forms of package interact) announce their decisions to each other. A
-// note's payload is a small JSON object naming the session and the
-// approval; it is a hint to read the approval from the Store.
-const NotifyChannel = waiting.Channel
-
-// DecisionNoted returns the session and approval (or form) a payload of a
-// note on NotifyChannel names, and false for a payload that is not one (an
-// empty payload says that notes may have been lost). A host that resumes
-// turns on decisions listens to NotifyChannel and reads the notes with it,
-// as the runner package does.
-func DecisionNoted(payload string) (sessionID, approvalID string, ok bool) {
-	n, ok := waiting.ParseNote(payload)
-	return n.SessionID, n.ID, ok
-}
-
 // The channels a decision comes through (agent.Decision.Via), as the audit
 // records them.
 const (
-	ViaHTTP     = "http"     // a handler of this package (or interact's)
+	ViaHTTP     = "http"     // a host's own HTTP handler
 	ViaTerminal = "terminal" // a person at the terminal the run is ranged in
 	ViaPolicy   = "policy"   // a Policy, without asking anybody
 	ViaTimeout  = "timeout"  // nobody decided within the timeout
@@ -100,7 +84,7 @@ type ManagerConfig struct {
 	// Notifier, when not nil, carries the Manager's decisions to the other
 	// processes that share Store, and theirs to this one, so that a
 	// decision posted to any process wakes the Wait that waits for it at
-	// once (see [NotifyChannel]). It requires Store. A Manager with a
+	// once. It requires Store. A Manager with a
 	// Notifier listens from NewManager on and must be closed
 	// ([Manager.Close]).
 	Notifier memory.Notifier
@@ -172,7 +156,7 @@ type Reply struct {
 // A Manager is an [agent.Approver]: set it as the agent's approver and the
 // agent registers each call ([Manager.Request]) before it shows the
 // approval_required chunk, then waits with the ticket it got. Decisions come
-// in through [Manager.Respond] (or the handler of [Manager.ApproveHandler]);
+// in through [Manager.Respond];
 // [Manager.CancelSession] ends every pending approval of a session.
 //
 // Every approval is a record of its Store (a MemStore of the Manager's own

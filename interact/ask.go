@@ -63,7 +63,7 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 	if err := dec.Decode(&a); err != nil {
 		return FormRequest{}, fmt.Errorf("invalid arguments: %w", err)
 	}
-	qs, err := checkQuestions(a.Questions)
+	qs, err := CheckQuestions(a.Questions)
 	if err != nil {
 		return FormRequest{}, err
 	}
@@ -165,7 +165,7 @@ func (askTool) Execute(ctx context.Context, args json.RawMessage, _ agent.Progre
 // the form is cancelled, unless ctx ended to suspend the run: then it
 // stays open for the resumed turn's call.
 func (f *Forms) OpenForm(ctx context.Context, req FormRequest) (FormRequest, error) {
-	qs, err := checkQuestions(req.Questions)
+	qs, err := CheckQuestions(req.Questions)
 	if err != nil {
 		return FormRequest{}, err
 	}
@@ -193,7 +193,7 @@ func (f *Forms) AwaitForm(ctx context.Context, req FormRequest) (FormRequest, An
 		h = f.take(key)
 	}
 	if h == nil {
-		qs, err := checkQuestions(req.Questions)
+		qs, err := CheckQuestions(req.Questions)
 		if err != nil {
 			return FormRequest{}, nil, err
 		}

@@ -30,9 +30,8 @@
 // ([FormsConfig.Store]) a form outlives its process: the run suspends while
 // it waits, and resumes on the answer, given on any replica. A host
 // answers with [Forms.Answer], from its range loop (a terminal asks the
-// questions there) or through the handler of [Forms.AnswerHandler] (a
-// browser), which needs an approval.HandlerConfig whose Authorize checks
-// who is asking.
+// questions there) or from its own handler (a browser), which checks who
+// is asking first (see package ui).
 //
 // # Requests for input of MCP servers
 //

@@ -58,7 +58,7 @@ const (
 // A front end shows who asks (Server) and the message; in form mode the
 // fields, and answers with Accept and the content, Decline or Cancel; in
 // URL mode the host, and opens the URL only once the user consented
-// (Accept). It answers through [Forms.Answer] or [Forms.AnswerHandler]
+// (Accept). It answers through [Forms.Answer]
 // with an action and, to accept a form, the content.
 type ElicitationRequest struct {
 	// Type is always [TypeElicitationRequest]; Elicit sets it.
@@ -152,8 +152,13 @@ type ElicitationAnswer struct {
 // "opinion" or "tokenizer" name none.
 var ErrSecretField = errors.New("interact: a form must not ask for a secret")
 
-// prepare checks req and completes it for showing: its fields, its host.
-func prepare(req ElicitationRequest) (ElicitationRequest, error) {
+// PrepareElicitation checks req, a server's request for input, and
+// completes it for showing: its type and mode, its fields (form mode, from
+// the requested schema), its host (URL mode). It fails, showing nothing,
+// for a request that makes no form (wrapping [ErrInvalidForm]) or that asks
+// for a secret in a form ([ErrSecretField]). An [Asker]'s Elicit shows what
+// it returns.
+func PrepareElicitation(req ElicitationRequest) (ElicitationRequest, error) {
 	req.Type, req.FormID = TypeElicitationRequest, ""
 	req.Mode = cmp.Or(req.Mode, ModeForm)
 	switch req.Mode {
@@ -409,7 +414,7 @@ func (f *Forms) Elicit(ctx context.Context, req ElicitationRequest) (Elicitation
 		return ElicitationAnswer{}, fmt.Errorf("interact: an elicitation of server %q: %w", req.Server, ErrNoSession)
 	}
 	ref := req.Ref
-	req, err := prepare(req)
+	req, err := PrepareElicitation(req)
 	if err != nil {
 		return ElicitationAnswer{}, err
 	}
@@ -490,8 +495,18 @@ func elicitationOf(a memory.Approval) (ElicitationRequest, error) {
 	return req, nil
 }
 
-// checkElicitation validates the answer ans to the elicitation req and
-// returns it as stored.
+// CheckElicitationAnswer validates ans, an answer to the elicitation req
+// (as PrepareElicitation returned it), and returns it as it is passed on:
+// an action, and to accept a form, content valid against the requested
+// schema, with no field it does not have; a decline or a cancel carries
+// nothing typed. It fails, wrapping [ErrInvalidAnswers], for an answer that
+// does not fit. An [Asker] checks the answers it takes with it.
+func CheckElicitationAnswer(req ElicitationRequest, ans ElicitationAnswer) (ElicitationAnswer, error) {
+	return checkElicitation(req, &ans)
+}
+
+// checkElicitation is CheckElicitationAnswer for an answer that may be
+// missing (nil).
 func checkElicitation(req ElicitationRequest, ans *ElicitationAnswer) (ElicitationAnswer, error) {
 	if ans == nil {
 		return ElicitationAnswer{}, fmt.Errorf("%w: an elicitation is answered with an action (accept, decline or cancel)", ErrInvalidAnswers)

@@ -80,7 +80,7 @@ func FuzzFieldsOf(f *testing.F) {
 			}
 		}
 		if utf8.Valid(schema) {
-			_, _ = prepare(ElicitationRequest{Schema: schema}) // never panics
+			_, _ = PrepareElicitation(ElicitationRequest{Schema: schema}) // never panics
 		}
 	})
 }
@@ -92,7 +92,7 @@ func FuzzElicitationAnswer(f *testing.F) {
 	const schema = `{"type":"object","properties":{"city":{"type":"string","enum":["Paris","Rome"]},` +
 		`"nights":{"type":"integer","minimum":1,"maximum":14},"late":{"type":"boolean"},` +
 		`"tags":{"type":"array","items":{"type":"string","enum":["a","b"]}}},"required":["city"]}`
-	req, err := prepare(ElicitationRequest{Schema: json.RawMessage(schema)})
+	req, err := PrepareElicitation(ElicitationRequest{Schema: json.RawMessage(schema)})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
 )
@@ -66,23 +63,10 @@ func elicitRun(t *testing.T, forms *interact.Forms, session string, req interact
 	return toolMessages(t, srv)["call_1"]
 }
 
-// postAnswer posts body to the forms' answer handler.
-func postAnswer(t *testing.T, forms *interact.Forms, body any) (int, approval.Response) {
-	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	req := httptest.NewRequest("POST", "/api/form-answer", strings.NewReader(string(b)))
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	forms.AnswerHandler(approval.HandlerConfig{Authorize: approval.AllowAnyCaller}).ServeHTTP(rec, req)
-	var r approval.Response
-	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r), rec.Body.String())
-	return rec.Code, r
-}
-
 // TestElicitForm: the form is shown beside the call with its fields, in the
-// schema's order; content that does not fit the schema is refused with a
-// 400 that says what does not fit, and leaves the form open; the valid
+// schema's order; content that does not fit the schema is refused with an
+// error (ErrInvalidAnswers) that says what does not fit, and leaves the
+// form open; the valid
 // answer is what Elicit returns.
 func TestElicitForm(t *testing.T) {
 	leaktest.Check(t)
@@ -102,28 +86,32 @@ func TestElicitForm(t *testing.T) {
 		require.NotNil(t, p[0].Elicitation)
 		assert.Equal(t, "Where to?", p[0].Elicitation.Message)
 
-		for _, tc := range []struct {
-			body map[string]any
-			err  string
-		}{
-			{map[string]any{"action": "accept", "content": map[string]any{"nights": 3}}, "city"},
-			{map[string]any{"action": "accept", "content": map[string]any{"city": "Oslo"}}, "/city"},
-			{map[string]any{"action": "accept", "content": map[string]any{"city": "Rome", "nights": 30}}, "14"},
-			{map[string]any{"action": "accept"}, "needs its content"},
-			{map[string]any{"action": "maybe"}, "want accept, decline or cancel"},
-			{map[string]any{"answers": map[string]any{"q1": "x"}}, "an elicitation is answered with an action"},
-		} {
-			tc.body["session_id"], tc.body["form_id"] = "s1", r.FormID
-			status, resp := postAnswer(t, forms, tc.body)
-			assert.Equal(t, http.StatusBadRequest, status, "%v: %+v", tc.body, resp)
-			assert.Contains(t, resp.Error, tc.err, "%v", tc.body)
+		el := func(action string, content map[string]any) *interact.ElicitationAnswer {
+			return &interact.ElicitationAnswer{Action: action, Content: content}
 		}
-		status, resp := postAnswer(t, forms, map[string]any{"session_id": "s2", "form_id": r.FormID, "action": "decline"})
-		assert.Equal(t, http.StatusForbidden, status, "%+v", resp)
-		status, resp = postAnswer(t, forms, map[string]any{"session_id": "s1", "form_id": r.FormID, "action": "accept",
-			"content": map[string]any{"city": "Rome", "nights": 3}})
-		assert.Equal(t, http.StatusOK, status)
-		assert.True(t, resp.Success, "%+v", resp)
+		for _, tc := range []struct {
+			reply interact.FormReply
+			err   string
+		}{
+			{interact.FormReply{Elicitation: el("accept", map[string]any{"nights": 3})}, "city"},
+			{interact.FormReply{Elicitation: el("accept", map[string]any{"city": "Oslo"})}, "/city"},
+			{interact.FormReply{Elicitation: el("accept", map[string]any{"city": "Rome", "nights": 30})}, "14"},
+			{interact.FormReply{Elicitation: el("accept", nil)}, "needs its content"},
+			{interact.FormReply{Elicitation: el("maybe", nil)}, "want accept, decline or cancel"},
+			{interact.FormReply{Answers: interact.Answers{"q1": {"x"}}}, "an elicitation is answered with an action"},
+		} {
+			tc.reply.SessionID, tc.reply.FormID = "s1", r.FormID
+			open, err := forms.Answer(t.Context(), tc.reply)
+			assert.ErrorIs(t, err, interact.ErrInvalidAnswers, "%+v", tc.reply)
+			assert.ErrorContains(t, err, tc.err, "%+v", tc.reply)
+			assert.False(t, open)
+		}
+		_, err := forms.Answer(t.Context(), interact.FormReply{SessionID: "s2", FormID: r.FormID, Elicitation: el("decline", nil)})
+		assert.ErrorIs(t, err, interact.ErrWrongSession)
+		open, err := forms.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: r.FormID,
+			Elicitation: el("accept", map[string]any{"city": "Rome", "nights": 3})})
+		assert.NoError(t, err)
+		assert.True(t, open)
 	})
 	assert.JSONEq(t, `{"action":"accept","content":{"city":"Rome","nights":3}}`, got)
 	assert.Empty(t, pending(t, forms, "s1"))

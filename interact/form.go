@@ -62,8 +62,7 @@ type Question struct {
 //	 "questions":[{"id":"when","question":"When?","kind":"text"},
 //	              {"id":"seat","question":"Seat?","kind":"single","options":["window","aisle"]}]}
 //
-// The front end answers with the form id (see [Forms.Answer] and
-// [Forms.AnswerHandler]).
+// The front end answers with the form id (see [Forms.Answer]).
 type FormRequest struct {
 	// Type is always [TypeFormRequest].
 	Type string `json:"type"`
@@ -126,9 +125,11 @@ func (a *Answer) UnmarshalJSON(b []byte) error {
 // options given twice.
 var ErrInvalidForm = errors.New("interact: invalid form")
 
-// checkQuestions validates qs and returns them with default ids given, in a
-// slice of their own.
-func checkQuestions(qs []Question) ([]Question, error) {
+// CheckQuestions validates the questions of a form, qs, and returns them
+// with default ids given, in a slice of their own; it fails, wrapping
+// [ErrInvalidForm], for questions that do not make a form. An [Asker]
+// checks a form's questions with it before it shows the form.
+func CheckQuestions(qs []Question) ([]Question, error) {
 	if len(qs) == 0 {
 		return nil, fmt.Errorf("%w: no questions", ErrInvalidForm)
 	}
@@ -189,8 +190,13 @@ func checkQuestions(qs []Question) ([]Question, error) {
 // that do not fit the form's questions. The form stays open.
 var ErrInvalidAnswers = errors.New("interact: invalid answers")
 
-// checkAnswers validates a against the questions qs and returns a copy.
-func checkAnswers(qs []Question, a Answers) (Answers, error) {
+// CheckAnswers validates a against the questions qs and returns a copy; it
+// fails, wrapping [ErrInvalidAnswers], for answers that do not fit them (an
+// answer for each question and none for an unknown id; one text for a text
+// question, at most [MaxTextAnswer] bytes of UTF-8; one of the options for a
+// single choice; distinct options for a multiple choice). An [Asker] checks
+// the answers it takes with it.
+func CheckAnswers(qs []Question, a Answers) (Answers, error) {
 	if a == nil {
 		return nil, fmt.Errorf("%w: no answers", ErrInvalidAnswers)
 	}

@@ -66,7 +66,7 @@ type FormsConfig struct {
 	Store memory.ApprovalStore
 
 	// Notifier, when not nil, carries answers between the processes that
-	// share Store, on approval.NotifyChannel: an answer given to any
+	// share Store: an answer given to any
 	// process wakes the call that waits for it at once, and a runner
 	// (package runner) resumes a suspended turn on it. It requires Store;
 	// a Forms with a Notifier must be closed ([Forms.Close]).
@@ -111,8 +111,8 @@ type PendingForm struct {
 //
 // A call registers its form synchronously, in the agent's goroutine, when
 // the agent asks for the call's side message: before the form_request chunk
-// is yielded. From then on an answer given to [Forms.Answer] (or through the
-// handler of [Forms.AnswerHandler]) is kept until the call takes it, also
+// is yielded. From then on an answer given to [Forms.Answer] is kept until
+// the call takes it, also
 // when it comes before the call has started to wait, or in another process
 // that shares the Store. The first valid answer wins; a form belongs to its
 // run's session, and only that session may answer it.
@@ -365,7 +365,7 @@ func (f *Forms) wait(ctx context.Context, w *waiting.Wait, qs []Question) (Answe
 	if err := json.Unmarshal(d.Arguments, &answers); err != nil {
 		return nil, fmt.Errorf("interact: the stored answers of form %s: %w", a.ID, err)
 	}
-	return checkAnswers(qs, answers)
+	return CheckAnswers(qs, answers)
 }
 
 // FormReply is an answer to one form, as [Forms.Answer] takes it.
@@ -421,7 +421,7 @@ func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) 
 		if err != nil {
 			return err
 		}
-		checked, err := checkAnswers(req.Questions, r.Answers)
+		checked, err := CheckAnswers(req.Questions, r.Answers)
 		if err != nil {
 			return err
 		}

@@ -42,7 +42,7 @@ func callInfo(session, callID string) agent.CallInfo {
 // call callID of session, and returns the form as the front end sees it.
 func open(t *testing.T, ctx context.Context, f *Forms, session, callID string) FormRequest {
 	t.Helper()
-	qs, err := checkQuestions(testQuestions)
+	qs, err := CheckQuestions(testQuestions)
 	require.NoError(t, err)
 	req, err := f.register(ctx, callInfo(session, callID), session, session+"\x00"+callID, FormRequest{Title: "Trip", Questions: qs})
 	require.NoError(t, err)
@@ -472,7 +472,7 @@ func TestFormsConcurrent(t *testing.T) {
 }
 
 func TestCheckQuestions(t *testing.T) {
-	qs, err := checkQuestions([]Question{
+	qs, err := CheckQuestions([]Question{
 		{Question: "A?", Kind: KindText, Options: []string{}},
 		{ID: "b", Question: "B?", Kind: KindSingle, Options: []string{"x"}},
 		{Question: "C?", Kind: KindMultiple, Options: []string{"x", "y"}},
@@ -508,7 +508,7 @@ func TestCheckQuestions(t *testing.T) {
 		{"long id", []Question{{ID: string(make([]byte, MaxIDLen+1)), Question: "?", Kind: KindText}}, "id longer than 64 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := checkQuestions(tc.qs)
+			_, err := CheckQuestions(tc.qs)
 			require.ErrorIs(t, err, ErrInvalidForm)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -531,7 +531,7 @@ func TestAnswerJSON(t *testing.T) {
 }
 
 func TestResultText(t *testing.T) {
-	qs, err := checkQuestions(testQuestions)
+	qs, err := CheckQuestions(testQuestions)
 	require.NoError(t, err)
 	got := resultText(qs, Answers{"name": {"Ada \"Lovelace\"\n"}, "seat": {"aisle"}, "meals": {}})
 	assert.JSONEq(t, `{"answers":[
@@ -551,7 +551,7 @@ func BenchmarkFormRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	qs, err := checkQuestions(testQuestions)
+	qs, err := CheckQuestions(testQuestions)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,19 +1,15 @@
 package interact_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 )
@@ -158,59 +154,6 @@ func toolMessages(t *testing.T, srv *agenttest.Server) map[string]string {
 		}
 	}
 	return out
-}
-
-// ownerConfig is a handler config whose Authorize lets the cookie "owner"
-// act on the sessions owners gives it.
-func ownerConfig(owners map[string]string) approval.HandlerConfig {
-	return approval.HandlerConfig{Authorize: func(r *http.Request, sessionID string) (string, error) {
-		c, err := r.Cookie("owner")
-		if err != nil {
-			return "", fmt.Errorf("%w: no owner cookie", approval.ErrUnauthenticated)
-		}
-		if owners[sessionID] != c.Value {
-			return "", fmt.Errorf("session %q is not yours", sessionID)
-		}
-		return c.Value, nil
-	}}
-}
-
-// answerer is an HTTP server on 127.0.0.1 serving a Forms' answer handler
-// whose Authorize lets the cookie "owner" act on the sessions it owns.
-type answerer struct {
-	srv    *httptest.Server
-	owners map[string]string // session -> owner
-}
-
-func newAnswerer(t *testing.T, f *interact.Forms, owners map[string]string) *answerer {
-	t.Helper()
-	a := &answerer{owners: owners}
-	a.srv = httptest.NewServer(f.AnswerHandler(ownerConfig(owners)))
-	t.Cleanup(func() {
-		a.srv.Client().CloseIdleConnections()
-		a.srv.Close()
-	})
-	return a
-}
-
-// post sends body as owner (no cookie when owner is empty) and returns the
-// status and the decoded answer.
-func (a *answerer) post(t *testing.T, owner string, body any) (int, map[string]any) {
-	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	req, err := http.NewRequest("POST", a.srv.URL, bytes.NewReader(b))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	if owner != "" {
-		req.AddCookie(&http.Cookie{Name: "owner", Value: owner})
-	}
-	resp, err := a.srv.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var out map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return resp.StatusCode, out
 }
 
 // askWith is ask_user_question asking through f: the context of its side

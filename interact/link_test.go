@@ -34,7 +34,7 @@ func TestElicitURLHost(t *testing.T) {
 		{"https://my_host.example.com/", "https://my_host.example.com/", "my_host.example.com"},
 		{"https://example.com./", "https://example.com./", "example.com."},
 	} {
-		got, err := prepare(ElicitationRequest{Mode: ModeURL, URL: tc.url})
+		got, err := PrepareElicitation(ElicitationRequest{Mode: ModeURL, URL: tc.url})
 		if assert.NoError(t, err, "%q", tc.url) {
 			assert.Equal(t, tc.link, got.URL, "the link of %q", tc.url)
 			assert.Equal(t, tc.host, got.Host, "the host of %q", tc.url)
@@ -55,10 +55,10 @@ func TestElicitURLHost(t *testing.T) {
 		"https://xn--apple-.com/", "https://xn--ls8h.la/\x00", "https://a..b/", "https://./", "https://ex!ample.com/",
 		"javascript:alert(1)", "https://user:pw@example.com/", "https:example.com", "ftp://example.com/", "https:///x",
 	} {
-		got, err := prepare(ElicitationRequest{Mode: ModeURL, URL: bad})
+		got, err := PrepareElicitation(ElicitationRequest{Mode: ModeURL, URL: bad})
 		assert.ErrorIs(t, err, ErrInvalidForm, "%q shown as %q on %q", bad, got.URL, got.Host)
 	}
-	_, err := prepare(ElicitationRequest{Mode: ModeURL, URL: long[:MaxURLBytes]})
+	_, err := PrepareElicitation(ElicitationRequest{Mode: ModeURL, URL: long[:MaxURLBytes]})
 	assert.NoError(t, err, "a URL of MaxURLBytes")
 }
 

@@ -51,7 +51,7 @@ func TestSecretFieldWords(t *testing.T) {
 	}
 	for _, s := range secret {
 		for _, where := range []struct{ name, title string }{{s, ""}, {"value", s}} {
-			_, err := prepare(ElicitationRequest{Schema: secretForm(where.name, where.title)})
+			_, err := PrepareElicitation(ElicitationRequest{Schema: secretForm(where.name, where.title)})
 			if !errors.Is(err, ErrSecretField) {
 				t.Errorf("field named %q titled %q: err = %v, want ErrSecretField", where.name, where.title, err)
 			}
@@ -67,7 +67,7 @@ func TestSecretFieldWords(t *testing.T) {
 	}
 	for _, s := range ordinary {
 		for _, where := range []struct{ name, title string }{{s, ""}, {"value", s}} {
-			if _, err := prepare(ElicitationRequest{Schema: secretForm(where.name, where.title)}); err != nil {
+			if _, err := PrepareElicitation(ElicitationRequest{Schema: secretForm(where.name, where.title)}); err != nil {
 				t.Errorf("field named %q titled %q: err = %v, want none", where.name, where.title, err)
 			}
 		}

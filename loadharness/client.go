@@ -32,7 +32,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/memory"
 )
@@ -135,7 +134,8 @@ type Options struct {
 	Ramp    int           // conversations started at most at once before the previous ones reach the server; 0 is N
 	Timeout time.Duration // for the whole measurement
 	// Tool makes every turn call get_weather (the server must be started
-	// with the same tool), which waits for an approval.Manager's decision:
+	// with the same tool), which waits for a person's decision (the
+	// harness's heldApprovals):
 	// once every run waits (or has ended), the harness takes the paused
 	// snapshot and then answers each approval after a random delay of at
 	// most ApprovalDelay (0: all at once). With an openai client, the
@@ -276,16 +276,13 @@ func measure(o Options) (Report, error) {
 		oopts = append(oopts, option.WithHTTPClient(o.HTTPClient))
 	}
 	oc := openai.NewClient(oopts...)
-	var mgr *approval.Manager
+	held := &heldApprovals{waits: make(map[string]chan struct{})}
 	if o.Tool {
 		var err error
-		if mgr, err = approval.NewManager(approval.ManagerConfig{Timeout: o.Timeout}); err != nil {
-			return Report{}, err
-		}
 		if cfg.Tools, err = agent.NewToolRegistry(demo.GetWeather()); err != nil {
 			return Report{}, err
 		}
-		cfg.Approver = mgr
+		cfg.Approver = held
 	}
 	if o.Agent != nil {
 		o.Agent(&cfg)
@@ -394,10 +391,7 @@ func measure(o Options) (Report, error) {
 			session := "c" + strconv.Itoa(i)
 			approve := func(call agent.ToolCall) {
 				release()
-				waiting <- pending{func() {
-					mgr.Respond(ctx, approval.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID,
-						Tool: call.Name, ArgumentsDigest: call.ArgumentsDigest, Decision: agent.Decision{Approved: true, By: "loadharness"}})
-				}}
+				waiting <- pending{func() { held.approve(call.ApprovalID) }}
 				pause()
 			}
 			var runErr error
@@ -807,4 +801,55 @@ func histQuantile(before, after *metrics.Float64Histogram, q float64) float64 {
 		}
 	}
 	return 0
+}
+
+// heldApprovals is the harness's person in the loop: every call's approval
+// waits, as a run paused at a person's approval does, until the harness
+// approves it (approve) or the run's context ends. It keeps a channel per
+// approval and nothing else: what the figures show is the run's own
+// pause, as the openai clients' pause is theirs.
+type heldApprovals struct {
+	mu    sync.Mutex
+	next  int
+	waits map[string]chan struct{}
+}
+
+// Request implements agent.Approver.
+func (h *heldApprovals) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+	if err := ctx.Err(); err != nil {
+		return agent.Ticket{}, err
+	}
+	h.mu.Lock()
+	h.next++
+	id := "approval-" + strconv.Itoa(h.next)
+	approved := make(chan struct{})
+	h.waits[id] = approved
+	h.mu.Unlock()
+	return agent.Pending(id, func(ctx context.Context) (agent.Decision, error) {
+		defer h.forget(id)
+		select {
+		case <-approved:
+			return agent.Decision{Approved: true, By: "loadharness"}, nil
+		case <-ctx.Done():
+			return agent.Decision{Reason: agent.CauseApprovalInterrupted.DefaultReason(), Cause: agent.CauseApprovalInterrupted}, ctx.Err()
+		}
+	}), nil
+}
+
+// approve approves the approval id; an unknown id (its run ended) is left.
+func (h *heldApprovals) approve(id string) {
+	h.mu.Lock()
+	approved := h.waits[id]
+	delete(h.waits, id)
+	h.mu.Unlock()
+	if approved != nil {
+		close(approved)
+	}
+}
+
+// forget drops the approval id once its wait is over.
+func (h *heldApprovals) forget(id string) {
+	h.mu.Lock()
+	delete(h.waits, id)
+	h.mu.Unlock()
 }

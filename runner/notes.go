@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/waiting"
 	"github.com/planround/planround/memory"
 )
 
@@ -30,7 +30,7 @@ func (r *Runner) listen() error {
 		channel string
 		fn      func(string)
 	}{
-		{approval.NotifyChannel, r.decisionNoted},
+		{waiting.Channel, r.decisionNoted},
 		{eventsChannel, r.eventsNoted},
 		{interruptChannel, r.interruptNoted},
 	} {
@@ -58,7 +58,8 @@ func (r *Runner) closeListeners() {
 // ends). A run of another process makes the resume end at once (the
 // lease). A lost note is the sweeper's.
 func (r *Runner) decisionNoted(payload string) {
-	session, _, ok := approval.DecisionNoted(payload)
+	note, ok := waiting.ParseNote(payload)
+	session := note.SessionID
 	if r.calls == nil || r.pending == nil || !ok {
 		return
 	}
@@ -343,7 +344,7 @@ func (r *Runner) sweepOnce() {
 
 // Sweep does now what the sweeper does every Config.SweepInterval: it
 // resumes every turn of the Store that can go on without a person
-// (approval.Resumable: a decision no run took, a call cut by a stop, a call
+// (resumableSessions: a decision no run took, a call cut by a stop, a call
 // stored and never asked about), in the background, and ends the turns
 // that the subscribers of this process follow and whose process stopped.
 // A host with its own schedule sets SweepInterval negative and calls it.
@@ -353,7 +354,7 @@ func (r *Runner) Sweep(ctx context.Context) error {
 	if r.calls == nil || r.pending == nil {
 		return nil
 	}
-	ids, err := approval.Resumable(ctx, r.calls, r.pending)
+	ids, err := resumableSessions(ctx, r.calls, r.pending)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@
 // that waits for a person outlives a restart: SIGINT or SIGTERM suspends
 // it, and the approval, given after the restart, runs the tool once and
 // the turn goes on. Leaving or reloading the page does not stop a turn
-// (aisdk.Config.KeepRunningOnDisconnect); Stop does. -memory keeps
+// (ui.Config.KeepRunningOnDisconnect); Stop does. -memory keeps
 // nothing: the chats end with the process.
 package main
 
@@ -84,12 +84,12 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/aisdk"
 )
 
@@ -283,7 +283,7 @@ func newServer(cfg config) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	chat, err := aisdk.NewHandler(aisdk.Config{
+	chat, err := aisdk.NewHandler(ui.Config{
 		Runner:    s.runner,
 		Authorize: s.authorize, Logger: cfg.Logger,
 		// A reload of the page follows the turn again (GET
@@ -399,10 +399,10 @@ const ownerCookieAge = 365 * 24 * 60 * 60
 func (s *server) authorize(r *http.Request, chatID string) (string, error) {
 	c, err := r.Cookie(ownerCookie)
 	if err != nil || c.Value == "" {
-		return "", fmt.Errorf("%w: no owner cookie (load the page first)", approval.ErrUnauthenticated)
+		return "", fmt.Errorf("%w: no owner cookie (load the page first)", ui.ErrUnauthenticated)
 	}
 	if !validChatID(c.Value) {
-		return "", fmt.Errorf("%w: a malformed owner cookie (load the page again)", approval.ErrUnauthenticated)
+		return "", fmt.Errorf("%w: a malformed owner cookie (load the page again)", ui.ErrUnauthenticated)
 	}
 	if !validChatID(chatID) {
 		return "", errors.New("a chat id is 1 to 64 letters, digits, '-' or '_'")

@@ -22,7 +22,7 @@ func useDemo(cfg *agent.Config) {
 // hostTools are the tools the CLI offers, with the demo model or a real
 // one: the demo tools (get_weather, get_time, run_command, show_card),
 // ask_user_question, whose forms are answered on the terminal (through
-// the forms each turn's context carries), and the researcher sub-agent, which runs on cfg's model with
+// the asker each turn's context carries), and the researcher sub-agent, which runs on cfg's model with
 // get_weather and get_time. cfg is the agent's Config without its tools.
 func hostTools(cfg agent.Config) ([]agent.Tool, error) {
 	researcher, err := demo.Researcher(cfg)

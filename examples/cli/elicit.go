@@ -176,22 +176,22 @@ func (c *cli) answerElicitation(ctx context.Context, r interact.ElicitationReque
 			if !errors.Is(err, io.EOF) {
 				fmt.Fprintf(c.stderr, "cli: reading the answer: %v\n", err)
 			}
-			c.forms.CancelSession(context.WithoutCancel(ctx), c.session)
+			c.forms.cancelAll()
 			return false
 		}
-		open, err := c.forms.Answer(ctx, interact.FormReply{SessionID: c.session, FormID: r.FormID, Elicitation: &ans, By: terminalUser(), Via: "terminal"})
+		open, err := c.forms.answerElicitation(r.FormID, ans)
 		switch {
 		case errors.Is(err, interact.ErrInvalidAnswers):
 			fmt.Fprintf(c.stderr, "cli: %s\n", strings.TrimPrefix(err.Error(), "interact: "))
 			continue
 		case err != nil:
 			fmt.Fprintf(c.stderr, "cli: the answer was refused: %v\n", err)
-			c.forms.CancelSession(context.WithoutCancel(ctx), c.session)
+			c.forms.cancelAll()
 		case !open:
 			fmt.Fprintln(c.stderr, "cli: the request is no longer open (it timed out or its run ended): the answer was not sent")
 		}
 		return true
 	}
-	c.forms.CancelSession(context.WithoutCancel(ctx), c.session)
+	c.forms.cancelAll()
 	return true
 }

@@ -117,7 +117,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"os/user"
 	"strings"
 	"sync"
 
@@ -282,7 +281,7 @@ type cli struct {
 	opts    options
 	session string // the runs' session id: -session, or defaultSession
 	agent   *agent.Agent
-	forms   *interact.Forms // the forms of ask_user_question
+	forms   *terminalForms // the forms of ask_user_question and the MCP servers, asked on the terminal
 	in      *lineSource
 	out     renderer
 	screen  *screen // orders the transcript and the questions on the terminal
@@ -359,11 +358,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		useDemo(&cfg)
 		fmt.Fprintln(stderr, "cli: no model configured (OPENAI_BASE_URL, OPENAI_API_KEY): running on the built-in demo model")
 	}
-	forms, err := interact.NewForms(interact.FormsConfig{})
-	if err != nil {
-		fmt.Fprintf(stderr, "cli: %v\n", err)
-		return exitError
-	}
+	forms := newTerminalForms()
 	tools, err := hostTools(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cli: %v\n", err)
@@ -509,9 +504,10 @@ func (c *cli) turn(ctx context.Context, msg string) int {
 	if len(c.opts.enable) > 0 {
 		ctx = skills.WithEnabled(ctx, c.opts.enable...)
 	}
-	// No runner drives the turn: the CLI's forms ask the person, on the
-	// terminal, for ask_user_question and the MCP servers.
+	// No runner drives the turn: the CLI's own asker asks the person, on
+	// the terminal, for ask_user_question and the MCP servers.
 	ctx = interact.WithAsker(ctx, c.forms)
+	defer c.forms.cancelAll() // a form whose call never ran
 	t := c.agent.NewTurn(agent.Input{SessionID: c.session, History: c.history, Message: msg})
 	var (
 		err     error
@@ -596,16 +592,16 @@ func (c *cli) answerForm(ctx context.Context, fr interact.FormRequest) bool {
 		if !errors.Is(err, io.EOF) {
 			fmt.Fprintf(c.stderr, "cli: reading the answers: %v\n", err)
 		}
-		c.forms.CancelSession(context.WithoutCancel(ctx), c.session)
+		c.forms.cancelAll()
 		return false
 	}
-	open, err := c.forms.Answer(ctx, interact.FormReply{SessionID: c.session, FormID: fr.FormID, Answers: answers, By: terminalUser(), Via: "terminal"})
+	open, err := c.forms.answer(fr.FormID, answers)
 	switch {
 	case err != nil:
 		// askForm checks every answer: a form it cannot answer is not
 		// left waiting.
 		fmt.Fprintf(c.stderr, "cli: the answers were refused: %v\n", err)
-		c.forms.CancelSession(context.WithoutCancel(ctx), c.session)
+		c.forms.cancelAll()
 	case !open:
 		fmt.Fprintln(c.stderr, "cli: the form is no longer open (it timed out or its run ended): the answers were not sent")
 	}
@@ -750,13 +746,4 @@ func (i *interrupter) stop() {
 	signal.Stop(i.sigs)
 	close(i.done)
 	i.wg.Wait()
-}
-
-// terminalUser is who answers at this terminal, for the forms' record: the
-// name of the user the process runs as.
-func terminalUser() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return "terminal-user"
 }

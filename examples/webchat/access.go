@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/planround/planround/approval"
+	"github.com/planround/planround/ui"
 )
 
 // Who may do what.
@@ -45,7 +45,7 @@ const (
 )
 
 var (
-	errNoOwner       = fmt.Errorf("%w: no owner cookie: open the page first", approval.ErrUnauthenticated)
+	errNoOwner       = fmt.Errorf("%w: no owner cookie: open the page first", ui.ErrUnauthenticated)
 	errForeignOwner  = errors.New("this session belongs to another browser")
 	errTokenRequired = errors.New("this server wants its access token: open the address it printed (with ?token=), or send Authorization: Bearer <token>")
 )
@@ -98,8 +98,8 @@ func sessionOwner(sessionID string) string {
 // authorize reports whether r may act on the session: a nil error when
 // r's owner cookie is the session's owner, with the principal the audit
 // records for that browser (see principalOf). It is the check of every
-// endpoint that names a session, and the approval and form handlers'
-// approval.HandlerConfig.Authorize.
+// endpoint that names a session: the ui.AuthorizeFunc of the person's
+// requests (decide.go).
 func authorize(r *http.Request, sessionID string) (principal string, err error) {
 	tag, ok := ownerTag(r)
 	if !ok {
@@ -133,7 +133,7 @@ func checkSession(w http.ResponseWriter, r *http.Request, sessionID string) bool
 		return false
 	}
 	switch _, err := authorize(r, sessionID); {
-	case errors.Is(err, approval.ErrUnauthenticated):
+	case errors.Is(err, ui.ErrUnauthenticated):
 		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: err.Error()})
 		return false
 	case err != nil:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 )
 
 // The person's requests: a decision, a form's answers, a stop. Each names
@@ -18,9 +20,54 @@ import (
 // replica, takes it, and a suspended turn resumes on it.
 
 // owned is the owner check of the person's requests.
-var owned = approval.HandlerConfig{Authorize: authorize}
+var owned = ui.AuthorizeFunc(authorize)
 
-// handleApprove answers POST /api/tool-approve, an approval.ApproveRequest:
+// approveRequest is the JSON body of POST /api/tool-approve.
+type approveRequest struct {
+	// SessionID is the session of the run (required).
+	SessionID string `json:"session_id"`
+	// ApprovalID is the approval id of the approval_required chunk,
+	// agent.ToolCall.ApprovalID (required).
+	ApprovalID string `json:"approval_id"`
+	// CallID, Tool and ArgumentsDigest are the call the person saw, as on
+	// the approval_required chunk (agent.ToolCall.ID, Name and
+	// ArgumentsDigest); all three are required, and a decision whose call
+	// is not the approval's is refused (409).
+	CallID          string `json:"call_id"`
+	Tool            string `json:"tool"`
+	ArgumentsDigest string `json:"arguments_digest"`
+	// Approved is the decision (required).
+	Approved *bool `json:"approved"`
+	// Reason optionally says why.
+	Reason string `json:"reason,omitempty"`
+	// Arguments optionally replace the call's arguments; they must be a
+	// JSON object.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Scope is "once" (the default when empty), "session" or "always"
+	// (taken as "session": a browser grants no more than its own session).
+	Scope string `json:"scope,omitempty"`
+}
+
+// answerRequest is the JSON body of POST /api/form-answer:
+//
+//	{"session_id":"s1","form_id":"5f0c…","answers":{"when":"Friday","seat":"window","meals":["veg"]}}
+//	{"session_id":"s1","form_id":"9a1b…","action":"accept","content":{"repo":"planround"}}
+type answerRequest struct {
+	// SessionID is the session of the run (required).
+	SessionID string `json:"session_id"`
+	// FormID is the form id of the form_request (required).
+	FormID string `json:"form_id"`
+	// Answers are the answers by question id (required for a
+	// form_request); see interact.Answer for their JSON.
+	Answers interact.Answers `json:"answers,omitempty"`
+	// Action answers an elicitation_request (instead of Answers): accept,
+	// decline or cancel; Content is what the user entered, to accept a
+	// form.
+	Action  string         `json:"action,omitempty"`
+	Content map[string]any `json:"content,omitempty"`
+}
+
+// handleApprove answers POST /api/tool-approve, an approveRequest:
 // a decision bound to the call the card shows (call_id, tool,
 // arguments_digest), given to runner.Runner.Decide with the browser's
 // principal as its By.
@@ -31,7 +78,7 @@ var owned = approval.HandlerConfig{Authorize: authorize}
 //	401, 403                             not the session's owner; 403 also for an approval of another session
 //	409                                  the call named is not the approval's (it stays pending)
 func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request) {
-	var req approval.ApproveRequest
+	var req approveRequest
 	if !decodeJSON(w, r, &req) {
 		return
 	}
@@ -84,8 +131,7 @@ func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleFormAnswer answers POST /api/form-answer, an
-// interact.AnswerRequest: the answers to a form (or, with an action, to an
+// handleFormAnswer answers POST /api/form-answer, an answerRequest: the answers to a form (or, with an action, to an
 // MCP server's request for input), given to runner.Runner.Answer.
 //
 //	200 {"success":true}                 the answers were taken
@@ -93,7 +139,7 @@ func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request) {
 //	400                                  a missing field, answers that do not fit the form
 //	401, 403                             not the session's owner; 403 also for a form of another session
 func (s *Server) handleFormAnswer(w http.ResponseWriter, r *http.Request) {
-	var req interact.AnswerRequest
+	var req answerRequest
 	if !decodeJSON(w, r, &req) {
 		return
 	}

@@ -565,8 +565,8 @@ type chatRequest struct {
 	Resources []resourceRef `json:"resources"`
 }
 
-// apiResponse is the JSON answer of the server's own endpoints, shaped like
-// approval.Response.
+// apiResponse is the JSON answer of the server's own endpoints:
+// {"success":bool,"error":"..."}.
 type apiResponse struct {
 	Success bool   `json:"success"`
 	Error   string `json:"error,omitempty"`

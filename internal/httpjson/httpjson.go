@@ -63,7 +63,7 @@ func Decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 }
 
 // WriteError answers {"success":false,"error":msg} with status: the JSON of
-// an approval.Response that holds only an error.
+// the answers of the handlers of package ui.
 func WriteError(w http.ResponseWriter, status int, msg string) {
 	WriteJSON(w, status, struct {
 		Success bool   `json:"success"`

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -151,7 +152,7 @@ func TestRefusedRequests(t *testing.T) {
 		defer res.Body.Close()
 		return res.StatusCode, res.Header.Get("Content-Type")
 	}
-	big := append([]byte(`{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"`), bytes.Repeat([]byte("a"), DefaultMaxBodyBytes)...)
+	big := append([]byte(`{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"`), bytes.Repeat([]byte("a"), ui.DefaultMaxBodyBytes)...)
 	big = append(big, `"}]}`...)
 	tests := []struct {
 		name          string

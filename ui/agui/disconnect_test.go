@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
 // startSlow starts the slow task's turn with h's config changed by set,
 // reads its events until the task runs, and then drops the request.
-func startSlow(t *testing.T, set func(*Config)) *fixture {
+func startSlow(t *testing.T, set func(*ui.Config)) *fixture {
 	t.Helper()
 	f := newFixture(t, uitest.Options{})
 	cfg := f.h.cfg
@@ -49,14 +50,14 @@ func startSlow(t *testing.T, set func(*Config)) *fixture {
 }
 
 func TestDisconnectInterruptsTheTurn(t *testing.T) {
-	f := startSlow(t, func(*Config) {})
+	f := startSlow(t, func(*ui.Config) {})
 	if st := lastEnded(t, f.b.Runner, "thread-slow").Status; st != runner.StatusInterrupted {
 		t.Errorf("the turn ended %s, want interrupted", st)
 	}
 }
 
 func TestKeepRunningOnDisconnect(t *testing.T) {
-	f := startSlow(t, func(c *Config) { c.KeepRunningOnDisconnect = true })
+	f := startSlow(t, func(c *ui.Config) { c.KeepRunningOnDisconnect = true })
 	time.Sleep(200 * time.Millisecond) // time for a wrong interrupt to land
 	running, err := f.b.Runner.Running(context.Background(), "thread-slow")
 	if err != nil || !running {

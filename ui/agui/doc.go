@@ -12,7 +12,7 @@
 // without resume entries starts a turn with its last message, which must be
 // the user's (its text, or the text parts of its content); one with resume
 // entries answers the interrupts they name, then follows the turn on. Every
-// request goes through Config.Authorize with its thread id before anything
+// request goes through ui.Config.Authorize with its thread id before anything
 // is done: nobody starts, answers or stops a run for someone else.
 //
 // Human in the loop is AG-UI's interrupt: a run whose turn waits for an
@@ -55,7 +55,7 @@
 // message is answered, or the run ends with RUN_ERROR (code
 // "not_started") saying why it could not start. A client that goes away
 // while its run streams (AG-UI's abortRun closes the request) interrupts the
-// turn, unless Config.KeepRunningOnDisconnect; a run it starts right after
+// turn, unless ui.Config.KeepRunningOnDisconnect; a run it starts right after
 // waits for that turn to wind down instead of being refused with 409.
 //
 // AG-UI 1.0's HttpAgent has no way to reconnect to a run in progress (its

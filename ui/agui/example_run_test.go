@@ -12,9 +12,9 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/agui"
 )
 
@@ -57,7 +57,7 @@ func ExampleHandler_runAgentInput() {
 		log.Fatal(err)
 	}
 	defer r.Close()
-	h, err := agui.NewHandler(agui.Config{Runner: r, Authorize: approval.AllowAnyCaller})
+	h, err := agui.NewHandler(ui.Config{Runner: r, Authorize: ui.AllowAnyCaller})
 	if err != nil {
 		log.Fatal(err)
 	}

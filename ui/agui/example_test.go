@@ -5,8 +5,8 @@ import (
 	"log"
 	"net/http"
 
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/agui"
 )
 
@@ -18,12 +18,12 @@ func ExampleNewHandler() {
 		r     *runner.Runner // the host's runner (runner.New): it takes the decisions and answers
 		owner func(sessionID string) string
 	)
-	h, err := agui.NewHandler(agui.Config{
+	h, err := agui.NewHandler(ui.Config{
 		Runner: r,
 		Authorize: func(req *http.Request, sessionID string) (string, error) {
 			user := req.Header.Get("X-User") // the host's own authentication
 			if user == "" {
-				return "", approval.ErrUnauthenticated
+				return "", ui.ErrUnauthenticated
 			}
 			if owner(sessionID) != user {
 				return "", errors.New("not your conversation")

@@ -11,6 +11,7 @@ import (
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/httpjson"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/turn"
 )
 
@@ -18,58 +19,26 @@ import (
 // a Handler.
 const Via = "ag-ui"
 
-// Config configures a Handler.
-type Config struct {
-	// Runner runs the turns, and takes the decisions on tool approvals and
-	// the answers to forms (runner.Runner.Decide, Answer). Required.
-	Runner *runner.Runner
-	// Authorize is called with every request and its thread id (the
-	// planround session id) before the handler does anything, as
-	// approval.HandlerConfig.Authorize is: it returns who asks, or an error
-	// (one wrapping approval.ErrUnauthenticated is answered 401, any other
-	// 403). Required: a thread id is no credential.
-	Authorize func(r *http.Request, sessionID string) (principal string, err error)
-	// KeepRunningOnDisconnect keeps a turn running when the client that
-	// follows it goes away. By default a request whose client disconnects
-	// interrupts its turn (runner.Runner.Interrupt): that is how AG-UI's
-	// abortRun stops a run. A turn that waits for a person is never
-	// interrupted this way: its run already finished with the interrupt.
-	KeepRunningOnDisconnect bool
-	// MaxBodyBytes bounds a request's body (DefaultMaxBodyBytes when zero):
-	// a RunAgentInput carries the thread's whole conversation.
-	MaxBodyBytes int64
-}
-
-// DefaultMaxBodyBytes bounds a request's body when Config.MaxBodyBytes is
-// zero.
-const DefaultMaxBodyBytes = 8 << 20
-
 // Handler serves AG-UI runs over HTTP: a POST of a RunAgentInput is
 // answered with the run's events as server-sent events (see the package
 // doc). It is safe for concurrent use.
 type Handler struct {
-	cfg     Config
+	cfg     ui.Config
 	backend turn.Backend
 	// filter, set by tests only, is given to every request's Encoder.
 	filter func(typ string) filterAction
 }
 
 // NewHandler returns the Handler of cfg. It fails without a Runner or an
-// Authorize.
-func NewHandler(cfg Config) (*Handler, error) {
-	if cfg.Runner == nil {
-		return nil, errors.New("agui: Config.Runner is required")
+// Authorize. cfg.Authorize is called with every request and its thread id
+// (the planround session id) before the handler does anything; a thread id
+// is no credential.
+func NewHandler(cfg ui.Config) (*Handler, error) {
+	b, err := turn.NewBackend("agui", Via, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Authorize == nil {
-		return nil, errors.New("agui: Config.Authorize is required (approval.AllowAnyCaller lets every caller act on every thread)")
-	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	return &Handler{cfg: cfg, backend: turn.Backend{
-		Runner: cfg.Runner,
-		Auth:   approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
-	}}, nil
+	return &Handler{cfg: b.Config, backend: b}, nil
 }
 
 // ServeHTTP answers one run. Before the stream starts a refused request is
@@ -89,7 +58,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	principal, ok := h.backend.Auth.Check(w, r, in.ThreadID)
+	principal, ok := h.cfg.Authorize.Check(w, r, in.ThreadID)
 	if !ok {
 		return
 	}

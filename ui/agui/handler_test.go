@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -27,7 +27,7 @@ type owners struct{ m sync.Map }
 func (o *owners) authorize(r *http.Request, sessionID string) (string, error) {
 	user := r.Header.Get("X-User")
 	if user == "" {
-		return "", approval.ErrUnauthenticated
+		return "", ui.ErrUnauthenticated
 	}
 	if owner, _ := o.m.LoadOrStore(sessionID, user); owner != user {
 		return "", errors.New("thread " + sessionID + " belongs to someone else")
@@ -46,7 +46,7 @@ func newFixture(t *testing.T, o uitest.Options) *fixture {
 	leaktest.Check(t, http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 	b := uitest.New(t, o)
 	var own owners
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: own.authorize})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: own.authorize})
 	if err != nil {
 		t.Fatal(err)
 	}

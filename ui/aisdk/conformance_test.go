@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -66,9 +66,9 @@ func serve(t *testing.T, b *uitest.Bench, mangle func(string) int) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	for _, prefix := range []string{"", "/keep"} {
-		h, err := NewHandler(Config{
+		h, err := NewHandler(ui.Config{
 			Runner:                  b.Runner,
-			Authorize:               approval.AllowAnyCaller,
+			Authorize:               ui.AllowAnyCaller,
 			KeepRunningOnDisconnect: prefix != "",
 		})
 		require.NoError(t, err)

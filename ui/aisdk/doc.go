@@ -9,7 +9,7 @@
 // writes a session's runner events as the stream for a host that serves
 // it itself. The handler drives the turns on a runner.Runner, so that
 // every guarantee of the runner holds: a turn does not depend on the
-// request that started it (with Config.KeepRunningOnDisconnect), a
+// request that started it (with ui.Config.KeepRunningOnDisconnect), a
 // decision taken on any process resumes it, a reconnecting client misses
 // nothing.
 //

@@ -13,10 +13,10 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/aisdk"
 )
 
@@ -82,7 +82,7 @@ func startExample() *exampleServer {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := aisdk.NewHandler(aisdk.Config{Runner: r, Authorize: approval.AllowAnyCaller})
+	h, err := aisdk.NewHandler(ui.Config{Runner: r, Authorize: ui.AllowAnyCaller})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/aisdk"
 )
 
@@ -37,11 +37,11 @@ func ExampleNewHandler() {
 	}
 	defer r.Close()
 
-	h, err := aisdk.NewHandler(aisdk.Config{
+	h, err := aisdk.NewHandler(ui.Config{
 		Runner: r,
 		// The host's authentication: who asks, and may they act on this
-		// chat? approval.AllowAnyCaller is for a single-user tool only.
-		Authorize: approval.AllowAnyCaller,
+		// chat? ui.AllowAnyCaller is for a single-user tool only.
+		Authorize: ui.AllowAnyCaller,
 	})
 	if err != nil {
 		log.Fatal(err)

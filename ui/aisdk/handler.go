@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,44 +15,15 @@ import (
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/httpjson"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/turn"
 )
-
-// DefaultMaxBodyBytes bounds a request's body when Config.MaxBodyBytes is
-// zero: the chat's messages come whole with every request.
-const DefaultMaxBodyBytes = 8 << 20
-
-// Config configures the handler of NewHandler.
-type Config struct {
-	// Runner runs the turns (required), and takes the approval responses
-	// and form answers the client sends (runner.Runner.Decide, Answer).
-	Runner *runner.Runner
-	// Authorize is called with every request and the chat id it names
-	// (the session id), before the handler acts: it returns who is asking
-	// and nil when the caller may act on that session (its owner), an
-	// error wrapping approval.ErrUnauthenticated (401) or another error
-	// (403) otherwise. Required: a host that lets every caller act on
-	// every session says so with approval.AllowAnyCaller.
-	Authorize func(r *http.Request, sessionID string) (principal string, err error)
-	// KeepRunningOnDisconnect keeps a turn running when the client of its
-	// stream goes away, for a page that reconnects (useChat's resume):
-	// then only a POST to {chat}/{id}/stop stops it. By default a client
-	// that goes away while the turn runs stops it, as useChat's stop()
-	// expects.
-	KeepRunningOnDisconnect bool
-	// MaxBodyBytes bounds a request's body (DefaultMaxBodyBytes when
-	// zero).
-	MaxBodyBytes int64
-	// Logger receives what goes wrong outside a request's answer; nil
-	// discards it.
-	Logger *slog.Logger
-}
 
 // NewHandler returns the http.Handler that serves useChat's
 // DefaultChatTransport: mount it at the transport's api ("/api/chat") and
 // below it (the reconnect and stop paths are under it):
 //
-//	h, err := aisdk.NewHandler(aisdk.Config{Runner: r, Authorize: owner})
+//	h, err := aisdk.NewHandler(ui.Config{Runner: r, Authorize: owner})
 //	mux.Handle("/api/chat", h)
 //	mux.Handle("/api/chat/", h)
 //
@@ -96,23 +66,12 @@ type Config struct {
 // approval, a form): the client answers with its next request. The
 // session's history is the Store's: the messages the client sends are
 // read for the last one only.
-func NewHandler(cfg Config) (*Handler, error) {
-	if cfg.Runner == nil {
-		return nil, errors.New("aisdk: Config.Runner is nil")
+func NewHandler(cfg ui.Config) (*Handler, error) {
+	b, err := turn.NewBackend("aisdk", Via, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Authorize == nil {
-		return nil, errors.New("aisdk: Config.Authorize is nil; set one that checks the caller owns the session, or approval.AllowAnyCaller for a single-user loopback tool")
-	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Handler{cfg: cfg, b: turn.Backend{
-		Runner: cfg.Runner,
-		Auth:   approval.HandlerConfig{Authorize: cfg.Authorize}, Via: Via,
-	}}, nil
+	return &Handler{cfg: b.Config, b: b}, nil
 }
 
 // Via is the audit's name for decisions and answers taken through the
@@ -121,7 +80,7 @@ const Via = "ai-sdk"
 
 // Handler is the endpoint of useChat's DefaultChatTransport (see NewHandler).
 type Handler struct {
-	cfg Config
+	cfg ui.Config
 	b   turn.Backend
 	// mangle is the Writers' mangle (tests).
 	mangle func(typ string) int
@@ -232,7 +191,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
-	principal, ok := h.b.Auth.Check(w, r, req.ID)
+	principal, ok := h.cfg.Authorize.Check(w, r, req.ID)
 	if !ok {
 		return
 	}
@@ -511,7 +470,7 @@ func (h *Handler) reconnect(w http.ResponseWriter, r *http.Request, sessionID st
 		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
-	if _, ok := h.b.Auth.Check(w, r, sessionID); !ok {
+	if _, ok := h.cfg.Authorize.Check(w, r, sessionID); !ok {
 		return
 	}
 	state, err := h.cfg.Runner.Log(r.Context(), sessionID)
@@ -532,11 +491,11 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, sessionID string)
 		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
-	if _, ok := h.b.Auth.Check(w, r, sessionID); !ok {
+	if _, ok := h.cfg.Authorize.Check(w, r, sessionID); !ok {
 		return
 	}
 	active := h.interrupt(sessionID)
-	httpjson.WriteJSON(w, http.StatusOK, approval.Response{Success: true, WasActive: &active})
+	httpjson.WriteJSON(w, http.StatusOK, stopAnswer{Success: true, WasActive: active})
 }
 
 // interrupt stops the session's turn and cancels what it asks (see
@@ -547,4 +506,10 @@ func (h *Handler) interrupt(sessionID string) bool {
 		h.cfg.Logger.Warn("aisdk: stopping a turn", "session", sessionID, "err", err)
 	}
 	return stopped
+}
+
+// stopAnswer is the answer to a stop: {"success":true,"was_active":bool}.
+type stopAnswer struct {
+	Success   bool `json:"success"`
+	WasActive bool `json:"was_active"`
 }

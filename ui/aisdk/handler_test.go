@@ -18,6 +18,7 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -26,7 +27,7 @@ import (
 func byUser(r *http.Request, sessionID string) (string, error) {
 	user := r.Header.Get("X-User")
 	if user == "" {
-		return "", approval.ErrUnauthenticated
+		return "", ui.ErrUnauthenticated
 	}
 	if !strings.HasPrefix(sessionID, user+"-") {
 		return "", errors.New("not your chat")
@@ -90,7 +91,7 @@ func find(chunks []map[string]any, typ string) map[string]any {
 func TestOwnerAndBinding(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/api/chat", h)
@@ -171,9 +172,9 @@ func TestOwnerAndBinding(t *testing.T) {
 func TestRequestErrors(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	_, err := NewHandler(Config{Runner: b.Runner})
+	_, err := NewHandler(ui.Config{Runner: b.Runner})
 	require.Error(t, err, "no Authorize")
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: ui.AllowAnyCaller})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -222,7 +223,7 @@ func FuzzChatRequest(f *testing.F) {
 		f.Add(s)
 	}
 	b := uitest.New(f, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: ui.AllowAnyCaller})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, body string) {
 		if strings.Contains(body, `"user"`) {
@@ -249,7 +250,7 @@ func FuzzChatRequest(f *testing.F) {
 func TestNewMessageWhileWaiting(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: ui.AllowAnyCaller})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -276,7 +277,7 @@ func TestNewMessageWhileWaiting(t *testing.T) {
 func TestEchoBinding(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -352,7 +353,7 @@ func get(t *testing.T, url, user string) (int, string) {
 func TestMessages(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/api/chat", h)

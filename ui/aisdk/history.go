@@ -72,7 +72,7 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request, sessionID stri
 		httpjson.WriteError(w, terr.Status, terr.Msg)
 		return
 	}
-	if _, ok := h.b.Auth.Check(w, r, sessionID); !ok {
+	if _, ok := h.cfg.Authorize.Check(w, r, sessionID); !ok {
 		return
 	}
 	msgs, err := h.Messages(r.Context(), sessionID)

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/internal/uitest"
 )
 
@@ -64,7 +64,7 @@ func TestSendRightAfterStop(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			b := uitest.New(t, uitest.Options{WindDown: 50 * time.Millisecond})
-			h, err := NewHandler(Config{Runner: b.Runner, Authorize: approval.AllowAnyCaller})
+			h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: ui.AllowAnyCaller})
 			require.NoError(t, err)
 			srv := httptest.NewServer(h)
 			t.Cleanup(srv.Close)
@@ -94,7 +94,7 @@ func TestSendRightAfterStop(t *testing.T) {
 func TestStopIdle(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(Config{Runner: b.Runner, Authorize: byUser})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -181,13 +181,23 @@ func (r *replica) handleInterrupt(w http.ResponseWriter, req *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "running": stopped.Run, "cancelled": stopped.Approvals + stopped.Forms})
 }
 
-// handleFormAnswer gives the answers of an interact.AnswerRequest to their
+// answerRequest is the body of POST /form-answer: a form's answers, or an
+// elicitation's action and content.
+type answerRequest struct {
+	SessionID string           `json:"session_id"`
+	FormID    string           `json:"form_id"`
+	Answers   interact.Answers `json:"answers,omitempty"`
+	Action    string           `json:"action,omitempty"`
+	Content   map[string]any   `json:"content,omitempty"`
+}
+
+// handleFormAnswer gives the answers of an answerRequest to their
 // form (runner.Runner.Answer), from the replica's holder. It answers 200
 // {"success":true} when they were taken, 200 {"success":false} when the
 // form is not open, 403 for a form of another session, 400 for answers
 // that do not fit it.
 func (r *replica) handleFormAnswer(w http.ResponseWriter, req *http.Request) {
-	var body interact.AnswerRequest
+	var body answerRequest
 	if !httpjson.Decode(w, req, &body, maxBody) {
 		return
 	}

@@ -9,7 +9,7 @@
 // replica is stored and announced to the others, which wakes the run that
 // waits for it wherever it runs. A decision that no run of this replica waits
 // for resumes the session here (agent.Resume), as does a sweeper that looks
-// every -sweep for sessions stopped with open calls (approval.Resumable),
+// every -sweep for sessions stopped with open calls (runner.Runner.Sweep),
 // such as those of a replica that was killed: another holder's lease makes
 // the resume end at once with agent.ErrBusy, and the sweeper tries again
 // later.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,16 +21,35 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 )
 
-// Backend is what a protocol handler drives: the runner that runs the
-// turns and takes the decisions and answers, and the owner check every
-// request goes through.
+// Backend is what a protocol handler drives: the host's ui.Config (the
+// runner that runs the turns and takes the decisions and answers, the owner
+// check every request goes through, the limits) and the protocol's name.
 type Backend struct {
-	Runner *runner.Runner
-	Auth   approval.HandlerConfig
+	ui.Config
 	// Via names the protocol in the audit of decisions and answers.
 	Via string
+}
+
+// NewBackend returns the Backend of cfg, its defaults filled in, for the
+// handler of package pkg whose decisions and answers the audit names via.
+// It fails when cfg lacks its Runner or its Authorize.
+func NewBackend(pkg, via string, cfg ui.Config) (Backend, error) {
+	switch {
+	case cfg.Runner == nil:
+		return Backend{}, errors.New(pkg + ": ui.Config.Runner is nil")
+	case cfg.Authorize == nil:
+		return Backend{}, errors.New(pkg + ": ui.Config.Authorize is nil; set one that checks the caller owns the session, or ui.AllowAnyCaller for a single-user loopback tool")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = ui.DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return Backend{Config: cfg, Via: via}, nil
 }
 
 // MaxSessionID is the longest session id (a chat or thread id) a handler

@@ -1,7 +1,8 @@
-package approval_test
+package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,17 +10,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory"
 )
 
-// openCall describes one open call of a session for TestResumable.
+// openCall describes one open call of a session for TestResumableSessions.
 type openCall struct {
 	executing bool
 	approval  string // "" none, "pending", "decided", "lost" (unknown id), "foreign" (another session's)
 }
 
-func TestResumable(t *testing.T) {
+func TestResumableSessions(t *testing.T) {
 	tests := []struct {
 		name  string
 		calls []openCall
@@ -73,7 +73,7 @@ func TestResumable(t *testing.T) {
 	_, err = st.CreateSession(ctx, memory.Session{ID: "closed"}) // no open calls
 	require.NoError(t, err)
 
-	got, err := approval.Resumable(ctx, st, st)
+	got, err := resumableSessions(ctx, st, st)
 	require.NoError(t, err)
 	assert.Equal(t, want, got, "sorted")
 	for i, tt := range tests {
@@ -82,23 +82,31 @@ func TestResumable(t *testing.T) {
 	}
 
 	t.Run("store fails", func(t *testing.T) {
-		fs := &failingStore{MemStore: st}
-		fs.set(true)
-		_, err := approval.Resumable(ctx, st, fs)
+		_, err := resumableSessions(ctx, st, brokenApprovals{st})
 		require.ErrorIs(t, err, errStoreDown)
 		assert.Contains(t, err.Error(), "approval ")
-		_, err = approval.Resumable(ctx, brokenLog{st}, st)
+		_, err = resumableSessions(ctx, brokenLog{st}, st)
 		require.ErrorIs(t, err, errStoreDown)
 		assert.Contains(t, err.Error(), "sessions with open calls")
 	})
 	t.Run("session deleted meanwhile", func(t *testing.T) {
-		got, err := approval.Resumable(ctx, vanishingLog{st}, st)
+		got, err := resumableSessions(ctx, vanishingLog{st}, st)
 		require.NoError(t, err)
 		assert.Empty(t, got)
 	})
 }
 
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// errStoreDown is the error of a store that fails.
+var errStoreDown = errors.New("store down")
+
+// brokenApprovals is an ApprovalStore that cannot read an approval.
+type brokenApprovals struct{ *memory.MemStore }
+
+func (brokenApprovals) GetApproval(context.Context, string) (memory.Approval, error) {
+	return memory.Approval{}, errStoreDown
+}
 
 // brokenLog is a CallLog that cannot list its sessions.
 type brokenLog struct{ *memory.MemStore }

@@ -1,4 +1,4 @@
-package approval
+package runner
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// Resumable returns the sessions whose open tool calls (see
+// resumableSessions returns the sessions whose open tool calls (see
 // [memory.CallLog]) can go on without anybody deciding anything, sorted:
-// what a host's sweeper calls, at start and from time to time, to find the
-// turns to resume (agent.Resume) after a crash, a restart, or a decision
-// whose note was lost. calls and approvals are usually the same Store.
+// what the sweeper ([Runner.Sweep]) resumes, at start and from time to
+// time, after a crash, a restart, or a decision whose note was lost. calls
+// and approvals are the Runner's Store.
 //
 // A session is resumable when one of its open calls
 //
@@ -32,11 +32,11 @@ import (
 //
 // A session listed may be driven right now by a live process: agent.Resume
 // then fails with agent.ErrBusy (the session's lease) and the sweeper moves
-// on. A session deleted while Resumable reads it is left out.
-func Resumable(ctx context.Context, calls memory.CallLog, approvals memory.ApprovalStore) ([]string, error) {
+// on. A session deleted while resumableSessions reads it is left out.
+func resumableSessions(ctx context.Context, calls memory.CallLog, approvals memory.ApprovalStore) ([]string, error) {
 	sessions, err := calls.OpenSessions(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("approval: list the sessions with open calls: %w", err)
+		return nil, fmt.Errorf("runner: list the sessions with open calls: %w", err)
 	}
 	var out []string
 	for _, s := range sessions {
@@ -52,14 +52,14 @@ func Resumable(ctx context.Context, calls memory.CallLog, approvals memory.Appro
 	return out, nil
 }
 
-// resumable applies Resumable's rules to one session.
+// resumable applies resumableSessions' rules to one session.
 func resumable(ctx context.Context, calls memory.CallLog, approvals memory.ApprovalStore, sessionID string) (bool, error) {
 	open, err := calls.OpenCalls(ctx, sessionID)
 	if errors.Is(err, memory.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("approval: open calls of session %q: %w", sessionID, err)
+		return false, fmt.Errorf("runner: open calls of session %q: %w", sessionID, err)
 	}
 	unasked, undecided := false, false
 	for _, c := range open {
@@ -70,7 +70,7 @@ func resumable(ctx context.Context, calls memory.CallLog, approvals memory.Appro
 			switch {
 			case errors.Is(err, memory.ErrNotFound):
 			case err != nil:
-				return false, fmt.Errorf("approval: approval %s of session %q: %w", c.ApprovalID, sessionID, err)
+				return false, fmt.Errorf("runner: approval %s of session %q: %w", c.ApprovalID, sessionID, err)
 			default:
 				known = a.SessionID == sessionID // another session's is not this call's: asked again
 			}
