@@ -17,6 +17,7 @@ import (
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/memory/sqlitestore"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
 	"github.com/planround/planround/ui/aisdk"
 )
 
@@ -42,7 +43,7 @@ func newService(ctx context.Context, dbFile string, model agent.Config) (http.Ha
 		st.Close()
 		return nil, nil, err
 	}
-	chat, err := aisdk.NewHandler(aisdk.Config{Runner: r, Authorize: owner})
+	chat, err := aisdk.NewHandler(ui.Config{Runner: r, Authorize: owner})
 	if err != nil {
 		r.Close()
 		st.Close()
@@ -60,7 +61,7 @@ func owner(req *http.Request, session string) (string, error) {
 	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	user := users[token]
 	if !ok || token == "" || user == "" {
-		return "", approval.ErrUnauthenticated // 401
+		return "", ui.ErrUnauthenticated // 401
 	}
 	if !strings.HasPrefix(session, user+"/") {
 		return "", errors.New("not your conversation") // 403
