@@ -36,12 +36,12 @@
 //   - agent/hooks: prompt hooks loaded from a folder for Config.Hooks.
 //   - agent/openaiparams: the conversion between the SDK's messages and
 //     openai-go's request messages.
-//   - approval: the approval Manager (register, wait, respond, cancel;
-//     durable across processes), ready-made approvers and policies, and the
-//     decisions' audit.
+//   - approval: ready-made approvers and policies that decide without a
+//     person, and the approval Manager the runner keeps its approvals with
+//     (durable across processes; the decisions' audit).
 //   - approval/approvaltest: the conformance suite of an Approver.
-//   - interact: the user's interaction as tools: ask_user_question with its
-//     form service (answered by the session's person) and show_card.
+//   - interact: the user's interaction as tools: ask_user_question (asked
+//     through the run's Asker: a runner's forms) and show_card.
 //   - memory: the Store interface and MemStore, the pieces of each request
 //     (history repair, truncation, context layers), summarisation and
 //     export; for store authors, the checks every store makes and copies of
@@ -52,7 +52,9 @@
 //   - mcpclient: the tools of MCP servers (stdio, SSE, streamable HTTP) as
 //     agent tools, shared or one server instance per conversation.
 //   - runner: the session runner: one driver per session across crashes and
-//     replicas, turns in the background, events replayed from a cursor.
+//     replicas, turns in the background, events replayed from a cursor, and
+//     the person's door: what a session waits for, decisions, answers,
+//     stops and the audit.
 //   - stream: the incremental parser of model text (control tags, voice flag,
 //     sentences) and the tool-call delta accumulator.
 //   - intent: intent tags, the default planning and continuation prompts and
