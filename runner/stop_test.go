@@ -100,7 +100,13 @@ func TestInterruptWhileAResumeLooks(t *testing.T) {
 		assert.NoError(t, err)
 		stopped <- ok
 	}()
-	time.Sleep(50 * time.Millisecond) // the interrupt finds the resume
+	// The interrupt finds the resume looking, and asks it to stop should
+	// it start a turn.
+	for deadline := time.Now().Add(10 * time.Second); !runner.StopsOnStart(p.r, "s1"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the interrupt never found the resume")
+		}
+	}
 	open()
 	assert.False(t, <-stopped, "a resume that started no turn is no run to report")
 	assert.ErrorIs(t, <-resumed, agent.ErrNothingToResume, "the resume found nothing, and published nothing")
