@@ -418,3 +418,67 @@ func TestMessages(t *testing.T) {
 	require.False(t, *tool.Approval.Approved)
 	require.Equal(t, map[string]any{"planround": map[string]any{"arguments_text": `{"city":"Lima"}`, "cause": "user"}}, tool.ToolMetadata)
 }
+
+// TestMessagesAskInput: a reloaded ask_user_question call carries the
+// call's arguments (the questions) as its input, as the live stream's
+// tool-input-available gave them: while its form waits in a suspended
+// turn (the page loads it from the Store), and once answered.
+func TestMessagesAskInput(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{SuspendAfter: 50 * time.Millisecond})
+	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/api/chat", h)
+	mux.Handle("/api/chat/", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	api := srv.URL + "/api/chat"
+	chat := "alice-ask"
+	ended := func() {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			state, err := b.Runner.Log(t.Context(), chat)
+			return err == nil && !state.Running()
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	askPart := func() UIPart {
+		t.Helper()
+		status, body := get(t, api+"/"+chat+"/messages", "alice")
+		require.Equal(t, http.StatusOK, status)
+		var msgs []UIMessage
+		require.NoError(t, json.Unmarshal([]byte(body), &msgs))
+		for _, m := range msgs {
+			for _, p := range m.Parts {
+				if p.Type == "dynamic-tool" && p.ToolName == "ask_user_question" {
+					return p
+				}
+			}
+		}
+		t.Fatalf("no ask_user_question part in %s", body)
+		return UIPart{}
+	}
+
+	status, chunks := post(t, api, "alice", map[string]any{"id": chat, "messages": []any{userMessage(uitest.Ask)}})
+	require.Equal(t, http.StatusOK, status)
+	live := find(chunks, "tool-input-available")
+	require.NotNil(t, live)
+	require.Equal(t, "ask_user_question", live["toolName"])
+	liveInput, err := json.Marshal(live["input"])
+	require.NoError(t, err)
+	require.JSONEq(t, uitest.AskArgs, string(liveInput), "the live stream's input")
+	formID := find(chunks, "data-planround-form")["id"].(string)
+
+	ended() // suspended: the form waits in the Store
+	p := askPart()
+	require.Equal(t, "input-available", p.State)
+	require.JSONEq(t, uitest.AskArgs, string(p.Input), "the reloaded input of the call whose form waits")
+
+	status, _ = post(t, api, "alice", map[string]any{"id": chat, "messages": []any{userMessage(uitest.Ask)},
+		"planround": map[string]any{"form": map[string]any{"id": formID, "answers": map[string]any{"city": []string{"Quito"}}}}})
+	require.Equal(t, http.StatusOK, status)
+	ended()
+	p = askPart()
+	require.Equal(t, "output-available", p.State)
+	require.JSONEq(t, uitest.AskArgs, string(p.Input), "the reloaded input of the answered call")
+}

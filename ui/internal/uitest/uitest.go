@@ -152,6 +152,9 @@ type Options struct {
 	// WindDown is how long slow_task takes to return once interrupted (it
 	// cleans up).
 	WindDown time.Duration
+	// SuspendAfter is the runner's Config.SuspendAfter: a call that waits
+	// for a person that long ends the turn, suspended.
+	SuspendAfter time.Duration
 }
 
 // New starts a Bench; it is closed when t ends.
@@ -215,7 +218,7 @@ func New(t testing.TB, o Options) *Bench {
 	}
 	cfg := base
 	cfg.Tools = tools
-	if b.Runner, err = runner.New(runner.Config{Store: b.Store, Agent: cfg, InterruptOnClose: true}); err != nil {
+	if b.Runner, err = runner.New(runner.Config{Store: b.Store, Agent: cfg, InterruptOnClose: true, SuspendAfter: o.SuspendAfter}); err != nil {
 		t.Fatal(err)
 	}
 	b.Agent = b.Runner.Agent()
