@@ -86,11 +86,11 @@ func find(chunks []map[string]any, typ string) map[string]any {
 	return nil
 }
 
-// TestOwnerAndBinding: nobody decides, stops or follows another person's
-// chat, and a decision is taken only for the call the client shows.
-func TestOwnerAndBinding(t *testing.T) {
-	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
-	b := uitest.New(t, uitest.Options{})
+// serveChat serves a handler on b's runner, whose callers are the users
+// byUser names, at /api/chat on 127.0.0.1 (useChat's api, with the paths
+// below it), and returns that URL.
+func serveChat(t *testing.T, b *uitest.Bench) string {
+	t.Helper()
 	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -98,7 +98,15 @@ func TestOwnerAndBinding(t *testing.T) {
 	mux.Handle("/api/chat/", h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	api := srv.URL + "/api/chat"
+	return srv.URL + "/api/chat"
+}
+
+// TestOwnerAndBinding: nobody decides, stops or follows another person's
+// chat, and a decision is taken only for the call the client shows.
+func TestOwnerAndBinding(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	api := serveChat(t, b)
 	chat := "alice-1"
 
 	status, chunks := post(t, api, "alice", map[string]any{"id": chat, "messages": []any{userMessage(uitest.Weather)}, "trigger": "submit-message"})
@@ -353,19 +361,12 @@ func get(t *testing.T, url, user string) (int, string) {
 func TestMessages(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{})
-	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/api/chat", h)
-	mux.Handle("/api/chat/", h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	api := srv.URL + "/api/chat"
+	api := serveChat(t, b)
 
 	status, body := get(t, api+"/alice-new/messages", "alice")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "[]\n", body)
-	_, err = b.Runner.Agent().Store().Session(t.Context(), "alice-new")
+	_, err := b.Runner.Agent().Store().Session(t.Context(), "alice-new")
 	require.ErrorIs(t, err, memory.ErrNotFound, "loading an unknown chat does not create it")
 
 	chat := "alice-2"
@@ -426,14 +427,7 @@ func TestMessages(t *testing.T) {
 func TestMessagesAskInput(t *testing.T) {
 	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
 	b := uitest.New(t, uitest.Options{SuspendAfter: 50 * time.Millisecond})
-	h, err := NewHandler(ui.Config{Runner: b.Runner, Authorize: byUser})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/api/chat", h)
-	mux.Handle("/api/chat/", h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	api := srv.URL + "/api/chat"
+	api := serveChat(t, b)
 	chat := "alice-ask"
 	ended := func() {
 		t.Helper()
