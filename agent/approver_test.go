@@ -19,6 +19,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
@@ -101,7 +102,7 @@ func TestInterruptDuringApprovalSaysWhatHappened(t *testing.T) {
 // interrupt cut short is "interrupted while waiting for approval".
 func TestApproveInterruptRace(t *testing.T) {
 	leaktest.Check(t)
-	m, err := approval.NewManager(approval.ManagerConfig{})
+	m, err := person.NewApprovals(person.ApprovalsConfig{})
 	require.NoError(t, err)
 	srv := newServer(t)
 	plan := planNeedTool()
@@ -208,7 +209,7 @@ func spin(n int) {
 // that says so, instead of waiting for the Manager's timeout.
 func TestManagerWithoutSessionFailsAtOnce(t *testing.T) {
 	leaktest.Check(t)
-	m, err := approval.NewManager(approval.ManagerConfig{Timeout: time.Minute})
+	m, err := person.NewApprovals(person.ApprovalsConfig{Timeout: time.Minute})
 	require.NoError(t, err)
 	srv := newServer(t)
 	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
@@ -481,7 +482,7 @@ func (m *metrics) Request(ctx context.Context, req agent.ApprovalRequest) (agent
 // range loop, before the agent waits) is taken, and the chunk carries the
 // Manager's approval id.
 func TestWrappedManagerKeepsEarlyDecision(t *testing.T) {
-	m, err := approval.NewManager(approval.ManagerConfig{Timeout: time.Minute})
+	m, err := person.NewApprovals(person.ApprovalsConfig{Timeout: time.Minute})
 	require.NoError(t, err)
 	log := &logging{next: m}
 	count := &metrics{next: log}
@@ -587,7 +588,7 @@ func rejection(t *testing.T, chunks []agent.Chunk, id string) *agent.ToolCall {
 
 // replyTo returns the reply that gives d to the approval of call, as shown
 // on its approval_required chunk.
-func replyTo(session string, call agent.ToolCall, d agent.Decision) approval.Reply {
-	return approval.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
+func replyTo(session string, call agent.ToolCall, d agent.Decision) person.Reply {
+	return person.Reply{SessionID: session, ApprovalID: call.ApprovalID, CallID: call.ID, Tool: call.Name,
 		ArgumentsDigest: call.ArgumentsDigest, Decision: d}
 }

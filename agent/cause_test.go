@@ -14,6 +14,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 )
 
 // TestRejectionCauses: every way a call can end without running gives its
@@ -49,7 +50,7 @@ func TestRejectionCauses(t *testing.T) {
 			c.Approver = approval.DenyAll("")
 		}, nil, nil, agent.CausePolicy, agent.CausePolicy.DefaultReason(), false},
 		{"nobody answers in time", []agenttest.Response{oneCall}, func(c *agent.Config, _ context.CancelFunc) {
-			m, err := approval.NewManager(approval.ManagerConfig{Timeout: 20 * time.Millisecond})
+			m, err := person.NewApprovals(person.ApprovalsConfig{Timeout: 20 * time.Millisecond})
 			require.NoError(t, err)
 			c.Approver = m
 		}, nil, nil, agent.CauseTimeout, "approval timed out after 20ms", false},
@@ -165,7 +166,7 @@ func TestHistoryFromJSONLeavesIncompleteCallsOut(t *testing.T) {
 // rejection to the rejected chunk with cause policy. Calls that reach a
 // person show their card.
 func TestPolicyDecisionsShowNoCard(t *testing.T) {
-	m, err := approval.NewManager(approval.ManagerConfig{})
+	m, err := person.NewApprovals(person.ApprovalsConfig{})
 	require.NoError(t, err)
 	tests := []struct {
 		name     string
@@ -178,7 +179,7 @@ func TestPolicyDecisionsShowNoCard(t *testing.T) {
 		{"ApproverFunc rejects", agent.ApproverFunc(func(context.Context, agent.ApprovalRequest) (agent.Decision, error) {
 			return agent.Decision{Reason: "not here"}, nil
 		}), []string{"rejected:get_weather:not here", "rejected:get_weather:not here"}},
-		{"policy in front of a person", approval.Chain(m, func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
+		{"policy in front of a person", m.Approver(func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
 			return agent.Decision{Approved: true}, req.Call.ID == "call_1"
 		}), []string{
 			"tool:executing:get_weather", "tool:result:get_weather",

@@ -7,13 +7,12 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 )
 
 // A sub-agent is a tool that runs a nested agent on a task, with some of the
 // host's tools. Its chunks come through the host's run, marked with its name
 // and depth, so a host can show them indented under the call; its calls are
-// approved through the host's approval.Manager, in the host's session.
+// approved through the host's approver, in the host's session.
 func ExampleNewSubAgent() {
 	// A local model: the host's agent asks the researcher, which looks up
 	// the weather and answers; then the host's agent answers.
@@ -51,17 +50,14 @@ func ExampleNewSubAgent() {
 		panic(err)
 	}
 
-	// A browser that approves every card as soon as it is shown.
-	var manager *approval.Manager
-	manager, err = approval.NewManager(approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
-		fmt.Printf("(approving %s in session %s)\n", p.Call.Name, p.SessionID)
-		manager.Respond(context.Background(), p.Reply(agent.Decision{Approved: true}))
-	}})
-	if err != nil {
-		panic(err)
-	}
+	// The host's approver, asked about the researcher's calls too, in the
+	// host's session. Here it approves every call; a host that drives its
+	// runs with a runner.Runner has a person decide (runner.Runner.Decide).
 	cfg.Tools = tools
-	cfg.Approver = manager
+	cfg.Approver = agent.ApproverFunc(func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, error) {
+		fmt.Printf("(approving %s in session %s)\n", req.Call.Name, req.SessionID)
+		return agent.Decision{Approved: true}, nil
+	})
 	a, err := agent.New(cfg)
 	if err != nil {
 		panic(err)

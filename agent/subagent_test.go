@@ -17,6 +17,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
@@ -174,7 +175,7 @@ func TestSubAgentChunkJSON(t *testing.T) {
 // managed runs a turn whose approvals go to m, answering each
 // approval_required chunk as it comes with decide (nil: no answer, the test
 // answers itself), and returns the chunks.
-func managed(t *testing.T, ctx context.Context, a *agent.Agent, m *approval.Manager, session string, decide func(c agent.Chunk) *agent.Decision) ([]agent.Chunk, *agent.Turn) {
+func managed(t *testing.T, ctx context.Context, a *agent.Agent, m *person.Approvals, session string, decide func(c agent.Chunk) *agent.Decision) ([]agent.Chunk, *agent.Turn) {
 	t.Helper()
 	turn := a.NewTurn(agent.Input{SessionID: session, Message: "go"})
 	var chunks []agent.Chunk
@@ -212,7 +213,7 @@ func TestSubAgentApprovalThroughCallersManager(t *testing.T) {
 				srv.Enqueue(agenttest.Reply().Text("Sunny.").Finish("stop"))
 			}
 			srv.Enqueue(agenttest.Reply().Text("Done.").Finish("stop"))
-			m, err := approval.NewManager(approval.ManagerConfig{})
+			m, err := person.NewApprovals(person.ApprovalsConfig{})
 			require.NoError(t, err)
 			var ran atomic.Int32
 			weather := agent.FuncTool{Def: weatherTool().Definition(), Fn: func(ctx context.Context, args json.RawMessage, p agent.Progress) (string, error) {
@@ -309,7 +310,7 @@ func TestSubAgentInterrupt(t *testing.T) {
 					return "", ctx.Err()
 				},
 			}
-			m, err := approval.NewManager(approval.ManagerConfig{})
+			m, err := person.NewApprovals(person.ApprovalsConfig{})
 			require.NoError(t, err)
 			subTools, err := agent.NewToolRegistry(weatherTool(), tail)
 			require.NoError(t, err)
@@ -546,7 +547,7 @@ func TestSubAgentParallelCallsDoNotWaitForEachOther(t *testing.T) {
 			}
 		},
 	}
-	m, err := approval.NewManager(approval.ManagerConfig{})
+	m, err := person.NewApprovals(person.ApprovalsConfig{})
 	require.NoError(t, err)
 	subTools, err := agent.NewToolRegistry(block, weatherTool())
 	require.NoError(t, err)
@@ -668,10 +669,10 @@ func TestSubAgentConsumerLeaves(t *testing.T) {
 	run := func(t *testing.T, stopAt int) (n int) {
 		srv := newServer(t)
 		script(srv)
-		var m *approval.Manager
-		m, err := approval.NewManager(approval.ManagerConfig{OnRegister: func(p approval.PendingApproval) {
+		var m *person.Approvals
+		m, err := person.NewApprovals(person.ApprovalsConfig{OnRegister: func(p approval.PendingApproval) {
 			// A browser that approves at once.
-			_, _ = m.Respond(context.Background(), p.Reply(agent.Decision{Approved: true}))
+			_, _ = m.Respond(context.Background(), person.ReplyTo(p, agent.Decision{Approved: true}))
 		}})
 		require.NoError(t, err)
 		subTools, err := agent.NewToolRegistry(weatherTool())

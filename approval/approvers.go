@@ -82,7 +82,7 @@ func DenyTools(reason string, names ...string) Policy {
 // tool, a tool without hints, hints of an untrusted server, and a call
 // that must be asked about ([agent.ToolCall.MustAsk]). It is an opt-in:
 //
-//	approval.Chain(manager, approval.ReadOnlyHints())
+//	approval.Chain(approval.NewTerminal(os.Stdin, os.Stderr), approval.ReadOnlyHints())
 func ReadOnlyHints() Policy {
 	return func(_ context.Context, req agent.ApprovalRequest) (agent.Decision, bool) {
 		if req.Call.MustAsk || !req.Call.Hints.SafeToRun() {
@@ -108,19 +108,17 @@ func toSet(names []string) map[string]struct{} {
 //
 // Use it for "approve the read-only tools, ask a person about the rest":
 //
-//	approval.Chain(manager, approval.AllowTools("read_file", "list_dir"))
+//	approval.Chain(approval.NewTerminal(os.Stdin, os.Stderr), approval.AllowTools("read_file", "list_dir"))
 //
 // A call that must be asked about ([agent.ToolCall.MustAsk]) is never
 // approved by a policy: a policy's approval of it counts as abstaining, and
 // next asks (a policy's rejection stands).
 //
 // next is asked only about the calls no policy decided, so nothing is
-// registered with it for the others. When next is a [Manager] (or wraps
-// one), a policy's decision is recorded in the Manager's Store for the
-// audit ([Manager.Decisions]); and when the call was asked about before (a
-// resumed turn whose request names an approval the Store has, by its Key),
-// the decision taken on that approval stands: a policy never overrules a
-// person. The returned Approver passes CancelApproval
+// registered with it for the others. Chain keeps nothing: a policy's
+// decision is the ticket it returns, which the agent adds to the call's
+// span (a runner records its policies' decisions, Config.Policies, in its
+// audit trail itself). The returned Approver passes CancelApproval
 // (agent.ApprovalCanceler) on to next, and is safe for concurrent use when
 // the policies and next are.
 func Chain(next agent.Approver, policies ...Policy) agent.Approver {
@@ -147,12 +145,6 @@ func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.T
 			if d.Approved && req.Call.MustAsk {
 				continue // for a person to decide
 			}
-			if rec, ok := c.next.(recorder); ok {
-				var err error
-				if d, err = rec.recordDecision(ctx, req, d); err != nil {
-					return agent.Ticket{}, err
-				}
-			}
 			return agent.Decided(d), nil
 		}
 	}
@@ -176,22 +168,13 @@ func (c *chain) Request(ctx context.Context, req agent.ApprovalRequest) (agent.T
 }
 
 // CancelApproval implements agent.ApprovalCanceler for the wrappers of this
-// package: it passes the call to next when next is an ApprovalCanceler (a
-// Manager), and does nothing otherwise.
+// package: it passes the call to next when next is an ApprovalCanceler,
+// and does nothing otherwise.
 func (c *chain) CancelApproval(ctx context.Context, sessionID, approvalID string) error {
 	if ac, ok := c.next.(agent.ApprovalCanceler); ok {
 		return ac.CancelApproval(ctx, sessionID, approvalID)
 	}
 	return nil
-}
-
-// recordDecision passes a policy's decision on to next when next records
-// them (a Manager, or a wrapper of one).
-func (c *chain) recordDecision(ctx context.Context, req agent.ApprovalRequest, d agent.Decision) (agent.Decision, error) {
-	if rec, ok := c.next.(recorder); ok {
-		return rec.recordDecision(ctx, req, d)
-	}
-	return d, nil
 }
 
 // record shows c.after a decision next returned without error.

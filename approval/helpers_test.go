@@ -4,20 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"testing"
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 )
-
-func newManager(t *testing.T, cfg approval.ManagerConfig) *approval.Manager {
-	t.Helper()
-	m, err := approval.NewManager(cfg)
-	if err != nil {
-		t.Fatalf("NewManager: %v", err)
-	}
-	return m
-}
 
 func request(session string, i int) agent.ApprovalRequest {
 	args, _ := json.Marshal(map[string]int{"n": i})
@@ -33,6 +23,7 @@ func request(session string, i int) agent.ApprovalRequest {
 	}
 }
 
+// outcome is what a ticket's Wait returned.
 type outcome struct {
 	d   agent.Decision
 	err error
@@ -55,48 +46,6 @@ func (p person) Request(_ context.Context, req agent.ApprovalRequest) (agent.Tic
 	return agent.Pending("", func(ctx context.Context) (agent.Decision, error) { return p(ctx, req) }), nil
 }
 
-// reply returns the reply that gives d to approval id of session, bound to
-// the call of req (its call id, tool and arguments digest), as a front end
-// that shows req's card sends it.
-func reply(session, id string, req agent.ApprovalRequest, d agent.Decision) approval.Reply {
-	return approval.Reply{SessionID: session, ApprovalID: id, CallID: req.Call.ID, Tool: req.Call.Name,
-		ArgumentsDigest: agent.ArgumentsDigest(req.Call.Arguments), Decision: d}
-}
-
-// respond gives d to approval id of session through m.Respond, bound to
-// the call of req.
-func respond(m *approval.Manager, session, id string, req agent.ApprovalRequest, d agent.Decision) (bool, error) {
-	return m.Respond(context.Background(), reply(session, id, req, d))
-}
-
-// cancelSession cancels the pending approvals of session and returns how
-// many; a Store error fails t.
-func cancelSession(t testing.TB, m *approval.Manager, session string) int {
-	t.Helper()
-	n, err := m.CancelSession(context.Background(), session)
-	if err != nil {
-		t.Errorf("CancelSession(%q): %v", session, err)
-	}
-	return n
-}
-
-// pendingList lists the pending approvals of session; a Store error fails t.
-func pendingList(t testing.TB, m *approval.Manager, session string) []approval.PendingApproval {
-	t.Helper()
-	list, err := m.Pending(context.Background(), session)
-	if err != nil {
-		t.Errorf("Pending(%q): %v", session, err)
-	}
-	return list
-}
-
-// byPerson returns d as decided by a person without a principal nor a
-// channel: Respond fills in By "unknown" and Via "http".
-func byPerson(d agent.Decision) agent.Decision {
-	d.By, d.Via = "unknown", approval.ViaHTTP
-	return d
-}
-
 // byPolicy returns d as the named policy of this package takes it.
 func byPolicy(name string, d agent.Decision) agent.Decision {
 	d.By, d.Via = "policy:"+name, approval.ViaPolicy
@@ -108,10 +57,6 @@ func timedOut(d string) agent.Decision {
 	return agent.Decision{Reason: "approval timed out after " + d, Cause: agent.CauseTimeout, By: approval.ViaTimeout, Via: approval.ViaTimeout}
 }
 
-// keyed returns request(session, i) with a Key, as the agent asks when the
-// run keeps open-call records: a resumed turn asks again with the same key.
-func keyed(session string, i int) agent.ApprovalRequest {
-	r := request(session, i)
-	r.Key = fmt.Sprintf("msg_1/call_%d", i)
-	return r
-}
+// cancelledDecision is what the Wait of a cancelled approval returns.
+var cancelledDecision = agent.Decision{Reason: agent.CauseApprovalInterrupted.DefaultReason(), Cause: agent.CauseApprovalInterrupted,
+	By: approval.ViaSystem, Via: approval.ViaSystem}

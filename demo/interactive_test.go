@@ -12,10 +12,10 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/skills"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/demo"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 )
 
 // skillFS holds two skills, pdf and haiku.
@@ -179,7 +179,7 @@ func TestGetSkillCall(t *testing.T) {
 // run runs a with msg in session s1 and returns its chunks; onChunk, when
 // not nil, sees each chunk as it comes; forms, when not nil, ask the
 // person.
-func run(t *testing.T, a *agent.Agent, msg string, forms *interact.Forms, onChunk func(agent.Chunk)) []agent.Chunk {
+func run(t *testing.T, a *agent.Agent, msg string, forms *person.Forms, onChunk func(agent.Chunk)) []agent.Chunk {
 	t.Helper()
 	var chunks []agent.Chunk
 	ctx := t.Context()
@@ -218,7 +218,7 @@ func finalText(chunks []agent.Chunk) string {
 // answers reach its final answer.
 func TestDemoFormAnswered(t *testing.T) {
 	leaktest.Check(t)
-	forms, err := interact.NewForms(interact.FormsConfig{})
+	forms, err := person.NewForms(person.FormsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestDemoFormAnswered(t *testing.T) {
 // through an approval.Manager, and its chunks come marked.
 func TestDemoResearcherNested(t *testing.T) {
 	leaktest.Check(t)
-	m, err := approval.NewManager(approval.ManagerConfig{})
+	m, err := person.NewApprovals(person.ApprovalsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestDemoResearcherNested(t *testing.T) {
 	chunks := run(t, a, "research the weather in Oslo and the time in Tokyo", nil, func(c agent.Chunk) {
 		if c.Kind == agent.KindToolCall && c.Tool.State == agent.StateApprovalRequired {
 			approvals = append(approvals, c.Agent+":"+c.Tool.Name)
-			if _, err := m.Respond(t.Context(), approval.Reply{SessionID: "s1", ApprovalID: c.Tool.ApprovalID,
+			if _, err := m.Respond(t.Context(), person.Reply{SessionID: "s1", ApprovalID: c.Tool.ApprovalID,
 				CallID: c.Tool.ID, Tool: c.Tool.Name, ArgumentsDigest: c.Tool.ArgumentsDigest, Decision: agent.Decision{Approved: true}}); err != nil {
 				t.Error(err)
 			}

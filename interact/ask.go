@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/planround/planround/agent"
@@ -157,62 +156,4 @@ func (askTool) Execute(ctx context.Context, args json.RawMessage, _ agent.Progre
 		return "", err
 	}
 	return resultText(form.Questions, answers), nil
-}
-
-// OpenForm implements [Asker]: it registers req as the form of the call
-// running in ctx (ask_user_question's side message); [Forms.AwaitForm]
-// takes it. When ctx ends before AwaitForm took it (the call never ran),
-// the form is cancelled, unless ctx ended to suspend the run: then it
-// stays open for the resumed turn's call.
-func (f *Forms) OpenForm(ctx context.Context, req FormRequest) (FormRequest, error) {
-	qs, err := CheckQuestions(req.Questions)
-	if err != nil {
-		return FormRequest{}, err
-	}
-	req.Questions = qs
-	info, session, key, ok := callOf(ctx)
-	if !ok {
-		return FormRequest{}, errors.New("interact: a form asked outside a run (no agent call in the context)")
-	}
-	if session == "" {
-		return FormRequest{}, fmt.Errorf("%w (set agent.Input.SessionID: forms are answered per session)", ErrNoSession)
-	}
-	if err := ctx.Err(); err != nil {
-		return FormRequest{}, err
-	}
-	return f.register(ctx, info, session, key, req)
-}
-
-// AwaitForm implements [Asker]: it waits for the answers to the form
-// OpenForm registered for the call running in ctx, or to req, opened now
-// when there is none.
-func (f *Forms) AwaitForm(ctx context.Context, req FormRequest) (FormRequest, Answers, error) {
-	info, session, key, ok := callOf(ctx)
-	var h *handoff
-	if ok {
-		h = f.take(key)
-	}
-	if h == nil {
-		qs, err := CheckQuestions(req.Questions)
-		if err != nil {
-			return FormRequest{}, nil, err
-		}
-		req.Questions = qs
-		if session == "" {
-			return FormRequest{}, nil, fmt.Errorf("%w: the form cannot be answered (the host must set agent.Input.SessionID)", ErrNoSession)
-		}
-		if err := ctx.Err(); err != nil {
-			return FormRequest{}, nil, err
-		}
-		w, req, err := f.open(ctx, info, session, req)
-		if err != nil {
-			return FormRequest{}, nil, err
-		}
-		h = &handoff{w: w, req: req}
-	}
-	answers, err := f.wait(ctx, h.w, h.req.Questions)
-	if err != nil {
-		return FormRequest{}, nil, err
-	}
-	return h.req, answers, nil
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 )
 
 func TestAskUserQuestionDefinition(t *testing.T) {
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	tool := askWith(f)
 	d := tool.Definition()
 	assert.Equal(t, "ask_user_question", d.Name)
@@ -40,7 +41,7 @@ func TestAskUserQuestionInARun(t *testing.T) {
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),
 		agenttest.Reply().Text("An aisle seat for Ada.").Finish("stop"),
 	)
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	a := newAgent(t, srv, nil, askWith(f))
 	turn := a.NewTurn(agent.Input{SessionID: "s1", Message: "book me a trip"})
 	var chunks []agent.Chunk
@@ -81,7 +82,7 @@ func TestAskUserQuestionInARun(t *testing.T) {
 func TestSideChunkRightAfterExecuting(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.ParallelTools = true
 		c.DisablePlanning = true
@@ -170,7 +171,7 @@ func TestRefusedAnswerLeavesTheFormOpen(t *testing.T) {
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),
 		agenttest.Reply().Text("ok").Finish("stop"),
 	)
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	a := newAgent(t, srv, nil, askWith(f))
 	turn := a.NewTurn(agent.Input{SessionID: "alice-1", Message: "ask me"})
 	for c, err := range turn.Run(t.Context()) {
@@ -208,7 +209,7 @@ func TestRefusedAnswerLeavesTheFormOpen(t *testing.T) {
 // runAsk runs one ask_user_question call in session s1 (no planning round)
 // and returns the chunks and the tool message the model read; onSide, when
 // not nil, is called with the form_request.
-func runAsk(t *testing.T, f *interact.Forms, ctx context.Context, args string, onSide func(interact.FormRequest)) ([]agent.Chunk, string, *agent.Turn) {
+func runAsk(t *testing.T, f *person.Forms, ctx context.Context, args string, onSide func(interact.FormRequest)) ([]agent.Chunk, string, *agent.Turn) {
 	t.Helper()
 	srv := newServer(t)
 	srv.Enqueue(
@@ -239,7 +240,7 @@ func runAsk(t *testing.T, f *interact.Forms, ctx context.Context, args string, o
 // on.
 func TestAskTimeout(t *testing.T) {
 	leaktest.Check(t)
-	f := newForms(t, interact.FormsConfig{Timeout: 20 * time.Millisecond})
+	f := newForms(t, person.FormsConfig{Timeout: 20 * time.Millisecond})
 	var formID string
 	chunks, msg, _ := runAsk(t, f, t.Context(), tripArgs, func(r interact.FormRequest) { formID = r.FormID })
 	assert.Equal(t, "error: the user did not answer the form within 20ms", msg)
@@ -254,7 +255,7 @@ func TestAskTimeout(t *testing.T) {
 // reads that the form was cancelled.
 func TestAskCancelSession(t *testing.T) {
 	leaktest.Check(t)
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	_, msg, _ := runAsk(t, f, t.Context(), tripArgs, func(interact.FormRequest) {
 		n, err := f.CancelSession(t.Context(), "s1")
 		assert.NoError(t, err)
@@ -270,7 +271,7 @@ func TestAskInterrupted(t *testing.T) {
 	for _, when := range []string{"at the side chunk", "during the wait"} {
 		t.Run(when, func(t *testing.T) {
 			leaktest.Check(t)
-			f := newForms(t, interact.FormsConfig{})
+			f := newForms(t, person.FormsConfig{})
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			chunks, msg, _ := runAsk(t, f, ctx, tripArgs, func(interact.FormRequest) {
@@ -299,7 +300,7 @@ func TestConsumerLeavesAtTheForm(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)
 	srv.Enqueue(agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"))
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, askWith(f))
 	turn := a.NewTurn(agent.Input{SessionID: "s1", Message: "ask me"})
 	var formID string
@@ -329,7 +330,7 @@ func TestAskWithoutSession(t *testing.T) {
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),
 		agenttest.Reply().Text("ok").Finish("stop"),
 	)
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true }, askWith(f))
 	chunks, err := collect(a.Run(t.Context(), agent.Input{Message: "ask me"}))
 	require.NoError(t, err)
@@ -367,7 +368,7 @@ func TestAskInvalidQuestions(t *testing.T) {
 		{`{"questions":[{"question":"Seat?","kind":"essay"}]}`, "do not fit its parameters"},
 		{`{"questions":[{"id":"a","question":"A?","kind":"text"},{"id":"a","question":"B?","kind":"text"}]}`, "id given twice"},
 	} {
-		f := newForms(t, interact.FormsConfig{})
+		f := newForms(t, person.FormsConfig{})
 		chunks, msg, _ := runAsk(t, f, t.Context(), tc.args, nil)
 		assert.NotContains(t, strings.Join(trace(chunks), " "), "side:", tc.args)
 		assert.Contains(t, msg, tc.want, tc.args)
@@ -380,7 +381,7 @@ func TestAskInvalidQuestions(t *testing.T) {
 // run, and the two runs' equal call ids do not mix.
 func TestAskInsideANestedRun(t *testing.T) {
 	leaktest.Check(t)
-	f := newForms(t, interact.FormsConfig{})
+	f := newForms(t, person.FormsConfig{})
 	inner := newServer(t)
 	inner.Enqueue(
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),

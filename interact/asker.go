@@ -64,5 +64,3 @@ func askerOf(ctx context.Context, tool string) (Asker, error) {
 	}
 	return a, nil
 }
-
-var _ Asker = (*Forms)(nil)

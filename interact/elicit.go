@@ -3,18 +3,13 @@ package interact
 import (
 	"bytes"
 	"cmp"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/planround/planround/agent"
 	"github.com/planround/planround/internal/schemas"
-	"github.com/planround/planround/memory"
 )
 
 // TypeElicitationRequest is the Type of an [ElicitationRequest]: the "type"
@@ -385,116 +380,6 @@ func propertyOrder(schema json.RawMessage) map[string]int {
 	return order
 }
 
-// Elicit shows req, a server's request for input made during the tool call
-// ctx belongs to, to the user of that call's session, and waits for the
-// answer: a form of Forms like ask_user_question's, registered in the
-// Store before it is shown (with agent.ShowSide, beside the call's card)
-// and answerable through [Forms.Answer] on any process that shares the
-// Store.
-//
-// A call with a durable key (agent.CallInfo.Key) keeps its elicitations
-// under that key and req's identity (req.Ref): a resumed turn that runs the
-// call again and is asked the same again takes up the form asked before,
-// or its answer, instead of asking anew. With [FormsConfig.SuspendAfter],
-// the wait suspends the run: Elicit then returns the error of
-// agent.Suspend, which the tool returns.
-//
-// A form nobody answers in time, and one cancelled with its session, is
-// answered [ActionCancel]. Elicit fails, showing nothing, when ctx is not
-// a call's or the call has no session ([ErrNoSession]), for a request that
-// makes no form (wrapping [ErrInvalidForm]: a schema beyond the
-// specification's primitive properties, a URL that is not http or https,
-// is longer than [MaxURLBytes] or has a host with a character a person
-// cannot see)
-// or asks for a secret in a form ([ErrSecretField]), and when the Store
-// fails.
-func (f *Forms) Elicit(ctx context.Context, req ElicitationRequest) (ElicitationAnswer, error) {
-	info, session, _, ok := callOf(ctx)
-	if !ok || session == "" {
-		return ElicitationAnswer{}, fmt.Errorf("interact: an elicitation of server %q: %w", req.Server, ErrNoSession)
-	}
-	ref := req.Ref
-	req, err := PrepareElicitation(req)
-	if err != nil {
-		return ElicitationAnswer{}, err
-	}
-	args, err := json.Marshal(req)
-	if err != nil {
-		return ElicitationAnswer{}, err
-	}
-	rec := memory.Approval{SessionID: session, CallID: info.CallID, Tool: info.Tool, Arguments: args, Round: info.Round}
-	if info.Key != "" && info.SessionID == session {
-		if ref == "" {
-			sum := sha256.Sum256(args)
-			ref = hex.EncodeToString(sum[:12])
-		}
-		rec.Key = "elicit:" + info.Key + "/" + ref
-	}
-	w, _, err := f.core.Open(ctx, rec)
-	if err != nil {
-		return ElicitationAnswer{}, fmt.Errorf("interact: store the elicitation of call %s: %w", info.CallID, err)
-	}
-	if w.Record.Decided {
-		return elicitationAnswerOf(*w.Record)
-	}
-	if stored, err := elicitationOf(*w.Record); err == nil {
-		req = stored // the form asked before: the one the person may be filling in
-	}
-	req.FormID = w.Record.ID
-	agent.ShowSide(ctx, req)
-	a, err := w.Wait(ctx)
-	if err != nil {
-		if errors.Is(err, agent.ErrSuspended) {
-			if ctx.Err() != nil {
-				return ElicitationAnswer{}, context.Cause(ctx)
-			}
-			return ElicitationAnswer{}, agent.Suspend(w.Record.ID)
-		}
-		if ctx.Err() != nil {
-			return ElicitationAnswer{}, context.Cause(ctx)
-		}
-		return ElicitationAnswer{}, err
-	}
-	return elicitationAnswerOf(a)
-}
-
-// elicitationAnswerOf returns the answer a decided record holds.
-func elicitationAnswerOf(a memory.Approval) (ElicitationAnswer, error) {
-	if !a.Decided {
-		return ElicitationAnswer{}, fmt.Errorf("interact: elicitation %s is not answered", a.ID)
-	}
-	if !a.Decision.Approved {
-		return ElicitationAnswer{Action: ActionCancel}, nil // timed out, cancelled
-	}
-	var ans ElicitationAnswer
-	if err := json.Unmarshal(a.Decision.Arguments, &ans); err != nil {
-		return ElicitationAnswer{}, fmt.Errorf("interact: the stored answer of elicitation %s: %w", a.ID, err)
-	}
-	return ans, nil
-}
-
-// recordType returns the "type" of a stored form's JSON.
-func recordType(a memory.Approval) string {
-	var t struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(a.Arguments, &t) // a record without one is no elicitation
-	return t.Type
-}
-
-// elicitationOf returns the elicitation a stored record holds.
-func elicitationOf(a memory.Approval) (ElicitationRequest, error) {
-	var req ElicitationRequest
-	if err := json.Unmarshal(a.Arguments, &req); err != nil {
-		return req, fmt.Errorf("interact: elicitation %s: %w", a.ID, err)
-	}
-	if req.Type != TypeElicitationRequest {
-		return req, fmt.Errorf("interact: record %s is not an elicitation", a.ID)
-	}
-	req.FormID = a.ID
-	return req, nil
-}
-
 // CheckElicitationAnswer validates ans, an answer to the elicitation req
 // (as PrepareElicitation returned it), and returns it as it is passed on:
 // an action, and to accept a form, content valid against the requested
@@ -575,22 +460,4 @@ func describeLong(s string) string {
 		return s[:limit] + "..."
 	}
 	return s
-}
-
-// decideElicitation is the check of an answer to the elicitation record a.
-func decideElicitation(a memory.Approval, ans *ElicitationAnswer, d *memory.ApprovalDecision) error {
-	req, err := elicitationOf(a)
-	if err != nil {
-		return err
-	}
-	checked, err := checkElicitation(req, ans)
-	if err != nil {
-		return err
-	}
-	raw, err := json.Marshal(checked)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidAnswers, err)
-	}
-	d.Arguments = raw
-	return nil
 }

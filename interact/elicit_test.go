@@ -15,6 +15,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 )
 
 // cityForm is a requested schema of a city (required) and a number of
@@ -25,7 +26,7 @@ const cityForm = `{"type":"object","properties":{` +
 
 // elicitTool is a tool that asks what req asks through forms and answers
 // with the answer as JSON, or the error.
-func elicitTool(forms *interact.Forms, req interact.ElicitationRequest) agent.Tool {
+func elicitTool(forms *person.Forms, req interact.ElicitationRequest) agent.Tool {
 	return agent.FuncTool{
 		Def: agent.ToolDefinition{Name: "book", SkipApproval: true},
 		Fn: func(ctx context.Context, _ json.RawMessage, _ agent.Progress) (string, error) {
@@ -41,7 +42,7 @@ func elicitTool(forms *interact.Forms, req interact.ElicitationRequest) agent.To
 
 // elicitRun runs a turn of session s1 that calls elicitTool once; onShown
 // gets each elicitation_request shown. It returns the tool message.
-func elicitRun(t *testing.T, forms *interact.Forms, session string, req interact.ElicitationRequest, onShown func(interact.ElicitationRequest)) string {
+func elicitRun(t *testing.T, forms *person.Forms, session string, req interact.ElicitationRequest, onShown func(interact.ElicitationRequest)) string {
 	t.Helper()
 	srv := newServer(t)
 	srv.Enqueue(
@@ -70,7 +71,7 @@ func elicitRun(t *testing.T, forms *interact.Forms, session string, req interact
 // answer is what Elicit returns.
 func TestElicitForm(t *testing.T) {
 	leaktest.Check(t)
-	forms := newForms(t, interact.FormsConfig{})
+	forms := newForms(t, person.FormsConfig{})
 	req := interact.ElicitationRequest{Server: "travel", Message: "Where to?", Schema: json.RawMessage(cityForm)}
 	got := elicitRun(t, forms, "s1", req, func(r interact.ElicitationRequest) {
 		assert.Equal(t, interact.TypeElicitationRequest, r.Type)
@@ -121,7 +122,7 @@ func TestElicitForm(t *testing.T) {
 // content, and declining passes nothing typed on.
 func TestElicitURL(t *testing.T) {
 	leaktest.Check(t)
-	forms := newForms(t, interact.FormsConfig{})
+	forms := newForms(t, person.FormsConfig{})
 	req := interact.ElicitationRequest{Server: "pay", Mode: interact.ModeURL, Message: "Link your account", URL: "https://pay.example.com:8443/link?x=1"}
 	for _, action := range []string{interact.ActionAccept, interact.ActionDecline, interact.ActionCancel} {
 		got := elicitRun(t, forms, "s1", req, func(r interact.ElicitationRequest) {
@@ -142,7 +143,7 @@ func TestElicitURL(t *testing.T) {
 // the link that opens is the one shown.
 func TestElicitURLHomograph(t *testing.T) {
 	leaktest.Check(t)
-	forms := newForms(t, interact.FormsConfig{})
+	forms := newForms(t, person.FormsConfig{})
 	req := interact.ElicitationRequest{Server: "pay", Mode: interact.ModeURL, Message: "Sign in", URL: "https://\u0430pple.com/login"}
 	got := elicitRun(t, forms, "s1", req, func(r interact.ElicitationRequest) {
 		assert.Equal(t, "xn--pple-43d.com", r.Host, "the Cyrillic а shows")
@@ -159,7 +160,7 @@ func TestElicitURLHomograph(t *testing.T) {
 // cancel.
 func TestElicitCancelled(t *testing.T) {
 	leaktest.Check(t)
-	forms := newForms(t, interact.FormsConfig{})
+	forms := newForms(t, person.FormsConfig{})
 	req := interact.ElicitationRequest{Server: "travel", Message: "Where to?", Schema: json.RawMessage(cityForm)}
 	got := elicitRun(t, forms, "s1", req, func(interact.ElicitationRequest) {
 		n, err := forms.CancelSession(t.Context(), "s1")
@@ -175,7 +176,7 @@ func TestElicitCancelled(t *testing.T) {
 // ask.
 func TestElicitRefuses(t *testing.T) {
 	leaktest.Check(t)
-	forms := newForms(t, interact.FormsConfig{})
+	forms := newForms(t, person.FormsConfig{})
 	for _, tc := range []struct {
 		req  interact.ElicitationRequest
 		want error

@@ -9,9 +9,38 @@ import (
 	"github.com/planround/planround/interact"
 )
 
-// A host that answers the model's questions from its range loop, as a
-// terminal does, and shows cards. A browser host would send the form to the
-// page and give the answers to runner.Runner.Answer instead.
+// terminal is the interact.Asker of a host that runs agent.Run itself, as
+// a terminal does (a runner.Runner brings its own): it asks a form's
+// questions at once; here the person's answers come from a map.
+type terminal struct{ answers interact.Answers }
+
+func (terminal) OpenForm(_ context.Context, req interact.FormRequest) (interact.FormRequest, error) {
+	qs, err := interact.CheckQuestions(req.Questions)
+	if err != nil {
+		return interact.FormRequest{}, err
+	}
+	req.Questions, req.FormID = qs, "form-1"
+	return req, nil
+}
+
+func (t terminal) AwaitForm(_ context.Context, req interact.FormRequest) (interact.FormRequest, interact.Answers, error) {
+	qs, err := interact.CheckQuestions(req.Questions)
+	if err != nil {
+		return interact.FormRequest{}, nil, err
+	}
+	req.Questions = qs
+	answers, err := interact.CheckAnswers(qs, t.answers)
+	return req, answers, err
+}
+
+func (terminal) Elicit(context.Context, interact.ElicitationRequest) (interact.ElicitationAnswer, error) {
+	return interact.ElicitationAnswer{Action: interact.ActionDecline}, nil
+}
+
+// A host that answers the model's questions itself, as a terminal does,
+// and shows cards. A browser host drives its runs with a runner.Runner,
+// sends the form to the page and gives the answers to runner.Runner.Answer
+// instead.
 func Example() {
 	// A scripted model: it asks a question and shows a card in one round,
 	// then answers.
@@ -25,10 +54,6 @@ func Example() {
 		agenttest.Reply().Text("Booked: an aisle seat.").Finish("stop"),
 	)
 
-	forms, err := interact.NewForms(interact.FormsConfig{})
-	if err != nil {
-		panic(err)
-	}
 	tools, err := agent.NewToolRegistry(interact.AskUserQuestion(), interact.ShowCard())
 	if err != nil {
 		panic(err)
@@ -44,9 +69,9 @@ func Example() {
 		panic(err)
 	}
 
-	// No runner drives this run: the forms ask the person, through the
-	// run's context.
-	ctx := interact.WithAsker(context.Background(), forms)
+	// No runner drives this run: the host's Asker asks the person, through
+	// the run's context. The user will pick "aisle".
+	ctx := interact.WithAsker(context.Background(), terminal{answers: interact.Answers{"seat": {"aisle"}}})
 	in := agent.Input{SessionID: "s1", Message: "Book my flight."}
 	for c, err := range a.Run(ctx, in) {
 		if err != nil {
@@ -58,14 +83,6 @@ func Example() {
 			for _, q := range side.Questions {
 				fmt.Printf("form: %s %v\n", q.Question, q.Options)
 			}
-			// The user picks "aisle". The call has not started to wait
-			// yet: the answer is kept for it.
-			if _, err := forms.Answer(context.Background(), interact.FormReply{
-				SessionID: in.SessionID, FormID: side.FormID, Answers: interact.Answers{"seat": {"aisle"}},
-				By: "terminal user", Via: "terminal",
-			}); err != nil {
-				fmt.Println("answer:", err)
-			}
 		case interact.Card:
 			fmt.Printf("card: %s: %s (%s %s)\n", side.Title, side.Body, side.Fields[0].Name, side.Fields[0].Value)
 		}
@@ -76,12 +93,10 @@ func Example() {
 			fmt.Println(c.Text)
 		}
 	}
-	fmt.Println("forms left:", forms.Len())
 	// Output:
 	// form: Window or aisle? [window aisle]
 	// ask_user_question returned {"answers":[{"id":"seat","question":"Window or aisle?","answer":"aisle"}]}
 	// card: Flight AB123: Paris to Rome, 9:40 (Gate B12)
 	// show_card returned card "Flight AB123" shown to the user
 	// Booked: an aisle seat.
-	// forms left: 0
 }

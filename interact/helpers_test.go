@@ -11,6 +11,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
@@ -40,22 +41,22 @@ func newServer(t *testing.T) *agenttest.Server {
 	return srv
 }
 
-func newForms(t *testing.T, cfg interact.FormsConfig) *interact.Forms {
+func newForms(t *testing.T, cfg person.FormsConfig) *person.Forms {
 	t.Helper()
-	f, err := interact.NewForms(cfg)
+	f, err := person.NewForms(cfg)
 	require.NoError(t, err)
 	return f
 }
 
 // answer gives answers to the form id of session, as a person would
 // through a front end.
-func answer(t *testing.T, f *interact.Forms, session, id string, answers interact.Answers) (bool, error) {
+func answer(t *testing.T, f *person.Forms, session, id string, answers interact.Answers) (bool, error) {
 	t.Helper()
 	return f.Answer(t.Context(), interact.FormReply{SessionID: session, FormID: id, Answers: answers, By: "alice", Via: "test"})
 }
 
 // pending returns the open forms of session.
-func pending(t *testing.T, f *interact.Forms, session string) []interact.PendingForm {
+func pending(t *testing.T, f *person.Forms, session string) []interact.PendingForm {
 	t.Helper()
 	p, err := f.Pending(t.Context(), session)
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
@@ -76,8 +77,8 @@ func testElicitationAcrossReplicas(t *testing.T, open func(*testing.T) durableSt
 		agenttest.Reply().Call(0, "call_1", "ask", `{}`).Finish("tool_calls"),
 		agenttest.Reply().Text("Hello Ada.").Finish("stop"),
 	)
-	replica := func(st durableStore) (*agent.Agent, *interact.Forms, func()) {
-		forms, err := interact.NewForms(interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
+	replica := func(st durableStore) (*agent.Agent, *person.Forms, func()) {
+		forms, err := person.NewForms(person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/mcpclient/internal/mcptest/testserver"
 )
 
@@ -47,7 +48,7 @@ func elicitFixture(t *testing.T, tr Transport, version string) ServerConfig {
 // is given every elicitation_request shown, and what it returns is the
 // reply. It returns the call's result (or error text) and the requests
 // shown.
-func elicitTurn(t *testing.T, c *Client, forms *interact.Forms, tool string, answer func(interact.ElicitationRequest) interact.ElicitationAnswer) (string, []interact.ElicitationRequest) {
+func elicitTurn(t *testing.T, c *Client, forms *person.Forms, tool string, answer func(interact.ElicitationRequest) interact.ElicitationAnswer) (string, []interact.ElicitationRequest) {
 	t.Helper()
 	model := agenttest.NewServer()
 	t.Cleanup(model.Close)
@@ -91,9 +92,9 @@ func elicitTurn(t *testing.T, c *Client, forms *interact.Forms, tool string, ans
 	return result, shown
 }
 
-func newForms(t *testing.T) *interact.Forms {
+func newForms(t *testing.T) *person.Forms {
 	t.Helper()
-	f, err := interact.NewForms(interact.FormsConfig{})
+	f, err := person.NewForms(person.FormsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,22 +11,23 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
-// person is what New builds for the person in the loop: the approvals and
+// people is what New builds for the person in the loop: the approvals and
 // the forms, on the Runner's Store.
-type person struct {
-	approvals *approval.Manager
-	forms     *interact.Forms
+type people struct {
+	approvals *person.Approvals
+	forms     *person.Forms
 }
 
 // newPerson builds the approvals and forms of cfg on cfg.Store: with its
 // Notifier when it has one, so that a decision or an answer taken in any
 // process reaches the run that waits for it.
-func newPerson(cfg Config) (person, error) {
-	mcfg := approval.ManagerConfig{Timeout: cfg.ApprovalTimeout, SuspendAfter: cfg.SuspendAfter}
-	fcfg := interact.FormsConfig{Timeout: cfg.FormTimeout, SuspendAfter: cfg.SuspendAfter}
+func newPerson(cfg Config) (people, error) {
+	mcfg := person.ApprovalsConfig{Timeout: cfg.ApprovalTimeout, SuspendAfter: cfg.SuspendAfter}
+	fcfg := person.FormsConfig{Timeout: cfg.FormTimeout, SuspendAfter: cfg.SuspendAfter}
 	if as, ok := cfg.Store.(memory.ApprovalStore); ok {
 		mcfg.Store, fcfg.Store = as, as
 		mcfg.Notifier, _ = cfg.Store.(memory.Notifier)
@@ -37,19 +38,19 @@ func newPerson(cfg Config) (person, error) {
 		// timeout.
 		mcfg.SuspendAfter, fcfg.SuspendAfter = 0, 0
 	}
-	m, err := approval.NewManager(mcfg)
+	m, err := person.NewApprovals(mcfg)
 	if err != nil {
-		return person{}, fmt.Errorf("runner: %w", err)
+		return people{}, fmt.Errorf("runner: %w", err)
 	}
-	f, err := interact.NewForms(fcfg)
+	f, err := person.NewForms(fcfg)
 	if err != nil {
 		m.Close()
-		return person{}, fmt.Errorf("runner: %w", err)
+		return people{}, fmt.Errorf("runner: %w", err)
 	}
-	return person{approvals: m, forms: f}, nil
+	return people{approvals: m, forms: f}, nil
 }
 
-func (p person) close() {
+func (p people) close() {
 	p.approvals.Close()
 	p.forms.Close()
 }
@@ -131,7 +132,7 @@ type Reply struct {
 // object, approval.ErrInvalidScope for an unknown scope, and when the
 // Store fails.
 func (r *Runner) Decide(ctx context.Context, rep Reply) (pending bool, err error) {
-	return r.approvals.Respond(ctx, approval.Reply{SessionID: rep.SessionID, ApprovalID: rep.ApprovalID,
+	return r.approvals.Respond(ctx, person.Reply{SessionID: rep.SessionID, ApprovalID: rep.ApprovalID,
 		CallID: rep.CallID, Tool: rep.Tool, ArgumentsDigest: rep.ArgumentsDigest, Decision: rep.Decision})
 }
 
@@ -206,7 +207,7 @@ func (r *Runner) Stop(ctx context.Context, sessionID string) (Stopped, error) {
 
 // Decisions returns the audit trail: the decisions on the approvals q
 // selects, oldest first, read from the Store page by page as the loop goes
-// (see approval.Manager.Decisions): people's (with who decided and
+// (see approval.DecisionRecord): people's (with who decided and
 // through what), the policies' (Config.Policies, "policy:<name>"),
 // timeouts and interruptions. A Store that fails ends the sequence with
 // its error.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
-	"github.com/planround/planround/interact"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
@@ -175,8 +175,8 @@ type Config struct {
 type Runner struct {
 	agent     *agent.Agent
 	store     memory.Store
-	approvals *approval.Manager    // the approvals of the person in the loop, on store
-	forms     *interact.Forms      // the forms, on store
+	approvals *person.Approvals    // the approvals of the person in the loop, on store
+	forms     *person.Forms        // the forms, on store
 	calls     memory.CallLog       // nil: turns do not survive the process
 	pending   memory.ApprovalStore // nil: idem
 	leaser    memory.Leaser        // nil: one driver per session in this process only
@@ -251,27 +251,27 @@ func New(cfg Config) (*Runner, error) {
 	case cfg.ApprovalTimeout < 0 || cfg.FormTimeout < 0 || cfg.SuspendAfter < 0:
 		return nil, errors.New("runner: negative ApprovalTimeout, FormTimeout or SuspendAfter")
 	}
-	person, err := newPerson(cfg)
+	ppl, err := newPerson(cfg)
 	if err != nil {
 		return nil, err
 	}
 	acfg := cfg.Agent
 	acfg.Store = st
-	acfg.Approver = person.approvals
+	acfg.Approver = ppl.approvals
 	if len(cfg.Policies) > 0 {
-		acfg.Approver = approval.Chain(person.approvals, cfg.Policies...)
+		acfg.Approver = ppl.approvals.Approver(cfg.Policies...)
 	}
 	a, err := agent.New(acfg)
 	if err != nil {
-		person.close()
+		ppl.close()
 		return nil, err
 	}
 	base, stop := context.WithCancelCause(context.Background())
 	r := &Runner{
 		agent:     a,
 		store:     st,
-		approvals: person.approvals,
-		forms:     person.forms,
+		approvals: ppl.approvals,
+		forms:     ppl.forms,
 		holder:    cmp.Or(cfg.Holder, "runner-"+randomID()),
 		ttl:       cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		sweep:     cmp.Or(cfg.SweepInterval, DefaultSweepInterval),
@@ -303,7 +303,7 @@ func New(cfg Config) (*Runner, error) {
 			r.writer.close()
 		}
 		stop(err)
-		person.close()
+		ppl.close()
 		return nil, err
 	}
 	r.startSweeper()

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
 )
@@ -163,7 +163,7 @@ func TestInterrupt(t *testing.T) {
 			} else {
 				// Cancelled in the store by another process, before any
 				// interrupt reaches this one.
-				other, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st})
+				other, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
 				require.NoError(t, err)
 				defer other.Close()
 				n, err := other.CancelSession(ctx, "s1")

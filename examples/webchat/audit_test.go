@@ -11,8 +11,8 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/demo"
 	"github.com/planround/planround/internal/leaktest"
-	"github.com/planround/planround/memory"
 )
 
 // getAudit reads GET /api/audit for session as client's browser.
@@ -26,13 +26,25 @@ func getAudit(t *testing.T, client *http.Client, base, session string) (int, aud
 	return status, out
 }
 
+// readOnlyTime returns tools with get_time's hints set, as its host's own
+// word: it only reads, in a closed world.
+func readOnlyTime(tools []agent.Tool) []agent.Tool {
+	for i, tool := range tools {
+		if ft, ok := tool.(agent.FuncTool); ok && ft.Def.Name == "get_time" {
+			ft.Def.Hints = &agent.ToolHints{ReadOnly: true, Trusted: true}
+			tools[i] = ft
+		}
+	}
+	return tools
+}
+
 // TestAudit: GET /api/audit lists a session's decisions oldest first, each
 // kind with who took it and through what: the browser's (its principal,
-// http, with the edited arguments), a policy's, an interruption's and a
-// timeout's; "you" is the asking browser's principal.
+// http, with the edited arguments), a policy's (the runner's), an
+// interruption's and a timeout's; "you" is the asking browser's principal.
 func TestAudit(t *testing.T) {
 	leaktest.Check(t)
-	h := newHarness(t, Options{ApprovalTimeout: 2 * time.Second})
+	h := newHarness(t, Options{ApprovalTimeout: 2 * time.Second, TrustHints: true, Tools: readOnlyTime(demo.Tools())})
 	s := h.newSession(t)
 	ev, _ := h.openEvents(t, s)
 
@@ -45,18 +57,13 @@ func TestAudit(t *testing.T) {
 	done, _ := ev.runDone(t)
 	require.Equal(t, "finished", done.Status)
 
-	// A policy decides, over a Manager on the web chat's store (another
-	// process's, say).
-	mgr, err := approval.NewManager(approval.ManagerConfig{Store: h.srv.store.(memory.ApprovalStore)})
-	require.NoError(t, err)
-	defer mgr.Close()
-	chained := approval.Chain(mgr, approval.AllowTools("get_time"))
-	tk, err := chained.Request(t.Context(), agent.ApprovalRequest{SessionID: s, Round: 1, Key: "policy-call",
-		Call: agent.ToolCall{ID: "call_p", Name: "get_time", Arguments: json.RawMessage(`{"city":"Oslo"}`)}})
-	require.NoError(t, err)
-	d, ok := tk.Decision()
-	require.True(t, ok)
-	require.True(t, d.Approved)
+	// A policy decides (the server's runner's, Config.Policies): get_time
+	// says, with hints the host trusts, that it only reads.
+	h.chat(t, s, "What time is it in Europe/Oslo?")
+	timed, _ := ev.untilState(t, agent.KindToolCall, agent.StateResult)
+	require.Equal(t, "get_time", timed.Name)
+	done, _ = ev.runDone(t)
+	require.Equal(t, "finished", done.Status)
 
 	// An interruption cancels the pending approval.
 	h.chat(t, s, "What's the weather in Oslo?")
@@ -87,7 +94,7 @@ func TestAudit(t *testing.T) {
 	}
 	assert.Equal(t, []row{
 		{"get_weather", you, approval.ViaHTTP, `{"city":"Rome"}`},
-		{"get_time", "policy:allow-tools", approval.ViaPolicy, ""},
+		{"get_time", "policy:read-only-hints", approval.ViaPolicy, ""},
 		{"get_weather", "system", approval.ViaSystem, ""},
 		{"get_weather", "timeout", approval.ViaTimeout, ""},
 	}, got)

@@ -134,9 +134,9 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// SuspendAfter, when positive and the Store is durable, is how long a
 	// run waits for a decision or a form's answers before it is suspended
-	// (approval.ManagerConfig.SuspendAfter, interact.FormsConfig's): its
-	// card or form stays answerable, and the answer resumes the turn. Zero
-	// waits until ApprovalTimeout (FormTimeout for a form).
+	// (runner.Config.SuspendAfter): its card or form stays answerable, and
+	// the answer resumes the turn. Zero waits until ApprovalTimeout
+	// (FormTimeout for a form).
 	SuspendAfter time.Duration
 	// SystemPrompt is the agent's system prompt.
 	SystemPrompt string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
@@ -25,7 +26,7 @@ import (
 // digest.
 func ApprovalsFromBeforeDigests(t *testing.T, st memory.ApprovalStore, msg int64) {
 	ctx := t.Context()
-	m, err := approval.NewManager(approval.ManagerConfig{Store: st})
+	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st})
 	require.NoError(t, err)
 	args := json.RawMessage(`{"command":"ls -l"}`)
 	digest := agent.ArgumentsDigest(args)
@@ -52,7 +53,7 @@ func ApprovalsFromBeforeDigests(t *testing.T, st memory.ApprovalStore, msg int64
 	require.NoError(t, err)
 	require.Equal(t, "old-pending", tk.ApprovalID(), "the pending approval, not a second one")
 
-	reply := approval.Reply{SessionID: "s", ApprovalID: "old-pending", CallID: "c1", Tool: "run_command",
+	reply := person.Reply{SessionID: "s", ApprovalID: "old-pending", CallID: "c1", Tool: "run_command",
 		Decision: agent.Decision{Approved: true, By: "alice"}}
 	reply.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"command":"rm -rf /"}`))
 	pending, err := m.Respond(ctx, reply)

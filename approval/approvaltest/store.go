@@ -14,52 +14,54 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
+	"github.com/planround/planround/internal/person"
+	"github.com/planround/planround/memory"
 )
 
-// ManagerTimeout is the timeout ([approval.ManagerConfig.Timeout]) of the
-// Managers that [RunManager] checks: short, so that the timeout checks take
-// about a second, and long enough that every other approval of a check is
-// decided well before it.
-const ManagerTimeout = time.Second
+// timeout is the timeout of the approvals that [RunStore] checks: short,
+// so that the timeout checks take about a second, and long enough that
+// every other approval of a check is decided well before it.
+const timeout = time.Second
 
 // slack is how much later than its deadline a timeout may be seen, and how
 // far the times a store records may be from the times the check took.
 const slack = 2 * time.Second
 
-// RunManager is the conformance suite of the waiting core behind a
-// Manager: what every [approval.Manager] promises, whatever keeps its
-// approvals (no Store, a MemStore, a database). newManager is called once
-// per check and returns a fresh Manager configured with [ManagerTimeout]
-// and otherwise as the caller means to check it (a Store, a Notifier); it
-// should register its cleanup (closing the Manager and its Store) with t.
-// A Store may be shared between checks: every check uses sessions of its
-// own.
+// RunStore is the conformance suite of an approval store: what the
+// approvals a runner (package runner) keeps on a [memory.ApprovalStore]
+// promise, whatever keeps them. A store author calls it with newStore,
+// which is called once per check and returns the store to check (the
+// suite builds the runner's approvals on it, with the store as their
+// memory.Notifier when it is one); it should register its cleanup (closing
+// the store) with t. A nil store checks the approvals without a Store, on a
+// memory.MemStore of their own. A store may be shared between checks: every
+// check uses sessions of its own.
 //
 // The checks, run as subtests in order:
 //   - the first decision wins, among decisions racing from many
 //     goroutines, and a decision given before Wait is kept for it;
-//   - CancelSession rejects every pending approval of the session, also one
-//     not yet waited for, and no other session's;
+//   - cancelling a session (runner.Runner.Stop) rejects every pending
+//     approval of the session, also one not yet waited for, and no other
+//     session's;
 //   - the timeout counts from the approval's creation, and a decision that
 //     comes after it is refused and the approval recorded as timed out;
-//   - Pending lists a session's approvals, oldest first, with the digest of
-//     their arguments;
+//   - the pending approvals of a session are listed oldest first, with the
+//     digest of their arguments;
 //   - integrity: a reply with another call id, tool, arguments digest or
 //     session is refused (approval.ErrMismatch, approval.ErrWrongSession),
 //     and so is one missing any of them; the approval stays pending and
 //     the right reply afterwards is taken;
-//   - audit: Decisions returns, for one session, the decisions of a person
-//     who approved, of one who rejected, of a policy (through
-//     approval.Chain) and of the timeout, with their principal, channel,
-//     arguments digest and times; a time range selects by decision time,
-//     across sessions.
+//   - audit: the decisions of one session are listed, those of a person
+//     who approved, of one who rejected, of a policy and of the timeout,
+//     with their principal, channel, arguments digest and times; a time
+//     range selects by decision time, across sessions.
 //
-// After each check the Manager's Len must be zero.
-func RunManager(t *testing.T, newManager func(t *testing.T) *approval.Manager) {
+// After each check no approval is left held in the process.
+func RunStore(t *testing.T, newStore func(t *testing.T) memory.ApprovalStore) {
 	t.Helper()
 	checks := []struct {
 		name string
-		run  func(t *testing.T, m *approval.Manager, session string)
+		run  func(t *testing.T, m *person.Approvals, session string)
 	}{
 		{"FirstDecisionWins", testFirstDecisionWins},
 		{"DecisionBeforeWait", testDecisionBeforeWait},
@@ -71,19 +73,30 @@ func RunManager(t *testing.T, newManager func(t *testing.T) *approval.Manager) {
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
-			m := newManager(t)
-			if m == nil {
-				t.Fatal("newManager returned nil")
-			}
-			if got := m.Timeout(); got != ManagerTimeout {
-				t.Fatalf("the Manager's timeout is %v, want ManagerTimeout (%v)", got, ManagerTimeout)
-			}
+			m := approvals(t, newStore)
 			c.run(t, m, newSession(c.name))
 			if n := m.Len(); n != 0 {
 				t.Errorf("Len() = %d after the check, want 0 (an entry leaked)", n)
 			}
 		})
 	}
+}
+
+// approvals returns the approvals of a runner on newStore's store, closed
+// when the test ends.
+func approvals(t *testing.T, newStore func(t *testing.T) memory.ApprovalStore) *person.Approvals {
+	t.Helper()
+	cfg := person.ApprovalsConfig{Timeout: timeout}
+	if st := newStore(t); st != nil {
+		cfg.Store = st
+		cfg.Notifier, _ = st.(memory.Notifier)
+	}
+	m, err := person.NewApprovals(cfg)
+	if err != nil {
+		t.Fatalf("the approvals on the store: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
 }
 
 // newSession returns a session id no other run of the suite uses.
@@ -103,13 +116,13 @@ func call(session string, i int) agent.ApprovalRequest {
 
 // reply returns the reply that gives d to the approval id of req's call, as
 // a front end that shows req's card sends it.
-func reply(req agent.ApprovalRequest, id string, d agent.Decision) approval.Reply {
-	return approval.Reply{SessionID: req.SessionID, ApprovalID: id, CallID: req.Call.ID, Tool: req.Call.Name,
+func reply(req agent.ApprovalRequest, id string, d agent.Decision) person.Reply {
+	return person.Reply{SessionID: req.SessionID, ApprovalID: id, CallID: req.Call.ID, Tool: req.Call.Name,
 		ArgumentsDigest: agent.ArgumentsDigest(req.Call.Arguments), Decision: d}
 }
 
 // register asks m about req and fails t unless it gets a pending ticket.
-func register(t *testing.T, m *approval.Manager, req agent.ApprovalRequest) agent.Ticket {
+func register(t *testing.T, m *person.Approvals, req agent.ApprovalRequest) agent.Ticket {
 	t.Helper()
 	tk, err := m.Request(context.Background(), req)
 	if err != nil {
@@ -140,7 +153,7 @@ func waitFor(t *testing.T, tk agent.Ticket) agent.Decision {
 			t.Fatalf("Wait of %s: %v", tk.ApprovalID(), o.err)
 		}
 		return o.d
-	case <-time.After(ManagerTimeout + Bound):
+	case <-time.After(timeout + Bound):
 		t.Fatalf("Wait of %s did not return within the timeout and %v", tk.ApprovalID(), Bound)
 		return agent.Decision{}
 	}
@@ -154,7 +167,7 @@ func giveUp(tk agent.Ticket) {
 }
 
 // pending lists the pending approvals of session, failing t on an error.
-func pending(t *testing.T, m *approval.Manager, session string) []approval.PendingApproval {
+func pending(t *testing.T, m *person.Approvals, session string) []approval.PendingApproval {
 	t.Helper()
 	list, err := m.Pending(context.Background(), session)
 	if err != nil {
@@ -164,7 +177,7 @@ func pending(t *testing.T, m *approval.Manager, session string) []approval.Pendi
 }
 
 // decisions returns the audit records q selects, failing t on an error.
-func decisions(t *testing.T, m *approval.Manager, q approval.DecisionQuery) []approval.DecisionRecord {
+func decisions(t *testing.T, m *person.Approvals, q approval.DecisionQuery) []approval.DecisionRecord {
 	t.Helper()
 	var out []approval.DecisionRecord
 	for r, err := range m.Decisions(context.Background(), q) {
@@ -176,7 +189,7 @@ func decisions(t *testing.T, m *approval.Manager, q approval.DecisionQuery) []ap
 	return out
 }
 
-func testFirstDecisionWins(t *testing.T, m *approval.Manager, session string) {
+func testFirstDecisionWins(t *testing.T, m *person.Approvals, session string) {
 	const deciders = 8
 	req := call(session, 1)
 	tk := register(t, m, req)
@@ -223,7 +236,7 @@ func testFirstDecisionWins(t *testing.T, m *approval.Manager, session string) {
 	}
 }
 
-func testDecisionBeforeWait(t *testing.T, m *approval.Manager, session string) {
+func testDecisionBeforeWait(t *testing.T, m *person.Approvals, session string) {
 	req := call(session, 1)
 	tk := register(t, m, req)
 	edited := json.RawMessage(`{"n":42}`)
@@ -241,7 +254,7 @@ func testDecisionBeforeWait(t *testing.T, m *approval.Manager, session string) {
 	}
 }
 
-func testCancelSession(t *testing.T, m *approval.Manager, session string) {
+func testCancelSession(t *testing.T, m *person.Approvals, session string) {
 	other := session + "-other"
 	waited := register(t, m, call(session, 1))
 	notYet := register(t, m, call(session, 2))
@@ -288,20 +301,20 @@ func testCancelSession(t *testing.T, m *approval.Manager, session string) {
 	}
 }
 
-func testTimeoutFromCreation(t *testing.T, m *approval.Manager, session string) {
+func testTimeoutFromCreation(t *testing.T, m *person.Approvals, session string) {
 	// The Wait starts 3/5 of a timeout after the creation, and returns a
 	// timeout after the creation (a timeout counted from the Wait would
 	// return at 8/5).
 	created := time.Now()
 	tk := register(t, m, call(session, 1))
-	time.Sleep(ManagerTimeout * 3 / 5)
+	time.Sleep(timeout * 3 / 5)
 	d := waitFor(t, tk)
 	took := time.Since(created)
 	if d.Approved || d.Cause != agent.CauseTimeout || d.By != approval.ViaTimeout || d.Via != approval.ViaTimeout {
 		t.Errorf("Wait = %+v, want a timeout by and via %q", d, approval.ViaTimeout)
 	}
-	if took < ManagerTimeout || took > ManagerTimeout*7/5 {
-		t.Errorf("Wait returned %v after the creation, want the timeout (%v) from the creation, not from the Wait", took, ManagerTimeout)
+	if took < timeout || took > timeout*7/5 {
+		t.Errorf("Wait returned %v after the creation, want the timeout (%v) from the creation, not from the Wait", took, timeout)
 	}
 
 	// A decision that comes after the timeout, while nobody waits, is
@@ -313,7 +326,7 @@ func testTimeoutFromCreation(t *testing.T, m *approval.Manager, session string) 
 	if _, err := late.Wait(suspended); !errors.Is(err, agent.ErrSuspended) {
 		t.Fatalf("Wait with a suspended context: %v, want agent.ErrSuspended", err)
 	}
-	time.Sleep(ManagerTimeout + 100*time.Millisecond)
+	time.Sleep(timeout + 100*time.Millisecond)
 	ok, err := m.Respond(context.Background(), reply(req, late.ApprovalID(), agent.Decision{Approved: true, By: "alice"}))
 	if ok || err != nil {
 		t.Errorf("Respond after the timeout = %v, %v; want false, nil", ok, err)
@@ -336,7 +349,7 @@ func testTimeoutFromCreation(t *testing.T, m *approval.Manager, session string) 
 	}
 }
 
-func testPendingWithDigest(t *testing.T, m *approval.Manager, session string) {
+func testPendingWithDigest(t *testing.T, m *person.Approvals, session string) {
 	var tickets []agent.Ticket
 	for i := 1; i <= 3; i++ {
 		tickets = append(tickets, register(t, m, call(session, i)))
@@ -374,7 +387,7 @@ func testPendingWithDigest(t *testing.T, m *approval.Manager, session string) {
 		t.Errorf("Pending is not oldest first: %v, %v", list[0].Created, list[1].Created)
 	}
 	// The reply Pending's entry builds is taken.
-	ok, err = m.Respond(context.Background(), list[0].Reply(agent.Decision{Reason: "no"}))
+	ok, err = m.Respond(context.Background(), person.ReplyTo(list[0], agent.Decision{Reason: "no"}))
 	if !ok || err != nil {
 		t.Errorf("Respond with PendingApproval.Reply = %v, %v; want true, nil", ok, err)
 	}
@@ -386,25 +399,25 @@ func sameJSON(a, b json.RawMessage) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && fmt.Sprint(x) == fmt.Sprint(y)
 }
 
-func testIntegrity(t *testing.T, m *approval.Manager, session string) {
+func testIntegrity(t *testing.T, m *person.Approvals, session string) {
 	req := call(session, 1)
 	tk := register(t, m, req)
 	defer giveUp(tk)
 	right := reply(req, tk.ApprovalID(), agent.Decision{Approved: true, By: "alice"})
 	cases := []struct {
 		name string
-		edit func(r *approval.Reply)
+		edit func(r *person.Reply)
 		want error
 	}{
-		{"another call id", func(r *approval.Reply) { r.CallID = "call_2" }, approval.ErrMismatch},
-		{"another tool", func(r *approval.Reply) { r.Tool = "delete_everything" }, approval.ErrMismatch},
-		{"another arguments digest", func(r *approval.Reply) {
+		{"another call id", func(r *person.Reply) { r.CallID = "call_2" }, approval.ErrMismatch},
+		{"another tool", func(r *person.Reply) { r.Tool = "delete_everything" }, approval.ErrMismatch},
+		{"another arguments digest", func(r *person.Reply) {
 			r.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"n":666}`))
 		}, approval.ErrMismatch},
-		{"another session", func(r *approval.Reply) { r.SessionID = session + "-mallory" }, approval.ErrWrongSession},
-		{"no call id", func(r *approval.Reply) { r.CallID = "" }, approval.ErrMismatch},
-		{"no tool", func(r *approval.Reply) { r.Tool = "" }, approval.ErrMismatch},
-		{"no arguments digest", func(r *approval.Reply) { r.ArgumentsDigest = "" }, approval.ErrMismatch},
+		{"another session", func(r *person.Reply) { r.SessionID = session + "-mallory" }, approval.ErrWrongSession},
+		{"no call id", func(r *person.Reply) { r.CallID = "" }, approval.ErrMismatch},
+		{"no tool", func(r *person.Reply) { r.Tool = "" }, approval.ErrMismatch},
+		{"no arguments digest", func(r *person.Reply) { r.ArgumentsDigest = "" }, approval.ErrMismatch},
 	}
 	for _, c := range cases {
 		r := right
@@ -429,7 +442,7 @@ func testIntegrity(t *testing.T, m *approval.Manager, session string) {
 	}
 }
 
-func testAudit(t *testing.T, m *approval.Manager, session string) {
+func testAudit(t *testing.T, m *person.Approvals, session string) {
 	ctx := context.Background()
 	other := session + "-other"
 	type span struct{ from, to time.Time }
@@ -456,7 +469,7 @@ func testAudit(t *testing.T, m *approval.Manager, session string) {
 	policyReq := call(session, 3)
 	policyReq.Call.Name = "read_file"
 	asked[2].from, decided[2].from = time.Now(), time.Now()
-	tk, err := approval.Chain(m, approval.AllowTools("read_file")).Request(ctx, policyReq)
+	tk, err := m.Approver(approval.AllowTools("read_file")).Request(ctx, policyReq)
 	if err != nil {
 		t.Fatalf("the Chain's Request: %v", err)
 	}
@@ -468,7 +481,7 @@ func testAudit(t *testing.T, m *approval.Manager, session string) {
 	asked[3].from = time.Now()
 	timedOut := register(t, m, call(session, 4))
 	asked[3].to = time.Now()
-	decided[3].from = asked[3].from.Add(ManagerTimeout)
+	decided[3].from = asked[3].from.Add(timeout)
 	waitFor(t, timedOut)
 	decided[3].to = time.Now()
 

@@ -1,4 +1,4 @@
-package approval_test
+package person_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/planround/planround/agent/agenttest"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
@@ -24,7 +25,7 @@ import (
 // Manager on the shared store, and whose OnDecided resumes the turn, as a
 // host does.
 type host struct {
-	m       *approval.Manager
+	m       *person.Approvals
 	a       *agent.Agent
 	resumed chan resumption
 }
@@ -61,7 +62,7 @@ func weather(runs *atomic.Int32) agent.Tool {
 	}
 }
 
-func newHost(t *testing.T, st *memory.MemStore, srv *agenttest.Server, runs *atomic.Int32, cfg approval.ManagerConfig) *host {
+func newHost(t *testing.T, st *memory.MemStore, srv *agenttest.Server, runs *atomic.Int32, cfg person.ApprovalsConfig) *host {
 	t.Helper()
 	h := &host{resumed: make(chan resumption, 4)}
 	cfg.Store, cfg.Notifier = st, st
@@ -108,7 +109,7 @@ func TestAgentSuspendAfterThenMovedOn(t *testing.T) {
 	st := &memory.MemStore{}
 	srv := scriptedModel(t)
 	var runs atomic.Int32
-	h := newHost(t, st, srv, &runs, approval.ManagerConfig{SuspendAfter: time.Millisecond})
+	h := newHost(t, st, srv, &runs, person.ApprovalsConfig{SuspendAfter: time.Millisecond})
 
 	r := drain(h.a.Run(ctx, agent.Input{SessionID: "s1", Message: "Weather in Lima?"}))
 	require.NoError(t, r.err)
@@ -132,7 +133,7 @@ func TestAgentSuspendAfterThenMovedOn(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, a.Decided)
 	assert.Equal(t, string(agent.CauseMovedOn), a.Decision.Cause)
-	pending, err := h.m.Respond(ctx, listed[0].Reply(agent.Decision{Approved: true}))
+	pending, err := h.m.Respond(ctx, person.ReplyTo(listed[0], agent.Decision{Approved: true}))
 	require.NoError(t, err)
 	assert.False(t, pending, "the old card is stale")
 	select {
@@ -155,7 +156,7 @@ func TestAgentDecisionIsBound(t *testing.T) {
 	ctx := context.Background()
 	srv := scriptedModel(t)
 	srv.Enqueue(agenttest.Reply().Text("It is sunny in Lima.").Finish("stop"))
-	m := newManager(t, approval.ManagerConfig{})
+	m := newApprovals(t, person.ApprovalsConfig{})
 	var runs atomic.Int32
 	tools, err := agent.NewToolRegistry(weather(&runs))
 	require.NoError(t, err)
@@ -183,20 +184,20 @@ func TestAgentDecisionIsBound(t *testing.T) {
 		t.Fatal("no approval_required chunk")
 	}
 	require.NotEmpty(t, card.ArgumentsDigest, "the chunk carries the digest a decision must name")
-	right := approval.Reply{SessionID: "s1", ApprovalID: card.ApprovalID, CallID: card.ID, Tool: card.Name,
+	right := person.Reply{SessionID: "s1", ApprovalID: card.ApprovalID, CallID: card.ID, Tool: card.Name,
 		ArgumentsDigest: card.ArgumentsDigest, Decision: agent.Decision{Approved: true, By: "alice", Via: "web"}}
 
 	for _, tc := range []struct {
 		name string
-		edit func(r *approval.Reply)
+		edit func(r *person.Reply)
 		err  error
 	}{
-		{"another arguments digest", func(r *approval.Reply) {
+		{"another arguments digest", func(r *person.Reply) {
 			r.ArgumentsDigest = agent.ArgumentsDigest(json.RawMessage(`{"city":"Paris"}`))
 		}, approval.ErrMismatch},
-		{"another call id", func(r *approval.Reply) { r.CallID = "call_2" }, approval.ErrMismatch},
-		{"another tool", func(r *approval.Reply) { r.Tool = "delete_files" }, approval.ErrMismatch},
-		{"another session", func(r *approval.Reply) { r.SessionID = "s2" }, approval.ErrWrongSession},
+		{"another call id", func(r *person.Reply) { r.CallID = "call_2" }, approval.ErrMismatch},
+		{"another tool", func(r *person.Reply) { r.Tool = "delete_files" }, approval.ErrMismatch},
+		{"another session", func(r *person.Reply) { r.SessionID = "s2" }, approval.ErrWrongSession},
 	} {
 		rep := right
 		tc.edit(&rep)

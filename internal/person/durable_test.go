@@ -1,4 +1,4 @@
-package approval_test
+package person_test
 
 import (
 	"context"
@@ -17,15 +17,16 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/internal/waiting"
 	"github.com/planround/planround/memory"
 )
 
 // replica returns a durable Manager on cfg.Store, closed when t ends: two
 // of them on one MemStore stand for two processes sharing a database.
-func replica(t *testing.T, cfg approval.ManagerConfig) *approval.Manager {
+func replica(t *testing.T, cfg person.ApprovalsConfig) *person.Approvals {
 	t.Helper()
-	m := newManager(t, cfg)
+	m := newApprovals(t, cfg)
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -161,25 +162,25 @@ func (f *failingStore) Decisions(ctx context.Context, q memory.DecisionQuery) ([
 	return f.MemStore.Decisions(ctx, q)
 }
 
-func TestNewManagerDurableConfig(t *testing.T) {
+func TestNewApprovalsDurableConfig(t *testing.T) {
 	st := &memory.MemStore{}
 	tests := []struct {
 		name string
-		cfg  approval.ManagerConfig
+		cfg  person.ApprovalsConfig
 		want string // substring of the error; "" for none
 	}{
-		{"store only", approval.ManagerConfig{Store: st}, ""},
-		{"everything", approval.ManagerConfig{Store: st, Notifier: st, OnDecided: func(memory.Approval) {}, SuspendAfter: time.Minute}, ""},
-		{"notifier without store", approval.ManagerConfig{Notifier: st}, "Notifier needs a Store"},
-		{"OnDecided without store", approval.ManagerConfig{OnDecided: func(memory.Approval) {}}, ""}, // its own MemStore
-		{"SuspendAfter without store", approval.ManagerConfig{SuspendAfter: time.Minute}, ""},
-		{"negative SuspendAfter", approval.ManagerConfig{Store: st, SuspendAfter: -time.Second}, "negative SuspendAfter"},
-		{"listen fails", approval.ManagerConfig{Store: st, Notifier: failingNotifier{}}, "listen for decisions"},
+		{"store only", person.ApprovalsConfig{Store: st}, ""},
+		{"everything", person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: func(memory.Approval) {}, SuspendAfter: time.Minute}, ""},
+		{"notifier without store", person.ApprovalsConfig{Notifier: st}, "Notifier needs a Store"},
+		{"OnDecided without store", person.ApprovalsConfig{OnDecided: func(memory.Approval) {}}, ""}, // its own MemStore
+		{"SuspendAfter without store", person.ApprovalsConfig{SuspendAfter: time.Minute}, ""},
+		{"negative SuspendAfter", person.ApprovalsConfig{Store: st, SuspendAfter: -time.Second}, "negative SuspendAfter"},
+		{"listen fails", person.ApprovalsConfig{Store: st, Notifier: failingNotifier{}}, "listen for decisions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leaktest.Check(t)
-			m, err := approval.NewManager(tt.cfg)
+			m, err := person.NewApprovals(tt.cfg)
 			if tt.want != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.want)
@@ -207,7 +208,7 @@ func (failingNotifier) Listen(context.Context, string, func(string)) (func(), er
 // everything the call needs, before Request returns.
 func TestDurableRequestStoresApproval(t *testing.T) {
 	st := &memory.MemStore{}
-	m := replica(t, approval.ManagerConfig{Store: st})
+	m := replica(t, person.ApprovalsConfig{Store: st})
 	req := request("s", 7)
 	req.Round = 3
 	before := time.Now().Add(-time.Second)
@@ -245,8 +246,8 @@ func TestDurableDecisionOnOtherReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memory.MemStore{}
 		onA, onB := newDecisions(), newDecisions()
-		a := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onA.fn})
-		b := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onB.fn})
+		a := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onA.fn})
+		b := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onB.fn})
 
 		tk, err := a.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
@@ -295,8 +296,8 @@ func TestDurableFirstDecisionWins(t *testing.T) {
 	const approvals, deciders = 25, 16
 	st := &memory.MemStore{}
 	onA, onB := newDecisions(), newDecisions()
-	a := newManager(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onA.fn})
-	b := newManager(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onB.fn})
+	a := newApprovals(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onA.fn})
+	b := newApprovals(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onB.fn})
 	defer a.Close()
 	defer b.Close()
 	ids := make(map[string]bool)
@@ -311,7 +312,7 @@ func TestDurableFirstDecisionWins(t *testing.T) {
 		taken := make([]bool, deciders)
 		var wg sync.WaitGroup
 		for j := range deciders {
-			m := []*approval.Manager{a, b}[j%2]
+			m := []*person.Approvals{a, b}[j%2]
 			wg.Go(func() {
 				<-start
 				var err error
@@ -371,7 +372,7 @@ func TestDurableSuspendAfter(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := &memory.MemStore{}
 				on := newDecisions()
-				m := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn, SuspendAfter: time.Minute, Timeout: time.Hour})
+				m := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: on.fn, SuspendAfter: time.Minute, Timeout: time.Hour})
 				req := keyed("s", 1)
 				tk, err := m.Request(t.Context(), req)
 				require.NoError(t, err)
@@ -411,8 +412,8 @@ func TestDurableSuspendFindsDecision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memory.MemStore{}
 		on := newDecisions()
-		a := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn, SuspendAfter: time.Minute})
-		deaf := replica(t, approval.ManagerConfig{Store: st})
+		a := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: on.fn, SuspendAfter: time.Minute})
+		deaf := replica(t, person.ApprovalsConfig{Store: st})
 		tk, err := a.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		done := waitAsync(t.Context(), tk)
@@ -444,8 +445,8 @@ func TestDurableResumeRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memory.MemStore{}
 		onA, onB := newDecisions(), newDecisions()
-		a := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onA.fn})
-		b := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onB.fn})
+		a := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onA.fn})
+		b := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onB.fn})
 
 		req := keyed("s", 1)
 		first, err := a.Request(t.Context(), req)
@@ -509,7 +510,7 @@ func TestDurableResumeRequest(t *testing.T) {
 // while a ticket of this Manager holds the approval, a second Request for
 // the key is refused.
 func TestResumeRequestWithoutStore(t *testing.T) {
-	m := newManager(t, approval.ManagerConfig{})
+	m := newApprovals(t, person.ApprovalsConfig{})
 	req := keyed("s", 1)
 	first, err := m.Request(t.Context(), req)
 	require.NoError(t, err)
@@ -554,7 +555,7 @@ func TestDurableResumeDecided(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := &memory.MemStore{}
-			m := replica(t, approval.ManagerConfig{Store: st})
+			m := replica(t, person.ApprovalsConfig{Store: st})
 			req := keyed("s", 1)
 			tk, err := m.Request(t.Context(), req)
 			require.NoError(t, err)
@@ -575,7 +576,7 @@ func TestDurableResumeDecided(t *testing.T) {
 	t.Run("timed out", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			st := &memory.MemStore{}
-			m := replica(t, approval.ManagerConfig{Store: st, Timeout: time.Minute})
+			m := replica(t, person.ApprovalsConfig{Store: st, Timeout: time.Minute})
 			req := keyed("s", 1)
 			tk, err := m.Request(t.Context(), req)
 			require.NoError(t, err)
@@ -597,7 +598,7 @@ func TestDurableResumeDecided(t *testing.T) {
 func TestDurableTimeoutFromCreation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memory.MemStore{}
-		m := replica(t, approval.ManagerConfig{Store: st, Timeout: 10 * time.Minute, SuspendAfter: 4 * time.Minute})
+		m := replica(t, person.ApprovalsConfig{Store: st, Timeout: 10 * time.Minute, SuspendAfter: 4 * time.Minute})
 		req := keyed("s", 1)
 		start := time.Now()
 		tk, err := m.Request(t.Context(), req)
@@ -654,8 +655,8 @@ func withCause(parent context.Context, cause error) context.Context {
 func TestDurableTimeoutLosesToDecision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memory.MemStore{}
-		a := replica(t, approval.ManagerConfig{Store: st, Timeout: time.Minute})
-		deaf := replica(t, approval.ManagerConfig{Store: st})
+		a := replica(t, person.ApprovalsConfig{Store: st, Timeout: time.Minute})
+		deaf := replica(t, person.ApprovalsConfig{Store: st})
 		tk, err := a.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		done := waitAsync(t.Context(), tk)
@@ -681,7 +682,7 @@ func TestDurableContextEnds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := &memory.MemStore{}
-				m := replica(t, approval.ManagerConfig{Store: st})
+				m := replica(t, person.ApprovalsConfig{Store: st})
 				wait := func(tk agent.Ticket, cause error) outcome {
 					ctx, cancel := context.WithCancelCause(t.Context())
 					if !during {
@@ -719,7 +720,7 @@ func TestDurableContextEnds(t *testing.T) {
 	}
 	t.Run("decided before the suspension", func(t *testing.T) {
 		st := &memory.MemStore{}
-		m := replica(t, approval.ManagerConfig{Store: st})
+		m := replica(t, person.ApprovalsConfig{Store: st})
 		tk, err := m.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		_, err = respond(m, "s", tk.ApprovalID(), request("s", 1), agent.Decision{Approved: true})
@@ -731,8 +732,8 @@ func TestDurableContextEnds(t *testing.T) {
 	})
 	t.Run("decided elsewhere before the interrupt", func(t *testing.T) {
 		st := &memory.MemStore{}
-		m := replica(t, approval.ManagerConfig{Store: st})
-		deaf := replica(t, approval.ManagerConfig{Store: st})
+		m := replica(t, person.ApprovalsConfig{Store: st})
+		deaf := replica(t, person.ApprovalsConfig{Store: st})
 		tk, err := m.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		_, err = respond(deaf, "s", tk.ApprovalID(), request("s", 1), agent.Decision{Reason: "no"})
@@ -751,8 +752,8 @@ func TestDurableCancelSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memory.MemStore{}
 		onA, onB := newDecisions(), newDecisions()
-		a := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onA.fn})
-		b := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: onB.fn})
+		a := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onA.fn})
+		b := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onB.fn})
 
 		waited, err := a.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
@@ -826,8 +827,8 @@ func TestDurableLostNotes(t *testing.T) {
 		st := &memory.MemStore{}
 		lossy := &lossyNotifier{MemStore: st}
 		on := newDecisions()
-		a := replica(t, approval.ManagerConfig{Store: st, Notifier: lossy, OnDecided: on.fn})
-		deaf := replica(t, approval.ManagerConfig{Store: st})
+		a := replica(t, person.ApprovalsConfig{Store: st, Notifier: lossy, OnDecided: on.fn})
+		deaf := replica(t, person.ApprovalsConfig{Store: st})
 		tk, err := a.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		other, err := a.Request(t.Context(), request("s", 2))
@@ -878,12 +879,12 @@ func (l *lossyNotifier) lose(ctx context.Context) error {
 // Store (an auto-approval from it is taken), and a resumed one too.
 func TestDurableOnRegister(t *testing.T) {
 	st := &memory.MemStore{}
-	var m *approval.Manager
+	var m *person.Approvals
 	var seen []string
-	m = replica(t, approval.ManagerConfig{Store: st, SuspendAfter: time.Hour, OnRegister: func(p approval.PendingApproval) {
+	m = replica(t, person.ApprovalsConfig{Store: st, SuspendAfter: time.Hour, OnRegister: func(p approval.PendingApproval) {
 		seen = append(seen, p.ApprovalID)
 		if p.Call.ID == "call_1" {
-			if _, err := m.Respond(t.Context(), p.Reply(agent.Decision{Approved: true})); err != nil {
+			if _, err := m.Respond(t.Context(), person.ReplyTo(p, agent.Decision{Approved: true})); err != nil {
 				t.Errorf("Respond from OnRegister: %v", err)
 			}
 		}
@@ -911,7 +912,7 @@ func TestDurableOnRegister(t *testing.T) {
 // that says so, and changes nothing.
 func TestDurableStoreFails(t *testing.T) {
 	st := &failingStore{MemStore: &memory.MemStore{}}
-	m := replica(t, approval.ManagerConfig{Store: st})
+	m := replica(t, person.ApprovalsConfig{Store: st})
 	tk, err := m.Request(t.Context(), request("s", 1))
 	require.NoError(t, err)
 	st.set(true)
@@ -921,7 +922,7 @@ func TestDurableStoreFails(t *testing.T) {
 	assert.Contains(t, err.Error(), "store the approval of call call_2")
 	assert.Equal(t, 1, m.Len(), "nothing registered")
 
-	other := replica(t, approval.ManagerConfig{Store: st})
+	other := replica(t, person.ApprovalsConfig{Store: st})
 	_, err = other.Request(t.Context(), keyed("s", 3))
 	require.ErrorIs(t, err, errStoreDown)
 	assert.Contains(t, err.Error(), "store the approval of call call_3")
@@ -956,13 +957,13 @@ func TestDecisionEncoding(t *testing.T) {
 		{Cause: agent.CauseApprovalInterrupted, Reason: agent.CauseApprovalInterrupted.DefaultReason()},
 	}
 	for _, d := range tests {
-		enc := approval.EncodeDecision(d)
+		enc := person.EncodeDecision(d)
 		assert.Contains(t, []string{"once", "session", "always"}, enc.Scope)
-		got := approval.DecodeDecision(enc)
+		got := person.DecodeDecision(enc)
 		assert.True(t, sameDecision(d, got), "round trip of %+v gave %+v", d, got)
 	}
-	assert.Equal(t, agent.ScopeOnce, approval.DecodeDecision(memory.ApprovalDecision{Approved: true, Scope: "forever"}).Scope, "an unknown scope is the narrowest")
-	assert.Equal(t, agent.ScopeOnce, approval.DecodeDecision(memory.ApprovalDecision{Approved: true}).Scope)
+	assert.Equal(t, agent.ScopeOnce, person.DecodeDecision(memory.ApprovalDecision{Approved: true, Scope: "forever"}).Scope, "an unknown scope is the narrowest")
+	assert.Equal(t, agent.ScopeOnce, person.DecodeDecision(memory.ApprovalDecision{Approved: true}).Scope)
 }
 
 // heldNotifier is a MemStore whose notes are held until flush: the note
@@ -1002,10 +1003,10 @@ func TestDurableLateNote(t *testing.T) {
 	tests := []struct {
 		name        string
 		suspend     time.Duration
-		take        func(t *testing.T, a *approval.Manager, tk agent.Ticket, req agent.ApprovalRequest, decide func())
+		take        func(t *testing.T, a *person.Approvals, tk agent.Ticket, req agent.ApprovalRequest, decide func())
 		wantDecided bool // A's OnDecided gets the note
 	}{
-		{"losing Respond on A", 0, func(t *testing.T, a *approval.Manager, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
+		{"losing Respond on A", 0, func(t *testing.T, a *person.Approvals, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
 			done := waitAsync(t.Context(), tk)
 			synctest.Wait()
 			decide()
@@ -1015,7 +1016,7 @@ func TestDurableLateNote(t *testing.T) {
 			got := <-done
 			assert.Equal(t, "from B", got.d.Reason)
 		}, false},
-		{"look before suspending", time.Minute, func(t *testing.T, _ *approval.Manager, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
+		{"look before suspending", time.Minute, func(t *testing.T, _ *person.Approvals, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
 			done := waitAsync(t.Context(), tk)
 			time.Sleep(30 * time.Second)
 			decide()
@@ -1023,7 +1024,7 @@ func TestDurableLateNote(t *testing.T) {
 			require.NoError(t, got.err)
 			assert.Equal(t, "from B", got.d.Reason)
 		}, false},
-		{"timeout", 0, func(t *testing.T, _ *approval.Manager, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
+		{"timeout", 0, func(t *testing.T, _ *person.Approvals, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
 			done := waitAsync(t.Context(), tk)
 			time.Sleep(time.Hour - time.Second)
 			decide()
@@ -1031,7 +1032,7 @@ func TestDurableLateNote(t *testing.T) {
 			require.NoError(t, got.err)
 			assert.Equal(t, "from B", got.d.Reason)
 		}, false},
-		{"resumed request", 0, func(t *testing.T, a *approval.Manager, tk agent.Ticket, req agent.ApprovalRequest, decide func()) {
+		{"resumed request", 0, func(t *testing.T, a *person.Approvals, tk agent.Ticket, req agent.ApprovalRequest, decide func()) {
 			_, err := tk.Wait(withCause(t.Context(), agent.ErrSuspended))
 			require.ErrorIs(t, err, agent.ErrSuspended)
 			decide()
@@ -1041,7 +1042,7 @@ func TestDurableLateNote(t *testing.T) {
 			require.True(t, decided)
 			assert.Equal(t, "from B", d.Reason)
 		}, false},
-		{"suspended: nobody waits", 0, func(t *testing.T, _ *approval.Manager, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
+		{"suspended: nobody waits", 0, func(t *testing.T, _ *person.Approvals, tk agent.Ticket, _ agent.ApprovalRequest, decide func()) {
 			_, err := tk.Wait(withCause(t.Context(), agent.ErrSuspended))
 			require.ErrorIs(t, err, agent.ErrSuspended)
 			decide()
@@ -1053,8 +1054,8 @@ func TestDurableLateNote(t *testing.T) {
 				st := &memory.MemStore{}
 				notes := &heldNotifier{MemStore: st}
 				onA := newDecisions()
-				a := replica(t, approval.ManagerConfig{Store: st, Notifier: notes, OnDecided: onA.fn, Timeout: time.Hour, SuspendAfter: tt.suspend})
-				b := replica(t, approval.ManagerConfig{Store: st, Notifier: notes, Timeout: time.Hour})
+				a := replica(t, person.ApprovalsConfig{Store: st, Notifier: notes, OnDecided: onA.fn, Timeout: time.Hour, SuspendAfter: tt.suspend})
+				b := replica(t, person.ApprovalsConfig{Store: st, Notifier: notes, Timeout: time.Hour})
 				req := keyed("s", 1)
 				tk, err := a.Request(t.Context(), req)
 				require.NoError(t, err)
@@ -1077,16 +1078,18 @@ func TestDurableLateNote(t *testing.T) {
 }
 
 // TestDurableResumeThroughWrappers: a resumed turn's request goes past the
-// policies of a Chain or an AllowList to the Manager that holds its
-// approval: a person's rejection stands even when a grant learned since
-// would approve the tool, and the grant of a decision taken while the run
-// was suspended is learned.
+// policies of the Approver (the runner's policies, an AllowList's among
+// them) to the approval the Store holds: a person's rejection stands even
+// when a policy, or a grant learned since, would approve the tool; and an
+// AllowList wrapped around the approvals learns the grant of a decision
+// taken while the run was suspended.
 func TestDurableResumeThroughWrappers(t *testing.T) {
 	st := &memory.MemStore{}
-	m := replica(t, approval.ManagerConfig{Store: st})
+	m := replica(t, person.ApprovalsConfig{Store: st})
 	list := approval.NewAllowList()
 	wrapped := list.Wrap(m)
-	chained := approval.Chain(m, approval.AllowTools("run_command"))
+	chained := m.Approver(approval.AllowTools("run_command"))
+	granting := m.Approver(list.Policy())
 
 	suspendOne := func(i int, d agent.Decision) agent.ApprovalRequest {
 		req := keyed("s", i)
@@ -1115,7 +1118,7 @@ func TestDurableResumeThroughWrappers(t *testing.T) {
 	require.True(t, decided && d.Approved)
 	assert.True(t, list.Allowed("s", "run_command"), "the grant of the resumed decision is learned")
 
-	tk, err = wrapped.Request(t.Context(), rejected)
+	tk, err = granting.Request(t.Context(), rejected)
 	require.NoError(t, err)
 	d, _ = tk.Decision()
 	assert.False(t, d.Approved, "the grant does not overrule the person's rejection")
@@ -1132,9 +1135,9 @@ func TestCancelApproval(t *testing.T) {
 		t.Run(map[bool]string{false: "memory", true: "store"}[durable], func(t *testing.T) {
 			st := &memory.MemStore{}
 			on := newDecisions()
-			cfg := approval.ManagerConfig{}
+			cfg := person.ApprovalsConfig{}
 			if durable {
-				cfg = approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn}
+				cfg = person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: on.fn}
 			}
 			m := replica(t, cfg)
 			var canceler agent.ApprovalCanceler = m
@@ -1146,6 +1149,8 @@ func TestCancelApproval(t *testing.T) {
 			assert.NoError(t, canceler.CancelApproval(t.Context(), "s", "unknown"))
 			wrapped, ok := approval.Chain(m).(agent.ApprovalCanceler)
 			require.True(t, ok, "Chain passes CancelApproval on")
+			_, ok = m.Approver().(agent.ApprovalCanceler)
+			require.True(t, ok, "the Approver passes CancelApproval on")
 			require.NoError(t, wrapped.CancelApproval(t.Context(), "s", id))
 			assert.Equal(t, 0, m.Len())
 			d, err := tk.Wait(t.Context())
@@ -1167,8 +1172,8 @@ func TestCancelApproval(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			st := &memory.MemStore{}
 			on := newDecisions()
-			a := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn})
-			b := replica(t, approval.ManagerConfig{Store: st, Notifier: st, OnDecided: on.fn})
+			a := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: on.fn})
+			b := replica(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: on.fn})
 			tk, err := a.Request(t.Context(), request("s", 1))
 			require.NoError(t, err)
 			_, err = tk.Wait(withCause(t.Context(), agent.ErrSuspended))
@@ -1182,7 +1187,7 @@ func TestCancelApproval(t *testing.T) {
 	})
 	t.Run("store fails", func(t *testing.T) {
 		st := &failingStore{MemStore: &memory.MemStore{}}
-		m := replica(t, approval.ManagerConfig{Store: st})
+		m := replica(t, person.ApprovalsConfig{Store: st})
 		tk, err := m.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		st.set(true)
@@ -1202,14 +1207,14 @@ func TestCancelApproval(t *testing.T) {
 func TestDurableResumedRequestFindsOrphan(t *testing.T) {
 	leaktest.Check(t)
 	st := &memory.MemStore{}
-	a := replica(t, approval.ManagerConfig{Store: st})
+	a := replica(t, person.ApprovalsConfig{Store: st})
 	req := keyed("s", 1)
 	first, err := a.Request(t.Context(), req)
 	require.NoError(t, err)
 	orphan := first.ApprovalID()
 	// The process dies here: nobody waits, nobody releases.
 
-	b := replica(t, approval.ManagerConfig{Store: st})
+	b := replica(t, person.ApprovalsConfig{Store: st})
 	tk, err := b.Request(t.Context(), keyed("s", 2))
 	require.NoError(t, err)
 	assert.NotEqual(t, orphan, tk.ApprovalID(), "another call's approval is not this one's")
@@ -1243,7 +1248,7 @@ func FuzzNote(f *testing.F) {
 	st := &memory.MemStore{}
 	notes := &directNotifier{}
 	called := make(chan memory.Approval, 1)
-	m, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: notes, OnDecided: func(a memory.Approval) { called <- a }})
+	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: notes, OnDecided: func(a memory.Approval) { called <- a }})
 	require.NoError(f, err)
 	f.Cleanup(func() { _ = m.Close() })
 	tk, err := m.Request(context.Background(), request("s", 1))
@@ -1293,7 +1298,7 @@ func (d *directNotifier) hand(payload string) {
 func TestDecisionNoted(t *testing.T) {
 	leaktest.Check(t)
 	h := &heldNotifier{MemStore: &memory.MemStore{}}
-	m := replica(t, approval.ManagerConfig{Store: h.MemStore, Notifier: h})
+	m := replica(t, person.ApprovalsConfig{Store: h.MemStore, Notifier: h})
 	tk, err := m.Request(t.Context(), request("s", 1))
 	require.NoError(t, err)
 	pending, err := respond(m, "s", tk.ApprovalID(), request("s", 1), agent.Decision{Approved: true})
@@ -1324,21 +1329,21 @@ func TestRecordWithoutDigest(t *testing.T) {
 	st := &memory.MemStore{}
 	args := json.RawMessage(`{"command": "ls -l"}`)
 	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "old", SessionID: "s", CallID: "c1", Tool: "run_command", Arguments: args}))
-	m := newManager(t, approval.ManagerConfig{Store: st})
+	m := newApprovals(t, person.ApprovalsConfig{Store: st})
 	digest := agent.ArgumentsDigest(args)
 
 	list := pendingList(t, m, "s")
 	require.Len(t, list, 1)
 	assert.Equal(t, digest, list[0].Call.ArgumentsDigest)
 	for _, wrong := range []string{agent.ArgumentsDigest(json.RawMessage(`{"command":"rm -rf /"}`)), agent.ArgumentsDigest(nil), ""} {
-		r := list[0].Reply(agent.Decision{Approved: true})
+		r := person.ReplyTo(list[0], agent.Decision{Approved: true})
 		r.ArgumentsDigest = wrong
 		pending, err := m.Respond(ctx, r)
 		require.ErrorIs(t, err, approval.ErrMismatch, "digest %s", wrong)
 		assert.False(t, pending)
 	}
 	require.Len(t, pendingList(t, m, "s"), 1, "still pending")
-	pending, err := m.Respond(ctx, list[0].Reply(agent.Decision{Approved: true, By: "alice"}))
+	pending, err := m.Respond(ctx, person.ReplyTo(list[0], agent.Decision{Approved: true, By: "alice"}))
 	require.NoError(t, err)
 	assert.True(t, pending)
 	for rec, err := range m.Decisions(ctx, approval.DecisionQuery{SessionID: "s"}) {

@@ -1,11 +1,10 @@
-package interact
+package person
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,16 +14,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
 )
 
-var testQuestions = []Question{
-	{ID: "name", Question: "Your name?", Kind: KindText},
-	{ID: "seat", Question: "Seat?", Kind: KindSingle, Options: []string{"window", "aisle"}},
-	{ID: "meals", Question: "Meals?", Kind: KindMultiple, Options: []string{"veg", "fish", "meat"}},
+var testQuestions = []interact.Question{
+	{ID: "name", Question: "Your name?", Kind: interact.KindText},
+	{ID: "seat", Question: "Seat?", Kind: interact.KindSingle, Options: []string{"window", "aisle"}},
+	{ID: "meals", Question: "Meals?", Kind: interact.KindMultiple, Options: []string{"veg", "fish", "meat"}},
 }
 
-var testAnswers = Answers{"name": {"Ada"}, "seat": {"window"}, "meals": {"veg", "fish"}}
+var testAnswers = interact.Answers{"name": {"Ada"}, "seat": {"window"}, "meals": {"veg", "fish"}}
 
 func newForms(t *testing.T, timeout time.Duration) *Forms {
 	t.Helper()
@@ -40,18 +40,18 @@ func callInfo(session, callID string) agent.CallInfo {
 
 // open registers a form as ask_user_question's side message does, for the
 // call callID of session, and returns the form as the front end sees it.
-func open(t *testing.T, ctx context.Context, f *Forms, session, callID string) FormRequest {
+func open(t *testing.T, ctx context.Context, f *Forms, session, callID string) interact.FormRequest {
 	t.Helper()
-	qs, err := CheckQuestions(testQuestions)
+	qs, err := interact.CheckQuestions(testQuestions)
 	require.NoError(t, err)
-	req, err := f.register(ctx, callInfo(session, callID), session, session+"\x00"+callID, FormRequest{Title: "Trip", Questions: qs})
+	req, err := f.register(ctx, callInfo(session, callID), session, session+"\x00"+callID, interact.FormRequest{Title: "Trip", Questions: qs})
 	require.NoError(t, err)
 	return req
 }
 
 // takeAndWait does what ask_user_question's Execute does with a registered
 // form.
-func takeAndWait(ctx context.Context, f *Forms, session, callID string) (Answers, error) {
+func takeAndWait(ctx context.Context, f *Forms, session, callID string) (interact.Answers, error) {
 	h := f.take(session + "\x00" + callID)
 	if h == nil {
 		return nil, errors.New("no form registered for the call")
@@ -60,13 +60,13 @@ func takeAndWait(ctx context.Context, f *Forms, session, callID string) (Answers
 }
 
 // answer gives answers to the form id of session as a person would.
-func answer(t *testing.T, f *Forms, session, id string, answers Answers) (bool, error) {
+func answer(t *testing.T, f *Forms, session, id string, answers interact.Answers) (bool, error) {
 	t.Helper()
-	return f.Answer(t.Context(), FormReply{SessionID: session, FormID: id, Answers: answers, By: "alice", Via: "test"})
+	return f.Answer(t.Context(), interact.FormReply{SessionID: session, FormID: id, Answers: answers, By: "alice", Via: "test"})
 }
 
 // pending returns the open forms of session.
-func pending(t *testing.T, f *Forms, session string) []PendingForm {
+func pending(t *testing.T, f *Forms, session string) []interact.PendingForm {
 	t.Helper()
 	p, err := f.Pending(t.Context(), session)
 	require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestNewFormsRefusesNegativeTimeout(t *testing.T) {
 	_, err := NewForms(FormsConfig{Timeout: -time.Second})
 	require.Error(t, err)
 	f := newForms(t, 0)
-	assert.Equal(t, DefaultTimeout, f.Timeout())
+	assert.Equal(t, interact.DefaultTimeout, f.Timeout())
 }
 
 // TestAnswerBeforeWait: answers given as soon as the form_request is seen,
@@ -94,7 +94,7 @@ func TestAnswerBeforeWait(t *testing.T) {
 	leaktest.Check(t)
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
-	assert.Equal(t, TypeFormRequest, e.Type)
+	assert.Equal(t, interact.TypeFormRequest, e.Type)
 	assert.Len(t, e.FormID, 32)
 
 	ok, err := answer(t, f, "s1", e.FormID, testAnswers)
@@ -115,7 +115,7 @@ func TestAnswerDuringWait(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
 	done := make(chan error, 1)
-	var got Answers
+	var got interact.Answers
 	go func() {
 		var err error
 		got, err = takeAndWait(t.Context(), f, "s1", "call_1")
@@ -137,7 +137,7 @@ func TestFirstAnswerWins(t *testing.T) {
 	ok, err := answer(t, f, "s1", e.FormID, testAnswers)
 	require.NoError(t, err)
 	require.True(t, ok)
-	second := Answers{"name": {"Bob"}, "seat": {"aisle"}, "meals": {}}
+	second := interact.Answers{"name": {"Bob"}, "seat": {"aisle"}, "meals": {}}
 	ok, err = answer(t, f, "s1", e.FormID, second)
 	require.NoError(t, err)
 	assert.False(t, ok)
@@ -159,7 +159,7 @@ func TestAnswerFromAnotherSession(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "alice", "call_1")
 	ok, err := answer(t, f, "mallory", e.FormID, testAnswers)
-	assert.ErrorIs(t, err, ErrWrongSession)
+	assert.ErrorIs(t, err, interact.ErrWrongSession)
 	assert.False(t, ok)
 	assert.Len(t, pending(t, f, "alice"), 1)
 	assert.Empty(t, pending(t, f, "mallory"))
@@ -175,8 +175,8 @@ func TestAnswerFromAnotherSession(t *testing.T) {
 func TestInvalidAnswersKeepTheFormOpen(t *testing.T) {
 	f := newForms(t, time.Minute)
 	e := open(t, t.Context(), f, "s1", "call_1")
-	with := func(id string, a Answer) Answers {
-		out := Answers{}
+	with := func(id string, a interact.Answer) interact.Answers {
+		out := interact.Answers{}
 		for k, v := range testAnswers {
 			out[k] = v
 		}
@@ -189,30 +189,30 @@ func TestInvalidAnswersKeepTheFormOpen(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		answers Answers
+		answers interact.Answers
 		want    string
 	}{
 		{"nil", nil, "no answers"},
 		{"missing", with("seat", nil), `question "seat": no answer`},
-		{"unknown id", func() Answers { a := with("x", Answer{"?"}); return a }(), `no question has the id "x"`},
-		{"two texts", with("name", Answer{"a", "b"}), "want one text, got 2"},
-		{"text too long", with("name", Answer{string(make([]byte, MaxTextAnswer+1))}), "longer than"},
-		{"text not UTF-8", with("name", Answer{"\xff"}), "not valid UTF-8"},
-		{"single not an option", with("seat", Answer{"roof"}), `"roof" is not one of its options`},
-		{"single two options", with("seat", Answer{"window", "aisle"}), "want one option, got 2"},
-		{"single none", with("seat", Answer{}), "want one option, got 0"},
-		{"multiple not an option", with("meals", Answer{"veg", "cake"}), `"cake" is not one of its options`},
-		{"multiple twice", with("meals", Answer{"veg", "veg"}), `option "veg" chosen twice`},
+		{"unknown id", func() interact.Answers { a := with("x", interact.Answer{"?"}); return a }(), `no question has the id "x"`},
+		{"two texts", with("name", interact.Answer{"a", "b"}), "want one text, got 2"},
+		{"text too long", with("name", interact.Answer{string(make([]byte, interact.MaxTextAnswer+1))}), "longer than"},
+		{"text not UTF-8", with("name", interact.Answer{"\xff"}), "not valid UTF-8"},
+		{"single not an option", with("seat", interact.Answer{"roof"}), `"roof" is not one of its options`},
+		{"single two options", with("seat", interact.Answer{"window", "aisle"}), "want one option, got 2"},
+		{"single none", with("seat", interact.Answer{}), "want one option, got 0"},
+		{"multiple not an option", with("meals", interact.Answer{"veg", "cake"}), `"cake" is not one of its options`},
+		{"multiple twice", with("meals", interact.Answer{"veg", "veg"}), `option "veg" chosen twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ok, err := answer(t, f, "s1", e.FormID, tc.answers)
-			require.ErrorIs(t, err, ErrInvalidAnswers)
+			require.ErrorIs(t, err, interact.ErrInvalidAnswers)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.False(t, ok)
 			assert.Len(t, pending(t, f, "s1"), 1, "the form stays open")
 		})
 	}
-	ok, err := answer(t, f, "s1", e.FormID, with("meals", Answer{}))
+	ok, err := answer(t, f, "s1", e.FormID, with("meals", interact.Answer{}))
 	require.NoError(t, err, "no option of a multiple choice is an answer")
 	assert.True(t, ok)
 }
@@ -238,9 +238,9 @@ func TestCancelSession(t *testing.T) {
 	}()
 
 	assert.Equal(t, 2, cancelSession(t, f, "s1"))
-	assert.ErrorIs(t, <-waited, ErrCancelled)
+	assert.ErrorIs(t, <-waited, interact.ErrCancelled)
 	_, err = takeAndWait(t.Context(), f, "s1", "call_1")
-	assert.ErrorIs(t, err, ErrCancelled)
+	assert.ErrorIs(t, err, interact.ErrCancelled)
 	assert.Equal(t, "the form was cancelled before the user answered", err.Error())
 	got, err := takeAndWait(t.Context(), f, "s1", "call_3")
 	require.NoError(t, err, "an answered form keeps its answers")
@@ -266,7 +266,7 @@ func TestTimeout(t *testing.T) {
 		time.Sleep(2 * time.Minute) // registered a while before the wait
 		start := time.Now()
 		_, err := takeAndWait(t.Context(), f, "s1", "call_1")
-		assert.ErrorIs(t, err, ErrTimeout)
+		assert.ErrorIs(t, err, interact.ErrTimeout)
 		assert.Equal(t, "the user did not answer the form within 5m0s", err.Error())
 		assert.Equal(t, 3*time.Minute, time.Since(start), "what is left of the timeout")
 		assert.Zero(t, f.Len())
@@ -282,7 +282,7 @@ func TestTimeout(t *testing.T) {
 		assert.False(t, ok, "a form past its timeout takes no answer")
 		start = time.Now()
 		_, err = takeAndWait(t.Context(), f, "s1", "call_2")
-		assert.ErrorIs(t, err, ErrTimeout)
+		assert.ErrorIs(t, err, interact.ErrTimeout)
 		assert.Zero(t, time.Since(start), "the wait of a form past its timeout ends at once")
 		assert.Zero(t, f.Len())
 	})
@@ -361,7 +361,7 @@ func TestTakenFormIsTheWaitersOwn(t *testing.T) {
 		f := newForms(t, time.Minute)
 		regCtx, cancel := context.WithCancel(t.Context())
 		e := open(t, regCtx, f, "s1", "call_1")
-		got := make(chan Answers, 1)
+		got := make(chan interact.Answers, 1)
 		go func() {
 			a, _ := takeAndWait(t.Context(), f, "s1", "call_1")
 			got <- a
@@ -442,7 +442,7 @@ func TestFormsConcurrent(t *testing.T) {
 				if err == nil {
 					assert.Equal(t, testAnswers, a)
 				} else {
-					assert.ErrorIs(t, err, ErrCancelled)
+					assert.ErrorIs(t, err, interact.ErrCancelled)
 				}
 			}()
 			go func() {
@@ -450,7 +450,7 @@ func TestFormsConcurrent(t *testing.T) {
 				ok, err := answer(t, f, "intruder", e.FormID, testAnswers)
 				assert.False(t, ok)
 				if err != nil { // nil once the form has left
-					assert.ErrorIs(t, err, ErrWrongSession)
+					assert.ErrorIs(t, err, interact.ErrWrongSession)
 				}
 				answer(t, f, session, e.FormID, testAnswers)
 				answer(t, f, session, e.FormID, testAnswers)
@@ -471,79 +471,6 @@ func TestFormsConcurrent(t *testing.T) {
 	f.mu.Unlock()
 }
 
-func TestCheckQuestions(t *testing.T) {
-	qs, err := CheckQuestions([]Question{
-		{Question: "A?", Kind: KindText, Options: []string{}},
-		{ID: "b", Question: "B?", Kind: KindSingle, Options: []string{"x"}},
-		{Question: "C?", Kind: KindMultiple, Options: []string{"x", "y"}},
-	})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"q1", "b", "q3"}, []string{qs[0].ID, qs[1].ID, qs[2].ID})
-	assert.Nil(t, qs[0].Options)
-
-	many := make([]Question, MaxQuestions+1)
-	for i := range many {
-		many[i] = Question{Question: "?", Kind: KindText}
-	}
-	manyOptions := make([]string, MaxOptions+1)
-	for i := range manyOptions {
-		manyOptions[i] = fmt.Sprint(i)
-	}
-	for _, tc := range []struct {
-		name string
-		qs   []Question
-		want string
-	}{
-		{"none", nil, "no questions"},
-		{"too many", many, "21 questions, at most 20"},
-		{"no text", []Question{{Question: " ", Kind: KindText}}, "no question text"},
-		{"unknown kind", []Question{{Question: "?", Kind: "essay"}}, `unknown kind "essay"`},
-		{"no kind", []Question{{Question: "?"}}, `unknown kind ""`},
-		{"text with options", []Question{{Question: "?", Kind: KindText, Options: []string{"a"}}}, "a text question has no options"},
-		{"single without options", []Question{{Question: "?", Kind: KindSingle}}, "needs options"},
-		{"too many options", []Question{{Question: "?", Kind: KindMultiple, Options: manyOptions}}, "51 options, at most 50"},
-		{"empty option", []Question{{Question: "?", Kind: KindSingle, Options: []string{"a", ""}}}, "an empty option"},
-		{"option twice", []Question{{Question: "?", Kind: KindSingle, Options: []string{"a", "a"}}}, `option "a" given twice`},
-		{"id twice", []Question{{ID: "q2", Question: "?", Kind: KindText}, {Question: "?", Kind: KindText}}, `question 2 ("q2"): id given twice`},
-		{"long id", []Question{{ID: string(make([]byte, MaxIDLen+1)), Question: "?", Kind: KindText}}, "id longer than 64 bytes"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := CheckQuestions(tc.qs)
-			require.ErrorIs(t, err, ErrInvalidForm)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
-}
-
-func TestAnswerJSON(t *testing.T) {
-	var a Answers
-	require.NoError(t, json.Unmarshal([]byte(`{"a":"x","b":["y","z"],"c":[]}`), &a))
-	assert.Equal(t, Answers{"a": {"x"}, "b": {"y", "z"}, "c": {}}, a)
-	for _, bad := range []string{`{"a":1}`, `{"a":[1]}`, `{"a":[null]}`, `{"a":{"b":"c"}}`, `{"a":true}`} {
-		assert.Error(t, json.Unmarshal([]byte(bad), &a), bad)
-	}
-	a = nil
-	require.NoError(t, json.Unmarshal([]byte(`{"a":null}`), &a))
-	assert.Nil(t, a["a"], "null is no answer")
-	b, err := json.Marshal(Answers{"a": {"x"}})
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"a":["x"]}`, string(b))
-}
-
-func TestResultText(t *testing.T) {
-	qs, err := CheckQuestions(testQuestions)
-	require.NoError(t, err)
-	got := resultText(qs, Answers{"name": {"Ada \"Lovelace\"\n"}, "seat": {"aisle"}, "meals": {}})
-	assert.JSONEq(t, `{"answers":[
-		{"id":"name","question":"Your name?","answer":"Ada \"Lovelace\"\n"},
-		{"id":"seat","question":"Seat?","answer":"aisle"},
-		{"id":"meals","question":"Meals?","answer":[]}]}`, got)
-
-	got = resultText(qs, Answers{"name": {"<b>Ada</b> & co"}, "seat": {"aisle"}, "meals": {}})
-	assert.Contains(t, got, `"answer":"<b>Ada</b> & co"`, "the model reads what the user typed, not HTML escapes")
-	assert.False(t, strings.HasSuffix(got, "\n"))
-}
-
 // BenchmarkFormRoundTrip: one form registered, answered, taken and waited
 // for, as one ask_user_question call does.
 func BenchmarkFormRoundTrip(b *testing.B) {
@@ -551,18 +478,18 @@ func BenchmarkFormRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	qs, err := CheckQuestions(testQuestions)
+	qs, err := interact.CheckQuestions(testQuestions)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := b.Context()
 	b.ReportAllocs()
 	for b.Loop() {
-		req, err := f.register(ctx, callInfo("s1", "call_1"), "s1", "s1\x00call_1", FormRequest{Questions: qs})
+		req, err := f.register(ctx, callInfo("s1", "call_1"), "s1", "s1\x00call_1", interact.FormRequest{Questions: qs})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if ok, err := f.Answer(ctx, FormReply{SessionID: "s1", FormID: req.FormID, Answers: testAnswers}); !ok || err != nil {
+		if ok, err := f.Answer(ctx, interact.FormReply{SessionID: "s1", FormID: req.FormID, Answers: testAnswers}); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
 		h := f.take("s1\x00call_1")

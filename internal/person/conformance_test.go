@@ -1,4 +1,4 @@
-package approval_test
+package person_test
 
 import (
 	"context"
@@ -11,50 +11,40 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/approval/approvaltest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/pgstore"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
-// TestManagerConformance runs the conformance suite of the waiting core
-// with every kind of Store a Manager keeps its approvals in: none (its own
-// MemStore), a MemStore, a SQLite file and PostgreSQL (skipped without a
-// server, a failure under PLANROUND_REQUIRE_ALL=1).
-func TestManagerConformance(t *testing.T) {
-	manager := func(t *testing.T, cfg approval.ManagerConfig) *approval.Manager {
-		t.Helper()
-		cfg.Timeout = approvaltest.ManagerTimeout
-		return replica(t, cfg)
-	}
+// TestStoreConformance runs approvaltest's suite with every kind of Store
+// the approvals are kept in: none (their own MemStore), a MemStore, a
+// SQLite file and PostgreSQL (skipped without a server, a failure under
+// PLANROUND_REQUIRE_ALL=1).
+func TestStoreConformance(t *testing.T) {
 	t.Run("no Store", func(t *testing.T) {
-		approvaltest.RunManager(t, func(t *testing.T) *approval.Manager {
-			return manager(t, approval.ManagerConfig{})
-		})
+		approvaltest.RunStore(t, func(*testing.T) memory.ApprovalStore { return nil })
 	})
 	t.Run("MemStore", func(t *testing.T) {
-		approvaltest.RunManager(t, func(t *testing.T) *approval.Manager {
-			st := &memory.MemStore{}
-			return manager(t, approval.ManagerConfig{Store: st, Notifier: st})
-		})
+		approvaltest.RunStore(t, func(*testing.T) memory.ApprovalStore { return &memory.MemStore{} })
 	})
 	t.Run("SQLite", func(t *testing.T) {
-		approvaltest.RunManager(t, func(t *testing.T) *approval.Manager {
+		approvaltest.RunStore(t, func(t *testing.T) memory.ApprovalStore {
 			st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "approvals.db"))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, st.Close()) })
-			return manager(t, approval.ManagerConfig{Store: st})
+			return st
 		})
 	})
 	t.Run("PostgreSQL", func(t *testing.T) {
 		url := pgtest.URL(t)
-		approvaltest.RunManager(t, func(t *testing.T) *approval.Manager {
+		approvaltest.RunStore(t, func(t *testing.T) memory.ApprovalStore {
 			st, err := pgstore.Open(context.Background(), url, pgstore.WithSchema(pgtest.Schema(t, url, "planround_approvaltest_")))
 			require.NoError(t, err)
 			t.Cleanup(st.Close)
-			return manager(t, approval.ManagerConfig{Store: st, Notifier: st})
+			return st
 		})
 	})
 }
@@ -90,8 +80,8 @@ func TestFirstDecisionWinsAcrossStores(t *testing.T) {
 
 func firstDecisionWins(t *testing.T, stA, stB memory.ApprovalStore) {
 	const deciders = 16
-	a := replica(t, approval.ManagerConfig{Store: stA})
-	b := replica(t, approval.ManagerConfig{Store: stB})
+	a := replica(t, person.ApprovalsConfig{Store: stA})
+	b := replica(t, person.ApprovalsConfig{Store: stB})
 	req := keyed("s", 1)
 	tk, err := a.Request(t.Context(), req)
 	require.NoError(t, err)
@@ -102,7 +92,7 @@ func firstDecisionWins(t *testing.T, stA, stB memory.ApprovalStore) {
 	taken := make([]bool, deciders)
 	var wg sync.WaitGroup
 	for j := range deciders {
-		m := []*approval.Manager{a, b}[j%2]
+		m := []*person.Approvals{a, b}[j%2]
 		wg.Go(func() {
 			<-start
 			var err error

@@ -1,4 +1,4 @@
-package approval
+package person
 
 import (
 	"cmp"
@@ -10,55 +10,17 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/waiting"
 	"github.com/planround/planround/memory"
 )
 
-// DefaultTimeout is how long an approval waits for a decision when
-// [ManagerConfig.Timeout] is zero.
-const DefaultTimeout = 300 * time.Second
-
-// The channels a decision comes through (agent.Decision.Via), as the audit
-// records them.
-const (
-	ViaHTTP     = "http"     // a host's own HTTP handler
-	ViaTerminal = "terminal" // a person at the terminal the run is ranged in
-	ViaPolicy   = "policy"   // a Policy, without asking anybody
-	ViaTimeout  = "timeout"  // nobody decided within the timeout
-	ViaSystem   = "system"   // an interruption, a cancelled session, a new user message
-)
-
-// Errors of a [Manager].
-var (
-	// ErrWrongSession is returned by Respond for an approval id that
-	// belongs to another session. The approval stays pending.
-	ErrWrongSession = errors.New("approval: approval id belongs to another session")
-	// ErrMismatch is returned (wrapped) by Respond for a decision that
-	// does not name the call the approval shows: another call id, another
-	// tool, or arguments with another digest (or none of them: a decision
-	// must say what it decides). The approval stays pending.
-	ErrMismatch = errors.New("approval: the decision is not for the call the approval shows")
-	// ErrInvalidArguments is returned by Respond when the decision's
-	// edited Arguments are not a JSON object. The approval stays pending.
-	ErrInvalidArguments = errors.New("approval: edited arguments must be a JSON object")
-	// ErrInvalidScope is returned by Respond for a decision whose Scope is
-	// not one of the agent.Scope constants.
-	ErrInvalidScope = errors.New("approval: unknown scope")
-	// ErrAlreadyWaiting is returned by the Wait of a Manager's ticket that
-	// was called before: a ticket is waited for once.
-	ErrAlreadyWaiting = errors.New("approval: Wait called twice for one approval")
-	// ErrNoSession is returned (wrapped) by Request for a request without a
-	// session id: approvals are answered, listed and cancelled per
-	// session, so one registered without a session could only time out.
-	ErrNoSession = errors.New("approval: the request has no session id")
-)
-
-// ManagerConfig configures a [Manager]. The zero value is ready to use.
-type ManagerConfig struct {
+// ApprovalsConfig configures an [Approvals]. The zero value is ready to use.
+type ApprovalsConfig struct {
 	// Timeout is how long an approval waits for a decision, counted from
 	// its creation (a resumed turn gets no fresh timeout): then it is
 	// rejected with [agent.CauseTimeout], and a decision that comes later
-	// is refused. Zero means [DefaultTimeout]; negative values are
+	// is refused. Zero means [approval.DefaultTimeout]; negative values are
 	// invalid.
 	Timeout time.Duration
 
@@ -67,37 +29,37 @@ type ManagerConfig struct {
 	// is shown again), synchronously, in the goroutine that registered it
 	// (the agent's, in Request), after the approval can be answered and
 	// before the agent shows the approval_required chunk. It may call
-	// [Manager.Respond] (an auto-approval) but must not block. It must be
+	// [Approvals.Respond] (an auto-approval) but must not block. It must be
 	// safe for concurrent use.
-	OnRegister func(PendingApproval)
+	OnRegister func(approval.PendingApproval)
 
 	// Store keeps the approvals and their decisions: the SQLite store
 	// across restarts, the PostgreSQL one across machines. Nil means a
-	// memory.MemStore of the Manager's own, which keeps the most recent
-	// few thousand decisions for [Manager.Decisions]. Every approval is
+	// memory.MemStore of the Approvals' own, which keeps the most recent
+	// few thousand decisions for [Approvals.Decisions]. Every approval is
 	// created in Store before Request returns, every decision is taken
 	// there (the first wins, across all the processes that share Store),
 	// and an approval outlives its Wait and its process, so a run can be
 	// suspended and resumed (see [agent.ErrSuspended]).
 	Store memory.ApprovalStore
 
-	// Notifier, when not nil, carries the Manager's decisions to the other
+	// Notifier, when not nil, carries the Approvals' decisions to the other
 	// processes that share Store, and theirs to this one, so that a
 	// decision posted to any process wakes the Wait that waits for it at
-	// once. It requires Store. A Manager with a
-	// Notifier listens from NewManager on and must be closed
-	// ([Manager.Close]).
+	// once. It requires Store. An Approvals with a
+	// Notifier listens from NewApprovals on and must be closed
+	// ([Approvals.Close]).
 	Notifier memory.Notifier
 
-	// OnDecided, when not nil, is called with every decision this Manager
-	// learns of for an approval that no ticket of this Manager waits for:
+	// OnDecided, when not nil, is called with every decision this Approvals
+	// learns of for an approval that no ticket of this Approvals waits for:
 	// one taken by its own Respond or CancelSession, or one another
 	// process took and announced through Notifier. Such a decision
 	// belongs to a run that was suspended or whose process stopped; a
 	// host that drives its sessions with a runner (package runner) needs
 	// none: the runner hears the notes and resumes the turn. OnDecided is
-	// called outside the Manager's locks, at most once per decision in each
-	// Manager, and must not block.
+	// called outside the Approvals' locks, at most once per decision in each
+	// Approvals, and must not block.
 	OnDecided func(a memory.Approval)
 
 	// SuspendAfter, when positive, is how long a ticket's Wait waits for a
@@ -109,26 +71,9 @@ type ManagerConfig struct {
 	SuspendAfter time.Duration
 }
 
-// PendingApproval describes an approval that waits for a decision, as
-// [Manager.Pending] lists it.
-type PendingApproval struct {
-	// ApprovalID is the approval id a front end answers with, as on the
-	// approval_required chunk (agent.ToolCall.ApprovalID).
-	ApprovalID string `json:"approval_id"`
-	// SessionID is the run's session.
-	SessionID string `json:"session_id"`
-	// Round is the tool round of the call.
-	Round int `json:"round"`
-	// Call is the tool call waiting for approval; its ArgumentsDigest is
-	// set.
-	Call agent.ToolCall `json:"call"`
-	// Created is when the approval was registered.
-	Created time.Time `json:"created"`
-}
-
-// Reply returns the reply that gives d to p: a decision bound to the call p
-// shows.
-func (p PendingApproval) Reply(d agent.Decision) Reply {
+// ReplyTo returns the reply that gives d to p: a decision bound to the call
+// p shows.
+func ReplyTo(p approval.PendingApproval, d agent.Decision) Reply {
 	return Reply{SessionID: p.SessionID, ApprovalID: p.ApprovalID, CallID: p.Call.ID, Tool: p.Call.Name,
 		ArgumentsDigest: p.Call.ArgumentsDigest, Decision: d}
 }
@@ -144,47 +89,47 @@ type Reply struct {
 	// three are required.
 	CallID, Tool, ArgumentsDigest string
 	// Decision is the decision. Its By (who decided: the principal a
-	// handler's Authorize returned) and Via (through what: [ViaHTTP],
-	// [ViaTerminal] or a host's own) go to the audit; Via defaults to
-	// [ViaHTTP] when By is set, and By to "unknown".
+	// handler's Authorize returned) and Via (through what: [approval.ViaHTTP],
+	// [approval.ViaTerminal] or a host's own) go to the audit; Via defaults to
+	// [approval.ViaHTTP] when By is set, and By to "unknown".
 	Decision agent.Decision
 }
 
-// Manager is the register / wait / respond / cancel service behind an
+// Approvals is the register / wait / respond / cancel service behind an
 // approval UI that lives elsewhere, such as a browser.
 //
-// A Manager is an [agent.Approver]: set it as the agent's approver and the
-// agent registers each call ([Manager.Request]) before it shows the
+// An Approvals is an [agent.Approver]: set it as the agent's approver and the
+// agent registers each call ([Approvals.Request]) before it shows the
 // approval_required chunk, then waits with the ticket it got. Decisions come
-// in through [Manager.Respond];
-// [Manager.CancelSession] ends every pending approval of a session.
+// in through [Approvals.Respond];
+// [Approvals.CancelSession] ends every pending approval of a session.
 //
-// Every approval is a record of its Store (a MemStore of the Manager's own
+// Every approval is a record of its Store (a MemStore of the Approvals' own
 // when none is configured): there is one path, in one process or many.
 // Waiting costs no goroutine: a ticket's Wait blocks in its caller's
-// goroutine, and the Manager holds only the approvals its own tickets wait
-// for ([Manager.Len] returns to zero after every run).
+// goroutine, and the Approvals holds only the approvals its own tickets wait
+// for ([Approvals.Len] returns to zero after every run).
 //
 // All methods are safe for concurrent use.
-type Manager struct {
+type Approvals struct {
 	core       *waiting.Core
-	onRegister func(PendingApproval)
+	onRegister func(approval.PendingApproval)
 }
 
-// NewManager returns a Manager configured by cfg. It fails when cfg is
+// NewApprovals returns an Approvals configured by cfg. It fails when cfg is
 // invalid (a negative duration; a Notifier without a Store), and when the
-// Notifier cannot listen. A Manager with a Notifier must be closed with
-// [Manager.Close].
-func NewManager(cfg ManagerConfig) (*Manager, error) {
+// Notifier cannot listen. An Approvals with a Notifier must be closed with
+// [Approvals.Close].
+func NewApprovals(cfg ApprovalsConfig) (*Approvals, error) {
 	switch {
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("approval: negative timeout %v", cfg.Timeout)
 	case cfg.SuspendAfter < 0:
 		return nil, fmt.Errorf("approval: negative SuspendAfter %v", cfg.SuspendAfter)
 	case cfg.Notifier != nil && cfg.Store == nil:
-		return nil, errors.New("approval: ManagerConfig.Notifier needs a Store (the notes name approvals kept there)")
+		return nil, errors.New("approval: ApprovalsConfig.Notifier needs a Store (the notes name approvals kept there)")
 	}
-	timeout := cmp.Or(cfg.Timeout, DefaultTimeout)
+	timeout := cmp.Or(cfg.Timeout, approval.DefaultTimeout)
 	core, err := waiting.New(waiting.Config{
 		Kind:         memory.KindApproval,
 		Store:        cfg.Store,
@@ -198,43 +143,43 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
 	}
-	return &Manager{core: core, onRegister: cfg.OnRegister}, nil
+	return &Approvals{core: core, onRegister: cfg.OnRegister}, nil
 }
 
-// Close stops a Manager with a [ManagerConfig.Notifier] from listening for
-// the other processes' decisions; no goroutine of the Manager runs after it
-// returned. A Manager without a Notifier has nothing to close. Close does
+// Close stops an Approvals with a [ApprovalsConfig.Notifier] from listening for
+// the other processes' decisions; no goroutine of the Approvals runs after it
+// returned. An Approvals without a Notifier has nothing to close. Close does
 // not end the Waits that wait (cancel their runs first). It must not be
 // called from OnDecided. Close always returns nil; calling it again does
 // nothing.
-func (m *Manager) Close() error {
+func (m *Approvals) Close() error {
 	m.core.Close()
 	return nil
 }
 
 // Timeout returns how long an approval waits for a decision.
-func (m *Manager) Timeout() time.Duration { return m.core.Timeout() }
+func (m *Approvals) Timeout() time.Duration { return m.core.Timeout() }
 
-// Len returns the number of approvals this Manager's tickets hold: waiting
+// Len returns the number of approvals this Approvals' tickets hold: waiting
 // for a decision, or decided and not yet taken by their Wait. It returns to
 // zero when every run has ended.
-func (m *Manager) Len() int { return m.core.Len() }
+func (m *Approvals) Len() int { return m.core.Len() }
 
 // timedOut is the decision of an approval nobody answered within d.
 func timedOut(d time.Duration) agent.Decision {
-	return agent.Decision{Reason: "approval timed out after " + d.String(), Cause: agent.CauseTimeout, By: ViaTimeout, Via: ViaTimeout}
+	return agent.Decision{Reason: "approval timed out after " + d.String(), Cause: agent.CauseTimeout, By: approval.ViaTimeout, Via: approval.ViaTimeout}
 }
 
 // cancelled is the decision of an approval that was cancelled, by
-// [Manager.CancelSession] or because the waiting context ended.
+// [Approvals.CancelSession] or because the waiting context ended.
 func cancelled() agent.Decision {
-	return agent.Decision{Reason: agent.CauseApprovalInterrupted.DefaultReason(), Cause: agent.CauseApprovalInterrupted, By: ViaSystem, Via: ViaSystem}
+	return agent.Decision{Reason: agent.CauseApprovalInterrupted.DefaultReason(), Cause: agent.CauseApprovalInterrupted, By: approval.ViaSystem, Via: approval.ViaSystem}
 }
 
 // movedOn is the decision of an approval whose call the agent closed
-// because the user moved on (see Manager.CancelApproval).
+// because the user moved on (see Approvals.CancelApproval).
 func movedOn() agent.Decision {
-	return agent.Decision{Reason: agent.CauseMovedOn.DefaultReason(), Cause: agent.CauseMovedOn, By: ViaSystem, Via: ViaSystem}
+	return agent.Decision{Reason: agent.CauseMovedOn.DefaultReason(), Cause: agent.CauseMovedOn, By: approval.ViaSystem, Via: approval.ViaSystem}
 }
 
 // Request registers req as a pending approval and returns its ticket, which
@@ -251,18 +196,18 @@ func movedOn() agent.Decision {
 // ticket with the same id (whose card is shown again).
 //
 // Request fails, and registers nothing, when ctx has already ended, when
-// the Store fails, and with an error wrapping [ErrNoSession] when
+// the Store fails, and with an error wrapping [approval.ErrNoSession] when
 // req.SessionID is empty: the agent then rejects the call at once with the
 // error's text instead of waiting for a decision nobody can send.
 //
 // The ticket's Wait returns:
-//   - the decision given to [Manager.Respond], also one given before Wait
+//   - the decision given to [Approvals.Respond], also one given before Wait
 //     was called;
 //   - a rejection with [agent.CauseApprovalInterrupted] and a nil error when
-//     the approval was cancelled ([Manager.CancelSession]);
+//     the approval was cancelled ([Approvals.CancelSession]);
 //   - a rejection with [agent.CauseTimeout] and a nil error when no decision
 //     came within the timeout, counted from the approval's creation;
-//   - with [ManagerConfig.SuspendAfter], [agent.ErrSuspended] after
+//   - with [ApprovalsConfig.SuspendAfter], [agent.ErrSuspended] after
 //     waiting that long (the approval stays pending), and the same when
 //     ctx was cancelled with the cause agent.ErrSuspended (a host that
 //     shuts down suspends its runs; the approval stays as it is);
@@ -273,13 +218,13 @@ func movedOn() agent.Decision {
 //     refused.
 //
 // Whichever of these happens first wins. Wait is called once: a second
-// call returns [ErrAlreadyWaiting].
-func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
+// call returns [approval.ErrAlreadyWaiting].
+func (m *Approvals) Request(ctx context.Context, req agent.ApprovalRequest) (agent.Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return agent.Ticket{}, err
 	}
 	if req.SessionID == "" {
-		return agent.Ticket{}, fmt.Errorf("%w (set agent.Input.SessionID: approvals are answered per session)", ErrNoSession)
+		return agent.Ticket{}, fmt.Errorf("%w (set agent.Input.SessionID: approvals are answered per session)", approval.ErrNoSession)
 	}
 	w, existing, err := m.core.Open(ctx, recordOf(req))
 	if err != nil {
@@ -302,7 +247,7 @@ func (m *Manager) Request(ctx context.Context, req agent.ApprovalRequest) (agent
 		a, err := w.Wait(ctx)
 		switch {
 		case errors.Is(err, waiting.ErrAlreadyWaiting):
-			return agent.Decision{Reason: ErrAlreadyWaiting.Error()}, ErrAlreadyWaiting
+			return agent.Decision{Reason: approval.ErrAlreadyWaiting.Error()}, approval.ErrAlreadyWaiting
 		case err != nil && errors.Is(err, agent.ErrSuspended):
 			return agent.Decision{Reason: err.Error()}, err
 		}
@@ -342,8 +287,8 @@ func digestOf(a memory.Approval) string {
 }
 
 // pendingOf returns how Pending lists the stored approval a.
-func pendingOf(a memory.Approval) PendingApproval {
-	return PendingApproval{
+func pendingOf(a memory.Approval) approval.PendingApproval {
+	return approval.PendingApproval{
 		ApprovalID: a.ID,
 		SessionID:  a.SessionID,
 		Round:      a.Round,
@@ -379,53 +324,53 @@ func resumedDecision(d memory.ApprovalDecision) agent.Decision {
 // ones change nothing. A decision that comes after the approval's timeout
 // is refused (false) and the approval is recorded as timed out.
 //
-// Respond fails, and leaves the approval pending, with [ErrWrongSession]
+// Respond fails, and leaves the approval pending, with [approval.ErrWrongSession]
 // when the id belongs to another session, with an error wrapping
-// [ErrMismatch] when r's call id, tool or arguments digest is not the
+// [approval.ErrMismatch] when r's call id, tool or arguments digest is not the
 // approval's (fail closed: a decision is taken only for what the person
 // saw; an approval stored without a digest, by a version before digests,
-// is bound to the digest of its stored arguments, which its card shows), with [ErrInvalidArguments] when the edited d.Arguments are not a
-// JSON object, with [ErrInvalidScope] for an unknown scope, and when the
-// Store fails. The decision wakes the Wait of this Manager that waits for
-// the approval or, when none does, goes to [ManagerConfig.OnDecided]; it
+// is bound to the digest of its stored arguments, which its card shows), with [approval.ErrInvalidArguments] when the edited d.Arguments are not a
+// JSON object, with [approval.ErrInvalidScope] for an unknown scope, and when the
+// Store fails. The decision wakes the Wait of this Approvals that waits for
+// the approval or, when none does, goes to [ApprovalsConfig.OnDecided]; it
 // is announced to the other processes through the Notifier (a note that
 // cannot be sent is no error: a waiter finds the decision in the Store
 // when it suspends or times out). ctx bounds the Store calls.
-func (m *Manager) Respond(ctx context.Context, r Reply) (pending bool, err error) {
+func (m *Approvals) Respond(ctx context.Context, r Reply) (pending bool, err error) {
 	d := r.Decision
 	if d.Scope > agent.ScopeAlways {
-		return false, fmt.Errorf("%w: %d", ErrInvalidScope, d.Scope)
+		return false, fmt.Errorf("%w: %d", approval.ErrInvalidScope, d.Scope)
 	}
 	if d.Arguments != nil {
 		if !memory.IsObject(d.Arguments) {
-			return false, fmt.Errorf("%w: %s", ErrInvalidArguments, describe(d.Arguments))
+			return false, fmt.Errorf("%w: %s", approval.ErrInvalidArguments, describe(d.Arguments))
 		}
 		d.Arguments = slices.Clone(d.Arguments)
 	}
 	if r.CallID == "" || r.Tool == "" || r.ArgumentsDigest == "" {
-		return false, fmt.Errorf("%w: the reply names no call id, tool or arguments digest", ErrMismatch)
+		return false, fmt.Errorf("%w: the reply names no call id, tool or arguments digest", approval.ErrMismatch)
 	}
 	if d.By == "" {
 		d.By = "unknown"
 	}
 	if d.Via == "" {
-		d.Via = ViaHTTP
+		d.Via = approval.ViaHTTP
 	}
 	pending, err = m.core.Decide(ctx, r.SessionID, r.ApprovalID, EncodeDecision(d), func(a memory.Approval, _ *memory.ApprovalDecision) error {
 		switch {
 		case a.CallID != r.CallID:
-			return fmt.Errorf("%w: call %q, the approval is for call %q", ErrMismatch, r.CallID, a.CallID)
+			return fmt.Errorf("%w: call %q, the approval is for call %q", approval.ErrMismatch, r.CallID, a.CallID)
 		case a.Tool != r.Tool:
-			return fmt.Errorf("%w: tool %q, the approval is for tool %q", ErrMismatch, r.Tool, a.Tool)
+			return fmt.Errorf("%w: tool %q, the approval is for tool %q", approval.ErrMismatch, r.Tool, a.Tool)
 		case digestOf(a) != r.ArgumentsDigest:
-			return fmt.Errorf("%w: arguments digest %q, the approval shows arguments with digest %q", ErrMismatch, r.ArgumentsDigest, digestOf(a))
+			return fmt.Errorf("%w: arguments digest %q, the approval shows arguments with digest %q", approval.ErrMismatch, r.ArgumentsDigest, digestOf(a))
 		}
 		return nil
 	})
 	switch {
 	case errors.Is(err, waiting.ErrWrongSession):
-		return false, ErrWrongSession
-	case err != nil && !errors.Is(err, ErrMismatch):
+		return false, approval.ErrWrongSession
+	case err != nil && !errors.Is(err, approval.ErrMismatch):
 		return false, fmt.Errorf("approval: decide approval %s: %w", r.ApprovalID, err)
 	}
 	return pending, err
@@ -442,13 +387,13 @@ func describe(raw []byte) string {
 // CancelSession rejects every pending approval of sessionID with
 // [agent.CauseApprovalInterrupted] (the reason is that cause's
 // [agent.Cause.DefaultReason]), in the Store: also those no ticket of this
-// Manager waits for (their decision goes to
-// [ManagerConfig.OnDecided] and, through the Notifier, to the processes
+// Approvals waits for (their decision goes to
+// [ApprovalsConfig.OnDecided] and, through the Notifier, to the processes
 // that wait), and those registered whose Wait has not started yet (that
-// Wait then returns the cancellation at once). Approvals already answered
+// Wait then returns the cancellation at once). Approvals already decided
 // keep their decision. It returns the number of approvals it cancelled,
 // also when the Store fails for some of them.
-func (m *Manager) CancelSession(ctx context.Context, sessionID string) (int, error) {
+func (m *Approvals) CancelSession(ctx context.Context, sessionID string) (int, error) {
 	n, err := m.core.CancelSession(ctx, sessionID)
 	if err != nil {
 		return n, fmt.Errorf("approval: cancel the approvals of session %q: %w", sessionID, err)
@@ -461,12 +406,12 @@ func (m *Manager) CancelSession(ctx context.Context, sessionID string) (int, err
 // pending approval of the session in the Store, also those whose run is
 // suspended or driven by another process. An approval past its timeout is
 // recorded as timed out instead of listed.
-func (m *Manager) Pending(ctx context.Context, sessionID string) ([]PendingApproval, error) {
+func (m *Approvals) Pending(ctx context.Context, sessionID string) ([]approval.PendingApproval, error) {
 	list, err := m.core.Pending(ctx, sessionID)
 	if err != nil {
-		return []PendingApproval{}, fmt.Errorf("approval: list the pending approvals of session %q: %w", sessionID, err)
+		return []approval.PendingApproval{}, fmt.Errorf("approval: list the pending approvals of session %q: %w", sessionID, err)
 	}
-	out := make([]PendingApproval, len(list))
+	out := make([]approval.PendingApproval, len(list))
 	for i, a := range list {
 		out[i] = pendingOf(a)
 	}
@@ -477,25 +422,25 @@ func (m *Manager) Pending(ctx context.Context, sessionID string) ([]PendingAppro
 // each pending approval (or form) of a session's open calls that it closed
 // because a new user message came: the approval is decided as that
 // rejection ([agent.CauseMovedOn]), so that it is no longer pending or
-// answerable, and a ticket of this Manager that still holds it gets that
+// answerable, and a ticket of this Approvals that still holds it gets that
 // decision. Nobody is told otherwise (no OnDecided): the agent closed the
 // call itself.
 //
 // An unknown approval, or one already decided, is left as it is and
 // CancelApproval returns nil; one of another session is refused with
-// [ErrWrongSession]; a failing Store's error is returned.
-func (m *Manager) CancelApproval(ctx context.Context, sessionID, approvalID string) error {
+// [approval.ErrWrongSession]; a failing Store's error is returned.
+func (m *Approvals) CancelApproval(ctx context.Context, sessionID, approvalID string) error {
 	err := m.core.Cancel(ctx, sessionID, approvalID, EncodeDecision(movedOn()))
 	switch {
 	case errors.Is(err, waiting.ErrWrongSession):
-		return ErrWrongSession
+		return approval.ErrWrongSession
 	case err != nil:
 		return fmt.Errorf("approval: cancel approval %s: %w", approvalID, err)
 	}
 	return nil
 }
 
-var _ agent.ApprovalCanceler = (*Manager)(nil)
+var _ agent.ApprovalCanceler = (*Approvals)(nil)
 
 // EncodeDecision returns d in the vocabulary of a [memory.ApprovalStore].
 // The scope is "once", "session" or "always"; By and Via are the

@@ -1,4 +1,4 @@
-package interact_test
+package person_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/agent/agenttest"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/memory/sqlitestore"
 )
@@ -42,8 +42,8 @@ func openSQLite(t *testing.T, path string) *sqlitestore.Store {
 	return st
 }
 
-// replica returns a Forms configured by cfg, closed when the test ends.
-func replica(t *testing.T, cfg interact.FormsConfig) *interact.Forms {
+// formsReplica returns a Forms configured by cfg, closed when the test ends.
+func formsReplica(t *testing.T, cfg person.FormsConfig) *person.Forms {
 	t.Helper()
 	f := newForms(t, cfg)
 	t.Cleanup(func() { assert.NoError(t, f.Close()) })
@@ -62,7 +62,7 @@ const otherResult = `{"answers":[` +
 // onForm with the form_request; it returns the chunks and the tool message
 // the model read. The run is bounded by a short deadline: a call that
 // waits for anything but a prompt answer fails the test.
-func askOn(t *testing.T, forms *interact.Forms, onForm func(interact.FormRequest)) ([]agent.Chunk, string) {
+func askOn(t *testing.T, forms *person.Forms, onForm func(interact.FormRequest)) ([]agent.Chunk, string) {
 	t.Helper()
 	srv := newServer(t)
 	srv.Enqueue(
@@ -91,8 +91,8 @@ func askOn(t *testing.T, forms *interact.Forms, onForm func(interact.FormRequest
 func TestFormAnsweredOnAnotherReplica(t *testing.T) {
 	leaktest.Check(t)
 	eachStore(t, func(t *testing.T, st sharedStore) {
-		cfg := interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour}
-		a, b := replica(t, cfg), replica(t, cfg)
+		cfg := person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour}
+		a, b := formsReplica(t, cfg), formsReplica(t, cfg)
 		var formID string
 		answered := make(chan time.Time, 1)
 		var wg sync.WaitGroup
@@ -130,8 +130,8 @@ func TestFormAnsweredOnAnotherReplica(t *testing.T) {
 func TestFormsAcrossReplicas(t *testing.T) {
 	leaktest.Check(t)
 	eachStore(t, func(t *testing.T, st sharedStore) {
-		cfg := interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour}
-		a, b := replica(t, cfg), replica(t, cfg)
+		cfg := person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour}
+		a, b := formsReplica(t, cfg), formsReplica(t, cfg)
 		var won interact.Answers
 		_, msg := askOn(t, a, func(req interact.FormRequest) {
 			reply := func(answers interact.Answers) interact.FormReply {
@@ -143,15 +143,15 @@ func TestFormsAcrossReplicas(t *testing.T) {
 			ok, err = b.Answer(t.Context(), reply(interact.Answers{"seat": {"roof"}, "q2": {"Ada"}, "meals": {}}))
 			assert.ErrorIs(t, err, interact.ErrInvalidAnswers)
 			assert.False(t, ok)
-			for _, f := range []*interact.Forms{a, b} {
-				p := pending(t, f, "s1")
+			for _, f := range []*person.Forms{a, b} {
+				p := pendingForms(t, f, "s1")
 				require.Len(t, p, 1, "the form stays open")
 				assert.Equal(t, req.FormID, p[0].FormID)
 			}
 
 			var wg sync.WaitGroup
 			results := make([]bool, 2)
-			for i, f := range []*interact.Forms{a, b} {
+			for i, f := range []*person.Forms{a, b} {
 				wg.Go(func() {
 					ok, err := f.Answer(t.Context(), reply([]interact.Answers{tripAnswers, otherAnswers}[i]))
 					assert.NoError(t, err)
@@ -164,7 +164,7 @@ func TestFormsAcrossReplicas(t *testing.T) {
 			if results[0] {
 				won = tripAnswers
 			}
-			assert.Empty(t, pending(t, b, "s1"))
+			assert.Empty(t, pendingForms(t, b, "s1"))
 		})
 		want := otherResult
 		if won["q2"][0] == "Ada" {
@@ -182,12 +182,12 @@ func TestFormTimeoutCountsFromCreation(t *testing.T) {
 	leaktest.Check(t)
 	eachStore(t, func(t *testing.T, st sharedStore) {
 		const timeout = time.Second
-		cfg := interact.FormsConfig{Store: st, Notifier: st, Timeout: timeout}
-		a, b := replica(t, cfg), replica(t, cfg)
+		cfg := person.FormsConfig{Store: st, Notifier: st, Timeout: timeout}
+		a, b := formsReplica(t, cfg), formsReplica(t, cfg)
 		var resumed time.Time
 		chunks, msg := askOn(t, a, func(req interact.FormRequest) {
 			time.Sleep(timeout + 100*time.Millisecond) // the call has not started to wait
-			assert.Empty(t, pending(t, b, "s1"))
+			assert.Empty(t, pendingForms(t, b, "s1"))
 			ok, err := b.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: req.FormID, Answers: tripAnswers})
 			assert.NoError(t, err)
 			assert.False(t, ok, "too late")
@@ -207,7 +207,7 @@ func TestFormTimeoutCountsFromCreation(t *testing.T) {
 func TestCancelSessionCancelsOnlyForms(t *testing.T) {
 	leaktest.Check(t)
 	eachStore(t, func(t *testing.T, st sharedStore) {
-		m, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st, Timeout: time.Hour})
+		m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st, Timeout: time.Hour})
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, m.Close()) })
 		_, err = st.CreateSession(t.Context(), memory.Session{ID: "s1"})
@@ -217,12 +217,12 @@ func TestCancelSessionCancelsOnlyForms(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _, _ = m.CancelSession(context.Background(), "s1") })
 
-		cfg := interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour}
-		a, b := replica(t, cfg), replica(t, cfg)
+		cfg := person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour}
+		a, b := formsReplica(t, cfg), formsReplica(t, cfg)
 		appr, err := m.Pending(t.Context(), "s1")
 		require.NoError(t, err)
 		require.Len(t, appr, 1)
-		assert.Empty(t, pending(t, a, "s1"), "an approval is no form")
+		assert.Empty(t, pendingForms(t, a, "s1"), "an approval is no form")
 		ok, err := a.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: appr[0].ApprovalID, Answers: tripAnswers})
 		assert.NoError(t, err)
 		assert.False(t, ok, "an approval is not answered as a form")
@@ -236,7 +236,7 @@ func TestCancelSessionCancelsOnlyForms(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, p, 1, "the approval is still pending")
 		assert.Equal(t, "call_9", p[0].Call.ID)
-		assert.Empty(t, pending(t, a, "s1"))
+		assert.Empty(t, pendingForms(t, a, "s1"))
 	})
 }
 
@@ -266,7 +266,7 @@ func TestFormSurvivesARestart(t *testing.T) {
 		st, err := sqlitestore.Open(t.Context(), path)
 		require.NoError(t, err)
 		defer func() { assert.NoError(t, st.Close()) }()
-		forms, err := interact.NewForms(interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
+		forms, err := person.NewForms(person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
 		require.NoError(t, err)
 		defer func() { assert.NoError(t, forms.Close()) }()
 		a := newAgent(t, srv, withStore(st), askWith(forms))
@@ -285,8 +285,8 @@ func TestFormSurvivesARestart(t *testing.T) {
 
 	// The second process, on the same file.
 	st := openSQLite(t, path)
-	forms := replica(t, interact.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
-	p := pending(t, forms, "s1")
+	forms := formsReplica(t, person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
+	p := pendingForms(t, forms, "s1")
 	require.Len(t, p, 1)
 	assert.Equal(t, formID, p[0].FormID)
 	assert.Equal(t, "call_1", p[0].CallID)
@@ -317,7 +317,7 @@ func TestFormSurvivesARestart(t *testing.T) {
 	assert.NotContains(t, tr, "suspended")
 	require.Len(t, srv.Requests(), 2)
 	assert.Equal(t, tripResult, toolMessages(t, srv)["call_1"], "the answers reached the model")
-	assert.Empty(t, pending(t, forms, "s1"))
+	assert.Empty(t, pendingForms(t, forms, "s1"))
 	assert.Zero(t, forms.Len())
 	open, err := st.OpenCalls(t.Context(), "s1")
 	require.NoError(t, err)
@@ -334,9 +334,9 @@ func TestFormSurvivesARestart(t *testing.T) {
 func TestNewMessageClosesAPendingForm(t *testing.T) {
 	leaktest.Check(t)
 	st := &memory.MemStore{}
-	m, err := approval.NewManager(approval.ManagerConfig{Store: st, Timeout: time.Hour})
+	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Timeout: time.Hour})
 	require.NoError(t, err)
-	forms := replica(t, interact.FormsConfig{Store: st, Timeout: time.Hour, SuspendAfter: 50 * time.Millisecond})
+	forms := formsReplica(t, person.FormsConfig{Store: st, Timeout: time.Hour, SuspendAfter: 50 * time.Millisecond})
 	srv := newServer(t)
 	srv.Enqueue(
 		agenttest.Reply().Call(0, "call_1", "ask_user_question", tripArgs).Finish("tool_calls"),
@@ -351,13 +351,13 @@ func TestNewMessageClosesAPendingForm(t *testing.T) {
 	chunks, err := collect(a.Run(t.Context(), agent.Input{SessionID: "s1", Message: "book me a seat"}))
 	require.NoError(t, err)
 	require.Equal(t, agent.KindSuspended, chunks[len(chunks)-1].Kind, "%v", trace(chunks))
-	p := pending(t, forms, "s1")
+	p := pendingForms(t, forms, "s1")
 	require.Len(t, p, 1)
 
 	chunks, err = collect(a.Run(t.Context(), agent.Input{SessionID: "s1", Message: "never mind"}))
 	require.NoError(t, err)
 	assert.NotContains(t, trace(chunks), "suspended")
-	assert.Empty(t, pending(t, forms, "s1"), "the form is no longer open")
+	assert.Empty(t, pendingForms(t, forms, "s1"), "the form is no longer open")
 	ok, err := forms.Answer(t.Context(), interact.FormReply{SessionID: "s1", FormID: p[0].FormID, Answers: tripAnswers})
 	assert.NoError(t, err)
 	assert.False(t, ok, "the form takes no answer")

@@ -1,8 +1,10 @@
-package interact
+package person
 
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,30 +14,9 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
+	"github.com/planround/planround/interact"
 	"github.com/planround/planround/internal/waiting"
 	"github.com/planround/planround/memory"
-)
-
-// DefaultTimeout is how long a form waits for its answers when
-// [FormsConfig.Timeout] is zero.
-const DefaultTimeout = 10 * time.Minute
-
-// Errors of [Forms.Answer] and of the waits of ask_user_question.
-var (
-	// ErrWrongSession is returned by Answer for a form id that belongs to
-	// another session. The form stays open.
-	ErrWrongSession = errors.New("interact: form id belongs to another session")
-	// ErrNoSession is wrapped by the error of an ask_user_question call of
-	// a run without a session id: forms are answered per session, so a
-	// form nobody can answer is not shown.
-	ErrNoSession = errors.New("interact: the run has no session id")
-	// ErrTimeout is wrapped by the error of an ask_user_question call whose
-	// form nobody answered within the timeout.
-	ErrTimeout = errors.New("interact: the form was not answered in time")
-	// ErrCancelled is wrapped by the error of an ask_user_question call
-	// whose form was cancelled by [Forms.CancelSession] (or closed because
-	// the user moved on).
-	ErrCancelled = errors.New("interact: the form was cancelled")
 )
 
 // waitError is the outcome of a form nobody answered: its text is for the
@@ -51,7 +32,7 @@ func (e *waitError) Unwrap() error { return e.err }
 // FormsConfig configures a [Forms]. The zero value is ready to use.
 type FormsConfig struct {
 	// Timeout is how long a form waits for its answers, counted from its
-	// creation. Zero means [DefaultTimeout]; negative values are invalid.
+	// creation. Zero means [interact.DefaultTimeout]; negative values are invalid.
 	Timeout time.Duration
 
 	// Store keeps the forms and their answers, as approval.Manager keeps
@@ -87,24 +68,8 @@ type FormsConfig struct {
 	OnAnswered func(memory.Approval)
 }
 
-// PendingForm is a form that waits for its answers, as [Forms.Pending] lists
-// it. Its JSON is the form request's with the fields below added.
-type PendingForm struct {
-	FormRequest
-	// SessionID is the run's session.
-	SessionID string `json:"session_id"`
-	// CallID is the id of the call that asked: ask_user_question's, or
-	// the MCP tool's whose server asked.
-	CallID string `json:"call_id"`
-	// Elicitation is the form of an MCP server ([Forms.Elicit]), whose
-	// Type is then [TypeElicitationRequest] and which has no questions.
-	Elicitation *ElicitationRequest `json:"elicitation,omitempty"`
-	// Created is when the form was registered.
-	Created time.Time `json:"created"`
-}
-
 // Forms is the register / wait / answer / cancel service behind the forms
-// of ask_user_question ([AskUserQuestion]), for a front end that lives
+// of ask_user_question ([interact.AskUserQuestion]), for a front end that lives
 // elsewhere, such as a browser or the terminal the run is ranged in. It is
 // built on the same core as approval.Manager: a form is a record of its
 // Store, like an approval.
@@ -135,7 +100,7 @@ type Forms struct {
 // handoff is a form a side message registered for its call's Execute.
 type handoff struct {
 	w    *waiting.Wait
-	req  FormRequest
+	req  interact.FormRequest
 	stop func() bool // stops the release at the end of the registering context
 	// claimed is set (under Forms.mu) by whichever takes h first: take,
 	// or the release at the end of the registering context, which keeps
@@ -158,7 +123,7 @@ func NewForms(cfg FormsConfig) (*Forms, error) {
 	case cfg.Notifier != nil && cfg.Store == nil:
 		return nil, errors.New("interact: FormsConfig.Notifier needs a Store (the notes name forms kept there)")
 	}
-	timeout := cmp.Or(cfg.Timeout, DefaultTimeout)
+	timeout := cmp.Or(cfg.Timeout, interact.DefaultTimeout)
 	interrupted := memory.ApprovalDecision{Reason: "the form was cancelled before the user answered",
 		Cause: string(agent.CauseApprovalInterrupted), Principal: "system", Channel: "system"}
 	core, err := waiting.New(waiting.Config{
@@ -211,11 +176,11 @@ func callOf(ctx context.Context) (info agent.CallInfo, session, key string, ok b
 // open creates the form req for the call info of session, or, when the
 // call has a durable key (a resumed turn), takes up the form the call
 // asked before. It returns the form as the front end shows it.
-func (f *Forms) open(ctx context.Context, info agent.CallInfo, session string, req FormRequest) (*waiting.Wait, FormRequest, error) {
-	req.Type, req.FormID = TypeFormRequest, ""
+func (f *Forms) open(ctx context.Context, info agent.CallInfo, session string, req interact.FormRequest) (*waiting.Wait, interact.FormRequest, error) {
+	req.Type, req.FormID = interact.TypeFormRequest, ""
 	args, err := json.Marshal(req)
 	if err != nil {
-		return nil, FormRequest{}, err
+		return nil, interact.FormRequest{}, err
 	}
 	rec := memory.Approval{SessionID: session, CallID: info.CallID, Tool: info.Tool, Arguments: args, Round: info.Round}
 	if info.Key != "" && info.SessionID == session {
@@ -223,7 +188,7 @@ func (f *Forms) open(ctx context.Context, info agent.CallInfo, session string, r
 	}
 	w, existing, err := f.core.Open(ctx, rec)
 	if err != nil {
-		return nil, FormRequest{}, fmt.Errorf("interact: store the form of call %s: %w", info.CallID, err)
+		return nil, interact.FormRequest{}, fmt.Errorf("interact: store the form of call %s: %w", info.CallID, err)
 	}
 	if existing {
 		// The form asked before: the one the person may be filling in.
@@ -236,15 +201,15 @@ func (f *Forms) open(ctx context.Context, info agent.CallInfo, session string, r
 }
 
 // formOf returns the form a stored record holds.
-func formOf(a memory.Approval) (FormRequest, error) {
-	var req FormRequest
+func formOf(a memory.Approval) (interact.FormRequest, error) {
+	var req interact.FormRequest
 	if err := json.Unmarshal(a.Arguments, &req); err != nil {
-		return FormRequest{}, fmt.Errorf("interact: form %s: %w", a.ID, err)
+		return interact.FormRequest{}, fmt.Errorf("interact: form %s: %w", a.ID, err)
 	}
-	if req.Type != "" && req.Type != TypeFormRequest {
-		return FormRequest{}, fmt.Errorf("interact: record %s is a %s, not a form", a.ID, req.Type)
+	if req.Type != "" && req.Type != interact.TypeFormRequest {
+		return interact.FormRequest{}, fmt.Errorf("interact: record %s is a %s, not a form", a.ID, req.Type)
 	}
-	req.Type, req.FormID = TypeFormRequest, a.ID
+	req.Type, req.FormID = interact.TypeFormRequest, a.ID
 	return req, nil
 }
 
@@ -252,10 +217,10 @@ func formOf(a memory.Approval) (FormRequest, error) {
 // When ctx ends before Execute took it (the call never ran), the form is
 // cancelled, unless ctx ended to suspend the run: then it stays open for
 // the resumed turn's call.
-func (f *Forms) register(ctx context.Context, info agent.CallInfo, session, key string, req FormRequest) (FormRequest, error) {
+func (f *Forms) register(ctx context.Context, info agent.CallInfo, session, key string, req interact.FormRequest) (interact.FormRequest, error) {
 	w, req, err := f.open(ctx, info, session, req)
 	if err != nil {
-		return FormRequest{}, err
+		return interact.FormRequest{}, err
 	}
 	h := &handoff{w: w, req: req, released: make(chan struct{})}
 	f.mu.Lock()
@@ -340,7 +305,7 @@ func (f *Forms) unqueue(key string, h *handoff) {
 }
 
 // wait waits for the answers to the form of w, whose questions are qs.
-func (f *Forms) wait(ctx context.Context, w *waiting.Wait, qs []Question) (Answers, error) {
+func (f *Forms) wait(ctx context.Context, w *waiting.Wait, qs []interact.Question) (interact.Answers, error) {
 	a, err := w.Wait(ctx)
 	if err != nil {
 		if errors.Is(err, agent.ErrSuspended) {
@@ -357,33 +322,15 @@ func (f *Forms) wait(ctx context.Context, w *waiting.Wait, qs []Question) (Answe
 	d := a.Decision
 	if !d.Approved {
 		if d.Cause == string(agent.CauseTimeout) {
-			return nil, &waitError{d.Reason, ErrTimeout}
+			return nil, &waitError{d.Reason, interact.ErrTimeout}
 		}
-		return nil, &waitError{cmp.Or(d.Reason, "the form was cancelled before the user answered"), ErrCancelled}
+		return nil, &waitError{cmp.Or(d.Reason, "the form was cancelled before the user answered"), interact.ErrCancelled}
 	}
-	var answers Answers
+	var answers interact.Answers
 	if err := json.Unmarshal(d.Arguments, &answers); err != nil {
 		return nil, fmt.Errorf("interact: the stored answers of form %s: %w", a.ID, err)
 	}
-	return CheckAnswers(qs, answers)
-}
-
-// FormReply is an answer to one form, as [Forms.Answer] takes it.
-type FormReply struct {
-	SessionID string
-	FormID    string
-	Answers   Answers
-	// Elicitation answers a form of [Forms.Elicit] (an
-	// elicitation_request) instead of Answers.
-	Elicitation *ElicitationAnswer
-	// Cancel dismisses the form instead of answering it (the person moved
-	// on): its call ends with an error wrapping [ErrCancelled], which the
-	// model reads, as for a cancelled session (an elicitation is answered
-	// [ActionCancel]).
-	Cancel bool
-	// By is who answered (the principal a handler's Authorize returned)
-	// and Via through what ("http", "terminal"); kept with the answer.
-	By, Via string
+	return interact.CheckAnswers(qs, answers)
 }
 
 // Answer gives r.Answers to the open form r.FormID of session r.SessionID.
@@ -396,16 +343,16 @@ type FormReply struct {
 // wait that follows; with a Store, also in another process, or after a
 // restart: the resumed turn's call takes them.
 //
-// Answer fails, and leaves the form open, with [ErrWrongSession] when the
+// Answer fails, and leaves the form open, with [interact.ErrWrongSession] when the
 // form belongs to another session, with an error wrapping
-// [ErrInvalidAnswers] when the answers do not fit the questions (an answer
+// [interact.ErrInvalidAnswers] when the answers do not fit the questions (an answer
 // for each question and none for an unknown id; one text for a text
-// question, at most [MaxTextAnswer] bytes of UTF-8; one of the options for a
+// question, at most [interact.MaxTextAnswer] bytes of UTF-8; one of the options for a
 // single choice; distinct options for a multiple choice; for an
 // elicitation, an action, and to accept a form content valid against the
 // requested schema, with no field it does not have), and when the Store
 // fails. ctx bounds the Store calls.
-func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) {
+func (f *Forms) Answer(ctx context.Context, r interact.FormReply) (open bool, err error) {
 	d := memory.ApprovalDecision{Approved: true, Principal: cmp.Or(r.By, "unknown"), Channel: cmp.Or(r.Via, "http")}
 	if r.Cancel {
 		d.Approved, d.Cause, d.Reason = false, f.interrupted.Cause, "the user dismissed the form without answering"
@@ -414,14 +361,14 @@ func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) 
 		if r.Cancel {
 			return nil
 		}
-		if recordType(a) == TypeElicitationRequest {
+		if recordType(a) == interact.TypeElicitationRequest {
 			return decideElicitation(a, r.Elicitation, d)
 		}
 		req, err := formOf(a)
 		if err != nil {
 			return err
 		}
-		checked, err := CheckAnswers(req.Questions, r.Answers)
+		checked, err := interact.CheckAnswers(req.Questions, r.Answers)
 		if err != nil {
 			return err
 		}
@@ -434,8 +381,8 @@ func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) 
 	})
 	switch {
 	case errors.Is(err, waiting.ErrWrongSession):
-		return false, ErrWrongSession
-	case err != nil && !errors.Is(err, ErrInvalidAnswers):
+		return false, interact.ErrWrongSession
+	case err != nil && !errors.Is(err, interact.ErrInvalidAnswers):
 		return false, fmt.Errorf("interact: answer form %s: %w", r.FormID, err)
 	}
 	return open, err
@@ -444,7 +391,7 @@ func (f *Forms) Answer(ctx context.Context, r FormReply) (open bool, err error) 
 // CancelSession ends every open form of sessionID, including forms whose
 // call has not started to wait yet (that call then returns at once) and
 // forms no call of this process waits for. A cancelled call returns an
-// error wrapping [ErrCancelled], which the model reads. Forms already
+// error wrapping [interact.ErrCancelled], which the model reads. Forms already
 // answered keep their answers. It returns the number of forms it
 // cancelled, also when the Store fails for some.
 func (f *Forms) CancelSession(ctx context.Context, sessionID string) (int, error) {
@@ -467,19 +414,19 @@ func (f *Forms) Len() int { return f.core.Len() }
 // session in the Store, also those whose run is suspended or driven by
 // another process. A form past its timeout is recorded as timed out
 // instead of listed.
-func (f *Forms) Pending(ctx context.Context, sessionID string) ([]PendingForm, error) {
+func (f *Forms) Pending(ctx context.Context, sessionID string) ([]interact.PendingForm, error) {
 	list, err := f.core.Pending(ctx, sessionID)
 	if err != nil {
-		return []PendingForm{}, fmt.Errorf("interact: list the open forms of session %q: %w", sessionID, err)
+		return []interact.PendingForm{}, fmt.Errorf("interact: list the open forms of session %q: %w", sessionID, err)
 	}
-	out := make([]PendingForm, 0, len(list))
+	out := make([]interact.PendingForm, 0, len(list))
 	for _, a := range list {
-		if recordType(a) == TypeElicitationRequest {
+		if recordType(a) == interact.TypeElicitationRequest {
 			el, err := elicitationOf(a)
 			if err != nil {
 				continue
 			}
-			out = append(out, PendingForm{FormRequest: FormRequest{Type: TypeElicitationRequest, FormID: a.ID},
+			out = append(out, interact.PendingForm{FormRequest: interact.FormRequest{Type: interact.TypeElicitationRequest, FormID: a.ID},
 				Elicitation: &el, SessionID: a.SessionID, CallID: a.CallID, Created: a.CreatedAt})
 			continue
 		}
@@ -487,7 +434,196 @@ func (f *Forms) Pending(ctx context.Context, sessionID string) ([]PendingForm, e
 		if err != nil {
 			continue // not a form this version can show
 		}
-		out = append(out, PendingForm{FormRequest: req, SessionID: a.SessionID, CallID: a.CallID, Created: a.CreatedAt})
+		out = append(out, interact.PendingForm{FormRequest: req, SessionID: a.SessionID, CallID: a.CallID, Created: a.CreatedAt})
 	}
 	return out, nil
+}
+
+// OpenForm implements [interact.Asker]: it registers req as the form of the call
+// running in ctx (ask_user_question's side message); [Forms.AwaitForm]
+// takes it. When ctx ends before AwaitForm took it (the call never ran),
+// the form is cancelled, unless ctx ended to suspend the run: then it
+// stays open for the resumed turn's call.
+func (f *Forms) OpenForm(ctx context.Context, req interact.FormRequest) (interact.FormRequest, error) {
+	qs, err := interact.CheckQuestions(req.Questions)
+	if err != nil {
+		return interact.FormRequest{}, err
+	}
+	req.Questions = qs
+	info, session, key, ok := callOf(ctx)
+	if !ok {
+		return interact.FormRequest{}, errors.New("interact: a form asked outside a run (no agent call in the context)")
+	}
+	if session == "" {
+		return interact.FormRequest{}, fmt.Errorf("%w (set agent.Input.SessionID: forms are answered per session)", interact.ErrNoSession)
+	}
+	if err := ctx.Err(); err != nil {
+		return interact.FormRequest{}, err
+	}
+	return f.register(ctx, info, session, key, req)
+}
+
+// AwaitForm implements [interact.Asker]: it waits for the answers to the form
+// OpenForm registered for the call running in ctx, or to req, opened now
+// when there is none.
+func (f *Forms) AwaitForm(ctx context.Context, req interact.FormRequest) (interact.FormRequest, interact.Answers, error) {
+	info, session, key, ok := callOf(ctx)
+	var h *handoff
+	if ok {
+		h = f.take(key)
+	}
+	if h == nil {
+		qs, err := interact.CheckQuestions(req.Questions)
+		if err != nil {
+			return interact.FormRequest{}, nil, err
+		}
+		req.Questions = qs
+		if session == "" {
+			return interact.FormRequest{}, nil, fmt.Errorf("%w: the form cannot be answered (the host must set agent.Input.SessionID)", interact.ErrNoSession)
+		}
+		if err := ctx.Err(); err != nil {
+			return interact.FormRequest{}, nil, err
+		}
+		w, req, err := f.open(ctx, info, session, req)
+		if err != nil {
+			return interact.FormRequest{}, nil, err
+		}
+		h = &handoff{w: w, req: req}
+	}
+	answers, err := f.wait(ctx, h.w, h.req.Questions)
+	if err != nil {
+		return interact.FormRequest{}, nil, err
+	}
+	return h.req, answers, nil
+}
+
+// Elicit shows req, a server's request for input made during the tool call
+// ctx belongs to, to the user of that call's session, and waits for the
+// answer: a form of Forms like ask_user_question's, registered in the
+// Store before it is shown (with agent.ShowSide, beside the call's card)
+// and answerable through [Forms.Answer] on any process that shares the
+// Store.
+//
+// A call with a durable key (agent.CallInfo.Key) keeps its elicitations
+// under that key and req's identity (req.Ref): a resumed turn that runs the
+// call again and is asked the same again takes up the form asked before,
+// or its answer, instead of asking anew. With [FormsConfig.SuspendAfter],
+// the wait suspends the run: Elicit then returns the error of
+// agent.Suspend, which the tool returns.
+//
+// A form nobody answers in time, and one cancelled with its session, is
+// answered [interact.ActionCancel]. Elicit fails, showing nothing, when ctx is not
+// a call's or the call has no session ([interact.ErrNoSession]), for a request that
+// makes no form (wrapping [interact.ErrInvalidForm]: a schema beyond the
+// specification's primitive properties, a URL that is not http or https,
+// is longer than [interact.MaxURLBytes] or has a host with a character a person
+// cannot see)
+// or asks for a secret in a form ([interact.ErrSecretField]), and when the Store
+// fails.
+func (f *Forms) Elicit(ctx context.Context, req interact.ElicitationRequest) (interact.ElicitationAnswer, error) {
+	info, session, _, ok := callOf(ctx)
+	if !ok || session == "" {
+		return interact.ElicitationAnswer{}, fmt.Errorf("interact: an elicitation of server %q: %w", req.Server, interact.ErrNoSession)
+	}
+	ref := req.Ref
+	req, err := interact.PrepareElicitation(req)
+	if err != nil {
+		return interact.ElicitationAnswer{}, err
+	}
+	args, err := json.Marshal(req)
+	if err != nil {
+		return interact.ElicitationAnswer{}, err
+	}
+	rec := memory.Approval{SessionID: session, CallID: info.CallID, Tool: info.Tool, Arguments: args, Round: info.Round}
+	if info.Key != "" && info.SessionID == session {
+		if ref == "" {
+			sum := sha256.Sum256(args)
+			ref = hex.EncodeToString(sum[:12])
+		}
+		rec.Key = "elicit:" + info.Key + "/" + ref
+	}
+	w, _, err := f.core.Open(ctx, rec)
+	if err != nil {
+		return interact.ElicitationAnswer{}, fmt.Errorf("interact: store the elicitation of call %s: %w", info.CallID, err)
+	}
+	if w.Record.Decided {
+		return elicitationAnswerOf(*w.Record)
+	}
+	if stored, err := elicitationOf(*w.Record); err == nil {
+		req = stored // the form asked before: the one the person may be filling in
+	}
+	req.FormID = w.Record.ID
+	agent.ShowSide(ctx, req)
+	a, err := w.Wait(ctx)
+	if err != nil {
+		if errors.Is(err, agent.ErrSuspended) {
+			if ctx.Err() != nil {
+				return interact.ElicitationAnswer{}, context.Cause(ctx)
+			}
+			return interact.ElicitationAnswer{}, agent.Suspend(w.Record.ID)
+		}
+		if ctx.Err() != nil {
+			return interact.ElicitationAnswer{}, context.Cause(ctx)
+		}
+		return interact.ElicitationAnswer{}, err
+	}
+	return elicitationAnswerOf(a)
+}
+
+// elicitationAnswerOf returns the answer a decided record holds.
+func elicitationAnswerOf(a memory.Approval) (interact.ElicitationAnswer, error) {
+	if !a.Decided {
+		return interact.ElicitationAnswer{}, fmt.Errorf("interact: elicitation %s is not answered", a.ID)
+	}
+	if !a.Decision.Approved {
+		return interact.ElicitationAnswer{Action: interact.ActionCancel}, nil // timed out, cancelled
+	}
+	var ans interact.ElicitationAnswer
+	if err := json.Unmarshal(a.Decision.Arguments, &ans); err != nil {
+		return interact.ElicitationAnswer{}, fmt.Errorf("interact: the stored answer of elicitation %s: %w", a.ID, err)
+	}
+	return ans, nil
+}
+
+// recordType returns the "type" of a stored form's JSON.
+func recordType(a memory.Approval) string {
+	var t struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(a.Arguments, &t) // a record without one is no elicitation
+	return t.Type
+}
+
+// elicitationOf returns the elicitation a stored record holds.
+func elicitationOf(a memory.Approval) (interact.ElicitationRequest, error) {
+	var req interact.ElicitationRequest
+	if err := json.Unmarshal(a.Arguments, &req); err != nil {
+		return req, fmt.Errorf("interact: elicitation %s: %w", a.ID, err)
+	}
+	if req.Type != interact.TypeElicitationRequest {
+		return req, fmt.Errorf("interact: record %s is not an elicitation", a.ID)
+	}
+	req.FormID = a.ID
+	return req, nil
+}
+
+// decideElicitation is the check of an answer to the elicitation record a.
+func decideElicitation(a memory.Approval, ans *interact.ElicitationAnswer, d *memory.ApprovalDecision) error {
+	req, err := elicitationOf(a)
+	if err != nil {
+		return err
+	}
+	if ans == nil {
+		return fmt.Errorf("%w: an elicitation is answered with an action (accept, decline or cancel)", interact.ErrInvalidAnswers)
+	}
+	checked, err := interact.CheckElicitationAnswer(req, *ans)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(checked)
+	if err != nil {
+		return fmt.Errorf("%w: %v", interact.ErrInvalidAnswers, err)
+	}
+	d.Arguments = raw
+	return nil
 }

@@ -1,4 +1,4 @@
-package approval_test
+package person_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/planround/planround/agent"
 	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory/sqlitestore"
 )
 
@@ -39,7 +40,7 @@ func TestDecisionFromAnotherProcess(t *testing.T) {
 	st, err := sqlitestore.Open(t.Context(), path)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	a := replica(t, approval.ManagerConfig{Store: st, Notifier: st})
+	a := replica(t, person.ApprovalsConfig{Store: st, Notifier: st})
 	require.Equal(t, approval.DefaultTimeout, a.Timeout())
 
 	tk, err := a.Request(t.Context(), request("s", 1))
@@ -75,13 +76,13 @@ func decideInChild(t *testing.T, path string) {
 	st, err := sqlitestore.Open(t.Context(), path)
 	require.NoError(t, err)
 	defer st.Close()
-	m, err := approval.NewManager(approval.ManagerConfig{Store: st, Notifier: st})
+	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
 	require.NoError(t, err)
 	defer m.Close()
 	list, err := m.Pending(t.Context(), "s")
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	pending, err := m.Respond(t.Context(), list[0].Reply(agent.Decision{Approved: true, Reason: "from the other process", By: "child"}))
+	pending, err := m.Respond(t.Context(), person.ReplyTo(list[0], agent.Decision{Approved: true, Reason: "from the other process", By: "child"}))
 	require.NoError(t, err)
 	require.True(t, pending, "the approval was pending")
 }

@@ -1,4 +1,4 @@
-package approval
+package person
 
 import (
 	"context"
@@ -34,7 +34,7 @@ var benchDigest = agent.ArgumentsDigest(benchRequest("", 0).Call.Arguments)
 
 // respond gives an approval to the pending approval of tk, asked with req,
 // as a person's click through the handler does: a reply bound to the call.
-func respond(m *Manager, req agent.ApprovalRequest, tk agent.Ticket) (bool, error) {
+func respond(m *Approvals, req agent.ApprovalRequest, tk agent.Ticket) (bool, error) {
 	return m.Respond(context.Background(), Reply{SessionID: req.SessionID, ApprovalID: tk.ApprovalID(),
 		CallID: req.Call.ID, Tool: req.Call.Name, ArgumentsDigest: benchDigest,
 		Decision: agent.Decision{Approved: true, By: "bench"}})
@@ -65,7 +65,7 @@ func letWait(ready <-chan struct{}) {
 // browser's click takes to resume the agent. It reports the p50 and p99 of
 // that latency.
 func BenchmarkRespondToResume(b *testing.B) {
-	m, _ := NewManager(ManagerConfig{})
+	m, _ := NewApprovals(ApprovalsConfig{})
 	ctx := context.Background()
 	req := benchRequest("s", 1)
 	tickets := make(chan agent.Ticket)
@@ -102,7 +102,7 @@ func BenchmarkMemoryPerPending(b *testing.B) {
 	ctx := context.Background()
 	var perPending float64
 	for b.Loop() {
-		m, _ := NewManager(ManagerConfig{})
+		m, _ := NewApprovals(ApprovalsConfig{})
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -126,7 +126,7 @@ func BenchmarkMemoryPerPending(b *testing.B) {
 // BenchmarkRequestRespondWait is the whole life of one approval in one
 // goroutine: register, answer before the wait, take the decision.
 func BenchmarkRequestRespondWait(b *testing.B) {
-	m, _ := NewManager(ManagerConfig{})
+	m, _ := NewApprovals(ApprovalsConfig{})
 	ctx := context.Background()
 	req := benchRequest("s", 1)
 	for b.Loop() {
@@ -139,7 +139,7 @@ func BenchmarkRequestRespondWait(b *testing.B) {
 // BenchmarkRequestRespondWaitParallel is the same from GOMAXPROCS
 // goroutines, each with its own session, on one Manager.
 func BenchmarkRequestRespondWaitParallel(b *testing.B) {
-	m, _ := NewManager(ManagerConfig{})
+	m, _ := NewApprovals(ApprovalsConfig{})
 	ctx := context.Background()
 	var sessions atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
@@ -167,11 +167,11 @@ func BenchmarkPendingHeld(b *testing.B) {
 			ctx := context.Background()
 			var perPending float64
 			for b.Loop() {
-				cfg := ManagerConfig{}
+				cfg := ApprovalsConfig{}
 				if mode == "MemStore" {
 					cfg.Store = &memory.MemStore{}
 				}
-				m, err := NewManager(cfg)
+				m, err := NewApprovals(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -207,11 +207,11 @@ func BenchmarkRequestRespondWaitStore(b *testing.B) {
 	for _, notify := range []bool{false, true} {
 		b.Run(map[bool]string{false: "store", true: "store+notifier"}[notify], func(b *testing.B) {
 			st := &memory.MemStore{}
-			cfg := ManagerConfig{Store: st}
+			cfg := ApprovalsConfig{Store: st}
 			if notify {
 				cfg.Notifier = st
 			}
-			m, err := NewManager(cfg)
+			m, err := NewApprovals(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -240,12 +240,12 @@ func BenchmarkRequestRespondWaitStore(b *testing.B) {
 // of the time from B's Respond to the return of A's Wait.
 func BenchmarkRespondToResumeReplicas(b *testing.B) {
 	st := &memory.MemStore{}
-	ma, err := NewManager(ManagerConfig{Store: st, Notifier: st})
+	ma, err := NewApprovals(ApprovalsConfig{Store: st, Notifier: st})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ma.Close()
-	mb, err := NewManager(ManagerConfig{Store: st, Notifier: st, OnDecided: func(memory.Approval) {}})
+	mb, err := NewApprovals(ApprovalsConfig{Store: st, Notifier: st, OnDecided: func(memory.Approval) {}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package approval_test
+package person_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/planround/planround/agent"
-	"github.com/planround/planround/approval"
 	"github.com/planround/planround/internal/leaktest"
+	"github.com/planround/planround/internal/person"
 	"github.com/planround/planround/memory"
 )
 
@@ -34,10 +34,10 @@ const (
 // It runs with an in-memory Manager and with a durable one (a MemStore as
 // its Store), whose outcomes must be the same.
 func TestStress(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { stress(t, approval.ManagerConfig{}) })
+	t.Run("memory", func(t *testing.T) { stress(t, person.ApprovalsConfig{}) })
 	t.Run("store", func(t *testing.T) {
 		st := &memory.MemStore{}
-		stress(t, approval.ManagerConfig{Store: st})
+		stress(t, person.ApprovalsConfig{Store: st})
 		left, err := st.PendingApprovals(context.Background(), "")
 		if err != nil || len(left) > 0 {
 			t.Errorf("after the run the Store has %d pending approvals (%v), want none: every outcome is a decision", len(left), err)
@@ -45,7 +45,7 @@ func TestStress(t *testing.T) {
 	})
 }
 
-func stress(t *testing.T, cfg approval.ManagerConfig) {
+func stress(t *testing.T, cfg person.ApprovalsConfig) {
 	leaktest.Check(t)
 	const (
 		sessions = 100
@@ -68,7 +68,7 @@ func stress(t *testing.T, cfg approval.ManagerConfig) {
 
 	synctest.Test(t, func(t *testing.T) {
 		cfg.Timeout = timeout
-		m := newManager(t, cfg)
+		m := newApprovals(t, cfg)
 		type result struct {
 			d       agent.Decision
 			err     error
