@@ -64,6 +64,10 @@ func stderr(err error) string {
 // do not build on them, so none imports (in its tests either, directly or
 // not) the packages that a host uses to run agents. memory's types and the
 // other vocabulary packages are fine; memory's stores are not.
+//
+// internal/person is the exception, and is checked by
+// TestPersonIsTheRunners: it is the runner's own, built on agent, approval
+// and interact.
 func TestInternalIsPlumbing(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -73,6 +77,7 @@ func TestInternalIsPlumbing(t *testing.T) {
 	above := []string{
 		"agent", "approval", "runner", "ui", "examples", "demo", "interact",
 		"mcpclient", "memory/sqlitestore", "memory/pgstore", "test",
+		"internal/person",
 	}
 	isAbove := func(path string) bool {
 		for _, p := range above {
@@ -94,6 +99,9 @@ func TestInternalIsPlumbing(t *testing.T) {
 	// Directly, with each package's tests: who imports what.
 	for line := range strings.Lines(list("-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./internal/...")) {
 		pkg, imports, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if isAbove(pkg) {
+			continue // internal/person
+		}
 		all := strings.Fields(imports) // the package's, then its tests'
 		slices.Sort(all)
 		for _, imp := range slices.Compact(all) {
@@ -104,10 +112,69 @@ func TestInternalIsPlumbing(t *testing.T) {
 	}
 	// Indirectly: everything internal/ and its tests build with. -test adds
 	// the test variants, listed as "path [pkg.test]".
-	for line := range strings.Lines(list("-deps", "-test", "./internal/...")) {
+	var plumbing []string
+	for line := range strings.Lines(list("./internal/...")) {
+		if path := strings.TrimSpace(line); !isAbove(path) {
+			plumbing = append(plumbing, path)
+		}
+	}
+	for line := range strings.Lines(list(append([]string{"-deps", "-test"}, plumbing...)...)) {
 		path, _, _ := strings.Cut(strings.TrimSpace(line), " ")
 		if isAbove(path) {
 			t.Errorf("internal/ builds with %s", path)
+		}
+	}
+}
+
+// internal/person holds the waiting services of the person in the loop
+// (the approvals, with their audit, and the forms): the runner builds them,
+// and no other package of the SDK or of the examples does, so that
+// approval and interact keep only what decides or asks without a store.
+// Outside tests, only runner imports internal/person, and the conformance
+// kits whose users are tests: approval/approvaltest (RunStore, for a store's
+// author) and memory/internal/upgradetest. internal/person itself, with
+// its tests, builds on agent, approval and interact, never on runner or on
+// what is built on the runner.
+func TestPersonIsTheRunners(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	const module = "github.com/planround/planround/"
+	const person = module + "internal/person"
+	allowed := []string{module + "runner", module + "approval/approvaltest", module + "memory/internal/upgradetest"}
+	out, err := exec.Command(goTool, "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...", "./examples/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr(err))
+	}
+	importers := 0
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !slices.Contains(fields[1:], person) {
+			continue
+		}
+		importers++
+		if !slices.Contains(allowed, fields[0]) {
+			t.Errorf("%s imports %s: only the runner builds the person's waiting services", fields[0], person)
+		}
+	}
+	if importers == 0 {
+		t.Errorf("nothing imports %s: the list is wrong", person)
+	}
+
+	// internal/person and its tests build with neither the runner nor what
+	// stands on it.
+	below := []string{"runner", "ui", "examples", "demo", "mcpclient", "test"}
+	out, err = exec.Command(goTool, "list", "-deps", "-test", "./internal/person").Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr(err))
+	}
+	for line := range strings.Lines(string(out)) {
+		path, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		for _, p := range below {
+			if path == module+p || strings.HasPrefix(path, module+p+"/") {
+				t.Errorf("internal/person builds with %s", path)
+			}
 		}
 	}
 }
