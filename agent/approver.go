@@ -20,7 +20,7 @@ type ApprovalRequest struct {
 	// (a Config.Store that is a memory.CallLog): the same key for the same
 	// call in every turn that asks about it, the first and the resumed
 	// ones ("<stored message id>/<call id>"); empty otherwise. A durable
-	// Approver keeps one approval per key (approval.Manager does): a
+	// Approver keeps one approval per key (a runner's approvals do): a
 	// resumed turn that asks again about a call gets the approval asked
 	// before, decided meanwhile or not, and never a second one beside it.
 	Key string

@@ -102,7 +102,7 @@ func TestInterruptDuringApprovalSaysWhatHappened(t *testing.T) {
 // interrupt cut short is "interrupted while waiting for approval".
 func TestApproveInterruptRace(t *testing.T) {
 	leaktest.Check(t)
-	m, err := person.NewApprovals(person.ApprovalsConfig{})
+	m, err := person.StartApprovals(person.ApprovalsConfig{})
 	require.NoError(t, err)
 	srv := newServer(t)
 	plan := planNeedTool()
@@ -203,13 +203,14 @@ func spin(n int) {
 	}
 }
 
-// TestManagerWithoutSessionFailsAtOnce: an approval.Manager answers
-// approvals per session, so a run without Input.SessionID cannot be
-// answered through its handlers. The call is rejected at once with a reason
-// that says so, instead of waiting for the Manager's timeout.
+// TestManagerWithoutSessionFailsAtOnce: the runner's approvals
+// (person.Approvals) are answered per session, so a run without
+// Input.SessionID cannot be answered through its handlers. The call is
+// rejected at once with a reason that says so, instead of waiting for the
+// approvals' timeout.
 func TestManagerWithoutSessionFailsAtOnce(t *testing.T) {
 	leaktest.Check(t)
-	m, err := person.NewApprovals(person.ApprovalsConfig{Timeout: time.Minute})
+	m, err := person.StartApprovals(person.ApprovalsConfig{Timeout: time.Minute})
 	require.NoError(t, err)
 	srv := newServer(t)
 	srv.Enqueue(planNeedTool(), agenttest.Reply().Call(0, "call_1", "get_weather", `{"city":"Oslo"}`).Finish("tool_calls"))
@@ -482,7 +483,7 @@ func (m *metrics) Request(ctx context.Context, req agent.ApprovalRequest) (agent
 // range loop, before the agent waits) is taken, and the chunk carries the
 // Manager's approval id.
 func TestWrappedManagerKeepsEarlyDecision(t *testing.T) {
-	m, err := person.NewApprovals(person.ApprovalsConfig{Timeout: time.Minute})
+	m, err := person.StartApprovals(person.ApprovalsConfig{Timeout: time.Minute})
 	require.NoError(t, err)
 	log := &logging{next: m}
 	count := &metrics{next: log}

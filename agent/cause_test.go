@@ -50,7 +50,7 @@ func TestRejectionCauses(t *testing.T) {
 			c.Approver = approval.DenyAll("")
 		}, nil, nil, agent.CausePolicy, agent.CausePolicy.DefaultReason(), false},
 		{"nobody answers in time", []agenttest.Response{oneCall}, func(c *agent.Config, _ context.CancelFunc) {
-			m, err := person.NewApprovals(person.ApprovalsConfig{Timeout: 20 * time.Millisecond})
+			m, err := person.StartApprovals(person.ApprovalsConfig{Timeout: 20 * time.Millisecond})
 			require.NoError(t, err)
 			c.Approver = m
 		}, nil, nil, agent.CauseTimeout, "approval timed out after 20ms", false},
@@ -166,7 +166,7 @@ func TestHistoryFromJSONLeavesIncompleteCallsOut(t *testing.T) {
 // rejection to the rejected chunk with cause policy. Calls that reach a
 // person show their card.
 func TestPolicyDecisionsShowNoCard(t *testing.T) {
-	m, err := person.NewApprovals(person.ApprovalsConfig{})
+	m, err := person.StartApprovals(person.ApprovalsConfig{})
 	require.NoError(t, err)
 	tests := []struct {
 		name     string

@@ -150,8 +150,8 @@
 //
 // Agent.Resume continues a turn left with open calls: after a crash, a
 // restart, or a suspension. An Approver suspends a run by answering "not
-// now" (ErrSuspended from a ticket's Wait; approval.Manager does it after
-// ManagerConfig.SuspendAfter), and a host suspends its runs when it shuts
+// now" (ErrSuspended from a ticket's Wait; a runner's approvals do it after
+// runner.Config.SuspendAfter), and a host suspends its runs when it shuts
 // down by cancelling their contexts with the cause ErrSuspended: the run
 // ends with a suspended chunk instead of holding a goroutine for hours, and
 // its approvals stay answerable. A resumed call asks the Approver again

@@ -63,7 +63,7 @@ const (
 )
 
 // ApprovalCanceler is implemented by an Approver that keeps approvals beyond
-// a run, such as approval.Manager. When a new user message comes to a
+// a run, such as a runner's approvals. When a new user message comes to a
 // session whose last turn still has open calls, the agent closes those
 // calls and calls CancelApproval for each undecided one that had an
 // approval id (CauseMovedOn), and for each call of a resumable tool found

@@ -20,8 +20,8 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// keeper is an Approver that keeps its approvals beyond a run, as a durable
-// approval.Manager does: one approval per request key, so that a request
+// keeper is an Approver that keeps its approvals beyond a run, as the
+// runner's durable approvals do: one approval per request key, so that a request
 // with the key of an earlier one gets that approval back (its decision, or
 // pending again with the same id); a pending ticket's Wait returns
 // ErrSuspended unless a decision is there, or waits for one when wait is

@@ -52,7 +52,7 @@ const (
 type Input struct {
 	// SessionID names the conversation. With a Config.Store it selects the
 	// session to load and persist; it is also given to the Approver (an
-	// approval.Manager needs it: without one, its calls are rejected at
+	// runner's approvals need it: without one, its calls are rejected at
 	// once).
 	SessionID string
 	// History is the conversation so far. It is used only when the agent

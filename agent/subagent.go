@@ -69,7 +69,7 @@ func WithMaxDepth(n int) SubAgentOption {
 // [ToolRegistry.SetSkipApproval] to let it run without asking). The calls
 // of the nested run that need approval go to the Approver of the run that
 // called the sub-agent, with that run's session id, unless cfg.Approver is
-// set: an approval.Manager behind a browser shows their approval cards
+// set: a runner's approvals behind a browser show their approval cards
 // (their approval_required chunks are marked like the others) and takes the
 // decisions for them as for the host's own calls, and cancelling the
 // session's approvals cancels them too. In Request, [CallFromContext]

@@ -194,9 +194,10 @@ func managed(t *testing.T, ctx context.Context, a *agent.Agent, m *person.Approv
 	return chunks, turn
 }
 
-// A nested call's approval goes to the calling run's approval.Manager, under
-// the calling run's session: its approval_required chunk reaches the host
-// marked, and the decision given through the Manager by its approval id is
+// A nested call's approval goes to the calling run's approvals
+// (person.Approvals, as a runner's), under the calling run's session: its
+// approval_required chunk reaches the host marked, and the decision given
+// through the approvals by its approval id is
 // the one taken. A rejection there ends the nested run (its OnReject), and
 // the model of the calling run reads why.
 func TestSubAgentApprovalThroughCallersManager(t *testing.T) {
@@ -213,7 +214,7 @@ func TestSubAgentApprovalThroughCallersManager(t *testing.T) {
 				srv.Enqueue(agenttest.Reply().Text("Sunny.").Finish("stop"))
 			}
 			srv.Enqueue(agenttest.Reply().Text("Done.").Finish("stop"))
-			m, err := person.NewApprovals(person.ApprovalsConfig{})
+			m, err := person.StartApprovals(person.ApprovalsConfig{})
 			require.NoError(t, err)
 			var ran atomic.Int32
 			weather := agent.FuncTool{Def: weatherTool().Definition(), Fn: func(ctx context.Context, args json.RawMessage, p agent.Progress) (string, error) {
@@ -310,7 +311,7 @@ func TestSubAgentInterrupt(t *testing.T) {
 					return "", ctx.Err()
 				},
 			}
-			m, err := person.NewApprovals(person.ApprovalsConfig{})
+			m, err := person.StartApprovals(person.ApprovalsConfig{})
 			require.NoError(t, err)
 			subTools, err := agent.NewToolRegistry(weatherTool(), tail)
 			require.NoError(t, err)
@@ -547,7 +548,7 @@ func TestSubAgentParallelCallsDoNotWaitForEachOther(t *testing.T) {
 			}
 		},
 	}
-	m, err := person.NewApprovals(person.ApprovalsConfig{})
+	m, err := person.StartApprovals(person.ApprovalsConfig{})
 	require.NoError(t, err)
 	subTools, err := agent.NewToolRegistry(block, weatherTool())
 	require.NoError(t, err)
@@ -670,7 +671,7 @@ func TestSubAgentConsumerLeaves(t *testing.T) {
 		srv := newServer(t)
 		script(srv)
 		var m *person.Approvals
-		m, err := person.NewApprovals(person.ApprovalsConfig{OnRegister: func(p approval.PendingApproval) {
+		m, err := person.StartApprovals(person.ApprovalsConfig{OnRegister: func(p approval.PendingApproval) {
 			// A browser that approves at once.
 			_, _ = m.Respond(context.Background(), person.ReplyTo(p, agent.Decision{Approved: true}))
 		}})

@@ -218,7 +218,7 @@ func finalText(chunks []agent.Chunk) string {
 // answers reach its final answer.
 func TestDemoFormAnswered(t *testing.T) {
 	leaktest.Check(t)
-	forms, err := person.NewForms(person.FormsConfig{})
+	forms, err := person.StartForms(person.FormsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,10 +260,11 @@ func TestDemoFormAnswered(t *testing.T) {
 }
 
 // The researcher's nested calls are asked of the calling run's approver,
-// through an approval.Manager, and its chunks come marked.
+// through the approvals a runner keeps (person.Approvals), and its chunks
+// come marked.
 func TestDemoResearcherNested(t *testing.T) {
 	leaktest.Check(t)
-	m, err := person.NewApprovals(person.ApprovalsConfig{})
+	m, err := person.StartApprovals(person.ApprovalsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

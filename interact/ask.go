@@ -71,8 +71,8 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 
 // AskUserQuestion returns the ask_user_question tool. It asks the person
 // through the [Asker] of the call's context: a runner.Runner sets its own
-// in every run it drives; a host that runs agent.Run itself sets one (such
-// as a [*Forms]) with [WithAsker]. Without one the call fails with an
+// in every run it drives; a host that runs agent.Run itself sets one of
+// its own with [WithAsker]. Without one the call fails with an
 // error wrapping [ErrNoAsker], which the model reads.
 //
 // The model calls it with a list of questions, each of a kind ("text",
@@ -85,7 +85,7 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 // message registers the form with the asker ([Asker.OpenForm]) and is a
 // [FormRequest] (the side chunk's Side holds the FormRequest value),
 // yielded right after the call's executing chunk; the host shows the form
-// and gives the user's answers (runner.Runner.Answer, or [Forms.Answer])
+// and gives the user's answers (runner.Runner.Answer, or its own Asker's)
 // with the session id and the form id. The call then returns the answers
 // to the model as JSON, in question order, a string for a text or single
 // choice question and an array for a multiple choice:
@@ -93,7 +93,7 @@ func parseAsk(raw json.RawMessage) (FormRequest, error) {
 //	{"answers":[{"id":"seat","question":"Seat?","answer":"window"}]}
 //
 // When nobody answers within the asker's timeout, or the form is cancelled
-// (a stop, [Forms.CancelSession]), the call returns an error the model
+// (a stop, runner.Runner.Stop), the call returns an error the model
 // reads (the tool message "error: ..."), and the run goes on. When the run
 // is interrupted the call returns at once with the context's error.
 // Questions that do not make a form (see [ErrInvalidForm]) and a run

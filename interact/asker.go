@@ -11,8 +11,8 @@ import (
 // the user of the call running in its context, and waits for the answers.
 // The tools find it in the call's context ([WithAsker]): a runner.Runner
 // puts its own in the context of every run it drives; a host that runs
-// agent.Run itself (a terminal) puts one, such as a [*Forms], in the
-// context it passes. A call whose context has none fails with an error
+// agent.Run itself (a terminal) puts one of its own in the context it
+// passes. A call whose context has none fails with an error
 // wrapping [ErrNoAsker], which the model reads.
 //
 // Each method learns the call it serves from its context
@@ -32,7 +32,9 @@ type Asker interface {
 	// was shown and its answers, which fit its questions.
 	AwaitForm(ctx context.Context, req FormRequest) (FormRequest, Answers, error)
 	// Elicit shows req, a server's request for input made during the call
-	// running in ctx, and waits for the answer (see [Forms.Elicit]).
+	// running in ctx, and waits for the answer. It shows what
+	// [PrepareElicitation] returns, and checks the answer it takes with
+	// [CheckElicitationAnswer].
 	Elicit(ctx context.Context, req ElicitationRequest) (ElicitationAnswer, error)
 }
 

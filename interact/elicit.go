@@ -41,8 +41,8 @@ const (
 )
 
 // ElicitationRequest is what an MCP server asks the user for in the middle
-// of a tool call (see mcpclient), as [Forms.Elicit] takes it and as the side
-// chunk shows it:
+// of a tool call (see mcpclient), as an [Asker]'s Elicit takes it and as
+// the side chunk shows it:
 //
 //	{"type":"elicitation_request","form_id":"5f0c…","server":"github","mode":"form",
 //	 "message":"Which repository?","fields":[{"name":"repo","type":"string","required":true}],
@@ -53,8 +53,8 @@ const (
 // A front end shows who asks (Server) and the message; in form mode the
 // fields, and answers with Accept and the content, Decline or Cancel; in
 // URL mode the host, and opens the URL only once the user consented
-// (Accept). It answers through [Forms.Answer]
-// with an action and, to accept a form, the content.
+// (Accept). It answers (runner.Runner.Answer) with an action and, to
+// accept a form, the content.
 type ElicitationRequest struct {
 	// Type is always [TypeElicitationRequest]; Elicit sets it.
 	Type string `json:"type"`
@@ -128,7 +128,8 @@ type ElicitationAnswer struct {
 	Content map[string]any `json:"content,omitempty"`
 }
 
-// ErrSecretField is wrapped by the error of [Forms.Elicit] for a form that
+// ErrSecretField is wrapped by the error of [PrepareElicitation] (and so of
+// an Asker's Elicit) for a form that
 // asks for what looks like a secret: the MCP specification says a server
 // must ask for those in URL mode, and the client does not collect them.
 //

@@ -62,7 +62,7 @@ type Question struct {
 //	 "questions":[{"id":"when","question":"When?","kind":"text"},
 //	              {"id":"seat","question":"Seat?","kind":"single","options":["window","aisle"]}]}
 //
-// The front end answers with the form id (see [Forms.Answer]).
+// The front end answers with the form id (see runner.Runner.Answer).
 type FormRequest struct {
 	// Type is always [TypeFormRequest].
 	Type string `json:"type"`
@@ -186,8 +186,9 @@ func CheckQuestions(qs []Question) ([]Question, error) {
 	return out, nil
 }
 
-// ErrInvalidAnswers is wrapped by the error of [Forms.Answer] for answers
-// that do not fit the form's questions. The form stays open.
+// ErrInvalidAnswers is wrapped by the error of an answer (runner.Runner.Answer)
+// that does not fit the form's questions ([CheckAnswers]). The form stays
+// open.
 var ErrInvalidAnswers = errors.New("interact: invalid answers")
 
 // CheckAnswers validates a against the questions qs and returns a copy; it

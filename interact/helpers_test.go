@@ -43,7 +43,7 @@ func newServer(t *testing.T) *agenttest.Server {
 
 func newForms(t *testing.T, cfg person.FormsConfig) *person.Forms {
 	t.Helper()
-	f, err := person.NewForms(cfg)
+	f, err := person.StartForms(cfg)
 	require.NoError(t, err)
 	return f
 }

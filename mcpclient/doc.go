@@ -273,7 +273,7 @@
 // its own in every run's; a host that runs agent.Run itself sets one with
 // interact.WithAsker), so it reaches the person of that call's
 // conversation only. It becomes a durable form of the conversation
-// (interact.Forms.Elicit): an elicitation_request side chunk beside
+// (the runner's interact.Asker, Elicit): an elicitation_request side chunk beside
 // the call's card, kept in the runner's store, answerable on any replica by
 // the session's owner, its content checked against the requested schema
 // before it is taken. The answer (accept with the content, decline, or

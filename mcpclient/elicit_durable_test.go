@@ -78,7 +78,7 @@ func testElicitationAcrossReplicas(t *testing.T, open func(*testing.T) durableSt
 		agenttest.Reply().Text("Hello Ada.").Finish("stop"),
 	)
 	replica := func(st durableStore) (*agent.Agent, *person.Forms, func()) {
-		forms, err := person.NewForms(person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
+		forms, err := person.StartForms(person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -94,7 +94,7 @@ func elicitTurn(t *testing.T, c *Client, forms *person.Forms, tool string, answe
 
 func newForms(t *testing.T) *person.Forms {
 	t.Helper()
-	f, err := person.NewForms(person.FormsConfig{})
+	f, err := person.StartForms(person.FormsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,8 @@
 //     a crash is never run twice, and a turn that waits for a person can be
 //     resumed (agent.Agent.Resume);
 //   - [ApprovalStore]: the approvals and their decisions, the first
-//     decision winning across processes (approval.Manager);
+//     decision winning across processes (the runner's approvals and
+//     forms);
 //   - [Leaser]: one driver per session among the processes that share the
 //     store;
 //   - [Notifier]: notes between those processes (a decision, an

@@ -104,8 +104,8 @@ type Approval struct {
 	Key string `json:"key,omitempty"`
 	// Digest is agent.ArgumentsDigest of Arguments as the person deciding
 	// sees them; a decision names it to say what it decides. Records that
-	// a version before digests stored have none: approval.Manager binds a
-	// decision on one to the digest of its Arguments.
+	// a version before digests stored have none: the runner's approvals
+	// bind a decision on one to the digest of its Arguments.
 	Digest string `json:"digest,omitempty"`
 	// CreatedAt is set by the store when zero.
 	CreatedAt time.Time `json:"created_at,omitzero"`

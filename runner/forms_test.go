@@ -95,7 +95,7 @@ func TestFormAnsweredElsewhereResumes(t *testing.T) {
 	require.Len(t, open, 1, "the call stays open while its form waits")
 	assert.Equal(t, form.FormID, open[0].ApprovalID, "the open call names the form it waits for")
 
-	other, err := person.NewForms(person.FormsConfig{Store: st, Notifier: st})
+	other, err := person.StartForms(person.FormsConfig{Store: st, Notifier: st})
 	require.NoError(t, err)
 	defer other.Close()
 	ok, err := other.Answer(ctx, interact.FormReply{SessionID: "s1", FormID: form.FormID,
@@ -137,7 +137,7 @@ func TestSweepWaitsForPendingForm(t *testing.T) {
 	require.NoError(t, p.r.Sweep(ctx))
 	assert.Zero(t, resumedTurns(ctx, f, 300*time.Millisecond), "Sweep resumed a turn whose form is open")
 
-	quiet, err := person.NewForms(person.FormsConfig{Store: st})
+	quiet, err := person.StartForms(person.FormsConfig{Store: st})
 	require.NoError(t, err)
 	defer quiet.Close()
 	ok, err := quiet.Answer(ctx, interact.FormReply{SessionID: "s1", FormID: form.FormID, Answers: interact.Answers{"city": {"Lima"}}})

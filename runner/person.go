@@ -38,11 +38,11 @@ func newPerson(cfg Config) (people, error) {
 		// timeout.
 		mcfg.SuspendAfter, fcfg.SuspendAfter = 0, 0
 	}
-	m, err := person.NewApprovals(mcfg)
+	m, err := person.StartApprovals(mcfg)
 	if err != nil {
 		return people{}, fmt.Errorf("runner: %w", err)
 	}
-	f, err := person.NewForms(fcfg)
+	f, err := person.StartForms(fcfg)
 	if err != nil {
 		m.Close()
 		return people{}, fmt.Errorf("runner: %w", err)

@@ -100,9 +100,11 @@ type Config struct {
 	// refused.
 	Agent agent.Config
 	// Policies decide a call without asking anybody, in order, before the
-	// person is asked (approval.Chain): approval.ReadOnlyHints,
-	// approval.AllowTools, an AllowList's Policy... Their decisions are
-	// recorded for the audit ([Runner.Decisions]).
+	// person is asked: approval.ReadOnlyHints, approval.AllowTools, an
+	// AllowList's Policy... Their decisions are recorded for the audit
+	// ([Runner.Decisions]); a policy's approval of a call that must ask
+	// (agent.ToolCall.MustAsk) counts as abstaining, and a decision a
+	// person took on the call before (a resumed turn) stands.
 	Policies []approval.Policy
 	// ApprovalTimeout is how long an approval waits for a decision, counted
 	// from its creation: then the call is rejected (agent.CauseTimeout).

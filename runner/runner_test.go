@@ -163,7 +163,7 @@ func TestInterrupt(t *testing.T) {
 			} else {
 				// Cancelled in the store by another process, before any
 				// interrupt reaches this one.
-				other, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
+				other, err := person.StartApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
 				require.NoError(t, err)
 				defer other.Close()
 				n, err := other.CancelSession(ctx, "s1")

@@ -4,7 +4,7 @@
 // [Run] runs the checks as subtests. They need no decision from the approver:
 // they cancel contexts and look at how it behaves, so they apply equally to
 // approvers that decide alone (a policy), ask a person (a terminal) or wait
-// for a decision from elsewhere (a browser, through a Manager):
+// for a decision from elsewhere (a browser, through a runner):
 //
 //   - Request returns promptly, whatever its context: it registers the call
 //     and does not wait for a decision (a wrapper that waits inside Request
@@ -24,12 +24,16 @@
 //     counted, and so are those of an approver that has a
 //     CloseIdleConnections() method, as http.Client does (forward it to
 //     the approver's own client);
-//   - when the approver has a Len() int method (as approval.Manager does),
-//     it reports zero after every check.
+//   - when the approver has a Len() int method (as the approvals a runner
+//     keeps do), it reports zero after every check.
 //
 // "Promptly" is checked with a generous bound (see [Bound]) that only a hung
 // approver misses; it is not a speed test. The goroutine check looks at all
 // goroutines of the process, so do not run Run in parallel with other tests.
+//
+// [RunStore] checks a store (a memory.ApprovalStore) under the approvals a
+// runner keeps on it: the first decision wins, cancelling, the timeout,
+// listing, binding a decision to the call, and the audit.
 package approvaltest
 
 import (

@@ -91,7 +91,7 @@ func approvals(t *testing.T, newStore func(t *testing.T) memory.ApprovalStore) *
 		cfg.Store = st
 		cfg.Notifier, _ = st.(memory.Notifier)
 	}
-	m, err := person.NewApprovals(cfg)
+	m, err := person.StartApprovals(cfg)
 	if err != nil {
 		t.Fatalf("the approvals on the store: %v", err)
 	}

@@ -156,7 +156,7 @@ func TestAgentDecisionIsBound(t *testing.T) {
 	ctx := context.Background()
 	srv := scriptedModel(t)
 	srv.Enqueue(agenttest.Reply().Text("It is sunny in Lima.").Finish("stop"))
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	var runs atomic.Int32
 	tools, err := agent.NewToolRegistry(weather(&runs))
 	require.NoError(t, err)

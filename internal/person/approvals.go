@@ -47,7 +47,7 @@ type ApprovalsConfig struct {
 	// processes that share Store, and theirs to this one, so that a
 	// decision posted to any process wakes the Wait that waits for it at
 	// once. It requires Store. An Approvals with a
-	// Notifier listens from NewApprovals on and must be closed
+	// Notifier listens from StartApprovals on and must be closed
 	// ([Approvals.Close]).
 	Notifier memory.Notifier
 
@@ -88,8 +88,8 @@ type Reply struct {
 	// CallID, Tool and ArgumentsDigest name the call the person saw; all
 	// three are required.
 	CallID, Tool, ArgumentsDigest string
-	// Decision is the decision. Its By (who decided: the principal a
-	// handler's Authorize returned) and Via (through what: [approval.ViaHTTP],
+	// Decision is the decision. Its By (who decided: the principal the
+	// host's authentication knows) and Via (through what: [approval.ViaHTTP],
 	// [approval.ViaTerminal] or a host's own) go to the audit; Via defaults to
 	// [approval.ViaHTTP] when By is set, and By to "unknown".
 	Decision agent.Decision
@@ -116,11 +116,11 @@ type Approvals struct {
 	onRegister func(approval.PendingApproval)
 }
 
-// NewApprovals returns an Approvals configured by cfg. It fails when cfg is
+// StartApprovals returns an Approvals configured by cfg. It fails when cfg is
 // invalid (a negative duration; a Notifier without a Store), and when the
 // Notifier cannot listen. An Approvals with a Notifier must be closed with
 // [Approvals.Close].
-func NewApprovals(cfg ApprovalsConfig) (*Approvals, error) {
+func StartApprovals(cfg ApprovalsConfig) (*Approvals, error) {
 	switch {
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("approval: negative timeout %v", cfg.Timeout)

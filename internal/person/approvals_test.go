@@ -17,7 +17,7 @@ import (
 	"github.com/planround/planround/internal/person"
 )
 
-func TestNewApprovals(t *testing.T) {
+func TestStartApprovals(t *testing.T) {
 	tests := []struct {
 		name    string
 		timeout time.Duration
@@ -30,10 +30,10 @@ func TestNewApprovals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := person.NewApprovals(person.ApprovalsConfig{Timeout: tt.timeout})
+			m, err := person.StartApprovals(person.ApprovalsConfig{Timeout: tt.timeout})
 			if tt.wantErr {
 				if err == nil {
-					t.Fatalf("NewApprovals(%v) error = nil, want an error", tt.timeout)
+					t.Fatalf("StartApprovals(%v) error = nil, want an error", tt.timeout)
 				}
 				return
 			}
@@ -46,7 +46,7 @@ func TestNewApprovals(t *testing.T) {
 }
 
 func TestRequestIDs(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	seen := make(map[string]bool)
 	for i := range 1000 {
 		tk, err := m.Request(context.Background(), request("s", i))
@@ -69,7 +69,7 @@ func TestRequestIDs(t *testing.T) {
 }
 
 func TestRequestWithEndedContext(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	tk, err := m.Request(ctx, request("s", 1))
@@ -81,7 +81,7 @@ func TestRequestWithEndedContext(t *testing.T) {
 
 // Race: the decision arrives after Request but before Wait.
 func TestRespondBeforeWait(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	req := request("s", 1)
 	tk, err := m.Request(context.Background(), req)
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func TestRespondBeforeWait(t *testing.T) {
 
 func TestRespondWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		req := request("s", 1)
 		tk, err := m.Request(t.Context(), req)
 		require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestRespondWhileWaiting(t *testing.T) {
 // the handlers (they need the session), so Request refuses it at once with
 // ErrNoSession, registers nothing, and says how to fix it.
 func TestNoSession(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	req := request("", 1)
 	tk, err := m.Request(t.Context(), req)
 	require.ErrorIs(t, err, approval.ErrNoSession)
@@ -145,7 +145,7 @@ func TestNoSession(t *testing.T) {
 
 // Race: CancelSession lands between register (Request) and wait (Wait).
 func TestCancelBetweenRegisterAndWait(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	req := request("s", 1)
 	tk, err := m.Request(context.Background(), req)
 	require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestCancelBetweenRegisterAndWait(t *testing.T) {
 
 func TestCancelWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		done := make(chan outcome, 2)
 		for i := range 2 {
 			tk, err := m.Request(t.Context(), request("s", i))
@@ -201,7 +201,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 // Race: the decision arrives after the timeout.
 func TestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{Timeout: 5 * time.Minute})
+		m := startApprovals(t, person.ApprovalsConfig{Timeout: 5 * time.Minute})
 		req := request("s", 1)
 		tk, err := m.Request(t.Context(), req)
 		require.NoError(t, err)
@@ -225,7 +225,7 @@ func TestTimeout(t *testing.T) {
 
 func TestDefaultTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		tk, err := m.Request(t.Context(), request("s", 1))
 		require.NoError(t, err)
 		start := time.Now()
@@ -252,7 +252,7 @@ func TestDoubleRespond(t *testing.T) {
 			name := tt.name + map[bool]string{false: "/before wait", true: "/while waiting"}[waiting]
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					m := newApprovals(t, person.ApprovalsConfig{})
+					m := startApprovals(t, person.ApprovalsConfig{})
 					req := request("s", 1)
 					tk, err := m.Request(t.Context(), req)
 					require.NoError(t, err)
@@ -289,7 +289,7 @@ func TestDoubleRespond(t *testing.T) {
 // Race: a decision for another session's approval is refused and does not
 // consume it.
 func TestRespondOtherSession(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	req := request("alice", 1)
 	tk, err := m.Request(context.Background(), req)
 	require.NoError(t, err)
@@ -329,7 +329,7 @@ func TestRespondValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newApprovals(t, person.ApprovalsConfig{})
+			m := startApprovals(t, person.ApprovalsConfig{})
 			tk, err := m.Request(context.Background(), request("s", 1))
 			require.NoError(t, err)
 			pending, err := respond(m, "s", tk.ApprovalID(), request("s", 1), tt.d)
@@ -353,7 +353,7 @@ func TestRespondValidation(t *testing.T) {
 
 // The decision's arguments are copied: the caller may reuse its buffer.
 func TestRespondCopiesArguments(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	req := request("s", 1)
 	tk, _ := m.Request(context.Background(), req)
 	id := tk.ApprovalID()
@@ -366,7 +366,7 @@ func TestRespondCopiesArguments(t *testing.T) {
 }
 
 func TestRespondUnknown(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	for _, id := range []string{"", "nope", "00000000000000000000000000000000"} {
 		pending, err := respond(m, "s", id, request("s", 1), agent.Decision{Approved: true})
 		if pending || err != nil {
@@ -377,7 +377,7 @@ func TestRespondUnknown(t *testing.T) {
 
 func TestContextEnds(t *testing.T) {
 	t.Run("already ended after Request", func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		req := request("s", 1)
 		tk, _ := m.Request(context.Background(), req)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -390,7 +390,7 @@ func TestContextEnds(t *testing.T) {
 		assert.Equal(t, 0, m.Len())
 	})
 	t.Run("decision beats an ended context", func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		req := request("s", 1)
 		tk, _ := m.Request(context.Background(), req)
 		id := tk.ApprovalID()
@@ -404,7 +404,7 @@ func TestContextEnds(t *testing.T) {
 	})
 	t.Run("ends during the wait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			m := newApprovals(t, person.ApprovalsConfig{})
+			m := startApprovals(t, person.ApprovalsConfig{})
 			tk, err := m.Request(t.Context(), request("s", 1))
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -421,7 +421,7 @@ func TestContextEnds(t *testing.T) {
 
 func TestWaitTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		req := request("s", 1)
 		tk, err := m.Request(t.Context(), req)
 		require.NoError(t, err)
@@ -446,7 +446,7 @@ func TestOnRegisterAutoApprove(t *testing.T) {
 	// the decision lands before Wait waits, and is not lost.
 	var m *person.Approvals
 	var seen []approval.PendingApproval
-	m = newApprovals(t, person.ApprovalsConfig{OnRegister: func(p approval.PendingApproval) {
+	m = startApprovals(t, person.ApprovalsConfig{OnRegister: func(p approval.PendingApproval) {
 		seen = append(seen, p)
 		if _, err := m.Respond(context.Background(), person.ReplyTo(p, agent.Decision{Approved: true, By: "auto"})); err != nil {
 			t.Errorf("Respond from OnRegister: %v", err)
@@ -466,7 +466,7 @@ func TestOnRegisterAutoApprove(t *testing.T) {
 
 func TestPendingListing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		var ids []string
 		var tickets []agent.Ticket
 		for i := range 3 {
@@ -506,7 +506,7 @@ var cancelledDecision = agent.Decision{Reason: agent.CauseApprovalInterrupted.De
 // TestPendingApprovalJSON: a listed approval names its id approval_id, as
 // the chunks and the approval handler's body do.
 func TestPendingApprovalJSON(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	tk, err := m.Request(t.Context(), request("s", 1))
 	require.NoError(t, err)
 	defer tk.Wait(context.Background()) //nolint:errcheck // releases the entry after CancelSession
@@ -525,7 +525,7 @@ func TestPendingApprovalJSON(t *testing.T) {
 // one.
 func TestRequestDigestIsComputed(t *testing.T) {
 	ctx := context.Background()
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	for _, carried := range []string{"", "sha256:0000", "wrong"} {
 		req := request("s", len(carried))
 		req.Call.ArgumentsDigest = carried

@@ -65,7 +65,7 @@ func letWait(ready <-chan struct{}) {
 // browser's click takes to resume the agent. It reports the p50 and p99 of
 // that latency.
 func BenchmarkRespondToResume(b *testing.B) {
-	m, _ := NewApprovals(ApprovalsConfig{})
+	m, _ := StartApprovals(ApprovalsConfig{})
 	ctx := context.Background()
 	req := benchRequest("s", 1)
 	tickets := make(chan agent.Ticket)
@@ -102,7 +102,7 @@ func BenchmarkMemoryPerPending(b *testing.B) {
 	ctx := context.Background()
 	var perPending float64
 	for b.Loop() {
-		m, _ := NewApprovals(ApprovalsConfig{})
+		m, _ := StartApprovals(ApprovalsConfig{})
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -126,7 +126,7 @@ func BenchmarkMemoryPerPending(b *testing.B) {
 // BenchmarkRequestRespondWait is the whole life of one approval in one
 // goroutine: register, answer before the wait, take the decision.
 func BenchmarkRequestRespondWait(b *testing.B) {
-	m, _ := NewApprovals(ApprovalsConfig{})
+	m, _ := StartApprovals(ApprovalsConfig{})
 	ctx := context.Background()
 	req := benchRequest("s", 1)
 	for b.Loop() {
@@ -139,7 +139,7 @@ func BenchmarkRequestRespondWait(b *testing.B) {
 // BenchmarkRequestRespondWaitParallel is the same from GOMAXPROCS
 // goroutines, each with its own session, on one Manager.
 func BenchmarkRequestRespondWaitParallel(b *testing.B) {
-	m, _ := NewApprovals(ApprovalsConfig{})
+	m, _ := StartApprovals(ApprovalsConfig{})
 	ctx := context.Background()
 	var sessions atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
@@ -171,7 +171,7 @@ func BenchmarkPendingHeld(b *testing.B) {
 				if mode == "MemStore" {
 					cfg.Store = &memory.MemStore{}
 				}
-				m, err := NewApprovals(cfg)
+				m, err := StartApprovals(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -211,7 +211,7 @@ func BenchmarkRequestRespondWaitStore(b *testing.B) {
 			if notify {
 				cfg.Notifier = st
 			}
-			m, err := NewApprovals(cfg)
+			m, err := StartApprovals(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -240,12 +240,12 @@ func BenchmarkRequestRespondWaitStore(b *testing.B) {
 // of the time from B's Respond to the return of A's Wait.
 func BenchmarkRespondToResumeReplicas(b *testing.B) {
 	st := &memory.MemStore{}
-	ma, err := NewApprovals(ApprovalsConfig{Store: st, Notifier: st})
+	ma, err := StartApprovals(ApprovalsConfig{Store: st, Notifier: st})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ma.Close()
-	mb, err := NewApprovals(ApprovalsConfig{Store: st, Notifier: st, OnDecided: func(memory.Approval) {}})
+	mb, err := StartApprovals(ApprovalsConfig{Store: st, Notifier: st, OnDecided: func(memory.Approval) {}})
 	if err != nil {
 		b.Fatal(err)
 	}

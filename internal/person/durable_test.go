@@ -26,7 +26,7 @@ import (
 // of them on one MemStore stand for two processes sharing a database.
 func replica(t *testing.T, cfg person.ApprovalsConfig) *person.Approvals {
 	t.Helper()
-	m := newApprovals(t, cfg)
+	m := startApprovals(t, cfg)
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -162,7 +162,7 @@ func (f *failingStore) Decisions(ctx context.Context, q memory.DecisionQuery) ([
 	return f.MemStore.Decisions(ctx, q)
 }
 
-func TestNewApprovalsDurableConfig(t *testing.T) {
+func TestStartApprovalsDurableConfig(t *testing.T) {
 	st := &memory.MemStore{}
 	tests := []struct {
 		name string
@@ -180,7 +180,7 @@ func TestNewApprovalsDurableConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leaktest.Check(t)
-			m, err := person.NewApprovals(tt.cfg)
+			m, err := person.StartApprovals(tt.cfg)
 			if tt.want != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.want)
@@ -296,8 +296,8 @@ func TestDurableFirstDecisionWins(t *testing.T) {
 	const approvals, deciders = 25, 16
 	st := &memory.MemStore{}
 	onA, onB := newDecisions(), newDecisions()
-	a := newApprovals(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onA.fn})
-	b := newApprovals(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onB.fn})
+	a := startApprovals(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onA.fn})
+	b := startApprovals(t, person.ApprovalsConfig{Store: st, Notifier: st, OnDecided: onB.fn})
 	defer a.Close()
 	defer b.Close()
 	ids := make(map[string]bool)
@@ -510,7 +510,7 @@ func TestDurableResumeRequest(t *testing.T) {
 // while a ticket of this Manager holds the approval, a second Request for
 // the key is refused.
 func TestResumeRequestWithoutStore(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	req := keyed("s", 1)
 	first, err := m.Request(t.Context(), req)
 	require.NoError(t, err)
@@ -1248,7 +1248,7 @@ func FuzzNote(f *testing.F) {
 	st := &memory.MemStore{}
 	notes := &directNotifier{}
 	called := make(chan memory.Approval, 1)
-	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: notes, OnDecided: func(a memory.Approval) { called <- a }})
+	m, err := person.StartApprovals(person.ApprovalsConfig{Store: st, Notifier: notes, OnDecided: func(a memory.Approval) { called <- a }})
 	require.NoError(f, err)
 	f.Cleanup(func() { _ = m.Close() })
 	tk, err := m.Request(context.Background(), request("s", 1))
@@ -1329,7 +1329,7 @@ func TestRecordWithoutDigest(t *testing.T) {
 	st := &memory.MemStore{}
 	args := json.RawMessage(`{"command": "ls -l"}`)
 	require.NoError(t, st.CreateApproval(ctx, memory.Approval{ID: "old", SessionID: "s", CallID: "c1", Tool: "run_command", Arguments: args}))
-	m := newApprovals(t, person.ApprovalsConfig{Store: st})
+	m := startApprovals(t, person.ApprovalsConfig{Store: st})
 	digest := agent.ArgumentsDigest(args)
 
 	list := pendingList(t, m, "s")

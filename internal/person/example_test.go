@@ -21,7 +21,7 @@ import (
 // out by hand. (A host with a runner has it take the decisions:
 // runner.Runner.Decide.)
 func ExampleApprovals() {
-	m, err := person.NewApprovals(person.ApprovalsConfig{})
+	m, err := person.StartApprovals(person.ApprovalsConfig{})
 	if err != nil {
 		panic(err)
 	}
@@ -61,7 +61,7 @@ func ExampleApprovals() {
 // CancelSession ends every pending approval of a session, also one that
 // was registered and not yet waited for.
 func ExampleApprovals_CancelSession() {
-	m, _ := person.NewApprovals(person.ApprovalsConfig{})
+	m, _ := person.StartApprovals(person.ApprovalsConfig{})
 	req := agent.ApprovalRequest{SessionID: "s1", Call: agent.ToolCall{ID: "call_1", Name: "run_command"}}
 	ticket, _ := m.Request(context.Background(), req)
 
@@ -79,7 +79,7 @@ func ExampleApprovals_CancelSession() {
 // "always" is remembered by the AllowList, whose policy comes last). Every
 // decision, the policies' too, is in the audit trail.
 func ExampleApprovals_Approver() {
-	m, _ := person.NewApprovals(person.ApprovalsConfig{})
+	m, _ := person.StartApprovals(person.ApprovalsConfig{})
 	grants := approval.NewAllowList()
 	a := m.Approver(
 		approval.AllowTools("read_file", "list_dir"),
@@ -138,12 +138,12 @@ func ExampleApprovals_Approver() {
 func ExampleApprovals_replicas() {
 	st := &memory.MemStore{}
 	resumeOnB := make(chan string, 1)
-	a, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
+	a, err := person.StartApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
 	if err != nil {
 		panic(err)
 	}
 	defer a.Close()
-	b, err := person.NewApprovals(person.ApprovalsConfig{
+	b, err := person.StartApprovals(person.ApprovalsConfig{
 		Store:     st,
 		Notifier:  st,
 		OnDecided: func(ap memory.Approval) { resumeOnB <- ap.SessionID },
@@ -177,7 +177,7 @@ func ExampleApprovals_replicas() {
 // at once.
 func ExampleApprovals_suspend() {
 	st := &memory.MemStore{}
-	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, SuspendAfter: time.Hour})
+	m, err := person.StartApprovals(person.ApprovalsConfig{Store: st, SuspendAfter: time.Hour})
 	if err != nil {
 		panic(err)
 	}

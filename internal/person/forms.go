@@ -35,7 +35,7 @@ type FormsConfig struct {
 	// creation. Zero means [interact.DefaultTimeout]; negative values are invalid.
 	Timeout time.Duration
 
-	// Store keeps the forms and their answers, as approval.Manager keeps
+	// Store keeps the forms and their answers, as [Approvals] keep
 	// approvals (usually the same store): the SQLite store across
 	// restarts, the PostgreSQL one across machines. Nil means a
 	// memory.MemStore of the Forms' own. A form is created in Store before
@@ -62,17 +62,18 @@ type FormsConfig struct {
 	SuspendAfter time.Duration
 
 	// OnAnswered, when not nil, is told of an answer (or a cancellation)
-	// no call of this process waits for, as approval's
-	// ManagerConfig.OnDecided is; a host that drives its sessions with a
-	// runner needs none. It must not block.
+	// no call of this process waits for, as
+	// [ApprovalsConfig.OnDecided] is; the runner needs none. It must not
+	// block.
 	OnAnswered func(memory.Approval)
 }
 
 // Forms is the register / wait / answer / cancel service behind the forms
-// of ask_user_question ([interact.AskUserQuestion]), for a front end that lives
-// elsewhere, such as a browser or the terminal the run is ranged in. It is
-// built on the same core as approval.Manager: a form is a record of its
-// Store, like an approval.
+// of ask_user_question ([interact.AskUserQuestion]) and of MCP servers'
+// requests for input, for a front end that lives elsewhere, such as a
+// browser; it is the [interact.Asker] of the runner's runs. It is built on
+// the same core as [Approvals]: a form is a record of its Store, like an
+// approval.
 //
 // A call registers its form synchronously, in the agent's goroutine, when
 // the agent asks for the call's side message: before the form_request chunk
@@ -112,9 +113,9 @@ type handoff struct {
 	released chan struct{}
 }
 
-// NewForms returns a Forms configured by cfg. It fails when cfg is
+// StartForms returns a Forms configured by cfg. It fails when cfg is
 // invalid, and when the Notifier cannot listen.
-func NewForms(cfg FormsConfig) (*Forms, error) {
+func StartForms(cfg FormsConfig) (*Forms, error) {
 	switch {
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("interact: negative timeout %v", cfg.Timeout)

@@ -207,7 +207,7 @@ func TestFormTimeoutCountsFromCreation(t *testing.T) {
 func TestCancelSessionCancelsOnlyForms(t *testing.T) {
 	leaktest.Check(t)
 	eachStore(t, func(t *testing.T, st sharedStore) {
-		m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st, Timeout: time.Hour})
+		m, err := person.StartApprovals(person.ApprovalsConfig{Store: st, Notifier: st, Timeout: time.Hour})
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, m.Close()) })
 		_, err = st.CreateSession(t.Context(), memory.Session{ID: "s1"})
@@ -266,7 +266,7 @@ func TestFormSurvivesARestart(t *testing.T) {
 		st, err := sqlitestore.Open(t.Context(), path)
 		require.NoError(t, err)
 		defer func() { assert.NoError(t, st.Close()) }()
-		forms, err := person.NewForms(person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
+		forms, err := person.StartForms(person.FormsConfig{Store: st, Notifier: st, Timeout: time.Hour, SuspendAfter: 100 * time.Millisecond})
 		require.NoError(t, err)
 		defer func() { assert.NoError(t, forms.Close()) }()
 		a := newAgent(t, srv, withStore(st), askWith(forms))
@@ -334,7 +334,7 @@ func TestFormSurvivesARestart(t *testing.T) {
 func TestNewMessageClosesAPendingForm(t *testing.T) {
 	leaktest.Check(t)
 	st := &memory.MemStore{}
-	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Timeout: time.Hour})
+	m, err := person.StartApprovals(person.ApprovalsConfig{Store: st, Timeout: time.Hour})
 	require.NoError(t, err)
 	forms := formsReplica(t, person.FormsConfig{Store: st, Timeout: time.Hour, SuspendAfter: 50 * time.Millisecond})
 	srv := newServer(t)

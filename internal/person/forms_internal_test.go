@@ -28,7 +28,7 @@ var testAnswers = interact.Answers{"name": {"Ada"}, "seat": {"window"}, "meals":
 
 func newForms(t *testing.T, timeout time.Duration) *Forms {
 	t.Helper()
-	f, err := NewForms(FormsConfig{Timeout: timeout})
+	f, err := StartForms(FormsConfig{Timeout: timeout})
 	require.NoError(t, err)
 	return f
 }
@@ -81,8 +81,8 @@ func cancelSession(t *testing.T, f *Forms, session string) int {
 	return n
 }
 
-func TestNewFormsRefusesNegativeTimeout(t *testing.T) {
-	_, err := NewForms(FormsConfig{Timeout: -time.Second})
+func TestStartFormsRefusesNegativeTimeout(t *testing.T) {
+	_, err := StartForms(FormsConfig{Timeout: -time.Second})
 	require.Error(t, err)
 	f := newForms(t, 0)
 	assert.Equal(t, interact.DefaultTimeout, f.Timeout())
@@ -474,7 +474,7 @@ func TestFormsConcurrent(t *testing.T) {
 // BenchmarkFormRoundTrip: one form registered, answered, taken and waited
 // for, as one ask_user_question call does.
 func BenchmarkFormRoundTrip(b *testing.B) {
-	f, err := NewForms(FormsConfig{})
+	f, err := StartForms(FormsConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,11 +11,11 @@ import (
 	"github.com/planround/planround/internal/person"
 )
 
-func newApprovals(t *testing.T, cfg person.ApprovalsConfig) *person.Approvals {
+func startApprovals(t *testing.T, cfg person.ApprovalsConfig) *person.Approvals {
 	t.Helper()
-	m, err := person.NewApprovals(cfg)
+	m, err := person.StartApprovals(cfg)
 	if err != nil {
-		t.Fatalf("NewApprovals: %v", err)
+		t.Fatalf("StartApprovals: %v", err)
 	}
 	return m
 }

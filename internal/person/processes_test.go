@@ -76,7 +76,7 @@ func decideInChild(t *testing.T, path string) {
 	st, err := sqlitestore.Open(t.Context(), path)
 	require.NoError(t, err)
 	defer st.Close()
-	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
+	m, err := person.StartApprovals(person.ApprovalsConfig{Store: st, Notifier: st})
 	require.NoError(t, err)
 	defer m.Close()
 	list, err := m.Pending(t.Context(), "s")

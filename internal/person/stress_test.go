@@ -68,7 +68,7 @@ func stress(t *testing.T, cfg person.ApprovalsConfig) {
 
 	synctest.Test(t, func(t *testing.T) {
 		cfg.Timeout = timeout
-		m := newApprovals(t, cfg)
+		m := startApprovals(t, cfg)
 		type result struct {
 			d       agent.Decision
 			err     error

@@ -26,7 +26,7 @@ func call(session, tool string) agent.ApprovalRequest {
 // decides is registered with the Manager before the agent shows it, so an
 // early decision lands; a call a policy decides registers nothing.
 func TestWrappersPassTheTicket(t *testing.T) {
-	m := newApprovals(t, person.ApprovalsConfig{})
+	m := startApprovals(t, person.ApprovalsConfig{})
 	grants := approval.NewAllowList()
 	wrappers := []struct {
 		name string
@@ -70,7 +70,7 @@ func TestWrappersPassTheTicket(t *testing.T) {
 // wrapper's time is up, and the rejection is a timeout.
 func TestWithTimeoutReleasesTheManager(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newApprovals(t, person.ApprovalsConfig{})
+		m := startApprovals(t, person.ApprovalsConfig{})
 		d, err := decide(t.Context(), approval.WithTimeout(m, time.Minute), call("s", "x"))
 		require.NoError(t, err)
 		assert.Equal(t, timedOut("1m0s"), d)
@@ -86,32 +86,32 @@ func TestConformance(t *testing.T) {
 		new  func() agent.Approver
 	}{
 		{"Manager", func() agent.Approver {
-			m, _ := person.NewApprovals(person.ApprovalsConfig{})
+			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return m
 		}},
 		{"Manager/durable", func() agent.Approver {
 			st := &memory.MemStore{}
-			m, _ := person.NewApprovals(person.ApprovalsConfig{Store: st, Notifier: st, SuspendAfter: time.Hour, OnDecided: func(memory.Approval) {}})
+			m, _ := person.StartApprovals(person.ApprovalsConfig{Store: st, Notifier: st, SuspendAfter: time.Hour, OnDecided: func(memory.Approval) {}})
 			return m // an io.Closer: the suite closes it
 		}},
 		{"Chain/Manager/durable", func() agent.Approver {
-			m, _ := person.NewApprovals(person.ApprovalsConfig{Store: &memory.MemStore{}})
+			m, _ := person.StartApprovals(person.ApprovalsConfig{Store: &memory.MemStore{}})
 			return approval.Chain(m, approval.AllowTools("read_file"))
 		}},
 		{"Chain/Manager", func() agent.Approver {
-			m, _ := person.NewApprovals(person.ApprovalsConfig{})
+			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.Chain(m, approval.AllowTools("read_file"))
 		}},
 		{"Chain/policy decides/Manager", func() agent.Approver {
-			m, _ := person.NewApprovals(person.ApprovalsConfig{})
+			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.Chain(m, approval.AllowTools("approvaltest_tool"))
 		}},
 		{"AllowList/Manager", func() agent.Approver {
-			m, _ := person.NewApprovals(person.ApprovalsConfig{})
+			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.NewAllowList().Wrap(m)
 		}},
 		{"WithTimeout/Manager", func() agent.Approver {
-			m, _ := person.NewApprovals(person.ApprovalsConfig{})
+			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.WithTimeout(m, time.Hour)
 		}},
 	}

@@ -68,7 +68,7 @@ func heldPerWait(b *testing.B, suspendAfter time.Duration, stacks []byte) (held,
 		if err != nil {
 			b.Fatal(err)
 		}
-		w.Record = nil // as approval.Manager does
+		w.Record = nil // as person.Approvals does
 		ws[i] = w
 	}
 	readHeap(&opened)

@@ -1,5 +1,6 @@
 // Package waiting is the core of everything that waits for a person:
-// approval.Manager's approvals and interact.Forms' forms sit on it.
+// the approvals and the forms a runner keeps (internal/person's Approvals
+// and Forms) sit on it.
 //
 // A wait is a record in a memory.ApprovalStore (a MemStore of its own when
 // none is given: one code path, durable or not). It is created before the

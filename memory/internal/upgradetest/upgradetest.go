@@ -16,17 +16,17 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// ApprovalsFromBeforeDigests checks, through an approval.Manager on st,
-// the approvals a store's migration brought from the schema before
-// approvals had kinds, keys and digests: "old-pending" (pending, for call
-// c1 running {"command": "ls -l"}) and "old-decided" (denied, "not that",
-// for c2 running {"command": "rm x"}), whose calls are in the assistant
-// message msg of session "s". The card shows the digest of the stored
-// arguments, a resumed turn finds both by key, and a decision binds by the
-// digest.
+// ApprovalsFromBeforeDigests checks, through the runner's approvals
+// (person.Approvals) on st, the approvals a store's migration brought from
+// the schema before approvals had kinds, keys and digests: "old-pending"
+// (pending, for call c1 running {"command": "ls -l"}) and "old-decided"
+// (denied, "not that", for c2 running {"command": "rm x"}), whose calls are
+// in the assistant message msg of session "s". The card shows the digest of
+// the stored arguments, a resumed turn finds both by key, and a decision
+// binds by the digest.
 func ApprovalsFromBeforeDigests(t *testing.T, st memory.ApprovalStore, msg int64) {
 	ctx := t.Context()
-	m, err := person.NewApprovals(person.ApprovalsConfig{Store: st})
+	m, err := person.StartApprovals(person.ApprovalsConfig{Store: st})
 	require.NoError(t, err)
 	args := json.RawMessage(`{"command":"ls -l"}`)
 	digest := agent.ArgumentsDigest(args)
