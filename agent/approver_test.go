@@ -97,7 +97,7 @@ func TestInterruptDuringApprovalSaysWhatHappened(t *testing.T) {
 // TestApproveInterruptRace races a browser's decision against the user's
 // interrupt (as the web chat's handlers do: cancel the run, then the
 // session's approvals) many times, and checks that the stored tool message
-// says what happened: a decision the Manager took is what the call records
+// says what happened: a decision the approvals took is what the call records
 // (a result, not run, or the rejection's reason), and an approval the
 // interrupt cut short is "interrupted while waiting for approval".
 func TestApproveInterruptRace(t *testing.T) {

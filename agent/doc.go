@@ -82,7 +82,9 @@
 // approval_required, with the ticket's approval id, and then waits for. A
 // decision can therefore never arrive too early, and the agent waits for
 // every pending ticket, also when the run ended first, so none is left
-// pending. Package approval has a ready Manager and composable approvers.
+// pending. Package approval has ready, composable approvers and policies;
+// a runner (package runner) keeps the approvals a person answers from
+// elsewhere, such as a browser.
 //
 // A call carries what its tool says about itself, [ToolHints] (read-only,
 // destructive, idempotent, open world, and whether the host trusts whoever
