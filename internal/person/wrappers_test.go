@@ -119,3 +119,54 @@ func TestConformance(t *testing.T) {
 		t.Run(a.name, func(t *testing.T) { approvaltest.Run(t, a.new) })
 	}
 }
+
+// TestApproverMustAsk: the Approver's policies never approve a call that
+// must be asked about (agent.ToolCall.MustAsk): a policy's approval of it
+// counts as abstaining, the next policy is asked, and with none left the
+// call waits for a person, registered with the approvals; a policy's
+// rejection of it stands, and is recorded for the audit. A nil policy is
+// skipped.
+func TestApproverMustAsk(t *testing.T) {
+	m := startApprovals(t, person.ApprovalsConfig{})
+	approveAll := approval.Named("approve", func(context.Context, agent.ApprovalRequest) (agent.Decision, bool) {
+		return agent.Decision{Approved: true}, true
+	})
+	a := m.Approver(nil, approveAll, approval.DenyTools("never", "rm"))
+
+	plain := call("s", "ls")
+	d, err := decide(t.Context(), a, plain)
+	require.NoError(t, err)
+	assert.Equal(t, agent.Decision{Approved: true, By: "policy:approve", Via: approval.ViaPolicy}, d, "a call that need not ask")
+
+	mustAsk := call("s", "ls")
+	mustAsk.Call.ID, mustAsk.Call.MustAsk = "call_must", true
+	tk, err := a.Request(t.Context(), mustAsk)
+	require.NoError(t, err)
+	_, decided := tk.Decision()
+	require.False(t, decided, "a policy's approval of a call that must ask counts as abstaining")
+	require.Len(t, pendingList(t, m, "s"), 1)
+	assert.Equal(t, tk.ApprovalID(), pendingList(t, m, "s")[0].ApprovalID)
+	ok, err := respond(m, "s", tk.ApprovalID(), mustAsk, agent.Decision{Reason: "not now", By: "alice"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	d, err = tk.Wait(t.Context())
+	require.NoError(t, err)
+	assert.False(t, d.Approved)
+	assert.Equal(t, "alice", d.By)
+
+	rm := call("s", "rm")
+	rm.Call.ID, rm.Call.MustAsk = "call_rm", true
+	a = m.Approver(approval.DenyTools("never", "rm"), approveAll)
+	d, err = decide(t.Context(), a, rm)
+	require.NoError(t, err)
+	assert.False(t, d.Approved, "a policy's rejection of a call that must ask stands")
+	assert.Equal(t, "policy:deny-tools", d.By)
+
+	var by []string
+	for r, err := range m.Decisions(t.Context(), approval.DecisionQuery{SessionID: "s"}) {
+		require.NoError(t, err)
+		by = append(by, r.Tool+" "+r.Decision.By)
+	}
+	assert.Equal(t, []string{"ls policy:approve", "ls alice", "rm policy:deny-tools"}, by, "the audit")
+	assert.Equal(t, 0, m.Len())
+}
