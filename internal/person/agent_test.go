@@ -18,11 +18,11 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// The tests of this file run the agent with durable Managers, against a
+// The tests of this file run the agent with durable Approvals, against a
 // scripted model on 127.0.0.1: the contract between the two.
 
 // host is one process of a service: an agent whose approver is a durable
-// Manager on the shared store, and whose OnDecided resumes the turn, as a
+// Approvals on the shared store, and whose OnDecided resumes the turn, as a
 // host does.
 type host struct {
 	m       *person.Approvals
@@ -99,7 +99,7 @@ func scriptedModel(t *testing.T) *agenttest.Server {
 	return srv
 }
 
-// TestAgentSuspendAfterThenMovedOn: a Manager with SuspendAfter suspends a
+// TestAgentSuspendAfterThenMovedOn: an Approvals with SuspendAfter suspends a
 // run nobody answers; a new message on the session rejects the open call
 // (the user moved on) and cancels its approval, so a late answer to the old
 // card is stale and resumes nothing.

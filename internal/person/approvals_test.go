@@ -52,7 +52,7 @@ func TestRequestIDs(t *testing.T) {
 		tk, err := m.Request(context.Background(), request("s", i))
 		require.NoError(t, err)
 		_, decided := tk.Decision()
-		require.False(t, decided, "a Manager's ticket is pending")
+		require.False(t, decided, "an Approvals' ticket is pending")
 		id := tk.ApprovalID()
 		if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
 			t.Fatalf("id %q is not 128 bits of hex", id)
@@ -413,7 +413,7 @@ func TestContextEnds(t *testing.T) {
 			d, err := tk.Wait(ctx)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Equal(t, time.Second, time.Since(start))
-			assert.Equal(t, cancelledDecision, d, "the caller's deadline is not the Manager's timeout")
+			assert.Equal(t, cancelledDecision, d, "the caller's deadline is not the Approvals' timeout")
 			assert.Equal(t, 0, m.Len())
 		})
 	})

@@ -91,7 +91,7 @@ func BenchmarkRespondToResume(b *testing.B) {
 }
 
 // BenchmarkMemoryPerPending measures the heap a pending approval holds in
-// the Manager: 100,000 registrations over 1,000 sessions. The requests
+// the Approvals: 100,000 registrations over 1,000 sessions. The requests
 // themselves (owned by the agent) are made beforehand and not counted.
 func BenchmarkMemoryPerPending(b *testing.B) {
 	const n, sessions = 100_000, 1_000
@@ -137,7 +137,7 @@ func BenchmarkRequestRespondWait(b *testing.B) {
 }
 
 // BenchmarkRequestRespondWaitParallel is the same from GOMAXPROCS
-// goroutines, each with its own session, on one Manager.
+// goroutines, each with its own session, on one Approvals.
 func BenchmarkRequestRespondWaitParallel(b *testing.B) {
 	m, _ := StartApprovals(ApprovalsConfig{})
 	ctx := context.Background()
@@ -153,7 +153,7 @@ func BenchmarkRequestRespondWaitParallel(b *testing.B) {
 }
 
 // BenchmarkPendingHeld measures the heap that 10,000 pending approvals
-// (over 100 sessions) hold, per approval: in an in-memory Manager, and in a
+// (over 100 sessions) hold, per approval: in an in-memory Approvals, and in a
 // durable one whose Store is a MemStore (the figure then includes the
 // Store's records, which a database would keep out of the process).
 func BenchmarkPendingHeld(b *testing.B) {
@@ -201,7 +201,7 @@ func BenchmarkPendingHeld(b *testing.B) {
 }
 
 // BenchmarkRequestRespondWaitStore is BenchmarkRequestRespondWait for a
-// durable Manager on a MemStore: the approval is created and decided in the
+// durable Approvals on a MemStore: the approval is created and decided in the
 // Store, and, with a Notifier, the decision announced.
 func BenchmarkRequestRespondWaitStore(b *testing.B) {
 	for _, notify := range []bool{false, true} {
@@ -235,7 +235,7 @@ func BenchmarkRequestRespondWaitStore(b *testing.B) {
 }
 
 // BenchmarkRespondToResumeReplicas is BenchmarkRespondToResume across two
-// durable Managers on one MemStore (its Notifier within the process): the
+// durable Approvals on one MemStore (its Notifier within the process): the
 // Wait waits on A, the decision is posted to B. It reports the p50 and p99
 // of the time from B's Respond to the return of A's Wait.
 func BenchmarkRespondToResumeReplicas(b *testing.B) {

@@ -49,7 +49,7 @@ func TestStoreConformance(t *testing.T) {
 	})
 }
 
-// TestFirstDecisionWinsAcrossStores: two Managers on two handles of one
+// TestFirstDecisionWinsAcrossStores: two Approvals on two handles of one
 // database stand for two processes: the run's approval is suspended on A,
 // 16 decisions race for it from both, exactly one is taken, the Store
 // holds that one, and the resumed turn on A gets it. With a SQLite file and

@@ -22,7 +22,7 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// replica returns a durable Manager on cfg.Store, closed when t ends: two
+// replica returns a durable Approvals on cfg.Store, closed when t ends: two
 // of them on one MemStore stand for two processes sharing a database.
 func replica(t *testing.T, cfg person.ApprovalsConfig) *person.Approvals {
 	t.Helper()
@@ -289,7 +289,7 @@ func TestDurableDecisionOnOtherReplica(t *testing.T) {
 }
 
 // TestDurableFirstDecisionWins: 16 decisions race for one approval from two
-// Managers; exactly one is taken, the Wait gets that one, and the Store
+// Approvals; exactly one is taken, the Wait gets that one, and the Store
 // holds it. Then B's OnDecided was called once per approval and A's never.
 func TestDurableFirstDecisionWins(t *testing.T) {
 	leaktest.Check(t)
@@ -504,10 +504,10 @@ func TestDurableResumeRequest(t *testing.T) {
 	})
 }
 
-// TestResumeRequestWithoutStore: a Manager without a Store keeps its
+// TestResumeRequestWithoutStore: an Approvals without a Store keeps its
 // approvals in a MemStore of its own, so a resumed turn in the same process
 // that asks again with the Key gets the same approval, and its decision;
-// while a ticket of this Manager holds the approval, a second Request for
+// while a ticket of this Approvals holds the approval, a second Request for
 // the key is refused.
 func TestResumeRequestWithoutStore(t *testing.T) {
 	m := startApprovals(t, person.ApprovalsConfig{})
@@ -789,7 +789,7 @@ func TestDurableCancelSession(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, cancelledDecision, d)
 		synctest.Wait() // every note handled
-		// Each Manager's OnDecided gets the decisions it has no Wait for:
+		// Each Approvals' OnDecided gets the decisions it has no Wait for:
 		// B's, of the approval nobody waits for and of A's; A's, of that
 		// one too (from the note) and of B's registered one.
 		assert.ElementsMatch(t, []string{suspended.ApprovalID(), waited.ApprovalID()}, ids(onB), "B")
@@ -821,7 +821,7 @@ func ids(d decisions) []string {
 }
 
 // TestDurableLostNotes: an empty note (notes may have been lost) makes every
-// Manager look up the approvals its Waits wait for.
+// Approvals look up the approvals its Waits wait for.
 func TestDurableLostNotes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memory.MemStore{}
@@ -1182,7 +1182,7 @@ func TestCancelApproval(t *testing.T) {
 			assert.Equal(t, string(agent.CauseMovedOn), stored(t, st, tk.ApprovalID()).Decision.Cause)
 			assert.Empty(t, pendingList(t, a, "s"))
 			synctest.Wait()
-			on.none(t, "no Manager is told")
+			on.none(t, "no Approvals is told")
 		})
 	})
 	t.Run("store fails", func(t *testing.T) {
@@ -1200,7 +1200,7 @@ func TestCancelApproval(t *testing.T) {
 }
 
 // TestDurableResumedRequestFindsOrphan: a process that stopped right after
-// its Manager created an approval left it pending. The resumed turn's
+// its Approvals created an approval left it pending. The resumed turn's
 // request, on another process, names the call with the same Key and gets
 // that approval back instead of a second one beside it; a request of
 // another call gets a new approval.
@@ -1238,7 +1238,7 @@ func TestDurableResumedRequestFindsOrphan(t *testing.T) {
 }
 
 // FuzzNote: a note comes from the network (another process, through the
-// database): whatever its payload, the Manager neither panics nor takes it
+// database): whatever its payload, the Approvals neither panics nor takes it
 // for a decision the store does not hold. The pending approval stays
 // pending, its Wait is not woken and OnDecided is not called.
 func FuzzNote(f *testing.F) {
@@ -1292,7 +1292,7 @@ func (d *directNotifier) hand(payload string) {
 	fn(payload)
 }
 
-// TestDecisionNoted: the note a durable Manager sends for a decision names
+// TestDecisionNoted: the note a durable Approvals sends for a decision names
 // its session and approval to what the runner reads notes with
 // (waiting.ParseNote); other payloads are refused.
 func TestDecisionNoted(t *testing.T) {

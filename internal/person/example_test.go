@@ -14,7 +14,7 @@ import (
 	"github.com/planround/planround/memory"
 )
 
-// A host sets a Manager as the agent's approver. The agent calls Request
+// A host sets an Approvals as the agent's approver. The agent calls Request
 // before it shows the approval_required chunk and waits with the ticket
 // after; the person answers with the chunk's approval id, bound to the call
 // the card shows. Here the steps the agent and the person take are written

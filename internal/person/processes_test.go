@@ -24,7 +24,7 @@ import (
 const deciderEnv = "PLANROUND_APPROVAL_DECIDER_DB"
 
 // TestDecisionFromAnotherProcess: two processes on one SQLite file, each
-// with a Manager on its own Store, with the default timeout. A decision
+// with an Approvals on its own Store, with the default timeout. A decision
 // posted to the second process wakes the Wait in the first through the
 // Store's notes, at once, instead of at the timeout five minutes later.
 func TestDecisionFromAnotherProcess(t *testing.T) {
@@ -71,7 +71,7 @@ func TestDecisionFromAnotherProcess(t *testing.T) {
 }
 
 // decideInChild approves, as the second process, the one pending approval
-// of session "s" in the file at path, through a Manager of its own.
+// of session "s" in the file at path, through an Approvals of its own.
 func decideInChild(t *testing.T, path string) {
 	st, err := sqlitestore.Open(t.Context(), path)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ const (
 	actReject                      // Respond reject likewise
 	actRespondFirst                // Respond before Wait starts
 	actCancelContext               // cancel the waiter's context
-	actTimeout                     // do nothing: the Manager's timeout rejects
+	actTimeout                     // do nothing: the Approvals' timeout rejects
 	actCount
 )
 
@@ -31,7 +31,7 @@ const (
 // sessions cancelled in the middle. Every outcome must match what happened,
 // and afterwards no entry and no goroutine may remain.
 //
-// It runs with an in-memory Manager and with a durable one (a MemStore as
+// It runs with an in-memory Approvals and with a durable one (a MemStore as
 // its Store), whose outcomes must be the same.
 func TestStress(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { stress(t, person.ApprovalsConfig{}) })

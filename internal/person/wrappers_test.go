@@ -22,8 +22,8 @@ func call(session, tool string) agent.ApprovalRequest {
 	return r
 }
 
-// The wrappers over a Manager pass its ticket through: a call no policy
-// decides is registered with the Manager before the agent shows it, so an
+// The wrappers over an Approvals pass its ticket through: a call no policy
+// decides is registered with the Approvals before the agent shows it, so an
 // early decision lands; a call a policy decides registers nothing.
 func TestWrappersPassTheTicket(t *testing.T) {
 	m := startApprovals(t, person.ApprovalsConfig{})
@@ -39,21 +39,21 @@ func TestWrappersPassTheTicket(t *testing.T) {
 	}
 	for _, w := range wrappers {
 		t.Run(w.name, func(t *testing.T) {
-			// A policy decides: nothing reaches the Manager.
+			// A policy decides: nothing reaches the Approvals.
 			tk, err := w.a.Request(context.Background(), call("s", "read_file"))
 			require.NoError(t, err)
 			d, decided := tk.Decision()
 			assert.True(t, decided && d.Approved, "decided at once: %+v", d)
 			assert.Equal(t, 0, m.Len(), "a policy's decision registers nothing")
 
-			// No policy decides: the Manager's ticket, and its early
+			// No policy decides: the Approvals' ticket, and its early
 			// decision, come through.
 			tk, err = w.a.Request(context.Background(), call("s", "run_command"))
 			require.NoError(t, err)
 			_, decided = tk.Decision()
 			require.False(t, decided)
 			require.Len(t, pendingList(t, m, "s"), 1)
-			assert.Equal(t, pendingList(t, m, "s")[0].ApprovalID, tk.ApprovalID(), "the Manager's approval id")
+			assert.Equal(t, pendingList(t, m, "s")[0].ApprovalID, tk.ApprovalID(), "the Approvals' approval id")
 			pending, err := respond(m, "s", tk.ApprovalID(), call("s", "run_command"), agent.Decision{Approved: true, Scope: agent.ScopeAlways})
 			require.NoError(t, err)
 			require.True(t, pending)
@@ -66,7 +66,7 @@ func TestWrappersPassTheTicket(t *testing.T) {
 	assert.Equal(t, []string{"run_command"}, grants.Tools("other session"), "the wrapped AllowList saw the grant")
 }
 
-// WithTimeout around a Manager: the Manager's entry is released when the
+// WithTimeout around an Approvals: the Approvals' entry is released when the
 // wrapper's time is up, and the rejection is a timeout.
 func TestWithTimeoutReleasesTheManager(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -85,32 +85,40 @@ func TestConformance(t *testing.T) {
 		name string
 		new  func() agent.Approver
 	}{
-		{"Manager", func() agent.Approver {
+		{"Approvals", func() agent.Approver {
 			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return m
 		}},
-		{"Manager/durable", func() agent.Approver {
+		{"Approvals/durable", func() agent.Approver {
 			st := &memory.MemStore{}
 			m, _ := person.StartApprovals(person.ApprovalsConfig{Store: st, Notifier: st, SuspendAfter: time.Hour, OnDecided: func(memory.Approval) {}})
 			return m // an io.Closer: the suite closes it
 		}},
-		{"Chain/Manager/durable", func() agent.Approver {
+		{"Chain/Approvals/durable", func() agent.Approver {
 			m, _ := person.StartApprovals(person.ApprovalsConfig{Store: &memory.MemStore{}})
 			return approval.Chain(m, approval.AllowTools("read_file"))
 		}},
-		{"Chain/Manager", func() agent.Approver {
+		{"Chain/Approvals", func() agent.Approver {
 			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.Chain(m, approval.AllowTools("read_file"))
 		}},
-		{"Chain/policy decides/Manager", func() agent.Approver {
+		{"Chain/policy decides/Approvals", func() agent.Approver {
 			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.Chain(m, approval.AllowTools("approvaltest_tool"))
 		}},
-		{"AllowList/Manager", func() agent.Approver {
+		{"AllowList/Approvals", func() agent.Approver {
 			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.NewAllowList().Wrap(m)
 		}},
-		{"WithTimeout/Manager", func() agent.Approver {
+		{"Approver/Approvals", func() agent.Approver {
+			m, _ := person.StartApprovals(person.ApprovalsConfig{})
+			return m.Approver(approval.AllowTools("read_file"))
+		}},
+		{"Approver/policy decides/Approvals/durable", func() agent.Approver {
+			m, _ := person.StartApprovals(person.ApprovalsConfig{Store: &memory.MemStore{}})
+			return m.Approver(approval.AllowTools("approvaltest_tool"))
+		}},
+		{"WithTimeout/Approvals", func() agent.Approver {
 			m, _ := person.StartApprovals(person.ApprovalsConfig{})
 			return approval.WithTimeout(m, time.Hour)
 		}},
