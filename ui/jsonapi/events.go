@@ -337,7 +337,7 @@ func (h *Handler) nestedMarks(ctx context.Context, sessionID string, state runne
 	defer cancel()
 	var marks map[string]agent.Chunk
 	for e, err := range h.b.Runner.Subscribe(ctx, sessionID, state.Turn-1) {
-		if err != nil {
+		if err != nil || e.Kind == runner.EventSessionDeleted {
 			break
 		}
 		if c := e.Chunk; e.Kind == runner.EventChunk && c.Depth > 0 && turn.AsksPerson(c) {

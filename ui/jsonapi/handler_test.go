@@ -359,6 +359,19 @@ func TestEventsCursor(t *testing.T) {
 		return out
 	}
 	assert.Equal(t, seqs(all), append(seqs(part), seqs(rest)...), "no duplicate, no gap")
+
+	// An EventSource that reconnects by itself names its cursor in the
+	// Last-Event-ID header.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, api+"/events?session_id="+s, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-User", "alice")
+	req.Header.Set("Last-Event-ID", strconv.FormatInt(cursor, 10))
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	third := &stream{res: res, sc: bufio.NewScanner(res.Body)}
+	t.Cleanup(third.close)
+	assert.Contains(t, third.next(t).data, `"replay":true`)
+	assert.Equal(t, seqs(rest), seqs(third.until(t, named("run_done"))), "the same events after the header's cursor")
 	for i, e := range all {
 		assert.EqualValues(t, i+1, e.id, "numbered from 1 without a gap")
 	}
@@ -627,4 +640,34 @@ func TestOptions(t *testing.T) {
 	assert.Error(t, err)
 	_, err = NewHandler(ui.Config{Runner: b.Runner}, Options{})
 	assert.Error(t, err)
+}
+
+// TestNestedRedraw: a client that follows a session without a cursor while
+// a sub-agent's call waits for its approval gets the approval_required
+// chunk marked as the sub-agent's (its Agent, Depth and Parent), as the
+// turn showed it, so that it draws the card where it was.
+func TestNestedRedraw(t *testing.T) {
+	leaktest.Check(t, http.DefaultClient.CloseIdleConnections)
+	b := uitest.New(t, uitest.Options{})
+	api := serve(t, b, ui.Config{}, Options{})
+	s := "alice-nested"
+	ev := follow(t, api, "alice", s, -1)
+	status, out := post(t, api+"/chat", "alice", map[string]string{"session_id": s, "message": uitest.Research})
+	require.Equal(t, http.StatusAccepted, status, out)
+	asked := chunkOf(t, last(ev.until(t, approvalAsked)))
+	require.Equal(t, 1, asked.Depth, "the sub-agent's approval")
+
+	again := follow(t, api, "alice", s, -1)
+	hello := again.next(t)
+	assert.Contains(t, hello.data, `"busy":true`)
+	redraw := chunkOf(t, again.next(t))
+	require.NotNil(t, redraw.Tool)
+	assert.Equal(t, asked.Tool.ApprovalID, redraw.Tool.ApprovalID)
+	assert.Equal(t, [3]any{asked.Agent, asked.Depth, asked.Parent}, [3]any{redraw.Agent, redraw.Depth, redraw.Parent})
+	assert.Equal(t, "research", redraw.Agent)
+	assert.Equal(t, "call_r", redraw.Parent)
+
+	status, out = post(t, api+"/interrupt", "alice", map[string]string{"session_id": s})
+	require.Equal(t, http.StatusOK, status, out)
+	ev.until(t, named("run_done"))
 }
