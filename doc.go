@@ -65,6 +65,9 @@
 //     useChat client talks to, on the runner.
 //   - ui/agui: the AG-UI protocol's events, and a handler for its
 //     RunAgentInput, on the runner.
+//   - ui/jsonapi: the web chat's own JSON and Server-Sent Events protocol
+//     (send, events from a cursor, history with open calls, decide, answer,
+//     stop, sessions) as a handler on the runner.
 //   - demo: the built-in demo model, plugged in through an HTTP client
 //     without a listening port, and the demo tools.
 //

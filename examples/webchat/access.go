@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/planround/planround/ui"
+	"github.com/planround/planround/ui/jsonapi"
 )
 
 // Who may do what.
@@ -98,8 +99,9 @@ func sessionOwner(sessionID string) string {
 // authorize reports whether r may act on the session: a nil error when
 // r's owner cookie is the session's owner, with the principal the audit
 // records for that browser (see principalOf). It is the check of every
-// endpoint that names a session: the ui.AuthorizeFunc of the person's
-// requests (decide.go).
+// endpoint that names a session: the ui.AuthorizeFunc of the chat's
+// protocol (ui/jsonapi, see Server.routes) and of the web chat's own
+// endpoints (checkSession).
 func authorize(r *http.Request, sessionID string) (principal string, err error) {
 	tag, ok := ownerTag(r)
 	if !ok {
@@ -128,7 +130,7 @@ func principalOf(tag string) string {
 // on it. On failure it writes the answer (400, 401 or 403) and returns
 // false.
 func checkSession(w http.ResponseWriter, r *http.Request, sessionID string) bool {
-	if err := checkSessionID(sessionID); err != nil {
+	if err := jsonapi.CheckSessionID(sessionID); err != nil {
 		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
 		return false
 	}
@@ -141,24 +143,6 @@ func checkSession(w http.ResponseWriter, r *http.Request, sessionID string) bool
 		return false
 	}
 	return true
-}
-
-// handleNewSession answers POST /api/sessions with a new session id for
-// the request's browser: its owner tag, "-", and 64 random bits.
-//
-//	200 {"success":true,"session_id":"..."}
-//	401                                       no owner cookie
-func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
-	if !decodeJSON(w, r, &req) {
-		return
-	}
-	tag, ok := ownerTag(r)
-	if !ok {
-		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, apiResponse{Success: true, SessionID: newSessionID(tag)})
 }
 
 // newSessionID returns a new session id of the browser with owner tag

@@ -558,7 +558,7 @@ func (c *chaosRun) died(ctx context.Context, client *http.Client, session string
 }
 
 // running reports whether a replica says a run is in progress in the
-// session (GET /api/history's X-Webchat-Running).
+// session (GET /api/history's X-Session-Running).
 func (c *chaosRun) running(ctx context.Context, client *http.Client, session string) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

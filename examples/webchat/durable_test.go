@@ -21,7 +21,7 @@ import (
 )
 
 // historyAt reads GET /api/history of the session on the server at base as
-// client: the entries, and the X-Webchat-Seq and X-Webchat-Running headers.
+// client: the entries, and the X-Session-Seq and X-Session-Running headers.
 func historyAt(t *testing.T, client *http.Client, base, session string) ([]historyEntry, int64, bool) {
 	t.Helper()
 	resp, err := client.Get(base + "/api/history?session_id=" + session)

@@ -217,7 +217,7 @@
 //	                               messages left out, open calls with their
 //	                               state and approval id;
 //	                               while a run is active, up to its start
-//	                               (X-Webchat-Running: true). X-Webchat-Seq:
+//	                               (X-Session-Running: true). X-Session-Seq:
 //	                               the number of the last event included
 //	GET  /api/audit?session_id=    the session's decisions, oldest first:
 //	                               {you, decisions: [approval.DecisionRecord]};

@@ -15,8 +15,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +30,8 @@ import (
 	"github.com/planround/planround/mcpclient"
 	"github.com/planround/planround/memory"
 	"github.com/planround/planround/runner"
+	"github.com/planround/planround/ui"
+	"github.com/planround/planround/ui/jsonapi"
 )
 
 //go:embed web
@@ -201,7 +201,10 @@ type Options struct {
 }
 
 // Server is the web chat: an http.Handler serving the page and the API, and
-// the runs it started. Close ends them.
+// the runs it started. Close ends them. The chat's protocol (send, events,
+// history, decide, answer, stop, sessions) is package ui/jsonapi's; the
+// rest of the API (export and import, the API log, the audit, skills, MCP,
+// OAuth), the page and the owner cookie are the web chat's own.
 //
 // Every session (a browser tab's conversation, named by the page) has at
 // most one run at a time, among every process that shares the Store, and
@@ -216,8 +219,8 @@ type Server struct {
 	tools     *agent.ToolRegistry
 	mcp       *mcpclient.Client // nil without MCP servers
 	info      info
-	handler   http.Handler  // the routes behind the CSRF and Host checks
-	closing   chan struct{} // closed by Close: event streams end
+	api       *jsonapi.Handler // the chat's protocol (package ui/jsonapi)
+	handler   http.Handler     // the routes behind the CSRF and Host checks
 	closeOnce sync.Once
 
 	maxRunsPerOwner                int
@@ -274,19 +277,6 @@ type session struct {
 	// turn is the Seq of the turn in progress that this process counts
 	// for the session's owner; 0 when none.
 	turn int64
-	// nested marks the approvals and forms of the turn that belong to a
-	// sub-agent's run, by approval id and form id, so that a reconnecting
-	// page draws them again where they were.
-	nested map[string]nestedMark
-}
-
-// nestedMark is where a chunk of a sub-agent's run belongs: its Agent,
-// Depth and Parent (see agent.Chunk) and its round.
-type nestedMark struct {
-	agent  string
-	depth  int
-	parent string
-	round  int
 }
 
 // NewServer builds the agent from o and returns the Server.
@@ -387,7 +377,6 @@ func NewServer(o Options) (*Server, error) {
 		// stay good across restarts and replicas.
 		s.info.Log = "store"
 	}
-	s.closing = make(chan struct{})
 	s.maxRunsPerOwner = cmp.Or(o.MaxRunsPerOwner, DefaultMaxRunsPerOwner)
 	s.maxStreams = cmp.Or(o.MaxStreams, DefaultMaxStreams)
 	s.maxStreamsPerOwner = cmp.Or(o.MaxStreamsPerOwner, DefaultMaxStreamsPerOwner)
@@ -431,6 +420,33 @@ func NewServer(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.agent = s.runner.Agent()
+	s.api, err = jsonapi.NewHandler(ui.Config{Runner: s.runner, Authorize: authorize, MaxBodyBytes: maxBody, Logger: s.logger}, jsonapi.Options{
+		Hello:   s.info,
+		Prepare: s.prepare,
+		NewSessionID: func(r *http.Request) (string, error) {
+			tag, ok := ownerTag(r)
+			if !ok {
+				return "", errNoOwner
+			}
+			return newSessionID(tag), nil
+		},
+		Sessions: func(r *http.Request) (func(memory.Session) bool, error) {
+			tag, ok := ownerTag(r)
+			if !ok {
+				return nil, errNoOwner
+			}
+			return func(ss memory.Session) bool { return sessionOwner(ss.ID) == tag }, nil
+		},
+		Deleted: func(_ context.Context, id string) {
+			if s.mcp != nil {
+				s.mcp.CloseConversation(id)
+			}
+		},
+	})
+	if err != nil {
+		s.runner.Close()
+		return nil, err
+	}
 	s.routes(o.Token, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
 }
@@ -441,19 +457,20 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	files := http.FileServerFS(web)
-	// Only the browser that opened a session may act on it; the person's
-	// requests (decide.go) ask the same question through owned.
+	// Only the browser that opened a session may act on it (authorize).
 	m := http.NewServeMux()
 	m.Handle("/", securityHeaders(files))
-	m.HandleFunc("GET /api/events", s.handleEvents)
-	m.HandleFunc("/api/chat", s.handleChat)
-	m.HandleFunc("/api/sessions", s.handleNewSession)
-	m.HandleFunc("GET /api/sessions", s.handleListSessions)
-	m.HandleFunc("/api/sessions/rename", s.handleRename)
-	m.HandleFunc("/api/sessions/delete", s.handleDelete)
+	// The chat's protocol is ui/jsonapi's; the limits per browser are
+	// the web chat's own.
+	api := http.StripPrefix("/api", s.api)
+	m.Handle("/api/chat", s.limitRuns(api))
+	m.Handle("GET /api/events", s.limitStreams(api))
+	for _, route := range []string{"GET /api/history", "/api/tool-approve", "/api/form-answer", "/api/interrupt",
+		"GET /api/sessions", "/api/sessions", "/api/sessions/rename", "/api/sessions/delete"} {
+		m.Handle(route, api)
+	}
 	m.HandleFunc("GET /api/sessions/export", s.handleExport)
 	m.HandleFunc("/api/sessions/import", s.handleImport)
-	m.HandleFunc("GET /api/history", s.handleHistory)
 	m.HandleFunc("GET /api/audit", s.handleAudit)
 	m.HandleFunc("GET /api/apilog", s.handleAPILog)
 	m.HandleFunc("GET /api/apilog/call", s.handleAPICall)
@@ -462,9 +479,6 @@ func (s *Server) routes(token string, bodyTimeout time.Duration) {
 	m.HandleFunc("GET /api/mcp/servers", s.handleMCPServers)
 	m.HandleFunc("GET /api/mcp/resources", s.handleMCPResources)
 	m.HandleFunc("/oauth/callback", s.handleOAuthCallback)
-	m.HandleFunc("/api/tool-approve", s.handleApprove)
-	m.HandleFunc("/api/interrupt", s.handleInterrupt)
-	m.HandleFunc("/api/form-answer", s.handleFormAnswer)
 	// A page of another site must not start runs, approve calls or
 	// interrupt them from the user's browser (CSRF).
 	cop := http.NewCrossOriginProtection()
@@ -534,35 +548,8 @@ func (s *Server) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.runner.Close()
-		close(s.closing)
 	})
 	return nil
-}
-
-// sessionIDRe is what a session id may look like; POST /api/sessions makes
-// them (see access.go).
-var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-func checkSessionID(id string) error {
-	if id == "" {
-		return errors.New("missing session_id")
-	}
-	if !sessionIDRe.MatchString(id) {
-		return errors.New("session_id must be 1 to 64 letters, digits, '-' or '_'")
-	}
-	return nil
-}
-
-// chatRequest is the body of POST /api/chat.
-type chatRequest struct {
-	SessionID string `json:"session_id"`
-	Message   string `json:"message"`
-	// Skills are the skills the run enables, the page's picker; null or
-	// absent enables every skill.
-	Skills []string `json:"skills"`
-	// Resources are MCP resources to attach: their text is added to the
-	// message the model gets (see attachResources).
-	Resources []resourceRef `json:"resources"`
 }
 
 // apiResponse is the JSON answer of the server's own endpoints:
@@ -574,104 +561,8 @@ type apiResponse struct {
 	SessionID string `json:"session_id,omitempty"`
 }
 
-// handleChat starts a run: POST /api/chat {session_id, message, skills?,
-// resources?: [{server, uri}]}. The resources are read from their MCP
-// servers (the session's instance of a per_conversation one) before the
-// run starts, and added to the message (see attachResources).
-//
-//	202 {"success":true}    the run started; its chunks go to the event streams
-//	400                     malformed JSON, missing or invalid fields, a
-//	                        message of white space only, more than 8
-//	                        resources, an unknown server or one without
-//	                        resources
-//	401, 403                no owner cookie; the session is another browser's
-//	409                     a run is already active in the session (here or
-//	                        on another replica)
-//	413                     the resources are too large (1 MiB of text)
-//	429                     this browser has MaxRunsPerOwner runs active
-//	502                     a resource could not be read
-//	503                     the server is shutting down, or has MaxRuns runs
-//	                        active
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
-	if !decodeJSON(w, r, &req) {
-		return
-	}
-	if !checkSession(w, r, req.SessionID) {
-		return
-	}
-	if strings.TrimSpace(req.Message) == "" {
-		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "missing message"})
-		return
-	}
-	if err := s.checkSkills(req.Skills); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiResponse{Error: err.Error()})
-		return
-	}
-	if aerr := s.checkResourceRefs(req.Resources); aerr != nil {
-		writeJSON(w, aerr.status, apiResponse{Error: aerr.Error()})
-		return
-	}
-	owner := sessionOwner(req.SessionID)
-	s.mu.Lock()
-	switch {
-	case s.closed:
-		s.mu.Unlock()
-		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
-		return
-	case s.ownerRuns[owner]+s.starting[owner] >= s.maxRunsPerOwner:
-		s.mu.Unlock()
-		writeJSON(w, http.StatusTooManyRequests, apiResponse{Error: fmt.Sprintf("this browser already has %d runs active: wait for one to end or interrupt it", s.maxRunsPerOwner)})
-		return
-	}
-	s.starting[owner]++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if s.starting[owner]--; s.starting[owner] == 0 {
-			delete(s.starting, owner)
-		}
-		s.mu.Unlock()
-	}()
-
-	ctx := r.Context()
-	if req.Skills != nil {
-		ctx = skills.WithEnabled(ctx, req.Skills...)
-	}
-	in := agent.Input{SessionID: req.SessionID, Message: req.Message}
-	if len(req.Resources) > 0 {
-		text, images, aerr := s.attachResources(ctx, req.SessionID, req.Resources)
-		if aerr != nil {
-			writeJSON(w, aerr.status, apiResponse{Error: aerr.Error()})
-			return
-		}
-		in.Message += text
-		in.Images = images
-	}
-	// Stored and titled now, not by the run: the session list shows it
-	// once this answer is read. The title is the user's own words.
-	s.nameSession(ctx, req.SessionID, req.Message)
-	// Acknowledged once stored: a server killed after its 202 keeps the
-	// message (a run that could not store it says why on the stream).
-	_, err := s.runner.Start(ctx, in)
-	switch {
-	case err == nil:
-		writeJSON(w, http.StatusAccepted, apiResponse{Success: true})
-	case errors.Is(err, agent.ErrBusy):
-		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is already active in this session: wait for it or interrupt it"})
-	case errors.Is(err, runner.ErrTooManyRuns):
-		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is busy (too many runs active): try again shortly"})
-	case errors.Is(err, runner.ErrClosed):
-		writeJSON(w, http.StatusServiceUnavailable, apiResponse{Error: "the server is shutting down"})
-	default:
-		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "starting the run: " + err.Error()})
-	}
-}
-
 // onEvent is the runner's Config.OnEvent: it counts the runs of each owner
-// in progress here, and keeps where a sub-agent's approvals and forms are
-// drawn. It runs under the runner's lock: it takes only s.mu.
+// in progress here. It runs under the runner's lock: it takes only s.mu.
 func (s *Server) onEvent(id string, e runner.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -685,7 +576,7 @@ func (s *Server) onEvent(id string, e runner.Event) {
 		if ss.turn == 0 {
 			s.ownerRuns[sessionOwner(id)]++
 		}
-		ss.turn, ss.nested = e.Seq, nil
+		ss.turn = e.Seq
 	case runner.EventTurnEnded:
 		ss := s.live[id]
 		if ss == nil || ss.turn != e.Turn {
@@ -696,236 +587,7 @@ func (s *Server) onEvent(id string, e runner.Event) {
 			delete(s.ownerRuns, owner)
 		}
 		delete(s.live, id)
-	case runner.EventChunk:
-		if e.Chunk.Depth > 0 {
-			s.markNestedLocked(id, *e.Chunk)
-		}
 	}
-}
-
-// busy reports whether a run is active in the session, here or on another
-// replica.
-func (s *Server) busy(sessionID string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	running, err := s.runner.Running(ctx, sessionID)
-	return err == nil && running
-}
-
-// runDone is the data of the run_done event.
-type runDone struct {
-	// Status is finished, interrupted, rejected, suspended or error.
-	// suspended: the run stopped at approvals that still wait (the server
-	// shut down, or they waited too long); their cards stay answerable,
-	// and a decision resumes the turn.
-	Status string `json:"status"`
-	// Reason says why a run was rejected, interrupted or suspended by
-	// something else than the user (a timeout, a shutdown).
-	Reason string `json:"reason,omitempty"`
-	// Cause is the cause of the rejection that ended the run (status
-	// rejected), such as "user" or "timeout".
-	Cause agent.Cause `json:"cause,omitempty"`
-	// Error is the run's error (status error).
-	Error string `json:"error,omitempty"`
-	// Turn is the number of the run's run_started event.
-	Turn int64 `json:"turn,omitempty"`
-}
-
-// historyEntry is one stored message as GET /api/history returns it.
-type historyEntry struct {
-	memory.Message
-	// Text is an assistant message's content with its control tags
-	// removed, as the page shows it.
-	Text string `json:"text,omitempty"`
-	// Images describe a user message's images ("image/png, 48 KB", or the
-	// URL), which the page shows as placeholders: their bytes stay on the
-	// server. It hides Message.Images in the JSON.
-	Images []string `json:"images,omitempty"`
-	// OpenCalls are the calls of an assistant message that have no tool
-	// message yet (a turn that waits for decisions, or runs them), with
-	// what the page needs to draw their cards: answerable ones with their
-	// approval id.
-	OpenCalls []openCall `json:"open_calls,omitempty"`
-}
-
-// openCall is a call of a stored assistant message whose tool message is
-// not stored yet (memory.OpenCall), as GET /api/history tells the page.
-type openCall struct {
-	CallID string `json:"call_id"`
-	// State is "approval" (waits for a decision: the card is answerable
-	// with ApprovalID), "pending" (its approval is not requested yet),
-	// "approved" or "rejected" (decided: the turn goes on when it is
-	// resumed), or "executing" (its tool was running).
-	State      string `json:"state"`
-	ApprovalID string `json:"approval_id,omitempty"`
-	// Tool and ArgumentsDigest are, with CallID, the call the approval
-	// shows (approval.PendingApproval.Call), as a decision names it: set
-	// with ApprovalID.
-	Tool            string `json:"tool,omitempty"`
-	ArgumentsDigest string `json:"arguments_digest,omitempty"`
-	// Reason is a rejection's reason.
-	Reason string `json:"reason,omitempty"`
-	// Form is the open form of an executing ask_user_question call (one
-	// that waits for the user's answers, perhaps in a suspended turn), to
-	// draw in its card.
-	Form *interact.FormRequest `json:"form,omitempty"`
-	// Elicitation is the open form of an MCP server's request for input
-	// of an executing call, to draw in its card.
-	Elicitation *interact.ElicitationRequest `json:"elicitation,omitempty"`
-}
-
-// History headers: where the history ends in the session's turn log.
-const (
-	// headerSeq is the number of the last event of the session's turn log
-	// that the history includes: the page opens the event stream after it.
-	headerSeq = "X-Webchat-Seq"
-	// headerRunning is "true" when a run is in progress: the history ends
-	// where it started, and the event stream brings the rest.
-	headerRunning = "X-Webchat-Running"
-)
-
-// handleHistory answers GET /api/history?session_id=... with the session's
-// stored messages, oldest first, archived ones included; an unknown session
-// has none. The calls that have no tool message yet come with their state
-// (historyEntry.OpenCalls).
-//
-// While a run is in progress the messages end where it started (the event
-// stream brings the rest, the text streamed so far included), and the
-// X-Webchat-Running header is "true". X-Webchat-Seq is the number of the
-// last event of the session's turn log the answer includes: the page asks
-// GET /api/events for the events after it.
-func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("session_id")
-	if !checkSession(w, r, id) {
-		return
-	}
-	ctx := r.Context()
-	var (
-		state runner.LogState
-		msgs  []memory.Message
-		open  map[int64][]openCall
-		err   error
-	)
-	// The log, the messages, and the log again: a run that started or
-	// ended in between is read again, so the messages and the number
-	// agree.
-	for range 3 {
-		var before runner.LogState
-		if before, err = s.runner.Log(ctx, id); err != nil {
-			break
-		}
-		if msgs, err = s.store.Messages(ctx, id, true); errors.Is(err, memory.ErrNotFound) {
-			msgs, err = nil, nil
-		}
-		if err != nil {
-			break
-		}
-		if open, err = s.openCalls(ctx, id); err != nil {
-			break
-		}
-		if state, err = s.runner.Log(ctx, id); err != nil || (state.Last == before.Last && state.Turn == before.Turn) {
-			break
-		}
-	}
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: err.Error()})
-		return
-	}
-	seq := state.Last
-	if state.Running() {
-		msgs = slices.DeleteFunc(msgs, func(m memory.Message) bool { return m.ID > state.Started.History })
-		seq = state.Turn - 1
-		w.Header().Set(headerRunning, "true")
-	}
-	w.Header().Set(headerSeq, strconv.FormatInt(seq, 10))
-	out := make([]historyEntry, 0, len(msgs))
-	for _, m := range msgs {
-		if m.Hook {
-			continue // sent to the model, never shown
-		}
-		e := historyEntry{Message: m, OpenCalls: open[m.ID]}
-		if m.Role == memory.RoleAssistant {
-			e.Text = s.agent.VisibleText(m.Content)
-		}
-		for _, img := range m.Images {
-			e.Images = append(e.Images, img.String())
-		}
-		out = append(out, e)
-	}
-	writeJSONValue(w, http.StatusOK, out)
-}
-
-// openCalls returns the session's open calls by the id of their assistant
-// message, when the Store keeps them; nil otherwise.
-func (s *Server) openCalls(ctx context.Context, id string) (map[int64][]openCall, error) {
-	calls, ok := s.store.(memory.CallLog)
-	if !ok {
-		return nil, nil
-	}
-	recs, err := calls.OpenCalls(ctx, id)
-	if errors.Is(err, memory.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the open calls: %w", err)
-	}
-	approvals, _ := s.store.(memory.ApprovalStore)
-	cards, forms, err := s.pending(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	// The digests the cards show, as the Manager lists them: it gives a
-	// record stored without one (by a version before digests) the digest
-	// of its arguments.
-	digests := make(map[string]string)
-	for _, c := range cards {
-		digests[c.ApprovalID] = c.Call.ArgumentsDigest
-	}
-	out := make(map[int64][]openCall)
-	for _, rec := range recs {
-		oc := openCall{CallID: rec.CallID, State: "pending", ApprovalID: rec.ApprovalID}
-		switch {
-		case rec.Executing:
-			oc.State = "executing"
-			oc.Form, oc.Elicitation = openForm(forms, rec)
-		case rec.ApprovalID != "" && approvals != nil:
-			a, err := approvals.GetApproval(ctx, rec.ApprovalID)
-			switch {
-			case errors.Is(err, memory.ErrNotFound):
-				// Requested but not stored: a resumed turn asks again.
-			case err != nil:
-				return nil, fmt.Errorf("reading approval %s: %w", rec.ApprovalID, err)
-			case !a.Decided:
-				oc.State = "approval"
-				oc.Tool, oc.ArgumentsDigest = a.Tool, digests[a.ID]
-			case a.Decision.Approved:
-				oc.State = "approved"
-			default:
-				oc.State, oc.Reason = "rejected", a.Decision.Reason
-			}
-		}
-		if oc.State != "approval" {
-			oc.ApprovalID = "" // nothing to answer
-		}
-		out[rec.MessageID] = append(out[rec.MessageID], oc)
-	}
-	return out, nil
-}
-
-// openForm returns the open form of the executing call rec (a question
-// form or an MCP server's request for input), or nils: the
-// form whose id the record holds (a call that suspended its run while the
-// form waits), or, for a record without one, the open form of its call id.
-func openForm(forms []interact.PendingForm, rec memory.OpenCall) (*interact.FormRequest, *interact.ElicitationRequest) {
-	for _, f := range forms {
-		if rec.ApprovalID == f.FormID || rec.ApprovalID == "" && rec.CallID == f.CallID {
-			if f.Elicitation != nil {
-				return nil, f.Elicitation
-			}
-			return &f.FormRequest, nil
-		}
-	}
-	return nil, nil
 }
 
 // decodeJSON reads r's body, a single JSON object, into v. On failure it
@@ -978,14 +640,6 @@ func writeJSONValue(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only the server's own fixed types come here
-	}
-	return b
 }
 
 func randomID() string {

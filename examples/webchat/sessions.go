@@ -9,14 +9,16 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/ui/jsonapi"
 )
 
-// The session list: a browser's conversations as the Store keeps them.
+// Export and import of a browser's conversations as the Store keeps them.
+// The list, a new id, rename and delete are ui/jsonapi's routes, with the
+// web chat's NewSessionID and Sessions (see NewServer).
 //
 // A browser sees, renames, deletes and exports only its own sessions (their
 // ids begin with its owner tag, see access.go), and an import always gets a
@@ -48,83 +50,18 @@ type importLoad struct {
 	bytes int64
 }
 
-// maxTitleLen bounds a session title, in characters.
-const maxTitleLen = 120
-
-// sessionEntry is one session of GET /api/sessions.
-type sessionEntry struct {
-	ID        string    `json:"id"`
-	Title     string    `json:"title,omitempty"`
-	CreatedAt time.Time `json:"created_at,omitzero"`
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
-	// Busy is true while a run is active in the session.
-	Busy bool `json:"busy,omitempty"`
-}
-
-// handleListSessions answers GET /api/sessions with the request's
-// browser's stored sessions, most recently updated first. A session the
-// page opened but never sent to is not stored yet, so not listed.
-//
-//	200 [{id, title?, created_at, updated_at, busy?}]
-//	401 no owner cookie
-func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
-	tag, ok := ownerTag(r)
-	if !ok {
-		writeJSON(w, http.StatusUnauthorized, apiResponse{Error: errNoOwner.Error()})
-		return
-	}
-	all, err := s.store.Sessions(r.Context())
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "listing the sessions: " + err.Error()})
-		return
-	}
-	out := make([]sessionEntry, 0, 16)
-	for _, ss := range all {
-		if sessionOwner(ss.ID) != tag {
-			continue
-		}
-		out = append(out, sessionEntry{ID: ss.ID, Title: ss.Title, CreatedAt: ss.CreatedAt, UpdatedAt: ss.UpdatedAt})
-	}
-	for i := range out {
-		running, err := s.runner.Running(r.Context(), out[i].ID)
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, apiResponse{Error: "listing the sessions: " + err.Error()})
-			return
-		}
-		out[i].Busy = running
-	}
-	writeJSONValue(w, http.StatusOK, out)
-}
-
-// titleFor makes a session title of a first message: its words on one
-// line, cut to maxTitleLen characters.
-func titleFor(message string) string { return cleanTitle(message) }
-
-// cleanTitle puts a title on one line (runs of white space and control
-// characters become one space), drops its format characters (see
-// dropFormat), and cuts it to at most maxTitleLen characters, the last an
-// ellipsis. A clean title stays as it is.
-func cleanTitle(s string) string {
-	words := strings.FieldsFunc(dropFormat(s), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
-	t := strings.Join(words, " ")
-	if utf8.RuneCountInString(t) <= maxTitleLen {
-		return t
-	}
-	return strings.TrimSpace(string([]rune(t)[:maxTitleLen-1])) + "…"
-}
-
 // importedSuffix ends the title of an imported copy.
 const importedSuffix = " (imported)"
 
 // importedTitle is the title of an imported copy of a session titled t:
-// t cleaned (see cleanTitle) and marked, within maxTitleLen; an export of a
+// t cleaned (see cleanTitle) and marked, within jsonapi.MaxTitleLen; an export of a
 // copy is not marked twice.
 func importedTitle(t string) string {
-	t = strings.TrimSuffix(cleanTitle(t), importedSuffix)
+	t = strings.TrimSuffix(jsonapi.CleanTitle(t), importedSuffix)
 	if t == "" {
 		return strings.TrimSpace(importedSuffix)
 	}
-	if max := maxTitleLen - utf8.RuneCountInString(importedSuffix); utf8.RuneCountInString(t) > max {
+	if max := jsonapi.MaxTitleLen - utf8.RuneCountInString(importedSuffix); utf8.RuneCountInString(t) > max {
 		t = strings.TrimSpace(string([]rune(t)[:max-1])) + "…"
 	}
 	return t + importedSuffix
@@ -142,90 +79,6 @@ func dropFormat(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// nameSession stores a session that does not exist yet, titled after its
-// first message, so that the list shows it as soon as its first run
-// starts. A session that exists keeps its title. It is best effort: a
-// Store that fails here fails the run too, which says why.
-func (s *Server) nameSession(ctx context.Context, id, message string) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := s.store.Session(ctx, id); !errors.Is(err, memory.ErrNotFound) {
-		return
-	}
-	s.store.CreateSession(ctx, memory.Session{ID: id, Title: titleFor(message)}) //nolint:errcheck // see above
-}
-
-// renameRequest is the body of POST /api/sessions/rename.
-type renameRequest struct {
-	SessionID string `json:"session_id"`
-	Title     string `json:"title"`
-}
-
-// handleRename renames a stored session: POST /api/sessions/rename
-// {session_id, title}. The title is put on one line and cut to 120
-// characters.
-//
-//	200 {"success":true}
-//	400 malformed JSON, an invalid session id, a blank title
-//	401, 403 no owner cookie; the session is another browser's
-//	404 no such stored session
-func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) {
-	var req renameRequest
-	if !decodeJSON(w, r, &req) || !checkSession(w, r, req.SessionID) {
-		return
-	}
-	title := cleanTitle(req.Title)
-	if title == "" {
-		writeJSON(w, http.StatusBadRequest, apiResponse{Error: "missing title: a session's title cannot be blank"})
-		return
-	}
-	if err := s.store.RenameSession(r.Context(), req.SessionID, title); err != nil {
-		writeStoreError(w, "renaming the session", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiResponse{Success: true})
-}
-
-// deleteRequest is the body of POST /api/sessions/delete.
-type deleteRequest struct {
-	SessionID string `json:"session_id"`
-}
-
-// handleDelete deletes a stored session with its messages: POST
-// /api/sessions/delete {session_id}. The session's open event streams get a
-// session_deleted event (another tab of the browser may show it), its
-// per_conversation MCP servers end, and its API log records are deleted.
-//
-//	200 {"success":true}
-//	400 malformed JSON, an invalid session id
-//	401, 403 no owner cookie; the session is another browser's
-//	404 no such stored session
-//	409 a run is active in the session: interrupt it first
-func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
-	var req deleteRequest
-	if !decodeJSON(w, r, &req) || !checkSession(w, r, req.SessionID) {
-		return
-	}
-	if s.busy(req.SessionID) {
-		writeJSON(w, http.StatusConflict, apiResponse{Error: "a run is active in this session: interrupt it before deleting the session"})
-		return
-	}
-	if _, err := s.store.Session(r.Context(), req.SessionID); err != nil {
-		writeStoreError(w, "deleting the session", err)
-		return
-	}
-	// The runner ends the session's event streams, here and on the other
-	// replicas, with session_deleted.
-	if err := s.runner.Delete(r.Context(), req.SessionID); err != nil {
-		writeStoreError(w, "deleting the session", err)
-		return
-	}
-	if s.mcp != nil {
-		s.mcp.CloseConversation(req.SessionID)
-	}
-	writeJSON(w, http.StatusOK, apiResponse{Success: true})
 }
 
 // handleExport answers GET /api/sessions/export?session_id=... with the

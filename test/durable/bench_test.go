@@ -67,17 +67,18 @@ func BenchmarkDecisionResumesAfterKill(b *testing.B) {
 	}
 	a.kill()
 	time.Sleep(ttl + 500*time.Millisecond) // every lease of A expires
-	events := rb.events(ctx, b, "")
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i, call := range calls {
 		session := fmt.Sprintf("s%d", i)
+		b.StopTimer()
+		events := rb.events(ctx, b, session)
+		b.StartTimer()
 		start := time.Now()
 		rb.mustApprove(ctx, b, decisionFor(session, call, true))
-		events.waitFor(ctx, b, "executing on B", func(e event) bool {
-			return e.Session == session && isState(agent.StateExecuting)(e)
-		})
+		events.waitFor(ctx, b, "executing on B", resumed(isState(agent.StateExecuting)))
 		lat = append(lat, time.Since(start))
+		events.close()
 	}
 	b.StopTimer()
 	reportLatency(b, lat)

@@ -245,7 +245,7 @@ func (c *chaos) turn(ctx context.Context, session, key string) turnOutcome {
 	for o.attempts < 200 && time.Now().Before(until) && ctx.Err() == nil {
 		o.attempts++
 		r := c.pick()
-		s, err := r.openStream(ctx, c.t, http.MethodPost, "/turn", map[string]string{"session": session, "message": key})
+		s, err := r.startTurn(ctx, c.t, session, key)
 		if err != nil {
 			sleep(ctx, 100*time.Millisecond) // a dead replica, or the session still busy
 			continue
@@ -339,15 +339,13 @@ func (c *chaos) decide(ctx context.Context, d decision, approved bool) error {
 		case err != nil || status >= 500:
 			sleep(ctx, 100*time.Millisecond)
 			continue
-		case status == http.StatusOK:
+		case taken(status, body):
 			return nil
-		case status == http.StatusConflict:
-			// An earlier POST of this decision was taken, and its
-			// answer lost with the replica that took it.
-			var answer struct {
-				Approval memory.Approval `json:"approval"`
-			}
-			if json.Unmarshal([]byte(body), &answer) == nil && answer.Approval.Decided && answer.Approval.Decision.Approved == approved {
+		case status == http.StatusOK:
+			// Not pending: an earlier POST of this decision was taken,
+			// and its answer lost with the replica that took it.
+			var a memory.Approval
+			if c.pick().get(ctx, "/approval?id="+neturl.QueryEscape(approvalID), &a) == nil && a.Decided && a.Decision.Approved == approved {
 				return nil
 			}
 		}
@@ -388,7 +386,7 @@ func (c *chaos) history(ctx context.Context, session string) ([]memory.Message, 
 	var err error
 	for range 20 {
 		var msgs []memory.Message
-		if err = c.pick().get(ctx, "/history?session="+neturl.QueryEscape(session), &msgs); err == nil {
+		if err = c.pick().get(ctx, "/api/history?session_id="+neturl.QueryEscape(session), &msgs); err == nil {
 			return msgs, nil
 		}
 		sleep(ctx, 100*time.Millisecond)
@@ -449,7 +447,7 @@ func (c *chaos) pendingFor(ctx context.Context, session, key string) (memory.App
 // callID.
 func (c *chaos) answered(ctx context.Context, session, callID string) (bool, error) {
 	var msgs []memory.Message
-	if err := c.pick().get(ctx, "/history?session="+neturl.QueryEscape(session), &msgs); err != nil {
+	if err := c.pick().get(ctx, "/api/history?session_id="+neturl.QueryEscape(session), &msgs); err != nil {
 		return false, err
 	}
 	for _, m := range msgs {

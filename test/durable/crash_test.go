@@ -147,7 +147,7 @@ func TestKillWhileExecuting(t *testing.T) {
 			}
 			ev.waitFor(ctx, t, "the end of the resumed run", isEnd("resume"))
 			for _, e := range ev.seen {
-				if tc := e.tool(); tc != nil && tc.ID == call.ID && (tc.State == agent.StateExecuting || tc.State == agent.StateResult) {
+				if tc := e.tool(); e.Run == "resume" && tc != nil && tc.ID == call.ID && (tc.State == agent.StateExecuting || tc.State == agent.StateResult) {
 					t.Errorf("the stopped call was run again: %s", e)
 				}
 			}

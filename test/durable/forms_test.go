@@ -79,11 +79,13 @@ func TestFormAnsweredOnAnotherReplicaAfterKill(t *testing.T) {
 
 	// B resumes the turn (after A's lease, 2 s, expired) and runs the
 	// call again: the same call, which takes the answers.
-	first := ev.waitFor(ctx, t, "the call executing on B", func(e event) bool { return e.End && e.Run == "resume" || isState(agent.StateExecuting)(e) })
+	first := ev.waitFor(ctx, t, "the call executing on B", func(e event) bool {
+		return e.Run == "resume" && (e.End || isState(agent.StateExecuting)(e))
+	})
 	require.False(t, first.End, "the resumed turn ended without running the call again:\n%s", ev.history())
 	again := first.tool()
 	assert.Equal(t, ex.ID, again.ID, "B ran another call than the one A asked with")
-	res := ev.waitFor(ctx, t, "the call's result on B", isState(agent.StateResult)).tool()
+	res := ev.waitFor(ctx, t, "the call's result on B", resumed(isState(agent.StateResult))).tool()
 	assert.Contains(t, res.Result, "blue")
 	assert.Contains(t, res.Result, "from replica B")
 	ev.waitFor(ctx, t, "the end of the resumed run", isEnd("resume"))

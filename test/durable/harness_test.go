@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/planround/planround/internal/pgtest"
 	"github.com/planround/planround/internal/procgroup"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/ui/jsonapi"
 )
 
 // transport carries every request of the tests to the replicas. Its idle
@@ -165,7 +167,9 @@ func (r *replica) restart(t testing.TB) *replica {
 	return startReplica(t, r.name+"'", r.args...)
 }
 
-// event is one line of a /turn or /events stream (the replica's type).
+// event is a chunk of a run, or its end, as a stream of the session's
+// events (GET /api/events) shows it: Run is "turn" for a turn a message
+// started, "resume" for one continued from the store.
 type event struct {
 	Session string       `json:"session"`
 	Run     string       `json:"run"`
@@ -199,13 +203,18 @@ func isState(s agent.ToolState) func(event) bool {
 	return func(e event) bool { return e.tool() != nil && e.tool().State == s }
 }
 
+// resumed matches what match does in a turn continued from the store.
+func resumed(match func(event) bool) func(event) bool {
+	return func(e event) bool { return e.Run == "resume" && match(e) }
+}
+
 // isEnd matches the end of a run of kind run ("turn", "resume") that
 // ended without error.
 func isEnd(run string) func(event) bool {
 	return func(e event) bool { return e.End && e.Run == run && e.Error == "" }
 }
 
-// stream is a /turn or /events answer being read.
+// stream is a session's event stream (GET /api/events) being read.
 type stream struct {
 	what   string
 	events chan event // closed at the end of the body
@@ -214,68 +223,166 @@ type stream struct {
 	done   chan struct{} // closed when the reader ended
 }
 
-// open starts a streaming request and reads its JSON lines in a goroutine
-// until the body ends, ctx ends or t ends.
-func (r *replica) open(ctx context.Context, t testing.TB, method, path string, body any) *stream {
-	t.Helper()
-	s, err := r.openStream(ctx, t, method, path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// openStream is open for any goroutine: it returns its error.
-func (r *replica) openStream(ctx context.Context, t testing.TB, method, path string, body any) (*stream, error) {
+// follow opens the event stream of session after the event with Seq after
+// and reads it in a goroutine until the body ends, ctx ends or t ends.
+// With message, it passes only the chunks and the end of the first turn
+// that this message started (as the answer of a front end's message), and
+// ends there.
+func (r *replica) follow(ctx context.Context, t testing.TB, session string, after int64, message string) (*stream, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &stream{what: r.name + " " + path, events: make(chan event, 1024), cancel: cancel, done: make(chan struct{})}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, r.base+path, rd)
+	s := &stream{what: r.name + " events of " + session, events: make(chan event, 1024), cancel: cancel, done: make(chan struct{})}
+	u := r.base + "/api/events?session_id=" + neturl.QueryEscape(session) + "&after=" + strconv.FormatInt(after, 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("%s %s on %s: %w", method, path, r.name, err)
+		return nil, fmt.Errorf("the events of %s on %s: %w", session, r.name, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
-		return nil, fmt.Errorf("%s %s on %s: %s: %s", method, path, r.name, resp.Status, b)
+		return nil, fmt.Errorf("the events of %s on %s: %s: %s", session, r.name, resp.Status, b)
 	}
 	go func() {
 		defer close(s.done)
 		defer close(s.events)
 		defer resp.Body.Close()
+		send := func(e event) bool {
+			select {
+			case s.events <- e:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		var (
+			name, data string
+			id         int64
+			run        string // the kind of the turn in progress
+			mine       int64  // with message: the Seq of its turn's run_started
+		)
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var e event
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				e = event{End: true, Error: fmt.Sprintf("bad line %q: %v", sc.Text(), err)}
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = line[len("event: "):]
+				continue
+			case strings.HasPrefix(line, "data: "):
+				data = line[len("data: "):]
+				continue
+			case strings.HasPrefix(line, "id: "):
+				id, _ = strconv.ParseInt(line[len("id: "):], 10, 64)
+				continue
+			case line != "" || data == "":
+				continue
 			}
-			select {
-			case s.events <- e:
-			case <-ctx.Done():
+			ev, raw, seq := name, []byte(data), id
+			name, data, id = "", "", 0
+			switch ev {
+			case "run_started":
+				var st struct {
+					Message string `json:"message"`
+					Resumed bool   `json:"resumed"`
+				}
+				if err := json.Unmarshal(raw, &st); err != nil {
+					send(event{Session: session, End: true, Error: fmt.Sprintf("bad run_started %q: %v", raw, err)})
+					return
+				}
+				run = "turn"
+				if st.Resumed {
+					run = "resume"
+				}
+				if message != "" && mine == 0 && !st.Resumed && st.Message == message {
+					mine = seq
+				}
+			case "":
+				if message != "" && mine == 0 {
+					continue
+				}
+				var c agent.Chunk
+				if err := json.Unmarshal(raw, &c); err != nil {
+					send(event{Session: session, End: true, Error: fmt.Sprintf("bad chunk %q: %v", raw, err)})
+					return
+				}
+				if !send(event{Session: session, Run: run, Chunk: &c}) {
+					return
+				}
+			case "run_done":
+				var d struct {
+					Status string `json:"status"`
+					Error  string `json:"error"`
+					Turn   int64  `json:"turn"`
+				}
+				if err := json.Unmarshal(raw, &d); err != nil {
+					send(event{Session: session, End: true, Error: fmt.Sprintf("bad run_done %q: %v", raw, err)})
+					return
+				}
+				if message != "" && (mine == 0 || d.Turn != mine) {
+					continue
+				}
+				e := event{Session: session, Run: run, End: true}
+				if d.Status == "error" {
+					e.Error = d.Error
+				}
+				if !send(e) || message != "" {
+					return
+				}
+			case "reload":
+				send(event{Session: session, Run: run, End: true, Error: "events lost"})
+				return
+			case "session_deleted":
 				return
 			}
 		}
 	}()
 	t.Cleanup(s.close)
+	return s, nil
+}
+
+// logEnd returns the Seq of the session's last event, where a front end
+// that shows the history follows the events from (X-Session-Seq).
+func (r *replica) logEnd(ctx context.Context, session string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/api/history?session_id="+neturl.QueryEscape(session), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the header counts
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /api/history on %s: %s", r.name, resp.Status)
+	}
+	return strconv.ParseInt(resp.Header.Get(jsonapi.HeaderSeq), 10, 64)
+}
+
+// startTurn sends message to the session as a front end does (it follows
+// the session's events from the log's end, then posts the message), and
+// returns the stream of that turn; any goroutine may call it.
+func (r *replica) startTurn(ctx context.Context, t testing.TB, session, message string) (*stream, error) {
+	after, err := r.logEnd(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.follow(ctx, t, session, after, message)
+	if err != nil {
+		return nil, err
+	}
+	status, body, err := r.post(ctx, "/api/chat", map[string]string{"session_id": session, "message": message})
+	if err != nil || status != http.StatusAccepted {
+		s.close()
+		return nil, fmt.Errorf("POST /api/chat on %s: %d %s %v", r.name, status, body, err)
+	}
+	s.what = r.name + " turn " + message + " of " + session
 	return s, nil
 }
 
@@ -288,15 +395,23 @@ func (s *stream) close() {
 // turn starts a turn on the replica.
 func (r *replica) turn(ctx context.Context, t testing.TB, session, message string) *stream {
 	t.Helper()
-	return r.open(ctx, t, http.MethodPost, "/turn", map[string]string{"session": session, "message": message})
+	s, err := r.startTurn(ctx, t, session, message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
-// events subscribes to the events of session's runs on the replica ("" for
-// every session), from the first the replica kept: a restarted replica may
-// resume a run before the test subscribes.
+// events follows the events of the session's runs, on any replica, from
+// the first of its log: a restarted replica may resume a run before the
+// test subscribes. A turn continued from the store has the Run "resume".
 func (r *replica) events(ctx context.Context, t testing.TB, session string) *stream {
 	t.Helper()
-	return r.open(ctx, t, http.MethodGet, "/events?replay=1&session="+neturl.QueryEscape(session), nil)
+	s, err := r.follow(ctx, t, session, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // next returns the next event; false when the stream ended.
@@ -364,7 +479,7 @@ func (s *stream) history() string {
 	return b.String()
 }
 
-// decision is the body of a POST /approve: a decision bound to the call
+// decision is the body of a POST /api/tool-approve: a decision bound to the call
 // the person saw, as a front end sends it.
 type decision struct {
 	SessionID       string `json:"session_id"`
@@ -388,15 +503,22 @@ func decisionOn(a memory.Approval, approved bool) decision {
 		ArgumentsDigest: a.Digest, Approved: approved}
 }
 
-// approve posts a decision; it returns the status and the body.
+// approve posts a decision; it returns the status and the body: 200
+// {"success":true} when it was taken, {"success":false} when the
+// approval was no longer pending.
 func (r *replica) approve(ctx context.Context, d decision) (int, string, error) {
-	return r.post(ctx, "/approve", d)
+	return r.post(ctx, "/api/tool-approve", d)
+}
+
+// taken reports whether the answer of a decision says it was taken.
+func taken(status int, body string) bool {
+	return status == http.StatusOK && strings.Contains(body, `"success":true`)
 }
 
 // answerForm posts the answers to a form; it returns the status and the
 // body.
 func (r *replica) answerForm(ctx context.Context, session, formID string, answers map[string]any) (int, string, error) {
-	return r.post(ctx, "/form-answer", map[string]any{"session_id": session, "form_id": formID, "answers": answers})
+	return r.post(ctx, "/api/form-answer", map[string]any{"session_id": session, "form_id": formID, "answers": answers})
 }
 
 // post posts body as JSON to path; it returns the status and the answer.
@@ -421,14 +543,14 @@ func (r *replica) post(ctx context.Context, path string, body any) (int, string,
 
 // interrupt posts an interrupt of the session.
 func (r *replica) interrupt(ctx context.Context, session string) (int, string, error) {
-	return r.post(ctx, "/interrupt", map[string]any{"session_id": session})
+	return r.post(ctx, "/api/interrupt", map[string]any{"session_id": session})
 }
 
 // mustApprove posts a decision that must be taken (200).
 func (r *replica) mustApprove(ctx context.Context, t testing.TB, d decision) {
 	t.Helper()
 	status, body, err := r.approve(ctx, d)
-	if err != nil || status != http.StatusOK {
+	if err != nil || !taken(status, body) {
 		t.Fatalf("approve %s on %s: %d %s %v", d.ApprovalID, r.name, status, body, err)
 	}
 }
@@ -455,7 +577,7 @@ func (r *replica) get(ctx context.Context, path string, v any) error {
 func (r *replica) history(ctx context.Context, t testing.TB, session string) []memory.Message {
 	t.Helper()
 	var msgs []memory.Message
-	if err := r.get(ctx, "/history?session="+neturl.QueryEscape(session), &msgs); err != nil {
+	if err := r.get(ctx, "/api/history?session_id="+neturl.QueryEscape(session), &msgs); err != nil {
 		t.Fatal(err)
 	}
 	return msgs

@@ -2244,9 +2244,9 @@
       const r = await fetch('/api/history?session_id=' + encodeURIComponent(st.sessionId));
       if (r.status === 401 || r.status === 403) return false;
       if (!r.ok) return true;
-      st.lastSeq = Number(r.headers.get('X-Webchat-Seq')) || 0;
+      st.lastSeq = Number(r.headers.get('X-Session-Seq')) || 0;
       const msgs = parseKeeping(await r.text(), ['arguments']);
-      if (Array.isArray(msgs)) renderHistory(msgs, r.headers.get('X-Webchat-Running') === 'true');
+      if (Array.isArray(msgs)) renderHistory(msgs, r.headers.get('X-Session-Running') === 'true');
     } catch {
       // An empty page is fine.
     }

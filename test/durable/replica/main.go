@@ -31,22 +31,15 @@
 // It prints the address it listens on as the first line of its standard
 // output, and serves:
 //
-//	POST /turn      {"session", "message"}: runs a turn; the answer streams
-//	                one JSON event per line until the run ends
-//	POST /approve   {"session_id", "approval_id", "call_id", "tool",
-//	                "arguments_digest", "approved", "reason"}: a decision
-//	                bound to the call (409 {"mismatch": true} when the
-//	                call is not the approval's)
-//	POST /form-answer {"session_id", "form_id", "answers"}: the answers to
-//	                a form (runner.Runner.Answer)
-//	POST /interrupt {"session_id"}: stop the session (runner.Runner.Stop:
-//	                its run interrupted wherever it runs, its pending
-//	                approvals and open forms cancelled)
-//	GET  /events    ?session= (all when empty): the events of every run of
-//	                the session in this replica from now on (with
-//	                replay=1, from the oldest one it kept), turns and
-//	                resumes, one JSON line each
-//	GET  /history   ?session=: the session's messages (memory.Message)
+//	/api/...        ui/jsonapi (a front end's requests): POST /api/chat
+//	                starts a turn, GET /api/events?session_id=&after= follows
+//	                a session's events from a cursor (Server-Sent Events,
+//	                from the store's event log: a run on any replica),
+//	                GET /api/history the messages, POST /api/tool-approve a
+//	                decision bound to the call (409 when the call is not the
+//	                approval's), POST /api/form-answer, POST /api/interrupt
+//	                (runner.Runner.Stop); the decisions and answers are the
+//	                replica's holder's
 //	GET  /calls     ?session=: the session's open calls (memory.OpenCall)
 //	GET  /approvals ?session=: the pending approvals (memory.Approval),
 //	                not the forms
@@ -278,7 +271,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		LeaseTTL:      o.leaseTTL,
 		SweepInterval: -1, // the replica's own loop sweeps, and counts
 		Logger:        log,
-		OnEvent:       r.onEvent,
 	})
 	if err != nil {
 		return err
@@ -289,7 +281,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: r.routes(), ReadHeaderTimeout: 10 * time.Second}
+	routes, err := r.routes()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: routes, ReadHeaderTimeout: 10 * time.Second}
 	if _, err := fmt.Fprintln(stdout, ln.Addr().String()); err != nil {
 		ln.Close()
 		return err

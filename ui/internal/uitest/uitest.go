@@ -155,6 +155,9 @@ type Options struct {
 	// SuspendAfter is the runner's Config.SuspendAfter: a call that waits
 	// for a person that long ends the turn, suspended.
 	SuspendAfter time.Duration
+	// Store, when set, is the runner's store instead of Bench.Store (a
+	// SQLite file, say); Bench.Store is then unused.
+	Store memory.Store
 }
 
 // New starts a Bench; it is closed when t ends.
@@ -218,7 +221,11 @@ func New(t testing.TB, o Options) *Bench {
 	}
 	cfg := base
 	cfg.Tools = tools
-	if b.Runner, err = runner.New(runner.Config{Store: b.Store, Agent: cfg, InterruptOnClose: true, SuspendAfter: o.SuspendAfter}); err != nil {
+	var st memory.Store = b.Store
+	if o.Store != nil {
+		st = o.Store
+	}
+	if b.Runner, err = runner.New(runner.Config{Store: st, Agent: cfg, InterruptOnClose: true, SuspendAfter: o.SuspendAfter}); err != nil {
 		t.Fatal(err)
 	}
 	b.Agent = b.Runner.Agent()
