@@ -171,9 +171,16 @@ func (r *Runner) Interrupt(ctx context.Context, sessionID string) (bool, error) 
 		case <-deadline.C:
 			r.logger.Warn("runner: an interrupted run did not end in time", "session", sessionID)
 		}
-		return active, nil
+		if active || ctx.Err() != nil {
+			return active, nil
+		}
+		// This process had no turn of the session: it only looked at it
+		// (a resume after a decision's note, a sweep), or its own turn was
+		// already ending. The session's turn may run in another process,
+		// which kept the look from starting one: ask that process.
+	} else {
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 	if r.notifier == nil || r.elog == nil {
 		return false, nil
 	}

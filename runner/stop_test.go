@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,6 +74,108 @@ func TestSendRightAfterInterrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInterruptWhileALookElsewhere: the session's turn runs in process A
+// while process B only looks at the session (a resume on a decision's note,
+// slow to load it), when the user presses stop on B. B's look starts no
+// turn (A holds the session), so the stop must reach A: Interrupt reports
+// the run, and A's turn ends interrupted. Before, B took its own look for
+// the whole story, reported nothing to stop, and A's turn ran on.
+func TestInterruptWhileALookElsewhere(t *testing.T) {
+	leaktest.Check(t)
+	ctx := testContext(t, 30*time.Second)
+	mem := &memory.MemStore{}
+	gated := &leaseGatedStore{MemStore: mem}
+	srv := model(t)
+	var runs atomic.Int32
+	type args struct {
+		City string `json:"city"`
+	}
+	slow := agent.NewTool("get_weather", "Weather for a city.", func(ctx context.Context, in args, _ agent.Progress) (string, error) {
+		runs.Add(1)
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Second):
+			return "sunny in " + in.City, nil
+		}
+	})
+	a := newReplica(t, mem, srv, &runs, options{weather: slow})
+	b := newReplica(t, gated, srv, &runs, options{weather: slow})
+	f := subscribe(ctx, t, a.r, "s1", 0)
+	turn, err := a.r.Start(ctx, agent.Input{SessionID: "s1", Message: "weather in Lima?"})
+	require.NoError(t, err)
+	req := f.waitFor(ctx, "approval_required", isState(agent.StateApprovalRequired))
+	ok, err := a.r.Decide(ctx, approve("s1", req.Chunk.Tool))
+	require.NoError(t, err)
+	require.True(t, ok)
+	f.waitFor(ctx, "executing", isState(agent.StateExecuting))
+
+	entered, open := gated.hold()
+	resumed := make(chan error, 1)
+	go func() {
+		_, err := b.r.Resume(ctx, "s1")
+		resumed <- err
+	}()
+	<-entered // B looks at the session, asking for its lease
+	stopped := make(chan bool, 1)
+	go func() {
+		ok, err := b.r.Interrupt(ctx, "s1")
+		assert.NoError(t, err)
+		stopped <- ok
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !runner.StopsOnStart(b.r, "s1"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the interrupt never found B's look")
+		}
+	}
+	open()
+	assert.Error(t, <-resumed, "B's look starts no turn: A holds the session")
+	assert.True(t, <-stopped, "the stop reached A's turn")
+	select {
+	case <-turn.Done():
+	case <-ctx.Done():
+		t.Fatal("A's turn was not interrupted")
+	}
+	assert.Equal(t, runner.StatusInterrupted, turn.Ended().Status)
+	assert.Equal(t, int32(1), runs.Load(), "the tool ran once")
+}
+
+// leaseGatedStore is a MemStore whose next AcquireLease, once gated, waits
+// for the gate to open: a process slow to ask for a session's lease.
+type leaseGatedStore struct {
+	*memory.MemStore
+
+	mu      sync.Mutex
+	gate    chan struct{} // the next AcquireLease waits until it is closed; nil: none
+	entered chan struct{} // closed when that call waits
+}
+
+// hold gates the next AcquireLease; the returned channel is closed once
+// that call waits, and open lets it go on.
+func (s *leaseGatedStore) hold() (entered <-chan struct{}, open func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate, s.entered = make(chan struct{}), make(chan struct{})
+	gate := s.gate
+	return s.entered, func() { close(gate) }
+}
+
+func (s *leaseGatedStore) AcquireLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	gate, entered := s.gate, s.entered
+	s.gate, s.entered = nil, nil
+	s.mu.Unlock()
+	if gate != nil {
+		close(entered)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return s.MemStore.AcquireLease(ctx, sessionID, holder, ttl)
 }
 
 // TestInterruptWhileAResumeLooks: a resume looks at a session whose turn
