@@ -48,7 +48,20 @@ func testServersDropsRemovedTool(t *testing.T, tr Transport) {
 	}
 
 	files.srv.DeleteTools("wipe")
-	waitFor(t, "wipe is out of the registry", func() bool { _, _, ok := reg.Lookup("wipe"); return !ok })
+	// Over streamable HTTP a notification outside a request travels on the
+	// stream the client opens with a GET after it connected; sent before
+	// that stream is open, it is lost. A server may say again that its list
+	// changed: the test does so until the client has heard it (each time
+	// the client reads the list anew), instead of guessing when the stream
+	// is open.
+	var calls int
+	waitFor(t, "wipe is out of the registry", func() bool {
+		if calls++; calls%50 == 0 {
+			files.srv.SendNotificationToAllClients(mcp.MethodNotificationToolsListChanged, nil)
+		}
+		_, _, ok := reg.Lookup("wipe")
+		return !ok
+	})
 	for _, tl := range c.Tools() {
 		if tl.Definition().Name == "wipe" {
 			t.Errorf("Tools still offers wipe")
