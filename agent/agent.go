@@ -289,7 +289,7 @@ type Config struct {
 type Agent struct {
 	cfg      Config
 	tags     []string
-	model    *model
+	model    modelAPI // chat completions (see modelAPI)
 	layers   []memory.Layer
 	hooks    []Hook
 	truncate memory.TruncateOptions
@@ -373,7 +373,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg:    cfg,
 		tags:   append([]string{stream.VoiceTag}, cfg.Intents.Tags()...),
-		model:  newModel(cfg),
+		model:  newChatCompletions(cfg),
 		layers: slices.Clone(cfg.Layers),
 		hooks:  slices.Clone(cfg.Hooks),
 		obs:    observer{tel: tel, logger: logger, api: apiLogger{log: cfg.APILog, content: !cfg.APILogMetadataOnly}},

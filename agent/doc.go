@@ -268,6 +268,22 @@
 // API key and Config's headers are never in a record: they travel as
 // headers. Nothing is recorded, and nothing allocated, without an APILog.
 //
+// # Model APIs
+//
+// The agent speaks to its model through one seam, internal to the package
+// for now: everything above it (the planning round, intent tags, tool
+// calls, approvals, interrupts, history, telemetry) builds a request in its
+// own vocabulary (the messages as [memory.Message], the tools as
+// [ToolDefinition], the [ModelSettings]) and reads the response as a
+// stream of [stream.Delta] values: text, reasoning, tool-call fragments,
+// finish reason, usage, and the provider's errors as [*ProviderError].
+// Behind it an API's own code builds and sends the request, retries it,
+// decodes the stream and translates its errors. Chat completions is the one
+// implementation and the default: [Config.RequestOptions] are its
+// openai-go options. The seam is where other model APIs (OpenAI's
+// Responses, Anthropic's Messages) are to come, with the history in the
+// Store staying the same for all of them.
+//
 // # Testing
 //
 // Package agent/agenttest has a fake model for a host's tests: a server on

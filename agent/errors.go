@@ -1,15 +1,10 @@
 package agent
 
 import (
-	"cmp"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/openai/openai-go/v3"
 
 	"github.com/planround/planround/internal/suspend"
 	"github.com/planround/planround/internal/wire"
@@ -163,68 +158,3 @@ func (e *ConnectionError) Error() string {
 
 // Unwrap returns Err.
 func (e *ConnectionError) Unwrap() error { return e.Err }
-
-// maxErrorBody bounds what is read of an error body that openai-go could
-// not decode.
-const maxErrorBody = 64 << 10
-
-// requestError turns the error of a request that got no stream into what
-// the run reports: a *ProviderError for an HTTP error status, err itself
-// otherwise (a *ConnectionError, a cancelled context). resp is the response,
-// or nil when none arrived.
-func requestError(err error, resp *http.Response) error {
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		pe := &ProviderError{StatusCode: apiErr.StatusCode, Message: apiErr.Message,
-			Type: apiErr.Type, Code: apiErr.Code, Param: apiErr.Param, Err: apiErr}
-		if pe.Message == "" {
-			fillFromBody(pe, apiErr.Response)
-		}
-		return pe
-	}
-	if resp != nil && resp.StatusCode >= 400 {
-		// openai-go could not decode the body as its error shape
-		// ({"error": "text"} as Ollama sends, an HTML page from a proxy);
-		// it put the body back for us.
-		pe := &ProviderError{StatusCode: resp.StatusCode}
-		fillFromBody(pe, resp)
-		return pe
-	}
-	return err
-}
-
-// fillFromBody sets pe's fields from the error body of resp.
-func fillFromBody(pe *ProviderError, resp *http.Response) {
-	if resp == nil || resp.Body == nil {
-		return
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if se := wire.ErrorBody(body); se != nil && se.Message != "" {
-		pe.Message = se.Message
-		pe.Type = cmp.Or(pe.Type, se.Type)
-		pe.Code = cmp.Or(pe.Code, se.Code)
-		pe.Param = cmp.Or(pe.Param, se.Param)
-		return
-	}
-	pe.Message = wire.Snippet(body, 200)
-}
-
-// streamError turns an error of a response's body into what the run
-// reports: a *ProviderError for an error the provider sent, a description
-// of what arrived for a body that is not an event stream, err itself
-// otherwise.
-func streamError(err error, resp *http.Response) error {
-	var se *wire.StreamError
-	if errors.As(err, &se) {
-		return &ProviderError{StatusCode: resp.StatusCode, Message: se.Message, Type: se.Type, Code: se.Code, Param: se.Param}
-	}
-	var ne *wire.NotStreamError
-	if errors.As(err, &ne) {
-		ct := "no Content-Type"
-		if v := resp.Header.Get("Content-Type"); v != "" {
-			ct = "Content-Type " + strconv.Quote(v)
-		}
-		return fmt.Errorf("the response is not an event stream (%s, %s); it starts: %s", resp.Status, ct, wire.Snippet(ne.Start, 200))
-	}
-	return err
-}

@@ -3,90 +3,64 @@ package agent
 import (
 	"context"
 	"io"
-	"net/http"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
-
-	"github.com/planround/planround/agent/openaiparams"
-	"github.com/planround/planround/internal/wire"
 	"github.com/planround/planround/memory"
+	"github.com/planround/planround/stream"
 )
 
-// model is the one adapter between the agent and openai-go. openai-go builds
-// and sends the request (marshalling, auth, HTTP errors as *openai.Error,
-// which open turns into a *ProviderError that carries the provider's
-// message); the agent's own middleware retries it (retryRequests); the
-// streamed body is decoded by
-// internal/wire, which is several times cheaper per chunk than openai-go's
-// reflective decoder and yields the SDK's own stream.Delta.
-type model struct {
-	client openai.Client
-	name   string
+// modelAPI is the seam between the agent and a model API: the run loop,
+// the summary and everything above them speak to it, not to a provider's
+// SDK. One call of open is one model request (a round, or a summary): it
+// takes the provider-neutral request the run assembled and returns the
+// stream of the response's deltas. Chat completions (chatCompletions) is
+// the one implementation today and the agent's default; the Responses API
+// and Anthropic Messages are to come behind the same seam (issue 38).
+//
+// An implementation owns everything that is the API's own: building and
+// sending the request (settings, tools and messages in its vocabulary),
+// retries and the HTTP client (retryRequests and releaseBody are there for
+// it to use), decoding the stream, and turning its errors into what the run
+// reports: a *ProviderError for an error the provider sent, with the
+// status; a *ConnectionError for a request that failed without a response;
+// an error wrapping ErrTruncated for a stream cut before its end.
+type modelAPI interface {
+	// open sends req with ctx (the run's, carrying the chat span and the
+	// API log's body capture) and returns the stream of its response. An
+	// error means no stream: the request was refused or never answered.
+	open(ctx context.Context, req request) (modelStream, error)
 }
 
-// defaultMaxRetries is the retries of a Config whose MaxRetries is zero:
-// openai-go's default.
-const defaultMaxRetries = 2
-
-func newModel(cfg Config) *model {
-	base := cfg.BaseURL
-	if base == "" {
-		base = "https://api.openai.com/v1"
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = defaultClient()
-	}
-	retries := cfg.MaxRetries
-	if retries == 0 {
-		retries = defaultMaxRetries
-	}
-	opts := []option.RequestOption{
-		// The first middleware: the others run once per attempt.
-		option.WithMiddleware(retryRequests(max(retries, 0))),
-		// The agent retries, not openai-go, which sends again a request
-		// whose connection broke after it was written.
-		option.WithMaxRetries(0),
-		option.WithBaseURL(base),
-		option.WithHTTPClient(hc),
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
-	opts = append(opts, cfg.RequestOptions...)
-	opts = append(opts, option.WithMiddleware(releaseBody)) // the last one: next to the transport
-	// A bare Client (not openai.NewClient) so that OPENAI_* environment
-	// variables are not read behind the host's back.
-	return &model{client: openai.Client{Options: opts}, name: cfg.Model}
+// modelStream is the response of one request, read by one goroutine.
+//
+// Its cost per delta is the run's: next returns a pointer into the
+// stream's own reused Delta (no allocation, no boxing, no goroutine or
+// channel per delta), as internal/wire's Reader does.
+type modelStream interface {
+	// next returns the next delta that carries something: text
+	// (Content), reasoning, tool-call fragments by index (ID, name,
+	// argument fragments), a finish reason ("stop", "tool_calls",
+	// "length", ... as chat completions names them) or usage. The Delta
+	// and its ToolCalls belong to the stream and are overwritten by the
+	// next call; the strings and a non-nil Usage stay valid. It returns
+	// io.EOF once the response is complete, and an error (see modelAPI)
+	// when it ended otherwise; after either, every later call returns the
+	// same.
+	next() (*stream.Delta, error)
+	// close releases the response: complete says next returned io.EOF (a
+	// complete response's connection may be kept for the next request).
+	// It is called once, whatever ended the reading.
+	close(complete bool)
 }
 
-// request is one chat-completions request in the SDK's vocabulary.
+// request is one model request, in the agent's vocabulary: what the run
+// assembled for a round (or a summary). A modelAPI translates it.
 type request struct {
 	messages []memory.Message
-	tools    []openai.ChatCompletionToolUnionParam
+	// tools are the tools the model may call, none for a round without
+	// tools.
+	tools    []ToolDefinition
 	settings ModelSettings
-}
-
-// open sends the request and returns the decoder over the streamed body and
-// the response, whose body the caller closes with closeBody. An HTTP error
-// status is a *ProviderError.
-func (m *model) open(ctx context.Context, req request) (*wire.Reader, *http.Response, error) {
-	params := openai.ChatCompletionNewParams{
-		Model:         shared.ChatModel(m.name),
-		Messages:      openaiparams.ToParams(req.messages),
-		Tools:         req.tools,
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-	}
-	req.settings.apply(&params, len(req.tools) > 0)
-	var resp *http.Response
-	err := m.client.Post(ctx, "chat/completions", params, &resp, option.WithJSONSet("stream", true))
-	if err != nil {
-		return nil, nil, requestError(err, resp)
-	}
-	return wire.NewReader(resp.Body), resp, nil
 }
 
 // What closeBody reads of a body after the end of the response, at most.
@@ -115,27 +89,4 @@ func closeBody(body io.ReadCloser, complete bool) {
 		}
 	}
 	body.Close()
-}
-
-// toolParams converts tool definitions to request tools.
-func toolParams(defs []ToolDefinition) []openai.ChatCompletionToolUnionParam {
-	if len(defs) == 0 {
-		return nil
-	}
-	out := make([]openai.ChatCompletionToolUnionParam, 0, len(defs))
-	for _, d := range defs {
-		params := d.Parameters
-		if params == nil {
-			params = map[string]any{"type": "object", "properties": map[string]any{}}
-		}
-		fn := shared.FunctionDefinitionParam{
-			Name:       d.Name,
-			Parameters: shared.FunctionParameters(params),
-		}
-		if d.Description != "" {
-			fn.Description = openai.String(d.Description)
-		}
-		out = append(out, openai.ChatCompletionFunctionTool(fn))
-	}
-	return out
 }

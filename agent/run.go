@@ -688,7 +688,7 @@ func (r *run) streamRound(withTools bool, prompt string) (res roundResult, ok bo
 		req.settings.ResponseFormat = nil // the planning round answers in words
 	}
 	if withTools {
-		req.tools = toolParams(r.tools.defs)
+		req.tools = r.tools.defs
 	}
 
 	start := time.Now()
@@ -756,23 +756,20 @@ func (r *run) readStream(ctx context.Context, chat *chatTel, req request, withTo
 		return fmt.Errorf("model request not sent: waiting for a slot of the request limit: %w", err)
 	}
 	defer r.a.cfg.RequestLimit.release()
-	rd, resp, err := r.a.model.open(ctx, req)
+	st, err := r.a.model.open(ctx, req)
 	if err != nil {
 		return fmt.Errorf("model request failed: %w", err)
 	}
 	complete := false
-	defer func() {
-		closeBody(resp.Body, complete)
-		rd.Release()
-	}()
+	defer func() { st.close(complete) }()
 	for {
-		d, err := rd.Next()
+		d, err := st.next()
 		if err == io.EOF {
 			complete = true
 			return nil
 		}
 		if err != nil {
-			return streamError(err, resp)
+			return err
 		}
 		if chat.first && (d.Content != "" || d.Reasoning != "" || len(d.ToolCalls) > 0) {
 			chat.firstToken()

@@ -9,8 +9,6 @@ import (
 	"slices"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/planround/planround/internal/names"
 )
@@ -216,48 +214,4 @@ func (s ModelSettings) check(field string) error {
 		}
 	}
 	return nil
-}
-
-// apply sets s on params. With tools false (a request without tools),
-// ParallelToolCalls is left out.
-func (s *ModelSettings) apply(params *openai.ChatCompletionNewParams, tools bool) {
-	if s.Temperature != nil {
-		params.Temperature = openai.Float(*s.Temperature)
-	}
-	if s.TopP != nil {
-		params.TopP = openai.Float(*s.TopP)
-	}
-	if s.MaxCompletionTokens != nil {
-		params.MaxCompletionTokens = openai.Int(int64(*s.MaxCompletionTokens))
-	}
-	if s.MaxTokens != nil {
-		params.MaxTokens = openai.Int(int64(*s.MaxTokens))
-	}
-	if len(s.Stop) > 0 {
-		params.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: s.Stop}
-	}
-	if s.Seed != nil {
-		params.Seed = openai.Int(*s.Seed)
-	}
-	if s.ReasoningEffort != "" {
-		params.ReasoningEffort = shared.ReasoningEffort(s.ReasoningEffort)
-	}
-	if s.ParallelToolCalls != nil && tools {
-		params.ParallelToolCalls = openai.Bool(*s.ParallelToolCalls)
-	}
-	if rf := s.ResponseFormat; rf != nil && rf.Schema != nil {
-		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: rf.Name, Schema: rf.Schema}
-		if rf.Description != "" {
-			js.Description = openai.String(rf.Description)
-		}
-		if rf.Strict {
-			js.Strict = openai.Bool(true)
-		}
-		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
-			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: js},
-		}
-	}
-	if len(s.ExtraBody) > 0 {
-		params.SetExtraFields(s.ExtraBody)
-	}
 }

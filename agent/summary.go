@@ -126,23 +126,20 @@ func (a *Agent) readSummary(ctx context.Context, tel *telemetry, ct *chatTel, re
 		return fmt.Errorf("agent: summary request not sent: waiting for a slot of the request limit: %w", err)
 	}
 	defer a.cfg.RequestLimit.release()
-	rd, resp, err := a.model.open(ctx, req)
+	st, err := a.model.open(ctx, req)
 	if err != nil {
 		return fmt.Errorf("agent: summary request failed: %w", err)
 	}
 	complete := false
-	defer func() {
-		closeBody(resp.Body, complete)
-		rd.Release()
-	}()
+	defer func() { st.close(complete) }()
 	for {
-		d, err := rd.Next()
+		d, err := st.next()
 		if errors.Is(err, io.EOF) {
 			complete = true
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("agent: reading summary: %w", streamError(err, resp))
+			return fmt.Errorf("agent: reading summary: %w", err)
 		}
 		if ct.first && d.Content != "" {
 			ct.firstToken()

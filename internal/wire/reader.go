@@ -32,19 +32,21 @@ const MaxEventSize = 32 << 20
 type Reader struct {
 	br buffer
 
-	data    []byte // the current event's data, lines joined by '\n'
-	hasData bool   // a data field was seen in the current event
-	errEv   bool   // the current event is an error: event: error, or an error field
-	partial bool   // the current event's last line had no line end (body cut)
-	long    []byte // a line longer than br's big buffer
-	skipLF  bool   // the last line ended with a CR: skip an LF right after it
-
-	delta    stream.Delta
-	dec      decoder
+	data []byte // the current event's data, lines joined by '\n'
+	long []byte // a line longer than br's big buffer
+	// The flags are together, so that they share a word: a Reader is
+	// allocated per response (agent's chatStream embeds it).
+	hasData  bool // a data field was seen in the current event
+	errEv    bool // the current event is an error: event: error, or an error field
+	partial  bool // the current event's last line had no line end (body cut)
+	skipLF   bool // the last line ended with a CR: skip an LF right after it
 	finished bool // a finish_reason was seen
-	finish   string
-	usage    *stream.Usage
-	err      error // sticky: returned by every later Next; errUnstarted before the first
+
+	delta  stream.Delta
+	dec    decoder
+	finish string
+	usage  *stream.Usage
+	err    error // sticky: returned by every later Next; errUnstarted before the first
 }
 
 // errUnstarted is a Reader's err before its first Next, which looks at the
