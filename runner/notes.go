@@ -136,9 +136,10 @@ func (r *Runner) interruptNoted(id string) {
 // Interrupt interrupts the session's run, wherever it is driven: in this
 // process at once, in another one through the Store's Notifier (when the
 // Store's event log says a turn is in progress). It reports whether a run
-// was found to interrupt (a resume or a sweep that looks at the session
-// and has started no turn is none, but the turn it starts is interrupted
-// at once), and returns once that run has ended (its EventTurnEnded
+// was found to interrupt (a resume or a sweep of this process that looks
+// at the session and has started no turn is none, but the turn it starts
+// is interrupted at once, and a turn that another process runs meanwhile
+// is interrupted there), and returns once that run has ended (its EventTurnEnded
 // published), or ctx ends, or after ten seconds: a message sent once
 // Interrupt returned is not refused because the stopped run is still
 // winding down (one sent meanwhile to this process waits for it). A turn
