@@ -158,6 +158,12 @@ func (s *ModelSettings) apply(params *openai.ChatCompletionNewParams, tools bool
 	if s.ReasoningEffort != "" {
 		params.ReasoningEffort = shared.ReasoningEffort(s.ReasoningEffort)
 	}
+	if s.PromptCacheKey != "" {
+		params.PromptCacheKey = openai.String(s.PromptCacheKey)
+	}
+	if s.PromptCacheRetention != "" {
+		params.PromptCacheRetention = openai.ChatCompletionNewParamsPromptCacheRetention(s.PromptCacheRetention)
+	}
 	if s.ParallelToolCalls != nil && tools {
 		params.ParallelToolCalls = openai.Bool(*s.ParallelToolCalls)
 	}

@@ -205,7 +205,8 @@ type ToolCall struct {
 }
 
 // Usage is the token usage a provider reports for a response (prompt,
-// completion and total tokens), on round_end chunks and summed by
+// completion and total tokens, and the cached and reasoning parts of them
+// when the provider reports those), on round_end chunks and summed by
 // [Turn.Usage]. It is package stream's type under this package's name, so
 // a host that reads usage needs no other import.
 type Usage = stream.Usage

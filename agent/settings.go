@@ -16,7 +16,7 @@ import (
 // ModelSettings are the sampling and output settings of model requests.
 // [Config.Settings] holds an agent's; [Input.Settings] overrides them for
 // one run, field by field: a field the Input sets wins, a field it leaves
-// unset (nil, or "" for ReasoningEffort) keeps the Config's. A setting set
+// unset (nil, or "" for a string) keeps the Config's. A setting set
 // in neither is not sent, and the provider's default applies.
 //
 // Every request of a run gets the settings, with two exceptions:
@@ -54,6 +54,23 @@ type ModelSettings struct {
 	// call per response. Whether the calls of one response run
 	// concurrently is Config.ParallelTools.
 	ParallelToolCalls *bool
+	// PromptCacheKey is OpenAI's prompt_cache_key: requests with the same
+	// key and the same long prefix (system prompt, tools, the history so
+	// far) are routed to the same prompt cache, so more of the prompt is
+	// read from it (Usage.CacheReadTokens) at a lower price. Set it to what
+	// the requests sharing a prefix have in common: the session ID (in
+	// Input.Settings) for a conversation's rounds and turns, the user for
+	// sessions of one user, or one key in Config.Settings for an agent whose
+	// many users share a long system prompt and tools. A key shared by far
+	// more requests than share a prefix (one key for everything) spreads
+	// nothing and may overflow one cache. Empty sends none: OpenAI then
+	// caches by prefix alone.
+	PromptCacheKey string
+	// PromptCacheRetention is OpenAI's prompt_cache_retention, how long a
+	// cached prefix is kept: "in_memory" (minutes) or "24h" (extended
+	// caching, on the models that offer it). Empty sends none: the
+	// provider's default applies.
+	PromptCacheRetention string
 	// ResponseFormat asks for an answer in JSON that follows a schema. A
 	// ResponseFormat without a Schema (&ResponseFormat{}) in an Input asks
 	// for plain text, whatever the Config says.
@@ -126,9 +143,9 @@ func (s ModelSettings) merge(over ModelSettings) ModelSettings {
 	if over.Stop != nil {
 		s.Stop = over.Stop
 	}
-	if over.ReasoningEffort != "" {
-		s.ReasoningEffort = over.ReasoningEffort
-	}
+	s.ReasoningEffort = cmp.Or(over.ReasoningEffort, s.ReasoningEffort)
+	s.PromptCacheKey = cmp.Or(over.PromptCacheKey, s.PromptCacheKey)
+	s.PromptCacheRetention = cmp.Or(over.PromptCacheRetention, s.PromptCacheRetention)
 	if len(over.ExtraBody) > 0 {
 		extra := make(map[string]any, len(s.ExtraBody)+len(over.ExtraBody))
 		maps.Copy(extra, s.ExtraBody)

@@ -19,6 +19,7 @@ import (
 var settingKeys = []string{
 	"temperature", "top_p", "max_completion_tokens", "max_tokens", "stop", "seed",
 	"reasoning_effort", "parallel_tool_calls", "response_format", "service_tier", "x_custom",
+	"prompt_cache_key", "prompt_cache_retention",
 }
 
 // body decodes the fields of a recorded request that settings set, each as
@@ -63,31 +64,35 @@ func TestSettingsReachTheRequests(t *testing.T) {
 	format.Strict = true
 	a := newAgent(t, srv, func(c *agent.Config) {
 		c.Settings = agent.ModelSettings{
-			Temperature:         new(0.2),
-			TopP:                new(0.9),
-			MaxCompletionTokens: new(300),
-			MaxTokens:           new(200),
-			Stop:                []string{"\nUser:"},
-			Seed:                new(int64(7)),
-			ReasoningEffort:     "low",
-			ParallelToolCalls:   new(false),
-			ResponseFormat:      format,
-			ExtraBody:           map[string]any{"service_tier": "flex", "x_custom": map[string]any{"a": 1}},
+			Temperature:          new(0.2),
+			TopP:                 new(0.9),
+			MaxCompletionTokens:  new(300),
+			MaxTokens:            new(200),
+			Stop:                 []string{"\nUser:"},
+			Seed:                 new(int64(7)),
+			ReasoningEffort:      "low",
+			PromptCacheKey:       "user-42",
+			PromptCacheRetention: "24h",
+			ParallelToolCalls:    new(false),
+			ResponseFormat:       format,
+			ExtraBody:            map[string]any{"service_tier": "flex", "x_custom": map[string]any{"a": 1}},
 		}
 	}, weatherTool())
 	_, err := collect(a.Run(context.Background(), agent.Input{Message: "Weather in Paris?"}))
 	require.NoError(t, err)
 
 	every := map[string]string{
-		"temperature":           `0.2`,
-		"top_p":                 `0.9`,
-		"max_completion_tokens": `300`,
-		"max_tokens":            `200`,
-		"stop":                  `["\nUser:"]`,
-		"seed":                  `7`,
-		"reasoning_effort":      `"low"`,
-		"service_tier":          `"flex"`,
-		"x_custom":              `{"a":1}`,
+		"temperature":            `0.2`,
+		"top_p":                  `0.9`,
+		"max_completion_tokens":  `300`,
+		"max_tokens":             `200`,
+		"stop":                   `["\nUser:"]`,
+		"seed":                   `7`,
+		"reasoning_effort":       `"low"`,
+		"prompt_cache_key":       `"user-42"`,
+		"prompt_cache_retention": `"24h"`,
+		"service_tier":           `"flex"`,
+		"x_custom":               `{"a":1}`,
 	}
 	var schema map[string]any
 	require.NoError(t, json.Unmarshal([]byte(`{"type":"json_schema","json_schema":`+weatherSchema+`}`), &schema))
@@ -132,11 +137,13 @@ func TestInputSettingsOverrideFieldByField(t *testing.T) {
 		agenttest.Reply().Text("two").Finish("stop"),
 	)
 	cfg := agent.ModelSettings{
-		Temperature:    new(0.2),
-		Seed:           new(int64(1)),
-		Stop:           []string{"END"},
-		ResponseFormat: agent.JSONSchema[weatherAnswer]("weather"),
-		ExtraBody:      map[string]any{"x_custom": "config", "service_tier": "flex"},
+		Temperature:          new(0.2),
+		Seed:                 new(int64(1)),
+		PromptCacheKey:       "agent",
+		PromptCacheRetention: "in_memory",
+		Stop:                 []string{"END"},
+		ResponseFormat:       agent.JSONSchema[weatherAnswer]("weather"),
+		ExtraBody:            map[string]any{"x_custom": "config", "service_tier": "flex"},
 	}
 	a := newAgent(t, srv, func(c *agent.Config) { c.DisablePlanning = true; c.Settings = cfg })
 	_, err := collect(a.Run(context.Background(), agent.Input{Message: "one", Settings: agent.ModelSettings{
@@ -145,6 +152,7 @@ func TestInputSettingsOverrideFieldByField(t *testing.T) {
 		Stop:            []string{},
 		ResponseFormat:  &agent.ResponseFormat{},
 		ReasoningEffort: "high",
+		PromptCacheKey:  "session-1",
 		ExtraBody:       map[string]any{"x_custom": "input"},
 	}}))
 	require.NoError(t, err)
@@ -154,21 +162,25 @@ func TestInputSettingsOverrideFieldByField(t *testing.T) {
 	reqs := srv.Requests()
 	require.Len(t, reqs, 2)
 	assert.Equal(t, map[string]string{
-		"temperature":      `0.9`,
-		"seed":             `1`,
-		"max_tokens":       `50`,
-		"reasoning_effort": `"high"`,
-		"x_custom":         `"input"`,
-		"service_tier":     `"flex"`,
+		"temperature":            `0.9`,
+		"seed":                   `1`,
+		"max_tokens":             `50`,
+		"reasoning_effort":       `"high"`,
+		"prompt_cache_key":       `"session-1"`,
+		"prompt_cache_retention": `"in_memory"`,
+		"x_custom":               `"input"`,
+		"service_tier":           `"flex"`,
 	}, body(t, reqs[0]))
 	second := body(t, reqs[1])
 	delete(second, "response_format")
 	assert.Equal(t, map[string]string{
-		"temperature":  `0.2`,
-		"seed":         `1`,
-		"stop":         `["END"]`,
-		"x_custom":     `"config"`,
-		"service_tier": `"flex"`,
+		"temperature":            `0.2`,
+		"seed":                   `1`,
+		"stop":                   `["END"]`,
+		"prompt_cache_key":       `"agent"`,
+		"prompt_cache_retention": `"in_memory"`,
+		"x_custom":               `"config"`,
+		"service_tier":           `"flex"`,
 	}, second, "the next run has the Config's settings again")
 	assert.Contains(t, body(t, reqs[1]), "response_format")
 	assert.Equal(t, "config", cfg.ExtraBody["x_custom"], "the Config's map is not changed")

@@ -53,15 +53,20 @@ const (
 	keyFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
 	keyInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
 	keyOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
-	keyTokenType     = attribute.Key("gen_ai.token.type")
-	keyToolName      = attribute.Key("gen_ai.tool.name")
-	keyToolCallID    = attribute.Key("gen_ai.tool.call.id")
-	keyToolType      = attribute.Key("gen_ai.tool.type")
-	keyToolArgs      = attribute.Key("gen_ai.tool.call.arguments")
-	keyToolResult    = attribute.Key("gen_ai.tool.call.result")
-	keyInputMessages = attribute.Key("gen_ai.input.messages")
-	keyOutput        = attribute.Key("gen_ai.output.messages")
-	keyErrorType     = attribute.Key("error.type")
+	// The parts of the input and output tokens (semantic conventions
+	// v1.41.0's registry; each is included in input or output tokens).
+	keyCacheReadTokens  = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	keyCacheWriteTokens = attribute.Key("gen_ai.usage.cache_creation.input_tokens")
+	keyReasoningTokens  = attribute.Key("gen_ai.usage.reasoning.output_tokens")
+	keyTokenType        = attribute.Key("gen_ai.token.type")
+	keyToolName         = attribute.Key("gen_ai.tool.name")
+	keyToolCallID       = attribute.Key("gen_ai.tool.call.id")
+	keyToolType         = attribute.Key("gen_ai.tool.type")
+	keyToolArgs         = attribute.Key("gen_ai.tool.call.arguments")
+	keyToolResult       = attribute.Key("gen_ai.tool.call.result")
+	keyInputMessages    = attribute.Key("gen_ai.input.messages")
+	keyOutput           = attribute.Key("gen_ai.output.messages")
+	keyErrorType        = attribute.Key("error.type")
 
 	keyRound      = attribute.Key("planround.round")
 	keySummary    = attribute.Key("planround.summary")
@@ -344,7 +349,7 @@ func (r *run) endRun() {
 		rt.span.SetAttributes(keyIntent.String(string(r.intent)))
 	}
 	if u := r.t.usage; u != (usageOr(nil)) {
-		rt.span.SetAttributes(keyInputTokens.Int64(u.PromptTokens), keyOutputTokens.Int64(u.CompletionTokens))
+		setUsage(rt.span, u)
 	}
 	if rt.err != nil {
 		rt.span.RecordError(rt.err)
@@ -436,6 +441,8 @@ func (tel *telemetry) measure(ctx context.Context, ct *chatTel, usage *stream.Us
 		tel.opDuration.Record(ctx, time.Since(ct.start).Seconds(), metric.WithAttributes(attrs...))
 	}
 	if tokens {
+		// The conventions' gen_ai.token.type has only input and output:
+		// cached and reasoning tokens are inside them and on the spans.
 		tel.tokens.Record(ctx, usage.PromptTokens, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
 		tel.tokens.Record(ctx, usage.CompletionTokens, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
 	}
@@ -454,7 +461,7 @@ func (ct *chatTel) end(usage *stream.Usage, finish string, failure error, interr
 		span.SetAttributes(keyFinishReasons.StringSlice([]string{finish}))
 	}
 	if usage != nil {
-		span.SetAttributes(keyInputTokens.Int64(usage.PromptTokens), keyOutputTokens.Int64(usage.CompletionTokens))
+		setUsage(span, *usage)
 	}
 	switch {
 	case failure != nil:
@@ -465,6 +472,22 @@ func (ct *chatTel) end(usage *stream.Usage, finish string, failure error, interr
 		span.SetAttributes(keyOutcome.String(outcomeInterrupted))
 	}
 	span.End()
+}
+
+// setUsage sets the token usage u on span: input and output tokens always,
+// their cached and reasoning parts when the provider reported any (a
+// provider that reports none cannot be told from one that reports 0).
+func setUsage(span trace.Span, u stream.Usage) {
+	span.SetAttributes(keyInputTokens.Int64(u.PromptTokens), keyOutputTokens.Int64(u.CompletionTokens))
+	if u.CacheReadTokens != 0 {
+		span.SetAttributes(keyCacheReadTokens.Int64(u.CacheReadTokens))
+	}
+	if u.CacheWriteTokens != 0 {
+		span.SetAttributes(keyCacheWriteTokens.Int64(u.CacheWriteTokens))
+	}
+	if u.ReasoningTokens != 0 {
+		span.SetAttributes(keyReasoningTokens.Int64(u.ReasoningTokens))
+	}
 }
 
 // endChat ends the chat span of the round's model call and records its

@@ -199,6 +199,56 @@ func TestTelemetryNoToolRun(t *testing.T) {
 	assert.Equal(t, []string{"gen_ai.operation.name=invoke_agent,planround.outcome=answered,planround.resumed=false: 1"}, points(t, m["planround.runs"]))
 }
 
+// TestUsageCachedAndReasoningTokens: the cached and reasoning tokens the
+// server reports reach each round's round_end chunk, the turn's usage, the
+// chat spans and the run span (summed); the token metric keeps only the
+// conventions' input and output types, cached tokens counted in the input.
+func TestUsageCachedAndReasoningTokens(t *testing.T) {
+	leaktest.Check(t)
+	srv := newServer(t)
+	srv.Enqueue(
+		agenttest.Reply().Text("Hello! I can ", "answer that.<no_", "tool>").Usage(100, 20).CachedTokens(64).ReasoningTokens(8).Finish("stop"),
+		agenttest.Reply().Text("It is noon.").UsageInFinish().ReasoningTokens(12).CachedTokens(128).Usage(150, 30).Finish("stop"),
+	)
+	rec := newRecording(t)
+	a := newAgent(t, srv, rec.config)
+	turn := a.NewTurn(agent.Input{SessionID: "s1", Message: "What time is it?"})
+	chunks, err := collect(turn.Run(context.Background()))
+	require.NoError(t, err)
+
+	plan := agent.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120, CacheReadTokens: 64, ReasoningTokens: 8}
+	answer := agent.Usage{PromptTokens: 150, CompletionTokens: 30, TotalTokens: 180, CacheReadTokens: 128, ReasoningTokens: 12}
+	var rounds []agent.Usage
+	for _, c := range chunks {
+		if c.Kind == agent.KindRoundEnd {
+			require.NotNil(t, c.Usage, "round %d reports usage", c.Round)
+			rounds = append(rounds, *c.Usage)
+		}
+	}
+	assert.Equal(t, []agent.Usage{plan, answer}, rounds)
+	assert.Equal(t, plan.Add(answer), turn.Usage())
+
+	run := attrs(rec.one(t, "invoke_agent"))
+	assert.Equal(t, int64(250), run["gen_ai.usage.input_tokens"])
+	assert.Equal(t, int64(192), run["gen_ai.usage.cache_read.input_tokens"])
+	assert.Equal(t, int64(20), run["gen_ai.usage.reasoning.output_tokens"])
+	assert.NotContains(t, run, "gen_ai.usage.cache_creation.input_tokens", "no cache writes reported")
+	chats := rec.named("chat test-model")
+	require.Len(t, chats, 2)
+	for i, want := range []agent.Usage{plan, answer} {
+		got := attrs(chats[i])
+		assert.Equal(t, want.PromptTokens, got["gen_ai.usage.input_tokens"], "chat %d", i)
+		assert.Equal(t, want.CacheReadTokens, got["gen_ai.usage.cache_read.input_tokens"], "chat %d", i)
+		assert.Equal(t, want.ReasoningTokens, got["gen_ai.usage.reasoning.output_tokens"], "chat %d", i)
+	}
+
+	m := rec.metrics(t)
+	assert.Equal(t, []string{
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=input: 2/250",
+		"gen_ai.operation.name=chat,gen_ai.request.model=test-model,gen_ai.token.type=output: 2/50",
+	}, points(t, m["gen_ai.client.token.usage"]))
+}
+
 func TestTelemetryToolRunWithApproval(t *testing.T) {
 	leaktest.Check(t)
 	srv := newServer(t)

@@ -38,10 +38,27 @@ type ToolCallDelta struct {
 const NoIndex = -1
 
 // Usage is the token usage a provider reports for one response.
+//
+// The detail counts are parts of the main ones, not additions to them, as
+// OpenAI and the OpenTelemetry GenAI conventions count them: CacheReadTokens
+// and CacheWriteTokens are included in PromptTokens, ReasoningTokens in
+// CompletionTokens. A provider that does not report a detail leaves it 0.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens,omitempty"`
+	// CacheReadTokens are the prompt tokens the provider served from its
+	// prompt cache (chat completions: usage.prompt_tokens_details.cached_tokens).
+	CacheReadTokens int64 `json:"cache_read_tokens,omitempty"`
+	// CacheWriteTokens are the prompt tokens the provider wrote to its prompt
+	// cache for later requests (OpenRouter's
+	// usage.prompt_tokens_details.cache_write_tokens; OpenAI reports none, as
+	// it caches without a separate charge).
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// ReasoningTokens are the completion tokens the model spent reasoning
+	// (chat completions: usage.completion_tokens_details.reasoning_tokens),
+	// whether or not the reasoning itself was streamed.
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
 }
 
 // Add returns the sum of u and v.
@@ -50,5 +67,8 @@ func (u Usage) Add(v Usage) Usage {
 		PromptTokens:     u.PromptTokens + v.PromptTokens,
 		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
 		TotalTokens:      u.TotalTokens + v.TotalTokens,
+		CacheReadTokens:  u.CacheReadTokens + v.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
 	}
 }

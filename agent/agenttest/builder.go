@@ -115,8 +115,35 @@ func (b *Builder) Fragment(index int, id, name, args string) *Builder {
 
 // Usage sets the token usage reported at the end.
 func (b *Builder) Usage(promptTokens, completionTokens int64) *Builder {
-	b.usage = &usageJSON{promptTokens, completionTokens, promptTokens + completionTokens}
+	u := b.usageJSON()
+	u.PromptTokens, u.CompletionTokens, u.TotalTokens = promptTokens, completionTokens, promptTokens+completionTokens
 	return b
+}
+
+// CachedTokens reports n of the prompt tokens as read from the provider's
+// prompt cache, as OpenAI does: usage.prompt_tokens_details.cached_tokens
+// (with audio_tokens 0 beside it). n is part of the prompt tokens set with
+// [Builder.Usage], not added to them.
+func (b *Builder) CachedTokens(n int64) *Builder {
+	b.usageJSON().PromptDetails = &promptDetailsJSON{CachedTokens: n}
+	return b
+}
+
+// ReasoningTokens reports n of the completion tokens as spent reasoning, as
+// OpenAI does: usage.completion_tokens_details.reasoning_tokens (with the
+// other details 0 beside it). n is part of the completion tokens set with
+// [Builder.Usage], not added to them.
+func (b *Builder) ReasoningTokens(n int64) *Builder {
+	b.usageJSON().CompletionDetails = &completionDetailsJSON{ReasoningTokens: n}
+	return b
+}
+
+// usageJSON returns the usage reported at the end, setting it first.
+func (b *Builder) usageJSON() *usageJSON {
+	if b.usage == nil {
+		b.usage = new(usageJSON)
+	}
+	return b.usage
 }
 
 // WholeCalls merges each [Builder.Call] into a single fragment holding the
@@ -351,9 +378,21 @@ type (
 		Arguments string `json:"arguments"`
 	}
 	usageJSON struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-		TotalTokens      int64 `json:"total_tokens"`
+		PromptTokens      int64                  `json:"prompt_tokens"`
+		CompletionTokens  int64                  `json:"completion_tokens"`
+		TotalTokens       int64                  `json:"total_tokens"`
+		PromptDetails     *promptDetailsJSON     `json:"prompt_tokens_details,omitempty"`
+		CompletionDetails *completionDetailsJSON `json:"completion_tokens_details,omitempty"`
+	}
+	promptDetailsJSON struct {
+		CachedTokens int64 `json:"cached_tokens"`
+		AudioTokens  int64 `json:"audio_tokens"`
+	}
+	completionDetailsJSON struct {
+		ReasoningTokens          int64 `json:"reasoning_tokens"`
+		AudioTokens              int64 `json:"audio_tokens"`
+		AcceptedPredictionTokens int64 `json:"accepted_prediction_tokens"`
+		RejectedPredictionTokens int64 `json:"rejected_prediction_tokens"`
 	}
 	completionJSON struct {
 		ID      string                 `json:"id"`

@@ -141,6 +141,29 @@ func TestText(t *testing.T) {
 	}
 }
 
+// TestUsageDetails: the cached and reasoning tokens a script sets reach
+// the official client where OpenAI puts them, in either call order.
+func TestUsageDetails(t *testing.T) {
+	for name, b := range map[string]agenttest.Response{
+		"details after usage":  agenttest.Reply().Text("hi").Usage(120, 30).CachedTokens(64).ReasoningTokens(9).Finish("stop"),
+		"details before usage": agenttest.Reply().Text("hi").CachedTokens(64).ReasoningTokens(9).Usage(120, 30).Finish("stop"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, c := newServer(t)
+			s.Enqueue(b)
+			r := read(t.Context(), c, params())
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			u := r.usage
+			if u.PromptTokens != 120 || u.CompletionTokens != 30 || u.TotalTokens != 150 ||
+				u.PromptTokensDetails.CachedTokens != 64 || u.CompletionTokensDetails.ReasoningTokens != 9 {
+				t.Errorf("usage = %+v, want 120/30/150, 64 cached, 9 reasoning", u)
+			}
+		})
+	}
+}
+
 func TestShapes(t *testing.T) {
 	weather := []string{`{"ci`, `ty":"Pa`, `ris"}`}
 	tests := []struct {

@@ -114,3 +114,18 @@ func BenchmarkDecodeFrame(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeUsageFrame is the fast decoder alone on OpenAI's usage
+// frame, with its details objects (cached and reasoning tokens): the one
+// frame per stream that carries the usage.
+func BenchmarkDecodeUsageFrame(b *testing.B) {
+	frame := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-test","choices":[],"usage":{"prompt_tokens":58,"completion_tokens":12,"total_tokens":70,"prompt_tokens_details":{"cached_tokens":32,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":4,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`)
+	var x decoder
+	var d stream.Delta
+	b.ReportAllocs()
+	for b.Loop() {
+		if !x.fast(frame, &d) {
+			b.Fatal("fell back")
+		}
+	}
+}

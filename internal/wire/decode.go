@@ -42,7 +42,9 @@ var (
 	deltaKeys    = []string{"content", "reasoning_content", "reasoning", "tool_calls"}
 	toolCallKeys = []string{"index", "id", "function"}
 	functionKeys = []string{"name", "arguments"}
-	usageKeys    = []string{"prompt_tokens", "completion_tokens", "total_tokens"}
+	usageKeys    = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	promptKeys   = []string{"cached_tokens", "cache_write_tokens"}
+	outputKeys   = []string{"reasoning_tokens"}
 )
 
 func (x *decoder) chunk(d *stream.Delta) bool {
@@ -317,6 +319,12 @@ func (x *decoder) usage(d *stream.Delta) bool {
 	}
 	u := new(stream.Usage)
 	ok := x.object(usageKeys, func(k int) bool {
+		switch k {
+		case 3:
+			return x.tokenDetails(promptKeys, &u.CacheReadTokens, &u.CacheWriteTokens)
+		case 4:
+			return x.tokenDetails(outputKeys, &u.ReasoningTokens, nil)
+		}
 		if x.null() {
 			return true
 		}
@@ -333,6 +341,27 @@ func (x *decoder) usage(d *stream.Delta) bool {
 	})
 	d.Usage = u
 	return ok
+}
+
+// tokenDetails reads a usage details object (prompt_tokens_details,
+// completion_tokens_details) whose known keys are keys, into first and
+// second. Anything but null or an object falls back.
+func (x *decoder) tokenDetails(keys []string, first, second *int64) bool {
+	if x.null() {
+		return true
+	}
+	return x.object(keys, func(k int) bool {
+		if x.null() {
+			return true
+		}
+		n, ok := x.int()
+		if k == 0 {
+			*first = n
+		} else {
+			*second = n
+		}
+		return ok
+	})
 }
 
 // finishReason reads a finish_reason, sharing the strings of the common

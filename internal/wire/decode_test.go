@@ -125,6 +125,30 @@ func TestDecodeShapes(t *testing.T) {
 			wantFast: false,
 		},
 		{
+			name:     "usage details: cached, cache-write and reasoning tokens",
+			frame:    `{"choices":[],"usage":{"prompt_tokens":374,"completion_tokens":61,"total_tokens":435,"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":256,"cache_write_tokens":64},"completion_tokens_details":{"reasoning_tokens":17,"audio_tokens":0},"prompt_cache_hit_tokens":256}}`,
+			want:     stream.Delta{Usage: &stream.Usage{PromptTokens: 374, CompletionTokens: 61, TotalTokens: 435, CacheReadTokens: 256, CacheWriteTokens: 64, ReasoningTokens: 17}},
+			wantFast: true,
+		},
+		{
+			name:     "null usage details",
+			frame:    `{"usage":{"prompt_tokens":3,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":null}}}`,
+			want:     stream.Delta{Usage: &stream.Usage{PromptTokens: 3}},
+			wantFast: true,
+		},
+		{
+			name:     "usage details that are not objects fall back and count as none",
+			frame:    `{"usage":{"prompt_tokens":3,"prompt_tokens_details":5,"completion_tokens_details":[{"reasoning_tokens":2}]}}`,
+			want:     stream.Delta{Usage: &stream.Usage{PromptTokens: 3}},
+			wantFast: false,
+		},
+		{
+			name:     "float usage detail falls back and is truncated",
+			frame:    `{"usage":{"completion_tokens_details":{"reasoning_tokens":2.0}}}`,
+			want:     stream.Delta{Usage: &stream.Usage{ReasoningTokens: 2}},
+			wantFast: false,
+		},
+		{
 			name:     "case-folded key falls back",
 			frame:    `{"Choices":[{"delta":{"content":"x"}}]}`,
 			want:     stream.Delta{Content: "x"},
@@ -189,6 +213,8 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"error":{"message":"boom","code":429}}`,
 		`{"usage":{"prompt_tokens":-0,"completion_tokens":100000000000000,"total_tokens":9}}`,
 		`{"choices":null,"usage":null}`,
+		`{"usage":{"prompt_tokens_details":{"cached_tokens":7,"cache_write_tokens":2},"completion_tokens_details":{"reasoning_tokens":5}}}`,
+		`{"usage":{"prompt_tokens_details":null,"completion_tokens_details":{}}}`,
 		`{}`, `null`, `[]`, `{"choices":[{"delta":{"content":"\u0000"}}]}`,
 	} {
 		f.Add([]byte(s))
@@ -251,6 +277,13 @@ func TestFastAgreesOnTrickyJSON(t *testing.T) {
 		`{"usage":{"prompt_tokens":1e2,"completion_tokens":"3","total_tokens":-1}}`,
 		`{"usage":{"prompt_tokens":999999999999999,"completion_tokens":9999999999999999}}`,
 		`{"usage":5}`, `{"usage":[]}`, `{"usage":"x"}`,
+		`{"usage":{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":2}}}`,
+		`{"usage":{"prompt_tokens_details":{"Cached_Tokens":1}}}`,
+		`{"usage":{"Prompt_Tokens_Details":{"cached_tokens":1}}}`,
+		`{"usage":{"prompt_tokens_details":{"cached_tokens":"1"},"completion_tokens_details":{"reasoning_tokens":true}}}`,
+		`{"usage":{"prompt_tokens_details":"x","completion_tokens_details":1}}`,
+		`{"usage":{"prompt_tokens_details":{"cached_tokens":3},"prompt_tokens_details":null}}`,
+		`{"usage":{"completion_tokens_details":{"reasoning_tokens":-4,"x":{"reasoning_tokens":9}}}}`,
 		"\ufeff{\"choices\":[]}",
 		`{"choices":[{"delta":{"content":"x"}}]} {}`,
 		`{"choices":[{"delta":{"content":"x"}}]}` + "\n\t\r ",

@@ -102,11 +102,14 @@ var replayWant = map[string]want{
 		calls:  []call{{0, "call_BwRBL2i8SUeS8zaK7AgYGFDG", "adder", `{"a":2,"b":3}`}},
 		finish: "tool_calls",
 	},
+	// Cached prompt tokens (prompt_tokens_details.cached_tokens) and
+	// reasoning tokens (completion_tokens_details.reasoning_tokens) beside
+	// DeepSeek's own prompt_cache_hit_tokens, which is not read.
 	"deepseek-v4-reasoning-then-tool-call.sse": {
 		reasoning: "The user asks about the weather in San Francisco. I should use the weather tool.",
 		calls:     []call{{0, "call_00_IhCAliIHtM9gKpgfqbBV9873", "weather", `{"location": "San Francisco"}`}},
 		finish:    "tool_calls",
-		usage:     &stream.Usage{PromptTokens: 374, CompletionTokens: 61, TotalTokens: 435},
+		usage:     &stream.Usage{PromptTokens: 374, CompletionTokens: 61, TotalTokens: 435, CacheReadTokens: 256, ReasoningTokens: 17},
 	},
 	// Usage on the finish chunk, with float fields beside the counts.
 	"groq-single-chunk-tool-call.sse": {
@@ -130,7 +133,7 @@ var replayWant = map[string]want{
 	"mistral-glm-empty-name-second-chunk.sse": {
 		calls:  []call{{0, "chatcmpl-tool-9f149c74c42f265b", "webSearchTool", `{"query": "current Berlin weather"}`}},
 		finish: "tool_calls",
-		usage:  &stream.Usage{PromptTokens: 171, CompletionTokens: 14, TotalTokens: 185},
+		usage:  &stream.Usage{PromptTokens: 171, CompletionTokens: 14, TotalTokens: 185, CacheReadTokens: 128},
 	},
 	"mistral-tool-call-no-index-finish-same-chunk.sse": {
 		calls:  []call{{stream.NoIndex, "gSIMJiOkT", "weather", `{"location": "San Francisco"}`}},
@@ -188,11 +191,12 @@ var replayWant = map[string]want{
 		finish: "tool_calls",
 		usage:  &stream.Usage{PromptTokens: 157, CompletionTokens: 32, TotalTokens: 189},
 	},
+	// Cached and reasoning tokens, and OpenRouter's cache_write_tokens (0).
 	"openrouter-grok-processing-comments-mid-stream-reasoning-tool-call.sse": {
 		reasoning: `The user asked: "What's the weather in Florence, Italy?" I have a tool called "weather" that gets weather information for a location. The parameter is "location", which is the city.` + "\n",
 		calls:     []call{{0, "call_51659697", "weather", `{"location":"Florence, Italy"}`}},
 		finish:    "tool_calls",
-		usage:     &stream.Usage{PromptTokens: 366, CompletionTokens: 155, TotalTokens: 521},
+		usage:     &stream.Usage{PromptTokens: 366, CompletionTokens: 155, TotalTokens: 521, CacheReadTokens: 365, ReasoningTokens: 129},
 	},
 	"qwen-dashscope-empty-id-continuation-usage-chunk.sse": {
 		calls:  []call{{0, "call_eee11723464a4b9eb8cee71d", "weather", `{"location": "San Francisco"}`}},
@@ -204,7 +208,7 @@ var replayWant = map[string]want{
 	"qwen3-coder-tool-call-as-text-in-reasoning-finish-stop.sse": {
 		reasoning: `Need weather for planning.\n<tool_call><function=get_weather>{"city":"Lisbon"}</function></tool_call>`,
 		finish:    "stop",
-		usage:     &stream.Usage{PromptTokens: 10, CompletionTokens: 20, TotalTokens: 30},
+		usage:     &stream.Usage{PromptTokens: 10, CompletionTokens: 20, TotalTokens: 30, ReasoningTokens: 12},
 	},
 	"vllm-qwen-tool-call-name-only-first-chunk.sse": {
 		calls:  []call{{0, "chatcmpl-tool-ca99dda515524c6abe47d1ea22813507", "run_command", `{"command": "ls"}`}},

@@ -44,6 +44,19 @@ type usageJSON struct {
 	PromptTokens     json.RawMessage `json:"prompt_tokens"`
 	CompletionTokens json.RawMessage `json:"completion_tokens"`
 	TotalTokens      json.RawMessage `json:"total_tokens"`
+	PromptDetails    json.RawMessage `json:"prompt_tokens_details"`
+	OutputDetails    json.RawMessage `json:"completion_tokens_details"`
+}
+
+// The details objects of a usage; each detail is read leniently, like the
+// counts, and a details value that is not an object counts as none.
+type promptDetailsJSON struct {
+	CachedTokens     json.RawMessage `json:"cached_tokens"`
+	CacheWriteTokens json.RawMessage `json:"cache_write_tokens"`
+}
+
+type outputDetailsJSON struct {
+	ReasoningTokens json.RawMessage `json:"reasoning_tokens"`
 }
 
 // slowDecode decodes one frame with encoding/json into d. It returns a
@@ -103,10 +116,21 @@ func usage(raw json.RawMessage, data []byte) (*stream.Usage, error) {
 	if err := json.Unmarshal(raw, &u); err != nil {
 		return nil, fmt.Errorf("wire: bad usage in frame: %w (data: %s)", err, excerpt(data))
 	}
+	var p promptDetailsJSON
+	var o outputDetailsJSON
+	if len(u.PromptDetails) > 0 && u.PromptDetails[0] == '{' {
+		_ = json.Unmarshal(u.PromptDetails, &p) // cannot fail: raw fields only
+	}
+	if len(u.OutputDetails) > 0 && u.OutputDetails[0] == '{' {
+		_ = json.Unmarshal(u.OutputDetails, &o)
+	}
 	return &stream.Usage{
 		PromptTokens:     tokens(u.PromptTokens),
 		CompletionTokens: tokens(u.CompletionTokens),
 		TotalTokens:      tokens(u.TotalTokens),
+		CacheReadTokens:  tokens(p.CachedTokens),
+		CacheWriteTokens: tokens(p.CacheWriteTokens),
+		ReasoningTokens:  tokens(o.ReasoningTokens),
 	}, nil
 }
 
