@@ -791,6 +791,7 @@ func (s *sharedServer) connect(ctx context.Context) (*conn, error) {
 		s.conn, s.err, s.backoff = c, nil, 0
 		s.mu.Unlock()
 		s.e.setTools(tools)
+		c.tookList()
 		if reconnect {
 			s.e.log.Info("server reconnected", "pid", c.pid(), "tools", len(tools))
 		} else {

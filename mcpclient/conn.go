@@ -111,7 +111,10 @@ type conn struct {
 	scope   []string   // what a 403 insufficient_scope asked for; nil before one
 	elicit  *elicitor  // answers the server's requests for input
 
-	stopListen func() // ends the subscription to list changes; nil without one
+	stopListen func()     // ends the subscription to list changes; nil without one
+	subMu      sync.Mutex // guards acked and took
+	acked      bool       // the server acknowledged the subscription
+	took       bool       // the entry took this connection's tool list (tookList)
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -233,6 +236,11 @@ func dial(ctx context.Context, e *serverEntry, list bool) (_ *conn, tools []mcp.
 		// subscription; earlier ones send them unasked (except over
 		// streamable HTTP without a standing GET stream, where they are
 		// lost).
+		//
+		// A change made after the list below was read but before the
+		// server established the subscription would be heard by nobody:
+		// once the server acknowledged it, the list is read again (see
+		// listenAcknowledged).
 		c.stopListen, err = c.mc.ListenAsync(life, mcp.SubscriptionFilter{ToolsListChanged: true}, func(err error) {
 			e.log.Debug("the subscription to tool list changes ended", "err", err)
 		})
@@ -324,6 +332,39 @@ func (c *conn) notify(n mcp.JSONRPCNotification) {
 		if c.e.onListChanged != nil {
 			c.e.onListChanged()
 		}
+	case mcp.MethodNotificationSubscriptionsAcknowledged:
+		c.listenAcknowledged()
+	}
+}
+
+// listenAcknowledged handles the server's acknowledgement of the
+// subscription to tool list changes (notifications/subscriptions/
+// acknowledged, which the protocol has a server send before anything else
+// of the subscription, once it is established). From then on a change is
+// notified; one made since the list of the handshake was read is not, so
+// the list is read again, the way a list change has it read. That is done
+// once the entry took the connection's first list (tookList), so that the
+// newer list is the one that stays.
+func (c *conn) listenAcknowledged() {
+	c.subMu.Lock()
+	c.acked = true
+	relist := c.took
+	c.subMu.Unlock()
+	if relist && c.e.onListChanged != nil {
+		c.e.onListChanged()
+	}
+}
+
+// tookList notes that the entry took the tool list read on connecting; if
+// the server acknowledged the subscription before, the list is read again
+// (see listenAcknowledged).
+func (c *conn) tookList() {
+	c.subMu.Lock()
+	c.took = true
+	relist := c.acked
+	c.subMu.Unlock()
+	if relist && c.e.onListChanged != nil {
+		c.e.onListChanged()
 	}
 }
 

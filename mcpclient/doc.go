@@ -263,7 +263,13 @@
 // not answer it within a second. [ServerConfig.ProtocolVersion] pins a
 // version instead; SSE servers are spoken to at 2025-11-25 unless pinned
 // otherwise. When a shared server says its tool list changed, the list is
-// read again, and Tools and Servers show the new one.
+// read again, and Tools and Servers show the new one. At 2026-07-28 the
+// client subscribes to these notifications while it reads the list on
+// connecting; once the server acknowledged the subscription, the list is
+// read once more, so that a change made in between is not missed.
+// Over streamable HTTP at earlier versions the client opens no standing
+// stream: a change notified outside a request is lost, and the next
+// connection reads the list.
 //
 // # Requests for input (elicitation)
 //
