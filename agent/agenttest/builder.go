@@ -221,6 +221,7 @@ func (b *Builder) Finish(reason string) Response {
 		r.frames[i] = renderFrame(&chunks[i])
 	}
 	r.completion = b.completion(reason)
+	r.respFrames, r.respObject = b.responsesForm(reason)
 	var text strings.Builder
 	for _, p := range b.parts {
 		switch {

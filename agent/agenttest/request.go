@@ -10,10 +10,23 @@ import (
 	"github.com/planround/planround/intent"
 )
 
-// Request is a chat-completions request as the server received it.
-// A recorded Request is shared with the server's record and must not be
-// modified.
+// Request is a chat-completions or Responses API request as the server
+// received it. A recorded Request is shared with the server's record and
+// must not be modified.
+//
+// A Responses API request ([ResponsesPath]; Responses is true) is decoded
+// into the same fields: its "instructions" become a first message with
+// role "system", its input (a string, or message, function_call and
+// function_call_output items) the other messages: a string input is one
+// user message, a function_call an assistant message with that tool call
+// (consecutive calls share one), a function_call_output a tool message
+// (ToolCallID is its call_id); other items (reasoning, ...) are skipped,
+// and Raw holds them all. Its function tools are Tools. StreamOptions is
+// nil.
 type Request struct {
+	// Responses reports whether the request came to the Responses API
+	// ([ResponsesPath]) rather than to chat completions ([Path]).
+	Responses bool
 	// Seq is the request's position among the requests the server
 	// decoded, starting at 1.
 	Seq int
@@ -274,5 +287,143 @@ func (t *Tool) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*t = Tool{Type: w.Type, Name: w.Function.Name, Description: w.Function.Description, Parameters: w.Function.Parameters}
+	return nil
+}
+
+// wireResponsesRequest is the JSON shape of a Responses API request body.
+type wireResponsesRequest struct {
+	Model             string          `json:"model"`
+	Instructions      string          `json:"instructions"`
+	Input             json.RawMessage `json:"input"`
+	Tools             []responsesTool `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	Stream            bool            `json:"stream"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+}
+
+// responsesTool is a tool of a Responses API request: a function tool's
+// fields are not nested under "function".
+type responsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// responsesItem is an input item of a Responses API request.
+type responsesItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// decodeResponsesRequest decodes a Responses API request body.
+func decodeResponsesRequest(body []byte, h http.Header) (*Request, error) {
+	var w wireResponsesRequest
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, fmt.Errorf("invalid request body: %w", err)
+	}
+	req := &Request{
+		Responses:         true,
+		Model:             w.Model,
+		ToolChoice:        w.ToolChoice,
+		Stream:            w.Stream,
+		ParallelToolCalls: w.ParallelToolCalls,
+		Raw:               json.RawMessage(body),
+		Header:            h,
+	}
+	for _, t := range w.Tools {
+		req.Tools = append(req.Tools, Tool(t))
+	}
+	if w.Instructions != "" {
+		req.Messages = append(req.Messages, Message{Role: "system", Content: w.Instructions})
+	}
+	in := bytes.TrimSpace(w.Input)
+	switch {
+	case len(in) == 0 || bytes.Equal(in, []byte("null")):
+	case in[0] == '"':
+		var s string
+		if err := json.Unmarshal(in, &s); err != nil {
+			return nil, fmt.Errorf("invalid request body: input: %w", err)
+		}
+		req.Messages = append(req.Messages, Message{Role: "user", Content: s})
+	default:
+		var items []responsesItem
+		if err := json.Unmarshal(in, &items); err != nil {
+			return nil, fmt.Errorf("invalid request body: input: want a string or an array of items: %w", err)
+		}
+		for i, it := range items {
+			m, ok, err := it.message()
+			if err != nil {
+				return nil, fmt.Errorf("invalid request body: input[%d]: %w", i, err)
+			}
+			if !ok {
+				continue
+			}
+			if n := len(req.Messages); n > 0 && len(m.ToolCalls) > 0 && m.Content == "" {
+				if prev := &req.Messages[n-1]; prev.Role == "assistant" && len(prev.ToolCalls) > 0 {
+					prev.ToolCalls = append(prev.ToolCalls, m.ToolCalls...)
+					continue
+				}
+			}
+			req.Messages = append(req.Messages, m)
+		}
+	}
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("invalid request body: no input")
+	}
+	return req, nil
+}
+
+// message maps an input item to a Message; false for an item that has
+// none.
+func (it responsesItem) message() (Message, bool, error) {
+	switch it.Type {
+	case "", "message":
+		m := Message{Role: it.Role}
+		err := m.responsesContent(it.Content)
+		return m, err == nil, err
+	case "function_call":
+		return Message{Role: "assistant", ToolCalls: []ToolCall{{ID: it.CallID, Type: "function", Name: it.Name, Arguments: it.Arguments}}}, true, nil
+	case "function_call_output":
+		m := Message{Role: "tool", ToolCallID: it.CallID}
+		err := m.responsesContent(it.Output)
+		return m, err == nil, err
+	}
+	return Message{}, false, nil
+}
+
+// responsesContent decodes a Responses API content (or output): a string,
+// an array of parts (input_text, output_text, input_image, ...) or null.
+func (m *Message) responsesContent(raw json.RawMessage) error {
+	c := bytes.TrimSpace(raw)
+	switch {
+	case len(c) == 0 || bytes.Equal(c, []byte("null")):
+	case c[0] == '"':
+		return json.Unmarshal(c, &m.Content)
+	case c[0] == '[':
+		var parts []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			ImageURL string `json:"image_url"`
+		}
+		if err := json.Unmarshal(c, &parts); err != nil {
+			return fmt.Errorf("content: %w", err)
+		}
+		var texts []string
+		for _, p := range parts {
+			m.Parts = append(m.Parts, ContentPart{Type: p.Type, Text: p.Text, ImageURL: p.ImageURL})
+			if p.Type == "input_text" || p.Type == "output_text" {
+				texts = append(texts, p.Text)
+			}
+		}
+		m.Content = strings.Join(texts, "\n")
+	default:
+		return fmt.Errorf("content: want a string, an array or null, got %.20s", c)
+	}
 	return nil
 }

@@ -28,6 +28,13 @@ type Response struct {
 	frames     [][]byte // rendered SSE events, each ending in a blank line
 	done       bool     // send "data: [DONE]" after the frames
 	completion []byte   // the non-streaming form, nil when there is none
+	// respFrames and respObject are the Responses API forms (stream and
+	// response object), nil when there are none (see [ResponsesPath]).
+	respFrames [][]byte
+	respObject []byte
+	// responses marks the copy of a Response being streamed to a
+	// Responses API request: its in-stream error is an error event.
+	responses bool
 	// ignoreStream answers a streaming request with the completion, as
 	// a server that ignores "stream": true does.
 	ignoreStream bool

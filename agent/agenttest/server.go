@@ -202,9 +202,11 @@ func (s *Server) next(req *Request) pick {
 		s.requests = append(s.requests, req)
 		s.trimLocked()
 	}
-	if err := check(s.checks, req); err != nil {
-		s.mu.Unlock()
-		return pick{err: err}
+	if !req.Responses { // the checks are chat-completions rules
+		if err := check(s.checks, req); err != nil {
+			s.mu.Unlock()
+			return pick{err: err}
+		}
 	}
 	if len(s.queue) > 0 {
 		r := s.queue[0]
@@ -233,8 +235,13 @@ func (s *Server) scriptError(w http.ResponseWriter, message string) {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != Path && r.URL.Path != Path+"/" {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("agenttest: no route for %s %s; the server answers POST %s", r.Method, r.URL.Path, Path))
+	var responses bool
+	switch r.URL.Path {
+	case Path, Path + "/":
+	case ResponsesPath, ResponsesPath + "/":
+		responses = true
+	default:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("agenttest: no route for %s %s; the server answers POST %s and POST %s", r.Method, r.URL.Path, Path, ResponsesPath))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -245,7 +252,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "agenttest: missing or wrong API key")
 		return
 	}
-	req, ok := readRequest(w, r)
+	req, ok := readRequest(w, r, responses)
 	if !ok {
 		return
 	}
@@ -267,7 +274,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // readRequest reads and decodes r's body. On failure it writes the error
 // answer and returns false.
-func readRequest(w http.ResponseWriter, r *http.Request) (*Request, bool) {
+// responses says that it is a Responses API request.
+func readRequest(w http.ResponseWriter, r *http.Request, responses bool) (*Request, bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "agenttest: reading request body: "+err.Error())
@@ -277,7 +285,11 @@ func readRequest(w http.ResponseWriter, r *http.Request) (*Request, bool) {
 		writeError(w, http.StatusRequestEntityTooLarge, "agenttest: request body too large")
 		return nil, false
 	}
-	req, err := decodeRequest(body, r.Header.Clone())
+	decode := decodeRequest
+	if responses {
+		decode = decodeResponsesRequest
+	}
+	req, err := decode(body, r.Header.Clone())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "agenttest: "+err.Error())
 		return nil, false
@@ -296,6 +308,8 @@ func writeResponse(w http.ResponseWriter, r *http.Request, req *Request, resp Re
 		setContentType(w.Header(), resp.contentType)
 		w.WriteHeader(resp.status)
 		_, _ = w.Write(resp.body)
+	case req.Responses:
+		writeResponsesAPI(w, r, req, resp, closing)
 	case !req.Stream || resp.ignoreStream:
 		if resp.completion == nil {
 			writeError(w, http.StatusInternalServerError, "agenttest: the request asked for no stream, but this response has only a streaming form (use Reply)")
@@ -395,6 +409,9 @@ func fault(ctx context.Context, w http.ResponseWriter, rc *http.ResponseControll
 	switch resp.fault {
 	case faultErrorFrame:
 		frame := append(append([]byte("data: "), errorBody(resp.errMsg, "server_error", "")...), "\n\n"...)
+		if resp.responses {
+			frame = responsesErrorFrame(resp.errMsg, min(resp.faultAt, len(resp.frames)))
+		}
 		if _, err := w.Write(frame); err == nil {
 			_ = rc.Flush()
 		}
@@ -440,4 +457,21 @@ func writeError(w http.ResponseWriter, status int, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(errorBody(message, typ, ""))
+}
+
+// writeResponsesAPI answers a Responses API request with resp's
+// Responses form: the event stream, or the response object for a request
+// that asked for no stream (or a Response that ignores "stream").
+func writeResponsesAPI(w http.ResponseWriter, r *http.Request, req *Request, resp Response, closing <-chan struct{}) {
+	if resp.respObject == nil {
+		writeError(w, http.StatusInternalServerError, "agenttest: the request is a Responses API request ("+ResponsesPath+"), but this response has only a chat-completions form (use Reply, HTTPError or Body)")
+		return
+	}
+	if !req.Stream || resp.ignoreStream {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(resp.respObject)
+		return
+	}
+	resp.frames, resp.done, resp.responses = resp.respFrames, false, true
+	stream(r.Context(), w, resp, closing)
 }

@@ -52,7 +52,8 @@ func (f RespondFunc) Client() *http.Client { return &http.Client{Transport: f} }
 func (f RespondFunc) URL() string { return "http://agenttest.invalid/v1" }
 
 // RoundTrip answers a POST to a URL whose path ends in /chat/completions
-// with f's Response, as a [Server] would over a connection: delays, holds,
+// (or /responses, in the Responses API's form: see [ResponsesPath]) with
+// f's Response, as a [Server] would over a connection: delays, holds,
 // keep-alive comments and in-stream errors are the same. A fault that cuts
 // the connection ([Response.CutAfter]) ends the body with
 // [io.ErrUnexpectedEOF], one that resets it ([Response.ResetAfter]) with an
@@ -68,15 +69,17 @@ func (f RespondFunc) URL() string { return "http://agenttest.invalid/v1" }
 // the body, as with any RoundTripper.
 func (f RespondFunc) RoundTrip(r *http.Request) (*http.Response, error) {
 	return serveInProcess(r, func(w http.ResponseWriter, r *http.Request) {
-		if path := strings.TrimSuffix(r.URL.Path, "/"); !strings.HasSuffix(path, "/chat/completions") {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("agenttest: no route for %s %s; a RespondFunc answers POST .../chat/completions", r.Method, r.URL.Path))
+		path := strings.TrimSuffix(r.URL.Path, "/")
+		responses := strings.HasSuffix(path, "/responses")
+		if !responses && !strings.HasSuffix(path, "/chat/completions") {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("agenttest: no route for %s %s; a RespondFunc answers POST .../chat/completions and POST .../responses", r.Method, r.URL.Path))
 			return
 		}
 		if r.Method != http.MethodPost {
 			writeError(w, http.StatusMethodNotAllowed, "agenttest: method "+r.Method+" not allowed; use POST")
 			return
 		}
-		req, ok := readRequest(w, r)
+		req, ok := readRequest(w, r, responses)
 		if !ok {
 			return
 		}
