@@ -1,6 +1,7 @@
 // Package agenttest provides a fake model for testing code built on package
-// agent: an OpenAI-compatible chat-completions server that answers from a
-// script, in the spirit of net/http/httptest.
+// agent: an OpenAI-compatible server that answers from a script, in the
+// spirit of net/http/httptest. It speaks both chat completions and the
+// Responses API (Open Responses), and one script serves either.
 //
 // A test starts a [Server] with [Start], enqueues the answers the model
 // should stream, points an agent at it (Config.BaseURL: [Server.URL],
@@ -49,8 +50,9 @@
 //
 // # Servers and functions
 //
-// A [Server] listens on 127.0.0.1 and serves POST /v1/chat/completions. Each
-// request takes the next [Response] from a FIFO filled with
+// A [Server] listens on 127.0.0.1 and serves POST /v1/chat/completions
+// ([Path]) and POST /v1/responses ([ResponsesPath]). Each request, to
+// either path, takes the next [Response] from a FIFO filled with
 // [Server.Enqueue]. When the queue is empty the function set with
 // [Server.Respond] answers instead.
 //
@@ -71,6 +73,38 @@
 // content type and body (an HTML page from a proxy, JSON where a stream
 // was expected). [Response.IgnoreStream] answers a streaming request with
 // the whole chat.completion object, like a server that ignores "stream".
+//
+// # The Responses API
+//
+// A reply built with [Reply] also has the Responses API's form, which the
+// server sends to a request to [ResponsesPath] (openai-go's
+// client.Responses.NewStreaming): an Open Responses event stream, each
+// event an "event: <type>" line and a "data:" line with its
+// sequence_number. It starts with response.created and
+// response.in_progress; consecutive Reasoning pieces make a reasoning item
+// (response.reasoning_summary_text.delta), consecutive Text pieces a
+// message item (response.output_text.delta), each tool call a
+// function_call item with its call_id and name
+// (response.function_call_arguments.delta per argument piece); each item
+// is announced (response.output_item.added) and ended (.done, with the
+// text-part and summary-part events around them). The stream ends with
+// response.completed, or response.incomplete for the finish reasons
+// "length" (incomplete_details.reason max_output_tokens) and
+// "content_filter", its response holding the output items and the usage
+// (input_tokens with input_tokens_details.cached_tokens, output_tokens
+// with output_tokens_details.reasoning_tokens, total_tokens). An empty
+// finish reason sends no final event. A request with "stream": false, or
+// a Response with [Response.IgnoreStream], gets the final response object.
+//
+// The chat-completions quirks of a Builder (WholeCalls, OmitIndex,
+// IDOnEveryFragment, FinishWithLast, UsageInFinish, EmptyFirstChunk) and
+// [Response.NoDone] do not apply to the Responses form, which has no
+// [DONE]. The faults do: their positions count its events (not
+// [Response.NumFrames], which counts chat chunks), and [Response.ErrorAfter]
+// sends an "error" event. [HTTPError] and [Body] answer either path alike.
+// [Raw], [ReplayFile] and [Frames] have no Responses form: a Responses
+// request they would answer gets HTTP 500 saying so. The [Check]s of
+// [Server.Enforce] apply to chat-completions requests only.
 //
 // The frames of a Response are rendered once, when it is built, so serving
 // it costs one write and one flush per frame; a Response may be enqueued
@@ -101,6 +135,8 @@
 //
 // Every request the server decodes is recorded as a [Request]
 // ([Server.Requests]): model, messages, tools, stream options, the raw body
-// and the headers. [Server.Conns] counts the TCP connections the server
+// and the headers. A Responses API request is recorded as a Request too,
+// with [Request.Responses] set and its instructions and input items as
+// messages. [Server.Conns] counts the TCP connections the server
 // accepted, so a test can see whether a client reuses its connections.
 package agenttest

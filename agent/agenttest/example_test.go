@@ -9,6 +9,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/planround/planround/agent"
@@ -269,4 +270,56 @@ func ExampleServer() {
 	// Output:
 	// "Let me check. " {"city":"Paris"} <nil>
 	// true 2 Weather in Paris?
+}
+
+// The same scripted reply answers the Responses API (POST /v1/responses)
+// as an Open Responses event stream: here openai-go's Responses client
+// reads its reasoning, text, tool call and usage.
+func Example_responses() {
+	srv := agenttest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(agenttest.Reply().Reasoning("The user wants weather.").Text("Let me check.").
+		Call(0, "call_1", "get_weather", `{"city":`, `"Paris"}`).
+		Usage(20, 9).CachedTokens(16).Finish("tool_calls"))
+
+	client := openai.NewClient(option.WithBaseURL(srv.URL()), option.WithHTTPClient(srv.Client()), option.WithAPIKey("k"))
+	stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
+		Model: "any",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")},
+		Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{
+			Name:       "get_weather",
+			Parameters: map[string]any{"type": "object"},
+		}}},
+	})
+	defer stream.Close()
+	var args strings.Builder
+	for stream.Next() {
+		switch e := stream.Current().AsAny().(type) {
+		case responses.ResponseReasoningSummaryTextDeltaEvent:
+			fmt.Println("reasoning:", e.Delta)
+		case responses.ResponseTextDeltaEvent:
+			fmt.Println("text:", e.Delta)
+		case responses.ResponseOutputItemAddedEvent:
+			if e.Item.Type == "function_call" {
+				fmt.Println("call:", e.Item.AsFunctionCall().CallID, e.Item.AsFunctionCall().Name)
+			}
+		case responses.ResponseFunctionCallArgumentsDeltaEvent:
+			args.WriteString(e.Delta)
+		case responses.ResponseCompletedEvent:
+			u := e.Response.Usage
+			fmt.Println("arguments:", args.String())
+			fmt.Println("usage:", u.InputTokens, "in,", u.InputTokensDetails.CachedTokens, "cached,", u.OutputTokens, "out")
+		}
+	}
+	if err := stream.Err(); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println("responses request:", srv.Requests()[0].Responses)
+	// Output:
+	// reasoning: The user wants weather.
+	// text: Let me check.
+	// call: call_1 get_weather
+	// arguments: {"city":"Paris"}
+	// usage: 20 in, 16 cached, 9 out
+	// responses request: true
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/planround/planround/agent/agenttest"
@@ -318,5 +319,31 @@ func TestResponsesRequestItems(t *testing.T) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(req.Raw, &raw); err != nil || raw["input"] == nil {
 		t.Errorf("Raw = %s (%v), want the body with its input", req.Raw, err)
+	}
+}
+
+// A Response without a Responses form (Frames) is refused to a Responses
+// request with HTTP 500, and a RespondFunc answers .../responses too.
+func TestResponsesNoFormAndRespondFunc(t *testing.T) {
+	s, c := newServer(t)
+	s.Enqueue(agenttest.Frames(`{"choices":[]}`, "[DONE]"))
+	r := readResponses(t.Context(), t, c, rparams())
+	var apiErr *openai.Error
+	if !errors.As(r.err, &apiErr) || apiErr.StatusCode != 500 || !strings.Contains(apiErr.Message, "only a chat-completions form") {
+		t.Errorf("err = %v, want HTTP 500 saying the response has only a chat-completions form", r.err)
+	}
+
+	var got *agenttest.Request
+	f := agenttest.RespondFunc(func(req *agenttest.Request) agenttest.Response {
+		got = req
+		return agenttest.Reply().Text("in process").Finish("stop")
+	})
+	fc := openai.NewClient(option.WithBaseURL(f.URL()), option.WithHTTPClient(f.Client()), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	r = readResponses(t.Context(), t, fc, rparams())
+	if r.err != nil || r.text != "in process" || r.finalType != "response.completed" {
+		t.Errorf("err %v text %q final %q, want in process, response.completed", r.err, r.text, r.finalType)
+	}
+	if got == nil || !got.Responses {
+		t.Errorf("the function got %+v, want a Responses request", got)
 	}
 }

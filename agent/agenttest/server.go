@@ -15,14 +15,15 @@ import (
 	"time"
 )
 
-// Path is the URL path the server answers.
+// Path is the URL path where the server answers chat completions; it
+// answers the Responses API at [ResponsesPath].
 const Path = "/v1/chat/completions"
 
 // maxBody bounds a request body.
 const maxBody = 32 << 20
 
-// Server is an OpenAI-compatible chat-completions server listening on
-// 127.0.0.1. Its methods are safe for concurrent use.
+// Server is an OpenAI-compatible server of chat completions and of the
+// Responses API, listening on 127.0.0.1. Its methods are safe for concurrent use.
 type Server struct {
 	ts        *httptest.Server
 	closing   chan struct{} // closed by Close: ends delays and holds
