@@ -174,7 +174,11 @@ func (b *Builder) EmptyFirstChunk() *Builder { b.emptyFirst = true; return b }
 // An empty reason sends no finish_reason at all, as a cut stream would.
 //
 // The Response also has a non-streaming form: a request with
-// "stream":false gets the same answer as one chat.completion object.
+// "stream":false gets the same answer as one chat.completion object. And
+// it has the Responses API's forms, an Open Responses event stream and a
+// response object, for a request to [ResponsesPath] (the package
+// documentation lists the events); the chat-chunk switches above do not
+// change them.
 func (b *Builder) Finish(reason string) Response {
 	var chunks []chunkJSON
 	if b.emptyFirst {

@@ -215,7 +215,8 @@ func splitEvents(body []byte) [][]byte {
 
 // NumFrames returns the number of frames the Response streams, not
 // counting [DONE] and keep-alive comments. Fault positions count these
-// frames.
+// frames. To a Responses API request ([ResponsesPath]) a reply streams
+// another number of events, and fault positions count those.
 func (r Response) NumFrames() int { return len(r.frames) }
 
 // Status returns the HTTP status the Response answers with.
@@ -243,8 +244,9 @@ func (r Response) RetryAfter(d time.Duration) Response {
 }
 
 // IgnoreStream returns r answering a request that asked for a stream with
-// the whole chat.completion object instead, as a server that ignores
-// "stream": true does. It applies to responses built with a [Builder].
+// the whole chat.completion object instead (or, for a Responses API
+// request, the response object), as a server that ignores "stream": true
+// does. It applies to responses built with a [Builder].
 func (r Response) IgnoreStream() Response {
 	r.ignoreStream = true
 	return r
