@@ -347,3 +347,27 @@ func TestResponsesNoFormAndRespondFunc(t *testing.T) {
 		t.Errorf("the function got %+v, want a Responses request", got)
 	}
 }
+
+// Interleaved fragments of parallel calls (Fragment) stream into their
+// own function_call items.
+func TestResponsesInterleavedCalls(t *testing.T) {
+	s, c := newServer(t)
+	s.Enqueue(agenttest.Reply().
+		Fragment(0, "call_A", "a", "").Fragment(1, "call_B", "b", "").
+		Fragment(0, "", "", `{"x":`).Fragment(1, "", "", `{"y":`).
+		Fragment(0, "", "", `1}`).Fragment(1, "", "", `2}`).Finish("content_filter"))
+	r := readResponses(t.Context(), t, c, rparams("a", "b"))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.calls) != 2 {
+		t.Fatalf("calls = %d, want 2 (events %v)", len(r.calls), r.types)
+	}
+	if r.calls[0].args != `{"x":1}` || r.calls[1].args != `{"y":2}` ||
+		r.calls[0].doneArgs != `{"x":1}` || r.calls[1].callID != "call_B" {
+		t.Errorf("calls = %+v %+v, want call_A {\"x\":1} and call_B {\"y\":2}", *r.calls[0], *r.calls[1])
+	}
+	if r.finalType != "response.incomplete" || r.final.IncompleteDetails.Reason != "content_filter" {
+		t.Errorf("final %s reason %q, want response.incomplete content_filter", r.finalType, r.final.IncompleteDetails.Reason)
+	}
+}
