@@ -442,7 +442,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		})
 		defer closeMCP()
 		if opts.verbose {
-			printServers(stderr, mc)
+			// Owning the screen: the MCP client logs on stderr too, from
+			// its own goroutines (a tool list read again once a server
+			// acknowledged the subscription to its changes).
+			scr.own(func() { printServers(stderr, mc) })
 		}
 		defer func() { status = exitStatus(term, status) }()
 	}
@@ -466,7 +469,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	a, err := agent.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "cli: %v\n", err)
+		scr.own(func() { fmt.Fprintf(stderr, "cli: %v\n", err) }) // the MCP servers' logs may be written meanwhile
 		return exitError
 	}
 
