@@ -317,7 +317,9 @@ func (e *serverEntry) startInstance(ctx context.Context) (instance, error) {
 	return c, nil
 }
 
-func (e *serverEntry) setTools(tools []mcp.Tool) {
+// setTools takes tools as the server's list, and reports whether what the
+// agent is offered changed (always false for the first list).
+func (e *serverEntry) setTools(tools []mcp.Tool) (changed bool) {
 	specs := e.convertTools(tools)
 	for _, s := range specs {
 		s.pinned = ptr(pinOf(s)) // once per list, not per call
@@ -340,7 +342,7 @@ func (e *serverEntry) setTools(tools []mcp.Tool) {
 	}
 	sig := toolsSignature(specs)
 	e.mu.Lock()
-	changed := e.converted != nil && sig != e.sig
+	changed = e.converted != nil && sig != e.sig
 	e.converted = specs
 	e.outputs = outputs
 	e.tasks = tasks
@@ -349,6 +351,7 @@ func (e *serverEntry) setTools(tools []mcp.Tool) {
 	if changed && e.changed != nil {
 		e.changed()
 	}
+	return changed
 }
 
 // toolsSignature sums up what the agent is offered of specs: a change of
@@ -408,8 +411,14 @@ func (e *serverEntry) watch() {
 			e.log.Warn("reading the changed tool list failed", "err", err)
 			continue
 		}
-		e.setTools(tools)
-		e.log.Info("tool list changed", "tools", len(tools))
+		if e.setTools(tools) {
+			e.log.Info("tool list changed", "tools", len(tools))
+		} else {
+			// A list read again with nothing changed for the agent: after
+			// a subscription's acknowledgement, or a change the agent is
+			// not offered.
+			e.log.Debug("tool list read again, unchanged", "tools", len(tools))
+		}
 	}
 }
 
