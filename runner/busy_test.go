@@ -17,38 +17,52 @@ import (
 	"github.com/planround/planround/runner"
 )
 
-// gatedStore is a MemStore whose next Messages, once gated, waits for the
-// gate to open: a process slow to load a session.
-type gatedStore struct {
-	*memory.MemStore
-
+// gate holds the next call of a store method that passes it, once held:
+// a process slow at that step.
+type gate struct {
 	mu      sync.Mutex
-	gate    chan struct{} // the next Messages waits until it is closed; nil: none
+	open    chan struct{} // the next call waits until it is closed; nil: none
 	entered chan struct{} // closed when that call waits
 }
 
-// hold gates the next Messages; the returned channel is closed once that
-// call waits, and open lets it go on.
-func (s *gatedStore) hold() (entered <-chan struct{}, open func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.gate, s.entered = make(chan struct{}), make(chan struct{})
-	gate := s.gate
-	return s.entered, func() { close(gate) }
+// hold gates the next call; the returned channel is closed once that call
+// waits, and open lets it go on.
+func (g *gate) hold() (entered <-chan struct{}, open func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open, g.entered = make(chan struct{}), make(chan struct{})
+	gate := g.open
+	return g.entered, func() { close(gate) }
+}
+
+// pass waits, when the call is gated, until the gate opens or ctx ends.
+func (g *gate) pass(ctx context.Context) error {
+	g.mu.Lock()
+	open, entered := g.open, g.entered
+	g.open, g.entered = nil, nil
+	g.mu.Unlock()
+	if open == nil {
+		return nil
+	}
+	close(entered)
+	select {
+	case <-open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// gatedStore is a MemStore whose next Messages, once held, waits for the
+// gate to open: a process slow to load a session.
+type gatedStore struct {
+	*memory.MemStore
+	gate
 }
 
 func (s *gatedStore) Messages(ctx context.Context, sessionID string, all bool) ([]memory.Message, error) {
-	s.mu.Lock()
-	gate, entered := s.gate, s.entered
-	s.gate, s.entered = nil, nil
-	s.mu.Unlock()
-	if gate != nil {
-		close(entered)
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.pass(ctx); err != nil {
+		return nil, err
 	}
 	return s.MemStore.Messages(ctx, sessionID, all)
 }

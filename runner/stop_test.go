@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,38 +141,16 @@ func TestInterruptWhileALookElsewhere(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load(), "the tool ran once")
 }
 
-// leaseGatedStore is a MemStore whose next AcquireLease, once gated, waits
+// leaseGatedStore is a MemStore whose next AcquireLease, once held, waits
 // for the gate to open: a process slow to ask for a session's lease.
 type leaseGatedStore struct {
 	*memory.MemStore
-
-	mu      sync.Mutex
-	gate    chan struct{} // the next AcquireLease waits until it is closed; nil: none
-	entered chan struct{} // closed when that call waits
-}
-
-// hold gates the next AcquireLease; the returned channel is closed once
-// that call waits, and open lets it go on.
-func (s *leaseGatedStore) hold() (entered <-chan struct{}, open func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.gate, s.entered = make(chan struct{}), make(chan struct{})
-	gate := s.gate
-	return s.entered, func() { close(gate) }
+	gate
 }
 
 func (s *leaseGatedStore) AcquireLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (bool, error) {
-	s.mu.Lock()
-	gate, entered := s.gate, s.entered
-	s.gate, s.entered = nil, nil
-	s.mu.Unlock()
-	if gate != nil {
-		close(entered)
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+	if err := s.pass(ctx); err != nil {
+		return false, err
 	}
 	return s.MemStore.AcquireLease(ctx, sessionID, holder, ttl)
 }
