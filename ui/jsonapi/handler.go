@@ -233,19 +233,14 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	// Acknowledged once stored: a server killed after its 202 keeps the
 	// message (a run that could not store it says why on the stream).
 	_, err := h.b.Runner.Start(ctx, in)
-	switch {
-	case err == nil:
-		writeJSON(w, http.StatusAccepted, response{Success: true})
-	case errors.Is(err, agent.ErrBusy):
-		writeError(w, http.StatusConflict, "a run is already active in this session: wait for it or interrupt it")
-	case errors.Is(err, runner.ErrTooManyRuns):
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "the server is busy (too many runs active): try again shortly")
-	case errors.Is(err, runner.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, ReasonShutdown)
-	default:
-		writeError(w, http.StatusInternalServerError, "starting the run: "+err.Error())
+	if e := turn.StartError(err); e != nil {
+		if errors.Is(err, runner.ErrTooManyRuns) {
+			w.Header().Set("Retry-After", "5")
+		}
+		writeError(w, e.Status, e.Msg)
+		return
 	}
+	writeJSON(w, http.StatusAccepted, response{Success: true})
 }
 
 // response is the JSON answer of most routes: {"success":bool,"error":"..."}.

@@ -113,17 +113,27 @@ func (b *Backend) Start(ctx context.Context, in agent.Input) (*runner.Turn, *Err
 			t, err = b.Runner.Start(ctx, in)
 		}
 	}
+	if err != nil {
+		return nil, StartError(err)
+	}
+	return t, nil
+}
+
+// StartError says why runner.Runner.Start refused a turn, in the words and
+// status a client needs (409 for a session whose turn runs, 503 for a
+// runner at MaxRuns or shutting down, 500 otherwise); nil for a nil err.
+func StartError(err error) *Error {
 	switch {
 	case err == nil:
-		return t, nil
+		return nil
 	case errors.Is(err, agent.ErrBusy):
-		return nil, errorf(http.StatusConflict, "a run is already active in this session: wait for it or stop it")
+		return errorf(http.StatusConflict, "a run is already active in this session: wait for it or stop it")
 	case errors.Is(err, runner.ErrTooManyRuns):
-		return nil, errorf(http.StatusServiceUnavailable, "the server is busy (too many runs active): try again shortly")
+		return errorf(http.StatusServiceUnavailable, "the server is busy (too many runs active): try again shortly")
 	case errors.Is(err, runner.ErrClosed):
-		return nil, errorf(http.StatusServiceUnavailable, "the server is shutting down")
+		return errorf(http.StatusServiceUnavailable, "the server is shutting down")
 	default:
-		return nil, errorf(http.StatusInternalServerError, "starting the run: "+err.Error())
+		return errorf(http.StatusInternalServerError, "starting the run: "+err.Error())
 	}
 }
 
